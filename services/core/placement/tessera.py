@@ -1,16 +1,143 @@
-"""Tessera placement policy (placeholder: FGD exact gradient, deterministic)."""
+"""Tessera: FGD's fragmentation gradient plus CPU stranding and card-residual lookahead.
+
+What the openb replays taught us (benchmarks/results/openb.md):
+
+* FGD's gradient alone barely separates nodes for whole-card pods: allocating a card lowers
+  every node's F by the same CPU-only share. What makes FGD work is that its integer score turns
+  near-equal gradients into ties, and ties go to the first node in a fixed order, i.e. a
+  consistent first-fit that packs. The exact, unquantised gradient is ~2x worse. So Tessera keeps
+  a coarse (bucketed) cost and first-in-order ties on purpose.
+* The openb clusters run out of CPU on the 8-card nodes (12 cores per card) long before cards
+  run out, while the 2-card T4 nodes have 50 cores per card. F only notices CPU once a typical
+  shape stops fitting, which is too late. Tessera adds the change in *stranded card milli*:
+  the card capacity a node cannot feed with CPU at the workload's average CPU-per-card ratio.
+  This steers CPU-only and CPU-heavy pods to CPU-rich nodes before the damage is done.
+* For shared cards, a one-step lookahead over the residual slice: W(r) is the expected milli a
+  card with r free ends up wasting when filled by the workload's single-card shapes; the change
+  in W nudges slices toward combinations that close cards exactly.
+
+Everything is a pure function of (node, request, workload), so the engine can cache it.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
-from services.core.placement.fgd import FgdPolicy
+from services.core.placement.fgd import FgdPolicy, what_if_cards
+from services.core.placement.model import CARD_MILLI, NodeView, Request, lowest_free_cards
+from services.core.placement.policy import Choice
 from services.core.placement.workload import TargetWorkload
+
+#: Weight of stranded card milli relative to fragment milli (both are "idle card milli").
+STRANDING_WEIGHT = 1.0
+#: Weight of the card-residual lookahead term.
+RESIDUAL_WEIGHT = 0.5
+#: Cost bucket (milli). Finer buckets lose FGD's packing-by-ties; coarser ones blur real
+#: differences. 40 milli is also about where FGD's integer sigmoid score quantises.
+COST_QUANTUM = 40.0
+
+
+def cpu_per_card_milli(workload: TargetWorkload) -> float:
+    """CPU milli the card-using shapes bring per card milli, on average (0 if none use cards)."""
+    cpu = sum(p * s.cpu_milli for s, p in workload.shapes if s.num_cards)
+    cards = sum(p * s.num_cards * s.card_milli for s, p in workload.shapes if s.num_cards)
+    return cpu / cards if cards else 0.0
+
+
+def residual_waste(workload: TargetWorkload) -> list[float]:
+    """W(r) for r in 0..1000: expected milli wasted by a card with r free.
+
+    Recursion: if no single-card shape fits in r, all of r is wasted; otherwise the next slice
+    to land there is drawn from the fitting shapes in proportion to their frequency.
+    """
+    sizes: dict[int, float] = {}
+    for shape, p in workload.shapes:
+        if shape.num_cards == 1:
+            sizes[shape.card_milli] = sizes.get(shape.card_milli, 0.0) + p
+    waste = [0.0] * (CARD_MILLI + 1)
+    for r in range(1, CARD_MILLI + 1):
+        total = acc = 0.0
+        for d, p in sizes.items():
+            if d <= r:
+                total += p
+                acc += p * waste[r - d]
+        waste[r] = acc / total if total else float(r)
+    return waste
 
 
 class TesseraPolicy(FgdPolicy):
-    name: ClassVar[str] = "tessera"
-    random_ties: ClassVar[bool] = False
+    """Lowest bucketed cost ΔF + a·Δstranded + b·ΔW; ties to the first node in order."""
 
-    def __init__(self, workload: TargetWorkload) -> None:
+    name: ClassVar[str] = "tessera"
+
+    def __init__(
+        self,
+        workload: TargetWorkload,
+        stranding_weight: float = STRANDING_WEIGHT,
+        residual_weight: float = RESIDUAL_WEIGHT,
+        quantum: float = COST_QUANTUM,
+    ) -> None:
         super().__init__(workload, quantize=False)
+        self.rho = cpu_per_card_milli(workload)
+        self.stranding_weight = stranding_weight
+        self.residual_weight = residual_weight
+        self.quantum = quantum
+        self.waste = residual_waste(workload)
+
+    def stranded(self, cpu_free: int, card_free: int) -> float:
+        """Card milli this node cannot feed with CPU at the workload's CPU-per-card ratio."""
+        if self.rho <= 0:
+            return 0.0
+        return max(0.0, card_free - cpu_free / self.rho)
+
+    def _shared_card(self, node: NodeView, request: Request, cpu_after: int) -> tuple[int, float]:
+        """FGD's card choice for a slice: the card whose use leaves the node least fragmented."""
+        d = request.card_milli
+        best_f = math.inf
+        best_i = -1
+        seen: set[int] = set()
+        for i, free in enumerate(node.cards):
+            if free < d or free in seen:
+                continue
+            seen.add(free)
+            after = list(node.cards)
+            after[i] = free - d
+            f = self.frag.amount(node.model, cpu_after, tuple(after))
+            if f < best_f:
+                best_f, best_i = f, i
+        return best_i, best_f
+
+    def cost(self, node: NodeView, request: Request) -> tuple[float, tuple[int, ...]]:
+        """Unbucketed cost of placing ``request`` on ``node`` and the cards it would use."""
+        frag = self.frag
+        cpu_after = node.cpu_milli - request.cpu_milli
+        cards: tuple[int, ...]
+        if request.is_shared:
+            i, after_f = self._shared_card(node, request, cpu_after)
+            cards = (i,)
+        elif request.num_cards:
+            after_f = frag.amount(node.model, cpu_after, what_if_cards(node.cards, request))
+            cards = lowest_free_cards(node.cards, request.num_cards, request.card_milli)
+        else:
+            after_f = frag.amount(node.model, cpu_after, node.cards)
+            cards = ()
+        free = node.free_card_milli
+        d_stranded = self.stranded(cpu_after, free - request.gpu_milli) - self.stranded(
+            node.cpu_milli, free
+        )
+        d_waste = 0.0
+        for i in cards:
+            r = node.cards[i]
+            d_waste += self.waste[r - request.card_milli] - self.waste[r]
+        total = (
+            (after_f - frag.of(node))
+            + self.stranding_weight * d_stranded
+            + self.residual_weight * d_waste
+        )
+        return total, cards
+
+    def evaluate(self, node: NodeView, request: Request) -> Choice:
+        total, cards = self.cost(node, request)
+        score = -float(math.floor(total / self.quantum)) if self.quantum > 0 else -total
+        return Choice(score, cards)
