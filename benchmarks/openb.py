@@ -220,6 +220,46 @@ def format_table(results: Sequence[RunResult], published: dict) -> str:
     return "\n".join(lines)
 
 
+def format_ratio_table(
+    results: Sequence[RunResult], policy: str = "tessera", base: str = "fgd"
+) -> str:
+    """Per trace: ``policy``'s mean unallocated % at 100 as a share of ``base``'s (same run)."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        by.setdefault((r.trace, r.policy), []).append(r.unallocated_pct_at_100)
+    lines = [
+        f"| trace | {base} @100 | {policy} @100 | {policy} / {base} |",
+        "|---|---|---|---|",
+    ]
+    for trace in dict.fromkeys(r.trace for r in results):
+        a, b = by.get((trace, base)), by.get((trace, policy))
+        if a and b:
+            ma, mb = statistics.fmean(a), statistics.fmean(b)
+            lines.append(f"| {trace} | {ma:.2f} | {mb:.2f} | {100 * mb / ma:.0f}% |")
+    return "\n".join(lines)
+
+
+def load_results(paths: Sequence[Path]) -> list[RunResult]:
+    """Records written by ``--json`` (one or more files), for re-rendering the tables."""
+    out: list[RunResult] = []
+    for path in paths:
+        for rec in json.loads(path.read_text()):
+            out.append(
+                RunResult(
+                    rec["trace"],
+                    rec["policy"],
+                    rec["seed"],
+                    rec["unallocated_pct_at_100"],
+                    rec["unallocated_pct_at_130"],
+                    rec["frag_rate_at_90"],
+                    rec.get("seconds", float("nan")),
+                    rec.get("failed_pods", -1),
+                    rec.get("pods", -1),
+                )
+            )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.openb", description=__doc__.split("\n")[0]
@@ -230,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write one record per (trace, policy, seed)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument(
+        "--report", type=Path, nargs="+", help="only re-render tables from --json files"
+    )
+    ap.add_argument(
         "--data",
         type=Path,
         help="openb data dir (default: $TESSERA_OPENB_DIR or ../shared/data/openb)",
@@ -237,6 +280,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     root = args.data or data_dir()
+    if args.report:
+        loaded = load_results(args.report)
+        print(format_table(loaded, load_published(root)))
+        print()
+        print(format_ratio_table(loaded))
+        return 0
     traces = available_traces(root) if args.trace == "all" else args.trace.split(",")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -260,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(r)
 
     print(format_table(results, load_published(root)))
+    if "tessera" in policies and "fgd" in policies:
+        print()
+        print(format_ratio_table(results))
     if args.json:
         records = [
             {k: v for k, v in asdict(r).items() if k not in ("seconds", "failed_pods", "pods")}
