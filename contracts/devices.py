@@ -1,0 +1,50 @@
+"""Device records shared by the ledger, the scheduler and the node-agent.
+
+Units follow HAMi: memory in MB (MiB) as the device plugins register it, cores either in % of
+the card (soft mode, total 100) or in AI cores (Ascend template mode, total = aiCore).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from contracts.base import Record
+
+SliceKind = Literal["whole", "template", "soft"]
+
+
+class CardSpec(Record, frozen=True):
+    """One physical card as its node reports it."""
+
+    uuid: str
+    node: str
+    index: int
+    type: str  # HAMi commonWord, e.g. "Ascend910B3" or "NVIDIA-A100"
+    vendor: str  # "huawei" | "nvidia" | ...
+    memory: int  # allocatable MB
+    cores: int  # total cores: 100 (soft / NVIDIA) or aiCore (Ascend template mode)
+    split_count: int = 1
+    numa: int = 0
+    network_id: int = 0
+    healthy: bool = True
+    mode: str = ""  # "", "hami-core", "template": the slicing mode the node agent enables
+
+
+class SliceSpec(Record, frozen=True):
+    """One booking on one card."""
+
+    kind: SliceKind
+    memory: int
+    cores: int = 0
+    template: str | None = None
+    exclusive: bool = False
+
+
+class CardUsage(Record, frozen=True):
+    """A card's usage after an event, carried on every ledger event for O(cards) recovery."""
+
+    memory_used: int = 0
+    cores_used: int = 0
+    slices_used: int = 0
+    exclusive: bool = False
+    owners: tuple[str, ...] = ()

@@ -1,0 +1,200 @@
+"""The event vocabulary: every fact the log can hold, grouped by the aggregate it belongs to.
+
+Aggregates map to subjects (see `contracts.subjects`): queue, job, node and card. Adding an event
+= adding a class here and to `ALL_EVENTS`; the schema-drift test then asks for a regenerated
+`contracts/schema/events.json`.
+"""
+
+from __future__ import annotations
+
+from contracts.base import Event, Record
+from contracts.devices import CardSpec, CardUsage, SliceSpec
+from contracts.workloads import JobSpec, QueueSpec
+
+# --- queue aggregate ---------------------------------------------------------------------------
+
+
+class QueueCreated(Event, frozen=True, tag="QueueCreated"):
+    spec: QueueSpec
+
+
+class QueueStateChanged(Event, frozen=True, tag="QueueStateChanged"):
+    queue: str
+    state: str  # Open | Closing | Closed
+    reason: str = ""
+
+
+# --- job aggregate -----------------------------------------------------------------------------
+
+
+class JobSubmitted(Event, frozen=True, tag="JobSubmitted"):
+    spec: JobSpec
+    manifest: str = ""  # the object as the user wrote it (YAML/JSON), for explanations
+
+
+class JobRejected(Event, frozen=True, tag="JobRejected"):
+    namespace: str
+    name: str
+    reasons: tuple[str, ...]
+
+
+class JobPhaseChanged(Event, frozen=True, tag="JobPhaseChanged"):
+    namespace: str
+    name: str
+    phase: str  # Pending | Inqueue | Running | Completed | Failed | Aborted ...
+    reason: str = ""
+
+
+class SliceAssignment(Record, frozen=True):
+    """One slice of one task on one card, as the scheduler proposes and the allocator books it."""
+
+    card: str  # uuid
+    node: str
+    slice: SliceSpec
+    expected_seq: int = 0  # card subject's last sequence the decision was based on
+
+
+class TaskPlacement(Record, frozen=True):
+    task: str  # "<task-name>-<replica>"
+    node: str
+    slices: tuple[SliceAssignment, ...] = ()
+    score: float = 0.0
+
+
+class PlacementProposed(Event, frozen=True, tag="PlacementProposed"):
+    namespace: str
+    name: str
+    based_on: int  # stream sequence of the snapshot
+    placements: tuple[TaskPlacement, ...]
+    session: int = 0
+
+
+class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
+    namespace: str
+    name: str
+    placements: tuple[TaskPlacement, ...]
+    proposal_seq: int = 0
+
+
+class PlacementRejected(Event, frozen=True, tag="PlacementRejected"):
+    namespace: str
+    name: str
+    reason: str
+    proposal_seq: int = 0
+
+
+class JobUnschedulable(Event, frozen=True, tag="JobUnschedulable"):
+    namespace: str
+    name: str
+    reason: str
+    node_reasons: dict[str, str] = {}
+
+
+class EvictionRequested(Event, frozen=True, tag="EvictionRequested"):
+    namespace: str
+    name: str
+    task: str
+    reason: str
+
+
+class TaskStarted(Event, frozen=True, tag="TaskStarted"):
+    namespace: str
+    name: str
+    task: str
+    node: str
+    at: float = 0.0
+
+
+class TaskFinished(Event, frozen=True, tag="TaskFinished"):
+    namespace: str
+    name: str
+    task: str
+    node: str
+    exit_code: int = 0
+    reason: str = ""
+    at: float = 0.0
+
+
+class JobDeleted(Event, frozen=True, tag="JobDeleted"):
+    namespace: str
+    name: str
+
+
+# --- node aggregate ----------------------------------------------------------------------------
+
+
+class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
+    node: str
+    cpu_milli: int
+    memory_mib: int
+    pods: int = 110
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    taints: tuple[str, ...] = ()
+    cards: tuple[CardSpec, ...] = ()
+
+
+class NodeLost(Event, frozen=True, tag="NodeLost"):
+    node: str
+    reason: str = ""
+
+
+# --- card aggregate (the per-card slice ledger) ------------------------------------------------
+
+
+class CardRegistered(Event, frozen=True, tag="CardRegistered"):
+    card: CardSpec
+    usage: CardUsage = CardUsage()
+
+
+class SliceReserved(Event, frozen=True, tag="SliceReserved"):
+    card: str
+    node: str
+    owner: str  # "<namespace>/<job>/<task>"
+    slice: SliceSpec
+    usage: CardUsage
+
+
+class SliceReleased(Event, frozen=True, tag="SliceReleased"):
+    card: str
+    node: str
+    owner: str
+    usage: CardUsage
+    reason: str = ""
+
+
+class CardHealthChanged(Event, frozen=True, tag="CardHealthChanged"):
+    card: str
+    node: str
+    healthy: bool
+    usage: CardUsage
+
+
+class CardRetired(Event, frozen=True, tag="CardRetired"):
+    card: str
+    node: str
+    usage: CardUsage
+
+
+ALL_EVENTS: tuple[type[Event], ...] = (
+    QueueCreated,
+    QueueStateChanged,
+    JobSubmitted,
+    JobRejected,
+    JobPhaseChanged,
+    PlacementProposed,
+    PlacementCommitted,
+    PlacementRejected,
+    JobUnschedulable,
+    EvictionRequested,
+    TaskStarted,
+    TaskFinished,
+    JobDeleted,
+    NodeRegistered,
+    NodeLost,
+    CardRegistered,
+    SliceReserved,
+    SliceReleased,
+    CardHealthChanged,
+    CardRetired,
+)

@@ -1,0 +1,93 @@
+"""Subjects of the log, one per aggregate, and the escaping that makes any Kubernetes name a token.
+
+NATS tokens may not contain `.`, `*`, `>` or whitespace; Kubernetes names may contain dots (DNS
+subdomains) and, for labels or uuids, other characters. The escape is reversible and leaves the
+common `[a-z0-9-]` names untouched so subjects stay readable in `nats stream view`.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Bytes left as they are; everything else becomes `_XX` (hex). `_` itself is escaped.
+_SAFE = re.compile(r"[A-Za-z0-9\-]")
+_ESCAPE_RE = re.compile(r"_([0-9A-F]{2})")
+
+
+def escape(name: str) -> str:
+    """Turn an arbitrary name into one valid NATS subject token (never empty)."""
+    if not name:
+        return "_"
+    out: list[str] = []
+    for ch in name:
+        if _SAFE.fullmatch(ch):
+            out.append(ch)
+        else:
+            out.extend(f"_{b:02X}" for b in ch.encode())
+    return "".join(out)
+
+
+def unescape(token: str) -> str:
+    """Inverse of :func:`escape`."""
+    if token == "_":
+        return ""
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        m = _ESCAPE_RE.match(token, i)
+        if m:
+            raw.append(int(m.group(1), 16))
+            i = m.end()
+        else:
+            raw.extend(token[i].encode())
+            i += 1
+    return raw.decode()
+
+
+class Subjects:
+    """Subject builders under one root, so several installations (or tests) can share a server."""
+
+    def __init__(self, root: str = "tessera") -> None:
+        if not root or not all(_SAFE.fullmatch(c) for c in root):
+            raise ValueError(f"subject root {root!r} must be a non-empty [A-Za-z0-9-] token")
+        self.root = root
+        self.events = f"{root}.ev.>"
+        self.dlq_all = f"{root}.dlq.>"
+
+    def queue(self, queue: str) -> str:
+        return f"{self.root}.ev.queue.{escape(queue)}"
+
+    def job(self, namespace: str, job: str) -> str:
+        return f"{self.root}.ev.job.{escape(namespace)}.{escape(job)}"
+
+    def node(self, node: str) -> str:
+        return f"{self.root}.ev.node.{escape(node)}"
+
+    def card(self, node: str, uuid: str) -> str:
+        return f"{self.root}.ev.card.{escape(node)}.{escape(uuid)}"
+
+    def all_cards(self) -> str:
+        return f"{self.root}.ev.card.>"
+
+    def all_nodes(self) -> str:
+        return f"{self.root}.ev.node.>"
+
+    def all_jobs(self) -> str:
+        return f"{self.root}.ev.job.>"
+
+    def all_queues(self) -> str:
+        return f"{self.root}.ev.queue.>"
+
+    def dlq(self, service: str) -> str:
+        return f"{self.root}.dlq.{escape(service)}"
+
+    def api(self, service: str) -> str:
+        """Request/reply endpoints (not in the log)."""
+        return f"{self.root}.api.{escape(service)}"
+
+    def parse(self, subject: str) -> tuple[str, tuple[str, ...]]:
+        """Split a log subject into (aggregate kind, unescaped ids)."""
+        parts = subject.split(".")
+        if len(parts) < 4 or parts[0] != self.root or parts[1] != "ev":
+            raise ValueError(f"{subject!r} is not a {self.root} event subject")
+        return parts[2], tuple(unescape(p) for p in parts[3:])

@@ -1,0 +1,31 @@
+"""The event log: one interface (`model.EventLog`), an in-memory and a JetStream backend."""
+
+from services.runtime.eventlog.memory import MemoryLog
+from services.runtime.eventlog.model import (
+    Appended,
+    AppendResult,
+    BatchCommitted,
+    BatchResult,
+    Conflict,
+    Consumer,
+    Delivery,
+    Entry,
+    EventLog,
+    LogError,
+    StoredMessage,
+)
+
+__all__ = [
+    "AppendResult",
+    "Appended",
+    "BatchCommitted",
+    "BatchResult",
+    "Conflict",
+    "Consumer",
+    "Delivery",
+    "Entry",
+    "EventLog",
+    "LogError",
+    "MemoryLog",
+    "StoredMessage",
+]

@@ -1,0 +1,129 @@
+"""Values and the interface shared by every event-log backend.
+
+A write that loses an optimistic-concurrency race is not an exception but a `Conflict` value:
+callers must decide (re-read and re-decide, or reject), so the type system makes them look.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from contracts.subjects import Subjects
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    seq: int
+    subject: str
+    data: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One message to append. `expected_last_subject_seq`: None = no check, 0 = subject empty."""
+
+    subject: str
+    data: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    expected_last_subject_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    seq: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The subject moved on since the writer read it: re-read, re-decide."""
+
+    subject: str
+    expected: int
+    actual: int
+
+    def __str__(self) -> str:
+        return f"{self.subject}: expected last sequence {self.expected}, found {self.actual}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCommitted:
+    first_seq: int
+    last_seq: int
+    count: int
+
+
+AppendResult = Appended | Conflict
+BatchResult = BatchCommitted | Conflict
+
+
+class LogError(RuntimeError):
+    """A backend failure that is not a concurrency conflict (server gone, bad request)."""
+
+
+class Delivery(Protocol):
+    """One message handed to a durable consumer; settle it exactly once."""
+
+    message: StoredMessage
+    attempt: int
+
+    async def ack(self) -> None: ...
+
+    async def nak(self, delay: float = 0.0) -> None: ...
+
+    async def term(self) -> None: ...
+
+
+class Consumer(Protocol):
+    async def next(self, timeout: float = 1.0) -> Delivery | None: ...
+
+    async def close(self) -> None: ...
+
+
+class EventLog(Protocol):
+    subjects: Subjects
+
+    async def ensure(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def append(self, entry: Entry) -> AppendResult: ...
+
+    async def append_pipelined(self, entries: Sequence[Entry]) -> list[AppendResult]: ...
+
+    async def append_batch(self, entries: Sequence[Entry]) -> BatchResult: ...
+
+    async def append_batches_pipelined(
+        self, batches: Sequence[Sequence[Entry]]
+    ) -> list[BatchResult]: ...
+
+    async def last(self, subject: str) -> StoredMessage | None: ...
+
+    async def last_per_subject(self, filter_subject: str) -> list[StoredMessage]: ...
+
+    async def last_sequence(self) -> int: ...
+
+    def replay(
+        self, start_seq: int = 1, filter_subject: str | None = None
+    ) -> AsyncIterator[StoredMessage]: ...
+
+    async def consumer(self, durable: str, filter_subjects: Sequence[str]) -> Consumer: ...
+
+    async def park(self, service: str, message: StoredMessage, reason: str) -> None: ...
+
+    async def dead_letters(self, service: str) -> list[StoredMessage]: ...
+
+
+def subject_matches(pattern: str, subject: str) -> bool:
+    """NATS wildcard semantics: `*` one token, `>` one or more trailing tokens."""
+    p = pattern.split(".")
+    s = subject.split(".")
+    for i, tok in enumerate(p):
+        if tok == ">":
+            return len(s) > i
+        if i >= len(s) or (tok != "*" and tok != s[i]):
+            return False
+    return len(p) == len(s)

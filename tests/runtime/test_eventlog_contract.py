@@ -1,0 +1,238 @@
+"""One contract, two backends: every test here runs on the in-memory log and on real JetStream."""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts.envelope import DLQ_REASON, MSG_ID, TYPE, Envelope
+from contracts.events import JobDeleted, NodeLost
+from contracts.registry import default_registry
+from services.runtime.eventlog import Appended, BatchCommitted, Conflict, Entry, EventLog
+from services.runtime.service import EventService, Received
+
+
+def ev_entry(
+    log: EventLog, subject: str, event, expected: int | None = None, mid: str = ""
+) -> Entry:
+    reg = default_registry()
+    headers = reg.envelope(event, msg_id=mid).to_headers()
+    return Entry(subject, reg.encode(event), headers, expected)
+
+
+async def test_append_assigns_increasing_sequences_and_last_reads_back(event_log: EventLog) -> None:
+    s = event_log.subjects
+    a = await event_log.append(ev_entry(event_log, s.node("n1"), NodeLost(node="n1")))
+    b = await event_log.append(ev_entry(event_log, s.node("n2"), NodeLost(node="n2")))
+    assert isinstance(a, Appended) and isinstance(b, Appended)
+    assert b.seq == a.seq + 1
+    last = await event_log.last(s.node("n1"))
+    assert last is not None and last.seq == a.seq
+    assert default_registry().decode(last.headers[TYPE], last.data) == NodeLost(node="n1")
+    assert await event_log.last(s.node("nobody")) is None
+    assert await event_log.last_sequence() == b.seq
+
+
+async def test_expected_sequence_conflict_is_a_typed_result(event_log: EventLog) -> None:
+    subj = event_log.subjects.node("n1")
+    first = await event_log.append(ev_entry(event_log, subj, NodeLost(node="n1"), expected=0))
+    assert isinstance(first, Appended)
+    stale = await event_log.append(ev_entry(event_log, subj, NodeLost(node="n1"), expected=0))
+    assert stale == Conflict(subj, 0, first.seq)
+    assert "expected last sequence 0" in str(stale)
+    ok = await event_log.append(ev_entry(event_log, subj, NodeLost(node="n1"), expected=first.seq))
+    assert isinstance(ok, Appended)
+
+
+async def test_two_writers_racing_on_one_subject_exactly_one_wins(event_log: EventLog) -> None:
+    subj = event_log.subjects.card("n1", "card-0")
+    base = await event_log.append(ev_entry(event_log, subj, NodeLost(node="base")))
+    assert isinstance(base, Appended)
+    results = await asyncio.gather(
+        *(
+            event_log.append(ev_entry(event_log, subj, NodeLost(node=f"w{i}"), expected=base.seq))
+            for i in range(2)
+        )
+    )
+    assert sorted(type(r).__name__ for r in results) == ["Appended", "Conflict"]
+    winner = next(r for r in results if isinstance(r, Appended))
+    loser = next(r for r in results if isinstance(r, Conflict))
+    assert loser.subject == subj and loser.expected == base.seq and loser.actual == winner.seq
+
+
+async def test_atomic_batch_commits_all_entries_contiguously(event_log: EventLog) -> None:
+    s = event_log.subjects
+    subjects = [s.card("n1", f"c{i}") for i in range(3)] + [s.job("default", "train")]
+    result = await event_log.append_batch(
+        [ev_entry(event_log, subj, NodeLost(node=subj), expected=0) for subj in subjects]
+    )
+    assert isinstance(result, BatchCommitted) and result.count == 4
+    assert result.last_seq - result.first_seq == 3
+    got = [m.subject async for m in event_log.replay(result.first_seq)]
+    assert got == subjects
+
+
+async def test_atomic_batch_with_one_failed_expectation_writes_nothing(event_log: EventLog) -> None:
+    s = event_log.subjects
+    taken = s.card("n1", "c1")
+    seed = await event_log.append(ev_entry(event_log, taken, NodeLost(node="x")))
+    assert isinstance(seed, Appended)
+    before = await event_log.last_sequence()
+    entries = [
+        ev_entry(event_log, s.card("n1", "c0"), NodeLost(node="a"), expected=0),
+        ev_entry(event_log, taken, NodeLost(node="b"), expected=0),  # stale: c1 is at seed.seq
+        ev_entry(event_log, s.job("default", "train"), NodeLost(node="c"), expected=0),
+    ]
+    result = await event_log.append_batch(entries)
+    assert result == Conflict(taken, 0, seed.seq)
+    assert await event_log.last_sequence() == before
+    assert await event_log.last(s.card("n1", "c0")) is None
+    assert await event_log.last(s.job("default", "train")) is None
+
+
+async def test_duplicate_message_id_is_dropped(event_log: EventLog) -> None:
+    subj = event_log.subjects.job("default", "j1")
+    first = await event_log.append(
+        ev_entry(event_log, subj, JobDeleted(namespace="default", name="j1"), mid="cause#0")
+    )
+    again = await event_log.append(
+        ev_entry(event_log, subj, JobDeleted(namespace="default", name="j1"), mid="cause#0")
+    )
+    assert isinstance(first, Appended) and isinstance(again, Appended)
+    assert again.duplicate and again.seq == first.seq
+    assert [m.seq async for m in event_log.replay()] == [first.seq]
+
+
+async def test_pipelined_appends_keep_input_order(event_log: EventLog) -> None:
+    s = event_log.subjects
+    entries = [ev_entry(event_log, s.node(f"n{i % 3}"), NodeLost(node=str(i))) for i in range(50)]
+    results = await event_log.append_pipelined(entries)
+    seqs = [r.seq for r in results if isinstance(r, Appended)]
+    assert seqs == sorted(seqs) and len(seqs) == 50
+    nodes = [
+        default_registry().decode(m.headers[TYPE], m.data).node  # type: ignore[attr-defined]
+        async for m in event_log.replay()
+    ]
+    assert nodes == [str(i) for i in range(50)]
+
+
+async def test_replay_returns_events_in_order_with_identical_bytes(event_log: EventLog) -> None:
+    s = event_log.subjects
+    written = [
+        ev_entry(event_log, s.node(f"n{i % 4}"), NodeLost(node=f"n{i}", reason="é✓" * i))
+        for i in range(20)
+    ]
+    for e in written:
+        assert isinstance(await event_log.append(e), Appended)
+    replayed = [m async for m in event_log.replay()]
+    assert [m.data for m in replayed] == [e.data for e in written]
+    assert [m.subject for m in replayed] == [e.subject for e in written]
+    assert [m.seq for m in replayed] == list(range(replayed[0].seq, replayed[0].seq + 20))
+    tail = [m.seq async for m in event_log.replay(replayed[10].seq, s.node("n1"))]
+    assert tail == [m.seq for m in replayed[10:] if m.subject == s.node("n1")]
+
+
+async def test_last_per_subject_gives_one_latest_message_per_subject(event_log: EventLog) -> None:
+    s = event_log.subjects
+    for i in range(9):
+        await event_log.append(
+            ev_entry(event_log, s.card("n1", f"c{i % 3}"), NodeLost(node=str(i)))
+        )
+    await event_log.append(ev_entry(event_log, s.node("n1"), NodeLost(node="other")))
+    lasts = await event_log.last_per_subject(s.all_cards())
+    decoded = {m.subject: default_registry().decode(m.headers[TYPE], m.data).node for m in lasts}  # type: ignore[attr-defined]
+    assert decoded == {s.card("n1", "c0"): "6", s.card("n1", "c1"): "7", s.card("n1", "c2"): "8"}
+
+
+async def test_consumer_nak_redelivers_term_does_not_and_reopen_resumes(
+    event_log: EventLog,
+) -> None:
+    s = event_log.subjects
+    for i in range(3):
+        await event_log.append(ev_entry(event_log, s.node("n"), NodeLost(node=str(i))))
+    consumer = await event_log.consumer("c1", [s.all_nodes()])
+    first = await consumer.next(timeout=2)
+    assert first is not None and first.attempt == 1
+    nak_seq = first.message.seq
+    await first.nak()
+    # Redelivery order is not guaranteed (JetStream may hand out buffered messages first).
+    seen: dict[int, list[int]] = {}
+    unsettled = None
+    while (d := await consumer.next(timeout=5)) is not None:
+        seen.setdefault(d.message.seq, []).append(d.attempt)
+        if d.message.seq == nak_seq:
+            await d.term()  # poison: never again
+        elif d.message.seq == nak_seq + 1:
+            await d.ack()
+        else:
+            unsettled = d  # left in hand, as a crash would
+        if len(seen) == 3:
+            break
+    assert seen[nak_seq] == [2]
+    assert seen[nak_seq + 1] == [1]
+    assert unsettled is not None and unsettled.message.seq == nak_seq + 2
+    await consumer.close()
+    reopened = await event_log.consumer("c1", [s.all_nodes()])
+    back = await reopened.next(timeout=10)
+    assert back is not None and back.message.seq == unsettled.message.seq and back.attempt >= 2
+    await back.ack()
+    assert await reopened.next(timeout=0.5) is None
+    await reopened.close()
+
+
+async def _service_run(log: EventLog, seen: list) -> EventService:
+    async def on_lost(event: NodeLost, rx: Received) -> None:
+        seen.append(event.node)
+
+    return EventService("probe", log, [log.subjects.all_nodes()], {NodeLost: on_lost})
+
+
+async def test_undecodable_message_is_parked_with_reason_and_consumer_goes_on(
+    event_log: EventLog,
+) -> None:
+    s = event_log.subjects
+    seen: list[str] = []
+    svc = await _service_run(event_log, seen)
+    bad = Entry(
+        s.node("n"), b'{"type":"NodeLost","node":12}', Envelope(type="NodeLost").to_headers()
+    )
+    garbage = Entry(s.node("n"), b"\xff\x00not json", Envelope(type="NodeLost").to_headers())
+    no_type = Entry(s.node("n"), b"{}", {MSG_ID: "x"})
+    for e in (bad, garbage, no_type, ev_entry(event_log, s.node("n"), NodeLost(node="good"))):
+        await event_log.append(e)
+    consumer = await event_log.consumer(svc.durable, svc.filter_subjects)
+    outcomes = []
+    for _ in range(4):
+        d = await consumer.next(timeout=2)
+        assert d is not None
+        outcomes.append(await svc.handle(d))
+    assert outcomes == ["parked", "parked", "parked", "handled"]
+    assert seen == ["good"]
+    parked = await event_log.dead_letters("probe")
+    assert len(parked) == 3
+    assert "undecodable NodeLost" in parked[0].headers[DLQ_REASON]
+    assert "node" in parked[0].headers[DLQ_REASON]
+    assert "Tessera-Type" in parked[2].headers[DLQ_REASON]
+    assert svc.metrics is not None and svc.metrics.count("dead_letters") == 3
+    assert await consumer.next(timeout=0.5) is None  # parked messages are not redelivered
+    await consumer.close()
+
+
+async def test_unknown_event_type_is_skipped_and_counted(event_log: EventLog) -> None:
+    s = event_log.subjects
+    seen: list[str] = []
+    svc = await _service_run(event_log, seen)
+    await event_log.append(
+        Entry(
+            s.node("n"),
+            b'{"type":"FromTheFuture"}',
+            Envelope(type="FromTheFuture", version=7).to_headers(),
+        )
+    )
+    await event_log.append(ev_entry(event_log, s.node("n"), NodeLost(node="after")))
+    consumer = await event_log.consumer(svc.durable, svc.filter_subjects)
+    outcomes = [await svc.handle(await consumer.next(timeout=2)) for _ in range(2)]  # type: ignore[arg-type]
+    assert outcomes == ["unknown", "handled"]
+    assert seen == ["after"]
+    assert svc.metrics is not None and svc.metrics.count("unknown", "FromTheFuture") == 1
+    assert await event_log.dead_letters("probe") == []
+    await consumer.close()
