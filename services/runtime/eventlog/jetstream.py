@@ -377,13 +377,48 @@ class JetStreamLog:
             await sub.unsubscribe()
 
     async def replay(
-        self, start_seq: int = 1, filter_subject: str | None = None
+        self, start_seq: int = 1, filter_subject: str | None = None, batch: int = 2000
     ) -> AsyncIterator[StoredMessage]:
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(start_seq, 1)
-        )
-        async for msg in self._ordered(config, filter_subject or self.subjects.events):
-            yield msg
+        """Read the stream in order with batched direct gets (ADR-31).
+
+        No consumer is created and nothing is acknowledged, which is why this is about half again
+        as fast as an ordered push consumer; each batch ends with an EOB status message.
+        """
+        queue: asyncio.Queue[Msg | None] = asyncio.Queue()
+
+        async def on_msg(msg: Msg) -> None:
+            if not msg.data and msg.headers and "Status" in msg.headers:
+                queue.put_nowait(None)  # 204 end of batch, or 404 nothing (more) to get
+            else:
+                queue.put_nowait(msg)
+
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1)
+        api = f"$JS.API.DIRECT.GET.{self.stream}"
+        seq = max(start_seq, 1)
+        try:
+            while True:
+                request: dict[str, object] = {"seq": seq, "batch": batch}
+                if filter_subject:
+                    request["next_by_subj"] = filter_subject
+                await self.nc.publish(api, msgspec.json.encode(request), reply=inbox)
+                got = 0
+                while True:
+                    if queue.empty():
+                        msg = await asyncio.wait_for(queue.get(), self.timeout)
+                    else:
+                        msg = queue.get_nowait()  # most messages: no timer, no task switch
+                    if msg is None:
+                        break
+                    headers = msg.headers or {}
+                    seq = int(headers["Nats-Sequence"])
+                    got += 1
+                    yield StoredMessage(seq, headers["Nats-Subject"], msg.data, headers)
+                if got == 0:
+                    return
+                seq += 1
+        finally:
+            await sub.unsubscribe()
 
     async def last_per_subject(self, filter_subject: str) -> list[StoredMessage]:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
