@@ -40,11 +40,26 @@ class SliceSpec(Record, frozen=True):
     exclusive: bool = False
 
 
+class OwnedSlice(Record, frozen=True):
+    """One slice together with the task that holds it (`"<namespace>/<job>/<task>"`)."""
+
+    owner: str
+    slice: SliceSpec
+
+
 class CardUsage(Record, frozen=True):
-    """A card's usage after an event, carried on every ledger event for O(cards) recovery."""
+    """A card's usage after an event, carried on every ledger event for O(cards) recovery.
+
+    `slices` (sorted by owner) lets a reader rebuild the full ledger state, per-owner amounts
+    included, from the last event alone; `healthy`/`retired` carry the card's admission state
+    so that recovery does not need the health history either.
+    """
 
     memory_used: int = 0
     cores_used: int = 0
     slices_used: int = 0
     exclusive: bool = False
     owners: tuple[str, ...] = ()
+    slices: tuple[OwnedSlice, ...] = ()
+    healthy: bool = True
+    retired: bool = False

@@ -21,6 +21,30 @@ class DeviceRequest(Record, frozen=True):
     template: str | None = None
     exclusive: bool = False
     allowed_types: tuple[str, ...] = ()  # alias expansion: any of these card types fits
+    mode: str = ""  # requested slicing mode: "" (any/template), "hami-core", "mig"
+    use_uuids: tuple[str, ...] = ()  # only these card uuids (HAMi use-*uuid annotations)
+    nouse_uuids: tuple[str, ...] = ()  # never these card uuids
+    use_types: tuple[str, ...] = ()  # card type must contain one of these (case-insensitive)
+    nouse_types: tuple[str, ...] = ()  # card type must contain none of these
+    numa_bind: bool = False  # all cards of the container on one NUMA node
+    resource: str = ""  # the count resource name it was parsed from, for explanations
+
+
+class Toleration(Record, frozen=True):
+    """A pod toleration (Kubernetes `core/v1` semantics: operator Equal|Exists, empty effect = all)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class LabelRequirement(Record, frozen=True):
+    """One `matchExpressions` entry of a required node-affinity term."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
 
 
 class TaskSpec(Record, frozen=True):
@@ -32,6 +56,18 @@ class TaskSpec(Record, frozen=True):
     annotations: dict[str, str] = {}
     node_selector: dict[str, str] = {}
     duration: float | None = None  # tessera.io/duration: seconds a task runs once started
+    min_available: int | None = None  # Volcano task.minAvailable → PodGroup minTaskMember
+    priority: int = 0  # pod priority (PriorityClass value, or `volcano.sh/task-priority`)
+    priority_class: str = ""
+    labels: dict[str, str] = {}
+    scalars: dict[str, int] = {}  # extended resources (milli-units), e.g. huawei.com/Ascend910B3
+    tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[tuple[LabelRequirement, ...], ...] = ()  # required node terms, ORed
+    preemptable: bool = True  # volcano.sh/preemptable (default true)
+    preemption_policy: str = "PreemptLowerPriority"
+    policies: tuple[tuple[str, str], ...] = ()  # task-level lifecycle (event, action)
+    exit_code: int = 0  # tessera.io/exit-code: what a simulated run exits with
+    pod_names: tuple[str, ...] = ()  # explicit pod names (plain pods); else <job>-<task>-<i>
 
 
 class JobSpec(Record, frozen=True):
@@ -47,6 +83,11 @@ class JobSpec(Record, frozen=True):
     policies: tuple[tuple[str, str], ...] = ()  # (event, action) pairs, Volcano lifecycle
     annotations: dict[str, str] = {}
     arrive_at: float = 0.0
+    min_resources: dict[str, int] | None = (
+        None  # PodGroup minResources (cpu milli, memory MiB, milli)
+    )
+    phase: str = ""  # initial PodGroup phase from status.phase ("" = Pending)
+    min_success: int | None = None
 
 
 class QueueSpec(Record, frozen=True):
@@ -58,3 +99,5 @@ class QueueSpec(Record, frozen=True):
     reclaimable: bool = True
     parent: str = ""
     state: str = "Open"
+    priority: int = 0
+    annotations: dict[str, str] = {}

@@ -1,0 +1,340 @@
+"""Huawei Ascend vNPU (HAMi ``huawei.com/<commonWord>``, ``-memory``, ``-core``).
+
+Request rules (hami.md §2.4 ``MutateAdmission`` / ``GenerateResourceRequests``):
+
+* mode: pod annotation ``huawei.com/vnpu-mode: hami-core`` selects soft (hami-core) slicing;
+  anything else is template (hard) mode, where any ``-core`` > 0 is rejected;
+* template mode rounds ``-memory`` with ``trimMemory`` (``templates.py``); absent memory means
+  the whole card; a request above ``memoryCapacity`` is rejected;
+* "npu > 1 cannot be split": count > 1 in template mode must ask for whole cards;
+* 910C (``superPod: true``): a count of 1 becomes 2 (a module of two NPUs), odd counts > 1 are
+  rejected. The check runs before the memory rule, as in HAMi, so a 910C template vNPU of
+  count 1 is a two-card request and therefore rejected in template mode.
+
+Fit (``Devices.Fit``): the hami-core gate is node-wide (node annotation ``hami-vnpu-core``, else
+the global ``vnpus.hamiVnpuCore``); since v2.10 annotation-less pods are mode-agnostic. Core
+capacity is 100 on hami-core nodes, ``aiCore`` otherwise. Multi-card 910 requests fill from the
+largest NetworkID group (node bonus 10 x largest-group share); 910C takes whole modules
+(``idx // 2``) only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from contracts.devices import CardSpec, SliceSpec
+from contracts.workloads import DeviceRequest
+from services.core.devices.catalogue import AscendChip, Catalogue
+from services.core.devices.nvidia import PCT_UNSET
+from services.core.devices.resource_values import INT32_MAX, comma_list, read_int
+from services.core.devices.templates import trim_memory
+from services.core.devices.vendor import NodeGate, ResourceList, SchedulingSwitches
+from services.core.devices.violations import Violation
+
+VENDOR = "huawei"
+VNPU_MODE = "huawei.com/vnpu-mode"
+HAMI_CORE = "hami-core"
+NODE_HAMI_CORE = "hami-vnpu-core"
+NETWORK_WEIGHT = 10.0  # HAMi Ascend910NetworkWeight
+
+_SOFT = NodeGate(hami_core=True)
+_HARD = NodeGate(hami_core=False)
+
+
+def use_uuid_annotation(common_word: str) -> str:
+    return f"hami.io/use-{common_word}-uuid"
+
+
+def nouse_uuid_annotation(common_word: str) -> str:
+    return f"hami.io/no-use-{common_word}-uuid"
+
+
+def node_supports_hami_core(
+    node_annotations: Mapping[str, str], switches: SchedulingSwitches
+) -> bool:
+    """Node annotation ``hami-vnpu-core`` ("true"/"false") when present, else the global switch."""
+    value = node_annotations.get(NODE_HAMI_CORE)
+    if value is not None:
+        return value.strip().lower() == "true"
+    return switches.hami_vnpu_core
+
+
+class AscendVendor:
+    """HAMi Ascend vNPU over the catalogue's chips and aliases."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
+        self.chips: dict[str, AscendChip] = {c.common_word: c for c in catalogue.ascend}
+        # count resource → (resource prefix used for -memory/-core, allowed chips)
+        self._entries: list[tuple[str, str, str, str, tuple[AscendChip, ...]]] = []
+        for c in catalogue.ascend:
+            self._entries.append(
+                (c.resource_name, c.resource_memory_name, c.resource_core_name, c.common_word, (c,))
+            )
+        for alias, types in sorted(catalogue.aliases.items()):
+            chips = tuple(self.chips[t] for t in types if t in self.chips)
+            if chips and alias not in {e[0] for e in self._entries}:
+                word = alias.split("/", 1)[-1]
+                self._entries.append((alias, f"{alias}-memory", f"{alias}-core", word, chips))
+        self._resources = frozenset(n for e in self._entries for n in e[:3])
+
+    @property
+    def name(self) -> str:
+        return VENDOR
+
+    def resource_names(self) -> frozenset[str]:
+        return self._resources
+
+    # --- parsing --------------------------------------------------------------------------
+
+    def parse(
+        self, limits: ResourceList, requests: ResourceList, annotations: Mapping[str, str]
+    ) -> tuple[tuple[DeviceRequest, ...], tuple[Violation, ...]]:
+        out: list[DeviceRequest] = []
+        violations: list[Violation] = []
+        soft = annotations.get(VNPU_MODE, "") == HAMI_CORE
+        for count_name, mem_name, core_name, word, chips in self._entries:
+            if not any(n in limits or n in requests for n in (count_name, mem_name, core_name)):
+                continue
+            req = self._parse_one(
+                count_name,
+                mem_name,
+                core_name,
+                word,
+                chips,
+                soft,
+                limits,
+                requests,
+                annotations,
+                violations,
+            )
+            if req is not None:
+                out.append(req)
+        return tuple(out), tuple(violations)
+
+    def _parse_one(
+        self,
+        count_name: str,
+        mem_name: str,
+        core_name: str,
+        word: str,
+        chips: tuple[AscendChip, ...],
+        soft: bool,
+        limits: ResourceList,
+        requests: ResourceList,
+        annotations: Mapping[str, str],
+        violations: list[Violation],
+    ) -> DeviceRequest | None:
+        before = len(violations)
+        count = read_int(limits, requests, count_name, violations, minimum=1)
+        factor = chips[0].memory_factor
+        memory = read_int(limits, requests, mem_name, violations, maximum=INT32_MAX // factor)
+        cores = read_int(limits, requests, core_name, violations)
+        if count is None and len(violations) == before:
+            count = 1  # Volcano: only -memory given means one card
+        if not soft and cores:
+            violations.append(
+                Violation(
+                    core_name,
+                    str(cores),
+                    f"is only supported in hami-core (soft split) mode; set annotation {VNPU_MODE}: {HAMI_CORE}",
+                )
+            )
+        single = chips[0] if len(chips) == 1 else None
+        if count is not None and single is not None and single.super_pod:
+            if count == 1:
+                count = 2  # a 910C module is two NPUs
+            elif count % 2:
+                violations.append(
+                    Violation(
+                        count_name,
+                        str(count),
+                        f"must be 1 or 2*n ({single.common_word} allocates modules of 2 NPUs)",
+                    )
+                )
+        if memory is not None and factor > 1:
+            memory *= factor
+        template: str | None = None
+        mem_mb, mem_pct, exclusive = 0, PCT_UNSET, False
+        core_req = min(cores or 0, 100)
+        if soft:
+            if memory:
+                mem_mb = memory
+            else:
+                mem_pct = 100
+        elif memory is None or memory == 0:
+            mem_pct, exclusive = 100, True  # whole card
+        elif single is None:
+            violations.append(
+                Violation(
+                    mem_name,
+                    str(memory),
+                    f"a vNPU size needs one chip model; {count_name} covers {', '.join(c.common_word for c in chips)}",
+                )
+            )
+        else:
+            trimmed = trim_memory(single, memory)
+            if trimmed is None:
+                violations.append(
+                    Violation(
+                        mem_name, str(memory), f"exceeds card capacity {single.memory_capacity}"
+                    )
+                )
+            elif trimmed.template is None:
+                mem_pct, exclusive = 100, True
+            else:
+                if count is not None and count > 1:
+                    violations.append(
+                        Violation(
+                            mem_name,
+                            str(memory),
+                            f"vNPU not supported for multiple devices: {count_name}={count} must request whole cards",
+                        )
+                    )
+                mem_mb, template, core_req = trimmed.memory, trimmed.template, trimmed.ai_core
+        if len(violations) > before or count is None:
+            return None
+        types = tuple(c.common_word for c in chips)
+        return DeviceRequest(
+            vendor=VENDOR,
+            type=single.common_word if single else word,
+            count=count,
+            memory=mem_mb,
+            memory_pct=mem_pct,
+            cores=core_req,
+            template=template,
+            exclusive=exclusive,
+            allowed_types=types if single is None else (),
+            mode=HAMI_CORE if soft else "",
+            use_uuids=tuple(
+                sorted(
+                    {u for t in types for u in comma_list(annotations.get(use_uuid_annotation(t)))}
+                )
+            ),
+            nouse_uuids=tuple(
+                sorted(
+                    {
+                        u
+                        for t in types
+                        for u in comma_list(annotations.get(nouse_uuid_annotation(t)))
+                    }
+                )
+            ),
+            resource=count_name,
+        )
+
+    # --- fit hooks ------------------------------------------------------------------------
+
+    def node_gate(
+        self,
+        request: DeviceRequest,
+        node_annotations: Mapping[str, str],
+        switches: SchedulingSwitches,
+    ) -> NodeGate | str:
+        """HAMi step 1, the whole-node mode gate (ModeNotFit)."""
+        supports = node_supports_hami_core(node_annotations, switches)
+        if request.mode == HAMI_CORE:
+            return _SOFT if supports else "ModeNotFit"
+        if supports and not switches.mode_agnostic and not request.exclusive:
+            return "ModeNotFit"  # v2.9: legacy sub-card pods could not use hami-core nodes (#1941)
+        return _SOFT if supports else _HARD
+
+    def card_reason(self, card: CardSpec, request: DeviceRequest) -> str | None:
+        if request.allowed_types:
+            return None if card.type in request.allowed_types else "CardTypeMismatch"
+        return None if card.type == request.type else "CardTypeMismatch"
+
+    def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:
+        return 100 if gate.hami_core else card.cores
+
+    def core_request(self, card: CardSpec, request: DeviceRequest, gate: NodeGate) -> int:
+        """Whole cards take every core; template slices book their aiCore on template nodes and
+        nothing on hami-core nodes (HAMi books Coresreq=0 there); soft slices their ``-core`` %."""
+        if request.exclusive:
+            return self.core_capacity(card, gate)
+        if request.template is not None:
+            return 0 if gate.hami_core else request.cores
+        return min(request.cores, 100)
+
+    def memory_request(self, card: CardSpec, request: DeviceRequest) -> int:
+        if request.memory == 0 and 0 < request.memory_pct < PCT_UNSET:
+            return card.memory * request.memory_pct // 100
+        return request.memory
+
+    def make_slice(
+        self, card: CardSpec, request: DeviceRequest, gate: NodeGate, memory: int, cores: int
+    ) -> SliceSpec:
+        if request.template is not None:
+            # On a hami-core node (v2.10 mode-agnostic) HAMi books no cores for a template pod;
+            # the node agent picks the shape from the superset runtime info.
+            return SliceSpec(
+                kind="template",
+                memory=memory,
+                cores=0 if gate.hami_core else cores,
+                template=request.template,
+            )
+        if request.exclusive:
+            return SliceSpec(kind="whole", memory=memory, cores=cores, exclusive=True)
+        total = self.core_capacity(card, gate)
+        return SliceSpec(kind="soft", memory=memory, cores=cores, exclusive=cores >= total)
+
+    def cards_needed(self, card: CardSpec, request: DeviceRequest) -> int | str:
+        chip = self.chips.get(card.type)
+        if chip is not None and chip.super_pod:
+            if request.count == 1:
+                return 2
+            if request.count % 2:
+                return "AllocatedCardsInsufficientRequest"
+        return request.count
+
+    def select(
+        self, candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+    ) -> Sequence[CardSpec] | str:
+        """HAMi Ascend topology: 910C module pairs; 910 NetworkID groups, largest first."""
+        if len(candidates) < needed:
+            return "AllocatedCardsInsufficientRequest"
+        first = candidates[0]
+        chip = self.chips.get(first.type)
+        if chip is not None and chip.super_pod and needed > 1:
+            return _pairs(candidates, needed)
+        if chip is None or not chip.network_grouped:
+            return candidates[:needed]
+        if len(candidates) == needed or needed == 1:
+            return candidates[:needed]
+        groups: dict[int, list[CardSpec]] = {}
+        for c in candidates:
+            groups.setdefault(c.network_id, []).append(c)
+        ordered = sorted(groups.values(), key=len, reverse=True)  # stable: first-seen on ties
+        chosen: list[CardSpec] = []
+        for g in ordered:
+            for c in g:
+                chosen.append(c)
+                if len(chosen) == needed:
+                    return chosen
+        return "AllocatedCardsInsufficientRequest"  # pragma: no cover - len checked above
+
+    def node_bonus(self, chosen: Sequence[CardSpec], request: DeviceRequest) -> float:
+        """HAMi ``ScoreNode`` for 910*: 10 x (largest NetworkID group / cards chosen); 0 for 310P."""
+        if not chosen:
+            return 0.0
+        chip = self.chips.get(chosen[0].type)
+        if chip is None or not chip.network_grouped:
+            return 0.0
+        counts: dict[int, int] = {}
+        for c in chosen:
+            counts[c.network_id] = counts.get(c.network_id, 0) + 1
+        return NETWORK_WEIGHT * max(counts.values()) / len(chosen)
+
+
+def _pairs(candidates: Sequence[CardSpec], needed: int) -> Sequence[CardSpec] | str:
+    """910C ``computeBestCombination910C``: whole modules (``index // 2``) in try order."""
+    modules: dict[int, list[CardSpec]] = {}
+    for c in candidates:
+        modules.setdefault(c.index // 2, []).append(c)
+    chosen: list[CardSpec] = []
+    for members in modules.values():
+        if len(members) == 2:
+            chosen.extend(members)
+            if len(chosen) >= needed:
+                return chosen[:needed]
+    return "AllocatedCardsInsufficientRequest"

@@ -1,0 +1,237 @@
+"""NVIDIA vGPU (HAMi ``nvidia.com/*`` and Volcano ``volcano.sh/vgpu-*`` names).
+
+Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``):
+
+* values come from limits first, then requests; ``gpumem`` is multiplied by ``memoryFactor``;
+* ``gpumem``/``gpucores``/``gpumem-percentage`` without a count get ``defaultGPUNum`` cards;
+* percentage: 101 is HAMi's "unset" sentinel; > 100 is clamped to 100, <= 0 means unset;
+* no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;
+* exclusive default (PR #1354): a count with no ``gpucores`` and whole (100 %) or absent memory
+  gets ``gpucores=100``, i.e. a bare ``nvidia.com/gpu: 1`` is an exclusive card;
+* ``gpucores`` > 100 is clamped to 100 (``Fit``).
+
+The soft-slice card rules here (type contains, memory from percentage, cores in %) are also the
+defaults a new soft-sharing vendor (Hygon DCU, Cambricon MLU) can reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from contracts.devices import CardSpec, SliceSpec
+from contracts.workloads import DeviceRequest
+from services.core.devices.catalogue import NvidiaConfig
+from services.core.devices.resource_values import INT32_MAX, comma_list, read_int
+from services.core.devices.vendor import NodeGate, ResourceList, SchedulingSwitches
+from services.core.devices.violations import Violation
+
+VENDOR = "nvidia"
+REQUEST_TYPE = "NVIDIA"
+
+USE_TYPE = "nvidia.com/use-gputype"
+NOUSE_TYPE = "nvidia.com/nouse-gputype"
+USE_UUID = "nvidia.com/use-gpuuuid"
+NOUSE_UUID = "nvidia.com/nouse-gpuuuid"
+VGPU_MODE = "nvidia.com/vgpu-mode"
+NUMA_BIND = "nvidia.com/numa-bind"
+VOLCANO_MODE = "volcano.sh/vgpu-mode"
+VOLCANO_USE_UUID = "volcano.sh/vgpu-use-gpuuuid"
+VOLCANO_NOUSE_UUID = "volcano.sh/vgpu-nouse-gpuuuid"
+
+PCT_UNSET = 101
+_GATE = NodeGate(hami_core=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    count: str
+    memory: str
+    percentage: str
+    cores: str
+    mode_annotation: str
+    use_uuid: str
+    nouse_uuid: str
+
+
+def soft_memory_request(card: CardSpec, request: DeviceRequest) -> int:
+    """HAMi Fit: explicit MB, else ``Totalmem * pct / 100`` when a percentage is set."""
+    if request.memory == 0 and 0 < request.memory_pct < PCT_UNSET:
+        return card.memory * request.memory_pct // 100
+    return request.memory
+
+
+def first_candidates(
+    candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+) -> Sequence[CardSpec] | str:
+    """Default selection: the first ``needed`` fitting cards in try order."""
+    return candidates[:needed]
+
+
+class NvidiaVendor:
+    """HAMi/Volcano NVIDIA vGPU: soft slices of MB memory and % cores."""
+
+    def __init__(self, config: NvidiaConfig | None = None) -> None:
+        self.config = config or NvidiaConfig()
+        c = self.config
+        self._name_sets = (
+            _Names(
+                c.resource_count_name,
+                c.resource_memory_name,
+                c.resource_memory_percentage_name,
+                c.resource_core_name,
+                VGPU_MODE,
+                USE_UUID,
+                NOUSE_UUID,
+            ),
+            _Names(
+                "volcano.sh/vgpu-number",
+                "volcano.sh/vgpu-memory",
+                "volcano.sh/vgpu-memory-percentage",
+                "volcano.sh/vgpu-cores",
+                VOLCANO_MODE,
+                VOLCANO_USE_UUID,
+                VOLCANO_NOUSE_UUID,
+            ),
+        )
+        self._resources = frozenset(
+            n for s in self._name_sets for n in (s.count, s.memory, s.percentage, s.cores)
+        ) | {c.resource_priority_name}
+
+    @property
+    def name(self) -> str:
+        return VENDOR
+
+    def resource_names(self) -> frozenset[str]:
+        return self._resources
+
+    def parse(
+        self, limits: ResourceList, requests: ResourceList, annotations: Mapping[str, str]
+    ) -> tuple[tuple[DeviceRequest, ...], tuple[Violation, ...]]:
+        out: list[DeviceRequest] = []
+        violations: list[Violation] = []
+        for names in self._name_sets:
+            req = self._parse_one(names, limits, requests, annotations, violations)
+            if req is not None:
+                out.append(req)
+        return tuple(out), tuple(violations)
+
+    def _parse_one(
+        self,
+        names: _Names,
+        limits: ResourceList,
+        requests: ResourceList,
+        annotations: Mapping[str, str],
+        violations: list[Violation],
+    ) -> DeviceRequest | None:
+        c = self.config
+        before = len(violations)
+        count = read_int(limits, requests, names.count, violations)
+        factor = c.memory_factor
+        memory = read_int(limits, requests, names.memory, violations, maximum=INT32_MAX // factor)
+        pct = read_int(
+            limits, requests, names.percentage, violations, minimum=-INT32_MAX, maximum=None
+        )
+        cores = read_int(limits, requests, names.cores, violations)
+        if len(violations) > before:
+            return None
+        if count is None and memory is None and pct is None and cores is None:
+            return None
+        if count is None:
+            count = c.default_gpu_num  # webhook: mem/cores without a count
+        if count == 0:
+            if memory is None and pct is None and cores is None:
+                return None
+            violations.append(
+                Violation(names.count, "0", "must be >= 1 when memory or cores are requested")
+            )
+            return None
+        # Percentage: sentinel 101 = unset; > 100 clamped; <= 0 unset (hami.md §6 G).
+        mem_pct = PCT_UNSET
+        if pct is not None and pct > 0:
+            mem_pct = min(pct, 100)
+        mem_mb = 0
+        if memory is not None and memory > 0:
+            mem_mb = memory * factor
+            mem_pct = PCT_UNSET  # explicit memory wins over a percentage
+        if mem_mb == 0 and mem_pct == PCT_UNSET:
+            if c.default_memory:
+                mem_mb = c.default_memory
+            else:
+                mem_pct = 100
+        # Exclusive default (PR #1354): no gpucores, memory whole or absent.
+        memory_absent = memory is None and (pct is None or pct <= 0)
+        if cores is None:
+            if (mem_pct == 100 and (memory is None or memory == 0)) or memory_absent:
+                core_req = 100
+            else:
+                core_req = c.default_cores
+        else:
+            core_req = cores
+        core_req = min(core_req, 100)  # Fit clamps gpucores > 100
+        mode = annotations.get(names.mode_annotation, "")
+        return DeviceRequest(
+            vendor=VENDOR,
+            type=REQUEST_TYPE,
+            count=count,
+            memory=mem_mb,
+            memory_pct=mem_pct,
+            cores=core_req,
+            exclusive=core_req == 100,
+            mode=mode,
+            use_uuids=comma_list(annotations.get(names.use_uuid)),
+            nouse_uuids=comma_list(annotations.get(names.nouse_uuid)),
+            use_types=comma_list(annotations.get(USE_TYPE)),
+            nouse_types=comma_list(annotations.get(NOUSE_TYPE)),
+            numa_bind=annotations.get(NUMA_BIND, "").lower() == "true",
+            resource=names.count,
+        )
+
+    # --- fit hooks ------------------------------------------------------------------------
+
+    def node_gate(
+        self,
+        request: DeviceRequest,
+        node_annotations: Mapping[str, str],
+        switches: SchedulingSwitches,
+    ) -> NodeGate | str:
+        return _GATE
+
+    def card_reason(self, card: CardSpec, request: DeviceRequest) -> str | None:
+        """Type: the card type *contains* the request type, case-insensitive (getNodeResources);
+        mode: ``vgpu-mode`` must contain the card's mode (hami-core / mig / mps)."""
+        if request.allowed_types:
+            if card.type not in request.allowed_types:
+                return "CardTypeMismatch"
+        elif request.type.lower() not in card.type.lower():
+            return "CardTypeMismatch"
+        if request.mode and card.mode and card.mode not in request.mode:
+            return "ModeNotFit"
+        return None
+
+    def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:
+        return card.cores
+
+    def core_request(self, card: CardSpec, request: DeviceRequest, gate: NodeGate) -> int:
+        return min(request.cores, 100)  # HAMi Fit clamps gpucores > 100
+
+    def memory_request(self, card: CardSpec, request: DeviceRequest) -> int:
+        return soft_memory_request(card, request)
+
+    def make_slice(
+        self, card: CardSpec, request: DeviceRequest, gate: NodeGate, memory: int, cores: int
+    ) -> SliceSpec:
+        exclusive = cores >= card.cores > 0
+        kind = "whole" if exclusive and memory >= card.memory else "soft"
+        return SliceSpec(kind=kind, memory=memory, cores=cores, exclusive=exclusive)
+
+    def cards_needed(self, card: CardSpec, request: DeviceRequest) -> int | str:
+        return request.count
+
+    def select(
+        self, candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+    ) -> Sequence[CardSpec] | str:
+        return first_candidates(candidates, needed, request)
+
+    def node_bonus(self, chosen: Sequence[CardSpec], request: DeviceRequest) -> float:
+        return 0.0
