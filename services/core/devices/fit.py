@@ -1,0 +1,368 @@
+"""Fit one task's device requests onto one node's cards (HAMi ``fitInDevices`` + vendor ``Fit``).
+
+The scheduler calls :func:`prepare_task` once per pod (policies, weights, vendors resolved) and
+then :func:`fit_node` for every candidate node; :func:`fit_task` does both for one node.
+
+Per-card checks run in HAMi's order with HAMi's reason names (hami.md §2.4, §4.2):
+health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``,
+``ModeNotFit``) → uuid (``CardUuidMismatch``) → slots (``CardTimeSlicingExhausted``) → mutex
+(``ExclusiveDeviceAllocateConflict``) → core clamp → memory (``CardInsufficientMemory``) → cores
+(``CardInsufficientCore``) → exclusive (``ExclusiveDeviceAllocateConflict``) → full-core rule
+(``CardComputeUnitsExhausted``); then topology selection (``NumaNotFit``,
+``AllocatedCardsInsufficientRequest``). Failures aggregate per node as ``"2/2
+CardInsufficientMemory"``, sorted and comma-joined (``pkg/device/common/common.go``).
+
+Requests are fitted in order; later ones see the earlier ones' usage, and one task never takes
+two slices of one card (Volcano's rule, and the ledger's one-slice-per-owner invariant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from contracts.devices import CardSpec, CardUsage, SliceSpec
+from contracts.workloads import DeviceRequest
+from services.core.devices.policies import (
+    CARD_POLICY_ANNOTATION,
+    NODE_POLICY_ANNOTATION,
+    CardPolicy,
+    CardRanker,
+    ScoredCard,
+    card_sort_key,
+    parse_card_policy,
+    parse_node_policy,
+)
+from services.core.devices.registry import VendorRegistry
+from services.core.devices.score import (
+    DEFAULT_WEIGHTS,
+    WEIGHTS_ANNOTATION,
+    PolicyError,
+    ScoreWeights,
+    device_score,
+    node_score,
+    parse_weights,
+)
+from services.core.devices.vendor import DeviceVendor, NodeGate, SchedulingSwitches
+
+CORDON_ANNOTATION = "hami.io/device-cordon"
+
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """Scheduler-level device settings (Volcano ``deviceshare.*`` / HAMi scheduler flags)."""
+
+    card_policy: str = "spread"  # HAMi --gpu-scheduler-policy default
+    node_policy: str = "binpack"  # HAMi --node-scheduler-policy default
+    hami_vnpu_core: bool = False  # global vnpus.hamiVnpuCore (node annotation wins)
+    mode_agnostic: bool = True  # HAMi v2.10 (#2035); False reproduces v2.9 (#1941)
+    card_ranker: CardRanker | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CardAssignment:
+    """One slice of the task on one card; ``request`` indexes the task's requests."""
+
+    card: str
+    slice: SliceSpec
+    request: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFit:
+    """The task fits: its slices, and the node score (higher is better under the node policy)."""
+
+    assignments: tuple[CardAssignment, ...]
+    score: float
+    ok: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMisfit:
+    """The task does not fit: ``reasons`` like ``("2/2 CardInsufficientMemory",)``."""
+
+    reasons: tuple[str, ...]
+    card_reasons: tuple[tuple[str, str], ...] = ()  # (card uuid, reason) for the failing request
+    ok: bool = False
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+FitResult = NodeFit | NodeMisfit
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDevices:
+    """A task's device requests with everything per-pod resolved once (policies, vendors)."""
+
+    requests: tuple[DeviceRequest, ...]
+    vendors: tuple[DeviceVendor, ...]
+    card_policy: CardPolicy
+    node_policy: str
+    weights: ScoreWeights
+    switches: SchedulingSwitches
+    ranker: CardRanker | None = None
+    sort_keys: tuple[object, ...] = ()
+
+
+def prepare_task(
+    requests: Sequence[DeviceRequest],
+    pod_annotations: Mapping[str, str] | None,
+    config: DeviceConfig,
+    registry: VendorRegistry,
+) -> TaskDevices:
+    """Resolve per-pod policy annotations (``hami.io/gpu-scheduler-policy``,
+    ``hami.io/node-scheduler-policy``, ``hami.io/device-scoring-weights``); a bad value raises
+    :class:`PolicyError` (HAMi fails scheduling on it)."""
+    annos = pod_annotations or _EMPTY
+    card_policy = parse_card_policy(annos.get(CARD_POLICY_ANNOTATION) or config.card_policy)
+    node_policy = parse_node_policy(annos.get(NODE_POLICY_ANNOTATION) or config.node_policy)
+    weights = (
+        parse_weights(annos.get(WEIGHTS_ANNOTATION))
+        if annos.get(WEIGHTS_ANNOTATION)
+        else DEFAULT_WEIGHTS
+    )
+    vendors = tuple(registry.vendor(r.vendor) for r in requests)
+    return TaskDevices(
+        requests=tuple(requests),
+        vendors=vendors,
+        card_policy=card_policy,
+        node_policy=node_policy,
+        weights=weights,
+        switches=SchedulingSwitches(
+            hami_vnpu_core=config.hami_vnpu_core, mode_agnostic=config.mode_agnostic
+        ),
+        ranker=config.card_ranker,
+        sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
+    )
+
+
+def _aggregate(counts: dict[str, int], total: int) -> tuple[str, ...]:
+    return tuple(sorted(f"{n}/{total} {reason}" for reason, n in counts.items()))
+
+
+def _type_filters_ok(card_type: str, req: DeviceRequest) -> bool:
+    low = card_type.lower()
+    if req.use_types and not any(t.lower() in low for t in req.use_types):
+        return False
+    return not any(t.lower() in low for t in req.nouse_types)
+
+
+def fit_node(
+    task: TaskDevices,
+    cards: Sequence[tuple[CardSpec, CardUsage]],
+    node_annotations: Mapping[str, str] | None = None,
+) -> FitResult:
+    """Fit ``task`` on one node's cards (spec + current ledger usage). Pure and deterministic."""
+    if not task.requests:
+        return NodeFit((), node_score(cards) if cards else 0.0)
+    node_annos = node_annotations or _EMPTY
+    cordon_raw = node_annos.get(CORDON_ANNOTATION)
+    cordoned = frozenset(u.strip() for u in cordon_raw.split(",")) if cordon_raw else frozenset()
+    # per-card usage this task adds as it goes: uuid -> (slots, cores, memory)
+    added: dict[str, tuple[int, int, int]] = {}
+    assignments: list[CardAssignment] = []
+    bonus = 0.0
+    weights = task.weights
+    mutex = task.card_policy.mutex
+    for ri, req in enumerate(task.requests):
+        vendor = task.vendors[ri]
+        vcards = [(s, u) for s, u in cards if s.vendor == req.vendor]
+        total = len(vcards)
+        gate = vendor.node_gate(req, node_annos, task.switches)
+        if isinstance(gate, str):
+            return NodeMisfit((f"{total}/{total} {gate}",))
+        if req.count > total:
+            return NodeMisfit((f"{total}/{total} NodeInsufficientDevice",))
+        # score each card on its current usage (incl. this task's earlier slices), then sort
+        single = (req,)
+        scored: list[ScoredCard] = []
+        usage_of: dict[str, tuple[int, int, int, bool, bool]] = {}
+        for spec, usage in vcards:
+            used, cores_used, mem_used = usage.slices_used, usage.cores_used, usage.memory_used
+            if added:
+                extra = added.get(spec.uuid)
+                if extra is not None:
+                    used += extra[0]
+                    cores_used += extra[1]
+                    mem_used += extra[2]
+            usage_of[spec.uuid] = (
+                used,
+                cores_used,
+                mem_used,
+                usage.exclusive,
+                usage.healthy and not usage.retired,
+            )
+            scored.append(
+                (device_score(spec, used, cores_used, mem_used, single, weights), used, spec)
+            )
+        if task.ranker is not None:
+            ordered = task.ranker(scored, req.numa_bind)
+        else:
+            ordered = sorted(scored, key=task.sort_keys[ri])  # type: ignore[arg-type]
+        reasons: dict[str, int] = {}
+        card_reasons: list[tuple[str, str]] = []
+        fitting: list[CardSpec] = []
+        plan: dict[str, tuple[int, int]] = {}
+        use_uuids, nouse_uuids = req.use_uuids, req.nouse_uuids
+        for i in range(len(ordered) - 1, -1, -1):  # HAMi walks the sorted list backwards
+            spec = ordered[i][2]
+            uuid = spec.uuid
+            if uuid in added:
+                continue  # one slice per card per task
+            used, cores_used, mem_used, exclusive, healthy = usage_of[uuid]
+            reason = _card_reason(
+                spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
+                uuid in cordoned, use_uuids, nouse_uuids, mutex, plan,
+            )  # fmt: skip
+            if reason is None:
+                fitting.append(spec)
+            else:
+                reasons[reason] = reasons.get(reason, 0) + 1
+                card_reasons.append((uuid, reason))
+        chosen = _select(vendor, req, fitting, reasons)
+        if isinstance(chosen, str):
+            if chosen:
+                reasons[chosen] = reasons.get(chosen, 0) + len(fitting)
+            return NodeMisfit(_aggregate(reasons, total), tuple(card_reasons))
+        for spec in chosen:
+            mem, cores = plan[spec.uuid]
+            s = vendor.make_slice(spec, req, gate, mem, cores)
+            assignments.append(CardAssignment(spec.uuid, s, ri))
+            added[spec.uuid] = (1, s.cores, s.memory)
+        bonus += vendor.node_bonus(chosen, req)
+    return NodeFit(tuple(assignments), node_score(cards) + bonus)
+
+
+def _card_reason(
+    spec: CardSpec,
+    req: DeviceRequest,
+    vendor: DeviceVendor,
+    gate: NodeGate,
+    used: int,
+    cores_used: int,
+    mem_used: int,
+    exclusive: bool,
+    healthy: bool,
+    cordoned: bool,
+    use_uuids: tuple[str, ...],
+    nouse_uuids: tuple[str, ...],
+    mutex: bool,
+    plan: dict[str, tuple[int, int]],
+) -> str | None:
+    """HAMi's per-card checks in order; on success records (memory, cores) in ``plan``."""
+    if not (healthy and spec.healthy):
+        return "CardNotHealth"
+    if cordoned:
+        return "CardCordoned"
+    mismatch = vendor.card_reason(spec, req)
+    if mismatch is not None:
+        return mismatch
+    if (req.use_types or req.nouse_types) and not _type_filters_ok(spec.type, req):
+        return "CardTypeMismatch"
+    if (use_uuids and spec.uuid not in use_uuids) or (nouse_uuids and spec.uuid in nouse_uuids):
+        return "CardUuidMismatch"
+    if spec.split_count <= used:
+        return "CardTimeSlicingExhausted"
+    if mutex and used > 0:
+        return "ExclusiveDeviceAllocateConflict"
+    cores = vendor.core_request(spec, req, gate)
+    memory = vendor.memory_request(spec, req)
+    if spec.memory - mem_used < memory:
+        return "CardInsufficientMemory"
+    capacity = vendor.core_capacity(spec, gate)
+    if capacity - cores_used < cores:
+        return "CardInsufficientCore"
+    if used > 0 and (exclusive or (capacity > 0 and cores >= capacity)):
+        return "ExclusiveDeviceAllocateConflict"
+    if cores == 0 and cores_used >= capacity:
+        return "CardComputeUnitsExhausted"
+    plan[spec.uuid] = (memory, cores)
+    return None
+
+
+def _select(
+    vendor: DeviceVendor, req: DeviceRequest, fitting: list[CardSpec], reasons: dict[str, int]
+) -> Sequence[CardSpec] | str:
+    """Topology-aware choice among the fitting cards; per card type (alias requests may span
+    models), per NUMA node under numa-bind. A string is the failure reason ("" = none extra)."""
+    if not fitting:
+        return ""
+    by_type: dict[str, list[CardSpec]] = {}
+    for c in fitting:
+        by_type.setdefault(c.type, []).append(c)
+    last = ""
+    for group in by_type.values():
+        needed = vendor.cards_needed(group[0], req)
+        if isinstance(needed, str):
+            last = needed
+            continue
+        if len(group) < needed:
+            last = last or ("" if reasons else "AllocatedCardsInsufficientRequest")
+            continue
+        if req.numa_bind:
+            by_numa: dict[int, list[CardSpec]] = {}
+            for c in group:
+                by_numa.setdefault(c.numa, []).append(c)
+            for members in by_numa.values():
+                if len(members) >= needed:
+                    got = vendor.select(members, needed, req)
+                    if not isinstance(got, str):
+                        return got
+                    last = got
+            last = last or "NumaNotFit"
+            continue
+        got = vendor.select(group, needed, req)
+        if not isinstance(got, str):
+            return got
+        last = got
+    return last
+
+
+def fit_task(
+    cards: Sequence[tuple[CardSpec, CardUsage]],
+    requests: Sequence[DeviceRequest],
+    *,
+    registry: VendorRegistry,
+    config: DeviceConfig | None = None,
+    node_annotations: Mapping[str, str] | None = None,
+    pod_annotations: Mapping[str, str] | None = None,
+) -> FitResult:
+    """One-shot convenience: :func:`prepare_task` then :func:`fit_node`."""
+    task = prepare_task(requests, pod_annotations, config or DeviceConfig(), registry)
+    return fit_node(task, cards, node_annotations)
+
+
+def choose_node(
+    results: Sequence[tuple[str, FitResult]], node_policy: str = "binpack"
+) -> str | None:
+    """HAMi node order: binpack → the highest score, spread → the lowest; among equal scores the
+    last node in input order wins (stable sort, last element taken). None if nothing fits."""
+    best: str | None = None
+    best_key = 0.0
+    for name, r in results:
+        if not isinstance(r, NodeFit):
+            continue
+        key = -r.score if node_policy == "spread" else r.score
+        if best is None or key >= best_key:
+            best, best_key = name, key
+    return best
+
+
+__all__ = [
+    "CardAssignment",
+    "DeviceConfig",
+    "FitResult",
+    "NodeFit",
+    "NodeMisfit",
+    "PolicyError",
+    "TaskDevices",
+    "choose_node",
+    "fit_node",
+    "fit_task",
+    "prepare_task",
+]
