@@ -177,9 +177,16 @@ class EventService:
         self.metrics.dead_letters.labels(self.name).inc()
         return "parked"
 
-    async def run(self, stopping: asyncio.Event, poll: float = 0.5) -> None:
+    async def run(
+        self,
+        stopping: asyncio.Event,
+        poll: float = 0.5,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         """Consume until `stopping` is set; the message in hand is always finished and settled."""
         consumer = await self.log.consumer(self.durable, self.filter_subjects)
+        if on_ready is not None:
+            on_ready()
         try:
             while not stopping.is_set():
                 delivery = await consumer.next(timeout=poll)

@@ -170,6 +170,8 @@ class JetStreamConsumer:
                 self._buffer = await self._sub.fetch(self._batch, timeout=timeout)
             except (nats.errors.TimeoutError, TimeoutError):
                 return None
+            if not self._buffer:
+                return None
         return JetStreamDelivery(self._buffer.pop(0))
 
     async def close(self) -> None:

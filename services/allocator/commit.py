@@ -1,0 +1,110 @@
+"""Pure gang-commit decision: a proposal against the authoritative ledgers → events or a reason.
+
+Every slice of every task is re-checked with the card ledger's own `decide`, on a staged copy so
+that several tasks of one gang on one card see each other. The result is the complete set of
+ledger events plus `PlacementCommitted`, to be appended as ONE atomic batch; nothing is written
+for a proposal that fails anywhere (DESIGN §6, invariant "a gang is bound whole or not at all").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from contracts.base import Event
+from contracts.events import PlacementCommitted, PlacementProposed, SliceReleased
+from services.core.ledger import CardState, Rejection, ReleaseSlice, ReserveSlice, decide, evolve
+
+
+def owner_of(namespace: str, job: str, task: str) -> str:
+    return f"{namespace}/{job}/{task}"
+
+
+@dataclass(frozen=True, slots=True)
+class CardWrite:
+    card: str
+    node: str
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPlan:
+    writes: tuple[CardWrite, ...]
+    committed: PlacementCommitted
+    already_done: bool = False  # every slice is already booked for its owner: a redelivery
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    reason: str
+
+
+def plan_commit(
+    proposal: PlacementProposed,
+    cards: Mapping[str, CardState],
+    holdings: Mapping[str, frozenset[str]],
+    proposal_seq: int = 0,
+) -> CommitPlan | Refusal:
+    """Decide a proposal. `holdings`: owner → cards it holds now (to refuse double placement)."""
+    staged: dict[str, CardState] = {}
+    writes: list[CardWrite] = []
+    proposed_owners: dict[str, set[str]] = {}
+    for placement in proposal.placements:
+        owner = owner_of(proposal.namespace, proposal.name, placement.task)
+        wanted = proposed_owners.setdefault(owner, set())
+        for assignment in placement.slices:
+            wanted.add(assignment.card)
+            state = staged.get(assignment.card) or cards.get(assignment.card)
+            if state is None or state.spec is None:
+                return Refusal(f"card {assignment.card} on {assignment.node} is not registered")
+            if state.spec.node != placement.node or assignment.node != placement.node:
+                return Refusal(
+                    f"card {assignment.card} is on node {state.spec.node}, not {placement.node}"
+                )
+            result = decide(state, ReserveSlice(owner=owner, slice=assignment.slice))
+            if isinstance(result, Rejection):
+                return Refusal(f"task {placement.task} on card {assignment.card}: {result.reason}")
+            for event in result:
+                state = evolve(state, event)
+                writes.append(
+                    CardWrite(assignment.card, state.spec.node if state.spec else "", event)
+                )
+            staged[assignment.card] = state
+    for owner, wanted in proposed_owners.items():
+        held = holdings.get(owner, frozenset())
+        if held and held != wanted:
+            return Refusal(f"{owner} is already placed on cards {sorted(held)}")
+    committed = PlacementCommitted(
+        namespace=proposal.namespace,
+        name=proposal.name,
+        placements=proposal.placements,
+        proposal_seq=proposal_seq,
+    )
+    already = (
+        bool(proposed_owners)
+        and not writes
+        and all(holdings.get(o, frozenset()) == w for o, w in proposed_owners.items() if w)
+    )
+    return CommitPlan(tuple(writes), committed, already_done=already)
+
+
+def plan_release(
+    owners: set[str],
+    cards: Mapping[str, CardState],
+    holdings: Mapping[str, frozenset[str]],
+    reason: str,
+) -> list[CardWrite]:
+    """Release every slice the owners hold; idempotent (nothing held → no writes)."""
+    writes: list[CardWrite] = []
+    for owner in sorted(owners):
+        for card in sorted(holdings.get(owner, frozenset())):
+            state = cards.get(card)
+            if state is None:
+                continue
+            result = decide(state, ReleaseSlice(owner=owner, reason=reason))
+            if isinstance(result, Rejection):
+                continue
+            for event in result:
+                assert isinstance(event, SliceReleased)
+                writes.append(CardWrite(card, event.node, event))
+    return writes

@@ -1,0 +1,95 @@
+"""The allocator over both log backends: commits, refusals, releases, redelivery, recovery."""
+
+from __future__ import annotations
+
+from contracts.events import (
+    JobDeleted,
+    PlacementCommitted,
+    PlacementRejected,
+    SliceReleased,
+    SliceReserved,
+    TaskFinished,
+)
+from services.allocator.service import Allocator
+from services.core.ledger import check_invariants, encode_state
+from services.runtime.eventlog import EventLog
+from tests.allocator.scenario import VIR05, ascend_node, decoded, proposal, put
+
+
+async def drain(alloc: Allocator) -> list[str]:
+    consumer = await alloc.log.consumer(alloc.service.durable, alloc.service.filter_subjects)
+    outcomes = []
+    while (d := await consumer.next(timeout=0.3)) is not None:
+        outcomes.append(await alloc.service.handle(d))
+    await consumer.close()
+    return outcomes
+
+
+async def test_gang_commit_is_one_batch_and_conflicts_are_refused_with_the_rule(
+    event_log: EventLog,
+) -> None:
+    s = event_log.subjects
+    alloc = Allocator(event_log)
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    await put(event_log, s.job("default", "train"), proposal("train", "n1", [0, 1]))
+    await put(event_log, s.job("default", "late"), proposal("late", "n1", [1]))
+    outcomes = await drain(alloc)
+    assert outcomes.count("handled") == 3  # its own commit/reject events come back "ignored"
+    assert set(outcomes) == {"handled", "ignored"}
+    jobs = decoded([m async for m in event_log.replay(1, s.all_jobs())])
+    committed = [e for e in jobs if isinstance(e, PlacementCommitted)]
+    rejected = [e for e in jobs if isinstance(e, PlacementRejected)]
+    assert [c.name for c in committed] == ["train"]
+    assert [r.name for r in rejected] == ["late"]
+    assert (
+        "ExclusiveDeviceAllocateConflict" in rejected[0].reason
+        and "n1-Ascend910B3-1" in rejected[0].reason
+    )
+    # The two card events and the commit are contiguous: they went in as one atomic batch.
+    tail = [m async for m in event_log.replay(1)]
+    kinds = [m.headers["Tessera-Type"] for m in tail]
+    i = kinds.index("SliceReserved")
+    assert kinds[i : i + 3] == ["SliceReserved", "SliceReserved", "PlacementCommitted"]
+    cards = {c["uuid"]: c for c in alloc.card_records()}
+    assert cards["n1-Ascend910B3-0"]["memory_used"] == 65536
+    assert cards["n1-Ascend910B3-1"]["owners"] == ["default/train/worker-1"]
+
+
+async def test_redelivered_proposal_commits_once(event_log: EventLog) -> None:
+    s = event_log.subjects
+    alloc = Allocator(event_log)
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    await put(event_log, s.job("default", "inf"), proposal("inf", "n1", [0, 0, 0], VIR05))
+    await put(event_log, s.job("default", "inf"), proposal("inf", "n1", [0, 0, 0], VIR05))  # again
+    await drain(alloc)
+    events = decoded([m async for m in event_log.replay()])
+    assert sum(isinstance(e, PlacementCommitted) for e in events) == 1
+    assert sum(isinstance(e, SliceReserved) for e in events) == 3
+    assert not any(isinstance(e, PlacementRejected) for e in events)
+    card = alloc.cards["n1-Ascend910B3-0"]
+    assert card.usage.memory_used == 3 * 16384 and card.usage.cores_used == 15
+    assert check_invariants(card) == []
+
+
+async def test_releases_are_idempotent_and_recovery_rebuilds_identical_ledgers(
+    event_log: EventLog,
+) -> None:
+    s = event_log.subjects
+    alloc = Allocator(event_log)
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    await put(event_log, s.job("default", "inf"), proposal("inf", "n1", [0, 0, 1], VIR05))
+    done = TaskFinished(namespace="default", name="inf", task="worker-0", node="n1", exit_code=0)
+    await put(event_log, s.job("default", "inf"), done, mid="fin-1")
+    await put(event_log, s.job("default", "inf"), done, mid="fin-2")  # reported twice
+    await drain(alloc)
+    assert alloc.cards["n1-Ascend910B3-0"].usage.owners == ("default/inf/worker-1",)
+    await put(event_log, s.job("default", "inf"), JobDeleted(namespace="default", name="inf"))
+    await drain(alloc)
+    events = decoded([m async for m in event_log.replay()])
+    assert sum(isinstance(e, SliceReleased) for e in events) == 3
+    assert all(c.usage.slices_used == 0 for c in alloc.cards.values())
+    fresh = Allocator(event_log)
+    await fresh.recover()
+    assert {u: encode_state(c) for u, c in fresh.cards.items()} == {
+        u: encode_state(c) for u, c in alloc.cards.items()
+    }

@@ -1,0 +1,68 @@
+"""Real service processes for end-to-end tests, always stopped by PID (pass or fail)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ServiceProcess:
+    def __init__(self, module: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.module = module
+        self.args = args
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, ready: str, timeout: float = 30.0) -> ServiceProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", self.module, *self.args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
+            env=self.env,
+        )
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.module} exited with {self.proc.wait()} before ready")
+            if ready in line:
+                return self
+        raise TimeoutError(f"{self.module} not ready in {timeout}s")
+
+    async def wait_exit(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        return await asyncio.to_thread(self.proc.wait, timeout)
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 30.0, what: str = ""
+) -> None:
+    """Poll a condition on observable state (consumer info, the log) until it holds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"timed out waiting for {what or condition}")
+        await asyncio.sleep(0.05)
