@@ -654,3 +654,54 @@ def test_prepare_once_fit_many_nodes_then_choose() -> None:
     results = [(name, fit_node(task, cards)) for name, cards in nodes.items()]
     assert [r.ok for _, r in results] == [True, True, False]
     assert choose_node(results, task.node_policy) == "busy"  # node binpack by default
+
+
+@pytest.mark.parametrize(
+    ("cards", "limits", "pod"),
+    [
+        (EIGHT, {"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": 20000}, {}),
+        (EIGHT, {"huawei.com/Ascend910B3": 4}, {}),
+        (
+            [(npu("s0", 0, mem=65536, cores=100), use())],
+            {
+                "huawei.com/Ascend910B3": 1,
+                "huawei.com/Ascend910B3-memory": 3000,
+                "huawei.com/Ascend910B3-core": 40,
+            },
+            SOFT,
+        ),
+        (
+            [(gpu(f"g{i}", index=i, typ="NVIDIA-A100"), use(1, 1000, 10)) for i in range(2)],
+            {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 3000},
+            {},
+        ),
+    ],
+)
+def test_fitted_slices_are_accepted_by_the_ledger(
+    cards: list[tuple[CardSpec, CardUsage]], limits: dict[str, Any], pod: dict[str, str]
+) -> None:
+    """What the scheduler proposes, the allocator's ledger must accept (same arithmetic)."""
+    from services.core.ledger import CardState, ReserveSlice, decide
+
+    specs = {s.uuid: s for s, _ in cards}
+    if pod:  # a hami-core node: the agent registers its cards with mode hami-core (cores %)
+        specs = {
+            u: CardSpec(**{**{f: getattr(s, f) for f in s.__struct_fields__}, "mode": "hami-core"})
+            for u, s in specs.items()
+        }
+    cards = [(specs[s.uuid], u) for s, u in cards]
+    r = fit_task(
+        cards,
+        ascend(limits, pod)
+        if "huawei" in next(iter(limits))
+        else parse_container(limits, registry=REG),
+        registry=REG,
+        node_annotations=HAMI_NODE if pod else {},
+        pod_annotations=pod,
+    )
+    assert isinstance(r, NodeFit)
+    usages = {s.uuid: u for s, u in cards}
+    for a in r.assignments:
+        state = CardState(uuid=a.card, spec=specs[a.card], usage=usages[a.card])
+        out = decide(state, ReserveSlice("ns/job/t-0", a.slice))
+        assert isinstance(out, list) and len(out) == 1, out
