@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -69,6 +70,11 @@ async def test_two_allocators_racing_for_one_card_commit_exactly_one(
     winner = proposals[0] if committed == ["a"] else proposals[1]
     assert sum(isinstance(e, SliceReserved) for e in events) == len(winner.placements)
     assert_ledgers_sound(events)
+    # "list cards" over request/reply (nats.micro), answered from the allocator's projection.
+    reply = await log.nc.request(f"{s.api('allocator')}.cards", b"", timeout=5)
+    cards = {c["uuid"]: c for c in json.loads(reply.data)}
+    assert cards["n1-Ascend910B3-1"]["memory_used"] == 65536
+    assert cards["n1-Ascend910B3-0"]["memory_used"] == (65536 if committed == ["a"] else 0)
     assert not await log.dead_letters("alloc-a") and not await log.dead_letters("alloc-b")
 
 
