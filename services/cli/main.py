@@ -28,7 +28,9 @@ async def _demo_placeholder(data_dir: Path) -> int:
         reg = default_registry()
         probe = NodeLost(node="demo-probe", reason="log round-trip check")
         result = await log.append(
-            Entry(log.subjects.node("demo-probe"), reg.encode(probe), reg.envelope(probe).to_headers())
+            Entry(
+                log.subjects.node("demo-probe"), reg.encode(probe), reg.envelope(probe).to_headers()
+            )
         )
         ok = isinstance(result, Appended)
         print(f"[2/3] stream {log.stream} ready; probe event appended: {result}")
@@ -56,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     nats.set_defaults(func=_cmd_nats)
     demo = sub.add_parser("demo", help="the all-in-one local demo (what `make run` runs)")
     demo.set_defaults(func=_cmd_demo)
+    from services.cli import get, up
+
+    up.add_parsers(sub)
+    get.add_parsers(sub)
     return parser
 
 

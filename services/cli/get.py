@@ -1,0 +1,100 @@
+"""`tessera get cards|nodes`: read a running system (found through `tessera up`'s state file).
+
+Cards come from the allocator's projection over request/reply; nodes from the log itself (the
+last NodeRegistered of every node subject), so `get` works even while a service restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import nats
+import yaml
+
+from contracts.envelope import TYPE
+from contracts.registry import default_registry
+from contracts.subjects import Subjects
+from services.cli.up import STATE_DIR, read_state
+from services.runtime.eventlog.jetstream import JetStreamLog
+
+CARD_COLUMNS = (
+    "node",
+    "uuid",
+    "type",
+    "memory_used",
+    "memory_total",
+    "cores_used",
+    "cores_total",
+    "slices_used",
+    "slices_total",
+)
+NODE_COLUMNS = ("node", "cpu_milli", "memory_mib", "cards")
+
+
+def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
+    if output == "json":
+        return json.dumps(rows, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(rows, sort_keys=False)
+    table = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [
+        max(len(c), *(len(row[i]) for row in table)) if table else len(c)
+        for i, c in enumerate(columns)
+    ]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in table]
+    return "\n".join(lines)
+
+
+async def fetch_cards(url: str, root: str) -> list[dict]:
+    nc = await nats.connect(url)
+    try:
+        reply = await nc.request(f"{Subjects(root).api('allocator')}.cards", b"", timeout=10)
+        return json.loads(reply.data)
+    finally:
+        await nc.close()
+
+
+async def fetch_nodes(url: str, root: str) -> list[dict]:
+    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    try:
+        rows = []
+        for msg in await log.last_per_subject(log.subjects.all_nodes()):
+            if msg.headers.get(TYPE) != "NodeRegistered":
+                continue
+            node = default_registry().decode("NodeRegistered", msg.data)
+            rows.append(
+                {
+                    "node": node.node,
+                    "cpu_milli": node.cpu_milli,
+                    "memory_mib": node.memory_mib,
+                    "cards": len(node.cards),
+                }
+            )  # type: ignore[attr-defined]
+        return sorted(rows, key=lambda r: r["node"])
+    finally:
+        await log.close()
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    state = read_state(Path(args.state_dir))
+    url = args.nats or state["nats"]
+    if args.what == "cards":
+        rows, columns = asyncio.run(fetch_cards(url, args.root)), CARD_COLUMNS
+    else:
+        rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
+    print(render(rows, columns, args.output))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    get = sub.add_parser("get", help="list cards or nodes of the running system")
+    get.add_argument("what", choices=["cards", "nodes"])
+    get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    get.add_argument("--nats", default="")
+    get.add_argument("--root", default="tessera")
+    get.add_argument("--state-dir", default=str(STATE_DIR))
+    get.set_defaults(func=cmd_get)

@@ -1,0 +1,72 @@
+"""`tessera up --detach` → `get` → `down`: real processes, found through the state file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.cli.up import read_state
+from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.allocator.scenario import ascend_node, put
+from tests.processes import ROOT, wait_until
+
+
+def tessera(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    if (tmp_path / "up.json").exists():  # the test failed half-way: stop by PID anyway
+        tessera("down", "--state-dir", str(tmp_path))
+
+
+async def test_up_get_down(state_dir: Path) -> None:
+    up = tessera("up", "--detach", "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stderr
+    assert "allocator  ready" in up.stdout
+    state = read_state(state_dir)
+    pids = [state["nats_pid"], *state["services"].values()]
+    assert all(alive(p) for p in pids)
+    log = await JetStreamLog.connect(state["nats"])
+    await put(log, log.subjects.node("n1"), ascend_node("n1", cards=2))
+
+    async def cards_registered() -> bool:
+        return len(await log.last_per_subject(log.subjects.all_cards())) == 2
+
+    await wait_until(cards_registered, what="allocator to register the cards")
+    await log.close()
+    got = tessera("get", "cards", "-o", "json", "--state-dir", str(state_dir))
+    assert got.returncode == 0, got.stderr
+    cards = json.loads(got.stdout)
+    assert [c["uuid"] for c in cards] == ["n1-Ascend910B3-0", "n1-Ascend910B3-1"]
+    assert all(c["memory_total"] == 65536 and c["memory_used"] == 0 for c in cards)
+    table = tessera("get", "nodes", "--state-dir", str(state_dir))
+    assert "n1" in table.stdout and "NODE" in table.stdout
+    down = tessera("down", "--state-dir", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    assert not any(alive(p) for p in pids)
+    assert not (state_dir / "up.json").exists()
