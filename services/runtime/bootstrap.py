@@ -70,7 +70,11 @@ async def run_service(
         log.info("%s running on %s", name, args.nats)
         print(f"{name} ready", flush=True)  # the line supervisors and tests wait for
 
-    await app.service.run(stopping, on_ready=ready)
+    background = getattr(app, "background", None)  # e.g. the scheduler's session loop
+    tasks = [app.service.run(stopping, on_ready=ready)]
+    if background is not None:
+        tasks.append(background(stopping))
+    await asyncio.gather(*tasks)
     await event_log.close()
     log.info("%s stopped", name)
     return 0
