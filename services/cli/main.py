@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up.add_parsers(sub)
     get.add_parsers(sub)
+    __import__("services.cli.simulate", fromlist=["add_parser"]).add_parser(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Session actions, one module each; `services.core.scheduling.registry` wires them."""

@@ -1,0 +1,113 @@
+"""`allocate` (Volcano `actions/allocate/allocate.go`).
+
+Pending PodGroups are promoted to Inqueue here only when `enqueue` is not configured. Queues in
+QueueOrder; an Overused queue is skipped (not pushed back); per job, pending non-BestEffort
+tasks in TaskOrder through Allocatable, predicates and scoring; a task fitting only FutureIdle
+is pipelined. The task loop stops as soon as the job is ready; then commit if JobReady, keep if
+only JobPipelined, discard otherwise. A committed job with tasks left is pushed back, and the
+queue after every job, so shares are re-evaluated.
+"""
+
+from __future__ import annotations
+
+from services.core.scheduling.actions.nodes import best_node, predicate_nodes
+from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
+from services.core.scheduling.session import PriorityQueue, Session
+from services.core.scheduling.statement import Statement
+
+
+class AllocateAction:
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        promote = "enqueue" not in ssn.conf.actions
+        jobs_by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.phase == "Pending":
+                if not promote:
+                    continue
+                job.phase = "Inqueue"
+                ssn.enqueued.append(job)
+            if not job.pending_tasks():
+                continue
+            reason = ssn.job_valid(job)
+            if reason:
+                job.job_fit_error = reason
+                continue
+            if job.queue not in ssn.queues:
+                continue
+            jobs_by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(
+            ssn.queue_order, [ssn.queues[q] for q in sorted(jobs_by_queue)]
+        )
+        pending_tasks: dict[str, PriorityQueue[TaskInfo]] = {}
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue):
+                continue
+            jobs = jobs_by_queue.get(queue.name)
+            if jobs is None or jobs.empty():
+                continue
+            job = jobs.pop()
+            if job.key not in pending_tasks:
+                pending_tasks[job.key] = PriorityQueue(
+                    ssn.task_order, [t for t in job.pending_tasks() if not t.best_effort]
+                )
+            tasks = pending_tasks[job.key]
+            stmt = Statement(ssn)
+            self.allocate_job(ssn, queue, job, tasks, stmt)
+            if ssn.job_ready(job):
+                stmt.commit()
+                if not tasks.empty():
+                    jobs.push(job)
+            elif ssn.job_pipelined(job):
+                pass  # keep: resources stay reserved in this session, nothing is bound
+            else:
+                stmt.discard()
+            queues.push(queue)
+
+    def allocate_job(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, tasks: PriorityQueue[TaskInfo],
+        stmt: Statement,
+    ) -> None:  # fmt: skip
+        failed_roles: set[str] = set()
+        while not tasks.empty():
+            task = tasks.pop()
+            if not ssn.allocatable(queue, task):
+                job.fit_errors[task.uid] = "queue resource quota insufficient"
+                continue
+            if task.role in failed_roles:
+                continue
+            status = ssn.pre_predicate(task)
+            if status is not None:
+                job.fit_errors[task.uid] = status.message()
+                failed_roles.add(task.role)
+                if need_continue(ssn, job):
+                    continue
+                break
+            fit = predicate_nodes(ssn, task, ssn.node_list)
+            if fit.empty:
+                job.fit_errors[task.uid] = fit.summary(len(ssn.node_list))
+                job.node_errors.update(fit.errors)
+                failed_roles.add(task.role)
+                if need_continue(ssn, job):
+                    continue
+                break
+            group = fit.idle or fit.future
+            node = best_node(ssn, task, group)
+            slices = ssn.bind_devices(task, node)
+            if fit.idle:
+                stmt.allocate(task, node, slices)
+            else:
+                stmt.pipeline(task, node, slices)
+            if ssn.job_ready(job) and not tasks.empty():
+                break
+
+
+def need_continue(ssn: Session, job: JobInfo) -> bool:
+    """Volcano `NeedContinueAllocating`: keep going after a failed task only while the gang can
+    still be met by the tasks left (never when minAvailable needs every remaining task)."""
+    pending = sum(
+        1 for t in job.tasks.values() if t.status == "Pending" and t.uid not in job.fit_errors
+    )
+    return job.ready_task_num() + job.waiting_task_num() + pending >= job.min_available

@@ -1,0 +1,67 @@
+"""`reclaim` (Volcano `actions/reclaim/reclaim.go`): inter-queue reclaim.
+
+For each queue (QueueOrder) that is not Overused, each starving job, each pending task: skip
+`preemptionPolicy: Never`; `Preemptive(queue, task)` must hold; on each node, reclaimees are
+Running/Bound preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
+them; victims are evicted while the task does not fit FutureIdle; the task is pipelined on the
+first node that works. The job's statement is committed if JobPipelined, else discarded.
+"""
+
+from __future__ import annotations
+
+from services.core.scheduling.actions.preempt import VICTIM_STATUSES, _candidate_nodes
+from services.core.scheduling.actions.victims import evict_until_fits, validate_victims
+from services.core.scheduling.model import JobInfo, QueueInfo
+from services.core.scheduling.session import PriorityQueue, Session
+from services.core.scheduling.statement import Statement
+
+
+class ReclaimAction:
+    name = "reclaim"
+
+    def execute(self, ssn: Session) -> None:
+        by_queue: dict[str, PriorityQueue[JobInfo]] = {}
+        for job in ssn.jobs.values():
+            if job.phase == "Pending" or ssn.job_valid(job) or not ssn.job_starving(job):
+                continue
+            by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(
+            ssn.queue_order, [ssn.queues[q] for q in sorted(by_queue)]
+        )
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue) or queue.state != "Open":
+                continue
+            jobs = by_queue[queue.name]
+            if jobs.empty():
+                continue
+            job = jobs.pop()
+            stmt = Statement(ssn)
+            for task in sorted(job.pending_tasks(), key=lambda t: (-t.priority, t.index, t.uid)):
+                if task.spec.preemption_policy == "Never":
+                    continue
+                if not ssn.preemptive(queue, task):
+                    continue
+                if ssn.pre_predicate(task) is not None:
+                    continue
+                for node in _candidate_nodes(ssn, task):
+                    candidates = [
+                        t for t in node.tasks.values()
+                        if t.status in VICTIM_STATUSES and t.spec.preemptable
+                        and ssn.jobs[t.job].queue != queue.name
+                        and ssn.queues[ssn.jobs[t.job].queue].reclaimable
+                    ]  # fmt: skip
+                    victims = ssn.reclaimable(task, candidates)
+                    if not victims or not validate_victims(task, node, victims):
+                        continue
+                    sub = Statement(ssn)
+                    if evict_until_fits(ssn, task, node, victims, sub, "reclaim", check_first=True):
+                        sub.pipeline(task, node, ssn.bind_devices(task, node))
+                        stmt.merge(sub)
+                        break
+                    sub.discard()
+            if ssn.job_pipelined(job):
+                stmt.commit()
+            else:
+                stmt.discard()
+            queues.push(queue)

@@ -1,0 +1,136 @@
+"""`volcano-scheduler.conf` as is: actions, tiers of plugins with `enable*` switches, arguments.
+
+Switch names and defaults follow `pkg/scheduler/plugins/defaults.go` (ApplyPluginConfDefaults):
+every switch defaults to true except `enableHierarchy`. The built-in default is Volcano's
+DefaultSchedulerConf (`pkg/scheduler/util.go`) plus `deviceshare` with NVIDIA vGPU and HAMi
+Ascend vNPU enabled and HAMi's default policies (node binpack, card spread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+SWITCHES = (
+    "enableJobOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined", "enableTaskOrder",
+    "enablePreemptable", "enableReclaimable", "enablePreemptive", "enableQueueOrder",
+    "enabledClusterOrder", "enablePredicate", "enableBestNode", "enableNodeOrder",
+    "enableTargetJob", "enableReservedNodes", "enableJobEnqueued", "enabledVictim",
+    "enableJobStarving", "enabledOverused", "enabledAllocatable", "enabledHyperNodeOrder",
+    "enabledSubJobReady", "enabledSubJobPipelined", "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
+)  # fmt: skip
+KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+
+
+class ConfigError(ValueError):
+    """The configuration text is not a valid scheduler configuration."""
+
+
+@dataclass(frozen=True)
+class PluginConf:
+    name: str
+    switches: Mapping[str, bool] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def enabled(self, switch: str) -> bool:
+        if switch == "enableHierarchy":
+            return self.switches.get(switch, False)
+        return self.switches.get(switch, True)
+
+
+@dataclass(frozen=True)
+class SchedulerConf:
+    actions: tuple[str, ...]
+    tiers: tuple[tuple[PluginConf, ...], ...]
+    configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def plugin(self, name: str) -> PluginConf | None:
+        for tier in self.tiers:
+            for p in tier:
+                if p.name == name:
+                    return p
+        return None
+
+
+DEFAULT_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.AscendHAMiVNPUEnable: true
+      deviceshare.SchedulePolicy: spread
+      deviceshare.NodeSchedulePolicy: binpack
+      deviceshare.ScheduleWeight: 10
+"""
+
+
+def parse_conf(text: str, known_plugins: frozenset[str] | None = None) -> SchedulerConf:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("the configuration must be a mapping with `actions` and `tiers`")
+    return conf_from_mapping(raw, known_plugins)
+
+
+def conf_from_mapping(
+    raw: Mapping[str, Any], known_plugins: frozenset[str] | None = None
+) -> SchedulerConf:
+    unknown = set(raw) - {"actions", "tiers", "configurations", "metrics"}
+    if unknown:
+        raise ConfigError(f"{sorted(unknown)[0]}: unknown field")
+    actions = tuple(a.strip() for a in str(raw.get("actions") or "").split(",") if a.strip())
+    for a in actions:
+        if a not in KNOWN_ACTIONS:
+            raise ConfigError(f"actions: unknown action {a!r}")
+    tiers: list[tuple[PluginConf, ...]] = []
+    for i, tier in enumerate(raw.get("tiers") or []):
+        plugins: list[PluginConf] = []
+        for j, p in enumerate((tier or {}).get("plugins") or []):
+            path = f"tiers[{i}].plugins[{j}]"
+            if not isinstance(p, dict) or not p.get("name"):
+                raise ConfigError(f"{path}.name: required")
+            switches: dict[str, bool] = {}
+            for key, value in p.items():
+                if key in ("name", "arguments"):
+                    continue
+                if key not in SWITCHES:
+                    raise ConfigError(f"{path}.{key}: unknown field")
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{path}.{key}: must be a boolean")
+                switches[key] = value
+            name = str(p["name"])
+            if known_plugins is not None and name not in known_plugins:
+                raise ConfigError(f"{path}.name: unknown plugin {name!r}")
+            plugins.append(PluginConf(name, switches, dict(p.get("arguments") or {})))
+        names = {p.name for p in plugins}
+        drf = next((p for p in plugins if p.name == "drf"), None)
+        if "proportion" in names and drf is not None and drf.enabled("enableHierarchy"):
+            raise ConfigError(
+                f"tiers[{i}]: proportion and drf with enableHierarchy cannot be in the same tier"
+            )
+        tiers.append(tuple(plugins))
+    configurations: dict[str, Mapping[str, Any]] = {}
+    for c in raw.get("configurations") or []:
+        configurations[str(c.get("name"))] = dict(c.get("arguments") or {})
+    return SchedulerConf(actions, tuple(tiers), configurations)
+
+
+def default_conf() -> SchedulerConf:
+    return parse_conf(DEFAULT_CONF)

@@ -1,0 +1,126 @@
+"""`decide(snapshot, conf) -> Decisions`: one pure scheduling session (no I/O, no clock).
+
+Open a session over the frozen snapshot, run the configured actions in order, close it and
+report per job: committed placements (to bind), pipelined reservations (not bound), evictions,
+PodGroups promoted to Inqueue, and unschedulable jobs with the gang plugin's message
+`"<minAvailable − ready>/<tasks> tasks in gang unschedulable: <fit errors>"` and per-node reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import SchedulerConf, default_conf
+from services.core.scheduling.decisions import (
+    Decisions,
+    Eviction,
+    JobPlacement,
+    PhaseChange,
+    Unschedulable,
+)
+from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
+from services.core.scheduling.registry import Action, build_actions, build_plugins
+from services.core.scheduling.resources import Resource
+from services.core.scheduling.session import PluginFactory, Session
+
+
+@cache
+def _registries() -> tuple[Mapping[str, PluginFactory], Mapping[str, Action]]:
+    return build_plugins(), build_actions()
+
+
+def open_session(snapshot: st.Snapshot, conf: SchedulerConf | None = None) -> Session:
+    plugins, _ = _registries()
+    return Session(snapshot, conf or default_conf(), plugins)
+
+
+def decide(snapshot: st.Snapshot, conf: SchedulerConf | None = None) -> Decisions:
+    conf = conf or default_conf()
+    _, actions = _registries()
+    ssn = open_session(snapshot, conf)
+    for name in conf.actions:
+        actions[name].execute(ssn)
+    for plugin in ssn.plugins.values():
+        close = getattr(plugin, "on_session_close", None)
+        if close is not None:
+            close(ssn)
+    return close_session(ssn)
+
+
+def close_session(ssn: Session) -> Decisions:
+    committed: dict[str, list[TaskInfo]] = {}
+    for t in ssn.committed_allocations:
+        if t.status == st.ALLOCATED:
+            committed.setdefault(t.job, []).append(t)
+    committed_ids = {t.uid for ts in committed.values() for t in ts}
+    pipelined: dict[str, list[TaskInfo]] = {}
+    for job in ssn.jobs.values():
+        for t in job.tasks.values():
+            if t.status == st.PIPELINED or (
+                t.status == st.ALLOCATED and t.uid not in committed_ids
+            ):
+                pipelined.setdefault(job.key, []).append(t)
+    placements: list[JobPlacement] = []
+    for key, tasks in committed.items():
+        job = ssn.jobs[key]
+        placements.append(JobPlacement(job.namespace, job.name, ssn.placements_of(tasks)))
+    for key, tasks in pipelined.items():
+        job = ssn.jobs[key]
+        placements.append(JobPlacement(job.namespace, job.name, ssn.placements_of(tasks), True))
+    evictions = tuple(
+        Eviction(ssn.jobs[t.job].namespace, ssn.jobs[t.job].name, t.pod,
+                 ssn.eviction_reasons.get(t.uid, "preempt"))
+        for t in ssn.committed_evictions
+    )  # fmt: skip
+    phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)
+    unschedulable = []
+    for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
+        reason = _unschedulable_reason(ssn, job)
+        if reason:
+            unschedulable.append(
+                Unschedulable(
+                    job.namespace, job.name, reason, dict(sorted(job.node_errors.items()))
+                )
+            )
+    allocated: dict[str, Resource] = {}
+    for job in ssn.jobs.values():
+        acc = allocated.setdefault(job.queue, Resource())
+        for t in job.tasks.values():
+            if t.status in ALLOCATED_STATUSES:
+                acc.add(t.qreq)
+    deserved: dict[str, Mapping[str, int]] = {}
+    prop = ssn.plugins.get("proportion") or ssn.plugins.get("capacity")
+    if prop is not None:
+        for q in ssn.queues:
+            deserved[q] = prop.deserved_of(q)  # type: ignore[attr-defined]
+    return Decisions(
+        based_on=ssn.snapshot.seq,
+        placements=tuple(placements),
+        evictions=evictions,
+        unschedulable=tuple(unschedulable),
+        phases=phases,
+        queue_allocated={q: r.to_map() for q, r in sorted(allocated.items())},
+        queue_deserved=deserved,
+    )
+
+
+def _unschedulable_reason(ssn: Session, job: JobInfo) -> str:
+    pending = [t for t in job.tasks.values() if t.status == st.PENDING]
+    if not pending:
+        return ""
+    if job.phase == "Pending":
+        return job.job_fit_error or "PodGroup is Pending: not admitted by enqueue"
+    if job.job_fit_error and not job.fit_errors:
+        return job.job_fit_error
+    errors = sorted({msg for msg in job.fit_errors.values()})
+    ready = job.ready_task_num()
+    if ssn.job_ready(job) and not errors:
+        return ""
+    if not errors:
+        errors = ["not enough resources (queue share or session order)"]
+    missing = max(job.min_available - ready, 0)
+    if ssn.job_ready(job):
+        return f"{len(pending)}/{len(job.tasks)} tasks unschedulable: {'; '.join(errors)}"
+    return f"{missing}/{len(job.tasks)} tasks in gang unschedulable: {'; '.join(errors)}"

@@ -1,0 +1,53 @@
+"""What a session concluded (DESIGN §2 "decision"): placements, evictions, unschedulable jobs,
+PodGroup phase changes. The shell turns these into `PlacementProposed`, `EvictionRequested`,
+`JobUnschedulable` and `JobPhaseChanged` events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from contracts.events import TaskPlacement
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlacement:
+    namespace: str
+    name: str
+    placements: tuple[TaskPlacement, ...]
+    pipelined: bool = False  # reserved in-session only (JobPipelined), not to be bound
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    namespace: str
+    name: str
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    namespace: str
+    name: str
+    reason: str
+    node_reasons: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseChange:
+    namespace: str
+    name: str
+    phase: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    based_on: int
+    placements: tuple[JobPlacement, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    unschedulable: tuple[Unschedulable, ...] = ()
+    phases: tuple[PhaseChange, ...] = ()
+    queue_allocated: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    queue_deserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)

@@ -1,0 +1,168 @@
+"""The session's working copy of the snapshot (Volcano `api.JobInfo/TaskInfo/NodeInfo/QueueInfo`).
+
+Built fresh from a frozen `Snapshot` at session open and mutated only through the session's
+allocate/pipeline/evict operations, which a `Statement` can undo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contracts.devices import CardSpec, CardUsage
+from contracts.events import SliceAssignment
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.scheduling.resources import Resource, is_device_resource
+from services.core.scheduling.snapshot import (
+    ALLOCATED,
+    BINDING,
+    BOUND,
+    PENDING,
+    PIPELINED,
+    RELEASING,
+    RUNNING,
+    SUCCEEDED,
+)
+
+ALLOCATED_STATUSES = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
+
+
+def task_request(spec: TaskSpec) -> Resource:
+    scalars = {k: v for k, v in spec.scalars.items() if not is_device_resource(k)}
+    return Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
+
+
+def queue_request(spec: TaskSpec) -> Resource:
+    """What a task counts against its queue: device counts included (Volcano's plain request)."""
+    return Resource(spec.cpu_milli, spec.memory_mib, 0, spec.scalars)
+
+
+@dataclass(slots=True)
+class CardInfo:
+    """A card in the session: its spec, ledger usage (rebuilt on every in-session booking)."""
+
+    spec: CardSpec
+    usage: CardUsage
+    seq: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class NodeInfo:
+    name: str
+    order: int
+    allocatable: Resource
+    idle: Resource
+    used: Resource
+    releasing: Resource
+    pipelined: Resource
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: tuple[tuple[str, str, str], ...]  # (key, value, effect)
+    cards: list[CardInfo]
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+
+    def future_idle(self) -> Resource:
+        """Volcano: FutureIdle = Idle + Releasing − Pipelined."""
+        return self.idle.clone().add(self.releasing).sub(self.pipelined)
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    uid: str  # "<ns>/<job>/<pod>"
+    pod: str
+    role: str
+    index: int
+    job: str  # job key "<ns>/<job>"
+    spec: TaskSpec
+    resreq: Resource
+    status: str = PENDING
+    node: str = ""
+    slices: tuple[SliceAssignment, ...] = ()
+    priority: int = 0
+    score: float = 0.0
+    qreq: Resource = field(default_factory=Resource)  # what it counts against its queue
+
+    @property
+    def best_effort(self) -> bool:
+        return (
+            self.resreq.cpu == 0
+            and self.resreq.memory == 0
+            and not self.spec.devices
+            and not any(self.resreq.scalars.values())
+        )
+
+    @property
+    def namespace(self) -> str:
+        return self.uid.split("/", 1)[0]
+
+
+@dataclass(slots=True, eq=False)
+class JobInfo:
+    key: str
+    spec: JobSpec
+    created: int
+    phase: str
+    queue: str
+    priority: int
+    min_available: int
+    min_task_member: dict[str, int]
+    tasks: dict[str, TaskInfo]
+    allocated: Resource = field(default_factory=Resource)
+    fit_errors: dict[str, str] = field(default_factory=dict)  # task uid → summary
+    node_errors: dict[str, str] = field(default_factory=dict)  # node → reason (last failing task)
+    job_fit_error: str = ""
+
+    @property
+    def namespace(self) -> str:
+        return self.spec.namespace
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def count(self, *statuses: str) -> int:
+        return sum(1 for t in self.tasks.values() if t.status in statuses)
+
+    def ready_task_num(self) -> int:
+        """Gang: Bound + Binding + Running + Allocated + Succeeded (+ pending BestEffort)."""
+        n = 0
+        for t in self.tasks.values():
+            if t.status in ALLOCATED_STATUSES or t.status == SUCCEEDED:
+                n += 1
+            elif t.status == PENDING and t.best_effort:
+                n += 1
+        return n
+
+    def waiting_task_num(self) -> int:
+        return self.count(PIPELINED)
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks.values() if t.status == PENDING]
+
+
+@dataclass(slots=True, eq=False)
+class QueueInfo:
+    name: str
+    spec: QueueSpec
+    created: int
+    state: str
+
+    @property
+    def weight(self) -> int:
+        return self.spec.weight
+
+    @property
+    def reclaimable(self) -> bool:
+        return self.spec.reclaimable
+
+
+__all__ = [
+    "ALLOCATED_STATUSES",
+    "RELEASING",
+    "CardInfo",
+    "JobInfo",
+    "NodeInfo",
+    "QueueInfo",
+    "TaskInfo",
+    "queue_request",
+    "task_request",
+]

@@ -1,0 +1,1 @@
+"""Scheduler plugins, one module each; `services.core.scheduling.registry` wires them."""

@@ -1,0 +1,48 @@
+"""`nodeorder` (Volcano wraps kube-scheduler scores, MaxNodeScore 100): least requested
+(weight `leastrequested.weight`, default 1), most requested (`mostrequested.weight`, 0) and
+balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task."""
+
+from __future__ import annotations
+
+from services.core.scheduling.config import PluginConf
+from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.session import Session
+
+
+def _weight(conf: PluginConf, key: str, default: int) -> int:
+    v = conf.arguments.get(key)
+    return default if v is None else int(v)
+
+
+class NodeOrderPlugin:
+    name = "nodeorder"
+
+    def __init__(self, conf: PluginConf) -> None:
+        self.least = _weight(conf, "leastrequested.weight", 1)
+        self.most = _weight(conf, "mostrequested.weight", 0)
+        self.balanced = _weight(conf, "balancedresource.weight", 1)
+
+    def on_session_open(self, ssn: Session) -> None:
+        pass
+
+    def node_order(self, task: TaskInfo, node: NodeInfo) -> float:
+        alloc = node.allocatable
+        req = task.resreq
+        cpu_used = node.used.cpu + req.cpu
+        mem_used = node.used.memory + req.memory
+        fc = cpu_used / alloc.cpu if alloc.cpu else 1.0
+        fm = mem_used / alloc.memory if alloc.memory else 1.0
+        score = 0.0
+        if self.least:
+            least = (max(0.0, 1 - fc) * 100 + max(0.0, 1 - fm) * 100) / 2
+            score += self.least * int(least)
+        if self.most:
+            most = (min(1.0, fc) * 100 + min(1.0, fm) * 100) / 2
+            score += self.most * int(most)
+        if self.balanced:
+            if fc > 1 or fm > 1:
+                bal = 0.0
+            else:
+                bal = (1 - abs(fc - fm) / 2) * 100
+            score += self.balanced * int(bal)
+        return score

@@ -1,0 +1,231 @@
+"""`proportion` (Volcano `plugins/proportion/proportion.go`, volcano.md §2.6): weighted
+water-filling of the cluster into queue `deserved` shares, capped by realCapability and request,
+floored by guarantee; QueueOrder by priority then share; Overused when allocated reached deserved
+in every dimension; Allocatable/Preemptive compare only the requested dimensions; Reclaimable
+takes victims while their queue is above deserved; enqueue admission against realCapability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import PluginConf
+from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
+from services.core.scheduling.plugins import shares as sh
+from services.core.scheduling.session import Session
+from services.core.scheduling.status import PERMIT, REJECT
+
+
+@dataclass
+class QueueAttr:
+    name: str
+    weight: int
+    priority: int
+    deserved: sh.Vec = field(default_factory=dict)
+    allocated: sh.Vec = field(default_factory=dict)
+    request: sh.Vec = field(default_factory=dict)
+    inqueue: sh.Vec = field(default_factory=dict)
+    elastic: sh.Vec = field(default_factory=dict)
+    guarantee: sh.Vec = field(default_factory=dict)
+    capability: sh.Vec = field(default_factory=dict)
+    real_capability: sh.Vec = field(default_factory=dict)
+    share: float = 0.0
+
+
+class ProportionPlugin:
+    name = "proportion"
+
+    def __init__(self, conf: PluginConf) -> None:
+        self.ssn: Session | None = None
+        self.attrs: dict[str, QueueAttr] = {}
+        self.total: sh.Vec = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.total = sh.add(sh.vec(ssn.total), sh.device_totals(ssn.node_list))
+        guarantee_sum: sh.Vec = {}
+        for job in sorted(ssn.jobs.values(), key=lambda j: j.key):
+            q = ssn.queues[job.queue]
+            attr = self.attrs.get(q.name)
+            if attr is None:
+                cap = {k: (sh.INF if v <= 0 and k in ("cpu", "memory") else float(v))
+                       for k, v in q.spec.capability.items()}  # fmt: skip
+                attr = self.attrs[q.name] = QueueAttr(
+                    q.name, q.weight, q.spec.priority, guarantee=sh.vec(q.spec.guarantee),
+                    capability=cap,
+                )  # fmt: skip
+                guarantee_sum = sh.add(guarantee_sum, attr.guarantee)
+            for t in job.tasks.values():
+                if t.status in ALLOCATED_STATUSES:
+                    attr.allocated = sh.add(attr.allocated, sh.vec(t.qreq))
+                    attr.request = sh.add(attr.request, sh.vec(t.qreq))
+                elif t.status == st.PENDING:
+                    attr.request = sh.add(attr.request, sh.vec(t.qreq))
+            if job.spec.min_resources is not None:
+                job_alloc = sh.vec(sum_allocated(job))
+                minres = sh.vec(job.spec.min_resources)
+                if job.phase == "Inqueue":
+                    attr.inqueue = sh.add(attr.inqueue, _pos(sh.sub(minres, job_alloc)))
+                if job.phase == "Running" and job.ready_task_num() >= job.min_available:
+                    attr.elastic = sh.add(attr.elastic, _pos(sh.sub(job_alloc, minres)))
+        for attr in self.attrs.values():
+            real = sh.add(sh.sub(self.total, guarantee_sum), attr.guarantee)
+            for k, v in attr.capability.items():
+                real[k] = min(real.get(k, sh.INF), v)
+            attr.real_capability = real
+        self._water_fill()
+        for attr in self.attrs.values():
+            self._update_share(attr)
+
+    def _water_fill(self) -> None:
+        remaining = dict(self.total)
+        met: set[str] = set()
+        attrs = sorted(self.attrs.values(), key=lambda a: a.name)
+        for _ in range(64):
+            total_weight = sum(a.weight for a in attrs if a.name not in met)
+            if total_weight == 0:
+                break
+            old_remaining = dict(remaining)
+            increased: sh.Vec = {}
+            decreased: sh.Vec = {}
+            for a in attrs:
+                if a.name in met:
+                    continue
+                old = dict(a.deserved)
+                d = sh.add(
+                    a.deserved, {k: v * a.weight / total_weight for k, v in remaining.items()}
+                )
+                d = {k: min(v, a.real_capability.get(k, sh.INF)) for k, v in d.items()}
+                d = {k: min(v, a.request.get(k, 0.0)) for k, v in d.items()}
+                for k, v in a.guarantee.items():
+                    d[k] = max(d.get(k, 0.0), v)
+                a.deserved = d
+                if sh.le(a.request, d) or _same(old, d):
+                    met.add(a.name)
+                for k in set(d) | set(old):
+                    diff = d.get(k, 0.0) - old.get(k, 0.0)
+                    if diff > 0:
+                        increased[k] = increased.get(k, 0.0) + diff
+                    elif diff < 0:
+                        decreased[k] = decreased.get(k, 0.0) - diff
+            remaining = sh.add(sh.sub(remaining, increased), decreased)
+            if sh.empty(remaining) or _same(remaining, old_remaining):
+                break
+
+    def _update_share(self, attr: QueueAttr) -> None:
+        s = 0.0
+        for k, d in attr.deserved.items():
+            a = attr.allocated.get(k, 0.0)
+            s = max(s, (0.0 if a == 0 else 1.0) if d == 0 else a / d)
+        attr.share = s
+
+    def deserved_of(self, queue: str) -> dict[str, int]:
+        attr = self.attrs.get(queue)
+        return {k: round(v) for k, v in sorted(attr.deserved.items()) if v} if attr else {}
+
+    # --- hooks ----------------------------------------------------------------------------
+
+    def queue_order(self, lhs: QueueInfo, r: QueueInfo) -> int:
+        if lhs.spec.priority != r.spec.priority:
+            return -1 if lhs.spec.priority > r.spec.priority else 1
+        la, ra = self.attrs.get(lhs.name), self.attrs.get(r.name)
+        ls = la.share if la else 0.0
+        rs = ra.share if ra else 0.0
+        if ls == rs:
+            return 0
+        return -1 if ls < rs else 1
+
+    def overused(self, queue: QueueInfo) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return False
+        return sh.le(attr.deserved, attr.allocated, dims=list(attr.deserved))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        if queue.state != "Open":
+            return False
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        req = sh.vec(task.qreq)
+        return sh.le(
+            sh.add(attr.allocated, req), attr.deserved, dims=[k for k, v in req.items() if v > 0]
+        )
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self.allocatable(queue, task)
+
+    def reclaimable(
+        self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]
+    ) -> tuple[list[TaskInfo], int]:
+        assert self.ssn is not None
+        running: dict[str, sh.Vec] = {}
+        victims = []
+        for t in reclaimees:
+            q = self.ssn.jobs[t.job].queue
+            attr = self.attrs.get(q)
+            if attr is None:
+                continue
+            if q not in running:
+                running[q] = dict(attr.allocated)
+            if not sh.le(running[q], attr.deserved, dims=list(running[q])):
+                victims.append(t)
+                running[q] = sh.sub(running[q], sh.vec(t.qreq))
+        return victims, PERMIT
+
+    def job_enqueueable(self, job: JobInfo) -> int:
+        assert self.ssn is not None
+        queue = self.ssn.queues[job.queue]
+        if queue.state != "Open":
+            return REJECT
+        if job.spec.min_resources is None:
+            return PERMIT
+        attr = self.attrs.get(job.queue)
+        if attr is None:
+            return PERMIT
+        minres = sh.vec(job.spec.min_resources)
+        want = sh.sub(sh.add(sh.add(minres, attr.allocated), attr.inqueue), attr.elastic)
+        dims = [k for k, v in minres.items() if v > 0]
+        return PERMIT if sh.le(want, attr.real_capability, dims=dims, missing=sh.INF) else REJECT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.spec.min_resources:
+            attr.inqueue = sh.add(attr.inqueue, sh.vec(job.spec.min_resources))
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        self._move(task, +1)
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        self._move(task, -1)
+
+    def _move(self, task: TaskInfo, sign: int) -> None:
+        if task.status == st.PIPELINED:
+            return
+        assert self.ssn is not None
+        attr = self.attrs.get(self.ssn.jobs[task.job].queue)
+        if attr is None:
+            return
+        req = sh.vec(task.qreq)
+        attr.allocated = sh.add(attr.allocated, req) if sign > 0 else sh.sub(attr.allocated, req)
+        self._update_share(attr)
+
+
+def sum_allocated(job: JobInfo):  # type: ignore[no-untyped-def]
+    from services.core.scheduling.resources import Resource
+
+    out = Resource()
+    for t in job.tasks.values():
+        if t.status in ALLOCATED_STATUSES:
+            out.add(t.qreq)
+    return out
+
+
+def _pos(v: sh.Vec) -> sh.Vec:
+    return {k: max(0.0, x) for k, x in v.items()}
+
+
+def _same(a: sh.Vec, b: sh.Vec) -> bool:
+    keys = set(a) | set(b)
+    return all(abs(a.get(k, 0.0) - b.get(k, 0.0)) < sh.EPS for k in keys)

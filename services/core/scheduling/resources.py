@@ -1,0 +1,127 @@
+"""Resource vectors in the core's units (cpu milli, memory MiB, pods count, scalars milli).
+
+Volcano's `Resource` (`pkg/scheduler/api/resource_info.go`) compares with an epsilon because
+it stores floats; ours are integers, so comparisons are exact. `LessEqual(rr, Zero|Infinity)`
+decides how a dimension missing on one side counts: `missing_is_zero` mirrors that switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+#: Resource names booked on cards by the device layer, never as node scalars.
+DEVICE_PREFIXES = ("huawei.com/", "nvidia.com/", "volcano.sh/vgpu", "hygon.com/", "cambricon.com/",
+                   "metax-tech.com/", "enflame.com/", "mthreads.com/", "iluvatar.ai/",
+                   "kunlunxin.com/", "amd.com/", "vastaitech.com/", "birentech.com/")  # fmt: skip
+
+
+def is_device_resource(name: str) -> bool:
+    return name.startswith(DEVICE_PREFIXES)
+
+
+class Resource:
+    """A mutable vector; `clone()` before keeping a copy. Missing scalar = 0."""
+
+    __slots__ = ("cpu", "memory", "pods", "scalars")
+
+    def __init__(
+        self, cpu: int = 0, memory: int = 0, pods: int = 0, scalars: Mapping[str, int] | None = None
+    ) -> None:
+        self.cpu = cpu
+        self.memory = memory
+        self.pods = pods
+        self.scalars: dict[str, int] = dict(scalars) if scalars else {}
+
+    @classmethod
+    def from_map(cls, values: Mapping[str, int]) -> Resource:
+        scalars = {k: v for k, v in values.items() if k not in ("cpu", "memory", "pods")}
+        return cls(values.get("cpu", 0), values.get("memory", 0), values.get("pods", 0), scalars)
+
+    def to_map(self) -> dict[str, int]:
+        out = {"cpu": self.cpu, "memory": self.memory}
+        if self.pods:
+            out["pods"] = self.pods
+        out.update({k: v for k, v in sorted(self.scalars.items()) if v})
+        return out
+
+    def clone(self) -> Resource:
+        return Resource(self.cpu, self.memory, self.pods, self.scalars)
+
+    def get(self, name: str) -> int:
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        if name == "pods":
+            return self.pods
+        return self.scalars.get(name, 0)
+
+    def names(self) -> list[str]:
+        """Dimensions with a non-zero value (what a request "requests")."""
+        out = [n for n, v in (("cpu", self.cpu), ("memory", self.memory)) if v]
+        out.extend(k for k, v in self.scalars.items() if v)
+        return out
+
+    def add(self, other: Resource) -> Resource:
+        self.cpu += other.cpu
+        self.memory += other.memory
+        self.pods += other.pods
+        for k, v in other.scalars.items():
+            self.scalars[k] = self.scalars.get(k, 0) + v
+        return self
+
+    def sub(self, other: Resource) -> Resource:
+        self.cpu -= other.cpu
+        self.memory -= other.memory
+        self.pods -= other.pods
+        for k, v in other.scalars.items():
+            self.scalars[k] = self.scalars.get(k, 0) - v
+        return self
+
+    def is_empty(self) -> bool:
+        return self.cpu <= 0 and self.memory <= 0 and all(v <= 0 for v in self.scalars.values())
+
+    def less_equal(self, other: Resource, missing_is_zero: bool = True) -> bool:
+        """self ≤ other in every dimension; a scalar missing in `other` is 0 (or +∞)."""
+        if self.cpu > other.cpu or self.memory > other.memory:
+            return False
+        for k, v in self.scalars.items():
+            if v <= 0:
+                continue
+            if k in other.scalars:
+                if v > other.scalars[k]:
+                    return False
+            elif missing_is_zero:
+                return False
+        return True
+
+    def less_equal_in(self, other: Resource, dims: Iterable[str]) -> bool:
+        """self ≤ other only on `dims` (Volcano's LessEqualWithDimension)."""
+        return all(self.get(d) <= other.get(d) for d in dims)
+
+    def insufficient(self, idle: Resource) -> list[str]:
+        """Names of the dimensions where `self` (a request) exceeds `idle`, kube-scheduler wording."""
+        out = []
+        if self.cpu > idle.cpu:
+            out.append("cpu")
+        if self.memory > idle.memory:
+            out.append("memory")
+        for k, v in self.scalars.items():
+            if v > idle.scalars.get(k, 0):
+                out.append(k)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Resource({self.to_map()})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resource) and self.to_map() == other.to_map()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def share(allocated: int, total: int) -> float:
+    """Volcano `helpers.Share`: l/r, with r == 0 ⇒ 0 if l == 0 else 1."""
+    if total == 0:
+        return 0.0 if allocated == 0 else 1.0
+    return allocated / total

@@ -1,0 +1,415 @@
+"""A scheduling session over one frozen snapshot (Volcano `framework/session.go`).
+
+Opening builds the working view and instantiates the configured plugins tier by tier; the
+combination rule of every extension point is implemented here exactly as volcano.md §2.4 says:
+orders → first non-zero plugin; predicates → first failure; node scores → sum over all tiers;
+victims → per-tier intersection, first tier with a non-nil set wins; Overused → any;
+Allocatable/Preemptive/JobReady → AND; JobValid → first failure; JobPipelined/JobEnqueueable →
+votes (any reject ⇒ false, a permit in a tier short-circuits, all abstain ⇒ true); JobStarving
+→ AND within the first tier that has any fn.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from contracts.events import SliceAssignment, TaskPlacement
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import PluginConf, SchedulerConf
+from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
+from services.core.scheduling.model import (
+    ALLOCATED_STATUSES,
+    CardInfo,
+    JobInfo,
+    NodeInfo,
+    QueueInfo,
+    TaskInfo,
+    queue_request,
+    task_request,
+)
+from services.core.scheduling.resources import Resource
+from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Status
+
+T = TypeVar("T")
+
+PluginFactory = Callable[[PluginConf], Plugin]
+
+
+class PriorityQueue(Generic[T]):
+    """A heap ordered by a `less(lhs, r)` function, like Volcano's `util.PriorityQueue`."""
+
+    __slots__ = ("_heap", "_less", "_n")
+
+    def __init__(self, less: Callable[[T, T], bool], items: Iterable[T] = ()) -> None:
+        self._less = less
+        self._heap: list[_Entry[T]] = []
+        self._n = 0
+        for item in items:
+            self.push(item)
+
+    def push(self, item: T) -> None:
+        self._n += 1
+        heapq.heappush(self._heap, _Entry(item, self._less, self._n))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._heap).item
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def empty(self) -> bool:
+        return not self._heap
+
+
+class _Entry(Generic[T]):
+    __slots__ = ("item", "less", "n")
+
+    def __init__(self, item: T, less: Callable[[T, T], bool], n: int) -> None:
+        self.item, self.less, self.n = item, less, n
+
+    def __lt__(self, other: _Entry[T]) -> bool:
+        if self.less(self.item, other.item):
+            return True
+        if self.less(other.item, self.item):
+            return False
+        return self.n < other.n
+
+
+def _parse_taint(raw: str) -> tuple[str, str, str]:
+    """`key=value:Effect` or `key:Effect` (kubectl taint syntax)."""
+    body, _, effect = raw.rpartition(":")
+    if not body:
+        body, effect = raw, "NoSchedule"
+    key, _, value = body.partition("=")
+    return key, value, effect
+
+
+class Session:
+    def __init__(
+        self,
+        snapshot: st.Snapshot,
+        conf: SchedulerConf,
+        plugins: Mapping[str, PluginFactory],
+        uid: int = 0,
+    ) -> None:
+        self.uid = uid or snapshot.seq
+        self.snapshot = snapshot
+        self.conf = conf
+        self.now = snapshot.now
+        self.nodes: dict[str, NodeInfo] = {}
+        self.node_list: list[NodeInfo] = []
+        self.queues: dict[str, QueueInfo] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        self.total = Resource()
+        self.committed_allocations: list[TaskInfo] = []
+        self.committed_evictions: list[TaskInfo] = []
+        self.eviction_reasons: dict[str, str] = {}
+        self.enqueued: list[JobInfo] = []
+        self.device_binder: Any = None
+        self._open_snapshot(snapshot)
+        self._fns: dict[str, list[list[tuple[str, Any]]]] = {h: [] for h in HOOK_SWITCHES}
+        self.plugins: dict[str, Plugin] = {}
+        for tier in conf.tiers:
+            for h in self._fns.values():
+                h.append([])
+            for pconf in tier:
+                factory = plugins.get(pconf.name)
+                if factory is None:
+                    continue
+                plugin = factory(pconf)
+                self.plugins[pconf.name] = plugin
+                for hook, switch in HOOK_SWITCHES.items():
+                    fn = getattr(plugin, hook, None)
+                    if fn is None or (switch is not None and not pconf.enabled(switch)):
+                        continue
+                    self._fns[hook][-1].append((pconf.name, fn))
+        for plugin in self.plugins.values():
+            plugin.on_session_open(self)
+
+    # --- building the view ---------------------------------------------------------------
+
+    def _open_snapshot(self, snap: st.Snapshot) -> None:
+        for i, n in enumerate(snap.nodes):
+            if not n.ready:
+                continue
+            alloc = Resource(n.cpu_milli, n.memory_mib, n.pods)
+            cards = [CardInfo(c.spec, c.usage, c.seq) for c in n.cards]
+            node = NodeInfo(
+                n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
+                dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards,
+            )  # fmt: skip
+            self.nodes[n.name] = node
+            self.node_list.append(node)
+            self.total.add(alloc)
+        for q in snap.queues:
+            self.queues[q.spec.name] = QueueInfo(q.spec.name, q.spec, q.created, q.state)
+        for j in snap.jobs:
+            if j.spec.queue not in self.queues:
+                continue  # Volcano cache.Snapshot: jobs whose queue is missing are not scheduled
+            tasks: dict[str, TaskInfo] = {}
+            job = JobInfo(
+                key=j.key, spec=j.spec, created=j.created, phase=j.phase, queue=j.spec.queue,
+                priority=j.spec.priority, min_available=j.spec.min_available,
+                min_task_member={t.name: t.min_available for t in j.spec.tasks
+                                 if t.min_available is not None},
+                tasks=tasks,
+            )  # fmt: skip
+            for t in j.tasks:
+                info = TaskInfo(
+                    uid=f"{j.key}/{t.pod}", pod=t.pod, role=t.role, index=t.index, job=j.key,
+                    spec=t.spec, resreq=task_request(t.spec), status=t.status, node=t.node,
+                    slices=t.slices, priority=t.spec.priority, qreq=queue_request(t.spec),
+                )  # fmt: skip
+                tasks[t.pod] = info
+                node = self.nodes.get(t.node) if t.node else None
+                if node is not None and t.status in ALLOCATED_STATUSES | {st.RELEASING}:
+                    node.tasks[info.uid] = info
+                    node.idle.sub(info.resreq)
+                    node.used.add(info.resreq)
+                    if t.status == st.RELEASING:
+                        node.releasing.add(info.resreq)
+                if t.status in ALLOCATED_STATUSES:
+                    job.allocated.add(info.resreq)
+            self.jobs[j.key] = job
+
+    # --- tier combination ----------------------------------------------------------------
+
+    def _tiers(self, hook: str) -> list[list[tuple[str, Any]]]:
+        return self._fns[hook]
+
+    def _first_nonzero(self, hook: str, *args: Any) -> int:
+        for tier in self._fns[hook]:
+            for _, fn in tier:
+                v = fn(*args)
+                if v != 0:
+                    return int(v)
+        return 0
+
+    def job_order(self, lhs: JobInfo, r: JobInfo) -> bool:
+        v = self._first_nonzero("job_order", lhs, r)
+        if v != 0:
+            return v < 0
+        return (lhs.created, lhs.key) < (r.created, r.key)
+
+    def queue_order(self, lhs: QueueInfo, r: QueueInfo) -> bool:
+        v = self._first_nonzero("queue_order", lhs, r)
+        if v != 0:
+            return v < 0
+        return (lhs.created, lhs.name) < (r.created, r.name)
+
+    def task_order(self, lhs: TaskInfo, r: TaskInfo) -> bool:
+        v = self._first_nonzero("task_order", lhs, r)
+        if v != 0:
+            return v < 0
+        return (lhs.index, lhs.uid) < (r.index, r.uid)
+
+    def victim_queue_order(self, lhs: QueueInfo, r: QueueInfo, preemptor: QueueInfo) -> bool:
+        v = self._first_nonzero("victim_queue_order", lhs, r, preemptor)
+        if v != 0:
+            return v < 0
+        return not self.queue_order(lhs, r)
+
+    def pre_predicate(self, task: TaskInfo) -> Status | None:
+        for tier in self._fns["pre_predicate"]:
+            for _, fn in tier:
+                status = fn(task)
+                if status is not None and not status.ok:
+                    return status
+        return None
+
+    def predicate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        for tier in self._fns["predicate"]:
+            for _, fn in tier:
+                status = fn(task, node)
+                if status is not None and not status.ok:
+                    return status
+        return None
+
+    def has_predicates(self) -> bool:
+        return any(self._fns["predicate"])
+
+    def node_score(self, task: TaskInfo, node: NodeInfo) -> float:
+        total = 0.0
+        for tier in self._fns["node_order"]:
+            for _, fn in tier:
+                total += fn(task, node)
+        return total
+
+    def _victims(self, hook: str, actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        for tier in self._fns[hook]:
+            victims: list[TaskInfo] | None = None
+            init = True
+            for _, fn in tier:
+                got, vote = fn(actor, candidates)
+                if vote == ABSTAIN:
+                    continue
+                if not got:
+                    victims = None
+                    init = False
+                    break
+                if init:
+                    victims = list(got)
+                    init = False
+                else:
+                    ids = {t.uid for t in got}
+                    victims = [t for t in victims or [] if t.uid in ids]
+            if victims is not None:
+                return victims
+        return []
+
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, preemptees)
+
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", reclaimer, reclaimees)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(fn(queue) for tier in self._fns["overused"] for _, fn in tier)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(fn(queue, task) for tier in self._fns["allocatable"] for _, fn in tier)
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(fn(queue, task) for tier in self._fns["preemptive"] for _, fn in tier)
+
+    def job_valid(self, job: JobInfo) -> str | None:
+        for tier in self._fns["job_valid"]:
+            for _, fn in tier:
+                reason = fn(job)
+                if reason:
+                    return str(reason)
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(fn(job) for tier in self._fns["job_ready"] for _, fn in tier)
+
+    def _vote(self, hook: str, job: JobInfo) -> bool:
+        for tier in self._fns[hook]:
+            has_permit = False
+            for _, fn in tier:
+                v = fn(job)
+                if v == REJECT:
+                    return False
+                if v == PERMIT:
+                    has_permit = True
+            if has_permit:
+                return True
+        return True
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self._vote("job_pipelined", job)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for tier in self._fns["job_enqueued"]:
+            for _, fn in tier:
+                fn(job)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        for tier in self._fns["job_starving"]:
+            if tier:
+                return all(fn(job) for _, fn in tier)
+        return False
+
+    # --- operations used by statements -------------------------------------------------
+
+    def allocate_task(
+        self, task: TaskInfo, node: NodeInfo, slices: tuple[SliceAssignment, ...], pipelined: bool
+    ) -> None:
+        task.status = st.PIPELINED if pipelined else st.ALLOCATED
+        task.node = node.name
+        task.slices = slices
+        node.tasks[task.uid] = task
+        if pipelined:
+            node.pipelined.add(task.resreq)
+        else:
+            node.idle.sub(task.resreq)
+            node.used.add(task.resreq)
+        self._book(node, slices, +1)
+        job = self.jobs[task.job]
+        if not pipelined:
+            job.allocated.add(task.resreq)
+        for tier in self._fns["on_allocate"]:
+            for _, fn in tier:
+                fn(task)
+
+    def deallocate_task(self, task: TaskInfo, prev_status: str) -> None:
+        node = self.nodes[task.node]
+        pipelined = task.status == st.PIPELINED
+        if pipelined:
+            node.pipelined.sub(task.resreq)
+        else:
+            node.idle.add(task.resreq)
+            node.used.sub(task.resreq)
+            self.jobs[task.job].allocated.sub(task.resreq)
+        self._book(node, task.slices, -1)
+        node.tasks.pop(task.uid, None)
+        for tier in self._fns["on_deallocate"]:
+            for _, fn in tier:
+                fn(task)
+        task.status = prev_status
+        task.node = ""
+        task.slices = ()
+
+    def evict_task(self, task: TaskInfo, reason: str) -> None:
+        node = self.nodes[task.node]
+        node.releasing.add(task.resreq)
+        task.status = st.RELEASING
+        self.eviction_reasons[task.uid] = reason
+        self.jobs[task.job].allocated.sub(task.resreq)
+        for tier in self._fns["on_deallocate"]:
+            for _, fn in tier:
+                fn(task)
+
+    def unevict_task(self, task: TaskInfo, prev_status: str) -> None:
+        node = self.nodes[task.node]
+        node.releasing.sub(task.resreq)
+        task.status = prev_status
+        self.jobs[task.job].allocated.add(task.resreq)
+        for tier in self._fns["on_allocate"]:
+            for _, fn in tier:
+                fn(task)
+
+    def _book(self, node: NodeInfo, slices: tuple[SliceAssignment, ...], sign: int) -> None:
+        if not slices:
+            return
+        by_uuid = {c.spec.uuid: c for c in node.cards}
+        for s in slices:
+            card = by_uuid[s.card]
+            u = card.usage
+            card.usage = msgspec.structs.replace(
+                u,
+                memory_used=u.memory_used + sign * s.slice.memory,
+                cores_used=u.cores_used + sign * s.slice.cores,
+                slices_used=u.slices_used + sign,
+                exclusive=(s.slice.exclusive or s.slice.kind == "whole") if sign > 0 else False,
+            )
+
+    # --- node selection --------------------------------------------------------------------
+
+    def bind_devices(self, task: TaskInfo, node: NodeInfo) -> tuple[SliceAssignment, ...]:
+        if self.device_binder is None or not task.spec.devices:
+            return ()
+        return tuple(self.device_binder(task, node))
+
+    def fits_resources(self, task: TaskInfo, node: NodeInfo, future: bool) -> list[str]:
+        """Resource-fit reasons (kube-scheduler wording); empty when the task fits."""
+        avail = node.future_idle() if future else node.idle
+        reasons = [f"Insufficient {r}" for r in task.resreq.insufficient(avail)]
+        if (
+            node.used.pods - (node.releasing.pods if future else 0) + node.pipelined.pods
+            >= node.allocatable.pods
+        ):
+            reasons.append("Too many pods")
+        return reasons
+
+    def placements_of(self, tasks: Iterable[TaskInfo]) -> tuple[TaskPlacement, ...]:
+        return tuple(
+            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score) for t in tasks
+        )

@@ -1,0 +1,236 @@
+"""The frozen view a session decides on, and the projection that builds it from the log.
+
+A session never reads the log: `ClusterProjection.apply(seq, event)` folds events (Volcano's
+scheduler cache event handlers), `snapshot()` freezes the result (Volcano `cache.Snapshot()`),
+and `decide(snapshot, conf)` is a pure function of it. Time enters only as `Snapshot.now`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from contracts.base import Event
+from contracts.devices import CardSpec, CardUsage, SliceSpec
+from contracts.events import (
+    CardHealthChanged,
+    CardRegistered,
+    EvictionRequested,
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    NodeLost,
+    NodeRegistered,
+    PlacementCommitted,
+    QueueCreated,
+    QueueStateChanged,
+    SliceAssignment,
+    SliceReleased,
+    SliceReserved,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+
+# Task (pod) statuses, Volcano `pkg/scheduler/api/types.go`.
+PENDING = "Pending"
+ALLOCATED = "Allocated"
+PIPELINED = "Pipelined"
+BINDING = "Binding"
+BOUND = "Bound"
+RUNNING = "Running"
+RELEASING = "Releasing"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class CardSnap:
+    spec: CardSpec
+    usage: CardUsage = field(default_factory=CardUsage)
+    seq: int = 0  # last ledger sequence read (the allocator's expected sequence)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnap:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    pods: int = 110
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[str, ...] = ()
+    cards: tuple[CardSnap, ...] = ()
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSnap:
+    pod: str  # pod name, unique within the job
+    role: str  # task name (Volcano `volcano.sh/task-spec`)
+    index: int  # replica index (pod name suffix)
+    spec: TaskSpec
+    status: str = PENDING
+    node: str = ""
+    slices: tuple[SliceAssignment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnap:
+    spec: JobSpec
+    created: int  # log sequence of JobSubmitted: creation order for tie-breaks
+    phase: str = "Pending"  # PodGroup phase
+    tasks: tuple[TaskSnap, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.spec.namespace}/{self.spec.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnap:
+    spec: QueueSpec
+    created: int
+    state: str = "Open"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int = 0
+    now: float = 0.0
+    nodes: tuple[NodeSnap, ...] = ()
+    queues: tuple[QueueSnap, ...] = ()
+    jobs: tuple[JobSnap, ...] = ()
+
+
+def task_names(spec: JobSpec) -> list[tuple[str, str, int, TaskSpec]]:
+    """(pod, role, index, task) for every replica: `<job>-<task>-<i>` or the explicit pod names."""
+    out = []
+    for t in spec.tasks:
+        names = t.pod_names or tuple(f"{spec.name}-{t.name}-{i}" for i in range(t.replicas))
+        for i, pod in enumerate(names):
+            out.append((pod, t.name, i, t))
+    return out
+
+
+def owner(namespace: str, job: str, pod: str) -> str:
+    return f"{namespace}/{job}/{pod}"
+
+
+class ClusterProjection:
+    """Mutable fold of the log into what the scheduler needs; `snapshot()` freezes it.
+
+    Terminal tasks (Succeeded/Failed) stay in the job for gang and phase accounting; an evicted
+    or restarted task goes back to Pending (Volcano's job controller recreates the pod).
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.now = 0.0
+        self.nodes: dict[str, NodeSnap] = {}
+        self.cards: dict[str, CardSnap] = {}
+        self.node_cards: dict[str, list[str]] = {}
+        self.queues: dict[str, QueueSnap] = {}
+        self.jobs: dict[str, JobSnap] = {}
+        self.tasks: dict[str, dict[str, TaskSnap]] = {}
+
+    def apply(self, seq: int, event: Event) -> None:
+        self.seq = max(self.seq, seq)
+        at = getattr(event, "at", None)
+        if isinstance(at, float) and at > self.now:
+            self.now = at
+        match event:
+            case NodeRegistered():
+                self.nodes[event.node] = NodeSnap(
+                    event.node, event.cpu_milli, event.memory_mib, event.pods, dict(event.labels),
+                    dict(event.annotations), tuple(event.taints),
+                )  # fmt: skip
+                self.node_cards.setdefault(event.node, [])
+                for card in event.cards:
+                    self._card(card, CardUsage(), seq)
+            case NodeLost():
+                if event.node in self.nodes:
+                    self.nodes[event.node] = replace(self.nodes[event.node], ready=False)
+            case CardRegistered():
+                self._card(event.card, event.usage, seq)
+            case SliceReserved() | SliceReleased() | CardHealthChanged():
+                snap = self.cards.get(event.card)
+                if snap is not None:
+                    spec = snap.spec
+                    if isinstance(event, CardHealthChanged):
+                        spec = replace(spec, healthy=event.healthy)
+                    self.cards[event.card] = CardSnap(spec, event.usage, seq)
+            case QueueCreated():
+                if event.spec.name not in self.queues:
+                    self.queues[event.spec.name] = QueueSnap(event.spec, seq, event.spec.state)
+            case QueueStateChanged():
+                q = self.queues.get(event.queue)
+                if q is not None:
+                    self.queues[event.queue] = replace(q, state=event.state)
+            case JobSubmitted():
+                key = f"{event.spec.namespace}/{event.spec.name}"
+                self.jobs[key] = JobSnap(event.spec, seq, event.spec.phase or "Pending")
+                self.tasks[key] = {
+                    pod: TaskSnap(pod, role, i, t) for pod, role, i, t in task_names(event.spec)
+                }
+            case JobPhaseChanged():
+                key = f"{event.namespace}/{event.name}"
+                if (key in self.jobs and event.phase in ("Failed", "Aborted", "Terminated")) or (
+                    event.phase == "Completed" and event.reason
+                ):
+                    self.jobs.pop(key, None)  # terminal: the scheduler no longer sees it
+                    self.tasks.pop(key, None)
+                elif key in self.jobs and event.phase in (
+                    "Pending", "Inqueue", "Running", "Unknown", "Completed"
+                ):  # fmt: skip
+                    self.jobs[key] = replace(self.jobs[key], phase=event.phase)
+            case JobDeleted():
+                key = f"{event.namespace}/{event.name}"
+                self.jobs.pop(key, None)
+                self.tasks.pop(key, None)
+            case PlacementCommitted():
+                tasks = self.tasks.get(f"{event.namespace}/{event.name}")
+                if tasks is not None:
+                    for p in event.placements:
+                        if p.task in tasks:
+                            tasks[p.task] = replace(
+                                tasks[p.task], status=BOUND, node=p.node, slices=p.slices
+                            )
+            case TaskStarted():
+                self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
+            case TaskFinished():
+                if event.reason in ("evicted", "restarted"):
+                    self._task_status(event.namespace, event.name, event.task, PENDING, "")
+                else:
+                    status = SUCCEEDED if event.exit_code == 0 else FAILED
+                    self._task_status(event.namespace, event.name, event.task, status, event.node)
+            case EvictionRequested():
+                pass
+            case _:
+                pass
+
+    def _card(self, card: CardSpec, usage: CardUsage, seq: int) -> None:
+        if card.uuid not in self.cards:
+            self.node_cards.setdefault(card.node, []).append(card.uuid)
+        self.cards[card.uuid] = CardSnap(card, usage, seq)
+
+    def _task_status(self, ns: str, job: str, pod: str, status: str, node: str) -> None:
+        tasks = self.tasks.get(f"{ns}/{job}")
+        if tasks is None or pod not in tasks:
+            return
+        t = tasks[pod]
+        keep = status in (RUNNING, SUCCEEDED, FAILED)
+        tasks[pod] = replace(
+            t, status=status, node=node or (t.node if keep else ""), slices=t.slices if keep else ()
+        )
+
+    def snapshot(self) -> Snapshot:
+        nodes = tuple(
+            replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())))
+            for n in self.nodes.values()
+        )
+        jobs = tuple(replace(j, tasks=tuple(self.tasks[k].values())) for k, j in self.jobs.items())
+        return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs)
+
+
+def slice_spec(kind: str, memory: int, cores: int, template: str | None) -> SliceSpec:
+    return SliceSpec(kind=kind, memory=memory, cores=cores, template=template)  # type: ignore[arg-type]

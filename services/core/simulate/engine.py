@@ -1,0 +1,408 @@
+"""The simulation loop: admission → log → projection → `decide` → allocator/ledger → node agent.
+
+Every fact is appended to an in-memory `MemoryLog` (the contracts events) and folded into the
+scheduler's projection; the report is derived from the log alone (`report.build_report`), so a
+replay of the written JSONL reproduces it exactly. Time is virtual: the clock jumps to the next
+arrival or task completion; sessions run at each instant while they still change something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from contracts.base import Event
+from contracts.devices import SliceSpec
+from contracts.events import (
+    CardRegistered,
+    EvictionRequested,
+    JobPhaseChanged,
+    JobRejected,
+    JobSubmitted,
+    JobUnschedulable,
+    NodeRegistered,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+    QueueCreated,
+    SliceAssignment,
+    SliceReleased,
+    SliceReserved,
+    TaskFinished,
+    TaskPlacement,
+    TaskStarted,
+)
+from contracts.registry import default_registry
+from contracts.workloads import JobSpec, QueueSpec
+from services.core import ledger
+from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
+from services.core.scheduling import lifecycle
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import SchedulerConf
+from services.core.scheduling.decide import decide
+from services.core.workload import RunningPod, Workload
+from services.runtime.eventlog.memory import MemoryLog
+from services.runtime.eventlog.model import Entry
+
+SESSION_HEADER = "Tessera-Session"
+TIME_HEADER = "Tessera-Time"
+MAX_SESSIONS_PER_INSTANT = 20
+
+
+def subject_of(log: MemoryLog, event: Event) -> str:
+    s = log.subjects
+    match event:
+        case QueueCreated():
+            return s.queue(event.spec.name)
+        case NodeRegistered():
+            return s.node(event.node)
+        case CardRegistered():
+            return s.card(event.card.node, event.card.uuid)
+        case SliceReserved() | SliceReleased():
+            return s.card(event.node, event.card)
+        case JobSubmitted():
+            return s.job(event.spec.namespace, event.spec.name)
+        case _:
+            ns = getattr(event, "namespace", None)
+            if ns is not None:
+                return s.job(ns, event.name)  # type: ignore[attr-defined]
+            queue = getattr(event, "queue", "")
+            return s.queue(str(queue))
+
+
+@dataclass
+class Simulation:
+    conf: SchedulerConf
+    vendors: VendorRegistry
+    device_config: DeviceConfig = field(default_factory=DeviceConfig)
+    until: float | None = None
+    max_cycles: int | None = None
+    log: MemoryLog = field(default_factory=MemoryLog)
+
+    def __post_init__(self) -> None:
+        self.registry = default_registry()
+        self.projection = st.ClusterProjection()
+        self.cards: dict[str, ledger.CardState] = {}
+        self.now = 0.0
+        self.sessions = 0
+        self.arrivals: list[tuple[float, int, JobSpec, tuple[RunningPod, ...]]] = []
+        self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
+        self.unsched: dict[str, str] = {}
+        self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
+        self.retries: dict[str, int] = {}
+        self.job_done: set[str] = set()
+        self.pg_phase: dict[str, str] = {}
+        self._session_tag = 0
+
+    # --- log ------------------------------------------------------------------------------
+
+    def _headers(self, event: Event) -> dict[str, str]:
+        headers = self.registry.envelope(event).to_headers()
+        headers[TIME_HEADER] = repr(self.now)
+        if self._session_tag:
+            headers[SESSION_HEADER] = str(self._session_tag)
+        return headers
+
+    def emit(self, event: Event) -> int:
+        entry = Entry(
+            subject_of(self.log, event), self.registry.encode(event), self._headers(event)
+        )
+        result = self.log.append_now(entry)
+        seq = getattr(result, "seq", 0)
+        self.projection.apply(seq, event)
+        return seq
+
+    def emit_batch(self, events: Sequence[Event]) -> None:
+        entries = [
+            Entry(subject_of(self.log, e), self.registry.encode(e), self._headers(e))
+            for e in events
+        ]
+        result = self.log.append_batch_now(entries)
+        first = getattr(result, "first_seq", None) or getattr(result, "first", 0)
+        for i, e in enumerate(events):
+            self.projection.apply(int(first) + i, e)
+
+    # --- setup ----------------------------------------------------------------------------
+
+    def load(self, nodes: Sequence[NodeRegistered], workload: Workload) -> None:
+        for node in nodes:
+            self.emit(node)
+            for card in node.cards:
+                self.cards[card.uuid] = ledger.initial_state(card.uuid)
+                events = ledger.decide(self.cards[card.uuid], ledger.RegisterCard(card))
+                assert isinstance(events, list)
+                for ev in events:
+                    self.cards[card.uuid] = ledger.evolve(self.cards[card.uuid], ev)
+                    self.emit(ev)
+        queues: list[QueueSpec] = lifecycle.default_queues(q.name for q in workload.queues)
+        for q in [*queues, *workload.queues]:
+            self.emit(QueueCreated(spec=q))
+        for r in workload.rejections:
+            self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),)))
+        running: dict[tuple[str, str], list[RunningPod]] = {}
+        for rp in workload.running:
+            running.setdefault((rp.namespace, rp.job), []).append(rp)
+        for i, job in enumerate(workload.jobs):
+            self.arrivals.append(
+                (job.arrive_at, i, job, tuple(running.get((job.namespace, job.name), ())))
+            )
+        self.arrivals.sort(key=lambda a: (a[0], a[1]))
+
+    def _submit_due(self) -> bool:
+        changed = False
+        while self.arrivals and self.arrivals[0][0] <= self.now:
+            _, _, job, running = self.arrivals.pop(0)
+            self.emit(JobSubmitted(spec=job))
+            for rp in running:
+                self._existing(job, rp)
+            changed = True
+        return changed
+
+    def _existing(self, job: JobSpec, rp: RunningPod) -> None:
+        """A pre-existing Running pod: book its cards (from HAMi annotations, else fit its
+        requests on its node) and start it."""
+        key = f"{job.namespace}/{job.name}"
+        slices = self._slices_from_annotations(rp) if rp.devices else ()
+        if rp.devices and not slices:
+            node_cards = [(self.cards[u].spec, self.cards[u].usage)
+                          for u in self.projection.node_cards.get(rp.node, ())]  # fmt: skip
+            fit = fit_task(node_cards, rp.devices, registry=self.vendors, config=self.device_config,
+                           pod_annotations=rp.annotations)  # fmt: skip
+            if isinstance(fit, NodeFit):
+                slices = tuple(
+                    SliceAssignment(card=a.card, node=rp.node, slice=a.slice)
+                    for a in fit.assignments
+                )
+        placement = TaskPlacement(task=rp.pod, node=rp.node, slices=slices)
+        if self._commit(job.namespace, job.name, (placement,), 0, proposal_seq=0):
+            self._start(job, (placement,))
+        self.ends[(key, rp.pod, "")] = self._end_of(job, rp.pod)
+
+    def _slices_from_annotations(self, rp: RunningPod) -> tuple[SliceAssignment, ...]:
+        """`hami.io/<CW>-devices-allocated: "uuid,CW,mem,cores:…;"` → slices on known cards."""
+        out: list[SliceAssignment] = []
+        for key, value in rp.annotations.items():
+            if not (key.startswith("hami.io/") and key.endswith("-devices-allocated")):
+                continue
+            for container in value.split(";"):
+                for dev in container.split(":"):
+                    parts = dev.split(",")
+                    if len(parts) < 4 or parts[0] not in self.cards:
+                        continue
+                    spec = self.cards[parts[0]].spec
+                    assert spec is not None
+                    mem, cores = int(parts[2]), int(parts[3])
+                    kind = "whole" if mem >= spec.memory else "soft"
+                    out.append(SliceAssignment(card=parts[0], node=rp.node, slice=SliceSpec(
+                        kind=kind, memory=mem, cores=cores, exclusive=kind == "whole")))  # fmt: skip
+        return tuple(out)
+
+    # --- allocator + node agent -----------------------------------------------------------
+
+    def _commit(self, ns: str, name: str, placements: tuple[TaskPlacement, ...], based_on: int,
+                proposal_seq: int) -> bool:  # fmt: skip
+        staged: dict[str, ledger.CardState] = {}
+        events: list[Event] = []
+        for p in placements:
+            owner = st.owner(ns, name, p.task)
+            for s in p.slices:
+                state = staged.get(s.card, self.cards[s.card])
+                got = ledger.decide(state, ledger.ReserveSlice(owner, s.slice))
+                if isinstance(got, ledger.Rejection):
+                    self.emit(PlacementRejected(namespace=ns, name=name, reason=f"{s.card}: {got.reason}",
+                                                proposal_seq=proposal_seq))  # fmt: skip
+                    return False
+                for ev in got:
+                    state = ledger.evolve(state, ev)
+                    events.append(ev)
+                staged[s.card] = state
+        events.append(PlacementCommitted(namespace=ns, name=name, placements=placements,
+                                         proposal_seq=proposal_seq))  # fmt: skip
+        self.emit_batch(events)
+        self.cards.update(staged)
+        return True
+
+    def _start(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> None:
+        key = f"{job.namespace}/{job.name}"
+        for p in placements:
+            self.emit(
+                TaskStarted(
+                    namespace=job.namespace, name=job.name, task=p.task, node=p.node, at=self.now
+                )
+            )
+            self.ends[(key, p.task, "")] = self._end_of(job, p.task)
+
+    def _end_of(self, job: JobSpec, pod: str) -> float | None:
+        for pname, _, _, t in st.task_names(job):
+            if pname == pod:
+                return None if t.duration is None else self.now + t.duration
+        return None
+
+    def _release(
+        self, ns: str, name: str, pod: str, slices: Sequence[SliceAssignment], reason: str
+    ) -> None:
+        owner = st.owner(ns, name, pod)
+        for s in slices:
+            got = ledger.decide(self.cards[s.card], ledger.ReleaseSlice(owner, reason))
+            if isinstance(got, list):
+                for ev in got:
+                    self.cards[s.card] = ledger.evolve(self.cards[s.card], ev)
+                    self.emit(ev)
+
+    def _finish(self, ns: str, name: str, pod: str, exit_code: int, reason: str) -> None:
+        key = f"{ns}/{name}"
+        task = self.projection.tasks.get(key, {}).get(pod)
+        if task is None:
+            return
+        slices = task.slices
+        self.emit(TaskFinished(namespace=ns, name=name, task=pod, node=task.node, exit_code=exit_code,
+                               reason=reason, at=self.now))  # fmt: skip
+        self._release(ns, name, pod, slices, reason or "finished")
+        self.ends.pop((key, pod, ""), None)
+
+    # --- one session ----------------------------------------------------------------------
+
+    def session(self) -> bool:
+        self.sessions += 1
+        self._session_tag = self.sessions
+        snap = self.projection.snapshot()
+        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs)
+        d = decide(snap, self.conf)
+        changed = False
+        for ph in d.phases:
+            self.emit(
+                JobPhaseChanged(
+                    namespace=ph.namespace, name=ph.name, phase=ph.phase, reason=ph.reason
+                )
+            )
+            changed = True
+        for ev in d.evictions:
+            key = f"{ev.namespace}/{ev.name}"
+            self.emit(
+                EvictionRequested(
+                    namespace=ev.namespace, name=ev.name, task=ev.task, reason=ev.reason
+                )
+            )
+            kind = self.projection.jobs[key].spec.kind if key in self.projection.jobs else "Job"
+            self._finish(
+                ev.namespace,
+                ev.name,
+                ev.task,
+                137,
+                "evicted" if kind != "Pod" else "evicted-deleted",
+            )
+            changed = True
+        for jp in d.placements:
+            key = f"{jp.namespace}/{jp.name}"
+            if jp.pipelined:
+                if self.proposed.get(key) != jp.placements:
+                    self.proposed[key] = jp.placements
+                    self.emit(PlacementProposed(namespace=jp.namespace, name=jp.name, based_on=d.based_on,
+                                                placements=jp.placements, session=self.sessions))  # fmt: skip
+                continue
+            seq = self.emit(PlacementProposed(namespace=jp.namespace, name=jp.name, based_on=d.based_on,
+                                              placements=jp.placements, session=self.sessions))  # fmt: skip
+            self.proposed.pop(key, None)
+            if self._commit(jp.namespace, jp.name, jp.placements, d.based_on, seq):
+                self._start(self.projection.jobs[key].spec, jp.placements)
+                changed = True
+        for u in d.unschedulable:
+            key = f"{u.namespace}/{u.name}"
+            if self.unsched.get(key) != u.reason:
+                self.unsched[key] = u.reason
+                self.emit(JobUnschedulable(namespace=u.namespace, name=u.name, reason=u.reason,
+                                           node_reasons=dict(u.node_reasons)))  # fmt: skip
+        self._sync_lifecycle()
+        self._session_tag = 0
+        return changed
+
+    def _sync_lifecycle(self) -> None:
+        for key, job in list(self.projection.jobs.items()):
+            if key in self.job_done:
+                continue
+            statuses = [t.status for t in self.projection.tasks[key].values()]
+            pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
+            if pg != job.phase and pg in ("Running", "Completed"):
+                self.emit(
+                    JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
+                )
+            terminal = lifecycle.job_phase(job.spec, statuses)
+            if terminal in ("Completed", "Failed"):
+                self._terminate(key, terminal, "all pods finished")
+
+    def _terminate(self, key: str, phase: str, reason: str) -> None:
+        job = self.projection.jobs[key]
+        for pod, t in list(self.projection.tasks[key].items()):
+            if t.status in (st.RUNNING, st.BOUND):
+                self._finish(job.spec.namespace, job.spec.name, pod, 137, "killed")
+        self.job_done.add(key)
+        self.emit(
+            JobPhaseChanged(
+                namespace=job.spec.namespace, name=job.spec.name, phase=phase, reason=reason
+            )
+        )
+
+    def _task_finished(self, key: str, pod: str) -> None:
+        job = self.projection.jobs.get(key)
+        if job is None:
+            return
+        spec = next((t for p, _, _, t in st.task_names(job.spec) if p == pod), None)
+        code = spec.exit_code if spec else 0
+        self._finish(job.spec.namespace, job.spec.name, pod, code, "")
+        if code == 0:
+            return
+        retry = self.retries.get(key, 0)
+        decision = lifecycle.on_pod_failed(job.spec, spec, code, retry)
+        if decision.phase == "Restarting":
+            self.retries[key] = retry + 1
+            targets = [p for p, t in self.projection.tasks[key].items()
+                       if decision.action == "RestartJob" or t.role == (spec.name if spec else "") or p == pod]  # fmt: skip
+            if decision.action == "RestartPod":
+                targets = [pod]
+            for p in targets:
+                t = self.projection.tasks[key][p]
+                if t.status in (st.RUNNING, st.BOUND):
+                    self._finish(job.spec.namespace, job.spec.name, p, 137, "restarted")
+                elif t.status == st.FAILED:
+                    self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=p,
+                                           node="", exit_code=code, reason="restarted", at=self.now))  # fmt: skip
+            self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Restarting",
+                                      reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
+        elif decision.phase:
+            self._terminate(key, decision.phase, f"{decision.action} on PodFailed")
+
+    # --- main loop ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._submit_due()
+        while True:
+            for _ in range(MAX_SESSIONS_PER_INSTANT):
+                if self.max_cycles is not None and self.sessions >= self.max_cycles:
+                    return
+                if not self.session():
+                    break
+            next_times = [a[0] for a in self.arrivals]
+            next_times += [e for e in self.ends.values() if e is not None]
+            if not next_times:
+                return
+            nxt = min(next_times)
+            if self.until is not None and nxt > self.until:
+                return
+            self.now = max(self.now, nxt)
+            for (key, pod, _), end in sorted(self.ends.items(), key=lambda kv: (kv[1] or 0, kv[0])):
+                if end is not None and end <= self.now:
+                    self._task_finished(key, pod)
+            self._sync_lifecycle()
+            self._submit_due()
+
+
+def load_simulation(
+    conf: SchedulerConf, vendors: VendorRegistry, nodes: Sequence[NodeRegistered], workload: Workload,
+    *, until: float | None = None, cycles: int | None = None, device_config: DeviceConfig | None = None,
+) -> Simulation:  # fmt: skip
+    sim = Simulation(conf, vendors, device_config or DeviceConfig(), until, cycles)
+    sim.load(nodes, workload)
+    return sim
+
+
+_ = Mapping

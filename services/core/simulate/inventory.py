@@ -1,0 +1,139 @@
+"""Inventory YAML → `NodeRegistered` events (nodes with their cards).
+
+`nodes: [{name, count?, cpu, memory, pods?, labels?, annotations?, taints?, devices: [{type,
+count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `count > 1` expands to
+`<name>-0 … <name>-<count-1>`; card uuids are `<node>-<type>-<index>`, indices consecutive per
+type in the order written; memory/cores/split count default from the device catalogue (Ascend:
+memoryAllocatable, aiCore — or 100 on a `hami-vnpu-core: "true"` node — and HAMi's
+VDeviceCount; NVIDIA: 100 cores × scaling and deviceSplitCount; memory must be given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from contracts.devices import CardSpec
+from contracts.events import NodeRegistered
+from services.core.devices import Catalogue
+from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib
+
+NODE_FIELDS = {
+    "name",
+    "count",
+    "cpu",
+    "memory",
+    "pods",
+    "labels",
+    "annotations",
+    "taints",
+    "devices",
+}
+DEVICE_FIELDS = {"type", "count", "memory", "cores", "splitCount", "numa", "networkId", "mode"}
+
+
+class InventoryError(ValueError):
+    """The inventory is not usable (names the field path)."""
+
+
+def _taint(raw: object, path: str) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, Mapping):
+        key, value, effect = (
+            raw.get("key", ""),
+            raw.get("value", ""),
+            raw.get("effect", "NoSchedule"),
+        )
+        return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+    raise InventoryError(f"{path}: a taint is `key=value:Effect` or {{key, value, effect}}")
+
+
+def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeRegistered]:
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("nodes"), list):
+        raise InventoryError("nodes: required list")
+    out: list[NodeRegistered] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(doc["nodes"]):
+        path = f"nodes[{i}]"
+        if not isinstance(raw, Mapping):
+            raise InventoryError(f"{path}: must be a mapping")
+        for key in raw:
+            if key not in NODE_FIELDS:
+                raise InventoryError(f"{path}.{key}: unknown field")
+        name = str(raw.get("name") or "")
+        if not name:
+            raise InventoryError(f"{path}.name: required")
+        try:
+            cpu = cpu_milli(raw.get("cpu", 0))
+            mem = memory_mib(raw.get("memory", 0))
+        except QuantityError as exc:
+            raise InventoryError(f"{path}: {exc}") from None
+        count = int(raw.get("count", 1))
+        names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
+        annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
+        hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
+        taints = tuple(
+            _taint(t, f"{path}.taints[{j}]") for j, t in enumerate(raw.get("taints") or [])
+        )
+        for node in names:
+            if node in seen:
+                raise InventoryError(f"{path}.name: duplicate node {node}")
+            seen.add(node)
+            cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core)
+            out.append(NodeRegistered(
+                node=node, cpu_milli=cpu, memory_mib=mem, pods=int(raw.get("pods", 110)),
+                labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
+                annotations=annotations, taints=taints, cards=tuple(cards),
+            ))  # fmt: skip
+    return out
+
+
+def _cards(
+    node: str, devices: list[Any], path: str, cat: Catalogue, hami_core: bool
+) -> list[CardSpec]:
+    cards: list[CardSpec] = []
+    next_index: dict[str, int] = {}
+    for j, d in enumerate(devices):
+        dpath = f"{path}.devices[{j}]"
+        if not isinstance(d, Mapping):
+            raise InventoryError(f"{dpath}: must be a mapping")
+        for key in d:
+            if key not in DEVICE_FIELDS:
+                raise InventoryError(f"{dpath}.{key}: unknown field")
+        ctype = str(d.get("type") or "")
+        chip = cat.chip(ctype)
+        if chip is not None:
+            vendor = "huawei"
+            memory = int(d.get("memory", chip.memory_allocatable))
+            cores = int(d.get("cores", 100 if hami_core else chip.ai_core))
+            split = int(d.get("splitCount", chip.slots_per_card))
+            mode = "hami-core" if hami_core else "template"
+        elif ctype.startswith("NVIDIA"):
+            vendor = "nvidia"
+            if "memory" not in d:
+                raise InventoryError(f"{dpath}.memory: required for {ctype} (MB per card)")
+            memory = int(int(d["memory"]) * cat.nvidia.device_memory_scaling)
+            cores = int(d.get("cores", int(100 * cat.nvidia.device_core_scaling)))
+            split = int(d.get("splitCount", cat.nvidia.device_split_count))
+            mode = str(d.get("mode", "hami-core"))
+        else:
+            raise InventoryError(
+                f"{dpath}.type: unknown card type {ctype!r} (HAMi commonWord or NVIDIA-<model>)"
+            )
+        for _ in range(int(d.get("count", 1))):
+            idx = next_index.get(ctype, 0)
+            next_index[ctype] = idx + 1
+            network = d.get("networkId")
+            if network is None:
+                network = (
+                    (0 if idx <= 3 else 1)
+                    if chip is not None and chip.network_grouped and not chip.super_pod
+                    else 0
+                )
+            cards.append(CardSpec(
+                uuid=f"{node}-{ctype}-{idx}", node=node, index=idx, type=ctype, vendor=vendor,
+                memory=memory, cores=cores, split_count=split, numa=int(d.get("numa", 0)),
+                network_id=int(network), mode=str(d.get("mode", mode)),
+            ))  # fmt: skip
+    return cards

@@ -1,0 +1,226 @@
+"""The simulation report, derived ONLY from the event log (so `--replay` reproduces it exactly).
+
+Pods, jobs, evictions, queues (state, deserved by proportion water-filling over the final
+state, allocated), cards (from the ledger events' usage) and metrics. Rejected objects appear
+with the rule that rejected them: a Pod as a pods[] entry in phase Rejected, a Job/PodGroup as
+a jobs[] entry, a Queue as a queues[] entry in state Rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from contracts.devices import CardSpec, CardUsage
+from contracts.events import (
+    CardRegistered,
+    EvictionRequested,
+    JobPhaseChanged,
+    JobRejected,
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+    QueueCreated,
+    QueueStateChanged,
+    SliceReleased,
+    SliceReserved,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.registry import UnknownEventType, default_registry
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import conf_from_mapping
+from services.core.scheduling.decide import open_session
+from services.runtime.eventlog.model import StoredMessage
+
+SESSION_HEADER = "Tessera-Session"
+
+
+def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
+    reg = default_registry()
+    projection = st.ClusterProjection()
+    pods: dict[tuple[str, str, str], dict[str, Any]] = {}
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    kinds: dict[tuple[str, str], str] = {}
+    evictions: list[dict[str, Any]] = []
+    queues: dict[str, dict[str, Any]] = {}
+    cards: dict[str, tuple[CardSpec, CardUsage]] = {}
+    cycles = 0
+    bound = 0
+    rejected_placements = 0
+    for msg in messages:
+        try:
+            ev = reg.decode(msg.headers.get("Tessera-Type", ""), msg.data)
+        except UnknownEventType:
+            continue
+        cycles = max(cycles, int(msg.headers.get(SESSION_HEADER, "0") or 0))
+        projection.apply(msg.seq, ev)
+        match ev:
+            case QueueCreated():
+                queues[ev.spec.name] = {"name": ev.spec.name, "state": ev.spec.state, "deserved": {},
+                                        "allocated": {}, "reason": ""}  # fmt: skip
+            case QueueStateChanged():
+                if ev.queue in queues:
+                    queues[ev.queue]["state"] = ev.state
+            case JobRejected():
+                reason = "; ".join(ev.reasons)
+                kind = reason.split(":", 1)[0]
+                if kind == "Pod":
+                    pods[(ev.namespace, ev.name, ev.name)] = _pod(
+                        ev.namespace, ev.name, "", "Rejected", reason
+                    )
+                elif kind == "Queue":
+                    queues[ev.name] = {"name": ev.name, "state": "Rejected", "deserved": {},
+                                       "allocated": {}, "reason": reason}  # fmt: skip
+                else:
+                    jobs[(ev.namespace, ev.name)] = {"namespace": ev.namespace, "name": ev.name, "kind": kind,
+                                                     "queue": "", "phase": "Rejected", "reason": reason}  # fmt: skip
+            case JobSubmitted():
+                spec = ev.spec
+                kinds[(spec.namespace, spec.name)] = spec.kind
+                jobs[(spec.namespace, spec.name)] = {
+                    "namespace": spec.namespace, "name": spec.name, "kind": spec.kind,
+                    "queue": spec.queue, "phase": spec.phase or "Pending", "reason": "",
+                }  # fmt: skip
+                for pod, _, _, _ in st.task_names(spec):
+                    pods[(spec.namespace, spec.name, pod)] = _pod(
+                        spec.namespace, pod, spec.name, "Pending", ""
+                    )
+            case JobPhaseChanged():
+                j = jobs.get((ev.namespace, ev.name))
+                if j is not None:
+                    j["phase"] = ev.phase
+                    j["reason"] = ev.reason
+            case JobUnschedulable():
+                j = jobs.get((ev.namespace, ev.name))
+                if j is not None:
+                    j["reason"] = ev.reason
+                for key, p in pods.items():
+                    if key[:2] == (ev.namespace, ev.name) and p["phase"] in (
+                        "Pending",
+                        "Pipelined",
+                    ):
+                        p["reason"] = ev.reason
+            case PlacementProposed():
+                for tp in ev.placements:
+                    p = pods.get((ev.namespace, ev.name, tp.task))
+                    if p is not None and p["phase"] == "Pending":
+                        p["phase"] = "Pipelined"
+                        p["node"] = tp.node
+            case PlacementRejected():
+                rejected_placements += 1
+            case PlacementCommitted():
+                for tp in ev.placements:
+                    p = pods.get((ev.namespace, ev.name, tp.task))
+                    if p is None:
+                        continue
+                    bound += 1
+                    p.update(phase="Bound", node=tp.node, reason="")
+                    p["devices"] = [_device(cards, s.card, s.slice) for s in tp.slices]
+            case TaskStarted():
+                p = pods.get((ev.namespace, ev.name, ev.task))
+                if p is not None:
+                    p["phase"] = "Running"
+            case TaskFinished():
+                p = pods.get((ev.namespace, ev.name, ev.task))
+                if p is not None:
+                    if ev.reason in ("evicted", "restarted"):
+                        p.update(phase="Pending", node=None, devices=[], reason=ev.reason)
+                    elif ev.reason == "evicted-deleted":
+                        p.update(phase="Evicted", reason="evicted")
+                    elif ev.reason == "killed":
+                        p.update(phase="Failed", reason="killed: job finished")
+                    else:
+                        p["phase"] = "Succeeded" if ev.exit_code == 0 else "Failed"
+                        if ev.exit_code:
+                            p["reason"] = f"exit code {ev.exit_code}"
+            case EvictionRequested():
+                evictions.append(
+                    {
+                        "namespace": ev.namespace,
+                        "name": ev.task,
+                        "job": ev.name,
+                        "reason": ev.reason,
+                    }
+                )
+            case CardRegistered():
+                cards[ev.card.uuid] = (ev.card, ev.usage)
+            case SliceReserved() | SliceReleased():
+                if ev.card in cards:
+                    cards[ev.card] = (cards[ev.card][0], ev.usage)
+            case _:
+                pass
+    _queue_shares(projection, queues)
+    card_rows = []
+    mem_total = mem_used = core_total = core_used = 0
+    for spec, usage in sorted(cards.values(), key=lambda c: (c[0].node, c[0].type, c[0].index)):
+        cap = 100 if spec.mode == "hami-core" else spec.cores
+        card_rows.append({
+            "node": spec.node, "uuid": spec.uuid, "type": spec.type, "index": spec.index,
+            "memory_total": spec.memory, "memory_used": usage.memory_used, "cores_total": cap,
+            "cores_used": usage.cores_used, "slices_used": usage.slices_used,
+            "slices_total": spec.split_count,
+        })  # fmt: skip
+        mem_total += spec.memory
+        mem_used += usage.memory_used
+        core_total += cap
+        core_used += usage.cores_used
+    pod_rows = sorted(pods.values(), key=lambda p: (p["namespace"], p["job"], p["name"]))
+    phases: dict[str, int] = {}
+    for p in pod_rows:
+        phases[p["phase"]] = phases.get(p["phase"], 0) + 1
+    return {
+        "pods": pod_rows,
+        "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
+        "evictions": evictions,
+        "queues": sorted(queues.values(), key=lambda q: q["name"]),
+        "cards": card_rows,
+        "metrics": {
+            "cycles": cycles,
+            "pods_bound": bound,
+            "pods_by_phase": dict(sorted(phases.items())),
+            "placements_rejected": rejected_placements,
+            "evictions": len(evictions),
+            "card_memory_allocated_ratio": round(mem_used / mem_total, 6) if mem_total else 0.0,
+            "card_core_allocated_ratio": round(core_used / core_total, 6) if core_total else 0.0,
+            "cards_in_use": sum(1 for c in card_rows if c["slices_used"]),
+            "cards_total": len(card_rows),
+        },
+    }
+
+
+def _pod(ns: str, name: str, job: str, phase: str, reason: str) -> dict[str, Any]:
+    return {"namespace": ns, "name": name, "job": job, "phase": phase, "node": None, "devices": [],
+            "reason": reason}  # fmt: skip
+
+
+def _device(cards: dict[str, tuple[CardSpec, CardUsage]], uuid: str, s: Any) -> dict[str, Any]:
+    spec = cards[uuid][0] if uuid in cards else None
+    return {
+        "uuid": uuid, "type": spec.type if spec else "", "index": spec.index if spec else -1,
+        "memory": s.memory, "cores": s.cores,
+        "template": s.template if s.kind == "template" else None,
+    }  # fmt: skip
+
+
+def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, Any]]) -> None:
+    """deserved: proportion's water-filling over the final state; allocated: Σ running requests."""
+    snap = projection.snapshot()
+    conf = conf_from_mapping({"actions": "", "tiers": [{"plugins": [{"name": "proportion"}]}]})
+    ssn = open_session(snap, conf)
+    prop = ssn.plugins["proportion"]
+    alloc: dict[str, dict[str, int]] = {}
+    for job in ssn.jobs.values():
+        acc = alloc.setdefault(job.queue, {})
+        for t in job.tasks.values():
+            if t.status in (st.RUNNING, st.BOUND, st.ALLOCATED):
+                for k, v in t.qreq.to_map().items():
+                    if v:
+                        acc[k] = acc.get(k, 0) + v
+    for name, q in queues.items():
+        if q["state"] == "Rejected":
+            continue
+        q["deserved"] = prop.deserved_of(name)  # type: ignore[attr-defined]
+        q["allocated"] = dict(sorted(alloc.get(name, {}).items()))

@@ -1,0 +1,714 @@
+"""Admission: manifests → normalized `QueueSpec`/`JobSpec` records, or precise rejections.
+
+Rules applied (each rejection names field path, value and rule):
+- Kubernetes strict field validation: an unknown field in a known kind is an error.
+- Volcano mutating webhooks' defaults: queue weight 0→1, reclaimable nil→true, parent ""→root;
+  job queue "default", maxRetry 3, task names `default<i>`, task minAvailable = replicas,
+  job minAvailable = Σ task minAvailable.
+- Volcano validating webhooks: ≥1 task, unique task names, task minAvailable ≤ replicas,
+  Σ replicas ≥ minAvailable, policy shape (no `*` with other events, not event+exitCode,
+  exitCode ≠ 0), queue exists / is Open / is not `root` / is a leaf.
+- Volcano's podgroup controller: a Pod without `scheduling.k8s.io/group-name` gets an implied
+  PodGroup with minMember 1, its priorityClass and the `scheduling.volcano.sh/queue-name` queue.
+- HAMi admission: device requests go through the device layer's parser
+  (`devicerequests.DeviceRequestParser`), whose errors become rejections.
+A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placement, not refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts.workloads import (
+    DeviceRequest,
+    JobSpec,
+    LabelRequirement,
+    QueueSpec,
+    TaskSpec,
+    Toleration,
+)
+from services.core.workload import fields
+from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.quantity import QuantityError, to_units
+from services.core.workload.rejection import Rejected, Rejection
+
+ARRIVE_AT = "tessera.io/arrive-at"
+DURATION = "tessera.io/duration"
+EXIT_CODE = "tessera.io/exit-code"
+GROUP_NAME = "scheduling.k8s.io/group-name"
+GROUP_NAME_VOLCANO = "scheduling.volcano.sh/group-name"
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+TASK_SPEC = "volcano.sh/task-spec"
+PREEMPTABLE = "volcano.sh/preemptable"
+TASK_PRIORITY = "volcano.sh/task-priority"
+
+POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+QUEUE_STATES = ("Open", "Closing", "Closed")
+JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
+              "TaskCompleted", "OutOfSync", "CommandIssued", "JobUpdated", "TaskFailed")  # fmt: skip
+JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
+               "TerminateJob", "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob", "SyncQueue",
+               "OpenQueue", "CloseQueue")  # fmt: skip
+KINDS = {
+    ("scheduling.volcano.sh/v1beta1", "Queue"): fields.QUEUE,
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): fields.PODGROUP,
+    ("batch.volcano.sh/v1alpha1", "Job"): fields.JOB,
+    ("v1", "Pod"): fields.POD,
+    ("scheduling.k8s.io/v1", "PriorityClass"): fields.PRIORITY_CLASS,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A pre-existing placement: a Pod already Running on `node` (its cards from annotations)."""
+
+    namespace: str
+    job: str
+    pod: str
+    node: str
+    annotations: Mapping[str, str]
+    devices: tuple[DeviceRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What admission concluded for one set of manifests, in document order."""
+
+    queues: tuple[QueueSpec, ...] = ()
+    jobs: tuple[JobSpec, ...] = ()
+    running: tuple[RunningPod, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def _no_devices(
+    containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+) -> tuple[tuple[DeviceRequest, ...], tuple[Any, ...]]:
+    return (), ()
+
+
+class _Ctx:
+    """Per-object accumulator: collects rejections so one object reports all its problems."""
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        self.errors: list[Rejection] = []
+
+    def reject(self, path: str, value: object, rule: str) -> None:
+        shown = "" if value is None else (value if isinstance(value, str) else repr(value))
+        self.errors.append(Rejection(self.kind, self.namespace, self.name, path, shown, rule))
+
+    def check(self) -> None:
+        if self.errors:
+            raise Rejected(self.errors)
+
+
+def _meta(doc: Mapping[str, Any]) -> tuple[str, str, dict[str, str], dict[str, str]]:
+    meta = doc.get("metadata") or {}
+    if not isinstance(meta, dict):
+        meta = {}
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), labels, annotations
+
+
+def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0) -> int:
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        try:
+            value = int(str(raw))
+        except ValueError:
+            ctx.reject(path, raw, "must be an integer")
+            return default
+    else:
+        value = raw
+    if minimum is not None and value < minimum:
+        ctx.reject(path, raw, f"must be >= {minimum}")
+    return value
+
+
+def _seconds(ctx: _Ctx, path: str, raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        ctx.reject(path, raw, "must be a number of seconds")
+        return None
+    if value < 0:
+        ctx.reject(path, raw, "must be >= 0")
+    return value
+
+
+def _resources(ctx: _Ctx, path: str, raw: object) -> dict[str, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        ctx.reject(path, raw, "must be a map of resource name to quantity")
+        return {}
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        try:
+            out[str(name)] = to_units(str(name), value)
+        except QuantityError as exc:
+            ctx.reject(f"{path}.{name}", value, str(exc))
+            continue
+        if out[str(name)] < 0:
+            ctx.reject(f"{path}.{name}", value, "must be >= 0")
+    return out
+
+
+class Admission:
+    """One admission run over a list of documents (PriorityClasses and Queues resolved first)."""
+
+    def __init__(self, parser: DeviceRequestParser | None, device_names: frozenset[str]) -> None:
+        self.parser = parser or _no_devices
+        self.device_names = device_names
+        self.priority: dict[str, PriorityClass] = {}
+        self.default_priority = 0
+        self.queues: dict[str, QueueSpec] = {}
+        self.rejections: list[Rejection] = []
+        self.manifests: dict[tuple[str, str], str] = {}
+
+    # --- entry ---------------------------------------------------------------------------
+
+    def run(self, docs: Sequence[Mapping[str, Any]]) -> Workload:
+        typed: list[tuple[str, Mapping[str, Any]]] = []
+        for i, doc in enumerate(docs):
+            kind = str(doc.get("kind") or "")
+            api = str(doc.get("apiVersion") or "")
+            namespace, name, _, _ = _meta(doc)
+            ctx = _Ctx(kind or "Unknown", namespace, name or f"document-{i}")
+            schema = KINDS.get((api, kind))
+            if schema is None:
+                ctx.reject("apiVersion/kind", f"{api}/{kind}", "unsupported kind")
+            elif not name:
+                ctx.reject("metadata.name", None, "required")
+            else:
+                for bad in fields.unknown_fields(doc, schema, ""):
+                    ctx.reject(bad, None, "unknown field")
+            if ctx.errors:
+                self.rejections.extend(ctx.errors)
+                continue
+            typed.append((kind, doc))
+        for kind, doc in typed:
+            if kind == "PriorityClass":
+                self._guard(kind, doc, self._priority_class)
+        for kind, doc in typed:
+            if kind == "Queue":
+                self._guard(kind, doc, self._queue)
+        self._validate_hierarchy()
+        groups: dict[tuple[str, str], Mapping[str, Any]] = {}
+        pods_by_group: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        jobs: list[JobSpec] = []
+        running: list[RunningPod] = []
+        order: list[tuple[str, Mapping[str, Any]]] = []
+        for kind, doc in typed:
+            namespace, name, _, annotations = _meta(doc)
+            if kind == "PodGroup":
+                groups[(namespace, name)] = doc
+                order.append((kind, doc))
+            elif kind == "Pod":
+                group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
+                if group:
+                    pods_by_group.setdefault((namespace, group), []).append(doc)
+                else:
+                    order.append((kind, doc))
+            elif kind == "Job":
+                order.append((kind, doc))
+        for key, pods in pods_by_group.items():
+            if key not in groups:
+                for pod in pods:
+                    ns, name, _, _ = _meta(pod)
+                    self.rejections.append(Rejection(
+                        "Pod", ns, name, f"metadata.annotations[{GROUP_NAME}]", key[1],
+                        "PodGroup not found: the scheduler ignores pods of a missing group"))  # fmt: skip
+        for kind, doc in order:
+            if kind == "Job":
+                spec = self._guard(kind, doc, self._job)
+                if spec:
+                    jobs.append(spec)
+            elif kind == "PodGroup":
+                ns, name, _, _ = _meta(doc)
+                members = pods_by_group.get((ns, name), [])
+                result = self._guard(
+                    kind, doc, lambda d, c, members=members: self._podgroup(d, c, members)
+                )
+                if result:
+                    jobs.append(result[0])
+                    running.extend(result[1])
+            else:
+                result = self._guard(kind, doc, self._plain_pod)
+                if result:
+                    jobs.append(result[0])
+                    running.extend(result[1])
+        return Workload(
+            queues=tuple(self.queues.values()),
+            jobs=tuple(jobs),
+            running=tuple(running),
+            priority_classes=tuple(self.priority.values()),
+            rejections=tuple(self.rejections),
+            manifests=dict(self.manifests),
+        )
+
+    def _guard(self, kind: str, doc: Mapping[str, Any], fn: Any) -> Any:
+        namespace, name, _, _ = _meta(doc)
+        ctx = _Ctx(kind, "" if kind in ("Queue", "PriorityClass") else namespace, name)
+        try:
+            result = fn(doc, ctx)
+            ctx.check()
+        except Rejected as exc:
+            self.rejections.extend(exc.rejections)
+            return None
+        return result
+
+    # --- kinds ---------------------------------------------------------------------------
+
+    def _priority_class(self, doc: Mapping[str, Any], ctx: _Ctx) -> None:
+        _, name, _, _ = _meta(doc)
+        if "value" not in doc:
+            ctx.reject("value", None, "required")
+        value = _int(ctx, "value", doc.get("value"), 0, minimum=None)
+        if value > 1_000_000_000 and not name.startswith("system-"):
+            ctx.reject("value", value, "must be <= 1000000000 for user priority classes")
+        ctx.check()
+        pc = PriorityClass(name, value, bool(doc.get("globalDefault", False)),
+                           str(doc.get("preemptionPolicy") or "PreemptLowerPriority"))  # fmt: skip
+        self.priority[name] = pc
+        if pc.global_default:
+            self.default_priority = value
+
+    def _queue(self, doc: Mapping[str, Any], ctx: _Ctx) -> None:
+        _, name, _, annotations = _meta(doc)
+        spec = doc.get("spec") or {}
+        weight = _int(ctx, "spec.weight", spec.get("weight"), 1)
+        if weight == 0:
+            weight = 1  # mutate_queue.go: 0 → 1
+        if weight > 65535:
+            ctx.reject("spec.weight", weight, "must be <= 65535")
+        capability = _resources(ctx, "spec.capability", spec.get("capability"))
+        deserved = _resources(ctx, "spec.deserved", spec.get("deserved"))
+        guarantee = _resources(ctx, "spec.guarantee", (spec.get("guarantee") or {}).get("resource"))
+        for res, value in guarantee.items():
+            if res in deserved and deserved[res] < value:
+                ctx.reject(f"spec.deserved.{res}", deserved[res], "deserved must be >= guarantee")
+        for res, value in capability.items():
+            if res in deserved and deserved[res] > value:
+                ctx.reject(f"spec.deserved.{res}", deserved[res], "deserved must be <= capability")
+        reclaimable = spec.get("reclaimable")
+        if reclaimable is not None and not isinstance(reclaimable, bool):
+            ctx.reject("spec.reclaimable", reclaimable, "must be a boolean")
+        state = str(((doc.get("status") or {}).get("state")) or "Open")
+        if state not in QUEUE_STATES:
+            ctx.reject("status.state", state, f"must be one of {', '.join(QUEUE_STATES)}")
+        strategy = spec.get("dequeueStrategy")
+        if strategy is not None and strategy not in ("fifo", "traverse"):
+            ctx.reject("spec.dequeueStrategy", strategy, "must be fifo or traverse")
+        priority = _int(ctx, "spec.priority", spec.get("priority"), 0)
+        parent = str(spec.get("parent") or ("" if name == "root" else "root"))
+        if name in self.queues:
+            ctx.reject("metadata.name", name, "duplicate queue")
+        ctx.check()
+        self.queues[name] = QueueSpec(
+            name=name, weight=weight, capability=capability, deserved=deserved,
+            guarantee=guarantee, reclaimable=True if reclaimable is None else reclaimable,
+            parent=parent, state=state, priority=priority, annotations=annotations,
+        )  # fmt: skip
+
+    def _validate_hierarchy(self) -> None:
+        """Volcano queue webhook: child capability ≤ parent's; Σ children deserved/guarantee ≤ parent's."""
+        for q in list(self.queues.values()):
+            parent = self.queues.get(q.parent)
+            if q.parent and q.parent != "root" and parent is None:
+                self._drop_queue(q, "spec.parent", q.parent, "parent queue does not exist")
+                continue
+            if parent is None:
+                continue
+            for res, value in q.capability.items():
+                if res in parent.capability and value > parent.capability[res]:
+                    self._drop_queue(q, f"spec.capability.{res}", value,
+                                     "child capability must be <= parent capability")  # fmt: skip
+        for p in list(self.queues.values()):
+            children = [c for c in self.queues.values() if c.parent == p.name]
+            for attr in ("deserved", "guarantee"):
+                limit: dict[str, int] = getattr(p, attr)
+                for res, value in limit.items():
+                    total = sum(getattr(c, attr).get(res, 0) for c in children)
+                    if total > value:
+                        self._drop_queue(p, f"spec.{attr}.{res}", value,
+                                         f"sum of children's {attr} exceeds parent's")  # fmt: skip
+
+    def _drop_queue(self, q: QueueSpec, path: str, value: object, rule: str) -> None:
+        self.queues.pop(q.name, None)
+        self.rejections.append(Rejection("Queue", "", q.name, path, str(value), rule))
+
+    def _check_queue(self, ctx: _Ctx, path: str, queue: str) -> None:
+        """Volcano job webhook: queue exists, is Open, is not root and is a leaf."""
+        if queue == "root":
+            ctx.reject(path, queue, "can not submit job to root queue")
+            return
+        spec = self.queues.get(queue)
+        if spec is None:
+            if queue != "default":
+                ctx.reject(path, queue, "queue does not exist")
+            return
+        if spec.state != "Open":
+            ctx.reject(path, queue, "can only submit job to queue with state `Open`")
+        if any(q.parent == queue for q in self.queues.values()):
+            ctx.reject(path, queue, "can only submit job to a leaf queue")
+
+    def _priority_of(self, ctx: _Ctx, path: str, name: str) -> int:
+        if not name:
+            return self.default_priority
+        pc = self.priority.get(name)
+        if pc is None:
+            if name in ("system-cluster-critical", "system-node-critical"):
+                return 2_000_000_000 if name == "system-cluster-critical" else 2_000_001_000
+            ctx.reject(path, name, "no PriorityClass with this name")
+            return 0
+        return pc.value
+
+    # --- pods and tasks ------------------------------------------------------------------
+
+    def _task(
+        self, ctx: _Ctx, path: str, template: Mapping[str, Any], *, role: str, replicas: int,
+        min_available: int | None, pod_names: tuple[str, ...], defaults: Mapping[str, str],
+    ) -> TaskSpec:  # fmt: skip
+        """One pod template → TaskSpec (requests summed over containers, max'ed with init)."""
+        meta = template.get("metadata") or {}
+        spec = template.get("spec") or {}
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        annotations = {
+            **defaults,
+            **{str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+        }
+        containers = spec.get("containers") or []
+        if not containers:
+            ctx.reject(f"{path}.spec.containers", None, "required: at least one container")
+        total: dict[str, int] = {}
+        for i, c in enumerate(containers):
+            if not c.get("name"):
+                ctx.reject(f"{path}.spec.containers[{i}].name", None, "required")
+            for res, value in self._container_requests(
+                ctx, f"{path}.spec.containers[{i}]", c
+            ).items():
+                total[res] = total.get(res, 0) + value
+        for i, c in enumerate(spec.get("initContainers") or []):
+            for res, value in self._container_requests(
+                ctx, f"{path}.spec.initContainers[{i}]", c
+            ).items():
+                total[res] = max(total.get(res, 0), value)
+        devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
+        for err in errors:
+            ctx.reject(err.path, err.value, err.rule)
+        pc_name = str(spec.get("priorityClassName") or "")
+        priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
+        if spec.get("priority") is not None:
+            priority = _int(ctx, f"{path}.spec.priority", spec.get("priority"), priority, None)
+        if TASK_PRIORITY in annotations:
+            priority = _int(ctx, f"{path}.metadata.annotations[{TASK_PRIORITY}]",
+                            annotations[TASK_PRIORITY], priority, None)  # fmt: skip
+        node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        tolerations = tuple(
+            Toleration(key=str(t.get("key") or ""), operator=str(t.get("operator") or "Equal"),
+                       value=str(t.get("value") or ""), effect=str(t.get("effect") or ""))
+            for t in spec.get("tolerations") or []
+        )  # fmt: skip
+        for i, t in enumerate(tolerations):
+            if t.operator not in ("Equal", "Exists"):
+                ctx.reject(
+                    f"{path}.spec.tolerations[{i}].operator", t.operator, "must be Equal or Exists"
+                )
+        affinity = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
+        preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
+        policy = str(spec.get("preemptionPolicy") or "")
+        if not policy and pc_name in self.priority:
+            policy = self.priority[pc_name].preemption_policy
+        cpu = total.pop("cpu", 0)
+        mem = total.pop("memory", 0)
+        total.pop("pods", None)
+        scalars = {k: v for k, v in total.items() if v and not self._ignored(k)}
+        return TaskSpec(
+            name=role, replicas=replicas, cpu_milli=cpu, memory_mib=mem, devices=devices,
+            annotations=annotations, node_selector=node_selector,
+            duration=_seconds(ctx, f"{path}.metadata.annotations[{DURATION}]", annotations.get(DURATION)),
+            min_available=min_available, priority=priority, priority_class=pc_name, labels=labels,
+            scalars=scalars, tolerations=tolerations, affinity=affinity, preemptable=preempt,
+            preemption_policy=policy or "PreemptLowerPriority",
+            exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
+                           annotations.get(EXIT_CODE), 0, None),
+            pod_names=pod_names,
+        )  # fmt: skip
+
+    def _ignored(self, resource: str) -> bool:
+        """Device memory/core names are booked on cards, not as node scalars (Volcano's ignored list)."""
+        return resource.endswith(("-memory", "-core", "-memory-percentage", "/gpumem",
+                                  "/gpucores", "/gpumem-percentage", "/vgpu-memory",
+                                  "/vgpu-cores", "/vgpu-memory-percentage"))  # fmt: skip
+
+    def _container_requests(self, ctx: _Ctx, path: str, c: Mapping[str, Any]) -> dict[str, int]:
+        res = c.get("resources") or {}
+        limits = _resources(ctx, f"{path}.resources.limits", res.get("limits"))
+        requests = _resources(ctx, f"{path}.resources.requests", res.get("requests"))
+        for name, value in limits.items():
+            if name in requests and requests[name] > value:
+                ctx.reject(f"{path}.resources.requests.{name}", requests[name],
+                           "must be less than or equal to the limit")  # fmt: skip
+        # Kubernetes defaults a missing request to its limit.
+        return {**limits, **requests}
+
+    def _affinity(
+        self, ctx: _Ctx, path: str, raw: Mapping[str, Any]
+    ) -> tuple[tuple[LabelRequirement, ...], ...]:
+        node = raw.get("nodeAffinity") or {}
+        required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        terms: list[tuple[LabelRequirement, ...]] = []
+        base = (
+            f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        )
+        for i, term in enumerate(required.get("nodeSelectorTerms") or []):
+            reqs: list[LabelRequirement] = []
+            for j, expr in enumerate(term.get("matchExpressions") or []):
+                op = str(expr.get("operator") or "")
+                values = tuple(str(v) for v in expr.get("values") or [])
+                p = f"{base}[{i}].matchExpressions[{j}]"
+                if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                    ctx.reject(
+                        f"{p}.operator", op, "must be In, NotIn, Exists, DoesNotExist, Gt or Lt"
+                    )
+                elif op in ("In", "NotIn") and not values:
+                    ctx.reject(f"{p}.values", None, f"must be non-empty for {op}")
+                elif op in ("Exists", "DoesNotExist") and values:
+                    ctx.reject(f"{p}.values", list(values), f"must be empty for {op}")
+                reqs.append(
+                    LabelRequirement(key=str(expr.get("key") or ""), operator=op, values=values)
+                )
+            terms.append(tuple(reqs))
+        return tuple(terms)
+
+    def _running(
+        self, ctx: _Ctx, doc: Mapping[str, Any], job: str, task: TaskSpec
+    ) -> list[RunningPod]:
+        spec = doc.get("spec") or {}
+        status = doc.get("status") or {}
+        node = spec.get("nodeName")
+        if not node:
+            return []
+        if status.get("phase") != "Running":
+            ctx.reject("spec.nodeName", node,
+                       "only a Running pod may carry spec.nodeName (pre-existing placement)")  # fmt: skip
+            return []
+        namespace, name, _, annotations = _meta(doc)
+        return [RunningPod(namespace, job, name, str(node), annotations, task.devices)]
+
+    def _plain_pod(self, doc: Mapping[str, Any], ctx: _Ctx) -> tuple[JobSpec, list[RunningPod]]:
+        namespace, name, labels, annotations = _meta(doc)
+        role = labels.get(TASK_SPEC) or annotations.get(TASK_SPEC) or name
+        task = self._task(ctx, "", doc, role=role, replicas=1, min_available=None,
+                          pod_names=(name,), defaults={})  # fmt: skip
+        queue = annotations.get(QUEUE_NAME) or "default"
+        self._check_queue(ctx, f"metadata.annotations[{QUEUE_NAME}]", queue)
+        running = self._running(ctx, doc, name, task)
+        ctx.check()
+        self.manifests[("Pod", f"{namespace}/{name}")] = ""
+        min_res = {"cpu": task.cpu_milli, "memory": task.memory_mib, **task.scalars}
+        return JobSpec(
+            namespace=namespace, name=name, queue=queue, kind="Pod", min_available=1,
+            priority=task.priority, priority_class=task.priority_class, tasks=(task,),
+            annotations=annotations,
+            arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
+            min_resources={k: v for k, v in min_res.items() if v},
+        ), running  # fmt: skip
+
+    def _podgroup(
+        self, doc: Mapping[str, Any], ctx: _Ctx, pods: list[Mapping[str, Any]]
+    ) -> tuple[JobSpec, list[RunningPod]]:
+        namespace, name, _, annotations = _meta(doc)
+        spec = doc.get("spec") or {}
+        min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
+        queue = str(spec.get("queue") or "default")
+        self._check_queue(ctx, "spec.queue", queue)
+        pc_name = str(spec.get("priorityClassName") or "")
+        priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
+        phase = str((doc.get("status") or {}).get("phase") or "")
+        if phase and phase not in POD_GROUP_PHASES:
+            ctx.reject("status.phase", phase, f"must be one of {', '.join(POD_GROUP_PHASES)}")
+        min_task = spec.get("minTaskMember") or {}
+        if not isinstance(min_task, dict):
+            ctx.reject("spec.minTaskMember", min_task, "must be a map of task name to count")
+            min_task = {}
+        min_resources = None
+        if spec.get("minResources") is not None:
+            min_resources = _resources(ctx, "spec.minResources", spec.get("minResources"))
+        tasks: list[TaskSpec] = []
+        running: list[RunningPod] = []
+        for pod in pods:
+            pns, pname, plabels, pann = _meta(pod)
+            pctx = _Ctx("Pod", pns, pname)
+            role = plabels.get(TASK_SPEC) or pann.get(TASK_SPEC) or ""
+            mt = min_task.get(role)
+            task = self._task(pctx, "", pod, role=role, replicas=1,
+                              min_available=None if mt is None else int(mt),
+                              pod_names=(pname,), defaults={})  # fmt: skip
+            rp = self._running(pctx, pod, name, task)
+            if pctx.errors:
+                self.rejections.extend(pctx.errors)
+                continue
+            tasks.append(task)
+            running.extend(rp)
+        ctx.check()
+        return JobSpec(
+            namespace=namespace, name=name, queue=queue, kind="PodGroup", min_available=min_member,
+            priority=priority, priority_class=pc_name, tasks=tuple(tasks), annotations=annotations,
+            arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
+            min_resources=min_resources, phase=phase,
+        ), running  # fmt: skip
+
+    def _policies(self, ctx: _Ctx, path: str, raw: object) -> tuple[tuple[str, str], ...]:
+        out: list[tuple[str, str]] = []
+        for i, p in enumerate(raw or []):  # type: ignore[union-attr]
+            pp = f"{path}[{i}]"
+            action = str(p.get("action") or "")
+            if action not in JOB_ACTIONS:
+                ctx.reject(f"{pp}.action", action, "unknown action")
+            events = [str(e) for e in (p.get("events") or [])]
+            if p.get("event"):
+                events.append(str(p["event"]))
+            exit_code = p.get("exitCode")
+            if events and exit_code is not None:
+                ctx.reject(pp, None, "must not specify event and exitCode simultaneously")
+            if not events and exit_code is None:
+                ctx.reject(pp, None, "either event or exitCode should be specified")
+            if exit_code is not None:
+                if _int(ctx, f"{pp}.exitCode", exit_code, 0, None) == 0:
+                    ctx.reject(f"{pp}.exitCode", exit_code, "0 is not a valid error code")
+                out.append((f"exitCode:{int(exit_code)}", action))
+            if "*" in events and len(events) > 1:
+                ctx.reject(
+                    f"{pp}.events", events, "if there's * here, no other policy should be here"
+                )
+            for e in events:
+                if e not in JOB_EVENTS:
+                    ctx.reject(f"{pp}.event", e, "unknown event")
+                if e == "PodPending" and not p.get("timeout"):
+                    ctx.reject(f"{pp}.timeout", None, "PodPending policies need a timeout")
+                out.append((e, action))
+        return tuple(out)
+
+    def _job(self, doc: Mapping[str, Any], ctx: _Ctx) -> JobSpec:
+        namespace, name, _, annotations = _meta(doc)
+        spec = doc.get("spec") or {}
+        queue = str(spec.get("queue") or "default")
+        self._check_queue(ctx, "spec.queue", queue)
+        raw_tasks = spec.get("tasks") or []
+        if not raw_tasks:
+            ctx.reject("spec.tasks", None, "No task specified in job spec")
+        tasks: list[TaskSpec] = []
+        seen: set[str] = set()
+        total_replicas = 0
+        total_min = 0
+        for i, t in enumerate(raw_tasks):
+            path = f"spec.tasks[{i}]"
+            tname = str(t.get("name") or f"default{i}")
+            if tname in seen:
+                ctx.reject(f"{path}.name", tname, "duplicated task name")
+            seen.add(tname)
+            replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1)
+            tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas)
+            if tmin > replicas:
+                ctx.reject(
+                    f"{path}.minAvailable", tmin, "'minAvailable' is greater than 'replicas'"
+                )
+            total_replicas += replicas
+            total_min += tmin
+            pod_names = tuple(f"{name}-{tname}-{k}" for k in range(replicas))
+            for pn in pod_names:
+                if len(pn) > 63:
+                    ctx.reject(
+                        f"{path}.name", tname, f"pod name {pn} must be no more than 63 characters"
+                    )
+                    break
+            task = self._task(ctx, f"{path}.template", t.get("template") or {}, role=tname,
+                              replicas=replicas, min_available=tmin, pod_names=pod_names,
+                              defaults=annotations)  # fmt: skip
+            task = TaskSpec(
+                **{
+                    **_fields(task),
+                    "policies": self._policies(ctx, f"{path}.policies", t.get("policies")),
+                }
+            )
+            tasks.append(task)
+        min_available = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), total_min)
+        if total_replicas < min_available:
+            ctx.reject(
+                "spec.minAvailable",
+                min_available,
+                "job 'minAvailable' should not be greater than total replicas in tasks",
+            )
+        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), 3)
+        min_success = spec.get("minSuccess")
+        if (
+            min_success is not None
+            and _int(ctx, "spec.minSuccess", min_success, 1, 1) > total_replicas
+        ):
+            ctx.reject(
+                "spec.minSuccess",
+                min_success,
+                "job 'minSuccess' should not be greater than total replicas",
+            )
+        pc_name = str(spec.get("priorityClassName") or "")
+        priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
+        plugins = spec.get("plugins") or {}
+        known = {"svc", "ssh", "env", "tensorflow", "mpi", "pytorch", "ray", "hcclrank"}
+        for pname in plugins:
+            if pname not in known:
+                ctx.reject(f"spec.plugins.{pname}", pname, "unable to find job plugin")
+        policies = self._policies(ctx, "spec.policies", spec.get("policies"))
+        ctx.check()
+        # Volcano's job controller: minResources = requests of the first minAvailable pods,
+        # tasks ordered by priority (calcPGMinResources).
+        min_res: dict[str, int] = {}
+        left = min_available
+        for task in sorted(tasks, key=lambda t: -t.priority):
+            n = min(left, task.replicas)
+            left -= n
+            for res, value in (
+                ("cpu", task.cpu_milli),
+                ("memory", task.memory_mib),
+                *task.scalars.items(),
+            ):
+                if value:
+                    min_res[res] = min_res.get(res, 0) + value * n
+        return JobSpec(
+            namespace=namespace, name=name, queue=queue, kind="Job", min_available=min_available,
+            priority=priority, priority_class=pc_name, tasks=tuple(tasks), max_retry=max_retry,
+            policies=policies, annotations=annotations,
+            arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
+            min_resources=min_res,
+            min_success=None if min_success is None else int(min_success),
+        )  # fmt: skip
+
+
+def _fields(task: TaskSpec) -> dict[str, Any]:
+    return {f: getattr(task, f) for f in task.__struct_fields__}
+
+
+def admit(
+    docs: Sequence[Mapping[str, Any]],
+    parser: DeviceRequestParser | None = None,
+    device_names: frozenset[str] = frozenset(),
+) -> Workload:
+    """Normalize and validate `docs`; never raises for bad input (rejections are returned)."""
+    return Admission(parser, device_names).run(docs)

@@ -1,0 +1,50 @@
+"""Adapter from container resources + pod annotations to `DeviceRequest`s.
+
+The HAMi request rules (resource names, defaults, template rounding, "count > 1 cannot be
+split") belong to the device layer (`services.core.devices.check_container`); admission calls
+it through `DeviceRequestParser` so the workload model does not depend on its internals, and
+turns each `Violation` into a rejection at the container's field path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from contracts.workloads import DeviceRequest
+from services.core.devices import VendorRegistry, check_container
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequestError:
+    path: str
+    value: str
+    rule: str
+
+
+class DeviceRequestParser(Protocol):
+    def __call__(
+        self, containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+    ) -> tuple[tuple[DeviceRequest, ...], tuple[DeviceRequestError, ...]]: ...
+
+
+def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
+    def parse(
+        containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+    ) -> tuple[tuple[DeviceRequest, ...], tuple[DeviceRequestError, ...]]:
+        out: list[DeviceRequest] = []
+        errors: list[DeviceRequestError] = []
+        for i, c in enumerate(containers):
+            res = c.get("resources") or {}
+            limits = {str(k): v for k, v in (res.get("limits") or {}).items()}
+            requests = {str(k): v for k, v in (res.get("requests") or {}).items()}
+            got, violations = check_container(limits, requests, annotations, registry=registry)
+            out.extend(got)
+            for v in violations:
+                where = "limits" if v.resource in limits else "requests"
+                errors.append(DeviceRequestError(
+                    f"{path}.containers[{i}].resources.{where}.{v.resource}", v.value, v.rule))  # fmt: skip
+        return tuple(out), tuple(errors)
+
+    return parse

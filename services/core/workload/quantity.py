@@ -1,0 +1,70 @@
+"""Kubernetes resource quantities → the integer units the scheduler counts in.
+
+Units (one convention for the whole core): CPU in milli-cores, memory in MiB (rounded up, so a
+request never shrinks), every other resource in milli-units (Volcano multiplies scalar
+resources by 1000; `pods` is a plain count).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+            "P": Decimal(10**15), "E": Decimal(10**18)}  # fmt: skip
+
+MIB = 2**20
+_QUANTITY = re.compile(
+    r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))([eE][+-]?[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?"
+)
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity (e.g. `"4 GB"`, `"abc"`)."""
+
+
+def parse_quantity(raw: object) -> Decimal:
+    """Parse `"500m"`, `"16Gi"`, `"2"`, `4`, `"1e3"` exactly (Decimal, never float)."""
+    if isinstance(raw, bool) or raw is None:
+        raise QuantityError(f"{raw!r} is not a quantity")
+    if isinstance(raw, int):
+        return Decimal(raw)
+    if isinstance(raw, float):
+        return Decimal(str(raw))
+    m = _QUANTITY.fullmatch(str(raw).strip())
+    if m is None:
+        raise QuantityError(f"{raw!r} is not a quantity")
+    number, exponent, suffix = m.group(1), m.group(2) or "", m.group(3) or ""
+    try:
+        value = Decimal(number + exponent)
+    except InvalidOperation:
+        raise QuantityError(f"{raw!r} is not a quantity") from None
+    if suffix in _BINARY:
+        return value * _BINARY[suffix]
+    return value * _DECIMAL[suffix]
+
+
+def cpu_milli(raw: object) -> int:
+    return math.ceil(parse_quantity(raw) * 1000)
+
+
+def memory_mib(raw: object) -> int:
+    return math.ceil(parse_quantity(raw) / MIB)
+
+
+def scalar_milli(raw: object) -> int:
+    return math.ceil(parse_quantity(raw) * 1000)
+
+
+def to_units(name: str, raw: object) -> int:
+    """One resource value in the core's unit for that resource name."""
+    if name == "cpu":
+        return cpu_milli(raw)
+    if name in ("memory", "ephemeral-storage"):
+        return memory_mib(raw)
+    if name == "pods":
+        return math.ceil(parse_quantity(raw))
+    return scalar_milli(raw)
