@@ -1,0 +1,1 @@
+"""The node-agent: registers nodes, runs committed tasks (simulated), reports their outcomes."""

@@ -1,0 +1,210 @@
+"""The simulated node runtime as decide/evolve: which tasks run on the hosted nodes, and what to
+report now.
+
+`evolve` folds log events into `NodeRuntime` (a commit creates a *run* of a task on one of our
+nodes; our own `TaskStarted`/`TaskFinished` mark it; an eviction or job deletion asks it to
+stop). `decide(state, now)` is the only place that says what the node reports: start committed
+runs, finish runs whose `tessera.io/duration` has elapsed, kill runs asked to stop. The shell
+passes wall time in; everything else comes from events, so a test drives it with virtual time.
+
+Idempotency: a run is identified by the commit that created it (`cause`: the commit's message
+id, or `seq:<n>`), so a redelivered commit is a no-op and a re-placed task (evicted, then placed
+again) is a new run. Emissions carry message ids derived from the run, so even two agents that
+race to report the same run produce one log entry in JetStream's duplicate window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from contracts.base import Event
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobSubmitted,
+    PlacementCommitted,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.workloads import JobSpec
+
+#: Exit code of a task stopped by the runtime (SIGKILL), as kubelet reports it.
+KILLED = 137
+
+JobKey = tuple[str, str]  # (namespace, job)
+TaskKey = tuple[str, str, str]  # (namespace, job, task)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProfile:
+    """What a simulated run of one pod does: run `duration` s (None = forever), exit with code."""
+
+    duration: float | None = None
+    exit_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    namespace: str
+    job: str
+    task: str
+    node: str
+    cause: str  # the commit that created this run
+    profile: TaskProfile = TaskProfile()
+    started_at: float | None = None
+    finished: bool = False
+    stop: str = ""  # "evicted" | "deleted": asked to stop, not yet reported
+
+    @property
+    def key(self) -> TaskKey:
+        return (self.namespace, self.job, self.task)
+
+    @property
+    def ends_at(self) -> float | None:
+        if self.started_at is None or self.profile.duration is None:
+            return None
+        return self.started_at + self.profile.duration
+
+    def msg_id(self, what: str) -> str:
+        return f"{self.cause}/{self.task}/{what}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRuntime:
+    nodes: frozenset[str]
+    profiles: Mapping[JobKey, Mapping[str, TaskProfile]] = field(default_factory=dict)
+    runs: Mapping[TaskKey, Run] = field(default_factory=dict)  # current run of each task
+
+
+@dataclass(frozen=True, slots=True)
+class Emission:
+    """One event to append, with its deterministic message id."""
+
+    msg_id: str
+    event: TaskStarted | TaskFinished
+
+
+def pod_profiles(spec: JobSpec) -> dict[str, TaskProfile]:
+    """Pod name → profile, naming pods as the scheduler does (`<job>-<task>-<i>` or explicit)."""
+    out: dict[str, TaskProfile] = {}
+    for t in spec.tasks:
+        names = t.pod_names or tuple(f"{spec.name}-{t.name}-{i}" for i in range(t.replicas))
+        for pod in names:
+            out[pod] = TaskProfile(duration=t.duration, exit_code=t.exit_code)
+    return out
+
+
+def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
+    """Fold one log event; `cause` identifies a `PlacementCommitted` (its message id or seq)."""
+    match event:
+        case JobSubmitted(spec=spec):
+            profiles = dict(state.profiles)
+            profiles[(spec.namespace, spec.name)] = pod_profiles(spec)
+            return replace(state, profiles=profiles)
+        case PlacementCommitted():
+            return _committed(state, event, cause)
+        case TaskStarted():
+            run = state.runs.get((event.namespace, event.name, event.task))
+            if run is None or run.started_at is not None or run.finished:
+                return state
+            return _put(state, replace(run, started_at=event.at))
+        case TaskFinished():
+            run = state.runs.get((event.namespace, event.name, event.task))
+            if run is None or run.finished:
+                return state
+            return _put(state, replace(run, finished=True))
+        case EvictionRequested():
+            run = state.runs.get((event.namespace, event.name, event.task))
+            if run is None or run.finished or run.stop:
+                return state
+            return _put(state, replace(run, stop="evicted"))
+        case JobDeleted():
+            runs = dict(state.runs)
+            for key, run in state.runs.items():
+                if key[:2] == (event.namespace, event.name) and not run.finished and not run.stop:
+                    runs[key] = replace(run, stop="deleted")
+            profiles = {
+                k: v for k, v in state.profiles.items() if k != (event.namespace, event.name)
+            }
+            return replace(state, runs=runs, profiles=profiles)
+    return state
+
+
+def _committed(state: NodeRuntime, event: PlacementCommitted, cause: str) -> NodeRuntime:
+    mine = [p for p in event.placements if p.node in state.nodes]
+    if not mine:
+        return state
+    profiles = state.profiles.get((event.namespace, event.name), {})
+    runs = dict(state.runs)
+    for p in mine:
+        key = (event.namespace, event.name, p.task)
+        current = runs.get(key)
+        if current is not None and current.cause == cause:
+            continue  # the same commit again (redelivery, replay)
+        runs[key] = Run(
+            namespace=event.namespace,
+            job=event.name,
+            task=p.task,
+            node=p.node,
+            cause=cause,
+            profile=profiles.get(p.task, TaskProfile()),
+        )
+    return replace(state, runs=runs)
+
+
+def _put(state: NodeRuntime, run: Run) -> NodeRuntime:
+    runs = dict(state.runs)
+    runs[run.key] = run
+    return replace(state, runs=runs)
+
+
+def decide(state: NodeRuntime, now: float) -> list[Emission]:
+    """Everything the hosted nodes must report at `now`, in a deterministic order.
+
+    A run asked to stop before it started is reported finished without a start (the pod never
+    ran); a run whose duration elapsed finishes at its end time, not at `now`, so a late check
+    (a slow loop, a restart) does not stretch the simulated run.
+    """
+    out: list[Emission] = []
+    for key in sorted(state.runs):
+        run = state.runs[key]
+        if run.finished:
+            continue
+        if run.stop:
+            out.append(_finish(run, KILLED, run.stop, now))
+            continue
+        if run.started_at is None:
+            started = TaskStarted(
+                namespace=run.namespace, name=run.job, task=run.task, node=run.node, at=now
+            )
+            out.append(Emission(run.msg_id("started"), started))
+            run = replace(run, started_at=now)
+        end = run.ends_at
+        if end is not None and end <= now:
+            out.append(_finish(run, run.profile.exit_code, "", end))
+    return out
+
+
+def _finish(run: Run, exit_code: int, reason: str, at: float) -> Emission:
+    event = TaskFinished(
+        namespace=run.namespace,
+        name=run.job,
+        task=run.task,
+        node=run.node,
+        exit_code=exit_code,
+        reason=reason,
+        at=at,
+    )
+    return Emission(run.msg_id("finished"), event)
+
+
+def next_deadline(state: NodeRuntime) -> float | None:
+    """When `decide` will next have something to say without a new event (None: never)."""
+    ends = [end for r in state.runs.values() if not r.finished and (end := r.ends_at) is not None]
+    return min(ends, default=None)
+
+
+def running(state: NodeRuntime) -> list[Run]:
+    """Runs started and not finished (for status queries and tests)."""
+    return [r for r in state.runs.values() if r.started_at is not None and not r.finished]

@@ -1,0 +1,116 @@
+"""Discovery parsers on recorded tool outputs: exact card records, equal to the inventory's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contracts.devices import CardSpec
+from services.core.devices.catalogue import default_catalogue
+from services.core.simulate.inventory import load_inventory
+from services.nodeagent.discovery import (
+    DiscoveryError,
+    ascend_cards,
+    nvidia_cards,
+    parse_npu_smi,
+    parse_nvidia_smi_xml,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "discovery"
+CATALOGUE = default_catalogue()
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def inventory_cards(node: str, devices: list[dict[str, object]]) -> list[CardSpec]:
+    doc = {"nodes": [{"name": node, "cpu": "192", "memory": "1536Gi", "devices": devices}]}
+    return list(load_inventory(doc, CATALOGUE)[0].cards)
+
+
+def test_910b3_node_gives_the_inventory_cards_with_the_critical_chip_unhealthy() -> None:
+    chips = parse_npu_smi(fixture("npu-smi-910b3x8.txt"))
+    assert [(c.npu, c.chip, c.name, c.health) for c in chips][5:7] == [
+        (5, 0, "910B3", "OK"),
+        (6, 0, "910B3", "Critical"),
+    ]
+    assert (chips[3].memory_used, chips[3].memory_total, chips[3].bus_id) == (
+        61820,
+        65536,
+        "0000:82:00.0",
+    )
+    cards = ascend_cards("n1", chips, CATALOGUE)
+    assert cards[0] == CardSpec(
+        uuid="n1-Ascend910B3-0", node="n1", index=0, type="Ascend910B3", vendor="huawei",
+        memory=65536, cores=20, split_count=4, network_id=0, healthy=True, mode="template",
+    )  # fmt: skip
+    assert [c.network_id for c in cards] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [c.healthy for c in cards] == [True] * 6 + [False, True]
+    expected = inventory_cards("n1", [{"type": "Ascend910B3", "count": 8}])
+    assert [c for c in cards if c.index != 6] == [c for c in expected if c.index != 6]
+    assert cards[6] == CardSpec(**{**_fields(expected[6]), "healthy": False})
+
+
+def _fields(card: CardSpec) -> dict[str, object]:
+    return {f: getattr(card, f) for f in card.__struct_fields__}
+
+
+def test_310p_duo_layout_uses_the_device_column_and_the_catalogue_memory() -> None:
+    chips = parse_npu_smi(fixture("npu-smi-310p.txt"))
+    assert [(c.npu, c.chip, c.device) for c in chips] == [
+        (2, 0, 0),
+        (2, 1, 1),
+        (5, 0, 2),
+        (5, 1, 3),
+    ]
+    assert [c.memory_used for c in chips] == [1602, 1437, 1598, 1440]
+    cards = ascend_cards("edge-1", chips, CATALOGUE)
+    assert cards == inventory_cards("edge-1", [{"type": "Ascend310P", "count": 4}])
+    assert {(c.memory, c.cores, c.split_count, c.network_id) for c in cards} == {(21527, 8, 7, 0)}
+
+
+def test_hami_vnpu_core_node_reports_percent_cores() -> None:
+    cards = ascend_cards("n1", parse_npu_smi(fixture("npu-smi-310p.txt")), CATALOGUE, True)
+    assert {(c.cores, c.mode) for c in cards} == {(100, "hami-core")}
+
+
+def test_a100_xml_gives_uuid_index_memory_and_hami_type() -> None:
+    gpus = parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml"))
+    assert [(g.index, g.minor_number) for g in gpus] == [(0, 2), (1, 0)]
+    cards = nvidia_cards("g1", gpus, CATALOGUE)
+    assert cards == [
+        CardSpec(
+            uuid=uuid,
+            node="g1",
+            index=i,
+            type="NVIDIA-NVIDIA A100-SXM4-40GB",
+            vendor="nvidia",
+            memory=40960,
+            cores=100,
+            split_count=10,
+            mode="hami-core",
+        )
+        for i, uuid in enumerate(
+            ["GPU-9a8c1f3e-5b2d-4c7a-8e61-0f2b7d4c9a13", "GPU-2e47b0d6-91c3-4f58-a0d2-6c1e83f5b7a4"]
+        )
+    ]
+    shape = inventory_cards(
+        "g1", [{"type": "NVIDIA-NVIDIA A100-SXM4-40GB", "count": 2, "memory": 40960}]
+    )
+    assert [{**_fields(c), "uuid": ""} for c in cards] == [
+        {**_fields(c), "uuid": ""} for c in shape
+    ]
+
+
+def test_bad_outputs_are_named_errors() -> None:
+    with pytest.raises(DiscoveryError, match="not in the device catalogue"):
+        ascend_cards(
+            "n", parse_npu_smi(fixture("npu-smi-910b3x8.txt").replace("910B3", "999X")), CATALOGUE
+        )
+    with pytest.raises(DiscoveryError, match="not XML"):
+        parse_nvidia_smi_xml("<nvidia_smi_log>")
+    with pytest.raises(DiscoveryError, match="fb total"):
+        parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml").replace("40960 MiB", "N/A", 1))
+    assert parse_npu_smi("") == []
