@@ -1,0 +1,1 @@
+"""The scheduler service: Volcano sessions over a projection of the whole log."""

@@ -1,0 +1,137 @@
+"""The scheduler's shell: fold every event into the projection, run a session when something
+relevant arrived (debounced) or on a period, and append what the session concluded.
+
+The session itself is the pure `decide(snapshot, conf)`; this shell only keeps the projection,
+remembers which proposals are outstanding (so a job is not proposed twice while the allocator
+decides) and appends `JobUnschedulable` only when a job's reason changes (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from opentelemetry import trace
+
+from contracts.base import Event
+from contracts.events import (
+    ALL_EVENTS,
+    EvictionRequested,
+    JobPhaseChanged,
+    JobUnschedulable,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+)
+from contracts.registry import default_registry
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import SchedulerConf, default_conf
+from services.core.scheduling.decide import decide
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService, Outgoing, Received
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("tessera.scheduler")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        event_log: EventLog,
+        conf: SchedulerConf | None = None,
+        period: float = 1.0,
+        debounce: float = 0.05,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.conf = conf or default_conf()
+        self.period = period
+        self.debounce = debounce
+        self.projection = st.ClusterProjection()
+        self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
+        self.unschedulable: dict[str, str] = {}
+        self.sessions = 0
+        self._dirty = asyncio.Event()
+        self.service = EventService(
+            name="scheduler",
+            log=event_log,
+            filter_subjects=[self.subjects.events],
+            handlers=dict.fromkeys(ALL_EVENTS, self.on_event),  # type: ignore[arg-type]
+        )
+
+    def _fold(self, seq: int, event: Event) -> None:
+        if seq <= self.projection.seq:
+            return  # already folded during recovery
+        self.projection.apply(seq, event)
+        match event:
+            case PlacementProposed():
+                self.outstanding[f"{event.namespace}/{event.name}"] = seq
+            case PlacementCommitted() | PlacementRejected():
+                self.outstanding.pop(f"{event.namespace}/{event.name}", None)
+            case JobUnschedulable():
+                self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
+            case _:
+                pass
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        self._fold(rx.message.seq, event)
+        self._dirty.set()
+
+    async def recover(self) -> None:
+        reg = default_registry()
+        async for msg in self.log.replay():
+            type_name = msg.headers.get("Tessera-Type", "")
+            if type_name in reg:
+                self._fold(msg.seq, reg.decode(type_name, msg.data))
+        self._dirty.set()
+
+    def session_events(self) -> list[Outgoing]:
+        """One session: freeze, decide, and the events to append (pure apart from counters)."""
+        self.sessions += 1
+        snap = self.projection.snapshot()
+        with tracer.start_as_current_span("session", attributes={"tessera.session": self.sessions,
+                                                                  "tessera.based_on": snap.seq}) as span:  # fmt: skip
+            decisions = decide(snap, self.conf)
+            span.set_attribute("tessera.placements", len(decisions.placements))
+            span.set_attribute("tessera.unschedulable", len(decisions.unschedulable))
+        s = self.subjects
+        out: list[Outgoing] = []
+        for ph in decisions.phases:
+            out.append(Outgoing(s.job(ph.namespace, ph.name), JobPhaseChanged(
+                namespace=ph.namespace, name=ph.name, phase=ph.phase, reason=ph.reason)))  # fmt: skip
+        for ev in decisions.evictions:
+            out.append(Outgoing(s.job(ev.namespace, ev.name), EvictionRequested(
+                namespace=ev.namespace, name=ev.name, task=ev.task, reason=ev.reason)))  # fmt: skip
+        for jp in decisions.placements:
+            key = f"{jp.namespace}/{jp.name}"
+            if jp.pipelined or key in self.outstanding:
+                continue  # pipelined = reserved in-session only; outstanding = allocator deciding
+            self.outstanding[key] = -1  # until its own event folds back in with a sequence
+            out.append(Outgoing(s.job(jp.namespace, jp.name), PlacementProposed(
+                namespace=jp.namespace, name=jp.name, based_on=decisions.based_on,
+                placements=jp.placements, session=self.sessions)))  # fmt: skip
+        for u in decisions.unschedulable:
+            key = f"{u.namespace}/{u.name}"
+            if self.unschedulable.get(key) != u.reason:
+                self.unschedulable[key] = u.reason
+                out.append(Outgoing(s.job(u.namespace, u.name), JobUnschedulable(
+                    namespace=u.namespace, name=u.name, reason=u.reason,
+                    node_reasons=dict(u.node_reasons))))  # fmt: skip
+        return out
+
+    async def run_sessions(self, stopping: asyncio.Event) -> None:
+        """Session loop: on new events (after a short debounce) or every `period` seconds."""
+        while not stopping.is_set():
+            try:
+                await asyncio.wait_for(self._dirty.wait(), self.period)
+                await asyncio.sleep(self.debounce)
+            except TimeoutError:
+                pass
+            self._dirty.clear()
+            based_on = self.projection.seq
+            for i, out in enumerate(self.session_events()):
+                mid = f"sched:{based_on}#{i}"  # same snapshot → same decisions → deduplicated
+                await self.service.publish(Outgoing(out.subject, out.event, msg_id=mid))
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        await self.run_sessions(stopping)

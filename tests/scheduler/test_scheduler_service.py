@@ -1,0 +1,106 @@
+"""The scheduler service over the log: sessions propose, the allocator commits, nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+
+from contracts.events import (
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementCommitted,
+    PlacementProposed,
+    QueueCreated,
+)
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.allocator.service import Allocator
+from services.core.devices import build_vendors, parse_container
+from services.runtime.eventlog import EventLog
+from services.scheduler.service import Scheduler
+from tests.allocator.scenario import ascend_node, decoded, put
+
+
+def inference_job(name: str, memory: int = 15000, replicas: int = 1) -> JobSpec:
+    limits = {"huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": str(memory)}
+    devices = parse_container(limits, registry=build_vendors())  # HAMi rounding → vir05 template
+    task = TaskSpec(
+        name="infer", replicas=replicas, cpu_milli=1000, memory_mib=1024, devices=devices
+    )
+    return JobSpec(
+        namespace="default", name=name, queue="default", min_available=replicas, tasks=(task,)
+    )
+
+
+async def seed(log: EventLog) -> None:
+    s = log.subjects
+    for q in ("root", "default"):
+        await put(
+            log,
+            s.queue(q),
+            QueueCreated(spec=QueueSpec(name=q, parent="" if q == "root" else "root")),
+        )
+    await put(log, s.node("n1"), ascend_node("n1", cards=2))
+
+
+async def test_a_session_proposes_fitting_jobs_and_explains_the_rest(event_log: EventLog) -> None:
+    await seed(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    await put(
+        event_log, s.job("default", "huge"), JobSubmitted(spec=inference_job("huge", replicas=9))
+    )
+    sched = Scheduler(event_log)
+    await sched.recover()
+    outs = sched.session_events()
+    by_type: dict[str, list] = {}
+    for o in outs:
+        by_type.setdefault(o.event.type_name(), []).append(o.event)
+    proposed = {p.name: p for p in by_type.get("PlacementProposed", [])}
+    assert set(proposed) == {"small"}
+    slices = proposed["small"].placements[0].slices
+    assert slices[0].node == "n1" and slices[0].slice.memory == 16384
+    assert slices[0].slice.template == "vir05_1c_16g"
+    unsched = {u.name: u for u in by_type.get("JobUnschedulable", [])}
+    assert "huge" in unsched and unsched["huge"].reason
+    # Nothing new happened: the next session repeats neither the proposal nor the reason.
+    sched._fold(10_000, by_type["PlacementProposed"][0])
+    again = [o.event.type_name() for o in sched.session_events()]
+    assert "PlacementProposed" not in again and "JobUnschedulable" not in again
+
+
+async def test_scheduler_and_allocator_together_bind_each_job_once(event_log: EventLog) -> None:
+    await seed(event_log)
+    s = event_log.subjects
+    for i in range(6):  # 6 × 16 GB on two 64 GB cards: all fit, as vir05 templates
+        await put(
+            event_log, s.job("default", f"inf-{i}"), JobSubmitted(spec=inference_job(f"inf-{i}"))
+        )
+    sched, alloc = Scheduler(event_log, period=0.2, debounce=0.01), Allocator(event_log)
+    await sched.recover()
+    await alloc.recover()
+    stopping = asyncio.Event()
+    tasks = [
+        asyncio.create_task(sched.service.run(stopping, poll=0.1)),
+        asyncio.create_task(sched.background(stopping)),
+        asyncio.create_task(alloc.service.run(stopping, poll=0.1)),
+    ]
+    watcher = await event_log.consumer("watcher", [s.all_jobs()])
+    committed: set[str] = set()
+    try:
+        async with asyncio.timeout(60):
+            while len(committed) < 6:
+                d = await watcher.next(timeout=1)
+                if d is not None:
+                    if d.message.headers["Tessera-Type"] == "PlacementCommitted":
+                        committed.add(decoded([d.message])[0].name)  # type: ignore[attr-defined]
+                    await d.ack()
+    finally:
+        stopping.set()
+        await asyncio.gather(*tasks)
+        await watcher.close()
+    events = decoded([m async for m in event_log.replay()])
+    commits = [e for e in events if isinstance(e, PlacementCommitted)]
+    assert sorted(c.name for c in commits) == [f"inf-{i}" for i in range(6)]
+    assert not any(isinstance(e, JobUnschedulable) for e in events)
+    assert sum(isinstance(e, PlacementProposed) for e in events) == 6
+    used = sorted(c.usage.memory_used for c in alloc.cards.values())
+    assert used == [3 * 16384, 3 * 16384] or sum(used) == 6 * 16384
