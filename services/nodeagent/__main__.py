@@ -1,0 +1,78 @@
+"""`python -m services.nodeagent`: one process hosting many simulated nodes.
+
+python -m services.nodeagent --nats URL --inventory nodes.yaml [--heartbeat 1]
+python -m services.nodeagent --node gpu-1 --cpu 64 --memory 512Gi --nvidia-smi-xml q.xml
+... [--monitor --node-timeout 10]   # also watch heartbeats until the queue service does
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from contracts.events import NodeRegistered
+from services.core.workload.quantity import cpu_milli, memory_mib
+from services.nodeagent.heartbeat import nats_sink
+from services.nodeagent.inventory import discovered_node, nodes_from_inventory
+from services.nodeagent.monitor import NodeMonitor
+from services.nodeagent.service import NodeAgent
+from services.runtime.bootstrap import common_parser, run_service
+from services.runtime.eventlog import EventLog
+
+
+def parser() -> argparse.ArgumentParser:
+    p = common_parser("nodeagent")
+    p.add_argument("--inventory", type=Path, help="inventory YAML: the nodes to host")
+    p.add_argument("--node", help="host one node described by discovery outputs")
+    p.add_argument("--cpu", default="0", help="--node's cpu (Kubernetes quantity)")
+    p.add_argument("--memory", default="0", help="--node's memory (Kubernetes quantity)")
+    p.add_argument("--npu-smi", type=Path, help="a file with `npu-smi info` output")
+    p.add_argument("--nvidia-smi-xml", type=Path, help="a file with `nvidia-smi -q -x` output")
+    p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft-slicing node")
+    p.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats")
+    p.add_argument("--monitor", action="store_true", help="also host the node-liveness monitor")
+    p.add_argument("--node-timeout", type=float, default=10.0, help="silence before NodeLost")
+    return p
+
+
+def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
+    nodes = nodes_from_inventory(args.inventory) if args.inventory else []
+    if args.node:
+        nodes.append(
+            discovered_node(
+                args.node,
+                cpu_milli(args.cpu),
+                memory_mib(args.memory),
+                npu_smi=args.npu_smi.read_text() if args.npu_smi else "",
+                nvidia_smi_xml=args.nvidia_smi_xml.read_text() if args.nvidia_smi_xml else "",
+                hami_vnpu_core=args.hami_vnpu_core,
+            )
+        )
+    return nodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not args.inventory and not args.node:
+        parser().error("give --inventory FILE and/or --node NAME (with discovery outputs)")
+    nodes = hosted_nodes(args)
+
+    def build(event_log: EventLog) -> NodeAgent:
+        nc = getattr(event_log, "nc", None)
+        monitor = NodeMonitor(event_log, timeout=args.node_timeout) if args.monitor else None
+        return NodeAgent(
+            event_log,
+            nodes,
+            heartbeat_every=args.heartbeat,
+            beat=nats_sink(nc) if nc is not None else None,
+            monitor=monitor,
+            monitor_nc=nc,
+        )
+
+    return asyncio.run(run_service("nodeagent", args, build))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Node liveness: a node that stops heartbeating is declared lost, once, with its tasks.
+
+Pure core (`MonitorState`, `evolve`, `heartbeat`, `decide`) + a small shell (`NodeMonitor`).
+The core takes time as an argument, so a test feeds heartbeats at virtual times. The shell
+subscribes to `<root>.hb.*`, folds node and job events, and checks on a period.
+
+A node's clock starts at its registration as the monitor sees it (registration is a sign of
+life) and is pushed forward by each heartbeat; after `timeout` seconds of silence the monitor
+appends `NodeLost{node, reason}` and, for every task the log says runs there,
+`TaskFinished{exit_code: -1, reason: "node lost"}` — the job lifecycle policies apply elsewhere.
+"Once" holds by state (a lost node stays lost until a new `NodeRegistered`) and by message ids
+derived from the registration the loss ends, so two monitors write one loss.
+
+Hosting: the queue service will own a `NodeMonitor`; it merges `monitor.handlers` into its
+own handler map (its consumer must read node and job subjects), calls `await monitor.recover()`
+at start, `await monitor.start(nc)` to subscribe and begin checking, `await monitor.aclose()`
+at stop. `NodeMonitor(log)` alone also builds a runnable `service` with just these handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from contracts.base import Event
+from contracts.envelope import TYPE, Envelope, EnvelopeError
+from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
+from contracts.registry import Registry, default_registry
+from services.nodeagent.heartbeat import all_heartbeats, decode_beat
+from services.runtime.eventlog import EventLog, StoredMessage
+from services.runtime.service import EventService, Handler, Outgoing, Received
+
+log = logging.getLogger(__name__)
+
+TaskKey = tuple[str, str, str]  # (namespace, job, task)
+
+LOST_EXIT_CODE = -1
+LOST_REASON = "node lost"
+
+
+# --- pure core -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    epoch: str  # the registration being watched (its message id / seq)
+    last_seen: float
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorState:
+    timeout: float = 10.0
+    nodes: Mapping[str, Watch] = field(default_factory=dict)
+    tasks: Mapping[TaskKey, str] = field(default_factory=dict)  # running task → node
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    msg_id: str
+    event: NodeLost | TaskFinished
+
+
+def evolve(state: MonitorState, event: Event, at: float, epoch: str = "") -> MonitorState:
+    """Fold one log event read at wall time `at`; `epoch` identifies a `NodeRegistered`."""
+    match event:
+        case NodeRegistered(node=node):
+            old = state.nodes.get(node)
+            seen = max(at, old.last_seen) if old else at
+            return _watch(state, node, Watch(epoch or (old.epoch if old else ""), seen))
+        case NodeLost(node=node):
+            old = state.nodes.get(node)
+            if old is None or old.lost:
+                return state
+            return _watch(state, node, replace(old, lost=True))
+        case TaskStarted():
+            tasks = dict(state.tasks)
+            tasks[(event.namespace, event.name, event.task)] = event.node
+            return replace(state, tasks=tasks)
+        case TaskFinished():
+            key = (event.namespace, event.name, event.task)
+            if key not in state.tasks:
+                return state
+            return replace(state, tasks={k: v for k, v in state.tasks.items() if k != key})
+    return state
+
+
+def _watch(state: MonitorState, node: str, watch: Watch) -> MonitorState:
+    nodes = dict(state.nodes)
+    nodes[node] = watch
+    return replace(state, nodes=nodes)
+
+
+def heartbeat(state: MonitorState, node: str, at: float) -> MonitorState:
+    """A heartbeat received at `at`; nodes the log has not registered are ignored."""
+    old = state.nodes.get(node)
+    if old is None or at <= old.last_seen:
+        return state
+    return _watch(state, node, replace(old, last_seen=at))
+
+
+def decide(state: MonitorState, now: float) -> list[Report]:
+    """The losses to report at `now`: each silent node, then each task running on it."""
+    out: list[Report] = []
+    for node in sorted(state.nodes):
+        watch = state.nodes[node]
+        silent = now - watch.last_seen
+        if watch.lost or silent <= state.timeout:
+            continue
+        base = f"nodelost/{node}/{watch.epoch}"
+        reason = f"no heartbeat for {silent:.1f}s (timeout {state.timeout:g}s)"
+        out.append(Report(base, NodeLost(node=node, reason=reason)))
+        for key in sorted(k for k, n in state.tasks.items() if n == node):
+            ns, job, task = key
+            finished = TaskFinished(
+                namespace=ns,
+                name=job,
+                task=task,
+                node=node,
+                exit_code=LOST_EXIT_CODE,
+                reason=LOST_REASON,
+                at=now,
+            )
+            out.append(Report(f"{base}/{ns}/{job}/{task}", finished))
+    return out
+
+
+# --- shell ---------------------------------------------------------------------------------------
+
+
+class NodeMonitor:
+    def __init__(
+        self,
+        event_log: EventLog,
+        timeout: float = 10.0,
+        check_every: float | None = None,
+        clock: Callable[[], float] = time.time,
+        name: str = "node-monitor",
+        registry: Registry | None = None,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.state = MonitorState(timeout=timeout)
+        self.check_every = check_every if check_every is not None else min(1.0, timeout / 4)
+        self.clock = clock
+        self.registry = registry or default_registry()
+        self.publisher: EventService | None = None  # set by the host, else our own service
+        self._lock = asyncio.Lock()
+        self._loop: asyncio.Task[None] | None = None
+        self._sub: object | None = None
+        self.service = EventService(
+            name=name,
+            log=event_log,
+            filter_subjects=[self.subjects.all_nodes(), self.subjects.all_jobs()],
+            handlers=self.handlers,
+            registry=self.registry,
+        )
+
+    @property
+    def handlers(self) -> dict[type[Event], Handler]:
+        """What a host merges into its own handler map."""
+        return {
+            NodeRegistered: self.on_event,  # type: ignore[dict-item]
+            NodeLost: self.on_event,  # type: ignore[dict-item]
+            TaskStarted: self.on_event,  # type: ignore[dict-item]
+            TaskFinished: self.on_event,  # type: ignore[dict-item]
+        }
+
+    def _decode(self, msg: StoredMessage) -> tuple[Event, str] | None:
+        try:
+            env = Envelope.from_headers(msg.headers)
+        except EnvelopeError:
+            return None
+        if env.type not in ("NodeRegistered", "NodeLost", "TaskStarted", "TaskFinished"):
+            return None
+        return self.registry.decode(msg.headers[TYPE], msg.data), env.msg_id or f"seq:{msg.seq}"
+
+    async def recover(self) -> None:
+        """Nodes from their last event; running tasks from the job subjects."""
+        now = self.clock()
+        for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
+            got = self._decode(msg)
+            if got is not None:
+                self.state = evolve(self.state, got[0], now, got[1])
+        async for msg in self.log.replay(1, self.subjects.all_jobs()):
+            got = self._decode(msg)
+            if got is not None:
+                self.state = evolve(self.state, got[0], now, got[1])
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        async with self._lock:
+            self.state = evolve(self.state, event, self.clock(), rx.cause)
+
+    def on_heartbeat(self, node: str, at: float | None = None) -> None:
+        self.state = heartbeat(self.state, node, self.clock() if at is None else at)
+
+    async def check(self) -> list[Report]:
+        """Report what is lost now; returns what was appended (for tests and logs)."""
+        publisher = self.publisher or self.service
+        async with self._lock:
+            reports = decide(self.state, self.clock())
+            for r in reports:
+                if isinstance(r.event, NodeLost):
+                    subject = self.subjects.node(r.event.node)
+                    log.warning("node %s lost: %s", r.event.node, r.event.reason)
+                else:
+                    subject = self.subjects.job(r.event.namespace, r.event.name)
+                await publisher.publish(Outgoing(subject, r.event, msg_id=r.msg_id))
+                self.state = evolve(self.state, r.event, self.clock())
+        return reports
+
+    async def start(self, nc: object | None = None) -> None:
+        """Subscribe to heartbeats (if a NATS client is given) and check periodically."""
+        if nc is not None:
+
+            async def received(msg: object) -> None:
+                beat = decode_beat(msg.data)  # type: ignore[attr-defined]
+                if beat is not None:
+                    self.on_heartbeat(beat.node)
+
+            self._sub = await nc.subscribe(all_heartbeats(self.subjects), cb=received)  # type: ignore[attr-defined]
+        self._loop = asyncio.create_task(self._run(), name="node-monitor")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.check_every)
+            try:
+                await self.check()
+            except Exception:
+                log.exception("node liveness check failed; retrying")
+
+    async def aclose(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+            self._loop = None
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()  # type: ignore[attr-defined]
+            self._sub = None

@@ -1,0 +1,222 @@
+"""The node-agent's shell: register the hosted nodes, run committed tasks, report outcomes.
+
+One process hosts many simulated nodes. At start it registers them (only where the log does
+not already say the same), rebuilds the runtime projection by replaying the job subjects, and
+reports whatever the rebuilt state owes (tasks committed but not started, runs whose duration
+elapsed while it was down). Then every job event is folded into the projection and
+`runtime.decide` says what to append; a timer wakes the same decision at the next run's end.
+
+Redelivery is harmless twice over: events at or below the last sequence folded are skipped
+(STYLE §10), and a commit already known by its message id creates no new run. Heartbeats go to
+core NATS per node (not the log); a `NodeLost` about a hosted node means the monitor missed us,
+so the node registers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from contracts.base import Event
+from contracts.envelope import TYPE, Envelope, EnvelopeError
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobSubmitted,
+    NodeLost,
+    NodeRegistered,
+    PlacementCommitted,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.registry import default_registry
+from services.nodeagent.heartbeat import BeatSink, encode_beat, heartbeat_subject
+from services.nodeagent.monitor import NodeMonitor
+from services.nodeagent.registration import needs_registration, registration_msg_id
+from services.nodeagent.runtime import NodeRuntime, decide, evolve, next_deadline, running
+from services.runtime.eventlog import Conflict, EventLog
+from services.runtime.service import EventService, Handler, Outgoing, Received, TransientError
+
+log = logging.getLogger(__name__)
+
+#: Job-subject events the runtime folds.
+RUNTIME_EVENTS: tuple[type[Event], ...] = (
+    JobSubmitted,
+    PlacementCommitted,
+    EvictionRequested,
+    JobDeleted,
+    TaskStarted,
+    TaskFinished,
+)
+_RUNTIME_TYPES = frozenset(cls.type_name() for cls in RUNTIME_EVENTS)
+
+MAX_REGISTER_ATTEMPTS = 5
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        event_log: EventLog,
+        nodes: Sequence[NodeRegistered],
+        name: str = "nodeagent",
+        heartbeat_every: float = 1.0,
+        beat: BeatSink | None = None,
+        clock: Callable[[], float] = time.time,
+        monitor: NodeMonitor | None = None,
+        monitor_nc: object | None = None,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.registry = default_registry()
+        self.nodes = {n.node: n for n in nodes}
+        self.state = NodeRuntime(nodes=frozenset(self.nodes))
+        self.applied_seq = 0
+        self.heartbeat_every = heartbeat_every
+        self.beat = beat
+        self.clock = clock
+        self.monitor = monitor
+        self.monitor_nc = monitor_nc  # where a hosted monitor hears heartbeats
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        handlers: dict[type[Event], Handler] = {
+            cls: self.on_job_event  # type: ignore[misc]
+            for cls in RUNTIME_EVENTS
+        }
+        handlers[NodeLost] = self.on_node_lost  # type: ignore[assignment]
+        if monitor is not None:
+            for cls, h in monitor.handlers.items():
+                handlers[cls] = _both(handlers[cls], h) if cls in handlers else h
+        self.service = EventService(
+            name=name,
+            log=event_log,
+            filter_subjects=[self.subjects.all_nodes(), self.subjects.all_jobs()],
+            handlers=handlers,
+            registry=self.registry,
+        )
+        if monitor is not None:
+            monitor.publisher = self.service
+
+    # --- start ---------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Register, rebuild, report what is owed, then start the timer and heartbeats."""
+        for node in self.nodes.values():
+            await self.register(node)
+        await self._rebuild()
+        if self.monitor is not None:
+            await self.monitor.recover()
+        await self._act()
+        self.start()
+
+    async def register(self, node: NodeRegistered) -> bool:
+        """Append `NodeRegistered` unless it is already the node's last event; True if written."""
+        subject = self.subjects.node(node.node)
+        for _attempt in range(MAX_REGISTER_ATTEMPTS):
+            last = await self.log.last(subject)
+            last_event = self.registry.decode(last.headers[TYPE], last.data) if last else None
+            if not needs_registration(node, last_event):
+                return False
+            after = last.seq if last else 0
+            out = Outgoing(subject, node, after, registration_msg_id(node, after))
+            if not isinstance(await self.service.publish(out), Conflict):
+                log.info("registered node %s (%d cards)", node.node, len(node.cards))
+                return True
+        raise TransientError(f"node {node.node}: subject kept moving while registering")
+
+    async def _rebuild(self) -> None:
+        state, seq = self.state, 0
+        async for msg in self.log.replay(1, self.subjects.all_jobs()):
+            seq = msg.seq
+            try:
+                env = Envelope.from_headers(msg.headers)
+            except EnvelopeError:
+                continue
+            if env.type in _RUNTIME_TYPES:
+                event = self.registry.decode(env.type, msg.data)
+                state = evolve(state, event, env.msg_id or f"seq:{msg.seq}")
+        self.state, self.applied_seq = state, seq
+        log.info("rebuilt runtime up to #%d: %d runs", seq, len(running(state)))
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._timers(), name="nodeagent-timers"))
+        if self.beat is not None:
+            self._tasks.append(asyncio.create_task(self._heartbeats(), name="nodeagent-hb"))
+        if self.monitor is not None:
+            self._tasks.append(asyncio.create_task(self.monitor.start(self.monitor_nc)))
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.monitor is not None:
+            await self.monitor.aclose()
+
+    # --- handlers ------------------------------------------------------------------------------
+
+    async def on_job_event(self, event: Event, rx: Received) -> None:
+        if rx.message.seq > self.applied_seq:
+            async with self._lock:
+                self.state = evolve(self.state, event, rx.cause)
+                self.applied_seq = rx.message.seq
+        await self._act(rx)  # also after a skipped redelivery: retries a failed report
+
+    async def on_node_lost(self, event: NodeLost, rx: Received) -> None:
+        node = self.nodes.get(event.node)
+        if node is not None:
+            log.warning(
+                "node %s was declared lost (%s): registering again", node.node, event.reason
+            )
+            await self.register(node)
+
+    # --- acting --------------------------------------------------------------------------------
+
+    async def _act(self, cause: Received | None = None) -> int:
+        """Append what the runtime owes now, folding each report as it lands."""
+        async with self._lock:
+            emissions = decide(self.state, self.clock())
+            for e in emissions:
+                subject = self.subjects.job(e.event.namespace, e.event.name)
+                await self.service.publish(Outgoing(subject, e.event, msg_id=e.msg_id), cause)
+                self.state = evolve(self.state, e.event)
+        if emissions:
+            self._wake.set()
+        return len(emissions)
+
+    async def _timers(self) -> None:
+        while True:
+            deadline = next_deadline(self.state)
+            timeout = None if deadline is None else max(0.0, deadline - self.clock())
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            try:
+                await self._act()
+            except Exception:
+                log.exception("reporting due tasks failed; retrying")
+                await asyncio.sleep(1.0)
+
+    async def _heartbeats(self) -> None:
+        assert self.beat is not None
+        while True:
+            now = self.clock()
+            for node in self.nodes:
+                try:
+                    await self.beat(heartbeat_subject(self.subjects, node), encode_beat(node, now))
+                except Exception:
+                    log.warning("heartbeat for %s not sent", node, exc_info=True)
+            await asyncio.sleep(self.heartbeat_every)
+
+
+def _both(first: Handler, second: Handler) -> Handler:
+    async def handle(event: Event, rx: Received) -> None:
+        await first(event, rx)
+        await second(event, rx)
+
+    return handle

@@ -1,0 +1,85 @@
+"""Node liveness: heartbeats at virtual times → NodeLost exactly once, with the node's tasks."""
+
+from __future__ import annotations
+
+from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
+from services.nodeagent.monitor import MonitorState, NodeMonitor, decide, evolve, heartbeat
+from services.runtime.eventlog import MemoryLog
+from tests.allocator.scenario import decoded, put
+
+
+def started(task: str, node: str) -> TaskStarted:
+    return TaskStarted(namespace="ns", name="j", task=task, node=node)
+
+
+def test_silent_node_is_lost_once_with_its_running_tasks() -> None:
+    s = MonitorState(timeout=10.0)
+    s = evolve(s, NodeRegistered(node="a", cpu_milli=1, memory_mib=1), at=0.0, epoch="r1")
+    s = evolve(s, NodeRegistered(node="b", cpu_milli=1, memory_mib=1), at=0.0, epoch="r2")
+    for task, node in (("t0", "a"), ("t1", "a"), ("t2", "b"), ("t3", "a")):
+        s = evolve(s, started(task, node), at=0.0)
+    s = evolve(s, TaskFinished(namespace="ns", name="j", task="t3", node="a"), at=1.0)
+    for t in (3.0, 6.0, 9.0):
+        s = heartbeat(s, "b", t)  # b keeps beating, a never does
+        assert decide(s, t) == []  # a's clock started at its registration (0.0)
+    assert decide(s, 10.0) == []  # exactly the timeout is still alive
+    reports = decide(s, 10.5)
+    assert [type(r.event).__name__ for r in reports] == ["NodeLost", "TaskFinished", "TaskFinished"]
+    lost = reports[0].event
+    assert isinstance(lost, NodeLost) and lost.node == "a" and "10.5s" in lost.reason
+    assert [(r.event.task, r.event.exit_code, r.event.reason) for r in reports[1:]] == [
+        ("t0", -1, "node lost"),
+        ("t1", -1, "node lost"),
+    ]
+    assert [r.msg_id for r in reports] == [
+        "nodelost/a/r1",
+        "nodelost/a/r1/ns/j/t0",
+        "nodelost/a/r1/ns/j/t1",
+    ]
+    for r in reports:
+        s = evolve(s, r.event, at=10.5)
+    for t in (11.0, 20.0, 100.0):
+        s = heartbeat(s, "b", t)
+        assert decide(s, t) == []  # once: a stays lost, b is alive
+    assert decide(s, 200.0)[0].event == NodeLost(
+        node="b", reason="no heartbeat for 100.0s (timeout 10s)"
+    )
+
+
+def test_a_lost_node_registering_again_is_watched_again_under_a_new_epoch() -> None:
+    s = MonitorState(timeout=5.0)
+    s = evolve(s, NodeRegistered(node="a", cpu_milli=1, memory_mib=1), at=0.0, epoch="r1")
+    s = heartbeat(s, "zzz", 1.0)  # not registered: ignored
+    assert set(s.nodes) == {"a"}
+    s = evolve(s, decide(s, 6.0)[0].event, at=6.0)
+    s = heartbeat(s, "a", 7.0)  # beating again, but lost until it registers
+    assert decide(s, 20.0) == []
+    s = evolve(s, NodeRegistered(node="a", cpu_milli=1, memory_mib=1), at=21.0, epoch="r2")
+    assert decide(s, 25.0) == []
+    assert [r.msg_id for r in decide(s, 26.5)] == ["nodelost/a/r2"]
+
+
+async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -> None:
+    log = MemoryLog()
+    s = log.subjects
+    now = [100.0]
+    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
+    await put(log, s.job("ns", "j"), started("t0", "a"))
+    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
+    await monitor.recover()
+    monitor.on_heartbeat("a")  # at 100
+    now[0] = 109.0
+    assert await monitor.check() == []
+    now[0] = 111.0
+    assert len(await monitor.check()) == 2
+    assert await monitor.check() == []
+    events = decoded([m async for m in log.replay()])
+    assert [type(e).__name__ for e in events] == [
+        "NodeRegistered",
+        "TaskStarted",
+        "NodeLost",
+        "TaskFinished",
+    ]
+    fresh = NodeMonitor(log, timeout=10.0, clock=lambda: now[0] + 100)
+    await fresh.recover()  # a restarted monitor reads the loss and does not repeat it
+    assert await fresh.check() == []

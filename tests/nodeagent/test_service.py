@@ -1,0 +1,164 @@
+"""The node-agent in-process over both log backends: register, run, finish, evict, restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from contracts.base import Event
+from contracts.devices import CardSpec
+from contracts.events import (
+    EvictionRequested,
+    JobSubmitted,
+    NodeLost,
+    NodeRegistered,
+    PlacementCommitted,
+    TaskFinished,
+    TaskPlacement,
+    TaskStarted,
+)
+from contracts.workloads import JobSpec, TaskSpec
+from services.nodeagent.service import NodeAgent
+from services.runtime.eventlog import EventLog
+from tests.allocator.scenario import decoded, put
+
+
+def node(name: str) -> NodeRegistered:
+    card = CardSpec(uuid=f"{name}-Ascend910B3-0", node=name, index=0, type="Ascend910B3",
+                    vendor="huawei", memory=65536, cores=20, split_count=4, mode="template")  # fmt: skip
+    return NodeRegistered(node=name, cpu_milli=64_000, memory_mib=512_000, cards=(card,))
+
+
+def job(name: str, duration: float | None) -> JobSubmitted:
+    task = TaskSpec(name="w", replicas=2, duration=duration)
+    return JobSubmitted(spec=JobSpec(namespace="ns", name=name, tasks=(task,)))
+
+
+def commit(name: str, *placements: tuple[str, str]) -> PlacementCommitted:
+    return PlacementCommitted(
+        namespace="ns",
+        name=name,
+        placements=tuple(TaskPlacement(task=t, node=n) for t, n in placements),
+    )
+
+
+class Watcher:
+    """Reads the log through its own durable consumer: waits for events, never sleeps."""
+
+    def __init__(self, log: EventLog, subject: str) -> None:
+        self.log, self.subject, self.seen = log, subject, []  # type: list[Event]
+
+    async def until(self, pred, timeout: float = 5.0) -> Event:  # type: ignore[no-untyped-def]
+        consumer = await self.log.consumer(f"watch-{id(self)}", [self.subject])
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    for e in self.seen:
+                        if pred(e):
+                            self.seen.remove(e)
+                            return e
+                    d = await consumer.next(timeout=0.5)
+                    if d is not None:
+                        self.seen.extend(decoded([d.message]))
+                        await d.ack()
+        finally:
+            await consumer.close()
+
+
+@pytest.fixture
+async def running_agent(event_log: EventLog) -> AsyncIterator[NodeAgent]:
+    agent = NodeAgent(event_log, [node("n1"), node("n2")])
+    await agent.recover()
+    stopping = asyncio.Event()
+    loop = asyncio.create_task(agent.service.run(stopping, poll=0.1))
+    yield agent
+    stopping.set()
+    await loop
+    await agent.aclose()
+
+
+def is_(kind: type, task: str):  # type: ignore[no-untyped-def]
+    return lambda e: isinstance(e, kind) and e.task == task
+
+
+async def test_registered_then_committed_task_starts_and_finishes_after_its_duration(
+    running_agent: NodeAgent, event_log: EventLog
+) -> None:
+    s = event_log.subjects
+    nodes = decoded([m async for m in event_log.replay(1, s.all_nodes())])
+    assert nodes == [node("n1"), node("n2")]
+    watcher = Watcher(event_log, s.all_jobs())
+    await put(event_log, s.job("ns", "a"), job("a", duration=0.2))
+    await put(event_log, s.job("ns", "a"), commit("a", ("a-w-0", "n1"), ("a-w-1", "elsewhere")))
+    started = await watcher.until(is_(TaskStarted, "a-w-0"))
+    finished = await watcher.until(is_(TaskFinished, "a-w-0"))
+    assert isinstance(started, TaskStarted) and isinstance(finished, TaskFinished)
+    assert (started.node, finished.node, finished.exit_code, finished.reason) == ("n1", "n1", 0, "")
+    assert finished.at == pytest.approx(started.at + 0.2)
+    events = decoded([m async for m in event_log.replay(1, s.job("ns", "a"))])
+    assert [type(e).__name__ for e in events] == [
+        "JobSubmitted",
+        "PlacementCommitted",
+        "TaskStarted",
+        "TaskFinished",
+    ]  # nothing for the task placed on a node this agent does not host
+
+
+async def test_eviction_kills_a_running_task_with_137(
+    running_agent: NodeAgent, event_log: EventLog
+) -> None:
+    s = event_log.subjects
+    watcher = Watcher(event_log, s.all_jobs())
+    await put(event_log, s.job("ns", "b"), job("b", duration=None))
+    await put(event_log, s.job("ns", "b"), commit("b", ("b-w-0", "n2"), ("b-w-1", "n2")))
+    await watcher.until(is_(TaskStarted, "b-w-1"))
+    evict = EvictionRequested(namespace="ns", name="b", task="b-w-1", reason="preempted")
+    await put(event_log, s.job("ns", "b"), evict)
+    finished = await watcher.until(is_(TaskFinished, "b-w-1"))
+    assert (finished.exit_code, finished.reason) == (137, "evicted")  # type: ignore[attr-defined]
+    assert [r.task for r in running_agent.state.runs.values() if not r.finished] == ["b-w-0"]
+
+
+async def test_restart_registers_nothing_new_and_reports_nothing_twice(
+    event_log: EventLog,
+) -> None:
+    s = event_log.subjects
+    first = NodeAgent(event_log, [node("n1")])
+    await first.recover()
+    await put(event_log, s.job("ns", "c"), job("c", duration=None))
+    await put(event_log, s.job("ns", "c"), commit("c", ("c-w-0", "n1")))
+    await drain(first)
+    await first.aclose()
+    before = await event_log.last_sequence()
+    assert (
+        sum(isinstance(e, TaskStarted) for e in decoded([m async for m in event_log.replay()])) == 1
+    )
+    # A second agent for the same nodes, with a fresh consumer that re-reads the whole log.
+    again = NodeAgent(event_log, [node("n1")], name="nodeagent-again")
+    await again.recover()
+    assert await drain(again) >= 4
+    await again.aclose()
+    assert await event_log.last_sequence() == before
+    # Lost by the monitor's verdict: the living node registers again, exactly once.
+    await put(event_log, s.node("n1"), NodeLost(node="n1", reason="test"))
+    await drain(again)
+    await drain(again)
+    assert [
+        type(e).__name__ for e in decoded([m async for m in event_log.replay(1, s.node("n1"))])
+    ] == [
+        "NodeRegistered",
+        "NodeLost",
+        "NodeRegistered",
+    ]
+
+
+async def drain(agent: NodeAgent) -> int:
+    consumer = await agent.log.consumer(agent.service.durable, agent.service.filter_subjects)
+    n = 0
+    while (d := await consumer.next(timeout=0.3)) is not None:
+        await agent.service.handle(d)
+        n += 1
+    await consumer.close()
+    return n
