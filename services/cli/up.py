@@ -105,6 +105,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             if not available(name):
                 print(f"  {name:10s} not built yet: skipped")
                 continue
+            if name == "nodeagent" and not args.inventory:
+                print(f"  {name:10s} no --inventory given: no simulated nodes, skipped")
+                continue
             extra = (
                 ["--inventory", args.inventory] if name == "nodeagent" and args.inventory else []
             )

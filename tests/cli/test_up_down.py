@@ -45,9 +45,11 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_up_get_down(state_dir: Path) -> None:
-    up = tessera("up", "--detach", "--state-dir", str(state_dir))
+    inventory = str(ROOT / "examples" / "inventory.yaml")  # node-a, node-b: 8 × 910B3 each
+    up = tessera("up", "--detach", "--state-dir", str(state_dir), "--inventory", inventory)
     assert up.returncode == 0, up.stderr
-    assert "allocator  ready" in up.stdout
+    for name in ("allocator", "scheduler", "nodeagent"):
+        assert f"{name:10s} ready" in up.stdout, up.stdout
     state = read_state(state_dir)
     pids = [state["nats_pid"], *state["services"].values()]
     assert all(alive(p) for p in pids)
@@ -55,17 +57,18 @@ async def test_up_get_down(state_dir: Path) -> None:
     await put(log, log.subjects.node("n1"), ascend_node("n1", cards=2))
 
     async def cards_registered() -> bool:
-        return len(await log.last_per_subject(log.subjects.all_cards())) == 2
+        return len(await log.last_per_subject(log.subjects.all_cards())) == 18
 
     await wait_until(cards_registered, what="allocator to register the cards")
     await log.close()
     got = tessera("get", "cards", "-o", "json", "--state-dir", str(state_dir))
     assert got.returncode == 0, got.stderr
     cards = json.loads(got.stdout)
-    assert [c["uuid"] for c in cards] == ["n1-Ascend910B3-0", "n1-Ascend910B3-1"]
+    assert [c["uuid"] for c in cards][:2] == ["n1-Ascend910B3-0", "n1-Ascend910B3-1"]
+    assert sum(c["node"] == "node-b" for c in cards) == 8  # registered by the node-agent process
     assert all(c["memory_total"] == 65536 and c["memory_used"] == 0 for c in cards)
     table = tessera("get", "nodes", "--state-dir", str(state_dir))
-    assert "n1" in table.stdout and "NODE" in table.stdout
+    assert "n1" in table.stdout and "node-a" in table.stdout and "NODE" in table.stdout
     down = tessera("down", "--state-dir", str(state_dir))
     assert down.returncode == 0, down.stderr
     assert not any(alive(p) for p in pids)
