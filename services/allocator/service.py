@@ -74,13 +74,13 @@ class Allocator:
 
     # --- projection ----------------------------------------------------------------------------
 
-    def _apply(self, card: str, event: Event, seq: int) -> None:
-        state = self.cards.get(card) or CardState(uuid=card)
-        before = set(state.usage.owners)
-        state = evolve(state, event)  # type: ignore[arg-type]
+    def _set(self, card: str, state: CardState, seq: int) -> None:
+        """Install a card's new state and keep the owner → cards index in step with it."""
+        old = self.cards.get(card)
+        before = set(old.usage.owners) if old else set()
+        after = set(state.usage.owners)
         self.cards[card] = state
         self.card_seq[card] = seq
-        after = set(state.usage.owners)
         for owner in before - after:
             self.holdings[owner].discard(card)
             if not self.holdings[owner]:
@@ -88,20 +88,16 @@ class Allocator:
         for owner in after - before:
             self.holdings[owner].add(card)
 
+    def _apply(self, card: str, event: Event, seq: int) -> None:
+        state = self.cards.get(card) or CardState(uuid=card)
+        self._set(card, evolve(state, event), seq)  # type: ignore[arg-type]
+
     def _load(self, card: str, msg: StoredMessage) -> None:
         event = default_registry().decode(msg.headers[TYPE], msg.data)
-        spec = self.specs.get(card)
-        state = state_from_last_event(card, spec, event)  # type: ignore[arg-type]
-        old = self.cards.get(card)
-        for owner in set(old.usage.owners) if old else set():
-            self.holdings[owner].discard(card)
-        self.cards[card] = state
-        self.card_seq[card] = msg.seq
+        state = state_from_last_event(card, self.specs.get(card), event)  # type: ignore[arg-type]
         if state.spec is not None:
             self.specs[card] = state.spec
-        for owner in state.usage.owners:
-            self.holdings[owner].add(card)
-        self.holdings = defaultdict(set, {o: c for o, c in self.holdings.items() if c})
+        self._set(card, state, msg.seq)
 
     async def recover(self) -> None:
         """Rebuild from the last node and card messages only."""
