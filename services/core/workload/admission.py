@@ -709,6 +709,13 @@ def admit(
     docs: Sequence[Mapping[str, Any]],
     parser: DeviceRequestParser | None = None,
     device_names: frozenset[str] = frozenset(),
+    existing_queues: Mapping[str, QueueSpec] | None = None,
 ) -> Workload:
-    """Normalize and validate `docs`; never raises for bad input (rejections are returned)."""
-    return Admission(parser, device_names).run(docs)
+    """Normalize and validate `docs`; never raises for bad input (rejections are returned).
+
+    `existing_queues` (name → spec with its current state) are the queues a running system
+    already has: jobs are checked against them; they are returned in `Workload.queues` too.
+    """
+    admission = Admission(parser, device_names)
+    admission.queues.update(existing_queues or {})
+    return admission.run(docs)
