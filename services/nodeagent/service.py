@@ -38,7 +38,14 @@ from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.registration import needs_registration, registration_msg_id
 from services.nodeagent.runtime import NodeRuntime, decide, evolve, next_deadline, running
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Handler, Outgoing, Received, TransientError
+from services.runtime.service import (
+    EventService,
+    Handler,
+    Outgoing,
+    Received,
+    TransientError,
+    chain,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +96,7 @@ class NodeAgent:
         handlers[NodeLost] = self.on_node_lost  # type: ignore[assignment]
         if monitor is not None:
             for cls, h in monitor.handlers.items():
-                handlers[cls] = _both(handlers[cls], h) if cls in handlers else h
+                handlers[cls] = chain(handlers[cls], h) if cls in handlers else h
         self.service = EventService(
             name=name,
             log=event_log,
@@ -213,10 +220,3 @@ class NodeAgent:
                     log.warning("heartbeat for %s not sent", node, exc_info=True)
             await asyncio.sleep(self.heartbeat_every)
 
-
-def _both(first: Handler, second: Handler) -> Handler:
-    async def handle(event: Event, rx: Received) -> None:
-        await first(event, rx)
-        await second(event, rx)
-
-    return handle

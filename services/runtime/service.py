@@ -196,6 +196,16 @@ class EventService:
             await consumer.close()
 
 
+def chain(*handlers: Handler) -> Handler:
+    """One handler that runs several in order (a service hosting another's handlers)."""
+
+    async def handle(event: Event, rx: Received) -> None:
+        for h in handlers:
+            await h(event, rx)
+
+    return handle
+
+
 def install_stop_signals(stopping: asyncio.Event) -> None:
     """SIGTERM/SIGINT set the event; the consume loop then exits after the current message."""
     loop = asyncio.get_running_loop()

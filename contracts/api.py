@@ -1,0 +1,66 @@
+"""Request/reply bodies of the services' NATS APIs (not log events: nothing here is stored).
+
+The CLI and tests speak these to `<root>.api.<service>.<endpoint>`; JSON so that
+`nats req tessera.api.admission.apply '{"manifest": "..."}'` works by hand too.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+
+from contracts.base import Record
+
+#: What happened to one submitted object.
+ACCEPTED = "accepted"
+UNCHANGED = "unchanged"
+REJECTED = "rejected"
+
+
+class ApplyRequest(Record, frozen=True):
+    manifest: str  # YAML (one or many documents) or JSON
+    dry_run: bool = False  # validate and answer, write nothing
+
+
+class ObjectResult(Record, frozen=True):
+    kind: str
+    name: str
+    namespace: str = ""
+    outcome: str = ACCEPTED  # accepted | unchanged | rejected
+    reasons: tuple[str, ...] = ()  # every violated rule: "<path>: <rule> (value: <v>)"
+
+
+class ApplyReply(Record, frozen=True):
+    results: tuple[ObjectResult, ...] = ()
+    error: str = ""  # the whole request was unreadable (bad YAML, too large, too deep …)
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.error) or any(r.outcome == REJECTED for r in self.results)
+
+
+class CommandRequest(Record, frozen=True):
+    """A vcctl-style command on one object: queue open/close, job suspend/resume/delete."""
+
+    action: str  # open | close | suspend | resume | delete
+    name: str
+    namespace: str = ""
+
+
+class CommandReply(Record, frozen=True):
+    ok: bool
+    message: str = ""
+
+
+_T = TypeVar("_T")
+_encoder = msgspec.json.Encoder()
+
+
+def encode(value: msgspec.Struct) -> bytes:
+    return _encoder.encode(value)
+
+
+def decode(data: bytes, kind: type[_T]) -> _T:
+    """Strict decode: a malformed request is a `msgspec.ValidationError`/`DecodeError`."""
+    return msgspec.json.decode(data, type=kind)

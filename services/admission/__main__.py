@@ -1,0 +1,23 @@
+"""`python -m services.admission`: the admission process (request/reply `apply`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from services.admission.service import AdmissionService
+from services.runtime.bootstrap import App, common_parser, run_service
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = common_parser("admission").parse_args(argv)
+
+    def api(app: App) -> dict:
+        assert isinstance(app, AdmissionService)
+        return {"apply": app.api_apply}
+
+    return asyncio.run(run_service("admission", args, AdmissionService, api))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

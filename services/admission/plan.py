@@ -1,0 +1,190 @@
+"""What one `apply` means, decided without I/O: per-object outcomes and the events to append.
+
+The rules are the same `admit` that `tessera simulate` runs, seeded with what the log already
+holds (existing queues with their current state, live jobs) so "queue does not exist / is not
+Open / is not a leaf" are judged against the running system. Re-applying an identical object is
+`unchanged` (nothing written), like `kubectl apply`; a different object under a live name is
+refused rather than silently replacing a job that may be running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+import msgspec
+
+from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
+from contracts.base import Event
+from contracts.events import JobSubmitted, QueueCreated
+from contracts.workloads import JobSpec, QueueSpec
+from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
+from services.core.workload import ManifestError, admit, load_documents
+from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.rejection import Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class KnownQueue:
+    spec: QueueSpec  # as created
+    state: str
+    seq: int  # last sequence of the queue's subject
+
+
+@dataclass(frozen=True, slots=True)
+class KnownJob:
+    spec: JobSpec
+    live: bool  # not terminal, not deleted
+    seq: int  # last sequence of the job's subject
+
+
+@dataclass
+class Known:
+    """The admission service's projection: just enough of the log to judge new objects."""
+
+    queues: dict[str, KnownQueue] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], KnownJob] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One event to append; `expected_seq` guards against a concurrent writer of the same name."""
+
+    result: int  # index into Plan.results this write belongs to
+    kind: str  # "queue" | "job"
+    key: tuple[str, str]
+    event: Event
+    expected_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    results: tuple[ObjectResult, ...] = ()
+    writes: tuple[Write, ...] = ()
+    error: str = ""
+
+
+class Unsupported(Exception):
+    pass
+
+
+def plan_apply(
+    text: str,
+    known: Known,
+    parser: DeviceRequestParser | None,
+    device_names: frozenset[str],
+    limits: Limits = DEFAULT_LIMITS,
+) -> Plan:
+    """Never raises for bad input: unreadable text → `Plan.error`, bad objects → rejections."""
+    try:
+        check_manifest(text, limits)
+        docs = load_documents(text)
+    except (ManifestTooComplex, ManifestError) as exc:
+        return Plan(error=f"manifest not accepted: {exc}")
+    except RecursionError:
+        return Plan(error=f"manifest not accepted: nesting deeper than {limits.max_depth} levels")
+    if not docs:
+        return Plan(error="manifest not accepted: no objects in it")
+    declared = {
+        str((d.get("metadata") or {}).get("name") or "")
+        for d in docs
+        if d.get("kind") == "Queue" and isinstance(d.get("metadata"), dict)
+    }
+    seed = {
+        name: msgspec.structs.replace(q.spec, state=q.state)
+        for name, q in known.queues.items()
+        if name not in declared
+    }
+    try:
+        workload = admit(docs, parser, device_names, existing_queues=seed)
+    except Exception as exc:  # a rule that trips over a shape we did not foresee
+        return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
+    results: list[ObjectResult] = []
+    writes: list[Write] = []
+    for q in workload.queues:
+        if q.name not in declared:
+            continue
+        have = known.queues.get(q.name)
+        if have is not None:
+            same = have.spec == q
+            results.append(_result("Queue", "", q.name, UNCHANGED if same else REJECTED,
+                                   () if same else ("metadata.name: queue already exists with a "
+                                                    "different spec (updates are not supported)",)))  # fmt: skip
+            continue
+        writes.append(Write(len(results), "queue", ("", q.name), QueueCreated(spec=q), 0))
+        results.append(_result("Queue", "", q.name, ACCEPTED))
+    running = {(r.namespace, r.job) for r in workload.running}
+    for job in workload.jobs:
+        key = (job.namespace, job.name)
+        kind = job.kind or "Job"
+        if key in running:
+            results.append(_result(kind, job.namespace, job.name, REJECTED, (
+                "spec.nodeName: pre-existing placements (a Running pod with spec.nodeName) are "
+                "replayed by `tessera simulate` only",)))  # fmt: skip
+            continue
+        have_job = known.jobs.get(key)
+        if have_job is not None and have_job.live:
+            same = have_job.spec == job
+            results.append(_result(kind, job.namespace, job.name, UNCHANGED if same else REJECTED,
+                                   () if same else ("metadata.name: a live job of this name exists "
+                                                    "with a different spec (delete it first)",)))  # fmt: skip
+            continue
+        manifest = workload.manifests.get(key, "")
+        seq = have_job.seq if have_job else 0
+        writes.append(Write(len(results), "job", key, JobSubmitted(spec=job, manifest=manifest), seq))
+        results.append(_result(kind, job.namespace, job.name, ACCEPTED))
+    results.extend(rejected_objects(workload.rejections))
+    return Plan(tuple(results), tuple(writes))
+
+
+def _result(kind: str, ns: str, name: str, outcome: str, reasons: tuple[str, ...] = ()) -> ObjectResult:
+    return ObjectResult(kind=kind, name=name, namespace=ns, outcome=outcome, reasons=reasons)
+
+
+def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
+    """One result per rejected object, carrying every rule it broke, in first-seen order."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for r in rejections:
+        shown = f" (value: {r.value})" if r.value else ""
+        grouped.setdefault((r.kind, r.namespace, r.name), []).append(f"{r.path}: {r.rule}{shown}")
+    return [_result(k, ns, n, REJECTED, tuple(reasons)) for (k, ns, n), reasons in grouped.items()]
+
+
+def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
+    """Keep `Known` current from one log event (queue and job subjects only)."""
+    from contracts.events import JobDeleted, JobPhaseChanged, QueueStateChanged
+
+    match event:
+        case QueueCreated():
+            if event.spec.name not in known.queues:
+                known.queues[event.spec.name] = KnownQueue(event.spec, event.spec.state, seq)
+        case QueueStateChanged():
+            q = known.queues.get(event.queue)
+            if q is not None:
+                known.queues[event.queue] = replace(q, state=event.state, seq=seq)
+        case JobSubmitted():
+            known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
+        case JobDeleted():
+            _job_seq(known, (event.namespace, event.name), seq, live=False)
+        case JobPhaseChanged() if event.phase in TERMINAL:
+            _job_seq(known, (event.namespace, event.name), seq, live=False)
+        case _:
+            key = _job_key(event)
+            if subject_kind == "job" and key is not None:
+                _job_seq(known, key, seq, live=None)
+
+
+TERMINAL = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
+
+
+def _job_key(event: Event) -> tuple[str, str] | None:
+    ns = getattr(event, "namespace", None)
+    name = getattr(event, "name", None)
+    return (ns, name) if isinstance(ns, str) and isinstance(name, str) else None
+
+
+def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None) -> None:
+    j = known.jobs.get(key)
+    if j is not None:
+        known.jobs[key] = replace(j, seq=seq, live=j.live if live is None else live)
+

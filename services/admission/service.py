@@ -1,0 +1,136 @@
+"""The admission service's shell: a request/reply `apply` in front of the log.
+
+It keeps `Known` (queues and which jobs are live) from the queue and job subjects, judges each
+request with the pure `plan_apply`, appends the accepted objects' events with an expected last
+subject sequence (so two racing applies of one name cannot both land) and a message id derived
+from that sequence (so a retried request is not written twice), and replies per object.
+A request that cannot be read is answered with an error; nothing about it reaches the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import msgspec
+from opentelemetry import trace
+
+from contracts.api import REJECTED, ApplyReply, ApplyRequest, ObjectResult, decode, encode
+from contracts.base import Event
+from contracts.envelope import TYPE
+from contracts.events import (
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    QueueCreated,
+    QueueStateChanged,
+)
+from contracts.registry import default_registry
+from services.admission.guard import DEFAULT_LIMITS, Limits
+from services.admission.plan import Known, Plan, Write, fold_known, plan_apply
+from services.core.devices import VendorRegistry, build_vendors
+from services.core.workload.devicerequests import hami_parser
+from services.runtime.eventlog import Conflict, EventLog
+from services.runtime.service import EventService, Handler, Outgoing, Received
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("tessera.admission")
+
+FOLDED: tuple[type[Event], ...] = (
+    QueueCreated,
+    QueueStateChanged,
+    JobSubmitted,
+    JobDeleted,
+    JobPhaseChanged,
+)
+
+
+class AdmissionService:
+    def __init__(
+        self,
+        event_log: EventLog,
+        vendors: VendorRegistry | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.vendors = vendors or build_vendors()
+        self.parser = hami_parser(self.vendors)
+        self.device_names = self.vendors.resource_names()
+        self.limits = limits
+        self.known = Known()
+        self.watermark = 0  # events at or below were folded during recovery
+        self._lock = asyncio.Lock()
+        handlers: dict[type[Event], Handler] = dict.fromkeys(FOLDED, self.on_event)  # type: ignore[arg-type]
+        self.service = EventService(
+            name="admission",
+            log=event_log,
+            filter_subjects=[self.subjects.all_queues(), self.subjects.all_jobs()],
+            handlers=handlers,
+        )
+
+    # --- projection ----------------------------------------------------------------------------
+
+    def _fold(self, seq: int, subject: str, event: Event) -> None:
+        kind, _ = self.subjects.parse(subject)
+        fold_known(self.known, seq, kind, event)
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        reg = default_registry()
+        wanted = {cls.type_name() for cls in FOLDED}
+        for pattern in (self.subjects.all_queues(), self.subjects.all_jobs()):
+            async for msg in self.log.replay(1, pattern):
+                if msg.seq > self.watermark:
+                    break
+                if msg.headers.get(TYPE) in wanted:
+                    self._fold(msg.seq, msg.subject, reg.decode(msg.headers[TYPE], msg.data))
+        log.info(
+            "admission knows %d queues, %d jobs (up to #%d)",
+            len(self.known.queues), len(self.known.jobs), self.watermark,
+        )  # fmt: skip
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        if rx.message.seq > self.watermark:
+            self._fold(rx.message.seq, rx.message.subject, event)
+
+    # --- apply ---------------------------------------------------------------------------------
+
+    async def api_apply(self, data: bytes) -> bytes:
+        try:
+            request = decode(data, ApplyRequest)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return encode(ApplyReply(error=f"request not understood: {exc}"))
+        return encode(await self.apply(request.manifest, dry_run=request.dry_run))
+
+    async def apply(self, manifest: str, dry_run: bool = False) -> ApplyReply:
+        with tracer.start_as_current_span("apply", attributes={"tessera.bytes": len(manifest)}) as span:
+            async with self._lock:
+                plan = plan_apply(manifest, self.known, self.parser, self.device_names, self.limits)
+                results = list(plan.results)
+                if not dry_run and plan.writes:
+                    await self._write(plan, results)
+            span.set_attribute("tessera.objects", len(results))
+            span.set_attribute("tessera.rejected", sum(r.outcome == REJECTED for r in results))
+        return ApplyReply(results=tuple(results), error=plan.error)
+
+    async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
+        outs: list[tuple[Write, Outgoing]] = []
+        for w in plan.writes:
+            ns, name = w.key
+            subject = self.subjects.queue(name) if w.kind == "queue" else self.subjects.job(ns, name)
+            expected = w.expected_seq
+            if w.kind == "job" and w.key in self.known.jobs:
+                last = await self.log.last(subject)  # re-submission after the old job ended
+                expected = last.seq if last else 0
+            mid = f"admit:{subject}:{expected}"
+            outs.append((w, Outgoing(subject, w.event, expected, mid)))
+        appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
+        for (w, out), res in zip(outs, appended, strict=True):
+            if isinstance(res, Conflict):
+                r = results[w.result]
+                results[w.result] = msgspec.structs.replace(r, outcome=REJECTED, reasons=(
+                    f"metadata.name: {r.kind} {r.name} was created or changed concurrently "
+                    f"(expected version {res.expected}, found {res.actual}); apply again",))  # fmt: skip
+                continue
+            self._fold(getattr(res, "seq", 0), out.subject, out.event)

@@ -1,0 +1,193 @@
+"""The queue service's decisions: what a job or queue owes the log, given the projection.
+
+Level-triggered on purpose: every function looks at the current state of one job or queue and
+returns the events that bring the log in line (PodGroup Running/Completed, terminal job phases,
+lifecycle-policy restarts, Closing → Closed), or nothing. Because the service folds its own
+events back before deciding again, asking twice gives nothing the second time — which is what
+makes a crash between "decided" and "acked" harmless: the redelivered event asks again.
+
+Stopping pods goes through `EvictionRequested` (the node agent owns running pods); a failed pod
+that only has to go back to Pending gets `TaskFinished{reason: "restarted"}` directly, as the
+simulator does. Everything derives from the log: retries are the job's `Restarting` phases,
+suspended specs are remembered from the job's `Aborted` phase with the suspend reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contracts.base import Event
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    QueueStateChanged,
+    TaskFinished,
+)
+from contracts.workloads import JobSpec
+from services.core.scheduling import lifecycle
+from services.core.scheduling import snapshot as st
+
+SUSPENDED = "suspended by user"
+#: TaskFinished reasons that are the system stopping a pod, not the pod failing.
+STOPPED_BY_SYSTEM = frozenset({"evicted", "restarted", "deleted", "killed"})
+LIVE_TASK = (st.RUNNING, st.BOUND)
+
+
+@dataclass
+class Flow:
+    """What the projection does not keep: retry counts and the specs of suspended jobs."""
+
+    projection: st.ClusterProjection = field(default_factory=st.ClusterProjection)
+    retries: dict[str, int] = field(default_factory=dict)
+    suspended: dict[str, JobSpec] = field(default_factory=dict)
+    submitted: set[str] = field(default_factory=set)
+
+    def apply(self, seq: int, event: Event) -> None:
+        match event:
+            case JobSubmitted():
+                key = f"{event.spec.namespace}/{event.spec.name}"
+                self.submitted.add(key)
+                self.suspended.pop(key, None)
+                self.retries.pop(key, None)
+            case JobDeleted():
+                key = f"{event.namespace}/{event.name}"
+                self.submitted.discard(key)
+                self.suspended.pop(key, None)
+            case JobPhaseChanged(phase="Restarting"):
+                key = f"{event.namespace}/{event.name}"
+                self.retries[key] = self.retries.get(key, 0) + 1
+            case JobPhaseChanged(phase="Aborted", reason=reason) if reason == SUSPENDED:
+                job = self.projection.jobs.get(f"{event.namespace}/{event.name}")
+                if job is not None:
+                    self.suspended[job.key] = job.spec
+            case _:
+                pass
+        self.projection.apply(seq, event)
+
+
+def job_key(event: Event) -> str | None:
+    if isinstance(event, JobSubmitted):
+        return f"{event.spec.namespace}/{event.spec.name}"
+    ns, name = getattr(event, "namespace", None), getattr(event, "name", None)
+    return f"{ns}/{name}" if isinstance(ns, str) and isinstance(name, str) else None
+
+
+def job_events(flow: Flow, key: str) -> list[Event]:
+    """PodGroup phase and SyncJob's terminal phases for one job."""
+    job = flow.projection.jobs.get(key)
+    if job is None:
+        return []
+    tasks = flow.projection.tasks.get(key, {})
+    statuses = [t.status for t in tasks.values()]
+    out: list[Event] = []
+    pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
+    if pg != job.phase and pg in ("Running", "Completed"):
+        out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
+    terminal = lifecycle.job_phase(job.spec, statuses)
+    if terminal in ("Completed", "Failed"):
+        out += terminate(flow, key, terminal, "all pods finished")
+    return out
+
+
+def terminate(flow: Flow, key: str, phase: str, reason: str) -> list[Event]:
+    job = flow.projection.jobs[key]
+    ns, name = job.spec.namespace, job.spec.name
+    out: list[Event] = [
+        EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
+        for pod, t in flow.projection.tasks.get(key, {}).items()
+        if t.status in LIVE_TASK
+    ]
+    out.append(JobPhaseChanged(namespace=ns, name=name, phase=phase, reason=reason))
+    return out
+
+
+def pod_failed(flow: Flow, event: TaskFinished) -> list[Event]:
+    """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost)."""
+    key = f"{event.namespace}/{event.name}"
+    job = flow.projection.jobs.get(key)
+    if job is None or event.exit_code == 0 or event.reason in STOPPED_BY_SYSTEM:
+        return []
+    spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
+    retry = flow.retries.get(key, 0)
+    decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, retry)
+    ns, name = job.spec.namespace, job.spec.name
+    if decision.phase == "Restarting":
+        tasks = flow.projection.tasks.get(key, {})
+        if decision.action == "RestartPod":
+            targets = [event.task]
+        elif decision.action == "RestartTask":
+            targets = [p for p, t in tasks.items() if spec is not None and t.role == spec.name]
+        else:
+            targets = list(tasks)
+        out: list[Event] = []
+        for pod in targets:
+            t = tasks.get(pod)
+            if t is None:
+                continue
+            if t.status in LIVE_TASK:
+                out.append(EvictionRequested(namespace=ns, name=name, task=pod, reason="restarted"))
+            elif t.status == st.FAILED:
+                out.append(TaskFinished(namespace=ns, name=name, task=pod, node="",
+                                        exit_code=event.exit_code, reason="restarted"))  # fmt: skip
+        out.append(JobPhaseChanged(namespace=ns, name=name, phase="Restarting",
+                                   reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
+        return out
+    if decision.phase:
+        return terminate(flow, key, decision.phase, f"{decision.action} on PodFailed")
+    return []
+
+
+def queue_events(flow: Flow) -> list[Event]:
+    """Closing queues without live PodGroups become Closed."""
+    live: dict[str, int] = {}
+    for job in flow.projection.jobs.values():
+        live[job.spec.queue] = live.get(job.spec.queue, 0) + 1
+    return [
+        QueueStateChanged(queue=name, state="Closed", reason="no PodGroups left")
+        for name, q in sorted(flow.projection.queues.items())
+        if lifecycle.sync_queue(q.state, live.get(name, 0)) != q.state
+    ]
+
+
+# --- commands (vcctl queue open/close, job suspend/resume, delete) -------------------------------
+
+
+class Refused(Exception):
+    """A command that does not apply to the object's current state; the message says why."""
+
+
+def command(flow: Flow, action: str, namespace: str, name: str) -> list[Event]:
+    proj = flow.projection
+    if action in ("open", "close"):
+        q = proj.queues.get(name)
+        if q is None:
+            raise Refused(f"queue {name!r} does not exist")
+        if action == "open":
+            if q.state == "Open":
+                raise Refused(f"queue {name} is already Open")
+            return [QueueStateChanged(queue=name, state="Open", reason="opened by user")]
+        if name == "root":
+            raise Refused("the root queue cannot be closed")
+        live = sum(1 for j in proj.jobs.values() if j.spec.queue == name)
+        state = lifecycle.close_queue(q.state, live)
+        if state == q.state:
+            raise Refused(f"queue {name} is already {q.state}")
+        why = f"closed by user; {live} PodGroup(s) still in it" if live else "closed by user"
+        return [QueueStateChanged(queue=name, state=state, reason=why)]
+    key = f"{namespace}/{name}"
+    if action == "suspend":
+        if key not in proj.jobs:
+            raise Refused(f"job {key} is not live (nothing to suspend)")
+        return terminate(flow, key, "Aborted", SUSPENDED)
+    if action == "resume":
+        spec = flow.suspended.get(key)
+        if spec is None:
+            raise Refused(f"job {key} is not suspended")
+        return [JobSubmitted(spec=spec)]
+    if action == "delete":
+        if key not in flow.submitted:
+            raise Refused(f"job {key} not found")
+        return [JobDeleted(namespace=namespace, name=name)]
+    raise Refused(f"unknown action {action!r}")

@@ -1,0 +1,175 @@
+"""The queue service's shell: queue and job lifecycles over the log, plus node liveness.
+
+It folds queue, job and node events into a `Flow`, asks `flow` what the affected job (and the
+queues) owe after each one, and appends that with message ids derived from the causing event.
+Its own appends are folded at once (so a second event for the same job does not decide the same
+thing again before the first answer comes back) and skipped when the consumer delivers them.
+At start it creates `root` and `default` when the log has none, and sweeps every job once so
+anything owed from before a crash is appended. It hosts the `NodeMonitor` (heartbeats → NodeLost
+and the lost node's tasks failed), and answers vcctl-style commands over request/reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import msgspec
+from opentelemetry import trace
+
+from contracts.api import CommandReply, CommandRequest, decode, encode
+from contracts.base import Event
+from contracts.envelope import TYPE
+from contracts.events import (
+    ALL_EVENTS,
+    JobSubmitted,
+    QueueCreated,
+    QueueStateChanged,
+    TaskFinished,
+)
+from contracts.registry import default_registry
+from services.core.scheduling import lifecycle
+from services.nodeagent.monitor import NodeMonitor
+from services.queue import flow as fl
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService, Handler, Outgoing, Received, chain
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("tessera.queue")
+
+
+class QueueService:
+    def __init__(
+        self,
+        event_log: EventLog,
+        monitor: NodeMonitor | None = None,
+        monitor_nc: object | None = None,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.flow = fl.Flow()
+        self.watermark = 0
+        self.own: set[int] = set()
+        self.monitor = monitor
+        self.monitor_nc = monitor_nc
+        self._lock = asyncio.Lock()
+        handlers: dict[type[Event], Handler] = dict.fromkeys(ALL_EVENTS, self.on_event)  # type: ignore[arg-type]
+        if monitor is not None:
+            for cls, h in monitor.handlers.items():
+                handlers[cls] = chain(handlers[cls], h)
+        s = self.subjects
+        self.service = EventService(
+            name="queue",
+            log=event_log,
+            filter_subjects=[s.all_queues(), s.all_jobs(), s.all_nodes()],
+            handlers=handlers,
+        )
+        if monitor is not None:
+            monitor.publisher = self.service
+
+    # --- start ---------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        reg = default_registry()
+        card_prefix = self.subjects.all_cards()[:-1]
+        async for msg in self.log.replay(1, self.subjects.events):
+            if msg.seq > self.watermark:
+                break
+            if msg.subject.startswith(card_prefix) or msg.headers.get(TYPE) not in reg:
+                continue
+            self.flow.apply(msg.seq, reg.decode(msg.headers[TYPE], msg.data))
+        await self._default_queues()
+        await self._sweep()
+        if self.monitor is not None:
+            await self.monitor.recover()
+        log.info("queue service recovered to #%d: %d live jobs, %d queues", self.watermark,
+                 len(self.flow.projection.jobs), len(self.flow.projection.queues))  # fmt: skip
+
+    async def _default_queues(self) -> None:
+        for spec in lifecycle.default_queues(self.flow.projection.queues):
+            out = Outgoing(self.subjects.queue(spec.name), QueueCreated(spec=spec), 0,
+                           f"queue:default:{spec.name}")  # fmt: skip
+            await self._publish([out])
+
+    async def _sweep(self) -> None:
+        outs: list[Outgoing] = []
+        for key in sorted(self.flow.projection.jobs):
+            outs += self._outgoing(fl.job_events(self.flow, key))
+        outs += self._outgoing(fl.queue_events(self.flow))
+        tagged = [Outgoing(o.subject, o.event, msg_id=f"queue:sweep:{self.watermark}#{i}")
+                  for i, o in enumerate(outs)]  # fmt: skip
+        await self._publish(tagged)
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        if self.monitor is not None:
+            await self.monitor.start(self.monitor_nc)
+        try:
+            await stopping.wait()
+        finally:
+            if self.monitor is not None:
+                await self.monitor.aclose()
+
+    # --- events --------------------------------------------------------------------------------
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        seq = rx.message.seq
+        async with self._lock:
+            if seq in self.own:
+                self.own.discard(seq)
+            elif seq > self.watermark:
+                self.flow.apply(seq, event)
+            owed: list[Event] = []
+            if isinstance(event, TaskFinished):
+                owed += fl.pod_failed(self.flow, event)
+            key = fl.job_key(event)
+            if key is not None and not owed:
+                owed += fl.job_events(self.flow, key)
+            owed += fl.queue_events(self.flow)
+            await self._publish(self._outgoing(owed), rx)
+
+    def _outgoing(self, events: list[Event]) -> list[Outgoing]:
+        s = self.subjects
+        out = []
+        for ev in events:
+            if isinstance(ev, QueueCreated):
+                subject = s.queue(ev.spec.name)
+            elif isinstance(ev, QueueStateChanged):
+                subject = s.queue(ev.queue)
+            elif isinstance(ev, JobSubmitted):
+                subject = s.job(ev.spec.namespace, ev.spec.name)
+            else:
+                subject = s.job(ev.namespace, ev.name)  # type: ignore[attr-defined]
+            out.append(Outgoing(subject, ev))
+        return out
+
+    async def _publish(self, outs: list[Outgoing], cause: Received | None = None) -> None:
+        for i, out in enumerate(outs):
+            res = await self.service.publish(out, cause, i)
+            seq = getattr(res, "seq", 0)
+            if seq and not getattr(res, "duplicate", False):
+                self.own.add(seq)
+                self.flow.apply(seq, out.event)
+
+    # --- commands ------------------------------------------------------------------------------
+
+    async def api_command(self, data: bytes) -> bytes:
+        try:
+            req = decode(data, CommandRequest)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return encode(CommandReply(ok=False, message=f"request not understood: {exc}"))
+        return encode(await self.command(req.action, req.namespace, req.name))
+
+    async def command(self, action: str, namespace: str, name: str) -> CommandReply:
+        with tracer.start_as_current_span(f"command {action}"):
+            async with self._lock:
+                try:
+                    events = fl.command(self.flow, action, namespace, name)
+                except fl.Refused as exc:
+                    return CommandReply(ok=False, message=str(exc))
+                await self._publish(self._outgoing(events))
+        what = f"queue {name}" if action in ("open", "close") else f"job {namespace}/{name}"
+        done = {"open": "opened", "close": "closed", "suspend": "suspended",
+                "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
+        return CommandReply(ok=True, message=f"{what} {done}")
+

@@ -1,0 +1,170 @@
+"""The admission service: per-object replies, nothing written for what it refuses, and hostile
+input answered with an error while the service carries on."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ApplyRequest, ApplyReply, decode, encode
+from contracts.events import JobSubmitted, QueueCreated, QueueStateChanged
+from services.admission.guard import Limits
+from services.admission.service import AdmissionService
+from services.runtime.eventlog import EventLog
+from tests.allocator.scenario import decoded, put
+
+QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team-a}
+spec: {weight: 2}
+"""
+
+JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  queue: {queue}
+  minAvailable: 2
+  tasks:
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: c
+              resources:
+                limits: {huawei.com/Ascend910B3: "1"}
+"""
+
+
+
+def job(queue: str) -> str:
+    return JOB.replace("{queue}", queue)
+
+
+BAD_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: bad-typo}
+spec:
+  containers:
+    - name: c
+      resourcs: {}
+      resources:
+        limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "70000"}
+"""
+
+
+async def events_of(log: EventLog) -> list:
+    return decoded([m async for m in log.replay()])
+
+
+async def started(log: EventLog) -> AdmissionService:
+    svc = AdmissionService(log)
+    await svc.recover()
+    return svc
+
+
+async def test_accepts_writes_once_and_reapply_is_unchanged(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    reply = await svc.apply(QUEUE + "---" + job("team-a"))
+    assert [(r.kind, r.name, r.outcome) for r in reply.results] == [
+        ("Queue", "team-a", ACCEPTED), ("Job", "train", ACCEPTED)]  # fmt: skip
+    written = await events_of(event_log)
+    assert [type(e) for e in written] == [QueueCreated, JobSubmitted]
+    assert written[1].spec.queue == "team-a" and written[1].spec.min_available == 2
+    again = await svc.apply(QUEUE + "---" + job("team-a"))
+    assert [r.outcome for r in again.results] == [UNCHANGED, UNCHANGED]
+    # a fresh service instance (a restart) knows the same from the log
+    restarted = await started(event_log)
+    assert [r.outcome for r in (await restarted.apply(job("team-a"))).results] == [UNCHANGED]
+    changed = job("team-a").replace("replicas: 2", "replicas: 3")
+    refused = await restarted.apply(changed)
+    assert refused.results[0].outcome == REJECTED
+    assert "live job of this name exists" in refused.results[0].reasons[0]
+    assert len(await events_of(event_log)) == 2
+
+
+async def test_rejections_name_field_and_rule_and_write_nothing(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    reply = await svc.apply(BAD_POD + "---" + job("nowhere"))
+    by_name = {r.name: r for r in reply.results}
+    assert by_name["bad-typo"].outcome == REJECTED
+    assert any("resourcs" in r and "unknown field" in r for r in by_name["bad-typo"].reasons)
+    assert by_name["train"].outcome == REJECTED
+    assert any("spec.queue" in r and "does not exist" in r for r in by_name["train"].reasons)
+    assert reply.rejected
+    assert await events_of(event_log) == []
+
+
+async def test_device_rule_names_resource_value_and_capacity(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    pod = BAD_POD.replace("      resourcs: {}\n", "")
+    reply = await svc.apply(pod)
+    (result,) = reply.results
+    assert result.outcome == REJECTED
+    assert any("huawei.com/Ascend910B3-memory" in r and "70000" in r for r in result.reasons)
+    assert await events_of(event_log) == []
+
+
+async def test_queue_state_in_the_log_decides(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    await svc.apply(QUEUE)
+    s = event_log.subjects
+    await put(event_log, s.queue("team-a"), QueueStateChanged(queue="team-a", state="Closed"))
+    fresh = await started(event_log)
+    reply = await fresh.apply(job("team-a"))
+    assert reply.results[0].outcome == REJECTED
+    assert "state `Open`" in reply.results[0].reasons[0]
+
+
+HOSTILE = {
+    "not yaml": "kind: [unclosed\n  - :",
+    "deep nesting": "a: " + "[" * 5000 + "]" * 5000,
+    "deep json": "[" * 100_000 + "]" * 100_000,
+    "alias bomb": "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
+              for p, c in zip("abcdefgh", "bcdefghi", strict=True)),  # fmt: skip
+    "too large": "# " + "x" * 2_000_000,
+    "scalar document": "just a string",
+    "no objects": "---\n---\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+async def test_hostile_input_is_an_error_and_the_service_goes_on(event_log: EventLog, name: str) -> None:
+    svc = await started(event_log)
+    reply = await svc.apply(HOSTILE[name])
+    assert reply.error.startswith("manifest not accepted"), reply
+    assert reply.results == ()
+    assert await events_of(event_log) == []
+    assert (await svc.apply(QUEUE)).results[0].outcome == ACCEPTED
+
+
+WRONG_TYPES = [
+    "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\nspec: [1, 2]",
+    "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\nspec: {tasks: 7}",
+    "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\nspec: {minAvailable: many, tasks: [{replicas: x}]}",
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{resources: {limits: {cpu: [1]}}}]}",
+    "apiVersion: v1\nkind: Pod\nmetadata: [1]\nspec: {}",
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: [x]}\nspec: {containers: 3}",
+]
+
+
+@pytest.mark.parametrize("text", WRONG_TYPES)
+async def test_wrong_types_are_answered_never_raised(event_log: EventLog, text: str) -> None:
+    svc = await started(event_log)
+    reply = await svc.apply(text)
+    assert reply.error or all(r.outcome == REJECTED and r.reasons for r in reply.results)
+    assert reply.rejected
+    assert await events_of(event_log) == []
+
+
+async def test_api_bytes_round_trip_and_garbage(event_log: EventLog) -> None:
+    svc = AdmissionService(event_log, limits=Limits(max_bytes=10_000))
+    await svc.recover()
+    ok = decode(await svc.api_apply(encode(ApplyRequest(manifest=QUEUE, dry_run=True))), ApplyReply)
+    assert ok.results[0].outcome == ACCEPTED and await events_of(event_log) == []
+    bad = decode(await svc.api_apply(b"\xff\x00 not json"), ApplyReply)
+    assert bad.error.startswith("request not understood")

@@ -1,0 +1,152 @@
+"""The queue service over the log: default queues once, PodGroup and job phases, lifecycle
+policies, queue close/open and job suspend/resume/delete — each owed event appended once."""
+
+from __future__ import annotations
+
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    PlacementCommitted,
+    QueueCreated,
+    QueueStateChanged,
+    TaskFinished,
+    TaskPlacement,
+    TaskStarted,
+)
+from contracts.workloads import JobSpec, TaskSpec
+from services.queue.service import QueueService
+from services.runtime.eventlog import EventLog
+from tests.allocator.scenario import decoded, put
+
+
+def spec(name: str, replicas: int = 2, policies: tuple = (), max_retry: int = 3) -> JobSpec:
+    task = TaskSpec(name="w", replicas=replicas, cpu_milli=1000, memory_mib=1024)
+    return JobSpec(namespace="ns", name=name, queue="default", min_available=replicas,
+                   tasks=(task,), policies=policies, max_retry=max_retry)  # fmt: skip
+
+
+async def drain(svc: QueueService) -> None:
+    """Handle every delivered event until the consumer has nothing more (the service's own
+    appends included)."""
+    consumer = await svc.log.consumer("queue", svc.service.filter_subjects)
+    try:
+        while (d := await consumer.next(timeout=0.5)) is not None:
+            await svc.service.handle(d)
+    finally:
+        await consumer.close()
+
+
+async def started(log: EventLog) -> QueueService:
+    svc = QueueService(log)
+    await svc.recover()
+    await drain(svc)
+    return svc
+
+
+async def job_events(log: EventLog, name: str) -> list:
+    return decoded([m async for m in log.replay(1, log.subjects.job("ns", name))])
+
+
+async def run_tasks(log: EventLog, name: str, pods: list[str]) -> None:
+    s = log.subjects
+    await put(log, s.job("ns", name), PlacementCommitted(namespace="ns", name=name, placements=tuple(
+        TaskPlacement(task=p, node="n1") for p in pods)))  # fmt: skip
+    for p in pods:
+        await put(log, s.job("ns", name), TaskStarted(namespace="ns", name=name, task=p, node="n1"))
+
+
+async def test_default_queues_are_created_once(event_log: EventLog) -> None:
+    await started(event_log)
+    await started(event_log)  # a restart finds them in the log
+    created = decoded([m async for m in event_log.replay(1, event_log.subjects.all_queues())])
+    assert sorted(e.spec.name for e in created if isinstance(e, QueueCreated)) == ["default", "root"]
+
+
+async def test_job_runs_then_completes_once(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "j"), JobSubmitted(spec=spec("j")))
+    await run_tasks(event_log, "j", ["j-w-0", "j-w-1"])
+    await drain(svc)
+    phases = [e.phase for e in await job_events(event_log, "j") if isinstance(e, JobPhaseChanged)]
+    assert phases == ["Running"]
+    for p in ("j-w-0", "j-w-1"):
+        await put(event_log, s.job("ns", "j"),
+                  TaskFinished(namespace="ns", name="j", task=p, node="n1", exit_code=0))  # fmt: skip
+    await drain(svc)
+    await started(event_log)  # a restart owes nothing more
+    phases = [(e.phase, e.reason) for e in await job_events(event_log, "j")
+              if isinstance(e, JobPhaseChanged)]  # fmt: skip
+    assert phases == [("Running", ""), ("Completed", ""), ("Completed", "all pods finished")]
+
+
+async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    s = event_log.subjects
+    job = spec("r", policies=(("PodFailed", "RestartJob"),), max_retry=1)
+    await put(event_log, s.job("ns", "r"), JobSubmitted(spec=job))
+    await run_tasks(event_log, "r", ["r-w-0", "r-w-1"])
+    await put(event_log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-0", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)
+    events = await job_events(event_log, "r")
+    evicted = [e.task for e in events if isinstance(e, EvictionRequested)]
+    assert evicted == ["r-w-1"]  # the live pod is stopped; the failed one goes back to Pending
+    assert any(isinstance(e, TaskFinished) and e.reason == "restarted" and e.task == "r-w-0" for e in events)
+    assert [e.phase for e in events if isinstance(e, JobPhaseChanged)][-1] == "Restarting"
+    # the node agent reports the eviction; the job runs again and fails again: maxRetry 1 → Failed
+    await put(event_log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-1",
+                                                        node="n1", exit_code=137, reason="evicted"))  # fmt: skip
+    await run_tasks(event_log, "r", ["r-w-0", "r-w-1"])
+    await put(event_log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-1", node="n1", exit_code=2))  # fmt: skip
+    await drain(svc)
+    events = await job_events(event_log, "r")
+    last = [e for e in events if isinstance(e, JobPhaseChanged)][-1]
+    assert (last.phase, last.reason) == ("Failed", "RestartJob on PodFailed")
+    assert [e.task for e in events if isinstance(e, EvictionRequested)] == ["r-w-1", "r-w-0"]
+
+
+async def test_close_waits_for_podgroups_then_closed(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "c"), JobSubmitted(spec=spec("c", replicas=1)))
+    await drain(svc)
+    reply = await svc.command("close", "", "default")
+    assert reply.ok and "closed" in reply.message
+    assert svc.flow.projection.queues["default"].state == "Closing"
+    refused = await svc.command("close", "", "default")
+    assert not refused.ok and "already Closing" in refused.message
+    await run_tasks(event_log, "c", ["c-w-0"])
+    await put(event_log, s.job("ns", "c"),
+              TaskFinished(namespace="ns", name="c", task="c-w-0", node="n1"))  # fmt: skip
+    await drain(svc)
+    states = [e.state for e in decoded([m async for m in event_log.replay(1, s.queue("default"))])
+              if isinstance(e, QueueStateChanged)]  # fmt: skip
+    assert states == ["Closing", "Closed"]
+    assert (await svc.command("open", "", "default")).ok
+    assert not (await svc.command("close", "", "root")).ok
+    assert not (await svc.command("open", "", "nope")).ok
+
+
+async def test_suspend_resume_delete(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "x"), JobSubmitted(spec=spec("x", replicas=1)))
+    await run_tasks(event_log, "x", ["x-w-0"])
+    await drain(svc)
+    assert not (await svc.command("resume", "ns", "x")).ok
+    assert (await svc.command("suspend", "ns", "x")).ok
+    events = await job_events(event_log, "x")
+    assert isinstance(events[-2], EvictionRequested) and events[-2].task == "x-w-0"
+    assert (events[-1].phase, events[-1].reason) == ("Aborted", "suspended by user")
+    assert "ns/x" not in svc.flow.projection.jobs
+    restarted = await started(event_log)  # the suspended spec is known from the log alone
+    assert (await restarted.command("resume", "ns", "x")).ok
+    resubmitted = (await job_events(event_log, "x"))[-1]
+    assert isinstance(resubmitted, JobSubmitted) and resubmitted.spec == spec("x", replicas=1)
+    assert (await restarted.command("delete", "ns", "x")).ok
+    assert isinstance((await job_events(event_log, "x"))[-1], JobDeleted)
+    assert not (await restarted.command("delete", "ns", "x")).ok
