@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ApplyRequest, ApplyReply, decode, encode
+from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ApplyReply, ApplyRequest, decode, encode
 from contracts.events import JobSubmitted, QueueCreated, QueueStateChanged
 from services.admission.guard import Limits
 from services.admission.service import AdmissionService
@@ -125,7 +125,7 @@ HOSTILE = {
     "deep json": "[" * 100_000 + "]" * 100_000,
     "alias bomb": "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
     + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n"
-              for p, c in zip("abcdefgh", "bcdefghi", strict=True)),  # fmt: skip
+              for p, c in zip("abcdefgh", "bcdefghi", strict=True)),
     "too large": "# " + "x" * 2_000_000,
     "scalar document": "just a string",
     "no objects": "---\n---\n",
