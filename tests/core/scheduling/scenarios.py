@@ -1,7 +1,16 @@
 """Scenario tables (STYLE §12): YAML fixtures of cluster + workload + conf → expected outcome.
 
 One helper runs a scenario through the pure core (admission → events → projection → `decide`),
-the CLI test runs the very same fixture through `tessera simulate --cycles 1`.
+the CLI test runs the very same fixture through `tessera simulate --cycles 1`. Multi-step
+tables (`steps: all`, volcano.md §4 H) run the whole simulation instead: in-process through the
+engine, and through the CLI; both are checked against the same report expectations.
+
+Fixture keys: `conf` (volcano-scheduler.conf text; per table or per scenario), `ut_switches:
+true` (Volcano's unit tests enable only the switches they set — every other `enable*` switch of
+a listed plugin is written as false), `inventory`, `workload` (with optional `replace`),
+`expect`: `bound`/`pipelined` {ns/pod: node}, `evicted` [ns/pod], `phases` {ns/job: PodGroup
+phase after the session}, `rejected` [ns/name] (admission refused them), `pods` {ns/pod: phase}
+and `jobs` {ns/job: phase} (report view, multi-step tables).
 """
 
 from __future__ import annotations
@@ -14,12 +23,13 @@ from typing import Any
 import yaml
 
 from services.core.devices import build_vendors
-from services.core.scheduling.config import parse_conf
+from services.core.scheduling.config import SWITCHES, parse_conf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions
-from services.core.simulate.engine import load_simulation
+from services.core.simulate.engine import Simulation, load_simulation
 from services.core.simulate.inventory import load_inventory
-from services.core.workload import admit, load_documents
+from services.core.simulate.report import build_report
+from services.core.workload import Workload, admit, load_documents
 from services.core.workload.devicerequests import hami_parser
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
@@ -33,11 +43,29 @@ class Scenario:
     inventory: dict[str, Any]
     workload: str
     expect: dict[str, Any]
+    multi_step: bool = False
+
+
+@dataclass(frozen=True)
+class CoreResult:
+    decisions: Decisions
+    initial_phases: dict[str, str]
 
 
 @cache
 def vendors():  # type: ignore[no-untyped-def]
     return build_vendors()
+
+
+def only_listed_switches(conf: str) -> str:
+    """Volcano's unit tests build tiers in Go where an unset `Enabled*` pointer means *off*
+    (the file loader's ApplyPluginConfDefaults is not applied): write those offs explicitly."""
+    raw = yaml.safe_load(conf)
+    for tier in raw.get("tiers") or []:
+        for plugin in tier.get("plugins") or []:
+            for switch in SWITCHES:
+                plugin.setdefault(switch, False)
+    return yaml.safe_dump(raw, sort_keys=False)
 
 
 def load_table(table: str) -> list[Scenario]:
@@ -47,30 +75,50 @@ def load_table(table: str) -> list[Scenario]:
         workload = sc["workload"]
         for k, v in (sc.get("replace") or {}).items():
             workload = workload.replace(k, str(v))
-        out.append(
-            Scenario(
-                table,
-                name,
-                sc.get("conf", doc.get("conf")),
-                sc["inventory"],
-                workload,
-                sc["expect"],
-            )
-        )
+        conf = sc.get("conf", doc.get("conf"))
+        if sc.get("ut_switches", doc.get("ut_switches", False)):
+            conf = only_listed_switches(conf)
+        out.append(Scenario(table, name, conf, sc["inventory"], workload, sc["expect"],
+                            doc.get("steps") == "all"))  # fmt: skip
     return out
 
 
-def run_core(sc: Scenario) -> Decisions:
-    """One session through the pure core over the snapshot the simulator's log builds."""
+def load_tables(*tables: str) -> list[Scenario]:
+    return [sc for t in tables for sc in load_table(t)]
+
+
+def _admit(sc: Scenario) -> Workload:
     reg = vendors()
-    conf = parse_conf(sc.conf)
     workload = admit(load_documents(sc.workload), hami_parser(reg), reg.resource_names())
-    assert not workload.rejections, [r.message() for r in workload.rejections]
-    sim = load_simulation(
-        conf, reg, load_inventory(sc.inventory, reg.catalogue), workload, cycles=0
-    )
+    rejected = sorted(f"{r.namespace}/{r.name}".lstrip("/") for r in workload.rejections)
+    assert rejected == sorted(sc.expect.get("rejected", [])), [
+        r.message() for r in workload.rejections
+    ]
+    return workload
+
+
+def _simulation(sc: Scenario, cycles: int | None) -> Simulation:
+    reg = vendors()
+    return load_simulation(
+        parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), _admit(sc),
+        cycles=cycles,
+    )  # fmt: skip
+
+
+def run_core(sc: Scenario) -> CoreResult:
+    """One session through the pure core over the snapshot the simulator's log builds."""
+    sim = _simulation(sc, cycles=0)
     sim.run()  # submits the workload (and pre-existing placements) without running a session
-    return decide(sim.projection.snapshot(), conf)
+    snap = sim.projection.snapshot()
+    phases = {f"{j.spec.namespace}/{j.spec.name}": j.phase for j in snap.jobs}
+    return CoreResult(decide(snap, parse_conf(sc.conf)), phases)
+
+
+def run_engine(sc: Scenario) -> dict[str, Any]:
+    """The whole simulation in-process (multi-step tables); the report as the CLI writes it."""
+    sim = _simulation(sc, cycles=None)
+    sim.run()
+    return build_report(sim.log.messages())
 
 
 def bound_of(d: Decisions) -> dict[str, str]:
@@ -82,5 +130,69 @@ def bound_of(d: Decisions) -> dict[str, str]:
     }
 
 
+def pipelined_of(d: Decisions) -> dict[str, str]:
+    return {
+        f"{jp.namespace}/{p.task}": p.node for jp in d.placements if jp.pipelined
+        for p in jp.placements
+    }  # fmt: skip
+
+
 def evicted_of(d: Decisions) -> list[str]:
     return sorted(f"{e.namespace}/{e.task}" for e in d.evictions)
+
+
+def phases_of(r: CoreResult) -> dict[str, str]:
+    phases = dict(r.initial_phases)
+    for ph in r.decisions.phases:
+        phases[f"{ph.namespace}/{ph.name}"] = ph.phase
+    return phases
+
+
+def _same(what: str, got: object, want: object) -> None:
+    """The helper module is not assertion-rewritten by pytest: say what differed."""
+    assert got == want, f"{what}: got {got!r}, want {want!r}"
+
+
+def check_core(sc: Scenario, r: CoreResult) -> None:
+    d = r.decisions
+    if "bound" in sc.expect:
+        _same("bound", bound_of(d), sc.expect["bound"])
+    if "pipelined" in sc.expect:
+        _same("pipelined", pipelined_of(d), sc.expect["pipelined"])
+    if "evicted" in sc.expect:
+        _same("evicted", evicted_of(d), sorted(sc.expect["evicted"]))
+    if "phases" in sc.expect:
+        got = phases_of(r)
+        _same("phases", {k: got.get(k) for k in sc.expect["phases"]}, sc.expect["phases"])
+
+
+def check_report(sc: Scenario, report: dict[str, Any]) -> None:
+    """The same expectations read from a `tessera simulate` report."""
+    pods = {f"{p['namespace']}/{p['name']}": p for p in report["pods"]}
+    jobs = {f"{j['namespace']}/{j['name']}": j for j in report["jobs"]}
+    exp = sc.expect
+    if "bound" in exp:
+        got = {k: p["node"] for k, p in pods.items() if p["phase"] in ("Bound", "Running")}
+        if sc.multi_step:
+            got = {k: v for k, v in got.items() if k in exp["bound"]}
+        _same("bound", got, exp["bound"])
+    if "pipelined" in exp:
+        got = {k: p["node"] for k, p in pods.items() if p["phase"] == "Pipelined"}
+        _same("pipelined", got, exp["pipelined"])
+    if "evicted" in exp:
+        got_ev = sorted(f"{e['namespace']}/{e['name']}" for e in report["evictions"])
+        _same("evicted", got_ev, sorted(exp["evicted"]))
+    if "phases" in exp:
+        got_ph = {k: jobs[k]["phase"] if k in jobs else None for k in exp["phases"]}
+        _same("phases", got_ph, exp["phases"])
+    if "pods" in exp:
+        _same(
+            "pods", {k: pods[k]["phase"] if k in pods else None for k in exp["pods"]}, exp["pods"]
+        )
+    if "jobs" in exp:
+        _same(
+            "jobs", {k: jobs[k]["phase"] if k in jobs else None for k in exp["jobs"]}, exp["jobs"]
+        )
+    for c in report["cards"]:
+        assert c["memory_used"] <= c["memory_total"], c
+        assert c["slices_used"] <= c["slices_total"], c

@@ -1,17 +1,20 @@
 """`reclaim` (Volcano `actions/reclaim/reclaim.go`): inter-queue reclaim.
 
-For each queue (QueueOrder) that is not Overused, each starving job, each pending task: skip
-`preemptionPolicy: Never`; `Preemptive(queue, task)` must hold; on each node, reclaimees are
+Queues in QueueOrder; an Overused or non-Open queue is skipped. Per queue its best starving
+job (JobOrder), per pending task (TaskOrder): skip `preemptionPolicy: Never`;
+`Preemptive(queue, task)` must hold; on each candidate node (score order), reclaimees are
 Running/Bound preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
-them; victims are evicted while the task does not fit FutureIdle; the task is pipelined on the
-first node that works. The job's statement is committed if JobPipelined, else discarded.
+them, `ValidateVictims` needs FutureIdle + victims to cover the request; victims are evicted
+in victim order while the task does not fit FutureIdle; the task is pipelined on the first
+node that works. The job's statement is committed if JobPipelined, else discarded; the queue
+is pushed back so its next job gets a turn.
 """
 
 from __future__ import annotations
 
-from services.core.scheduling.actions.preempt import VICTIM_STATUSES, _candidate_nodes
+from services.core.scheduling.actions.preempt import VICTIM_STATUSES, candidate_nodes
 from services.core.scheduling.actions.victims import evict_until_fits, validate_victims
-from services.core.scheduling.model import JobInfo, QueueInfo
+from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
 
@@ -24,7 +27,8 @@ class ReclaimAction:
         for job in ssn.jobs.values():
             if job.phase == "Pending" or ssn.job_valid(job) or not ssn.job_starving(job):
                 continue
-            by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
+            if job.queue in ssn.queues and job.pending_tasks():
+                by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
         queues: PriorityQueue[QueueInfo] = PriorityQueue(
             ssn.queue_order, [ssn.queues[q] for q in sorted(by_queue)]
         )
@@ -37,31 +41,35 @@ class ReclaimAction:
                 continue
             job = jobs.pop()
             stmt = Statement(ssn)
-            for task in sorted(job.pending_tasks(), key=lambda t: (-t.priority, t.index, t.uid)):
-                if task.spec.preemption_policy == "Never":
+            tasks = PriorityQueue(ssn.task_order, job.pending_tasks())
+            while not tasks.empty():
+                task = tasks.pop()
+                if task.spec.preemption_policy == "Never" or not ssn.preemptive(queue, task):
                     continue
-                if not ssn.preemptive(queue, task):
-                    continue
-                if ssn.pre_predicate(task) is not None:
-                    continue
-                for node in _candidate_nodes(ssn, task):
-                    candidates = [
-                        t for t in node.tasks.values()
-                        if t.status in VICTIM_STATUSES and t.spec.preemptable
-                        and ssn.jobs[t.job].queue != queue.name
-                        and ssn.queues[ssn.jobs[t.job].queue].reclaimable
-                    ]  # fmt: skip
-                    victims = ssn.reclaimable(task, candidates)
-                    if not victims or not validate_victims(task, node, victims):
-                        continue
-                    sub = Statement(ssn)
-                    if evict_until_fits(ssn, task, node, victims, sub, "reclaim", check_first=True):
-                        sub.pipeline(task, node, ssn.bind_devices(task, node))
-                        stmt.merge(sub)
-                        break
-                    sub.discard()
+                if ssn.pre_predicate(task) is None:
+                    reclaim_for(ssn, stmt, queue, task)
             if ssn.job_pipelined(job):
                 stmt.commit()
             else:
                 stmt.discard()
             queues.push(queue)
+
+
+def reclaim_for(ssn: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo) -> bool:
+    for node in candidate_nodes(ssn, task):
+        candidates = [
+            t for t in node.tasks.values()
+            if t.status in VICTIM_STATUSES and t.spec.preemptable
+            and ssn.jobs[t.job].queue != queue.name
+            and ssn.queues[ssn.jobs[t.job].queue].reclaimable
+        ]  # fmt: skip
+        victims = ssn.reclaimable(task, candidates)
+        if not victims or not validate_victims(task, node, victims):
+            continue
+        sub = Statement(ssn)
+        if evict_until_fits(ssn, task, node, victims, sub, "reclaim"):
+            sub.pipeline(task, node, ssn.bind_devices(task, node))
+            stmt.merge(sub)
+            return True
+        sub.discard()
+    return False

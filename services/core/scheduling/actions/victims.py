@@ -38,17 +38,13 @@ def validate_victims(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) ->
 
 def evict_until_fits(
     ssn: Session, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo], stmt: Statement,
-    reason: str, check_first: bool,
+    reason: str,
 ) -> bool:  # fmt: skip
-    """Evict victims lowest-first until the task fits FutureIdle (and the predicates pass)."""
+    """Evict victims lowest-first while the task does not fit FutureIdle (checked before each
+    eviction, so nothing is evicted when it already fits)."""
     pq = victim_queue(ssn, task, victims)
-    while True:
-        if check_first and not ssn.fits_resources(task, node, future=True):
-            return True
+    while ssn.fits_resources(task, node, future=True):
         if pq.empty():
-            break
-        victim = pq.pop()
-        stmt.evict(victim, reason)
-        if not check_first and not ssn.fits_resources(task, node, future=True):
-            return True
-    return not ssn.fits_resources(task, node, future=True)
+            return False
+        stmt.evict(pq.pop(), reason)
+    return True

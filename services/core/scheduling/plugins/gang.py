@@ -34,6 +34,13 @@ def roles_met(job: JobInfo, statuses: frozenset[str]) -> bool:
     return all(counts.get(role, 0) >= n for role, n in job.min_task_member.items())
 
 
+def ready_num(job: JobInfo) -> int:
+    """Volcano `JobInfo.ReadyTaskNum`: Bound + Binding + Running + Allocated + Succeeded. Pending
+    BestEffort tasks count only for JobReady (`Ready()`), not for starving/pipelined/victims —
+    a BestEffort preemptor's job still starves (volcano #3335)."""
+    return sum(1 for t in job.tasks.values() if t.status in _READY)
+
+
 class GangPlugin:
     name = "gang"
 
@@ -58,12 +65,12 @@ class GangPlugin:
         return job.ready_task_num() >= job.min_available and roles_met(job, frozenset(_READY))
 
     def job_pipelined(self, job: JobInfo) -> int:
-        if job.ready_task_num() + job.waiting_task_num() >= job.min_available:
+        if ready_num(job) + job.waiting_task_num() >= job.min_available:
             return PERMIT
         return REJECT
 
     def job_starving(self, job: JobInfo) -> bool:
-        return job.ready_task_num() + job.waiting_task_num() < job.min_available
+        return ready_num(job) + job.waiting_task_num() < job.min_available
 
     def job_order(self, lhs: JobInfo, r: JobInfo) -> int:
         lr, rr = self.job_ready(lhs), self.job_ready(r)
@@ -78,7 +85,7 @@ class GangPlugin:
         for t in preemptees:
             job = self.ssn.jobs[t.job]
             if t.job not in occupied:
-                occupied[t.job] = job.ready_task_num()
+                occupied[t.job] = ready_num(job)
             if occupied[t.job] > job.min_available:
                 occupied[t.job] -= 1
                 victims.append(t)

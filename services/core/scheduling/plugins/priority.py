@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import JobInfo, TaskInfo
+from services.core.scheduling.plugins.gang import ready_num
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT
 
@@ -44,4 +45,4 @@ class PriorityPlugin:
         return victims, PERMIT
 
     def job_starving(self, job: JobInfo) -> bool:
-        return job.ready_task_num() + job.waiting_task_num() < len(job.tasks)
+        return ready_num(job) + job.waiting_task_num() < len(job.tasks)
