@@ -354,8 +354,10 @@ class Admission:
         self.queues.pop(q.name, None)
         self.rejections.append(Rejection("Queue", "", q.name, path, str(value), rule))
 
-    def _check_queue(self, ctx: _Ctx, path: str, queue: str) -> None:
-        """Volcano job webhook: queue exists, is Open, is not root and is a leaf."""
+    def _check_queue(self, ctx: _Ctx, path: str, queue: str, existing: bool = False) -> None:
+        """Volcano job webhook: queue exists, is Open, is not root and is a leaf. An `existing`
+        object (a PodGroup given with a non-Pending status) passed that webhook when it was
+        created; a queue closed since then does not refuse it."""
         if queue == "root":
             ctx.reject(path, queue, "can not submit job to root queue")
             return
@@ -364,7 +366,7 @@ class Admission:
             if queue != "default":
                 ctx.reject(path, queue, "queue does not exist")
             return
-        if spec.state != "Open":
+        if spec.state != "Open" and not existing:
             ctx.reject(path, queue, "can only submit job to queue with state `Open`")
         if any(q.parent == queue for q in self.queues.values()):
             ctx.reject(path, queue, "can only submit job to a leaf queue")
@@ -539,10 +541,10 @@ class Admission:
         spec = doc.get("spec") or {}
         min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
         queue = str(spec.get("queue") or "default")
-        self._check_queue(ctx, "spec.queue", queue)
+        phase = str((doc.get("status") or {}).get("phase") or "")
+        self._check_queue(ctx, "spec.queue", queue, existing=phase not in ("", "Pending"))
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
-        phase = str((doc.get("status") or {}).get("phase") or "")
         if phase and phase not in POD_GROUP_PHASES:
             ctx.reject("status.phase", phase, f"must be one of {', '.join(POD_GROUP_PHASES)}")
         min_task = spec.get("minTaskMember") or {}

@@ -5,13 +5,14 @@ Allocatable: queue Open (and a leaf under hierarchy) and allocated + req ≤ rea
 the queue and every ancestor. Enqueueable: minResources + allocated + inqueue − elastic ≤
 realCapability. Reclaimable: victim keeps its queue ≥ guarantee and its queue is above deserved
 on a dimension the victim requests. Preemptive: ≤ realCapability and < deserved on some
-requested dimension. Share = max allocated/deserved (no deserved ⇒ 1). No Overused.
+requested dimension; reclaimees are weighed in victim order. Share = max allocated/deserved (no deserved ⇒ 1). No Overused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.core.scheduling.actions.victims import victim_queue
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins import shares as sh
@@ -131,7 +132,9 @@ class CapacityPlugin:
         running: dict[str, sh.Vec] = {}
         victims = []
         rdims = {k for k, v in sh.vec(reclaimer.qreq).items() if v > 0}
-        for t in reclaimees:
+        ordered = victim_queue(self.ssn, reclaimer, reclaimees)
+        while not ordered.empty():
+            t = ordered.pop()
             q = self.ssn.jobs[t.job].queue
             a = self.attrs[q]
             alloc = running.setdefault(q, dict(a.allocated))
