@@ -52,6 +52,7 @@ class FgdPolicy(Policy):
     def __init__(self, workload: TargetWorkload, quantize: bool = True) -> None:
         self.frag = FragmentationModel(workload)
         self.quantize = quantize
+        self.score_step = 1.0 if quantize else None
 
     def _score(self, gain: float) -> float:
         if not self.quantize:

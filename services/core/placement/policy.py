@@ -41,6 +41,11 @@ class Policy(ABC):
 
     name: ClassVar[str]
     random_ties: ClassVar[bool] = False
+    #: Smallest difference between two unequal scores when scores are quantised (None: they are
+    #: continuous). The scheduler, which adds scores of several plugins and sees nodes in a
+    #: rotating order, uses it to break ties towards the earlier node without reordering
+    #: unequal scores.
+    score_step: float | None = None
 
     @abstractmethod
     def evaluate(self, node: NodeView, request: Request) -> Choice:

@@ -83,6 +83,7 @@ class TesseraPolicy(FgdPolicy):
         self.stranding_weight = stranding_weight
         self.residual_weight = residual_weight
         self.quantum = quantum
+        self.score_step = 1.0 if quantum > 0 else None
         self.waste = residual_waste(workload)
 
     def stranded(self, cpu_free: int, card_free: int) -> float:

@@ -6,15 +6,28 @@ node, e.g. `"2/2 CardInsufficientMemory"`). NodeOrder: only when `deviceshare.Sc
 > 0 (Volcano), the device layer's node score under the node policy × weight. The card choice
 made by the predicate is what the session books (Volcano books it in the predicates plugin's
 allocate handler). Arguments: `deviceshare.SchedulePolicy` (card policy: binpack | spread |
-HAMi chains; `fgd`/`tessera` select the placement package's rankers), `deviceshare.ScheduleWeight`,
+HAMi chains; or a placement policy `fgd` | `fgd-exact` | `tessera`, see below),
+`deviceshare.ScheduleWeight`,
 `deviceshare.NodeSchedulePolicy` (Tessera: HAMi's node policy, default binpack),
 `deviceshare.VGPUEnable` / `deviceshare.AscendHAMiVNPUEnable` (vendor switches),
 `deviceshare.HamiVnpuCore`. Per-pod `hami.io/gpu-scheduler-policy` and
 `hami.io/node-scheduler-policy` override them for that pod.
+
+Placement policies (`deviceshare.SchedulePolicy: tessera | fgd | fgd-exact`): node *and* card
+choice come from `services.core.placement`, the same `Policy.evaluate` the openb replay drives
+(`benchmarks/openb.py`). NodeOrder then scores every task, CPU-only ones included (where they go
+decides how much card capacity CPU strands), as ScheduleWeight (1 if unset) × the policy's
+score, with ties going to the earlier node in inventory order (the replay's first-in-order
+rule); the card(s) the policy picked on the chosen node are tried first at bind time, still
+under HAMi's checks. The predicate stays HAMi's fit. The target workload is derived from the
+session's tasks (`placementrank.session_workload`). For the policy to decide alone, it must be
+the only node-order plugin of the configuration (or outweigh the others); tasks the placement
+model cannot express (several device requests, template slices) keep HAMi's order.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from contracts.devices import CardSpec, CardUsage
@@ -29,9 +42,17 @@ from services.core.devices import (
     fit_node,
     prepare_task,
 )
-from services.core.devices.policies import node_preference
+from services.core.devices.policies import PLACEMENT_POLICIES, node_preference
+from services.core.placement import POLICIES, Policy, Request, fits
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.plugins.placementrank import (
+    ClusterCards,
+    node_view,
+    placement_ranker,
+    preferring,
+    session_workload,
+)
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import Status, unresolvable, unschedulable
 
@@ -49,6 +70,11 @@ def _flag(v: object, default: bool = False) -> bool:
     return str(v).lower() == "true"
 
 
+#: NodeOrder score of a node HAMi admits but the placement model does not (rounding at the edge):
+#: below any policy score, so it is only chosen when nothing else fits.
+UNFIT_SCORE = -1.0e9
+
+
 class DeviceSharePlugin:
     name = "deviceshare"
 
@@ -63,9 +89,9 @@ class DeviceSharePlugin:
         if _flag(args.get("deviceshare.AscendHAMiVNPUEnable")):
             self.enabled_vendors.add("huawei")
         ranker = None
-        if policy in ("fgd", "tessera", "fgd-exact"):
-            from services.core.scheduling.plugins.placementrank import placement_ranker
-
+        #: the placement policy's name when SchedulePolicy is one; built per session
+        self.placement = policy if policy in PLACEMENT_POLICIES else ""
+        if self.placement:
             ranker = placement_ranker(policy)
             policy = "spread"
         self.config = DeviceConfig(
@@ -76,9 +102,55 @@ class DeviceSharePlugin:
         )
         self._prepared: dict[str, TaskDevices | str] = {}
         self._fits: dict[tuple[str, str], NodeFit] = {}
+        self.policy: Policy | None = None
+        self._cluster: ClusterCards | None = None
+        self._requests: dict[str, Request | None] = {}
+        self._order_scale = 1.0
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.device_binder = self.bind
+        if self.placement:
+            self._cluster = ClusterCards(ssn.node_list)
+            tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
+            workload = session_workload(tasks, self._cluster)
+            if workload is not None:
+                self.policy = POLICIES[self.placement](workload)
+            self._order_scale = 1.0 / (len(ssn.snapshot.nodes) + 1)
+
+    def _request(self, task: TaskInfo) -> Request | None:
+        if task.uid not in self._requests:
+            assert self._cluster is not None
+            self._requests[task.uid] = self._cluster.request(task)
+        return self._requests[task.uid]
+
+    def placement_score(self, task: TaskInfo, node: NodeInfo) -> float | None:
+        """The placement policy's score for ``node`` (higher is better), ties broken towards the
+        earlier node; None when the policy does not apply to this task."""
+        if self.policy is None:
+            return None
+        request = self._request(task)
+        if request is None:
+            return None
+        view = node_view(node)
+        if not fits(view, request):
+            return UNFIT_SCORE  # HAMi's fit let it through; the placement model did not
+        score = self.policy.evaluate(view, request).score
+        if not isinstance(score, (int, float)):
+            raise TypeError(f"{self.placement}: node order needs a scalar score, got {score!r}")
+        step = self.policy.score_step
+        return float(score) - (step * node.order * self._order_scale if step else 0.0)
+
+    def placement_cards(self, task: TaskInfo, node: NodeInfo) -> tuple[str, ...]:
+        """Uuids of the cards the placement policy takes on ``node`` (empty: no opinion)."""
+        request = self._request(task) if self.policy is not None else None
+        if request is None or not request.num_cards:
+            return ()
+        view = node_view(node)
+        if not fits(view, request):
+            return ()
+        assert self.policy is not None
+        cards = self.policy.evaluate(view, request).cards
+        return tuple(node.cards[i].spec.uuid for i in cards)
 
     def _task(self, task: TaskInfo) -> TaskDevices | str:
         got = self._prepared.get(task.uid)
@@ -111,6 +183,10 @@ class DeviceSharePlugin:
         return None
 
     def node_order(self, task: TaskInfo, node: NodeInfo) -> float:
+        if self.placement:
+            score = self.placement_score(task, node)
+            if score is not None:
+                return score * (self.weight if self.weight > 0 else 1.0)
         if self.weight <= 0 or not task.spec.devices:
             return 0.0
         fit = self._fits.get((task.uid, node.name))
@@ -123,6 +199,9 @@ class DeviceSharePlugin:
         prepared = self._task(task)
         if isinstance(prepared, str):
             return ()
+        chosen = self.placement_cards(task, node) if self.placement else ()
+        if chosen and prepared.ranker is not None:
+            prepared = replace(prepared, ranker=preferring(chosen, prepared.ranker))
         result = fit_node(prepared, self._cards(node), node.annotations)
         self._fits.clear()
         if not isinstance(result, NodeFit):
