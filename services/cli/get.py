@@ -1,7 +1,10 @@
-"""`tessera get cards|nodes`: read a running system (found through `tessera up`'s state file).
+"""`tessera get queues|jobs|pods|nodes|cards`: read a running system (found through `tessera
+up`'s state file).
 
 Cards come from the allocator's projection over request/reply; nodes from the log itself (the
-last NodeRegistered of every node subject), so `get` works even while a service restarts.
+last NodeRegistered of every node subject); queues, jobs and pods are the records of a
+`tessera simulate` report built from a replay of the log — the same function, so the two agree
+field for field, and `get` works even while a service restarts.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ CARD_COLUMNS = (
     "slices_total",
 )
 NODE_COLUMNS = ("node", "cpu_milli", "memory_mib", "cards")
+POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
+JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
+QUEUE_COLUMNS = ("name", "state", "deserved", "allocated")
 
 
 def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
@@ -79,20 +85,58 @@ async def fetch_nodes(url: str, root: str) -> list[dict]:
         await log.close()
 
 
+async def fetch_report(url: str, root: str) -> dict:
+    """Replay the log and build the simulate report's records from it."""
+    from services.core.simulate.report import build_report
+
+    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    try:
+        return build_report([m async for m in log.replay()])
+    finally:
+        await log.close()
+
+
+def _table_view(what: str, rows: list[dict]) -> list[dict]:
+    """Flatten nested fields for the table; -o json/yaml keep the records as they are."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        if what == "pods":
+            r["devices"] = ",".join(
+                f"{d['uuid']}:{d['memory']}MB/{d['cores']}%" + (f"[{d['template']}]" if d["template"] else "")
+                for d in r["devices"]
+            )
+            r["node"] = r["node"] or ""
+        if what == "queues":
+            for k in ("deserved", "allocated"):
+                r[k] = " ".join(f"{res}={v}" for res, v in r[k].items())
+        out.append(r)
+    return out
+
+
 def cmd_get(args: argparse.Namespace) -> int:
-    state = read_state(Path(args.state_dir))
-    url = args.nats or state["nats"]
+    url = args.nats or read_state(Path(args.state_dir))["nats"]
     if args.what == "cards":
         rows, columns = asyncio.run(fetch_cards(url, args.root)), CARD_COLUMNS
-    else:
+    elif args.what == "nodes":
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
+    else:
+        report = asyncio.run(fetch_report(url, args.root))
+        rows = report[args.what]
+        if args.what != "queues" and not args.all_namespaces:
+            rows = [r for r in rows if r["namespace"] == args.namespace]
+        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS}[args.what]
+        if args.output == "table":
+            rows = _table_view(args.what, rows)
     print(render(rows, columns, args.output))
     return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    get = sub.add_parser("get", help="list cards or nodes of the running system")
-    get.add_argument("what", choices=["cards", "nodes"])
+    get = sub.add_parser("get", help="list queues, jobs, pods, nodes or cards of the running system")
+    get.add_argument("what", choices=["queues", "jobs", "pods", "nodes", "cards"])
+    get.add_argument("-n", "--namespace", default="default")
+    get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     get.add_argument("--nats", default="")
     get.add_argument("--root", default="tessera")

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from services.runtime.natsserver import NatsServer
@@ -42,30 +43,103 @@ def available(name: str) -> bool:
     return importlib.util.find_spec(f"services.{name}.__main__") is not None
 
 
-def _start(
-    name: str, args: list[str], log_dir: Path, timeout: float = 60.0
-) -> subprocess.Popen[str]:
-    log_file = (log_dir / f"{name}.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", f"services.{name}", *args],
-        stdout=subprocess.PIPE,
-        stderr=log_file,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise SystemExit(
-                f"{name} exited ({proc.wait()}) before it was ready; see {log_file.name}"
-            )
-        if "ready" in line:
-            return proc
-    proc.kill()
-    raise SystemExit(f"{name} not ready after {timeout}s")
+class ControlPlane:
+    """NATS (embedded unless a URL is given) + every service as its own process.
+
+    Used by `tessera up`, `tessera demo` and the end-to-end tests, which also `kill` and
+    `restart` single services. Processes start together and are waited for by their "ready"
+    line; all of them are stopped by PID in `stop()`.
+    """
+
+    def __init__(self, state_dir: Path, inventory: str = "", nats_url: str = "",
+                 scheduler_conf: str = "", env: dict[str, str] | None = None,
+                 extra: dict[str, list[str]] | None = None) -> None:  # fmt: skip
+        self.state_dir = state_dir
+        self.inventory = inventory
+        self.url = nats_url
+        self.scheduler_conf = scheduler_conf
+        self.env = {**os.environ, **(env or {})}
+        self.extra = extra or {}
+        self.server: NatsServer | None = None
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.log_dir = state_dir / "logs"
+
+    def names(self) -> list[str]:
+        return [n for n in SERVICES if available(n) and (n != "nodeagent" or self.inventory)]
+
+    def args_of(self, name: str) -> list[str]:
+        args = ["--nats", self.url, *self.extra.get(name, [])]
+        if name == "nodeagent":
+            args += ["--inventory", self.inventory]
+        if name == "scheduler" and self.scheduler_conf:
+            args += ["--scheduler-conf", self.scheduler_conf]
+        return args
+
+    def start(self, report: Callable[[str], None] = print) -> ControlPlane:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        if not self.url:
+            self.server = NatsServer(data_dir=self.state_dir / "nats").start()
+            self.url = self.server.url
+            report(f"nats-server (JetStream) on {self.url}, pid {self.server.pid}")
+        try:
+            for name in self.names():
+                self.procs[name] = self._spawn(name)
+            for name in self.names():
+                self._wait_ready(name)
+                report(f"  {name:10s} ready (pid {self.procs[name].pid})")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, name: str) -> subprocess.Popen[str]:
+        log_file = (self.log_dir / f"{name}.log").open("a")
+        return subprocess.Popen(
+            [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
+            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
+            start_new_session=True, env=self.env,
+        )  # fmt: skip
+
+    def _wait_ready(self, name: str, timeout: float = 60.0) -> None:
+        proc = self.procs[name]
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit(f"{name} exited ({proc.wait()}) before it was ready; "
+                                 f"see {self.log_dir / (name + '.log')}")  # fmt: skip
+            if "ready" in line:
+                return
+        raise SystemExit(f"{name} not ready after {timeout}s")
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs[name]
+        proc.send_signal(sig)
+        proc.wait(30)
+
+    def restart(self, name: str) -> None:
+        self.procs[name] = self._spawn(name)
+        self._wait_ready(name)
+
+    def state(self) -> dict:
+        return {
+            "nats": self.url,
+            "nats_pid": self.server.pid if self.server else None,
+            "services": {n: p.pid for n, p in self.procs.items()},
+        }
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            _stop_pid(proc.pid)
+            if proc.stdout is not None:
+                proc.stdout.close()
+            proc.poll()
+        self.procs.clear()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
 
 
 def _stop_pid(pid: int, timeout: float = 10.0) -> None:
@@ -79,6 +153,11 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             return
+        try:  # reap it if it is our child, or kill(0) keeps finding the zombie
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            pass
         time.sleep(0.05)
     try:
         os.kill(pid, signal.SIGKILL)
@@ -88,54 +167,30 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    log_dir = state_dir / "logs"
-    log_dir.mkdir(exist_ok=True)
-    server = None
-    url = args.nats
-    if not url:
-        server = NatsServer(data_dir=state_dir / "nats").start()
-        url = server.url
-        print(f"nats-server (JetStream) on {url}, pid {server.pid}")
-    common = ["--nats", url]
-    procs: dict[str, subprocess.Popen[str]] = {}
+    plane = ControlPlane(state_dir, args.inventory, args.nats, args.scheduler_conf)
+    for name in SERVICES:
+        if not available(name):
+            print(f"  {name:10s} not built yet: skipped")
+        elif name == "nodeagent" and not args.inventory:
+            print(f"  {name:10s} no --inventory given: no simulated nodes, skipped")
+    plane.start()
     detached = False
     try:
-        for name in SERVICES:
-            if not available(name):
-                print(f"  {name:10s} not built yet: skipped")
-                continue
-            if name == "nodeagent" and not args.inventory:
-                print(f"  {name:10s} no --inventory given: no simulated nodes, skipped")
-                continue
-            extra = (
-                ["--inventory", args.inventory] if name == "nodeagent" and args.inventory else []
-            )
-            procs[name] = _start(name, common + extra, log_dir)
-            print(f"  {name:10s} ready (pid {procs[name].pid})")
-        state = {
-            "nats": url,
-            "nats_pid": server.pid if server else None,
-            "services": {n: p.pid for n, p in procs.items()},
-        }
-        state_file(state_dir).write_text(json.dumps(state, indent=2))
+        state_file(state_dir).write_text(json.dumps(plane.state(), indent=2))
         if args.detach:
             print(f"detached; `tessera down` stops it (state in {state_file(state_dir)})")
             detached = True
             return 0
         print("running; Ctrl-C stops everything")
         try:
-            while all(p.poll() is None for p in procs.values()):
+            while all(p.poll() is None for p in plane.procs.values()):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         return 0
     finally:
         if not detached:
-            for p in procs.values():
-                _stop_pid(p.pid)
-            if server:
-                server.stop()
+            plane.stop()
             state_file(state_dir).unlink(missing_ok=True)
 
 
@@ -156,6 +211,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser("up", help="start NATS and the services as separate processes")
     up.add_argument("--nats", default="", help="use this NATS instead of the embedded one")
     up.add_argument("--inventory", default="", help="simulated nodes for the node-agent")
+    up.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf for the scheduler")
     up.add_argument("--detach", action="store_true")
     up.add_argument("--state-dir", default=str(STATE_DIR))
     up.set_defaults(func=cmd_up)
