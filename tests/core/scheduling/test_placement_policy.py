@@ -13,6 +13,13 @@ import random
 
 import pytest
 
+from benchmarks.openb_trace import (
+    arrival_sequence,
+    capacity_milli,
+    data_dir,
+    load_nodes,
+    load_trace,
+)
 from contracts.devices import CardSpec
 from contracts.workloads import DeviceRequest, JobSpec, QueueSpec, TaskSpec
 from services.core.placement import POLICIES, NodeView, Placer, Request, TargetWorkload
@@ -68,29 +75,44 @@ def pods(n: int, seed: int) -> list[tuple[int, int, int, int]]:
 
 
 def card(node: str, i: int, model: str) -> st.CardSnap:
-    spec = CardSpec(uuid=f"{node}-c{i}", node=node, index=i, type=model, vendor="nvidia",
+    """A soft-sliceable NVIDIA card; HAMi matches the request type "NVIDIA" in the card type."""
+    kind = model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+    spec = CardSpec(uuid=f"{node}-c{i}", node=node, index=i, type=kind, vendor="nvidia",
                     memory=CARD_MEMORY, cores=100, split_count=10)  # fmt: skip
     return st.CardSnap(spec)
 
 
-def snapshot(sequence: list[tuple[int, int, int, int]]) -> st.Snapshot:
-    nodes = tuple(
-        st.NodeSnap(name, cpu, mem, 110, cards=tuple(card(name, i, model) for i in range(k)))
-        for name, cpu, mem, model, k in NODES
-    )
+def cluster() -> list[NodeView]:
+    return [NodeView(n, cpu, mem, model, (1000,) * k) for n, cpu, mem, model, k in NODES]
+
+
+def requests(sequence: list[tuple[int, int, int, int]]) -> list[Request]:
+    return [Request(cpu, mem, k, milli) for cpu, mem, k, milli in sequence]
+
+
+def snapshot(nodes: list[NodeView], pods: list[Request]) -> st.Snapshot:
+    """Empty nodes in inventory order and one single-pod job per request, created in order."""
+    snaps = tuple(
+        st.NodeSnap(n.name, n.cpu_milli, n.memory_mib, 1001,
+                    cards=tuple(card(n.name, i, n.model) for i in range(len(n.cards))))
+        for n in nodes
+    )  # fmt: skip
     jobs = []
-    for i, (cpu, mem, k, milli) in enumerate(sequence):
+    for i, r in enumerate(pods):
+        pct = r.card_milli // 10
         devices = (
-            (DeviceRequest("nvidia", "NVIDIA", k, memory_pct=milli // 10, cores=milli // 10),)
-            if k
+            (DeviceRequest("nvidia", "NVIDIA", r.num_cards, memory_pct=pct, cores=pct),)
+            if r.num_cards
             else ()
         )
-        task = TaskSpec(name="main", cpu_milli=cpu, memory_mib=mem, devices=devices)
+        task = TaskSpec(
+            name="main", cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, devices=devices
+        )
         spec = JobSpec("default", f"pod-{i:03d}", tasks=(task,))
         pod = st.TaskSnap(f"pod-{i:03d}-main-0", "main", 0, task)
         jobs.append(st.JobSnap(spec, created=i + 1, phase="Inqueue", tasks=(pod,)))
     queue = st.QueueSnap(QueueSpec("default"), created=0)
-    return st.Snapshot(seq=1, nodes=nodes, queues=(queue,), jobs=tuple(jobs))
+    return st.Snapshot(seq=1, nodes=snaps, queues=(queue,), jobs=tuple(jobs))
 
 
 def scheduler_choices(snap: st.Snapshot, policy: str) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -105,13 +127,12 @@ def scheduler_choices(snap: st.Snapshot, policy: str) -> dict[str, tuple[str, tu
 
 
 def placer_choices(
-    sequence: list[tuple[int, int, int, int]], policy: str
+    nodes: list[NodeView], pods: list[Request], policy: str
 ) -> dict[str, tuple[str, tuple[int, ...]]]:
-    requests = [Request(cpu, mem, k, milli) for cpu, mem, k, milli in sequence]
-    views = [NodeView(n, cpu, mem, model, (1000,) * k) for n, cpu, mem, model, k in NODES]
-    placer = Placer(views, POLICIES[policy](TargetWorkload.from_requests(requests)))
+    """The benchmark's engine (what `benchmarks.openb.replay` runs), nodes in inventory order."""
+    placer = Placer(nodes, POLICIES[policy](TargetWorkload.from_requests(pods)))
     out = {}
-    for i, r in enumerate(requests):
+    for i, r in enumerate(pods):
         placement = placer.place(r)
         if placement is not None:
             out[f"pod-{i:03d}"] = (placement.node, tuple(sorted(placement.cards)))
@@ -121,42 +142,39 @@ def placer_choices(
 @pytest.mark.parametrize("policy", ["tessera", "fgd"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_scheduler_binds_where_the_benchmark_placer_places(policy: str, seed: int) -> None:
-    sequence = pods(40, seed)
-    want = placer_choices(sequence, policy)
-    got = scheduler_choices(snapshot(sequence), policy)
+    sequence = requests(pods(40, seed))
+    want = placer_choices(cluster(), sequence, policy)
+    got = scheduler_choices(snapshot(cluster(), sequence), policy)
     assert len(want) >= 20  # the cluster fills up: some pods do not fit anywhere
     assert got == want
 
 
 def test_placement_policy_differs_from_hami_default_order() -> None:
-    sequence = pods(40, 1)
-    assert scheduler_choices(snapshot(sequence), "tessera") != scheduler_choices(
-        snapshot(sequence), "binpack"
-    )
+    snap = snapshot(cluster(), requests(pods(40, 1)))
+    assert scheduler_choices(snap, "tessera") != scheduler_choices(snap, "binpack")
 
 
 def test_session_workload_is_the_shape_histogram_of_all_session_tasks() -> None:
-    sequence = pods(40, 2)
-    ssn = open_session(snapshot(sequence), parse_conf(CONF.format(policy="tessera")))
+    sequence = requests(pods(40, 2))
+    ssn = open_session(snapshot(cluster(), sequence), parse_conf(CONF.format(policy="tessera")))
     plugin = ssn.plugins["deviceshare"]
     assert isinstance(plugin, DeviceSharePlugin) and plugin.policy is not None
-    requests = [Request(cpu, mem, k, milli) for cpu, mem, k, milli in sequence]
-    assert plugin.policy.frag.workload == TargetWorkload.from_requests(requests)
+    assert plugin.policy.frag.workload == TargetWorkload.from_requests(sequence)
 
 
 def test_request_translation_percent_absolute_memory_and_type_filters() -> None:
-    ssn = open_session(snapshot([]), parse_conf(CONF.format(policy="tessera")))
-    cluster = ClusterCards(ssn.node_list)
+    ssn = open_session(snapshot(cluster(), []), parse_conf(CONF.format(policy="tessera")))
+    cards = ClusterCards(ssn.node_list)
     # 47 % cores and memory -> 470 milli per card; no type filter
     soft = DeviceRequest("nvidia", "NVIDIA", 1, memory_pct=47, cores=47)
-    assert cluster.card_milli(soft, frozenset({"NVIDIA-T4"})) == 470
+    assert cards.card_milli(soft, frozenset({"NVIDIA-T4"})) == 470
     # 2,500 MB on 10,000 MB cards, 10 % cores -> memory dominates: 250 milli
     absolute = DeviceRequest("nvidia", "NVIDIA", 1, memory=2_500, cores=10)
-    assert cluster.card_milli(absolute, frozenset({"NVIDIA-T4"})) == 250
+    assert cards.card_milli(absolute, frozenset({"NVIDIA-T4"})) == 250
     # a bare card count is a whole card
-    assert cluster.card_milli(DeviceRequest("nvidia", "NVIDIA", 1), frozenset()) == 1000
+    assert cards.card_milli(DeviceRequest("nvidia", "NVIDIA", 1), frozenset()) == 1000
     only_v100 = DeviceRequest("nvidia", "NVIDIA", 1, use_types=("V100",), cores=30)
-    assert cluster.types_for(only_v100) == frozenset({"NVIDIA-V100"})
+    assert cards.types_for(only_v100) == frozenset({"NVIDIA-V100"})
 
 
 def test_card_free_milli_is_the_scarcer_of_memory_and_cores() -> None:
@@ -168,3 +186,18 @@ def test_card_free_milli_is_the_scarcer_of_memory_and_cores() -> None:
     assert card_free_milli(spec, CardUsage(memory_used=9_000, cores_used=10, slices_used=1)) == 100
     assert card_free_milli(spec, CardUsage(slices_used=4)) == 0  # slots exhausted
     assert card_free_milli(spec, CardUsage(exclusive=True, slices_used=1)) == 0
+
+
+@pytest.mark.skipif(
+    not (data_dir() / "openb_node_list_gpu_node.csv").exists(), reason="openb data not present"
+)
+@pytest.mark.parametrize("policy", ["tessera", "fgd"])
+def test_scheduler_matches_the_openb_replay_on_real_trace_pods(policy: str) -> None:
+    """31 real openb nodes and a seeded `default` arrival sequence to 130 % of card capacity (model-
+    constrained pods left out: the small cluster lacks most models)."""
+    nodes = load_nodes()[::40]
+    trace = [r for r in load_trace("default") if r.models is None]
+    pods = arrival_sequence(trace[:200], capacity_milli(nodes), 42)
+    want = placer_choices(nodes, pods, policy)
+    assert len(want) < len(pods)  # some pods found no room
+    assert scheduler_choices(snapshot(nodes, pods), policy) == want
