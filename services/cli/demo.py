@@ -1,11 +1,11 @@
-"""`tessera demo` (what `make run` runs): the article's scenario on a simulated cluster.
+"""`tessera demo` (what `make run` runs): the article's scenario on a running Tessera.
 
-Today it (1) starts the embedded nats-server and proves the event log round trip, then (2) runs
-the article's manifests plus 8 inference pods and one invalid pod through the scheduling cores
-in-process (`tessera simulate`'s engine: the same decide/evolve code the services run, over the
-in-memory log), prints placements, a per-card ledger view, and the same workload under
-whole-card exclusive placement. The multi-process version (admission → queue → scheduler →
-allocator → node-agent over JetStream) is not wired up yet, and the demo says so.
+It starts the embedded nats-server and the five services as separate processes (simulated
+nodes from examples/inventory.yaml), applies the article's manifests plus 8 inference pods and
+one invalid pod through the admission service, follows the log until every object reached the
+outcome examples/expected.yaml names for it, prints the placements and the per-card ledger, and
+compares card use with the same workload under whole-card exclusive placement (simulated
+in-process). Exit 0 only if every object reached its expected outcome.
 """
 
 from __future__ import annotations
@@ -13,37 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-async def nats_round_trip(data_dir: Path) -> bool:
-    from contracts.events import NodeLost
-    from contracts.registry import default_registry
-    from services.runtime.eventlog import Appended, Entry
-    from services.runtime.eventlog.jetstream import JetStreamLog
-    from services.runtime.natsserver import NatsServer
-
-    with NatsServer(data_dir=data_dir) as server:
-        print(f"[1/4] embedded nats-server (JetStream) on {server.url} (pid {server.pid})")
-        log = await JetStreamLog.connect(server.url)
-        reg = default_registry()
-        probe = NodeLost(node="demo-probe", reason="log round-trip check")
-        entry = Entry(
-            log.subjects.node("demo-probe"), reg.encode(probe), reg.envelope(probe).to_headers()
-        )
-        result = await log.append(entry)
-        back = await log.last(log.subjects.node("demo-probe"))
-        await log.close()
-    ok = isinstance(result, Appended) and back is not None and back.data == entry.data
-    print(
-        f"      stream {log.stream}: append + read back {'ok' if ok else 'FAILED'}; server stopped"
-    )
-    return ok
+WAIT_SECONDS = 90.0
 
 
 def whole_card(docs: list[dict]) -> list[dict]:
@@ -109,44 +86,112 @@ def print_cards(report: dict[str, Any]) -> None:
             )
 
 
+def check(expected: dict[str, dict], replies: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """What is not yet as expected (empty = done): one line per object."""
+    pods = {p["name"]: p for p in report["pods"]}
+    missing = []
+    for name, want in expected.items():
+        if want["phase"] == "Rejected":
+            r = replies.get(name)
+            reasons = " ".join(r.reasons) if r else ""
+            if r is None or r.outcome != "rejected" or want.get("reason", "") not in reasons:
+                missing.append(f"{name}: expected Rejected ({want.get('reason', '')}), got "
+                               f"{r.outcome if r else 'no reply'} {reasons}")  # fmt: skip
+            continue
+        got = pods.get(name)
+        if got is None or got["phase"] != want["phase"]:
+            phase = got["phase"] if got else ("rejected: " + " ".join(replies[name].reasons)
+                                              if name in replies else "absent")  # fmt: skip
+            why = f" ({got['reason']})" if got and got.get("reason") else ""
+            missing.append(f"{name}: expected {want['phase']}, is {phase}{why}")
+    return missing
+
+
+async def follow(url: str, expected: dict[str, dict], replies: dict[str, Any]) -> tuple[dict, list[str]]:
+    """Rebuild the report whenever the log grew, until nothing is missing or time is up."""
+    from services.cli.get import fetch_report
+    from services.runtime.eventlog.jetstream import JetStreamLog
+
+    log = await JetStreamLog.connect(url)
+    deadline = time.monotonic() + WAIT_SECONDS
+    seen, shown = -1, ""
+    try:
+        while True:
+            seq = await log.last_sequence()
+            if seq != seen:
+                seen = seq
+                report = await fetch_report(url, log.subjects.root)
+                missing = check(expected, replies, report)
+                phases = report["metrics"]["pods_by_phase"]
+                line = f"      log #{seq}: " + ", ".join(f"{k} {v}" for k, v in phases.items())
+                if line != shown:
+                    print(line, flush=True)
+                    shown = line
+                if not missing:
+                    return report, []
+            if time.monotonic() > deadline:
+                return report, missing
+            await asyncio.sleep(0.25)
+    finally:
+        await log.close()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from services.cli.control import apply_text, print_apply
+    from services.cli.get import fetch_cards
+    from services.cli.up import ControlPlane
+
     inventory = EXAMPLES / "inventory.yaml"
-    docs = [
-        d
-        for f in ("article.yaml", "inference.yaml")
-        for d in yaml.safe_load_all((EXAMPLES / f).read_text())
-        if d
-    ]
+    files = ("article.yaml", "inference.yaml")
+    texts = [(EXAMPLES / f).read_text() for f in files]
+    docs = [d for t in texts for d in yaml.safe_load_all(t) if d]
+    expected = yaml.safe_load((EXAMPLES / "expected.yaml").read_text())["pods"]
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tessera-demo-") as tmp_name:
         tmp = Path(tmp_name)
-        ok = asyncio.run(nats_round_trip(tmp / "nats"))
-        print(
-            f"[2/4] simulating {len(docs)} objects from examples/ on {inventory.name} (shared placement)"
-        )
-        shared = simulate(inventory, docs, tmp, "shared")
-        print_placements(shared)
-        print("[3/4] per-card ledger (cards with slices)")
-        print_cards(shared)
-        valid = [d for d in docs if d["metadata"]["name"] != "bad-typo"]
+        print("[1/5] starting NATS (JetStream) and the five services as separate processes")
+        plane = ControlPlane(tmp / "state", inventory=str(inventory))
+        try:
+            plane.start(lambda line: print("      " + line.strip(), flush=True))
+            print(f"[2/5] tessera apply -f examples/{files[0]} -f examples/{files[1]}")
+            reply = apply_text(plane.url, "tessera", "\n---\n".join(texts))
+            print_apply(reply, "table")
+            replies = {r.name: r for r in reply.results}
+            print(f"[3/5] following the log until every object reaches its expected outcome "
+                  f"(examples/expected.yaml, at most {WAIT_SECONDS:g}s)")  # fmt: skip
+            shared, missing = asyncio.run(follow(plane.url, expected, replies))
+            print("[4/5] placements (tessera get pods) and the per-card ledger (tessera get cards)")
+            print_placements(shared)
+            cards = asyncio.run(fetch_cards(plane.url, "tessera"))
+            print_cards({"cards": cards})
+        finally:
+            plane.stop()
+        valid = [d for d in docs if replies.get(d["metadata"]["name"]) is None
+                 or replies[d["metadata"]["name"]].outcome != "rejected"]  # fmt: skip
         whole = simulate(inventory, whole_card(valid), tmp, "whole")
-    print("[4/4] the same workload under whole-card exclusive placement")
-    for label, rep in (("shared (Tessera)", shared), ("whole-card", whole)):
-        m = rep["metrics"]
-        running = m["pods_by_phase"].get("Running", 0)
-        print(f"      {label:18s} pods running {running:2d}  cards in use {m['cards_in_use']:2d}/{m['cards_total']}"
-              f"  card memory allocated {100 * m['card_memory_allocated_ratio']:5.1f}%")  # fmt: skip
-    pending = [p for p in shared["pods"] if p["phase"] == "Pending"]
-    if pending:
-        print("\nStill pending in the shared run, with the scheduler's reason:")
-        for p in pending:
-            print(f"  {p['name']}: {p['reason']}")
-    print(
-        "\nNot yet built: the multi-process demo (admission → queue → scheduler → allocator →\n"
-        "node-agent over JetStream) and `tessera apply`; this demo runs the same cores in-process."
-    )
-    return 0 if ok else 1
+    print("[5/5] the same workload under whole-card exclusive placement (simulated)")
+    used = [c for c in cards if c["slices_used"]]
+    mem = sum(c["memory_used"] for c in cards) / max(1, sum(c["memory_total"] for c in cards))
+    running = shared["metrics"]["pods_by_phase"].get("Running", 0)
+    print(f"      {'shared (Tessera)':18s} pods running {running:2d}  cards in use {len(used):2d}/{len(cards)}"
+          f"  card memory allocated {100 * mem:5.1f}%")  # fmt: skip
+    m = whole["metrics"]
+    print(f"      {'whole-card':18s} pods running {m['pods_by_phase'].get('Running', 0):2d}"
+          f"  cards in use {m['cards_in_use']:2d}/{m['cards_total']}"
+          f"  card memory allocated {100 * m['card_memory_allocated_ratio']:5.1f}%")  # fmt: skip
+    for p in whole["pods"]:
+        if p["phase"] == "Pending":
+            print(f"        whole-card: {p['name']} waits: {p['reason']}")
+    took = time.monotonic() - started
+    if missing:
+        print(f"\nNOT as expected after {took:.0f}s:")
+        for line in missing:
+            print(f"  {line}")
+        return 1
+    print(f"\nevery object reached its expected outcome ({len(expected)} objects, {took:.0f}s)")
+    return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="the article's scenario on a simulated cluster (make run)")
+    demo = sub.add_parser("demo", help="the article's scenario on a running Tessera (make run)")
     demo.set_defaults(func=cmd_demo)
