@@ -31,6 +31,17 @@ def task_request(spec: TaskSpec) -> Resource:
     return Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
 
 
+def task_shape(spec: TaskSpec) -> tuple[object, ...]:
+    """Everything of a task that the node-local predicates and scores read (resource request,
+    device requests, policy annotations, selectors, affinity, tolerations) and nothing that only
+    names it: two tasks with equal shapes get equal results on a node in an equal state."""
+    return (
+        spec.cpu_milli, spec.memory_mib, tuple(sorted(spec.scalars.items())), spec.devices,
+        tuple(sorted(spec.annotations.items())), tuple(sorted(spec.node_selector.items())),
+        spec.affinity, spec.tolerations,
+    )  # fmt: skip
+
+
 def queue_request(spec: TaskSpec) -> Resource:
     """What a task counts against its queue: device counts included (Volcano's plain request)."""
     return Resource(spec.cpu_milli, spec.memory_mib, 0, spec.scalars)
@@ -59,6 +70,9 @@ class NodeInfo:
     taints: tuple[tuple[str, str, str], ...]  # (key, value, effect)
     cards: list[CardInfo]
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    #: task shape → (FIT_* kind, reason or score), valid until the node changes: the session
+    #: clears it on every allocate/deallocate/evict on this node (see actions/nodes.py).
+    fit_cache: dict[tuple[object, ...], tuple[int, str | float]] = field(default_factory=dict)
 
     def future_idle(self) -> Resource:
         """Volcano: FutureIdle = Idle + Releasing − Pipelined."""
@@ -80,6 +94,7 @@ class TaskInfo:
     priority: int = 0
     score: float = 0.0
     qreq: Resource = field(default_factory=Resource)  # what it counts against its queue
+    shape: tuple[object, ...] | None = None  # task_shape(spec), filled on first use
 
     @property
     def best_effort(self) -> bool:
@@ -165,4 +180,5 @@ __all__ = [
     "TaskInfo",
     "queue_request",
     "task_request",
+    "task_shape",
 ]

@@ -38,6 +38,12 @@ T = TypeVar("T")
 
 PluginFactory = Callable[[PluginConf], Plugin]
 
+#: Plugins whose `predicate` and `node_order` read only the task's spec and the node's own
+#: state (labels, taints, annotations, resources, cards). Only when every predicate/node-order
+#: plugin of the configuration is listed may results be cached per (node state, task shape);
+#: a plugin that reads anything else (other nodes, queue or job state) must stay off this list.
+NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare"})
+
 
 class PriorityQueue(Generic[T]):
     """A heap ordered by a `less(lhs, r)` function, like Volcano's `util.PriorityQueue`."""
@@ -95,6 +101,7 @@ class Session:
         conf: SchedulerConf,
         plugins: Mapping[str, PluginFactory],
         uid: int = 0,
+        node_cache: bool = True,
     ) -> None:
         self.uid = uid or snapshot.seq
         self.snapshot = snapshot
@@ -127,6 +134,14 @@ class Session:
                     if fn is None or (switch is not None and not pconf.enabled(switch)):
                         continue
                     self._fns[hook][-1].append((pconf.name, fn))
+        #: cache predicate/score results per node and task shape (actions/nodes.py); False
+        #: gives the straightforward evaluation the cached one must always agree with
+        self.node_cache = node_cache and all(
+            name in NODE_LOCAL_PLUGINS
+            for hook in ("predicate", "node_order")
+            for tier in self._fns[hook]
+            for name, _ in tier
+        )
         for plugin in self.plugins.values():
             plugin.on_session_open(self)
 
@@ -326,6 +341,7 @@ class Session:
         task.node = node.name
         task.slices = slices
         node.tasks[task.uid] = task
+        node.fit_cache.clear()
         if pipelined:
             node.pipelined.add(task.resreq)
         else:
@@ -341,6 +357,7 @@ class Session:
 
     def deallocate_task(self, task: TaskInfo, prev_status: str) -> None:
         node = self.nodes[task.node]
+        node.fit_cache.clear()
         pipelined = task.status == st.PIPELINED
         if pipelined:
             node.pipelined.sub(task.resreq)
@@ -359,6 +376,7 @@ class Session:
 
     def evict_task(self, task: TaskInfo, reason: str) -> None:
         node = self.nodes[task.node]
+        node.fit_cache.clear()
         node.releasing.add(task.resreq)
         task.status = st.RELEASING
         self.eviction_reasons[task.uid] = reason
@@ -369,6 +387,7 @@ class Session:
 
     def unevict_task(self, task: TaskInfo, prev_status: str) -> None:
         node = self.nodes[task.node]
+        node.fit_cache.clear()
         node.releasing.sub(task.resreq)
         task.status = prev_status
         self.jobs[task.job].allocated.add(task.resreq)

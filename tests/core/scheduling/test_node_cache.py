@@ -1,0 +1,235 @@
+"""The per-node result cache (`Session.node_cache`, actions/nodes.py) must never change a decision.
+
+A seeded generator builds clusters (template and hami-core nodes, labels, taints, busy cards,
+running and releasing pods) and workloads (whole cards, vNPU templates, soft slices, gangs,
+selectors, tolerations, two queues); every session is run with the cache and with the
+straightforward evaluation, and the decisions — placements with their cards and scores,
+evictions, unschedulable reasons with per-node reasons — must be equal.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from contracts.devices import CardUsage
+from contracts.workloads import DeviceRequest, JobSpec, QueueSpec, TaskSpec, Toleration
+from services.core.devices import build_vendors
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import PluginConf, SchedulerConf, default_conf, parse_conf
+from services.core.scheduling.decide import close_session, decide
+from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.registry import build_actions, build_plugins
+from services.core.scheduling.session import Session
+from services.core.simulate.inventory import load_inventory
+
+CARD = "Ascend910B3"
+WHOLE = DeviceRequest(vendor="huawei", type=CARD, count=1, memory_pct=100, exclusive=True)
+VIR05 = DeviceRequest(vendor="huawei", type=CARD, count=1, memory=16384, cores=5,
+                      template="vir05_1c_16g")  # fmt: skip
+VIR10 = DeviceRequest(vendor="huawei", type=CARD, count=1, memory=32768, cores=10,
+                      template="vir10_3c_32g")  # fmt: skip
+SOFT = DeviceRequest(vendor="huawei", type=CARD, count=1, memory=8192, cores=20, mode="hami-core")
+TWO_WHOLE = DeviceRequest(vendor="huawei", type=CARD, count=2, memory_pct=100, exclusive=True)
+
+FULL_CONF = """
+actions: "enqueue, allocate, backfill, preempt, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+      deviceshare.AscendHAMiVNPUEnable: true
+      deviceshare.SchedulePolicy: binpack
+      deviceshare.ScheduleWeight: 5
+"""
+
+
+def _nodes(rng: random.Random) -> tuple[st.NodeSnap, ...]:
+    inv = []
+    for n in range(rng.randint(3, 30)):
+        node: dict[str, object] = {
+            "name": f"n{n:02d}", "cpu": rng.choice([8, 16, 64]),
+            "memory": rng.choice(["32Gi", "128Gi", "512Gi"]), "pods": rng.choice([3, 8, 110]),
+            "labels": {"zone": rng.choice("ab")},
+            "devices": [{"type": CARD, "count": rng.choice([0, 2, 4, 8])}],
+        }  # fmt: skip
+        if rng.random() < 0.3:
+            node["annotations"] = {"hami-vnpu-core": "true"}
+        if rng.random() < 0.2:
+            node["taints"] = ["dedicated=train:NoSchedule"]
+        inv.append(node)
+    out = []
+    for ev in load_inventory({"nodes": inv}, build_vendors().catalogue):
+        cards = []
+        for c in ev.cards:
+            used = rng.choice([0, 0, 0, 1, 2, 3])
+            usage = CardUsage(memory_used=min(used * 16384, c.memory), cores_used=min(used * 5, c.cores),
+                              slices_used=used)  # fmt: skip
+            cards.append(st.CardSnap(c, usage, seq=rng.randint(1, 99)))
+        out.append(st.NodeSnap(ev.node, ev.cpu_milli, ev.memory_mib, ev.pods, dict(ev.labels),
+                               dict(ev.annotations), tuple(ev.taints), tuple(cards)))  # fmt: skip
+    return tuple(out)
+
+
+def _task(rng: random.Random, name: str, replicas: int) -> TaskSpec:
+    device = rng.choice([None, WHOLE, VIR05, VIR05, VIR10, SOFT, SOFT, TWO_WHOLE])
+    devices = () if device is None else (device,)
+    scalars = {f"huawei.com/{CARD}": 1000 * device.count} if device else {}
+    annotations = {"huawei.com/vnpu-mode": "hami-core"} if device is SOFT else {}
+    if device is not None and rng.random() < 0.15:
+        annotations["hami.io/node-scheduler-policy"] = "spread"
+    return TaskSpec(
+        name=name, replicas=replicas, cpu_milli=rng.choice([0, 500, 2000, 8000]),
+        memory_mib=rng.choice([0, 1024, 16384]), devices=devices, scalars=scalars,
+        annotations=annotations,
+        node_selector={"zone": rng.choice("ab")} if rng.random() < 0.2 else {},
+        tolerations=(Toleration(key="dedicated", operator="Exists"),) if rng.random() < 0.3 else (),
+        priority=rng.choice([0, 0, 10]),
+    )  # fmt: skip
+
+
+def _jobs(rng: random.Random, nodes: tuple[st.NodeSnap, ...]) -> tuple[st.JobSnap, ...]:
+    jobs = []
+    for j in range(rng.randint(5, 60)):
+        replicas = rng.choice([1, 1, 1, 2, 4])
+        spec = JobSpec(
+            namespace="ns", name=f"j{j:02d}", queue=rng.choice(["default", "q2"]),
+            kind="Job" if replicas > 1 else "Pod",
+            min_available=rng.randint(1, replicas), priority=rng.choice([0, 0, 100]),
+            tasks=(_task(rng, "w", replicas),),
+        )  # fmt: skip
+        phase = rng.choice(["Pending", "Inqueue", "Inqueue", "Running"])
+        tasks = []
+        for pod, role, i, t in st.task_names(spec):
+            status, node = st.PENDING, ""
+            if phase == "Running" and rng.random() < 0.6 and not t.devices:
+                status = rng.choice([st.RUNNING, st.RUNNING, st.BOUND, st.RELEASING])
+                node = rng.choice(nodes).name
+            tasks.append(st.TaskSnap(pod, role, i, t, status, node))
+        jobs.append(st.JobSnap(spec, created=j + 1, phase=phase, tasks=tuple(tasks)))
+    return tuple(jobs)
+
+
+def random_snapshot(seed: int) -> st.Snapshot:
+    rng = random.Random(seed)
+    nodes = _nodes(rng)
+    queues = (
+        st.QueueSnap(QueueSpec(name="default", weight=1), created=0),
+        st.QueueSnap(QueueSpec(name="q2", weight=rng.choice([1, 3])), created=0),
+    )
+    return st.Snapshot(seq=1000 + seed, now=0.0, nodes=nodes, queues=queues, jobs=_jobs(rng, nodes))
+
+
+def run(snapshot: st.Snapshot, conf: SchedulerConf, node_cache: bool) -> Decisions:
+    """`decide`, with the cache switched on or off."""
+    ssn = Session(snapshot, conf, build_plugins(), node_cache=node_cache)
+    assert ssn.node_cache is node_cache
+    actions = build_actions()
+    for name in conf.actions:
+        actions[name].execute(ssn)
+    for plugin in ssn.plugins.values():
+        close = getattr(plugin, "on_session_close", None)
+        if close is not None:
+            close(ssn)
+    return close_session(ssn)
+
+
+def _conf(name: str) -> SchedulerConf:
+    if name == "default":
+        return default_conf()
+    full = parse_conf(FULL_CONF)
+    if name == "allocate-twice":  # the second allocate sees nodes changed by evictions
+        actions = ("enqueue", "allocate", "preempt", "reclaim", "allocate", "backfill")
+        return SchedulerConf(actions, full.tiers)
+    return full
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("conf_name", ["default", "full", "allocate-twice"])
+def test_cached_session_decides_like_the_straightforward_one(seed: int, conf_name: str) -> None:
+    conf = _conf(conf_name)
+    snap = random_snapshot(seed)
+    cached = run(snap, conf, node_cache=True)
+    assert cached == run(snap, conf, node_cache=False)
+    assert cached == decide(snap, conf)  # the real entry point takes the cached path
+
+
+def test_generator_exercises_the_interesting_paths() -> None:
+    """Guard against a generator that only ever produces trivial sessions."""
+    conf = parse_conf(FULL_CONF)
+    placed = pipelined = unschedulable = evicted = node_reasons = 0
+    for seed in range(40):
+        d = run(random_snapshot(seed), conf, node_cache=True)
+        placed += sum(len(p.placements) for p in d.placements if not p.pipelined)
+        pipelined += sum(len(p.placements) for p in d.placements if p.pipelined)
+        unschedulable += len(d.unschedulable)
+        node_reasons += sum(len(u.node_reasons) for u in d.unschedulable)
+        evicted += len(d.evictions)
+    assert placed > 100 and unschedulable > 20 and node_reasons > 50
+    assert pipelined > 0 and evicted > 0
+
+
+def test_cache_is_off_when_a_predicate_plugin_is_not_node_local() -> None:
+    """A plugin outside NODE_LOCAL_PLUGINS may read session state: no caching then."""
+
+    class LookAround:
+        name = "lookaround"
+
+        def __init__(self, conf: PluginConf) -> None:
+            pass
+
+        def on_session_open(self, ssn: Session) -> None:
+            pass
+
+        def predicate(self, task: object, node: object) -> None:
+            return None
+
+    conf = parse_conf(FULL_CONF)
+    extra = SchedulerConf(conf.actions, (*conf.tiers, (PluginConf("lookaround"),)))
+    plugins = {**build_plugins(), "lookaround": LookAround}
+    assert Session(random_snapshot(0), conf, plugins).node_cache
+    assert not Session(random_snapshot(0), extra, plugins).node_cache  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("node_cache", [True, False])
+def test_every_node_change_is_seen_by_the_next_scan(node_cache: bool) -> None:
+    """Evict, un-evict, allocate and deallocate each change what fits; a cached outcome from
+    before the change must not be served after it."""
+    from services.core.scheduling.actions.nodes import predicate_nodes
+
+    busy = TaskSpec(name="w", cpu_milli=8000, memory_mib=1024)
+    running = st.JobSnap(JobSpec(namespace="ns", name="old", tasks=(busy,)), created=1,
+                         phase="Running", tasks=(st.TaskSnap("old-w-0", "w", 0, busy, st.RUNNING, "n0"),))  # fmt: skip
+    want = st.JobSnap(JobSpec(namespace="ns", name="new", tasks=(busy,)), created=2,
+                      phase="Inqueue", tasks=(st.TaskSnap("new-w-0", "w", 0, busy),))  # fmt: skip
+    snap = st.Snapshot(seq=1, nodes=(st.NodeSnap("n0", 8000, 4096),),
+                       queues=(st.QueueSnap(QueueSpec(name="default"), created=0),),
+                       jobs=(running, want))  # fmt: skip
+    ssn = Session(snap, default_conf(), build_plugins(), node_cache=node_cache)
+    old, new = ssn.jobs["ns/old"].tasks["old-w-0"], ssn.jobs["ns/new"].tasks["new-w-0"]
+    node = ssn.nodes["n0"]
+
+    def outcome() -> str:
+        fit = predicate_nodes(ssn, new, ssn.node_list)
+        return "idle" if fit.idle else "future" if fit.future else fit.errors["n0"]
+
+    assert outcome() == "Insufficient cpu"
+    ssn.evict_task(old, "preempt")
+    assert outcome() == "future"
+    ssn.unevict_task(old, st.RUNNING)
+    assert outcome() == "Insufficient cpu"
+    ssn.deallocate_task(old, st.PENDING)
+    assert outcome() == "idle"
+    ssn.allocate_task(old, node, (), pipelined=False)
+    assert outcome() == "Insufficient cpu"
