@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from contracts.devices import CardSpec, SliceSpec
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import AscendChip, Catalogue
@@ -165,13 +167,16 @@ class AscendVendor:
         elif memory is None or memory == 0:
             mem_pct, exclusive = 100, True  # whole card
         elif single is None:
-            violations.append(
-                Violation(
-                    mem_name,
-                    str(memory),
-                    f"a vNPU size needs one chip model; {count_name} covers {', '.join(c.common_word for c in chips)}",
-                )
-            )
+            # A family name (`huawei.com/Ascend910`) covers models with different templates: the
+            # size is rounded per card at fit time (`_per_card`), once the model is known.
+            fits_some = [c for c in chips if trim_memory(c, memory) is not None]
+            if not fits_some:
+                violations.append(Violation(mem_name, str(memory), "exceeds card capacity "
+                                            f"{max(c.memory_capacity for c in chips)}"))  # fmt: skip
+            elif count is not None and count > 1:
+                violations.append(Violation(mem_name, str(memory), "vNPU not supported for multiple "
+                                            f"devices: {count_name}={count} must request whole cards"))  # fmt: skip
+            mem_mb = memory
         else:
             trimmed = trim_memory(single, memory)
             if trimmed is None:
@@ -247,9 +252,26 @@ class AscendVendor:
     def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:
         return 100 if gate.hami_core else card.cores
 
+    def _per_card(self, card: CardSpec, request: DeviceRequest) -> DeviceRequest:
+        """A family-name vNPU size (template unknown at parse time) rounded for this card's
+        model: its template, a whole card, or (too big for this model) more memory than it has."""
+        if request.template is not None or request.exclusive or request.mode or not request.memory:
+            return request
+        chip = self.chips.get(card.type)
+        if chip is None or not request.allowed_types:
+            return request
+        trimmed = trim_memory(chip, request.memory)
+        if trimmed is None:
+            return msgspec.structs.replace(request, memory=card.memory + 1)
+        if trimmed.template is None:
+            return msgspec.structs.replace(request, memory=0, memory_pct=100, exclusive=True)
+        return msgspec.structs.replace(request, memory=trimmed.memory, template=trimmed.template,
+                                       cores=trimmed.ai_core)  # fmt: skip
+
     def core_request(self, card: CardSpec, request: DeviceRequest, gate: NodeGate) -> int:
         """Whole cards take every core; template slices book their aiCore on template nodes and
         nothing on hami-core nodes (HAMi books Coresreq=0 there); soft slices their ``-core`` %."""
+        request = self._per_card(card, request)
         if request.exclusive:
             return self.core_capacity(card, gate)
         if request.template is not None:
@@ -257,6 +279,7 @@ class AscendVendor:
         return min(request.cores, 100)
 
     def memory_request(self, card: CardSpec, request: DeviceRequest) -> int:
+        request = self._per_card(card, request)
         if request.memory == 0 and 0 < request.memory_pct < PCT_UNSET:
             return card.memory * request.memory_pct // 100
         return request.memory
@@ -264,6 +287,7 @@ class AscendVendor:
     def make_slice(
         self, card: CardSpec, request: DeviceRequest, gate: NodeGate, memory: int, cores: int
     ) -> SliceSpec:
+        request = self._per_card(card, request)
         if request.template is not None:
             # On a hami-core node (v2.10 mode-agnostic) HAMi books no cores for a template pod;
             # the node agent picks the shape from the superset runtime info.

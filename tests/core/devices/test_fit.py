@@ -705,3 +705,31 @@ def test_fitted_slices_are_accepted_by_the_ledger(
         state = CardState(uuid=a.card, spec=specs[a.card], usage=usages[a.card])
         out = decide(state, ReserveSlice("ns/job/t-0", a.slice))
         assert isinstance(out, list) and len(out) == 1, out
+
+
+@pytest.mark.parametrize(
+    ("card_type", "asked", "template", "memory"),
+    [
+        ("Ascend910B3", 2000, "vir05_1c_16g", 16384),
+        ("Ascend910A", 2000, "vir02", 2184),
+        ("Ascend910B3", 40000, None, 65536),  # above the biggest template: the whole card
+    ],
+)
+def test_family_name_size_is_rounded_for_the_card_model(
+    card_type: str, asked: int, template: str | None, memory: int
+) -> None:
+    """`huawei.com/Ascend910` covers several models: the vNPU template comes from the card."""
+    reqs = ascend({"huawei.com/Ascend910": 1, "huawei.com/Ascend910-memory": asked}, {})
+    assert reqs[0].template is None and reqs[0].memory == asked
+    mem = 32768 if card_type == "Ascend910A" else 65536
+    card = npu("c0", 0, card_type, mem=mem)
+    r = fit_task([(card, use())], reqs, registry=REG)
+    assert isinstance(r, NodeFit), r
+    s = r.assignments[0].slice
+    assert (s.template, s.memory) == (template, memory)
+
+
+def test_family_name_size_too_big_for_a_small_model_does_not_fit_it() -> None:
+    reqs = ascend({"huawei.com/Ascend910": 1, "huawei.com/Ascend910-memory": 40000}, {})
+    r = fit_task([(npu("a0", 0, "Ascend910A", mem=32768), use())], reqs, registry=REG)
+    assert isinstance(r, NodeMisfit) and "CardInsufficientMemory" in r.message

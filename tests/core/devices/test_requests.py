@@ -316,9 +316,9 @@ REJECTIONS = [
     ({"huawei.com/Ascend910B3": "0.5"}, None, ["huawei.com/Ascend910B3=0.5 is not an integer"]),
     ({"huawei.com/Ascend910B3": 0}, None, ["huawei.com/Ascend910B3=0 must be >= 1"]),
     (
-        {"huawei.com/Ascend910": 1, "huawei.com/Ascend910-memory": 4000},
+        {"huawei.com/Ascend910": 1, "huawei.com/Ascend910-memory": 70000},
         None,
-        ["a vNPU size needs one chip model"],
+        ["huawei.com/Ascend910-memory=70000 exceeds card capacity 65536"],
     ),
     (
         {"nvidia.com/gpu-mem": 3000, "nvidia.com/gpu": 1},
