@@ -72,15 +72,18 @@ class Envelope(Record, frozen=True):
         )
 
 
-def msg_id(cause: str, index: int = 0) -> str:
-    """Deterministic message id from the causing fact and the output's index.
+def msg_id(cause: str, index: int = 0, producer: str = "") -> str:
+    """Deterministic message id from the producer, the causing fact and the output's index.
 
     Re-processing the same cause yields the same ids, so JetStream's duplicate window drops the
-    second copy: this is what makes handlers idempotent across crashes and redelivery.
+    second copy: this is what makes handlers idempotent across crashes and redelivery. The
+    producer (the service name) keeps two services that react to the same event apart — without
+    it the queue service's answer to a TaskFinished and the allocator's release batch for it
+    would share ids, and the later one would be dropped (or refused, inside an atomic batch).
     """
     if len(cause) > 100:
         cause = hashlib.sha256(cause.encode()).hexdigest()[:40]
-    return f"{cause}#{index}"
+    return f"{producer}:{cause}#{index}" if producer else f"{cause}#{index}"
 
 
 def content_id(kind: str, body: bytes) -> str:

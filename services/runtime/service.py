@@ -86,7 +86,7 @@ class EventService:
 
     def entry(self, out: Outgoing, cause: Received | None = None, index: int = 0) -> Entry:
         """Encode one outgoing event with a deterministic id and the current trace context."""
-        mid = out.msg_id or (msg_id(cause.cause, index) if cause else "")
+        mid = out.msg_id or (msg_id(cause.cause, index, self.name) if cause else "")
         env = self.registry.envelope(
             out.event,
             msg_id=mid,

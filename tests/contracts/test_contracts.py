@@ -52,6 +52,7 @@ def test_envelope_round_trip_and_errors() -> None:
 def test_msg_ids_are_deterministic_and_bounded() -> None:
     assert msg_id("seq:5", 2) == msg_id("seq:5", 2) != msg_id("seq:5", 3)
     assert len(msg_id("x" * 500, 1)) < 64
+    assert msg_id("seq:5", 0, "allocator") != msg_id("seq:5", 0, "queue")  # services apart
 
 
 def test_registry_round_trips_every_event_and_names_bad_fields() -> None:

@@ -1,0 +1,137 @@
+"""The whole system as separate processes: NATS + admission, queue, scheduler, allocator and a
+node agent. The demo workload places as examples/expected.yaml says; then, with a wave of short
+inference jobs in flight, the allocator and the scheduler are killed with SIGKILL and restarted —
+and the log shows nothing lost (every job ran and completed) and nothing doubled (one commit,
+one start, one finish per pod; no card ever over its capacity; final ledgers = running pods)."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contracts.api import ApplyReply, ApplyRequest, decode, encode
+from contracts.events import (
+    JobPhaseChanged,
+    NodeRegistered,
+    PlacementCommitted,
+    SliceReleased,
+    SliceReserved,
+    TaskFinished,
+    TaskStarted,
+)
+from services.cli.control import request
+from services.cli.demo import check
+from services.cli.get import fetch_report
+from services.cli.up import ControlPlane
+from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.allocator.scenario import decoded
+from tests.processes import ROOT, wait_until
+
+EXAMPLES = ROOT / "examples"
+WAVE = 24  # inference jobs of 32 GB for 1 s each: more than the free slots at once
+
+
+def wave() -> str:
+    docs = []
+    for i in range(WAVE):
+        docs.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"wave-{i}", "namespace": "serve",
+                         "annotations": {"tessera.io/duration": "1"}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {
+                "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "32768"}}}]},
+        })  # fmt: skip
+    return yaml.safe_dump_all(docs)
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path / "state", inventory=str(EXAMPLES / "inventory.yaml"))
+    cp.start(report=lambda _line: None)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+async def apply(url: str, text: str) -> ApplyReply:
+    data = await request(url, "tessera", "admission", "apply", encode(ApplyRequest(manifest=text)))
+    return decode(data, ApplyReply)
+
+
+async def test_demo_workload_then_kill_allocator_and_scheduler(plane: ControlPlane) -> None:
+    texts = [(EXAMPLES / f).read_text() for f in ("article.yaml", "inference.yaml")]
+    expected = yaml.safe_load((EXAMPLES / "expected.yaml").read_text())["pods"]
+    reply = await apply(plane.url, "\n---\n".join(texts))
+    replies = {r.name: r for r in reply.results}
+    assert replies["bad-typo"].outcome == "rejected"
+    report: dict = {}
+
+    async def as_expected() -> bool:
+        nonlocal report
+        report = await fetch_report(plane.url, "tessera")
+        return not check(expected, replies, report)
+
+    await wait_until(as_expected, timeout=60, what="the demo workload's expected outcomes")
+
+    wave_reply = await apply(plane.url, wave())
+    assert {r.outcome for r in wave_reply.results} == {"accepted"}
+    plane.kill("allocator")
+    plane.kill("scheduler")
+    plane.restart("allocator")
+    plane.restart("scheduler")
+
+    async def wave_done() -> bool:
+        nonlocal report
+        report = await fetch_report(plane.url, "tessera")
+        done = [p for p in report["pods"] if p["namespace"] == "serve" and p["phase"] == "Succeeded"]
+        return len(done) == WAVE
+
+    await wait_until(wave_done, timeout=120, what="every wave pod to run and succeed")
+    assert not check(expected, replies, report)  # the demo pods still run where they were
+
+    events: list = []
+    log = await JetStreamLog.connect(plane.url)
+
+    async def released() -> bool:  # the allocator releases after it reads each TaskFinished
+        nonlocal events
+        events = decoded([m async for m in log.replay()])
+        return holders(events) == running_owners(report)
+
+    try:
+        await wait_until(released, timeout=60, what="ledgers to hold exactly the running pods")
+    finally:
+        await log.close()
+    wave_jobs = {f"wave-{i}" for i in range(WAVE)}
+    commits = collections.Counter(e.name for e in events if isinstance(e, PlacementCommitted))
+    starts = collections.Counter(e.task for e in events if isinstance(e, TaskStarted))
+    finishes = collections.Counter(e.task for e in events if isinstance(e, TaskFinished))
+    completed = collections.Counter(e.name for e in events if isinstance(e, JobPhaseChanged)
+                                    and e.phase == "Completed" and e.reason)  # fmt: skip
+    for job in wave_jobs:
+        assert commits[job] == 1, (job, commits[job])
+        assert starts[job] == 1 and finishes[job] == 1, (job, starts[job], finishes[job])
+        assert completed[job] == 1, (job, completed[job])
+    specs = {c.uuid: c for e in events if isinstance(e, NodeRegistered) for c in e.cards}
+    for e in events:
+        if isinstance(e, SliceReserved | SliceReleased):
+            spec, u = specs[e.card], e.usage
+            assert u.memory_used <= spec.memory and u.slices_used <= spec.split_count, e
+            owners = [s.owner for s in u.slices]
+            assert len(owners) == len(set(owners)), e
+
+
+def holders(events: list) -> set[str]:
+    last: dict[str, SliceReserved | SliceReleased] = {}
+    for e in events:
+        if isinstance(e, SliceReserved | SliceReleased):
+            last[e.card] = e
+    return {s.owner for e in last.values() for s in e.usage.slices}
+
+
+def running_owners(report: dict) -> set[str]:
+    return {f"{p['namespace']}/{p['job']}/{p['name']}" for p in report["pods"] if p["phase"] == "Running"}
