@@ -21,8 +21,8 @@ from services.core.scheduling.decisions import (
     Unschedulable,
 )
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
+from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
-from services.core.scheduling.resources import Resource
 from services.core.scheduling.session import PluginFactory, Session
 
 
@@ -84,12 +84,7 @@ def close_session(ssn: Session) -> Decisions:
                     job.namespace, job.name, reason, dict(sorted(job.node_errors.items()))
                 )
             )
-    allocated: dict[str, Resource] = {}
-    for job in ssn.jobs.values():
-        acc = allocated.setdefault(job.queue, Resource())
-        for t in job.tasks.values():
-            if t.status in ALLOCATED_STATUSES:
-                acc.add(t.qreq)
+    allocated = queue_allocated(ssn)
     deserved: dict[str, Mapping[str, int]] = {}
     prop = ssn.plugins.get("proportion") or ssn.plugins.get("capacity")
     if prop is not None:
@@ -101,9 +96,23 @@ def close_session(ssn: Session) -> Decisions:
         evictions=evictions,
         unschedulable=tuple(unschedulable),
         phases=phases,
-        queue_allocated={q: r.to_map() for q, r in sorted(allocated.items())},
+        queue_allocated=allocated,
         queue_deserved=deserved,
     )
+
+
+def queue_allocated(ssn: Session) -> dict[str, dict[str, int]]:
+    """Σ of what each queue's allocated tasks count against it (devices as card shares)."""
+    qs = shares_of(ssn)
+    out: dict[str, dict[str, int]] = {}
+    for job in ssn.jobs.values():
+        acc = out.setdefault(job.queue, {})
+        for t in job.tasks.values():
+            if t.status in ALLOCATED_STATUSES:
+                for k, v in qs.task(t).items():
+                    acc[k] = acc.get(k, 0) + round(v)
+    return {q: {k: v for k, v in sorted(r.items()) if v or k in ("cpu", "memory")}
+            for q, r in sorted(out.items())}  # fmt: skip
 
 
 def _unschedulable_reason(ssn: Session, job: JobInfo) -> str:

@@ -33,6 +33,7 @@ from contracts.registry import UnknownEventType, default_registry
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import conf_from_mapping
 from services.core.scheduling.decide import open_session
+from services.core.scheduling.plugins.shares import shares_of
 from services.runtime.eventlog.model import StoredMessage
 
 SESSION_HEADER = "Tessera-Session"
@@ -206,19 +207,21 @@ def _device(cards: dict[str, tuple[CardSpec, CardUsage]], uuid: str, s: Any) -> 
 
 
 def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, Any]]) -> None:
-    """deserved: proportion's water-filling over the final state; allocated: Σ running requests."""
+    """deserved: proportion's water-filling over the final state; allocated: Σ running requests
+    (devices as the card shares they hold, `plugins/shares.py`)."""
     snap = projection.snapshot()
     conf = conf_from_mapping({"actions": "", "tiers": [{"plugins": [{"name": "proportion"}]}]})
     ssn = open_session(snap, conf)
     prop = ssn.plugins["proportion"]
+    qs = shares_of(ssn)
     alloc: dict[str, dict[str, int]] = {}
     for job in ssn.jobs.values():
         acc = alloc.setdefault(job.queue, {})
         for t in job.tasks.values():
             if t.status in (st.RUNNING, st.BOUND, st.ALLOCATED):
-                for k, v in t.qreq.to_map().items():
-                    if v:
-                        acc[k] = acc.get(k, 0) + v
+                for k, v in qs.task(t).items():
+                    if round(v):
+                        acc[k] = acc.get(k, 0) + round(v)
     for name, q in queues.items():
         if q["state"] == "Rejected":
             continue

@@ -10,7 +10,10 @@ true` (Volcano's unit tests enable only the switches they set — every other `e
 a listed plugin is written as false), `inventory`, `workload` (with optional `replace`),
 `expect`: `bound`/`pipelined` {ns/pod: node}, `evicted` [ns/pod], `phases` {ns/job: PodGroup
 phase after the session}, `rejected` [ns/name] (admission refused them), `pods` {ns/pod: phase}
-and `jobs` {ns/job: phase} (report view, multi-step tables).
+and `jobs` {ns/job: phase} (report view, multi-step tables), `devices` {ns/pod: ["<card uuid>
+<template or -> <memory> <cores>"]}, `cards` {uuid: {memory_used, cores_used, slices_used}}
+after the session, `reasons` {ns/job: text the unschedulable reason contains}. Without `conf`
+a scenario runs Tessera's built-in configuration.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import yaml
 
 from services.core.devices import build_vendors
-from services.core.scheduling.config import SWITCHES, parse_conf
+from services.core.scheduling.config import DEFAULT_CONF, SWITCHES, parse_conf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions
 from services.core.simulate.engine import Simulation, load_simulation
@@ -50,6 +53,7 @@ class Scenario:
 class CoreResult:
     decisions: Decisions
     initial_phases: dict[str, str]
+    card_usage: dict[str, dict[str, int]]  # before the session
 
 
 @cache
@@ -75,7 +79,7 @@ def load_table(table: str) -> list[Scenario]:
         workload = sc["workload"]
         for k, v in (sc.get("replace") or {}).items():
             workload = workload.replace(k, str(v))
-        conf = sc.get("conf", doc.get("conf"))
+        conf = sc.get("conf", doc.get("conf")) or DEFAULT_CONF
         if sc.get("ut_switches", doc.get("ut_switches", False)):
             conf = only_listed_switches(conf)
         out.append(Scenario(table, name, conf, sc["inventory"], workload, sc["expect"],
@@ -111,7 +115,12 @@ def run_core(sc: Scenario) -> CoreResult:
     sim.run()  # submits the workload (and pre-existing placements) without running a session
     snap = sim.projection.snapshot()
     phases = {f"{j.spec.namespace}/{j.spec.name}": j.phase for j in snap.jobs}
-    return CoreResult(decide(snap, parse_conf(sc.conf)), phases)
+    usage = {
+        c.spec.uuid: {"memory_used": c.usage.memory_used, "cores_used": c.usage.cores_used,
+                      "slices_used": c.usage.slices_used}
+        for n in snap.nodes for c in n.cards
+    }  # fmt: skip
+    return CoreResult(decide(snap, parse_conf(sc.conf)), phases, usage)
 
 
 def run_engine(sc: Scenario) -> dict[str, Any]:
@@ -153,8 +162,36 @@ def _same(what: str, got: object, want: object) -> None:
     assert got == want, f"{what}: got {got!r}, want {want!r}"
 
 
+def _dev(uuid: str, template: str | None, memory: int, cores: int) -> str:
+    return f"{uuid} {template or '-'} {memory} {cores}"
+
+
 def check_core(sc: Scenario, r: CoreResult) -> None:
     d = r.decisions
+    if "devices" in sc.expect:
+        got_dev = {
+            f"{jp.namespace}/{p.task}": [
+                _dev(s.card, s.slice.template if s.slice.kind == "template" else None,
+                     s.slice.memory, s.slice.cores)
+                for s in p.slices
+            ]
+            for jp in d.placements for p in jp.placements
+        }  # fmt: skip
+        _same("devices", {k: got_dev.get(k) for k in sc.expect["devices"]}, sc.expect["devices"])
+    if "cards" in sc.expect:
+        usage = {k: dict(v) for k, v in r.card_usage.items()}
+        for jp in d.placements:
+            for p in jp.placements:
+                for s in p.slices:
+                    u = usage[s.card]
+                    u["memory_used"] += s.slice.memory
+                    u["cores_used"] += s.slice.cores
+                    u["slices_used"] += 1
+        _same("cards", {k: usage.get(k) for k in sc.expect["cards"]}, sc.expect["cards"])
+    if "reasons" in sc.expect:
+        why = {f"{u.namespace}/{u.name}": u.reason for u in d.unschedulable}
+        for job, text in sc.expect["reasons"].items():
+            assert text in why.get(job, ""), f"reason of {job}: {why.get(job)!r} lacks {text!r}"
     if "bound" in sc.expect:
         _same("bound", bound_of(d), sc.expect["bound"])
     if "pipelined" in sc.expect:
@@ -193,6 +230,21 @@ def check_report(sc: Scenario, report: dict[str, Any]) -> None:
         _same(
             "jobs", {k: jobs[k]["phase"] if k in jobs else None for k in exp["jobs"]}, exp["jobs"]
         )
+    if "devices" in exp:
+        got_dev = {
+            k: [_dev(x["uuid"], x["template"], x["memory"], x["cores"]) for x in pods[k]["devices"]]
+            if k in pods and pods[k]["phase"] in ("Bound", "Running", "Pipelined") else None
+            for k in exp["devices"]
+        }  # fmt: skip
+        _same("devices", got_dev, exp["devices"])
+    if "cards" in exp:
+        keys = ("memory_used", "cores_used", "slices_used")
+        cards = {c["uuid"]: {k: c[k] for k in keys} for c in report["cards"]}
+        _same("cards", {k: cards.get(k) for k in exp["cards"]}, exp["cards"])
+    if "reasons" in exp:
+        for job, text in exp["reasons"].items():
+            got_r = jobs[job]["reason"] if job in jobs else ""
+            assert text in got_r, f"reason of {job}: {got_r!r} lacks {text!r}"
     for c in report["cards"]:
         assert c["memory_used"] <= c["memory_total"], c
         assert c["slices_used"] <= c["slices_total"], c

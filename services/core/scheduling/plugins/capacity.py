@@ -40,30 +40,35 @@ class CapacityPlugin:
         self.hierarchy = conf.enabled("enableHierarchy")
         self.ssn: Session | None = None
         self.attrs: dict[str, CapAttr] = {}
+        self.qs = sh.QueueShares(())
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        total = sh.add(sh.vec(ssn.total), sh.device_totals(ssn.node_list))
+        self.qs = qs = sh.shares_of(ssn)
+        total = sh.add(sh.vec(ssn.total), qs.total)
         guarantee_sum: sh.Vec = {}
         for q in ssn.queues.values():
-            guarantee_sum = sh.add(guarantee_sum, sh.vec(q.spec.guarantee))
+            guarantee_sum = sh.add(guarantee_sum, qs.canonical(q.spec.guarantee))
         for q in sorted(ssn.queues.values(), key=lambda q: q.name):
-            real = sh.add(sh.sub(total, guarantee_sum), sh.vec(q.spec.guarantee))
-            for k, v in q.spec.capability.items():
-                real[k] = min(real.get(k, sh.INF), float(v))
-            deserved = {k: min(float(v), real.get(k, sh.INF)) for k, v in q.spec.deserved.items()}
-            for k, v in q.spec.guarantee.items():
-                deserved[k] = max(deserved.get(k, 0.0), float(v))
+            guarantee = qs.canonical(q.spec.guarantee)
+            real = sh.add(sh.sub(total, guarantee_sum), guarantee)
+            for k, v in qs.canonical(q.spec.capability).items():
+                real[k] = min(real.get(k, sh.INF), v)
+            deserved = {k: min(v, real.get(k, sh.INF))
+                        for k, v in qs.canonical(q.spec.deserved).items()}  # fmt: skip
+            for k, v in guarantee.items():
+                deserved[k] = max(deserved.get(k, 0.0), v)
             self.attrs[q.name] = CapAttr(q.name, q.spec.parent, q.spec.priority, deserved,
-                                         guarantee=sh.vec(q.spec.guarantee), real_capability=real)  # fmt: skip
+                                         guarantee=guarantee, real_capability=real)  # fmt: skip
         for job in ssn.jobs.values():
             attr = self.attrs[job.queue]
             for t in job.tasks.values():
                 if t.status in ALLOCATED_STATUSES:
                     for a in self._chain(job.queue):
-                        a.allocated = sh.add(a.allocated, sh.vec(t.qreq))
-            if job.phase == "Inqueue" and job.spec.min_resources:
-                attr.inqueue = sh.add(attr.inqueue, sh.vec(job.spec.min_resources))
+                        a.allocated = sh.add(a.allocated, qs.task(t))
+            minres = qs.min_resources(job)
+            if job.phase == "Inqueue" and minres:
+                attr.inqueue = sh.add(attr.inqueue, minres)
         for a in self.attrs.values():
             self._update_share(a)
 
@@ -109,7 +114,7 @@ class CapacityPlugin:
         assert self.ssn is not None
         if self.hierarchy and any(q.spec.parent == queue.name for q in self.ssn.queues.values()):
             return False
-        req = sh.vec(task.qreq)
+        req = self.qs.task(task)
         dims = [k for k, v in req.items() if v > 0]
         return all(
             sh.le(sh.add(a.allocated, req), a.real_capability, dims=dims, missing=sh.INF)
@@ -120,7 +125,7 @@ class CapacityPlugin:
         if not self.allocatable(queue, task):
             return False
         a = self.attrs[queue.name]
-        req = sh.vec(task.qreq)
+        req = self.qs.task(task)
         return any(
             a.allocated.get(k, 0.0) < a.deserved.get(k, sh.INF) for k, v in req.items() if v > 0
         )
@@ -131,14 +136,14 @@ class CapacityPlugin:
         assert self.ssn is not None
         running: dict[str, sh.Vec] = {}
         victims = []
-        rdims = {k for k, v in sh.vec(reclaimer.qreq).items() if v > 0}
+        rdims = {k for k, v in self.qs.task(reclaimer).items() if v > 0}
         ordered = victim_queue(self.ssn, reclaimer, reclaimees)
         while not ordered.empty():
             t = ordered.pop()
             q = self.ssn.jobs[t.job].queue
             a = self.attrs[q]
             alloc = running.setdefault(q, dict(a.allocated))
-            req = sh.vec(t.qreq)
+            req = self.qs.task(t)
             vdims = {k for k, v in req.items() if v > 0}
             if not (vdims & rdims):
                 continue
@@ -156,9 +161,9 @@ class CapacityPlugin:
         assert self.ssn is not None
         if self.ssn.queues[job.queue].state != "Open":
             return REJECT
-        if job.spec.min_resources is None:
+        minres = self.qs.min_resources(job)
+        if minres is None:
             return PERMIT
-        minres = sh.vec(job.spec.min_resources)
         dims = [k for k, v in minres.items() if v > 0]
         for a in self._chain(job.queue):
             want = sh.add(sh.add(minres, a.allocated), a.inqueue)
@@ -167,9 +172,10 @@ class CapacityPlugin:
         return PERMIT
 
     def job_enqueued(self, job: JobInfo) -> None:
-        if job.spec.min_resources:
+        minres = self.qs.min_resources(job)
+        if minres:
             a = self.attrs[job.queue]
-            a.inqueue = sh.add(a.inqueue, sh.vec(job.spec.min_resources))
+            a.inqueue = sh.add(a.inqueue, minres)
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._move(task, 1)
@@ -181,7 +187,7 @@ class CapacityPlugin:
         if task.status == "Pipelined":
             return
         assert self.ssn is not None
-        req = sh.vec(task.qreq)
+        req = self.qs.task(task)
         for a in self._chain(self.ssn.jobs[task.job].queue):
             a.allocated = sh.add(a.allocated, req) if sign > 0 else sh.sub(a.allocated, req)
             self._update_share(a)

@@ -40,31 +40,33 @@ class ProportionPlugin:
         self.ssn: Session | None = None
         self.attrs: dict[str, QueueAttr] = {}
         self.total: sh.Vec = {}
+        self.qs = sh.QueueShares(())
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.total = sh.add(sh.vec(ssn.total), sh.device_totals(ssn.node_list))
+        self.qs = qs = sh.shares_of(ssn)
+        self.total = sh.add(sh.vec(ssn.total), qs.total)
         guarantee_sum: sh.Vec = {}
         for job in sorted(ssn.jobs.values(), key=lambda j: j.key):
             q = ssn.queues[job.queue]
             attr = self.attrs.get(q.name)
             if attr is None:
-                cap = {k: (sh.INF if v <= 0 and k in ("cpu", "memory") else float(v))
-                       for k, v in q.spec.capability.items()}  # fmt: skip
+                cap = {k: (sh.INF if v <= 0 and k in ("cpu", "memory") else v)
+                       for k, v in qs.canonical(q.spec.capability).items()}  # fmt: skip
                 attr = self.attrs[q.name] = QueueAttr(
-                    q.name, q.weight, q.spec.priority, guarantee=sh.vec(q.spec.guarantee),
+                    q.name, q.weight, q.spec.priority, guarantee=qs.canonical(q.spec.guarantee),
                     capability=cap,
                 )  # fmt: skip
                 guarantee_sum = sh.add(guarantee_sum, attr.guarantee)
             for t in job.tasks.values():
                 if t.status in ALLOCATED_STATUSES:
-                    attr.allocated = sh.add(attr.allocated, sh.vec(t.qreq))
-                    attr.request = sh.add(attr.request, sh.vec(t.qreq))
+                    attr.allocated = sh.add(attr.allocated, qs.task(t))
+                    attr.request = sh.add(attr.request, qs.task(t))
                 elif t.status == st.PENDING:
-                    attr.request = sh.add(attr.request, sh.vec(t.qreq))
-            if job.spec.min_resources is not None:
-                job_alloc = sh.vec(sum_allocated(job))
-                minres = sh.vec(job.spec.min_resources)
+                    attr.request = sh.add(attr.request, qs.task(t))
+            minres = qs.min_resources(job)
+            if minres is not None:
+                job_alloc = allocated_of(qs, job)
                 if job.phase == "Inqueue":
                     attr.inqueue = sh.add(attr.inqueue, _pos(sh.sub(minres, job_alloc)))
                 if job.phase == "Running" and job.ready_task_num() >= job.min_available:
@@ -148,7 +150,7 @@ class ProportionPlugin:
         attr = self.attrs.get(queue.name)
         if attr is None:
             return True
-        req = sh.vec(task.qreq)
+        req = self.qs.task(task)
         return sh.le(
             sh.add(attr.allocated, req), attr.deserved, dims=[k for k, v in req.items() if v > 0]
         )
@@ -171,7 +173,7 @@ class ProportionPlugin:
                 running[q] = dict(attr.allocated)
             if not sh.le(running[q], attr.deserved, dims=list(running[q])):
                 victims.append(t)
-                running[q] = sh.sub(running[q], sh.vec(t.qreq))
+                running[q] = sh.sub(running[q], self.qs.task(t))
         return victims, PERMIT
 
     def job_enqueueable(self, job: JobInfo) -> int:
@@ -179,20 +181,21 @@ class ProportionPlugin:
         queue = self.ssn.queues[job.queue]
         if queue.state != "Open":
             return REJECT
-        if job.spec.min_resources is None:
+        minres = self.qs.min_resources(job)
+        if minres is None:
             return PERMIT
         attr = self.attrs.get(job.queue)
         if attr is None:
             return PERMIT
-        minres = sh.vec(job.spec.min_resources)
         want = sh.sub(sh.add(sh.add(minres, attr.allocated), attr.inqueue), attr.elastic)
         dims = [k for k, v in minres.items() if v > 0]
         return PERMIT if sh.le(want, attr.real_capability, dims=dims, missing=sh.INF) else REJECT
 
     def job_enqueued(self, job: JobInfo) -> None:
         attr = self.attrs.get(job.queue)
-        if attr is not None and job.spec.min_resources:
-            attr.inqueue = sh.add(attr.inqueue, sh.vec(job.spec.min_resources))
+        minres = self.qs.min_resources(job)
+        if attr is not None and minres:
+            attr.inqueue = sh.add(attr.inqueue, minres)
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._move(task, +1)
@@ -207,18 +210,17 @@ class ProportionPlugin:
         attr = self.attrs.get(self.ssn.jobs[task.job].queue)
         if attr is None:
             return
-        req = sh.vec(task.qreq)
+        req = self.qs.task(task)
         attr.allocated = sh.add(attr.allocated, req) if sign > 0 else sh.sub(attr.allocated, req)
         self._update_share(attr)
 
 
-def sum_allocated(job: JobInfo):  # type: ignore[no-untyped-def]
-    from services.core.scheduling.resources import Resource
-
-    out = Resource()
+def allocated_of(qs: sh.QueueShares, job: JobInfo) -> sh.Vec:
+    """What the job's allocated tasks count against its queue."""
+    out: sh.Vec = {}
     for t in job.tasks.values():
         if t.status in ALLOCATED_STATUSES:
-            out.add(t.qreq)
+            out = sh.add(out, qs.task(t))
     return out
 
 

@@ -1,16 +1,38 @@
-"""Queue resource vectors shared by `proportion` and `capacity`: float dimensions keyed by name,
-with Volcano's 0.1 epsilon (`minResource`) for emptiness and the Zero/Infinity conventions."""
+"""Queue resource vectors shared by `proportion`, `capacity` and `overcommit`: float dimensions
+keyed by name, with Volcano's 0.1 epsilon (`minResource`) for emptiness and the Zero/Infinity
+conventions.
+
+Devices (`QueueShares`): Volcano counts an Ascend pod against its queue with the plain request
+of `huawei.com/<CW>` — one whole card even for a 4 GB slice — and keeps alias names such as
+`huawei.com/Ascend910` as dimensions no node has, so a queue capped on the alias (the article's
+`train-queue`) and every alias request never fit. Tessera counts the *share of a card* a task
+holds (whole cards 1; slices max(memory, cores) as a fraction of the card; milli-units) under
+the card type's resource name and under every alias family that contains the type (the 910
+family for `huawei.com/Ascend910`); a pending request that names a family is counted on the
+family dimension until it lands. Queue limits written with a single-type alias
+(`huawei.com/Ascend910B` = 910B3) are read as that type.
+"""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from services.core.scheduling.model import NodeInfo
-from services.core.scheduling.resources import Resource
+from contracts.devices import CardSpec
+from contracts.events import SliceAssignment
+from contracts.workloads import DeviceRequest
+from services.core.devices.catalogue import default_aliases
+from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
+from services.core.scheduling.resources import Resource, is_device_resource
+
+if TYPE_CHECKING:
+    from services.core.scheduling.session import Session
 
 EPS = 0.1
 Vec = dict[str, float]
 INF = float("inf")
+CARD = 1000.0  # one whole card, milli-units like every scalar
 
 
 def vec(r: Resource | Mapping[str, int]) -> Vec:
@@ -43,19 +65,129 @@ def empty(a: Mapping[str, float]) -> bool:
     return all(v < EPS for v in a.values())
 
 
-def device_totals(nodes: Iterable[NodeInfo]) -> Vec:
-    """Cluster device counts under their Kubernetes resource names (milli), for queue shares."""
-    out: Vec = {}
-    for n in nodes:
-        for c in n.cards:
-            name = card_resource(c.spec.type)
-            out[name] = out.get(name, 0.0) + 1000.0
-    return out
-
-
 def card_resource(card_type: str) -> str:
     if card_type.startswith("NVIDIA"):
         return "nvidia.com/gpu"
     if card_type.startswith("Ascend"):
         return f"huawei.com/{card_type}"
     return card_type
+
+
+_NVIDIA_COUNT_NAMES = ("volcano.sh/vgpu-number",)
+
+
+class QueueShares:
+    """What tasks, jobs and the cluster weigh in queue accounting (see the module docstring)."""
+
+    def __init__(self, nodes: Iterable[NodeInfo]) -> None:
+        aliases = default_aliases()
+        self.single = {alias: f"huawei.com/{types[0]}" for alias, types in aliases.items()
+                       if len(types) == 1}  # fmt: skip
+        self.single.update({n: "nvidia.com/gpu" for n in _NVIDIA_COUNT_NAMES})
+        self.families: dict[str, tuple[str, ...]] = {}
+        for alias, types in sorted(aliases.items()):
+            if len(types) > 1:
+                for t in types:
+                    self.families[t] = (*self.families.get(t, ()), alias)
+        self.cards: dict[str, CardSpec] = {}
+        self.card_memory: dict[str, int] = {}  # dimension → memory of its first card
+        self.total: Vec = {}
+        for n in nodes:
+            for c in n.cards:
+                self.cards[c.spec.uuid] = c.spec
+                for dim in self.dims_of_type(c.spec.type):
+                    self.total[dim] = self.total.get(dim, 0.0) + CARD
+                    self.card_memory.setdefault(dim, c.spec.memory)
+        self._tasks: dict[str, tuple[tuple[SliceAssignment, ...], Vec]] = {}
+
+    def dims_of_type(self, card_type: str) -> tuple[str, ...]:
+        return (card_resource(card_type), *self.families.get(card_type, ()))
+
+    def canonical(self, values: Mapping[str, int]) -> Vec:
+        """A queue limit or a user minResources: single-type alias names read as the type."""
+        out: Vec = {}
+        for k, v in values.items():
+            if k == "pods":
+                continue
+            name = self.single.get(k, k)
+            out[name] = out.get(name, 0.0) + float(v)
+        return out
+
+    def task(self, t: TaskInfo) -> Vec:
+        """CPU, memory and plain scalars as requested; devices as card shares (held slices once
+        placed, else the request)."""
+        cached = self._tasks.get(t.uid)
+        if cached is not None and cached[0] is t.slices:
+            return cached[1]
+        spec = t.spec
+        out: Vec = {"cpu": float(spec.cpu_milli), "memory": float(spec.memory_mib)}
+        for k, v in spec.scalars.items():
+            if not is_device_resource(k):
+                out[k] = out.get(k, 0.0) + float(v)
+        if t.slices:
+            for s in t.slices:
+                card = self.cards.get(s.card)
+                if card is None:
+                    continue
+                f = 1.0 if s.slice.kind == "whole" or s.slice.exclusive else min(
+                    1.0, max(s.slice.memory / max(card.memory, 1), s.slice.cores / max(card.cores, 1))
+                )  # fmt: skip
+                for dim in self.dims_of_type(card.type):
+                    out[dim] = out.get(dim, 0.0) + f * CARD
+        else:
+            for req in spec.devices:
+                for dim, amount in self.request(req).items():
+                    out[dim] = out.get(dim, 0.0) + amount
+        self._tasks[t.uid] = (t.slices, out)
+        return out
+
+    def request(self, req: DeviceRequest) -> Vec:
+        dims = ((self.single.get(req.resource, req.resource),) if req.allowed_types
+                else self.dims_of_type(req.type))  # fmt: skip
+        memory = self.card_memory.get(dims[0], 0)
+        if req.exclusive or req.memory_pct == 100:
+            f = 1.0
+        elif 0 < req.memory_pct < 100:
+            f = req.memory_pct / 100
+        else:
+            f = req.memory / memory if memory else 1.0
+        if req.mode and req.cores:
+            f = max(f, req.cores / 100)
+        amount = req.count * min(f, 1.0) * CARD
+        return {d: amount for d in dims}
+
+    def min_resources(self, job: JobInfo) -> Vec | None:
+        """A PodGroup's minResources. Those Tessera derived for a Job or a plain Pod (requests of
+        the first minAvailable pods by priority) weigh their devices as card shares too."""
+        raw = job.spec.min_resources
+        if raw is None or job.spec.kind == "PodGroup":
+            return None if raw is None else self.canonical(raw)
+        out = {k: v for k, v in self.canonical(raw).items() if not is_device_resource(k)}
+        left = job.min_available
+        for task in sorted(job.spec.tasks, key=lambda t: -t.priority):
+            n = min(left, task.replicas)
+            left -= n
+            for req in task.devices:
+                for dim, amount in self.request(req).items():
+                    out[dim] = out.get(dim, 0.0) + amount * n
+        return out
+
+
+_BY_SESSION: weakref.WeakKeyDictionary[Session, QueueShares] = weakref.WeakKeyDictionary()
+
+
+def shares_of(ssn: Session) -> QueueShares:
+    """One `QueueShares` per session, shared by the queue plugins."""
+    got = _BY_SESSION.get(ssn)
+    if got is None:
+        got = _BY_SESSION[ssn] = QueueShares(ssn.node_list)
+    return got
+
+
+def devices_only(v: Mapping[str, float]) -> Vec:
+    return {k: x for k, x in v.items() if is_device_resource(k)}
+
+
+def device_totals(nodes: Iterable[NodeInfo]) -> Vec:
+    """Cluster device counts under their Kubernetes resource names and alias families (milli)."""
+    return QueueShares(nodes).total
