@@ -19,6 +19,7 @@ from benchmarks.openb_trace import (
     load_nodes,
     load_trace,
 )
+from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.placement import (
     POLICIES,
     FragmentationModel,
@@ -34,7 +35,10 @@ from services.core.placement import (
     shape_fragmentation,
 )
 from services.core.placement.tessera import TesseraPolicy, residual_waste
+from services.core.scheduling.config import PluginConf
+from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
 
+DS_POLICY = "deviceshare.SchedulePolicy"
 HALF = Shape(cpu_milli=1000, num_cards=1, card_milli=500)
 CPU_ONLY = Shape(cpu_milli=4000, num_cards=0, card_milli=0)
 
@@ -183,6 +187,35 @@ def test_registry_is_built_by_a_function_and_complete() -> None:
     assert build_policies().keys() == POLICIES.keys()
     assert {"random", "bestfit", "packing", "dotproduct", "fgd", "tessera"} <= POLICIES.keys()
     assert isinstance(POLICIES["tessera"](TargetWorkload(((HALF, 1.0),))), TesseraPolicy)
+
+
+def test_every_placement_name_the_scheduler_accepts_is_a_registered_policy() -> None:
+    # deviceshare.SchedulePolicy routes these names to services.core.placement instead of HAMi.
+    assert PLACEMENT_POLICIES <= POLICIES.keys()
+    for name in PLACEMENT_POLICIES:
+        plugin = DeviceSharePlugin(PluginConf("deviceshare", {}, {DS_POLICY: name}))
+        assert plugin.placement == name
+        assert plugin.config.card_ranker is not None
+    spread = DeviceSharePlugin(PluginConf("deviceshare", {}, {DS_POLICY: "spread"}))
+    assert spread.placement == "" and spread.config.card_ranker is None
+
+
+def test_score_step_is_declared_exactly_for_quantised_scores() -> None:
+    # The scheduler breaks ties with a fraction of score_step; a continuous score must not
+    # declare one, or the tie-break could reorder genuinely different scores.
+    w = TargetWorkload(((HALF, 1.0),))
+    assert POLICIES["fgd"](w).score_step == 1.0
+    assert POLICIES["tessera"](w).score_step == 1.0
+    assert POLICIES["fgd-exact"](w).score_step is None
+    assert TesseraPolicy(w, quantum=0).score_step is None
+    rng = random.Random(5)
+    for _ in range(100):
+        cards = tuple(rng.choice((0, 200, 530, 1000)) for _ in range(rng.randint(1, 4)))
+        view, req = node("q", cards), Request(1000, 100, 1, rng.choice((100, 470, 810)))
+        if fits(view, req):
+            for name in ("fgd", "tessera"):
+                score = POLICIES[name](w).evaluate(view, req).score
+                assert score == int(score)  # type: ignore[arg-type]
 
 
 def test_placer_drops_requests_that_fit_nowhere_and_caches_per_node() -> None:
