@@ -62,6 +62,8 @@ def test_scenario_through_cli(sc: Scenario, tmp_path: Path) -> None:
     args = _write(tmp_path, sc.inventory, sc.workload, sc.conf)
     if not sc.multi_step:
         args += ["--cycles", "1"]
+    elif sc.until is not None:
+        args += ["--until", str(sc.until)]
     assert main([*args, "--report", str(tmp_path / "r.json")]) == 0
     check_report(sc, json.loads((tmp_path / "r.json").read_text()))
 

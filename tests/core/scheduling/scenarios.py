@@ -13,7 +13,7 @@ phase after the session}, `rejected` [ns/name] (admission refused them), `pods` 
 and `jobs` {ns/job: phase} (report view, multi-step tables), `devices` {ns/pod: ["<card uuid>
 <template or -> <memory> <cores>"]}, `cards` {uuid: {memory_used, cores_used, slices_used}}
 after the session, `reasons` {ns/job: text the unschedulable reason contains}. Without `conf`
-a scenario runs Tessera's built-in configuration.
+a scenario runs Tessera's built-in configuration; `until` (multi-step) stops the virtual clock.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Scenario:
     workload: str
     expect: dict[str, Any]
     multi_step: bool = False
+    until: float | None = None  # multi-step tables: stop the virtual clock here
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def load_table(table: str) -> list[Scenario]:
         if sc.get("ut_switches", doc.get("ut_switches", False)):
             conf = only_listed_switches(conf)
         out.append(Scenario(table, name, conf, sc["inventory"], workload, sc["expect"],
-                            doc.get("steps") == "all"))  # fmt: skip
+                            doc.get("steps") == "all", sc.get("until")))  # fmt: skip
     return out
 
 
@@ -105,7 +106,7 @@ def _simulation(sc: Scenario, cycles: int | None) -> Simulation:
     reg = vendors()
     return load_simulation(
         parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), _admit(sc),
-        cycles=cycles,
+        cycles=cycles, until=sc.until,
     )  # fmt: skip
 
 
