@@ -73,6 +73,8 @@ class NodeInfo:
     #: task shape → (FIT_* kind, reason or score), valid until the node changes: the session
     #: clears it on every allocate/deallocate/evict on this node (see actions/nodes.py).
     fit_cache: dict[tuple[object, ...], tuple[int, str | float]] = field(default_factory=dict)
+    pos: int = -1  # position in the session's node_list (the scan order)
+    state_key: tuple[object, ...] | None = None  # see actions/nodes.py; reset on every change
 
     def future_idle(self) -> Resource:
         """Volcano: FutureIdle = Idle + Releasing − Pipelined."""

@@ -117,6 +117,12 @@ class Session:
         self.eviction_reasons: dict[str, str] = {}
         self.enqueued: list[JobInfo] = []
         self.device_binder: Any = None
+        #: node_list positions of the nodes changed so far, in order (read by actions/nodes.py
+        #: to bring its per-shape indexes up to date)
+        self.node_changes: list[int] = []
+        self.shape_indexes: dict[tuple[object, ...], Any] = {}
+        self.outcomes: dict[tuple[object, ...], tuple[int, str | float]] = {}
+        self.node_classes: dict[tuple[object, ...], int] = {}
         self._open_snapshot(snapshot)
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {h: [] for h in HOOK_SWITCHES}
         self.plugins: dict[str, Plugin] = {}
@@ -157,6 +163,7 @@ class Session:
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards,
             )  # fmt: skip
+            node.pos = len(self.node_list)
             self.nodes[n.name] = node
             self.node_list.append(node)
             self.total.add(alloc)
@@ -341,7 +348,7 @@ class Session:
         task.node = node.name
         task.slices = slices
         node.tasks[task.uid] = task
-        node.fit_cache.clear()
+        self._touch(node)
         if pipelined:
             node.pipelined.add(task.resreq)
         else:
@@ -357,7 +364,7 @@ class Session:
 
     def deallocate_task(self, task: TaskInfo, prev_status: str) -> None:
         node = self.nodes[task.node]
-        node.fit_cache.clear()
+        self._touch(node)
         pipelined = task.status == st.PIPELINED
         if pipelined:
             node.pipelined.sub(task.resreq)
@@ -376,7 +383,7 @@ class Session:
 
     def evict_task(self, task: TaskInfo, reason: str) -> None:
         node = self.nodes[task.node]
-        node.fit_cache.clear()
+        self._touch(node)
         node.releasing.add(task.resreq)
         task.status = st.RELEASING
         self.eviction_reasons[task.uid] = reason
@@ -387,13 +394,19 @@ class Session:
 
     def unevict_task(self, task: TaskInfo, prev_status: str) -> None:
         node = self.nodes[task.node]
-        node.fit_cache.clear()
+        self._touch(node)
         node.releasing.sub(task.resreq)
         task.status = prev_status
         self.jobs[task.job].allocated.add(task.resreq)
         for tier in self._fns["on_allocate"]:
             for _, fn in tier:
                 fn(task)
+
+    def _touch(self, node: NodeInfo) -> None:
+        """Every change to a node goes through here: its cached fit outcomes are void."""
+        node.fit_cache.clear()
+        node.state_key = None
+        self.node_changes.append(node.pos)
 
     def _book(self, node: NodeInfo, slices: tuple[SliceAssignment, ...], sign: int) -> None:
         if not slices:

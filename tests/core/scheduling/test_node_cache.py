@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 
 from contracts.devices import CardUsage
@@ -55,27 +56,45 @@ tiers:
 """
 
 
-def _nodes(rng: random.Random) -> tuple[st.NodeSnap, ...]:
-    inv = []
-    for n in range(rng.randint(3, 30)):
-        node: dict[str, object] = {
-            "name": f"n{n:02d}", "cpu": rng.choice([8, 16, 64]),
-            "memory": rng.choice(["32Gi", "128Gi", "512Gi"]), "pods": rng.choice([3, 8, 110]),
-            "labels": {"zone": rng.choice("ab")},
-            "devices": [{"type": CARD, "count": rng.choice([0, 2, 4, 8])}],
-        }  # fmt: skip
-        if rng.random() < 0.3:
-            node["annotations"] = {"hami-vnpu-core": "true"}
-        if rng.random() < 0.2:
-            node["taints"] = ["dedicated=train:NoSchedule"]
+def _nodes(rng: random.Random, count: int) -> tuple[st.NodeSnap, ...]:
+    """Most nodes are stock (equal but for their names, as in a real pool), so outcomes are
+    often shared between nodes; some are stock with 7 of 8 cards taken and a cordon naming card
+    7 of n00 (so only n00, one of them, is full); the rest vary in size, labels, taints, mode and
+    card usage."""
+    inv, kinds = [], []
+    for n in range(count):
+        roll = 0.0 if n == 0 else rng.random()
+        kind = "cordon" if roll < 0.15 else "stock" if roll < 0.6 else "random"
+        node: dict[str, object] = {"name": f"n{n:02d}", "cpu": 64, "memory": "512Gi",
+                                   "labels": {"zone": "a"}, "devices": [{"type": CARD, "count": 8}]}  # fmt: skip
+        if kind == "cordon":
+            node["annotations"] = {"hami.io/device-cordon": f"n00-{CARD}-7"}
+        if kind == "random":
+            node.update({
+                "cpu": rng.choice([8, 16, 64]), "memory": rng.choice(["32Gi", "128Gi", "512Gi"]),
+                "pods": rng.choice([3, 8, 110]), "labels": {"zone": rng.choice("ab")},
+                "devices": [{"type": CARD, "count": rng.choice([0, 2, 4, 8])}],
+            })  # fmt: skip
+            if rng.random() < 0.3:
+                node["annotations"] = {"hami-vnpu-core": "true"}
+            if rng.random() < 0.2:
+                node["taints"] = ["dedicated=train:NoSchedule"]
         inv.append(node)
+        kinds.append(kind)
     out = []
-    for ev in load_inventory({"nodes": inv}, build_vendors().catalogue):
+    for ev, kind in zip(
+        load_inventory({"nodes": inv}, build_vendors().catalogue), kinds, strict=True
+    ):
         cards = []
         for c in ev.cards:
-            used = rng.choice([0, 0, 0, 1, 2, 3])
-            usage = CardUsage(memory_used=min(used * 16384, c.memory), cores_used=min(used * 5, c.cores),
-                              slices_used=used)  # fmt: skip
+            if kind == "cordon":
+                full = c.index < 7
+                usage = CardUsage(memory_used=c.memory if full else 0, cores_used=c.cores if full else 0,
+                                  slices_used=int(full), exclusive=full)  # fmt: skip
+            else:
+                used = 0 if kind == "stock" else rng.choice([0, 0, 0, 1, 2, 3])
+                usage = CardUsage(memory_used=min(used * 16384, c.memory), cores_used=min(used * 5, c.cores),
+                                  slices_used=used)  # fmt: skip
             cards.append(st.CardSnap(c, usage, seq=rng.randint(1, 99)))
         out.append(st.NodeSnap(ev.node, ev.cpu_milli, ev.memory_mib, ev.pods, dict(ev.labels),
                                dict(ev.annotations), tuple(ev.taints), tuple(cards)))  # fmt: skip
@@ -83,7 +102,10 @@ def _nodes(rng: random.Random) -> tuple[st.NodeSnap, ...]:
 
 
 def _task(rng: random.Random, name: str, replicas: int) -> TaskSpec:
-    device = rng.choice([None, WHOLE, VIR05, VIR05, VIR10, SOFT, SOFT, TWO_WHOLE])
+    device = rng.choice([None, WHOLE, VIR05, VIR05, VIR10, SOFT, SOFT, TWO_WHOLE, VIR05])
+    if device is VIR05 and rng.random() < 0.1:  # pinned to cards of a few nodes
+        pinned = tuple(f"n{rng.randint(0, 9):02d}-{CARD}-{rng.randint(0, 7)}" for _ in range(3))
+        device = msgspec.structs.replace(VIR05, use_uuids=pinned)
     devices = () if device is None else (device,)
     scalars = {f"huawei.com/{CARD}": 1000 * device.count} if device else {}
     annotations = {"huawei.com/vnpu-mode": "hami-core"} if device is SOFT else {}
@@ -99,9 +121,9 @@ def _task(rng: random.Random, name: str, replicas: int) -> TaskSpec:
     )  # fmt: skip
 
 
-def _jobs(rng: random.Random, nodes: tuple[st.NodeSnap, ...]) -> tuple[st.JobSnap, ...]:
+def _jobs(rng: random.Random, nodes: tuple[st.NodeSnap, ...], count: int) -> tuple[st.JobSnap, ...]:
     jobs = []
-    for j in range(rng.randint(5, 60)):
+    for j in range(count):
         replicas = rng.choice([1, 1, 1, 2, 4])
         spec = JobSpec(
             namespace="ns", name=f"j{j:02d}", queue=rng.choice(["default", "q2"]),
@@ -121,14 +143,17 @@ def _jobs(rng: random.Random, nodes: tuple[st.NodeSnap, ...]) -> tuple[st.JobSna
     return tuple(jobs)
 
 
-def random_snapshot(seed: int) -> st.Snapshot:
+def random_snapshot(seed: int, large: bool = False) -> st.Snapshot:
+    """Small clusters search every node; large ones (> 100 nodes) only a sample, from a start
+    that rotates and wraps around."""
     rng = random.Random(seed)
-    nodes = _nodes(rng)
+    nodes = _nodes(rng, rng.randint(101, 250) if large else rng.randint(3, 30))
+    jobs = _jobs(rng, nodes, rng.randint(100, 200) if large else rng.randint(5, 60))
     queues = (
         st.QueueSnap(QueueSpec(name="default", weight=1), created=0),
         st.QueueSnap(QueueSpec(name="q2", weight=rng.choice([1, 3])), created=0),
     )
-    return st.Snapshot(seq=1000 + seed, now=0.0, nodes=nodes, queues=queues, jobs=_jobs(rng, nodes))
+    return st.Snapshot(seq=1000 + seed, now=0.0, nodes=nodes, queues=queues, jobs=jobs)
 
 
 def run(snapshot: st.Snapshot, conf: SchedulerConf, node_cache: bool) -> Decisions:
@@ -163,6 +188,13 @@ def test_cached_session_decides_like_the_straightforward_one(seed: int, conf_nam
     cached = run(snap, conf, node_cache=True)
     assert cached == run(snap, conf, node_cache=False)
     assert cached == decide(snap, conf)  # the real entry point takes the cached path
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cached_session_decides_alike_when_only_a_sample_of_nodes_is_searched(seed: int) -> None:
+    snap = random_snapshot(seed, large=True)
+    conf = _conf("full" if seed % 2 else "default")
+    assert run(snap, conf, node_cache=True) == run(snap, conf, node_cache=False)
 
 
 def test_generator_exercises_the_interesting_paths() -> None:

@@ -10,7 +10,7 @@ queue after every job, so shares are re-evaluated.
 
 from __future__ import annotations
 
-from services.core.scheduling.actions.nodes import best_node, predicate_nodes
+from services.core.scheduling.actions.nodes import select_node
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -85,18 +85,16 @@ class AllocateAction:
                 if need_continue(ssn, job):
                     continue
                 break
-            fit = predicate_nodes(ssn, task, ssn.node_list)
-            if fit.empty:
+            node, idle, fit = select_node(ssn, task, ssn.node_list)
+            if node is None:
                 job.fit_errors[task.uid] = fit.summary(len(ssn.node_list))
                 job.node_errors.update(fit.errors)
                 failed_roles.add(task.role)
                 if need_continue(ssn, job):
                     continue
                 break
-            group = fit.idle or fit.future
-            node = best_node(ssn, task, group)
             slices = ssn.bind_devices(task, node)
-            if fit.idle:
+            if idle:
                 stmt.allocate(task, node, slices)
             else:
                 stmt.pipeline(task, node, slices)

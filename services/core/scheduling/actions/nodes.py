@@ -11,14 +11,23 @@ FutureIdle only, or fits Idle, with its score) is kept in `NodeInfo.fit_cache` u
 changes that node. One placement changes one node, so the next task of the same shape (the
 common case: many replicas, many identical pods) re-evaluates one node and reads the rest. The
 scan order, the sampling and the tie-breaks are the same either way.
+
+`select_node` (allocate) goes further: a `ShapeIndex` keeps, per task shape, every node's
+outcome as bitmasks over node positions plus score buckets, updated from the session's change
+log. Finding "the first k feasible nodes from the rotating start" is then a popcount binary
+search, and "the best-scoring one, first in scan order on ties" a walk down the distinct
+scores — no per-node loop per task. It answers exactly what `predicate_nodes` + `best_node`
+answer; tests/core/scheduling/test_node_cache.py holds it to that on random clusters.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import Counter
 from dataclasses import dataclass, field
 
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
+from services.core.scheduling.resources import Resource
 from services.core.scheduling.session import Session
 
 # NodeInfo.fit_cache kinds
@@ -134,7 +143,7 @@ def _scan_cached(
         node = nodes[j if j < total else j - total]
         entry = node.fit_cache.get(shape)
         if entry is None:
-            entry = node.fit_cache[shape] = _evaluate(ssn, task, node)
+            entry = _outcome(ssn, task, node, shape)
         kind = entry[0]
         if kind == FIT_FAILS:
             errors[node.name] = entry[1]  # type: ignore[assignment]
@@ -163,3 +172,191 @@ def _cached_score(ssn: Session, task: TaskInfo, node: NodeInfo, shape: tuple[obj
     if entry is None or entry[0] == FIT_FAILS:  # not from this scan: score it directly
         return ssn.node_score(task, node)
     return entry[1]  # type: ignore[return-value]
+
+
+class ShapeIndex:
+    """Every node's outcome for one task shape, by node position: bitmasks of feasible / Idle /
+    FutureIdle-only nodes, the distinct scores of each group (sorted) with a bitmask per score,
+    and the failure reasons. `synced` is how far into `Session.node_changes` it has been kept."""
+
+    __slots__ = ("buckets", "feasible", "idle", "kinds", "reasons", "scores", "sorted", "synced")
+
+    def __init__(self, n: int) -> None:
+        self.kinds = [FIT_FAILS] * n
+        self.scores = [0.0] * n
+        self.reasons: list[str] = [""] * n
+        self.feasible = 0
+        self.idle = 0
+        # per group (FIT_FUTURE, FIT_IDLE): score -> mask, and the scores in ascending order
+        self.buckets: tuple[dict[float, int], ...] = ({}, {}, {})
+        self.sorted: tuple[list[float], ...] = ([], [], [])
+        self.synced = 0
+
+    def set(self, pos: int, kind: int, value: str | float) -> None:
+        bit = 1 << pos
+        old = self.kinds[pos]
+        if old != FIT_FAILS:
+            score = self.scores[pos]
+            bucket = self.buckets[old]
+            rest = bucket[score] & ~bit
+            if rest:
+                bucket[score] = rest
+            else:
+                del bucket[score]
+                self.sorted[old].remove(score)
+            self.feasible &= ~bit
+            self.idle &= ~bit
+        self.kinds[pos] = kind
+        if kind == FIT_FAILS:
+            self.reasons[pos] = value  # type: ignore[assignment]
+            return
+        score = value  # type: ignore[assignment]
+        self.scores[pos] = score
+        bucket = self.buckets[kind]
+        if score in bucket:
+            bucket[score] |= bit
+        else:
+            bucket[score] = bit
+            insort(self.sorted[kind], score)
+        self.feasible |= bit
+        if kind == FIT_IDLE:
+            self.idle |= bit
+
+
+CORDON_ANNOTATION = "hami.io/device-cordon"  # names card uuids: such a node is one of a kind
+
+
+def _resource_key(r: Resource) -> tuple[object, ...]:
+    return (r.cpu, r.memory, r.pods, tuple(sorted(r.scalars.items())) if r.scalars else ())
+
+
+def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
+    """All that node-local plugins read of a node, without its name and card uuids: two nodes
+    with equal keys get equal outcomes (kind, reason, score) for every task shape. The static
+    part (allocatable, labels, annotations, taints, card specs) is interned to a class number."""
+    key = node.state_key
+    if key is None:
+        static = (
+            _resource_key(node.allocatable),
+            tuple(sorted(node.labels.items())),
+            tuple(sorted(node.annotations.items())),
+            node.taints,
+            tuple((c.spec.index, c.spec.type, c.spec.vendor, c.spec.memory, c.spec.cores,
+                   c.spec.split_count, c.spec.numa, c.spec.network_id, c.spec.healthy,
+                   c.spec.mode) for c in node.cards),
+            node.name if CORDON_ANNOTATION in node.annotations else "",
+        )  # fmt: skip
+        cls = ssn.node_classes.setdefault(static, len(ssn.node_classes))
+        key = node.state_key = (
+            cls,
+            _resource_key(node.idle),
+            _resource_key(node.used),
+            _resource_key(node.releasing),
+            _resource_key(node.pipelined),
+            tuple((u.memory_used, u.cores_used, u.slices_used, u.exclusive, u.healthy, u.retired)
+                  for u in (c.usage for c in node.cards)),
+        )  # fmt: skip
+    return key
+
+
+def _names_cards(task: TaskInfo) -> bool:
+    """A request pinned to (or away from) card uuids depends on which node it is."""
+    return any(d.use_uuids or d.nouse_uuids for d in task.spec.devices)
+
+
+def _outcome(
+    ssn: Session, task: TaskInfo, node: NodeInfo, shape: tuple[object, ...]
+) -> tuple[int, str | float]:
+    """The node's outcome for the shape: from the node's cache, else from an equal node state
+    seen before in this session, else evaluated."""
+    entry = node.fit_cache.get(shape)
+    if entry is None:
+        if _names_cards(task):
+            entry = _evaluate(ssn, task, node)
+        else:
+            key = (_state_key(ssn, node), shape)
+            entry = ssn.outcomes.get(key)
+            if entry is None:
+                entry = ssn.outcomes[key] = _evaluate(ssn, task, node)
+        node.fit_cache[shape] = entry
+    return entry
+
+
+def _index(ssn: Session, task: TaskInfo) -> ShapeIndex:
+    """The shape's index, built on first use and brought up to date with the changed nodes."""
+    shape = shape_of(task)
+    nodes = ssn.node_list
+    idx: ShapeIndex | None = ssn.shape_indexes.get(shape)
+    if idx is None:
+        idx = ssn.shape_indexes[shape] = ShapeIndex(len(nodes))
+        for node in nodes:
+            idx.set(node.pos, *_outcome(ssn, task, node, shape))
+        idx.synced = len(ssn.node_changes)
+        return idx
+    changes = ssn.node_changes
+    if idx.synced < len(changes):
+        for pos in set(changes[idx.synced :]):
+            idx.set(pos, *_outcome(ssn, task, nodes[pos], shape))
+        idx.synced = len(changes)
+    return idx
+
+
+def _nth_from(mask: int, lo: int, k: int) -> int:
+    """Position of the k-th (1-based) set bit of `mask` at or after `lo`; mask must hold k."""
+    m = mask >> lo
+    left, right = 1, m.bit_length()  # smallest length L with popcount(m & (2^L − 1)) ≥ k
+    while left < right:
+        mid = (left + right) // 2
+        if (m & ((1 << mid) - 1)).bit_count() >= k:
+            right = mid
+        else:
+            left = mid + 1
+    return lo + left - 1
+
+
+def select_node(
+    ssn: Session, task: TaskInfo, nodes: list[NodeInfo]
+) -> tuple[NodeInfo | None, bool, FitResult]:
+    """allocate's node choice: (node, fits Idle, fit result whose errors explain an empty one).
+
+    Equal to `predicate_nodes` (sampled) followed by `best_node` on the Idle group, else the
+    FutureIdle group; the index path answers the same question without a per-node loop."""
+    if not ssn.node_cache or nodes is not ssn.node_list or not nodes:
+        fit = predicate_nodes(ssn, task, nodes)
+        if fit.empty:
+            return None, False, fit
+        return best_node(ssn, task, fit.idle or fit.future), bool(fit.idle), fit
+    idx = _index(ssn, task)
+    total = len(nodes)
+    want = num_to_find(total)
+    start = ssn.__dict__.setdefault("_next_start", 0) % total
+    feasible = idx.feasible
+    if not feasible:  # every node scanned, none fits: the reasons of all of them
+        ssn.__dict__["_next_start"] = start
+        return None, False, FitResult(errors={n.name: idx.reasons[n.pos] for n in nodes})
+    high = (feasible >> start).bit_count()
+    full = (1 << total) - 1
+    if high >= want:  # the window ends before wrapping around
+        stop = _nth_from(feasible, start, want)
+        window = (1 << (stop + 1)) - (1 << start)
+        ssn.__dict__["_next_start"] = (stop + 1) % total
+    elif feasible.bit_count() >= want:  # wraps around and ends before start
+        stop = _nth_from(feasible, 0, want - high)
+        window = (full - (1 << start) + 1) | ((1 << (stop + 1)) - 1)
+        ssn.__dict__["_next_start"] = (stop + 1) % total
+    else:  # fewer feasible nodes than wanted: the whole ring was scanned
+        window = full
+        ssn.__dict__["_next_start"] = start
+    kind = FIT_IDLE if idx.idle & window else FIT_FUTURE
+    bucket = idx.buckets[kind]
+    for score in reversed(idx.sorted[kind]):
+        hits = bucket[score] & window
+        if not hits:
+            continue
+        after = hits >> start  # scan order: positions from start first, then the wrapped part
+        low = (
+            (after & -after).bit_length() - 1 + start if after else (hits & -hits).bit_length() - 1
+        )
+        task.score = float(score or 0.0)
+        return nodes[low], kind == FIT_IDLE, FitResult()
+    raise AssertionError("a feasible node in the window has no score bucket")  # pragma: no cover
