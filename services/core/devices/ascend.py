@@ -288,15 +288,13 @@ class AscendVendor:
         self, card: CardSpec, request: DeviceRequest, gate: NodeGate, memory: int, cores: int
     ) -> SliceSpec:
         request = self._per_card(card, request)
+        if request.template is not None and gate.hami_core:
+            # v2.10 mode-agnostic: an annotation-less pod on a hami-core node is soft-sliced
+            # there (the agent resolves its mode from the node, ascend-device-plugin #106) with
+            # the memory HAMi's webhook wrote into its limits; HAMi books no cores for it.
+            return SliceSpec(kind="soft", memory=memory, cores=0)
         if request.template is not None:
-            # On a hami-core node (v2.10 mode-agnostic) HAMi books no cores for a template pod;
-            # the node agent picks the shape from the superset runtime info.
-            return SliceSpec(
-                kind="template",
-                memory=memory,
-                cores=0 if gate.hami_core else cores,
-                template=request.template,
-            )
+            return SliceSpec(kind="template", memory=memory, cores=cores, template=request.template)
         if request.exclusive:
             return SliceSpec(kind="whole", memory=memory, cores=cores, exclusive=True)
         total = self.core_capacity(card, gate)

@@ -516,7 +516,7 @@ ASCEND_CASES = [
         {"huawei.com/Ascend910B4": 1, "huawei.com/Ascend910B4-memory": 8000},
         config=DeviceConfig(hami_vnpu_core=True),
         chosen=("b4",),
-        kinds=("template",),
+        kinds=("soft",),  # soft-sliced on the hami-core node, no template
     ),
     AscendCase(
         "#1941 v2.9 behaviour",
