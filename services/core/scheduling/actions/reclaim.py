@@ -3,7 +3,7 @@
 Queues in QueueOrder; an Overused or non-Open queue is skipped. Per queue its best starving
 job (JobOrder), per pending task (TaskOrder): skip `preemptionPolicy: Never`;
 `Preemptive(queue, task)` must hold; on each candidate node (score order), reclaimees are
-Running/Bound preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
+Running preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
 them, `ValidateVictims` needs FutureIdle + victims to cover the request; victims are evicted
 in victim order while the task does not fit FutureIdle; the task is pipelined on the first
 node that works. The job's statement is committed if JobPipelined, else discarded; the queue
@@ -12,7 +12,8 @@ is pushed back so its next job gets a turn.
 
 from __future__ import annotations
 
-from services.core.scheduling.actions.preempt import VICTIM_STATUSES, candidate_nodes
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.actions.preempt import candidate_nodes
 from services.core.scheduling.actions.victims import evict_until_fits, validate_victims
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
@@ -59,7 +60,7 @@ def reclaim_for(ssn: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo)
     for node in candidate_nodes(ssn, task):
         candidates = [
             t for t in node.tasks.values()
-            if t.status in VICTIM_STATUSES and t.spec.preemptable
+            if t.status == st.RUNNING and t.spec.preemptable
             and ssn.jobs[t.job].queue != queue.name
             and ssn.queues[ssn.jobs[t.job].queue].reclaimable
         ]  # fmt: skip
