@@ -142,6 +142,23 @@ def test_queue_shares_weigh_devices_as_card_fractions() -> None:
     assert qs.task(_task("w", (whole,)))[B3] == 2000
     assert qs.task(_task("t", (vir05,)))[FAMILY] == 250
     assert qs.task(_task("s", (soft,)))[B3] == 400  # max(8192/65536, 40 %)
+    gpu = DeviceRequest(vendor="nvidia", type="NVIDIA", count=1, memory=4096, cores=50,
+                        resource="nvidia.com/gpu")  # fmt: skip
+    gpu_card = CardInfo(
+        CardSpec(
+            uuid="g0",
+            node="n1",
+            index=0,
+            type="NVIDIA-A10",
+            vendor="nvidia",
+            memory=16384,
+            cores=100,
+        ),
+        None,
+    )  # type: ignore[arg-type]
+    gnode = NodeInfo("n1", 0, Resource(), Resource(), Resource(), Resource(), Resource(), {}, {},
+                     (), [gpu_card])  # fmt: skip
+    assert QueueShares([gnode]).request(gpu) == {"nvidia.com/gpu": 500.0}  # max(1/4, 50 %)
     pending_family = qs.task(_task("f", (family,)))
     assert pending_family.get(FAMILY) == 1000 and B3 not in pending_family
     held = (

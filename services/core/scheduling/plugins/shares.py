@@ -151,8 +151,8 @@ class QueueShares:
             f = req.memory_pct / 100
         else:
             f = req.memory / memory if memory else 1.0
-        if req.mode and req.cores:
-            f = max(f, req.cores / 100)
+        if req.template is None and req.cores:
+            f = max(f, req.cores / 100)  # soft slices: cores are % of the card
         amount = req.count * min(f, 1.0) * CARD
         return {d: amount for d in dims}
 
