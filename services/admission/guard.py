@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from services.core.workload.manifests import SAFE_LOADER
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -42,7 +44,7 @@ def _scan(text: str, limits: Limits) -> None:
     depth = nodes = documents = 0
     anchored: dict[str, int] = {}  # anchor → nodes in its subtree
     open_anchors: list[tuple[str | None, int]] = []  # collections being read: (anchor, start)
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=SAFE_LOADER):
         if isinstance(event, yaml.DocumentStartEvent):
             documents += 1
             if documents > limits.max_documents:

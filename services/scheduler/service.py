@@ -27,7 +27,7 @@ from contracts.registry import default_registry
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
-from services.runtime.eventlog import EventLog
+from services.runtime.eventlog import Appended, EventLog
 from services.runtime.service import EventService, Outgoing, Received
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class Scheduler:
         self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
         self.unschedulable: dict[str, str] = {}
         self.sessions = 0
+        self.recovered_seq = 0  # events at or below were folded by `recover`
+        self.own: set[int] = set()  # our appends, folded when written, skipped when delivered
         self._dirty = asyncio.Event()
         self.service = EventService(
             name="scheduler",
@@ -60,8 +62,14 @@ class Scheduler:
         )
 
     def _fold(self, seq: int, event: Event) -> None:
-        if seq <= self.projection.seq:
+        if seq <= self.recovered_seq:
             return  # already folded during recovery
+        if seq in self.own:
+            self.own.discard(seq)
+            return  # folded when we wrote it
+        self._apply(seq, event)
+
+    def _apply(self, seq: int, event: Event) -> None:
         self.projection.apply(seq, event)
         match event:
             case PlacementProposed():
@@ -82,7 +90,8 @@ class Scheduler:
         async for msg in self.log.replay():
             type_name = msg.headers.get("Tessera-Type", "")
             if type_name in reg:
-                self._fold(msg.seq, reg.decode(type_name, msg.data))
+                self._apply(msg.seq, reg.decode(type_name, msg.data))
+            self.recovered_seq = msg.seq
         self._dirty.set()
 
     def session_events(self) -> list[Outgoing]:
@@ -106,7 +115,6 @@ class Scheduler:
             key = f"{jp.namespace}/{jp.name}"
             if jp.pipelined or key in self.outstanding:
                 continue  # pipelined = reserved in-session only; outstanding = allocator deciding
-            self.outstanding[key] = -1  # until its own event folds back in with a sequence
             out.append(Outgoing(s.job(jp.namespace, jp.name), PlacementProposed(
                 namespace=jp.namespace, name=jp.name, based_on=decisions.based_on,
                 placements=jp.placements, session=self.sessions)))  # fmt: skip
@@ -131,7 +139,12 @@ class Scheduler:
             based_on = self.projection.seq
             for i, out in enumerate(self.session_events()):
                 mid = f"sched:{based_on}#{i}"  # same snapshot → same decisions → deduplicated
-                await self.service.publish(Outgoing(out.subject, out.event, msg_id=mid))
+                result = await self.service.publish(Outgoing(out.subject, out.event, msg_id=mid))
+                if isinstance(result, Appended) and not result.duplicate:
+                    # Fold our own decision now, so the next session neither repeats a phase
+                    # change nor re-proposes a job before the log delivers it back to us.
+                    self.own.add(result.seq)
+                    self._apply(result.seq, out.event)
 
     async def background(self, stopping: asyncio.Event) -> None:
         await self.run_sessions(stopping)

@@ -11,6 +11,9 @@ from typing import Any
 
 import yaml
 
+#: libyaml's loader when PyYAML was built with it (≈ 10× faster on big manifests), same rules.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class ManifestError(ValueError):
     """The text is not YAML/JSON, or a document is not a mapping."""
@@ -23,7 +26,7 @@ def load_documents(text: str) -> list[dict[str, Any]]:
         raw = [json.loads(text)]
     except json.JSONDecodeError:
         try:
-            raw = list(yaml.safe_load_all(text))
+            raw = list(yaml.load_all(text, Loader=SAFE_LOADER))
         except yaml.YAMLError as exc:
             raise ManifestError(str(exc).splitlines()[0]) from None
     docs: list[dict[str, Any]] = []
