@@ -117,6 +117,7 @@ class CaseResult:
     setup_s: float
     snapshot_s: float
     session_s: float
+    session_cpu_s: float
     rss_before_mib: float
     rss_peak_mib: float
     mix: dict[str, int]
@@ -124,6 +125,10 @@ class CaseResult:
     @property
     def pods_per_s(self) -> float:
         return (self.bound + self.pipelined) / self.session_s if self.session_s else 0.0
+
+    @property
+    def pods_per_cpu_s(self) -> float:
+        return (self.bound + self.pipelined) / self.session_cpu_s if self.session_cpu_s else 0.0
 
 
 def _rss_mib() -> float:
@@ -160,19 +165,19 @@ def run_case(nodes: int, jobs: int, gangs: int, profile_top: int = 0) -> tuple[C
     t2 = time.perf_counter()
     rss_before = _rss_mib()
     prof = cProfile.Profile() if profile_top else None
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.enable()
     d = decide(snap, conf)
     if prof is not None:
         prof.disable()
-    t4 = time.perf_counter()
+    t4, c4 = time.perf_counter(), time.process_time()
     bound = sum(len(jp.placements) for jp in d.placements if not jp.pipelined)
     pipelined = sum(len(jp.placements) for jp in d.placements if jp.pipelined)
     result = CaseResult(
         nodes=nodes, jobs=jobs, gangs=gangs, pods=jobs + 8 * gangs, bound=bound,
         pipelined=pipelined, unschedulable_jobs=len(d.unschedulable), setup_s=t1 - t0,
-        snapshot_s=t2 - t1, session_s=t4 - t3, rss_before_mib=rss_before,
+        snapshot_s=t2 - t1, session_s=t4 - t3, session_cpu_s=c4 - c3, rss_before_mib=rss_before,
         rss_peak_mib=_rss_mib(), mix=dict(mix),
     )  # fmt: skip
     text = ""

@@ -90,7 +90,7 @@ class TaskInfo:
     job: str  # job key "<ns>/<job>"
     spec: TaskSpec
     resreq: Resource
-    status: str = PENDING
+    status: str = PENDING  # changed only by Session (it keeps JobInfo.ready_task_num current)
     node: str = ""
     slices: tuple[SliceAssignment, ...] = ()
     priority: int = 0
@@ -127,6 +127,7 @@ class JobInfo:
     fit_errors: dict[str, str] = field(default_factory=dict)  # task uid → summary
     node_errors: dict[str, str] = field(default_factory=dict)  # node → reason (last failing task)
     job_fit_error: str = ""
+    _ready: int = -1  # ready_task_num() until a task's status changes (status_changed)
 
     @property
     def namespace(self) -> str:
@@ -139,14 +140,22 @@ class JobInfo:
     def count(self, *statuses: str) -> int:
         return sum(1 for t in self.tasks.values() if t.status in statuses)
 
+    def status_changed(self) -> None:
+        """A task's status changed (only the session changes them): drop the cached counts."""
+        self._ready = -1
+
     def ready_task_num(self) -> int:
-        """Gang: Bound + Binding + Running + Allocated + Succeeded (+ pending BestEffort)."""
+        """Gang: Bound + Binding + Running + Allocated + Succeeded (+ pending BestEffort).
+        Cached: job ordering asks it for both sides of every heap comparison."""
+        if self._ready >= 0:
+            return self._ready
         n = 0
         for t in self.tasks.values():
             if t.status in ALLOCATED_STATUSES or t.status == SUCCEEDED:
                 n += 1
             elif t.status == PENDING and t.best_effort:
                 n += 1
+        self._ready = n
         return n
 
     def waiting_task_num(self) -> int:

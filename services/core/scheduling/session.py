@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from contracts.events import SliceAssignment, TaskPlacement
+from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
 from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
@@ -43,6 +44,15 @@ PluginFactory = Callable[[PluginConf], Plugin]
 #: plugin of the configuration is listed may results be cached per (node state, task shape);
 #: a plugin that reads anything else (other nodes, queue or job state) must stay off this list.
 NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare"})
+
+
+def reads_node_identity(conf: SchedulerConf) -> bool:
+    """Whether a node-local score also depends on *which* node it is, not only on its state:
+    deviceshare under a placement policy breaks ties by inventory order (`node.order`). Then
+    outcomes may be cached per node but not shared between nodes in equal states."""
+    ds = conf.plugin("deviceshare")
+    policy = str(ds.arguments.get("deviceshare.SchedulePolicy") or "") if ds else ""
+    return policy.strip().lower() in PLACEMENT_POLICIES
 
 
 class PriorityQueue(Generic[T]):
@@ -140,6 +150,7 @@ class Session:
                     if fn is None or (switch is not None and not pconf.enabled(switch)):
                         continue
                     self._fns[hook][-1].append((pconf.name, fn))
+        self._job_order_fns = [fn for tier in self._fns["job_order"] for _, fn in tier]
         #: cache predicate/score results per node and task shape (actions/nodes.py); False
         #: gives the straightforward evaluation the cached one must always agree with
         self.node_cache = node_cache and all(
@@ -148,6 +159,8 @@ class Session:
             for tier in self._fns[hook]
             for name, _ in tier
         )
+        #: outcomes shared between nodes in equal states (see actions/nodes.py `_state_key`)
+        self.share_outcomes = self.node_cache and not reads_node_identity(conf)
         for plugin in self.plugins.values():
             plugin.on_session_open(self)
 
@@ -212,9 +225,12 @@ class Session:
         return 0
 
     def job_order(self, lhs: JobInfo, r: JobInfo) -> bool:
-        v = self._first_nonzero("job_order", lhs, r)
-        if v != 0:
-            return v < 0
+        # the hottest comparison (every heap step over all pending jobs): the tiers' functions
+        # flattened in order, which is what "first non-zero over the tiers" walks anyway
+        for fn in self._job_order_fns:
+            v = fn(lhs, r)
+            if v != 0:
+                return v < 0
         return (lhs.created, lhs.key) < (r.created, r.key)
 
     def queue_order(self, lhs: QueueInfo, r: QueueInfo) -> bool:
@@ -345,6 +361,7 @@ class Session:
         self, task: TaskInfo, node: NodeInfo, slices: tuple[SliceAssignment, ...], pipelined: bool
     ) -> None:
         task.status = st.PIPELINED if pipelined else st.ALLOCATED
+        self.jobs[task.job].status_changed()
         task.node = node.name
         task.slices = slices
         node.tasks[task.uid] = task
@@ -378,6 +395,7 @@ class Session:
             for _, fn in tier:
                 fn(task)
         task.status = prev_status
+        self.jobs[task.job].status_changed()
         task.node = ""
         task.slices = ()
 
@@ -386,6 +404,7 @@ class Session:
         self._touch(node)
         node.releasing.add(task.resreq)
         task.status = st.RELEASING
+        self.jobs[task.job].status_changed()
         self.eviction_reasons[task.uid] = reason
         self.jobs[task.job].allocated.sub(task.resreq)
         for tier in self._fns["on_deallocate"]:
@@ -397,6 +416,7 @@ class Session:
         self._touch(node)
         node.releasing.sub(task.resreq)
         task.status = prev_status
+        self.jobs[task.job].status_changed()
         self.jobs[task.job].allocated.add(task.resreq)
         for tier in self._fns["on_allocate"]:
             for _, fn in tier:

@@ -174,14 +174,16 @@ def _conf(name: str) -> SchedulerConf:
     if name == "default":
         return default_conf()
     full = parse_conf(FULL_CONF)
+    if name == "placement":  # deviceshare scores by the placement policy, ties by node order
+        return parse_conf(FULL_CONF.replace("SchedulePolicy: binpack", "SchedulePolicy: tessera"))
     if name == "allocate-twice":  # the second allocate sees nodes changed by evictions
         actions = ("enqueue", "allocate", "preempt", "reclaim", "allocate", "backfill")
         return SchedulerConf(actions, full.tiers)
     return full
 
 
-@pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize("conf_name", ["default", "full", "allocate-twice"])
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("conf_name", ["default", "full", "allocate-twice", "placement"])
 def test_cached_session_decides_like_the_straightforward_one(seed: int, conf_name: str) -> None:
     conf = _conf(conf_name)
     snap = random_snapshot(seed)
@@ -193,7 +195,7 @@ def test_cached_session_decides_like_the_straightforward_one(seed: int, conf_nam
 @pytest.mark.parametrize("seed", range(6))
 def test_cached_session_decides_alike_when_only_a_sample_of_nodes_is_searched(seed: int) -> None:
     snap = random_snapshot(seed, large=True)
-    conf = _conf("full" if seed % 2 else "default")
+    conf = _conf(("default", "full", "placement")[seed % 3])
     assert run(snap, conf, node_cache=True) == run(snap, conf, node_cache=False)
 
 
@@ -201,7 +203,7 @@ def test_generator_exercises_the_interesting_paths() -> None:
     """Guard against a generator that only ever produces trivial sessions."""
     conf = parse_conf(FULL_CONF)
     placed = pipelined = unschedulable = evicted = node_reasons = 0
-    for seed in range(40):
+    for seed in range(20):
         d = run(random_snapshot(seed), conf, node_cache=True)
         placed += sum(len(p.placements) for p in d.placements if not p.pipelined)
         pipelined += sum(len(p.placements) for p in d.placements if p.pipelined)
@@ -232,6 +234,13 @@ def test_cache_is_off_when_a_predicate_plugin_is_not_node_local() -> None:
     plugins = {**build_plugins(), "lookaround": LookAround}
     assert Session(random_snapshot(0), conf, plugins).node_cache
     assert not Session(random_snapshot(0), extra, plugins).node_cache  # type: ignore[arg-type]
+
+
+def test_outcomes_are_not_shared_between_nodes_when_scores_depend_on_the_node() -> None:
+    snap = random_snapshot(0)
+    assert Session(snap, _conf("full"), build_plugins()).share_outcomes
+    placement = Session(snap, _conf("placement"), build_plugins())
+    assert placement.node_cache and not placement.share_outcomes
 
 
 @pytest.mark.parametrize("node_cache", [True, False])

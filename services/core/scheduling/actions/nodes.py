@@ -271,7 +271,7 @@ def _outcome(
     seen before in this session, else evaluated."""
     entry = node.fit_cache.get(shape)
     if entry is None:
-        if _names_cards(task):
+        if not ssn.share_outcomes or _names_cards(task):
             entry = _evaluate(ssn, task, node)
         else:
             key = (_state_key(ssn, node), shape)
