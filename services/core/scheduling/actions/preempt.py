@@ -65,6 +65,8 @@ class PreemptAction:
                 pending = PriorityQueue(ssn.task_order, job.pending_tasks())
                 while not pending.empty():
                     task = pending.pop()
+                    if task.spec.preemption_policy == "Never":
+                        continue
                     stmt = Statement(ssn)
                     assigned = preempt(ssn, stmt, task, ssn.queues[job.queue], _same_job(task))
                     stmt.commit()
