@@ -256,6 +256,7 @@ def main() -> int:
     parser.add_argument("--gangs", type=int, default=100)
     parser.add_argument("--case", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--profile", type=int, default=0, help="node count to profile (0: largest)")
+    parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -271,8 +272,10 @@ def main() -> int:
               f"{r.session_s:.2f} s = {r.pods_per_s:,.0f} pods/s "
               f"(unschedulable jobs {r.unschedulable_jobs}, peak RSS {r.rss_peak_mib:,.0f} MiB)")  # fmt: skip
     prof_nodes = args.profile or max(r.nodes for r in results)
-    _, text = run_case(prof_nodes, args.jobs, args.gangs, profile_top=40)
-    print("\n".join(_profile_summary(text, 25)))
+    text = ""
+    if not args.no_profile:
+        _, text = run_case(prof_nodes, args.jobs, args.gangs, profile_top=40)
+        print("\n".join(_profile_summary(text, 25)))
     out = report(results, (prof_nodes, text), args)
     if not args.no_write:
         args.out.write_text(out)

@@ -177,9 +177,12 @@ def _cached_score(ssn: Session, task: TaskInfo, node: NodeInfo, shape: tuple[obj
 class ShapeIndex:
     """Every node's outcome for one task shape, by node position: bitmasks of feasible / Idle /
     FutureIdle-only nodes, the distinct scores of each group (sorted) with a bitmask per score,
-    and the failure reasons. `synced` is how far into `Session.node_changes` it has been kept."""
+    and the failure reasons. `synced` is how far into `Session.node_changes` it has read; the
+    nodes changed since their outcome was set are `dirty` until a search reaches them."""
 
-    __slots__ = ("buckets", "feasible", "idle", "kinds", "reasons", "scores", "sorted", "synced")
+    __slots__ = (
+        "buckets", "dirty", "feasible", "idle", "kinds", "reasons", "scores", "sorted", "synced",
+    )  # fmt: skip
 
     def __init__(self, n: int) -> None:
         self.kinds = [FIT_FAILS] * n
@@ -191,6 +194,7 @@ class ShapeIndex:
         self.buckets: tuple[dict[float, int], ...] = ({}, {}, {})
         self.sorted: tuple[list[float], ...] = ([], [], [])
         self.synced = 0
+        self.dirty = 0  # nodes changed since their outcome was set (a mask)
 
     def set(self, pos: int, kind: int, value: str | float) -> None:
         bit = 1 << pos
@@ -283,7 +287,8 @@ def _outcome(
 
 
 def _index(ssn: Session, task: TaskInfo) -> ShapeIndex:
-    """The shape's index, built on first use and brought up to date with the changed nodes."""
+    """The shape's index, built on first use; nodes changed since are marked stale (`dirty`)
+    and re-evaluated only when a search window reaches them (`select_node`)."""
     shape = shape_of(task)
     nodes = ssn.node_list
     idx: ShapeIndex | None = ssn.shape_indexes.get(shape)
@@ -295,10 +300,38 @@ def _index(ssn: Session, task: TaskInfo) -> ShapeIndex:
         return idx
     changes = ssn.node_changes
     if idx.synced < len(changes):
-        for pos in set(changes[idx.synced :]):
-            idx.set(pos, *_outcome(ssn, task, nodes[pos], shape))
+        dirty = idx.dirty
+        for pos in changes[idx.synced :]:
+            dirty |= 1 << pos
+        idx.dirty = dirty
         idx.synced = len(changes)
     return idx
+
+
+def _refresh(ssn: Session, task: TaskInfo, idx: ShapeIndex, stale: int) -> None:
+    """Re-evaluate the stale nodes of `stale` (a mask) for the task's shape."""
+    shape = shape_of(task)
+    nodes = ssn.node_list
+    idx.dirty &= ~stale
+    while stale:
+        low = stale & -stale
+        pos = low.bit_length() - 1
+        stale ^= low
+        idx.set(pos, *_outcome(ssn, task, nodes[pos], shape))
+
+
+def _window(feasible: int, start: int, want: int, total: int) -> tuple[int, int]:
+    """The positions a scan from `start` looks at before it has found `want` feasible nodes (a
+    mask), and the offset from `start` of the last one."""
+    high = (feasible >> start).bit_count()
+    if high >= want:  # the window ends before wrapping around
+        stop = _nth_from(feasible, start, want)
+        return (1 << (stop + 1)) - (1 << start), stop - start
+    if feasible.bit_count() >= want:  # wraps around and ends before start
+        stop = _nth_from(feasible, 0, want - high)
+        full = (1 << total) - 1
+        return (full - (1 << start) + 1) | ((1 << (stop + 1)) - 1), stop + total - start
+    return (1 << total) - 1, total - 1  # fewer feasible nodes than wanted: the whole ring
 
 
 def _nth_from(mask: int, lo: int, k: int) -> int:
@@ -330,23 +363,15 @@ def select_node(
     total = len(nodes)
     want = num_to_find(total)
     start = ssn.__dict__.setdefault("_next_start", 0) % total
-    feasible = idx.feasible
-    if not feasible:  # every node scanned, none fits: the reasons of all of them
-        ssn.__dict__["_next_start"] = start
+    while True:  # until every node of the window is up to date
+        window, stop = _window(idx.feasible, start, want, total)
+        stale = idx.dirty & window
+        if not stale:
+            break
+        _refresh(ssn, task, idx, stale)
+    ssn.__dict__["_next_start"] = (start + stop + 1) % total
+    if not idx.feasible:  # every node scanned, none fits: the reasons of all of them
         return None, False, FitResult(errors={n.name: idx.reasons[n.pos] for n in nodes})
-    high = (feasible >> start).bit_count()
-    full = (1 << total) - 1
-    if high >= want:  # the window ends before wrapping around
-        stop = _nth_from(feasible, start, want)
-        window = (1 << (stop + 1)) - (1 << start)
-        ssn.__dict__["_next_start"] = (stop + 1) % total
-    elif feasible.bit_count() >= want:  # wraps around and ends before start
-        stop = _nth_from(feasible, 0, want - high)
-        window = (full - (1 << start) + 1) | ((1 << (stop + 1)) - 1)
-        ssn.__dict__["_next_start"] = (stop + 1) % total
-    else:  # fewer feasible nodes than wanted: the whole ring was scanned
-        window = full
-        ssn.__dict__["_next_start"] = start
     kind = FIT_IDLE if idx.idle & window else FIT_FUTURE
     bucket = idx.buckets[kind]
     for score in reversed(idx.sorted[kind]):
