@@ -31,15 +31,21 @@ def _registries() -> tuple[Mapping[str, PluginFactory], Mapping[str, Action]]:
     return build_plugins(), build_actions()
 
 
-def open_session(snapshot: st.Snapshot, conf: SchedulerConf | None = None) -> Session:
+def open_session(
+    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True
+) -> Session:
     plugins, _ = _registries()
-    return Session(snapshot, conf or default_conf(), plugins)
+    return Session(snapshot, conf or default_conf(), plugins, node_cache=node_cache)
 
 
-def decide(snapshot: st.Snapshot, conf: SchedulerConf | None = None) -> Decisions:
+def decide(
+    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True
+) -> Decisions:
+    """`node_cache=False` evaluates every node afresh (the reference the cached path is tested
+    against, tests/core/scheduling/test_node_cache.py); decisions are the same either way."""
     conf = conf or default_conf()
     _, actions = _registries()
-    ssn = open_session(snapshot, conf)
+    ssn = open_session(snapshot, conf, node_cache=node_cache)
     for name in conf.actions:
         actions[name].execute(ssn)
     for plugin in ssn.plugins.values():
