@@ -8,7 +8,9 @@ for a proposal that fails anywhere (DESIGN §6, invariant "a gang is bound whole
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from contracts.base import Event
@@ -42,7 +44,7 @@ class Refusal:
 def plan_commit(
     proposal: PlacementProposed,
     cards: Mapping[str, CardState],
-    holdings: Mapping[str, frozenset[str]],
+    holdings: Mapping[str, AbstractSet[str]],
     proposal_seq: int = 0,
 ) -> CommitPlan | Refusal:
     """Decide a proposal. `holdings`: owner → cards it holds now (to refuse double placement)."""
@@ -91,7 +93,7 @@ def plan_commit(
 def plan_release(
     owners: set[str],
     cards: Mapping[str, CardState],
-    holdings: Mapping[str, frozenset[str]],
+    holdings: Mapping[str, AbstractSet[str]],
     reason: str,
 ) -> list[CardWrite]:
     """Release every slice the owners hold; idempotent (nothing held → no writes)."""
@@ -108,3 +110,35 @@ def plan_release(
                 assert isinstance(event, SliceReleased)
                 writes.append(CardWrite(card, event.node, event))
     return writes
+
+
+def plan_commits(
+    proposals: list[tuple[PlacementProposed, int]],
+    cards: Mapping[str, CardState],
+    holdings: Mapping[str, AbstractSet[str]],
+    max_messages: int = 900,
+) -> list[CommitPlan]:
+    """Plan consecutive proposals as if committed one after another (each sees the slices the
+    earlier ones took), for ONE atomic batch. Stops before the first proposal that would be
+    refused or is already done, or that would overflow the batch: the caller decides those
+    one at a time, on a fresh read, exactly as before."""
+    staged: dict[str, CardState] = {}
+    taken: dict[str, frozenset[str]] = {}
+    view_cards = ChainMap(staged, cards)  # type: ignore[arg-type]
+    view_holdings = ChainMap(taken, holdings)  # type: ignore[arg-type]
+    plans: list[CommitPlan] = []
+    size = 0
+    for proposal, seq in proposals:
+        plan = plan_commit(proposal, view_cards, view_holdings, seq)
+        if isinstance(plan, Refusal) or plan.already_done:
+            break
+        size += len(plan.writes) + 1
+        if size > max_messages and plans:
+            break
+        for w in plan.writes:
+            staged[w.card] = evolve(view_cards[w.card], w.event)  # type: ignore[arg-type]
+        for p in proposal.placements:
+            owner = owner_of(proposal.namespace, proposal.name, p.task)
+            taken[owner] = frozenset({a.card for a in p.slices})
+        plans.append(plan)
+    return plans

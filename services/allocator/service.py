@@ -31,6 +31,7 @@ from services.allocator.commit import (
     Refusal,
     owner_of,
     plan_commit,
+    plan_commits,
     plan_release,
 )
 from services.core.ledger import (
@@ -59,6 +60,7 @@ class Allocator:
         self.specs: dict[str, CardSpec] = {}
         self.holdings: dict[str, set[str]] = defaultdict(set)
         self.commits = 0
+        self.group_commits = 0  # of which committed several to one atomic batch
         self.rejections = 0
         self.service = EventService(
             name=name,
@@ -70,6 +72,7 @@ class Allocator:
                 TaskFinished: self.on_task_finished,  # type: ignore[dict-item]
                 JobDeleted: self.on_job_deleted,  # type: ignore[dict-item]
             },
+            group_handlers={PlacementProposed: self.on_proposals},  # type: ignore[dict-item]
         )
 
     # --- projection ----------------------------------------------------------------------------
@@ -160,15 +163,43 @@ class Allocator:
             await self._refresh(s.uuid for s in event.cards)
         raise TransientError(f"node {event.node}: card ledgers kept moving")
 
+    async def on_proposals(self, items: list[tuple[PlacementProposed, Received]]) -> int:
+        """Commit a run of proposals in ONE atomic batch (one round trip, one fsync) when each
+        fits after the ones before it; returns how many were committed. Anything else — a
+        refusal, a redelivery, a stale view — goes through `on_proposal` one at a time."""
+        plans = plan_commits([(e, rx.message.seq) for e, rx in items], self.cards, self.holdings)
+        if len(plans) < 2:
+            return 0
+        entries, writes, seen = [], [], set()
+        for plan, (event, rx) in zip(plans, items, strict=False):
+            outs = []
+            for w in plan.writes:
+                expected = None if w.card in seen else self.card_seq.get(w.card, 0)
+                seen.add(w.card)
+                outs.append(Outgoing(self.subjects.card(w.node, w.card), w.event, expected))
+                writes.append((len(entries) + len(outs) - 1, w))
+            outs.append(Outgoing(self.subjects.job(event.namespace, event.name), plan.committed))
+            entries += [self.service.entry(o, rx, i) for i, o in enumerate(outs)]
+        result = await self.log.append_batch(entries)
+        if isinstance(result, Conflict):
+            log.info("stale ledger view for a group of %d (%s): one by one", len(plans), result)
+            await self._refresh(seen)
+            return 0
+        assert isinstance(result, BatchCommitted)
+        for position, w in writes:
+            self._apply(w.card, w.event, result.first_seq + position)
+        self.commits += len(plans)
+        self.group_commits += len(plans)
+        fault_point("allocator.after-commit")
+        return len(plans)
+
     async def on_proposal(self, event: PlacementProposed, rx: Received) -> None:
         touched = {a.card for p in event.placements for a in p.slices}
         for _attempt in range(MAX_RETRIES):
-            holdings = {o: frozenset(c) for o, c in self.holdings.items()}
-            plan = plan_commit(event, self.cards, holdings, rx.message.seq)
+            plan = plan_commit(event, self.cards, self.holdings, rx.message.seq)
             if isinstance(plan, Refusal) and _attempt == 0:
                 await self._refresh(touched)  # refuse only on a fresh view of the cards
-                holdings = {o: frozenset(c) for o, c in self.holdings.items()}
-                plan = plan_commit(event, self.cards, holdings, rx.message.seq)
+                plan = plan_commit(event, self.cards, self.holdings, rx.message.seq)
             if isinstance(plan, Refusal):
                 self.rejections += 1
                 subject = self.subjects.job(event.namespace, event.name)
@@ -193,11 +224,11 @@ class Allocator:
 
     async def _release(self, owners: set[str], reason: str, rx: Received) -> None:
         for _attempt in range(MAX_RETRIES):
-            holdings = {o: frozenset(c) for o, c in self.holdings.items()}
-            writes = plan_release(owners, self.cards, holdings, reason)
+            writes = plan_release(owners, self.cards, self.holdings, reason)
+            held = {c for o in owners for c in self.holdings.get(o, ())}
             if await self._write(writes, [], rx):
                 return
-            await self._refresh({c for o in owners for c in holdings.get(o, ())})
+            await self._refresh(held)
         raise TransientError("release: ledgers kept moving")
 
     async def on_task_finished(self, event: TaskFinished, rx: Received) -> None:

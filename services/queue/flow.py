@@ -141,6 +141,8 @@ def pod_failed(flow: Flow, event: TaskFinished) -> list[Event]:
 
 def queue_events(flow: Flow) -> list[Event]:
     """Closing queues without live PodGroups become Closed."""
+    if not any(q.state == "Closing" for q in flow.projection.queues.values()):
+        return []  # the common case, checked after every event: no walk over the jobs
     live: dict[str, int] = {}
     for job in flow.projection.jobs.values():
         live[job.spec.queue] = live.get(job.spec.queue, 0) + 1

@@ -61,6 +61,10 @@ class Outgoing:
 
 
 Handler = Callable[[Event, Received], Awaitable[None]]
+#: Handles a run of consecutive deliveries of one kind at once (e.g. the allocator commits many
+#: proposals in one atomic batch). It may handle only a prefix: it returns how many it settled
+#: the effect of; the rest go through the single handler one by one.
+GroupHandler = Callable[[list[tuple[Event, Received]]], Awaitable[int]]
 
 
 @dataclass
@@ -73,6 +77,8 @@ class EventService:
     metrics: ServiceMetrics | None = None
     tracer: Tracer | None = None
     durable: str = ""
+    group_handlers: Mapping[type[Event], GroupHandler] = field(default_factory=dict)
+    max_group: int = 64
     max_attempts: int = 5
     retry_delay: float = 0.5
 
@@ -81,6 +87,7 @@ class EventService:
         self.tracer = self.tracer or trace.get_tracer("tessera.runtime")
         self.durable = self.durable or self.name
         self._by_name = {cls.type_name(): h for cls, h in self.handlers.items()}
+        self._groups = {cls.type_name(): h for cls, h in self.group_handlers.items()}
 
     # --- outgoing ------------------------------------------------------------------------------
 
@@ -187,13 +194,52 @@ class EventService:
         consumer = await self.log.consumer(self.durable, self.filter_subjects)
         if on_ready is not None:
             on_ready()
+        held: Delivery | None = None
         try:
             while not stopping.is_set():
-                delivery = await consumer.next(timeout=poll)
-                if delivery is not None:
+                delivery, held = held or await consumer.next(timeout=poll), None
+                if delivery is None:
+                    continue
+                kind = delivery.message.headers.get("Tessera-Type", "")
+                if kind not in self._groups:
                     await self.handle(delivery)
+                    continue
+                group = [delivery]
+                while len(group) < self.max_group and (nxt := consumer.ready()) is not None:
+                    if nxt.message.headers.get("Tessera-Type", "") != kind:
+                        held = nxt
+                        break
+                    group.append(nxt)
+                await self.handle_group(kind, group)
         finally:
             await consumer.close()
+
+    async def handle_group(self, kind: str, group: list[Delivery]) -> None:
+        """Decode a run of same-type deliveries, let the group handler take what it can, ack
+        those, and handle the rest one by one (which also covers decoding problems)."""
+        items: list[tuple[Event, Received]] = []
+        for d in group:
+            try:
+                env = Envelope.from_headers(d.message.headers)
+                items.append((self.registry.decode(env.type, d.message.data), Received(d.message, env)))
+            except (EnvelopeError, UndecodableEvent, UnknownEventType):
+                break
+        done = 0
+        if len(items) > 1:
+            with self.tracer.start_as_current_span(  # type: ignore[union-attr]
+                f"process {kind} ×{len(items)}", kind=SpanKind.CONSUMER,
+                attributes={"tessera.event.type": kind, "tessera.group.size": len(items)},
+            ):  # fmt: skip
+                try:
+                    done = await self._groups[kind](items)
+                except Exception:
+                    log.exception("group handler for %d %s failed; one by one", len(items), kind)
+                    done = 0
+        for d in group[:done]:
+            await d.ack()
+            self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]
+        for d in group[done:]:
+            await self.handle(d)
 
 
 def chain(*handlers: Handler) -> Handler:

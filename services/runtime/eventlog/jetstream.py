@@ -42,6 +42,9 @@ from services.runtime.eventlog.model import (
 )
 
 WRONG_LAST_SEQUENCE = 10071
+#: An atomic batch holding a message id already in the duplicate window: another writer (or our
+#: own earlier attempt) already wrote the same decision, so the view is stale — a conflict.
+BATCH_DUPLICATE_ID = 10201
 _WRONG_SEQ_RE = re.compile(r"wrong last sequence: (\d+)")
 BATCH_ID = "Nats-Batch-Id"
 BATCH_SEQUENCE = "Nats-Batch-Sequence"
@@ -173,6 +176,9 @@ class JetStreamConsumer:
             if not self._buffer:
                 return None
         return JetStreamDelivery(self._buffer.pop(0))
+
+    def ready(self) -> JetStreamDelivery | None:
+        return JetStreamDelivery(self._buffer.pop(0)) if self._buffer else None
 
     async def close(self) -> None:
         # Unsettled buffered messages are redelivered by the server after ack_wait.
@@ -307,7 +313,7 @@ class JetStreamLog:
         try:
             ack = await _settle(fut, self.timeout)
         except PublishError as err:
-            if err.err_code != WRONG_LAST_SEQUENCE:
+            if err.err_code not in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
                 raise LogError(f"atomic batch failed: {err}") from err
             return await self._which_conflict(entries, _actual_from(err.description))
         except TimeoutError:

@@ -89,6 +89,9 @@ class MemoryConsumer:
                 return MemoryDelivery(self, msg, 1)
         return None
 
+    def ready(self) -> MemoryDelivery | None:
+        return self._take()
+
     async def next(self, timeout: float = 1.0) -> MemoryDelivery | None:
         delivery = self._take()
         if delivery is not None:

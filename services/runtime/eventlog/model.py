@@ -80,6 +80,10 @@ class Delivery(Protocol):
 class Consumer(Protocol):
     async def next(self, timeout: float = 1.0) -> Delivery | None: ...
 
+    def ready(self) -> Delivery | None:
+        """The next delivery if one is already at hand (fetched), without waiting."""
+        ...
+
     async def close(self) -> None: ...
 
 
