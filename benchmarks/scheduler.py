@@ -216,7 +216,7 @@ def report(results: list[CaseResult], profile: tuple[int, str], args: argparse.N
         "",
         f"`python -m benchmarks.scheduler --nodes {args.nodes} --jobs {args.jobs} "
         f"--gangs {args.gangs}` on {platform.machine()}, Python {platform.python_version()}; "
-        "2 cores shared with other work, so timings are noisy (±20 % between runs is normal).",
+        "2 cores shared with other work, so wall times are noisy (up to 3× between runs under load; CPU times much less).",
         "",
         "One session of the default configuration (enqueue, allocate, backfill; priority, gang,",
         "conformance | overcommit, drf, predicates, proportion, nodeorder, deviceshare) over the",
