@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import SliceAssignment
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
-from services.core.scheduling.resources import Resource, is_device_resource
+from services.core.scheduling.resources import DEVICE_PREFIXES, Resource, is_device_resource
 from services.core.scheduling.snapshot import (
     ALLOCATED,
     BINDING,
@@ -31,14 +31,25 @@ def task_request(spec: TaskSpec) -> Resource:
     return Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
 
 
+#: Pod annotation prefixes the node-local plugins may read: HAMi's (`hami.io/gpu-scheduler-
+#: policy`, `hami.io/node-scheduler-policy`, `hami.io/device-scoring-weights`, …) and the device
+#: vendors'. Others (`tessera.io/duration`, kubectl's last-applied-configuration, …) often differ
+#: from pod to pod and would make every pod a shape of its own.
+SHAPE_ANNOTATION_PREFIXES = ("hami.io/", *DEVICE_PREFIXES)
+
+
 def task_shape(spec: TaskSpec) -> tuple[object, ...]:
     """Everything of a task that the node-local predicates and scores read (resource request,
-    device requests, policy annotations, selectors, affinity, tolerations) and nothing that only
-    names it: two tasks with equal shapes get equal results on a node in an equal state."""
+    device requests, device-policy annotations, selectors, affinity, tolerations) and nothing
+    that only names it: two tasks with equal shapes get equal results on a node in an equal
+    state."""
+    annotations = sorted(
+        (k, v) for k, v in spec.annotations.items() if k.startswith(SHAPE_ANNOTATION_PREFIXES)
+    )
     return (
         spec.cpu_milli, spec.memory_mib, tuple(sorted(spec.scalars.items())), spec.devices,
-        tuple(sorted(spec.annotations.items())), tuple(sorted(spec.node_selector.items())),
-        spec.affinity, spec.tolerations,
+        tuple(annotations), tuple(sorted(spec.node_selector.items())), spec.affinity,
+        spec.tolerations,
     )  # fmt: skip
 
 

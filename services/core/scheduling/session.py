@@ -131,6 +131,7 @@ class Session:
         #: to bring its per-shape indexes up to date)
         self.node_changes: list[int] = []
         self.shape_indexes: dict[tuple[object, ...], Any] = {}
+        self.shape_counts: dict[tuple[object, ...], int] = {}
         self.outcomes: dict[tuple[object, ...], tuple[int, str | float]] = {}
         self.node_classes: dict[tuple[object, ...], int] = {}
         self._open_snapshot(snapshot)

@@ -111,6 +111,7 @@ def _task(rng: random.Random, name: str, replicas: int) -> TaskSpec:
     annotations = {"huawei.com/vnpu-mode": "hami-core"} if device is SOFT else {}
     if device is not None and rng.random() < 0.15:
         annotations["hami.io/node-scheduler-policy"] = "spread"
+    annotations["tessera.io/duration"] = str(rng.randint(1, 10**6))  # differs pod to pod
     return TaskSpec(
         name=name, replicas=replicas, cpu_milli=rng.choice([0, 500, 2000, 8000]),
         memory_mib=rng.choice([0, 1024, 16384]), devices=devices, scalars=scalars,

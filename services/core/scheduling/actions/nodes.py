@@ -34,6 +34,7 @@ from services.core.scheduling.session import Session
 FIT_FAILS = 0
 FIT_FUTURE = 1  # fits FutureIdle only: the task would be pipelined
 FIT_IDLE = 2
+FIT_UNKNOWN = 3  # ShapeIndex only: not evaluated yet
 
 
 @dataclass
@@ -67,15 +68,16 @@ def num_to_find(n: int) -> int:
 
 
 def predicate_nodes(
-    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], sample: bool = True
-) -> FitResult:
+    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], sample: bool = True,
+    cached: bool | None = None,
+) -> FitResult:  # fmt: skip
     out = FitResult()
     total = len(nodes)
     if total == 0:
         return out
     want = num_to_find(total) if sample else total
     start = ssn.__dict__.setdefault("_next_start", 0) % total if sample else 0
-    scan = _scan_cached if ssn.node_cache else _scan
+    scan = _scan_cached if (ssn.node_cache if cached is None else cached) else _scan
     stop = scan(ssn, task, nodes, start, want, out)
     if sample:
         ssn.__dict__["_next_start"] = (start + stop + 1) % total
@@ -155,9 +157,11 @@ def _scan_cached(
     return i
 
 
-def best_node(ssn: Session, task: TaskInfo, candidates: list[NodeInfo]) -> NodeInfo:
+def best_node(
+    ssn: Session, task: TaskInfo, candidates: list[NodeInfo], cached: bool | None = None
+) -> NodeInfo:
     """The highest-scoring candidate; the first one wins ties."""
-    if ssn.node_cache:
+    if ssn.node_cache if cached is None else cached:
         shape = shape_of(task)
         scores = [_cached_score(ssn, task, node, shape) for node in candidates]
     else:
@@ -177,30 +181,32 @@ def _cached_score(ssn: Session, task: TaskInfo, node: NodeInfo, shape: tuple[obj
 class ShapeIndex:
     """Every node's outcome for one task shape, by node position: bitmasks of feasible / Idle /
     FutureIdle-only nodes, the distinct scores of each group (sorted) with a bitmask per score,
-    and the failure reasons. `synced` is how far into `Session.node_changes` it has read; the
-    nodes changed since their outcome was set are `dirty` until a search reaches them."""
+    and the failure reasons. `synced` is how far into `Session.node_changes` it has read.
+
+    A node not evaluated yet (`FIT_UNKNOWN`, the start for all) or changed since it was counts as
+    feasible and is `dirty`: a search re-evaluates the dirty nodes of its window until none is
+    left, so only the nodes a search reaches are ever evaluated, as in the plain scan."""
 
     __slots__ = (
         "buckets", "dirty", "feasible", "idle", "kinds", "reasons", "scores", "sorted", "synced",
     )  # fmt: skip
 
-    def __init__(self, n: int) -> None:
-        self.kinds = [FIT_FAILS] * n
-        self.scores = [0.0] * n
-        self.reasons: list[str] = [""] * n
-        self.feasible = 0
+    def __init__(self, n: int, synced: int) -> None:
+        self.kinds = bytearray([FIT_UNKNOWN]) * n
+        self.scores: dict[int, float] = {}
+        self.reasons: dict[int, str] = {}
+        self.feasible = self.dirty = (1 << n) - 1
         self.idle = 0
-        # per group (FIT_FUTURE, FIT_IDLE): score -> mask, and the scores in ascending order
+        # per kind (FIT_FUTURE, FIT_IDLE): score -> mask, and the scores in ascending order
         self.buckets: tuple[dict[float, int], ...] = ({}, {}, {})
         self.sorted: tuple[list[float], ...] = ([], [], [])
-        self.synced = 0
-        self.dirty = 0  # nodes changed since their outcome was set (a mask)
+        self.synced = synced
 
     def set(self, pos: int, kind: int, value: str | float) -> None:
         bit = 1 << pos
         old = self.kinds[pos]
-        if old != FIT_FAILS:
-            score = self.scores[pos]
+        if old in (FIT_FUTURE, FIT_IDLE):
+            score = self.scores.pop(pos)
             bucket = self.buckets[old]
             rest = bucket[score] & ~bit
             if rest:
@@ -208,10 +214,12 @@ class ShapeIndex:
             else:
                 del bucket[score]
                 self.sorted[old].remove(score)
-            self.feasible &= ~bit
             self.idle &= ~bit
+        elif old == FIT_FAILS:
+            del self.reasons[pos]
         self.kinds[pos] = kind
         if kind == FIT_FAILS:
+            self.feasible &= ~bit
             self.reasons[pos] = value  # type: ignore[assignment]
             return
         score = value  # type: ignore[assignment]
@@ -287,19 +295,13 @@ def _outcome(
 
 
 def _index(ssn: Session, task: TaskInfo) -> ShapeIndex:
-    """The shape's index, built on first use; nodes changed since are marked stale (`dirty`)
-    and re-evaluated only when a search window reaches them (`select_node`)."""
+    """The shape's index; nodes changed since it last looked are marked stale (`dirty`)."""
     shape = shape_of(task)
-    nodes = ssn.node_list
+    changes = ssn.node_changes
     idx: ShapeIndex | None = ssn.shape_indexes.get(shape)
     if idx is None:
-        idx = ssn.shape_indexes[shape] = ShapeIndex(len(nodes))
-        for node in nodes:
-            idx.set(node.pos, *_outcome(ssn, task, node, shape))
-        idx.synced = len(ssn.node_changes)
-        return idx
-    changes = ssn.node_changes
-    if idx.synced < len(changes):
+        idx = ssn.shape_indexes[shape] = ShapeIndex(len(ssn.node_list), len(changes))
+    elif idx.synced < len(changes):
         dirty = idx.dirty
         for pos in changes[idx.synced :]:
             dirty |= 1 << pos
@@ -354,11 +356,15 @@ def select_node(
 
     Equal to `predicate_nodes` (sampled) followed by `best_node` on the Idle group, else the
     FutureIdle group; the index path answers the same question without a per-node loop."""
-    if not ssn.node_cache or nodes is not ssn.node_list or not nodes:
-        fit = predicate_nodes(ssn, task, nodes)
+    seen = 0
+    if ssn.node_cache and nodes is ssn.node_list and nodes:
+        shape = shape_of(task)
+        seen = ssn.shape_counts[shape] = ssn.shape_counts.get(shape, 0) + 1
+    if seen < 2:  # a shape seen once keeps no per-shape state (a trace may hold thousands)
+        fit = predicate_nodes(ssn, task, nodes, cached=False)
         if fit.empty:
             return None, False, fit
-        return best_node(ssn, task, fit.idle or fit.future), bool(fit.idle), fit
+        return best_node(ssn, task, fit.idle or fit.future, cached=False), bool(fit.idle), fit
     idx = _index(ssn, task)
     total = len(nodes)
     want = num_to_find(total)
