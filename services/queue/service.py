@@ -144,8 +144,11 @@ class QueueService:
         return out
 
     async def _publish(self, outs: list[Outgoing], cause: Received | None = None) -> None:
-        for i, out in enumerate(outs):
-            res = await self.service.publish(out, cause, i)
+        if not outs:
+            return
+        entries = [self.service.entry(out, cause, i) for i, out in enumerate(outs)]
+        results = await self.log.append_pipelined(entries)
+        for out, res in zip(outs, results, strict=True):
             seq = getattr(res, "seq", 0)
             if seq and not getattr(res, "duplicate", False):
                 self.own.add(seq)

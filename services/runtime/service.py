@@ -134,7 +134,7 @@ class EventService:
                 outcome = "unknown"
             else:
                 outcome = "ignored"
-            await delivery.ack()
+            await _settle(delivery.ack)
             return outcome
         try:
             event = self.registry.decode(env.type, msg.data)
@@ -160,7 +160,7 @@ class EventService:
                 await handler(event, Received(msg, env))
             except TransientError as exc:
                 span.record_exception(exc)
-                await delivery.nak(self.retry_delay * delivery.attempt)
+                await _settle(delivery.nak, self.retry_delay * delivery.attempt)
                 metrics.events.labels(self.name, env.type, "retried").inc()
                 return "retried"
             except Exception as exc:  # a bug in a handler must not kill the service
@@ -168,10 +168,10 @@ class EventService:
                 log.exception("handler for %s failed (attempt %d)", env.type, delivery.attempt)
                 if delivery.attempt >= self.max_attempts:
                     return await self._park(delivery, f"handler failed: {exc!r}")
-                await delivery.nak(self.retry_delay * delivery.attempt)
+                await _settle(delivery.nak, self.retry_delay * delivery.attempt)
                 metrics.events.labels(self.name, env.type, "retried").inc()
                 return "retried"
-        await delivery.ack()
+        await _settle(delivery.ack)
         metrics.events.labels(self.name, env.type, "handled").inc()
         metrics.handle_seconds.labels(self.name, env.type).observe(time.perf_counter() - started)
         return "handled"
@@ -180,7 +180,7 @@ class EventService:
         assert self.metrics is not None
         log.warning("parking %s#%d: %s", delivery.message.subject, delivery.message.seq, reason)
         await self.log.park(self.name, delivery.message, reason)
-        await delivery.term()
+        await _settle(delivery.term)
         self.metrics.dead_letters.labels(self.name).inc()
         return "parked"
 
@@ -236,10 +236,19 @@ class EventService:
                     log.exception("group handler for %d %s failed; one by one", len(items), kind)
                     done = 0
         for d in group[:done]:
-            await d.ack()
+            await _settle(d.ack)
             self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]
         for d in group[done:]:
             await self.handle(d)
+
+
+async def _settle(settle: Callable[..., Awaitable[None]], *args: float) -> None:
+    """Ack/nak/term; a failure to settle (connection hiccup) is not the handler's failure: the
+    server redelivers after ack_wait and the idempotent handler makes that harmless."""
+    try:
+        await settle(*args)
+    except Exception as exc:
+        log.warning("could not settle a delivery (%s): it will be redelivered", exc)
 
 
 def chain(*handlers: Handler) -> Handler:

@@ -136,15 +136,26 @@ class Scheduler:
             except TimeoutError:
                 pass
             self._dirty.clear()
-            based_on = self.projection.seq
-            for i, out in enumerate(self.session_events()):
-                mid = f"sched:{based_on}#{i}"  # same snapshot → same decisions → deduplicated
-                result = await self.service.publish(Outgoing(out.subject, out.event, msg_id=mid))
-                if isinstance(result, Appended) and not result.duplicate:
-                    # Fold our own decision now, so the next session neither repeats a phase
-                    # change nor re-proposes a job before the log delivers it back to us.
-                    self.own.add(result.seq)
-                    self._apply(result.seq, out.event)
+            try:
+                await self._session()
+            except Exception:  # the log is briefly unreachable, a bug in one session: go on
+                log.exception("session %d failed; retrying on the next trigger", self.sessions)
+                self._dirty.set()
+                await asyncio.sleep(self.period)
+
+    async def _session(self) -> None:
+        based_on = self.projection.seq
+        outs = [
+            Outgoing(o.subject, o.event, msg_id=f"sched:{based_on}#{i}")  # same snapshot → same
+            for i, o in enumerate(self.session_events())  # decisions → deduplicated ids
+        ]
+        results = await self.log.append_pipelined([self.service.entry(o) for o in outs])
+        for out, result in zip(outs, results, strict=True):
+            if isinstance(result, Appended) and not result.duplicate:
+                # Fold our own decision now, so the next session neither repeats a phase
+                # change nor re-proposes a job before the log delivers it back to us.
+                self.own.add(result.seq)
+                self._apply(result.seq, out.event)
 
     async def background(self, stopping: asyncio.Event) -> None:
         await self.run_sessions(stopping)

@@ -149,8 +149,11 @@ class JetStreamDelivery:
 
     async def ack(self) -> None:
         # Double-acked: the server would refuse; settling twice is a no-op by contract.
+        # Fire-and-forget, not ack_sync: handlers are idempotent, so a lost ack only means one
+        # redelivery after ack_wait — while a round trip per message halved every service's
+        # throughput and, with the event loop busy in a long session, timed out.
         if not self._msg._ackd:
-            await self._msg.ack_sync()
+            await self._msg.ack()
 
     async def nak(self, delay: float = 0.0) -> None:
         if not self._msg._ackd:
