@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from immutables import Map
+
 from contracts.base import Event
 from contracts.events import (
     EvictionRequested,
@@ -72,9 +74,15 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class NodeRuntime:
+    """Persistent maps (`immutables.Map`: O(log n) updates that share structure) keep `evolve`
+    pure without copying every run on every event; `todo` and `ends` index the runs `decide`
+    must look at, so a report costs O(runs that need one), not O(all runs)."""
+
     nodes: frozenset[str]
-    profiles: Mapping[JobKey, Mapping[str, TaskProfile]] = field(default_factory=dict)
-    runs: Mapping[TaskKey, Run] = field(default_factory=dict)  # current run of each task
+    profiles: Map[JobKey, Mapping[str, TaskProfile]] = field(default_factory=Map)
+    runs: Map[TaskKey, Run] = field(default_factory=Map)  # current run of each task
+    todo: Map[TaskKey, bool] = field(default_factory=Map)  # to start, or asked to stop
+    ends: Map[TaskKey, float] = field(default_factory=Map)  # running, with a finite duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +107,7 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
     """Fold one log event; `cause` identifies a `PlacementCommitted` (its message id or seq)."""
     match event:
         case JobSubmitted(spec=spec):
-            profiles = dict(state.profiles)
-            profiles[(spec.namespace, spec.name)] = pod_profiles(spec)
+            profiles = state.profiles.set((spec.namespace, spec.name), pod_profiles(spec))
             return replace(state, profiles=profiles)
         case PlacementCommitted():
             return _committed(state, event, cause)
@@ -120,14 +127,13 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
                 return state
             return _put(state, replace(run, stop="evicted"))
         case JobDeleted():
-            runs = dict(state.runs)
+            job = (event.namespace, event.name)
             for key, run in state.runs.items():
-                if key[:2] == (event.namespace, event.name) and not run.finished and not run.stop:
-                    runs[key] = replace(run, stop="deleted")
-            profiles = {
-                k: v for k, v in state.profiles.items() if k != (event.namespace, event.name)
-            }
-            return replace(state, runs=runs, profiles=profiles)
+                if key[:2] == job and not run.finished and not run.stop:
+                    state = _put(state, replace(run, stop="deleted"))
+            if job in state.profiles:
+                state = replace(state, profiles=state.profiles.delete(job))
+            return state
     return state
 
 
@@ -136,27 +142,31 @@ def _committed(state: NodeRuntime, event: PlacementCommitted, cause: str) -> Nod
     if not mine:
         return state
     profiles = state.profiles.get((event.namespace, event.name), {})
-    runs = dict(state.runs)
     for p in mine:
         key = (event.namespace, event.name, p.task)
-        current = runs.get(key)
+        current = state.runs.get(key)
         if current is not None and current.cause == cause:
             continue  # the same commit again (redelivery, replay)
-        runs[key] = Run(
-            namespace=event.namespace,
-            job=event.name,
-            task=p.task,
-            node=p.node,
-            cause=cause,
+        state = _put(state, Run(
+            namespace=event.namespace, job=event.name, task=p.task, node=p.node, cause=cause,
             profile=profiles.get(p.task, TaskProfile()),
-        )
-    return replace(state, runs=runs)
+        ))  # fmt: skip
+    return state
 
 
 def _put(state: NodeRuntime, run: Run) -> NodeRuntime:
-    runs = dict(state.runs)
-    runs[run.key] = run
-    return replace(state, runs=runs)
+    key = run.key
+    todo, ends = state.todo, state.ends
+    if not run.finished and (run.started_at is None or run.stop):
+        todo = todo.set(key, True)
+    elif key in todo:
+        todo = todo.delete(key)
+    end = None if run.finished else run.ends_at
+    if end is not None:
+        ends = ends.set(key, end)
+    elif key in ends:
+        ends = ends.delete(key)
+    return replace(state, runs=state.runs.set(key, run), todo=todo, ends=ends)
 
 
 def decide(state: NodeRuntime, now: float) -> list[Emission]:
@@ -167,7 +177,8 @@ def decide(state: NodeRuntime, now: float) -> list[Emission]:
     (a slow loop, a restart) does not stretch the simulated run.
     """
     out: list[Emission] = []
-    for key in sorted(state.runs):
+    due = {k for k, end in state.ends.items() if end <= now}
+    for key in sorted(due.union(state.todo.keys())):
         run = state.runs[key]
         if run.finished:
             continue
@@ -201,8 +212,7 @@ def _finish(run: Run, exit_code: int, reason: str, at: float) -> Emission:
 
 def next_deadline(state: NodeRuntime) -> float | None:
     """When `decide` will next have something to say without a new event (None: never)."""
-    ends = [end for r in state.runs.values() if not r.finished and (end := r.ends_at) is not None]
-    return min(ends, default=None)
+    return min(state.ends.values(), default=None)
 
 
 def running(state: NodeRuntime) -> list[Run]:

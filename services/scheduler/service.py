@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from opentelemetry import trace
 
 from contracts.base import Event
+from contracts.devices import SliceSpec
 from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
@@ -22,8 +24,11 @@ from contracts.events import (
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
+    SliceReleased,
+    SliceReserved,
 )
 from contracts.registry import default_registry
+from services.core import ledger
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
@@ -49,6 +54,7 @@ class Scheduler:
         self.debounce = debounce
         self.projection = st.ClusterProjection()
         self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
+        self.assumed: dict[str, dict[str, SliceSpec]] = {}  # card -> owner -> proposed slice
         self.unschedulable: dict[str, str] = {}
         self.sessions = 0
         self.recovered_seq = 0  # events at or below were folded by `recover`
@@ -74,12 +80,75 @@ class Scheduler:
         match event:
             case PlacementProposed():
                 self.outstanding[f"{event.namespace}/{event.name}"] = seq
-            case PlacementCommitted() | PlacementRejected():
+                self._assume(event)
+            case PlacementCommitted():
                 self.outstanding.pop(f"{event.namespace}/{event.name}", None)
+                self._settled(event.namespace, event.name)
+            case PlacementRejected():
+                self.outstanding.pop(f"{event.namespace}/{event.name}", None)
+                self._forget(event.namespace, event.name)
+            case SliceReserved() | SliceReleased():
+                # the ledger's usage is authoritative but does not know our outstanding
+                # proposals yet: book them on top again
+                for owner, sl in self.assumed.get(event.card, {}).items():
+                    self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
             case JobUnschedulable():
                 self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
             case _:
                 pass
+
+    # --- assumed placements (Volcano's cache "assume") ----------------------------------------
+
+    def _assume(self, event: PlacementProposed) -> None:
+        """Book a proposal in the projection as if committed — tasks Bound, slices on the cards'
+        usage — so later sessions neither re-decide the job nor hand its slices to another one
+        while the allocator decides. The allocator's ledger events overwrite the usage with the
+        authoritative one; a rejection undoes the booking (`_forget`)."""
+        key = f"{event.namespace}/{event.name}"
+        tasks = self.projection.tasks.get(key)
+        if tasks is None:
+            return
+        for p in event.placements:
+            if p.task not in tasks or tasks[p.task].status != st.PENDING:
+                continue
+            tasks[p.task] = replace(tasks[p.task], status=st.BOUND, node=p.node, slices=p.slices)
+            owner = st.owner(event.namespace, event.name, p.task)
+            for a in p.slices:
+                self.assumed.setdefault(a.card, {})[owner] = a.slice
+                self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))
+
+    def _settled(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """Drop a job's assumed slices (committed: the ledger has them; rejected: undone)."""
+        prefix = st.owner(namespace, name, "")
+        dropped = []
+        for card in list(self.assumed):
+            owners = self.assumed[card]
+            for owner in [o for o in owners if o.startswith(prefix)]:
+                del owners[owner]
+                dropped.append((card, owner))
+            if not owners:
+                del self.assumed[card]
+        return dropped
+
+    def _forget(self, namespace: str, name: str) -> None:
+        for card, owner in self._settled(namespace, name):
+            self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="rejected"))
+        key = f"{namespace}/{name}"
+        for pod, t in list(self.projection.tasks.get(key, {}).items()):
+            if t.status == st.BOUND:
+                self.projection.tasks[key][pod] = replace(t, status=st.PENDING, node="", slices=())
+
+    def _card_usage(self, uuid: str, command: ledger.Command) -> None:
+        snap = self.projection.cards.get(uuid)
+        if snap is None:
+            return
+        state = ledger.CardState(uuid=uuid, spec=snap.spec, usage=snap.usage)
+        events = ledger.decide(state, command)
+        if isinstance(events, ledger.Rejection):
+            return  # the allocator will refuse it; nothing to book
+        for e in events:
+            state = ledger.evolve(state, e)
+        self.projection.cards[uuid] = replace(snap, usage=state.usage)
 
     async def on_event(self, event: Event, rx: Received) -> None:
         self._fold(rx.message.seq, event)

@@ -140,10 +140,11 @@ async def _settle(fut: asyncio.Future[_PubAck], timeout: float) -> _PubAck:
 
 
 class JetStreamDelivery:
-    __slots__ = ("_msg", "attempt", "message")
+    __slots__ = ("_acks", "_msg", "attempt", "message")
 
-    def __init__(self, msg: Msg) -> None:
+    def __init__(self, msg: Msg, acks: list[Msg] | None = None) -> None:
         self._msg = msg
+        self._acks = acks
         self.message = _stored(msg)
         self.attempt = msg.metadata.num_delivered
 
@@ -151,8 +152,14 @@ class JetStreamDelivery:
         # Double-acked: the server would refuse; settling twice is a no-op by contract.
         # Fire-and-forget, not ack_sync: handlers are idempotent, so a lost ack only means one
         # redelivery after ack_wait — while a round trip per message halved every service's
-        # throughput and, with the event loop busy in a long session, timed out.
-        if not self._msg._ackd:
+        # throughput and, with the event loop busy in a long session, timed out. Acks of one
+        # fetched batch are sent together by the consumer (one socket write, not one each).
+        if self._msg._ackd:
+            return
+        if self._acks is not None:
+            self._msg._ackd = True
+            self._acks.append(self._msg)
+        else:
             await self._msg.ack()
 
     async def nak(self, delay: float = 0.0) -> None:
@@ -169,23 +176,34 @@ class JetStreamConsumer:
         self._sub = sub
         self._batch = batch
         self._buffer: list[Msg] = []
+        self._acks: list[Msg] = []
+
+    async def _flush_acks(self) -> None:
+        acks, self._acks = self._acks, []
+        for msg in acks:  # no await yields in between: the client writes them in one go
+            await msg._client.publish(msg.reply, b"+ACK")
 
     async def next(self, timeout: float = 1.0) -> JetStreamDelivery | None:
         if not self._buffer:
+            await self._flush_acks()
             try:
                 self._buffer = await self._sub.fetch(self._batch, timeout=timeout)
             except (nats.errors.TimeoutError, TimeoutError):
                 return None
             if not self._buffer:
                 return None
-        return JetStreamDelivery(self._buffer.pop(0))
+        return JetStreamDelivery(self._buffer.pop(0), self._acks)
 
     def ready(self) -> JetStreamDelivery | None:
-        return JetStreamDelivery(self._buffer.pop(0)) if self._buffer else None
+        return JetStreamDelivery(self._buffer.pop(0), self._acks) if self._buffer else None
 
     async def close(self) -> None:
         # Unsettled buffered messages are redelivered by the server after ack_wait.
         self._buffer.clear()
+        try:
+            await self._flush_acks()
+        except nats.errors.Error:
+            pass
         try:
             await self._sub.unsubscribe()
         except nats.errors.Error:
