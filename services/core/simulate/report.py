@@ -15,6 +15,7 @@ from contracts.devices import CardSpec, CardUsage
 from contracts.events import (
     CardRegistered,
     EvictionRequested,
+    JobDeleted,
     JobPhaseChanged,
     JobRejected,
     JobSubmitted,
@@ -37,6 +38,7 @@ from services.core.scheduling.plugins.shares import shares_of
 from services.runtime.eventlog.model import StoredMessage
 
 SESSION_HEADER = "Tessera-Session"
+ENDED = frozenset({"Aborted", "Failed", "Terminated"})
 
 
 def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
@@ -126,8 +128,12 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     p["phase"] = "Running"
             case TaskFinished():
                 p = pods.get((ev.namespace, ev.name, ev.task))
+                job = jobs.get((ev.namespace, ev.name))
                 if p is not None:
-                    if ev.reason in ("evicted", "restarted"):
+                    if ev.reason in ("evicted", "deleted") and job and job["phase"] in ENDED:
+                        # stopped because its job ended (suspended, failed): not recreated
+                        p.update(phase="Evicted", reason=job["reason"] or job["phase"])
+                    elif ev.reason in ("evicted", "restarted"):
                         p.update(phase="Pending", node=None, devices=[], reason=ev.reason)
                     elif ev.reason == "evicted-deleted":
                         p.update(phase="Evicted", reason="evicted")
@@ -146,6 +152,10 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                         "reason": ev.reason,
                     }
                 )
+            case JobDeleted():  # gone, as `kubectl get` no longer lists deleted objects
+                jobs.pop((ev.namespace, ev.name), None)
+                for key in [k for k in pods if k[:2] == (ev.namespace, ev.name)]:
+                    del pods[key]
             case CardRegistered():
                 cards[ev.card.uuid] = (ev.card, ev.usage)
             case SliceReserved() | SliceReleased():
