@@ -22,7 +22,9 @@ rule); the card(s) the policy picked on the chosen node are tried first at bind 
 under HAMi's checks. The predicate stays HAMi's fit. The target workload is derived from the
 session's tasks (`placementrank.session_workload`). For the policy to decide alone, it must be
 the only node-order plugin of the configuration (or outweigh the others); tasks the placement
-model cannot express (several device requests, template slices) keep HAMi's order.
+model cannot express (several device requests, template slices) keep HAMi's order. One
+difference from the replay remains on purpose: on clusters of 100+ nodes the session scores only
+Volcano's sample of feasible nodes (`actions/nodes.num_to_find`), the replay scores them all.
 """
 
 from __future__ import annotations
