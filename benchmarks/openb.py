@@ -39,6 +39,7 @@ from services.core.placement import (
     Placer,
     Request,
     TargetWorkload,
+    cards_by_model,
 )
 
 #: The simulator's per-node pod cap (kube default raised to 1001 in its config).
@@ -97,7 +98,7 @@ def replay(
     workload (it is a memo of a pure function).
     """
     frag = frag or FragmentationModel(workload)
-    policy = POLICIES[policy_name](workload)
+    policy = POLICIES[policy_name](workload, cards_by_model(nodes))
     rng = random.Random(tie_seed)
     # The simulator names nodes with a random prefix per run and its scheduler keeps the first
     # best node in that order; a seeded shuffle reproduces that tie-break distribution.

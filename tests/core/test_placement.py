@@ -34,7 +34,7 @@ from services.core.placement import (
     fits,
     shape_fragmentation,
 )
-from services.core.placement.tessera import TesseraPolicy, residual_waste
+from services.core.placement.tessera import TesseraPolicy, model_claims, residual_waste
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
 
@@ -171,6 +171,37 @@ def test_residual_waste_is_zero_when_slices_tile_a_card_exactly() -> None:
     w = residual_waste(TargetWorkload(((HALF, 1.0),)))
     assert w[1000] == 0 and w[500] == 0
     assert w[499] == 499 and w[700] == 200
+
+
+def test_model_claims_weigh_constrained_demand_against_the_models_cards() -> None:
+    # Half the pods need a T4 card, half take any card. Ten cards, two of them T4: the whole
+    # workload loads an average card with 1/10 of the demand, the T4-only half alone puts 1/4 on
+    # each T4 card, far above average: claim capped at 1. G2 is claimed by no one.
+    t4 = Shape(1000, 1, 1000, ("T4",))
+    anyc = Shape(1000, 1, 1000)
+    w = TargetWorkload(((t4, 0.5), (anyc, 0.5)))
+    assert model_claims(w, {"T4": 2, "G2": 8}) == {"T4": 1.0}
+    # With many T4 cards the claim is the ratio to the average load: (0.5/8) / (1/10) = 0.625.
+    assert model_claims(w, {"T4": 8, "G2": 2}) == {"T4": pytest.approx(0.625)}
+    assert model_claims(TargetWorkload(((anyc, 1.0),)), {"T4": 2, "G2": 8}) == {}
+
+
+def test_tessera_keeps_unconstrained_pods_off_a_model_constrained_pods_need() -> None:
+    # A CPU-only pod changes no node's F and strands nothing on either node, so without an
+    # inventory it goes to the first node, the T4 one, and takes CPU the T4-only pods need.
+    # With the inventory (two T4 cards out of ten, claimed by half the workload) it pays for
+    # that and goes to the G2 node; a T4-only pod still goes to T4.
+    t4 = Shape(1000, 1, 1000, ("T4",))
+    w = TargetWorkload(((t4, 0.5), (Shape(1000, 1, 1000), 0.5)))
+    nodes = [
+        node("t", (1000, 1000), cpu=100_000, model="T4"),
+        node("g", (1000,) * 8, cpu=16_000, model="G2"),
+    ]
+    cpu_only = Request(8000, 100)
+    assert Placer(nodes, TesseraPolicy(w)).choose(cpu_only).node == "t"
+    assert choose(cpu_only, nodes, w, "tessera").node == "g"
+    t4_only = Request(1000, 100, 1, 1000, frozenset({"T4"}))
+    assert choose(t4_only, nodes, w, "tessera").node == "t"
 
 
 def test_random_policy_is_seeded() -> None:

@@ -6,7 +6,15 @@ workload[, RNG]) so the scheduler and the trace-replay benchmark run the very sa
 
 from services.core.placement.engine import Placer, choose
 from services.core.placement.fragmentation import FragmentationModel, shape_fragmentation
-from services.core.placement.model import CARD_MILLI, NodeView, Placement, Request, apply, fits
+from services.core.placement.model import (
+    CARD_MILLI,
+    NodeView,
+    Placement,
+    Request,
+    apply,
+    cards_by_model,
+    fits,
+)
 from services.core.placement.policy import Choice, Policy, PolicyFactory, Score
 from services.core.placement.registry import POLICIES, build_policies
 from services.core.placement.workload import Shape, TargetWorkload
@@ -27,6 +35,7 @@ __all__ = [
     "TargetWorkload",
     "apply",
     "build_policies",
+    "cards_by_model",
     "choose",
     "fits",
     "shape_fragmentation",

@@ -12,7 +12,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from services.core.placement.model import NodeView, Placement, Request, apply, fits
+from services.core.placement.model import (
+    NodeView,
+    Placement,
+    Request,
+    apply,
+    cards_by_model,
+    fits,
+)
 from services.core.placement.policy import Choice, Policy
 from services.core.placement.registry import POLICIES
 from services.core.placement.workload import TargetWorkload
@@ -121,7 +128,8 @@ def choose(
     """One placement decision over ``nodes`` against target workload ``workload``.
 
     The entry point for the scheduler plugin (``deviceshare.SchedulePolicy``). Pass a built
-    :class:`Policy` to reuse its fragmentation memo across calls; a name builds a fresh one.
+    :class:`Policy` to reuse its fragmentation memo across calls; a name builds a fresh one
+    (with ``nodes`` as the card inventory).
     """
-    built = POLICIES[policy](workload) if isinstance(policy, str) else policy
+    built = POLICIES[policy](workload, cards_by_model(nodes)) if isinstance(policy, str) else policy
     return Placer(nodes, built, rng).choose(request)

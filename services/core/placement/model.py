@@ -8,6 +8,7 @@ these views from its own node/device ledger.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: Milli-units per card: a request of 1000 takes a whole card.
@@ -139,3 +140,13 @@ def tightest_card(cards: tuple[int, ...], milli: int) -> int:
         if milli <= free < best_free:
             best, best_free = i, free
     return best
+
+
+def cards_by_model(nodes: Iterable[NodeView]) -> dict[str, int]:
+    """The cluster's card count per card model: the inventory model-aware policies weigh
+    constrained demand against."""
+    out: dict[str, int] = {}
+    for n in nodes:
+        if n.cards:
+            out[n.model] = out.get(n.model, 0) + len(n.cards)
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -58,5 +58,6 @@ class Policy(ABC):
         return choice.cards
 
 
-#: Policies are built for a target workload, because fragmentation-aware ones need it.
-PolicyFactory = Callable[[TargetWorkload], Policy]
+#: Policies are built for a target workload, because fragmentation-aware ones need it, and
+#: optionally the cluster's card count per model (``{"G2": 4392, ...}``).
+PolicyFactory = Callable[[TargetWorkload, Mapping[str, int] | None], Policy]

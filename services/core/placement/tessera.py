@@ -15,6 +15,11 @@ What the openb replays taught us (benchmarks/results/openb.md):
 * For shared cards, a one-step lookahead over the residual slice: W(r) is the expected milli a
   card with r free ends up wasting when filled by the workload's single-card shapes; the change
   in W nudges slices toward combinations that close cards exactly.
+* Model scarcity (only when the workload has model-constrained shapes and the cluster's card
+  count per model is known): a pod that could run on any model pays for the capacity it takes
+  on a model that constrained shapes claim beyond the average load. Its weight was fixed before
+  looking at any model-constrained trace (they are held out), and it is exactly zero on the
+  traces Tessera was tuned on, which have no such shapes.
 
 Everything is a pure function of (node, request, workload), so the engine can cache it.
 """
@@ -22,6 +27,7 @@ Everything is a pure function of (node, request, workload), so the engine can ca
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import ClassVar
 
 from services.core.placement.fgd import FgdPolicy, what_if_cards
@@ -33,6 +39,8 @@ from services.core.placement.workload import TargetWorkload
 STRANDING_WEIGHT = 1.0
 #: Weight of the card-residual lookahead term.
 RESIDUAL_WEIGHT = 0.5
+#: Weight of the model-scarcity term (card milli taken from a claimed model, per unit of claim).
+SCARCITY_WEIGHT = 1.0
 #: Cost bucket (milli). Finer buckets lose FGD's packing-by-ties; coarser ones blur real
 #: differences. 40 milli is also about where FGD's integer sigmoid score quantises.
 COST_QUANTUM = 40.0
@@ -66,8 +74,31 @@ def residual_waste(workload: TargetWorkload) -> list[float]:
     return waste
 
 
+def model_claims(workload: TargetWorkload, inventory: Mapping[str, int]) -> dict[str, float]:
+    """Per card model: how much of its capacity the model-constrained shapes claim, relative to
+    the average load of the cluster, capped at 1 (1 = they alone would load it as much as the
+    whole workload loads an average card). Each constrained shape's demand is spread over the
+    models it accepts in proportion to their card counts. Empty when nothing is constrained."""
+    total_cards = sum(inventory.values())
+    demand = sum(p * s.num_cards * s.card_milli for s, p in workload.shapes)
+    if total_cards <= 0 or demand <= 0:
+        return {}
+    claimed: dict[str, float] = {}
+    for s, p in workload.shapes:
+        if s.models is None or not s.num_cards:
+            continue
+        cards = sum(inventory.get(m, 0) for m in s.models)
+        for m in s.models:
+            if inventory.get(m, 0) and cards:
+                share = p * s.num_cards * s.card_milli * inventory[m] / cards
+                claimed[m] = claimed.get(m, 0.0) + share
+    average = demand / total_cards
+    return {m: min(1.0, c / inventory[m] / average) for m, c in claimed.items()}
+
+
 class TesseraPolicy(FgdPolicy):
-    """Lowest bucketed cost ΔF + a·Δstranded + b·ΔW; ties to the first node in order."""
+    """Lowest bucketed cost ΔF + a·Δstranded + b·ΔW (+ c·claim·footprint for unconstrained pods
+    on claimed models); ties to the first node in order."""
 
     name: ClassVar[str] = "tessera"
 
@@ -77,8 +108,12 @@ class TesseraPolicy(FgdPolicy):
         stranding_weight: float = STRANDING_WEIGHT,
         residual_weight: float = RESIDUAL_WEIGHT,
         quantum: float = COST_QUANTUM,
+        inventory: Mapping[str, int] | None = None,
+        scarcity_weight: float = SCARCITY_WEIGHT,
     ) -> None:
         super().__init__(workload, quantize=False)
+        self.claims = model_claims(workload, inventory) if inventory else {}
+        self.scarcity_weight = scarcity_weight
         self.rho = cpu_per_card_milli(workload)
         self.stranding_weight = stranding_weight
         self.residual_weight = residual_weight
@@ -136,6 +171,13 @@ class TesseraPolicy(FgdPolicy):
             + self.stranding_weight * d_stranded
             + self.residual_weight * d_waste
         )
+        if self.claims and request.models is None:
+            claim = self.claims.get(node.model, 0.0)
+            if claim:
+                footprint = max(
+                    float(request.gpu_milli), request.cpu_milli / self.rho if self.rho else 0.0
+                )
+                total += self.scarcity_weight * claim * footprint
         return total, cards
 
     def evaluate(self, node: NodeView, request: Request) -> Choice:

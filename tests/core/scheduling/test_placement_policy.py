@@ -22,12 +22,19 @@ from benchmarks.openb_trace import (
 )
 from contracts.devices import CardSpec
 from contracts.workloads import DeviceRequest, JobSpec, QueueSpec, TaskSpec
-from services.core.placement import POLICIES, NodeView, Placer, Request, TargetWorkload
+from services.core.placement import (
+    POLICIES,
+    NodeView,
+    Placer,
+    Request,
+    TargetWorkload,
+    cards_by_model,
+)
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import parse_conf
 from services.core.scheduling.decide import decide, open_session
 from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
-from services.core.scheduling.plugins.placementrank import ClusterCards, card_free_milli
+from services.core.scheduling.plugins.placementrank import ClusterCards, card_free_milli, node_view
 
 CARD_MEMORY = 10_000  # MB: a multiple of 100 keeps HAMi's percent memory exact
 
@@ -130,7 +137,8 @@ def placer_choices(
     nodes: list[NodeView], pods: list[Request], policy: str
 ) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The benchmark's engine (what `benchmarks.openb.replay` runs), nodes in inventory order."""
-    placer = Placer(nodes, POLICIES[policy](TargetWorkload.from_requests(pods)))
+    workload = TargetWorkload.from_requests(pods)
+    placer = Placer(nodes, POLICIES[policy](workload, cards_by_model(nodes)))
     out = {}
     for i, r in enumerate(pods):
         placement = placer.place(r)
@@ -201,3 +209,10 @@ def test_scheduler_matches_the_openb_replay_on_real_trace_pods(policy: str) -> N
     want = placer_choices(nodes, pods, policy)
     assert len(want) < len(pods)  # some pods found no room
     assert scheduler_choices(snapshot(nodes, pods), policy) == want
+
+
+def test_cluster_inventory_counts_cards_per_model_as_node_views_name_them() -> None:
+    ssn = open_session(snapshot(cluster(), []), parse_conf(CONF.format(policy="tessera")))
+    cards = ClusterCards(ssn.node_list).cards
+    assert cards == {"NVIDIA-T4": 4, "NVIDIA-V100": 13, "NVIDIA-A10": 4}
+    assert set(cards) == {node_view(n).model for n in ssn.node_list}

@@ -116,7 +116,7 @@ class DeviceSharePlugin:
             tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
             workload = session_workload(tasks, self._cluster)
             if workload is not None:
-                self.policy = POLICIES[self.placement](workload)
+                self.policy = POLICIES[self.placement](workload, self._cluster.cards)
             self._order_scale = 1.0 / (len(ssn.snapshot.nodes) + 1)
 
     def _request(self, task: TaskInfo) -> Request | None:

@@ -96,7 +96,11 @@ class ClusterCards:
     def __init__(self, nodes: Iterable[NodeInfo]) -> None:
         self.memory: dict[str, int] = {}  # card type -> smallest memory of that type
         self.vendor: dict[str, str] = {}
+        self.cards: dict[str, int] = {}  # card count per model, as `node_view` names models
         for n in nodes:
+            if n.cards:
+                model = n.cards[0].spec.type
+                self.cards[model] = self.cards.get(model, 0) + len(n.cards)
             for c in n.cards:
                 t = c.spec.type
                 self.vendor[t] = c.spec.vendor
