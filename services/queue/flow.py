@@ -43,12 +43,14 @@ class Flow:
     retries: dict[str, int] = field(default_factory=dict)
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
+    restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.submitted.add(key)
+                self.restarting.discard(key)
                 self.suspended.pop(key, None)
                 self.retries.pop(key, None)
             case JobDeleted():
@@ -58,6 +60,7 @@ class Flow:
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
+                self.restarting.add(key)
             case JobPhaseChanged(phase="Aborted", reason=reason) if reason == SUSPENDED:
                 job = self.projection.jobs.get(f"{event.namespace}/{event.name}")
                 if job is not None:
@@ -65,6 +68,11 @@ class Flow:
             case _:
                 pass
         self.projection.apply(seq, event)
+        key = job_key(event)
+        if key in self.restarting:
+            tasks = self.projection.tasks.get(key, {})
+            if all(t.status == st.PENDING for t in tasks.values()):
+                self.restarting.discard(key)  # Restarting → Pending: failures count again
 
 
 def job_key(event: Event) -> str | None:
@@ -109,6 +117,11 @@ def pod_failed(flow: Flow, event: TaskFinished) -> list[Event]:
     job = flow.projection.jobs.get(key)
     if job is None or event.exit_code == 0 or event.reason in STOPPED_BY_SYSTEM:
         return []
+    if key in flow.restarting:
+        # Volcano's Restarting state waits for its pods to stop: a pod failing meanwhile is one
+        # of those it is stopping anyway — back to Pending with it, no second restart
+        return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
+                             exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
     retry = flow.retries.get(key, 0)
     decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, retry)

@@ -135,3 +135,66 @@ def holders(events: list) -> set[str]:
 
 def running_owners(report: dict) -> set[str]:
     return {f"{p['namespace']}/{p['job']}/{p['name']}" for p in report["pods"] if p["phase"] == "Running"}
+
+
+@pytest.fixture
+def quick_monitor_plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path / "state", inventory=str(EXAMPLES / "inventory.yaml"),
+                      extra={"queue": ["--node-timeout", "2"]})  # fmt: skip
+    cp.start(report=lambda _line: None)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+async def test_lost_nodes_fail_their_pods_and_job_policies_apply(quick_monitor_plane: ControlPlane) -> None:
+    plane = quick_monitor_plane
+    reply = await apply(plane.url, (EXAMPLES / "article.yaml").read_text())
+    replies = {r.name: r for r in reply.results}
+    expected = {k: v for k, v in yaml.safe_load((EXAMPLES / "expected.yaml").read_text())["pods"].items()
+                if k.startswith("npu-")}  # fmt: skip
+    report: dict = {}
+
+    async def refresh() -> dict:
+        nonlocal report
+        report = await fetch_report(plane.url, "tessera")
+        return report
+
+    async def placed() -> bool:
+        return not check(expected, replies, await refresh())
+
+    await wait_until(placed, timeout=60, what="the article's pods to run")
+    plane.kill("nodeagent")  # both simulated nodes stop heartbeating
+
+    def job(name: str) -> dict:
+        return next(j for j in report["jobs"] if j["name"] == name)
+
+    async def failed_over() -> bool:
+        await refresh()
+        return job("npu-train-job")["phase"] == "Restarting" and job("npu-share-test")["phase"] == "Failed"
+
+    await wait_until(failed_over, timeout=60, what="NodeLost → pods failed → policies applied")
+    # RestartJob (the train job's PodFailed policy) brought its pods back to Pending; a plain
+    # pod has no such policy: it failed, with the exit code the monitor reports
+    pods = {p["name"]: p for p in report["pods"]}
+    assert pods["npu-share-test"]["phase"] == "Failed" and pods["npu-share-test"]["reason"] == "exit code -1"
+
+    plane.restart("nodeagent")  # the nodes come back and register again
+
+    async def train_runs_again() -> bool:
+        await refresh()
+        return all(p["phase"] == "Running" for p in report["pods"] if p["job"] == "npu-train-job")
+
+    await wait_until(train_runs_again, timeout=60, what="the restarted gang to run again")
+    log = await JetStreamLog.connect(plane.url)
+    try:
+        events = decoded([m async for m in log.replay()])
+    finally:
+        await log.close()
+    restarts = [e.reason for e in events if isinstance(e, JobPhaseChanged)
+                and e.name == "npu-train-job" and e.phase == "Restarting"]  # fmt: skip
+    assert len(restarts) == 1 and restarts[0].startswith("RestartJob: retry 1/3")  # one loss, one restart
+    lost = [e.node for e in events if type(e).__name__ == "NodeLost"]
+    assert sorted(lost) == ["node-a", "node-b"]
+    assert holders(events) == running_owners(report)  # the lost pods' slices were released

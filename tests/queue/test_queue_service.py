@@ -150,3 +150,20 @@ async def test_suspend_resume_delete(event_log: EventLog) -> None:
     assert (await restarted.command("delete", "ns", "x")).ok
     assert isinstance((await job_events(event_log, "x"))[-1], JobDeleted)
     assert not (await restarted.command("delete", "ns", "x")).ok
+
+
+async def test_two_pods_lost_together_restart_the_job_once(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "g"), JobSubmitted(spec=spec("g", policies=(("PodFailed", "RestartJob"),))))
+    await run_tasks(event_log, "g", ["g-w-0", "g-w-1"])
+    for p in ("g-w-0", "g-w-1"):  # what the node monitor appends for a lost node
+        await put(event_log, s.job("ns", "g"), TaskFinished(namespace="ns", name="g", task=p, node="n1",
+                                                            exit_code=-1, reason="node lost"))  # fmt: skip
+    await drain(svc)
+    events = await job_events(event_log, "g")
+    assert [e.reason for e in events if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"] == [
+        "RestartJob: retry 1/3"]  # fmt: skip
+    tasks = svc.flow.projection.tasks["ns/g"]
+    assert {t.status for t in tasks.values()} == {"Pending"}
+    assert "ns/g" not in svc.flow.restarting  # all back to Pending: the restart is over
