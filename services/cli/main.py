@@ -19,12 +19,13 @@ def build_parser() -> argparse.ArgumentParser:
     nats.add_argument("--data-dir", default=".tessera/nats")
     nats.add_argument("--port", type=int, default=4222)
     nats.set_defaults(func=_cmd_nats)
-    from services.cli import control, demo, get, simulate, up
+    from services.cli import control, demo, events, get, simulate, up
 
     demo.add_parsers(sub)
     up.add_parsers(sub)
     get.add_parsers(sub)
     control.add_parsers(sub)
+    events.add_parser(sub)
     simulate.add_parser(sub)
     return parser
 

@@ -99,3 +99,40 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     assert "infer-2" not in pods(system)
     assert run(system, "delete", "pod", "infer-2").returncode == 1  # already gone
     assert run(system, "delete", "pod", "nope").returncode == 1
+
+
+def test_events_explain_a_pending_job_and_export_for_replay(system: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_text(TOO_BIG)
+    assert run(system, "apply", "-f", str(big)).returncode == 0
+    for _ in range(200):  # poll the job's history until the scheduler has said why it waits
+        history = run(system, "events", "--job", "too-big")
+        if "JobUnschedulable" in history.stdout:
+            break
+    assert "JobSubmitted" in history.stdout and "tasks=[w×3]" in history.stdout
+    assert "queue resource quota insufficient" in history.stdout
+    out = tmp_path / "log.jsonl"
+    assert run(system, "events", "-o", str(out)).returncode == 0
+    report = tmp_path / "r.json"
+    replay = tessera("simulate", "--replay", str(out), "--report", str(report))
+    assert replay.returncode == 0, replay.stderr
+    pods = {p["name"]: p for p in json.loads(report.read_text())["pods"]}
+    assert pods["too-big-w-0"]["phase"] == "Pending"
+    assert "quota" in pods["too-big-w-0"]["reason"]
+
+
+TOO_BIG = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: too-big}
+spec:
+  minAvailable: 3
+  tasks:
+    - name: w
+      replicas: 3
+      template:
+        spec:
+          containers:
+            - name: c
+              resources: {limits: {huawei.com/Ascend910B3: "8"}}
+"""

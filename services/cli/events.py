@@ -1,0 +1,93 @@
+"""`tessera events`: the log of a running system, for people and for replay.
+
+`tessera events --job default/npu-train-job` prints that job's history (submitted, enqueued,
+why it is unschedulable — with every node's reason —, proposed, committed, started, finished),
+which is the answer to "why is my job pending". `tessera events -o FILE.jsonl` writes the whole
+log in the format `tessera simulate --events` writes, so `tessera simulate --replay FILE.jsonl
+--report R.json` rebuilds the same records offline, on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import msgspec
+
+from contracts.envelope import TYPE
+from contracts.subjects import Subjects
+from services.cli.control import _connection, nats_url
+from services.core.simulate.jsonl import write_jsonl
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import StoredMessage
+
+SKIP = {"type", "namespace", "name", "spec", "manifest", "usage"}
+
+
+async def read(url: str, root: str, subject: str | None) -> list[StoredMessage]:
+    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    try:
+        return [m async for m in log.replay(1, subject)]
+    finally:
+        await log.close()
+
+
+def summary(msg: StoredMessage) -> str:
+    """One line per event: its fields except the bulky ones (specs, manifests, usages)."""
+    try:
+        body = msgspec.json.decode(msg.data)
+    except msgspec.DecodeError:
+        return "(undecodable)"
+    parts = []
+    spec = body.get("spec")
+    if isinstance(spec, dict) and "tasks" in spec:  # JobSubmitted: what was asked for
+        tasks = ", ".join(f"{t.get('name')}×{t.get('replicas', 1)}" for t in spec["tasks"])
+        parts.append(f"queue={spec.get('queue', 'default')} minAvailable="
+                     f"{spec.get('min_available', 0)} tasks=[{tasks}]")  # fmt: skip
+    elif isinstance(spec, dict):  # QueueCreated
+        parts.append(f"queue={spec.get('name')} weight={spec.get('weight', 1)}")
+    for k, v in body.items():
+        if k in SKIP:
+            continue
+        if k == "placements":
+            v = ", ".join(f"{p['task']}→{p['node']}" + "".join(
+                f" [{s['card']} {s['slice'].get('memory', 0)}MB]" for s in p.get("slices", []))
+                for p in v)  # fmt: skip
+        elif k == "node_reasons":
+            v = "; ".join(f"{n}: {r}" for n, r in sorted(v.items()))
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    root = args.root
+    subject = None
+    if args.job:
+        ns, _, name = args.job.rpartition("/")
+        subject = Subjects(root).job(ns or "default", name)
+    try:
+        messages = asyncio.run(read(nats_url(args), root, subject))
+    except Exception as exc:  # no NATS, no stream
+        print(f"error: cannot read the log: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        write_jsonl(Path(args.output), messages)
+        print(f"{len(messages)} events written to {args.output} "
+              f"(tessera simulate --replay {args.output} --report R.json)")  # fmt: skip
+        return 0
+    if not messages:
+        print(f"no events{' for ' + args.job if args.job else ''}")
+        return 1 if args.job else 0
+    for m in messages:
+        print(f"#{m.seq:<7d} {m.headers.get(TYPE, '?'):20s} {summary(m)}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("events", help="a job's history from the log, or the whole log as JSONL")
+    p.add_argument("--job", default="", help="NAMESPACE/NAME (or NAME in default)")
+    p.add_argument("-o", "--output", default="", help="write the log as JSONL for simulate --replay")
+    _connection(p)
+    p.set_defaults(func=cmd_events)
