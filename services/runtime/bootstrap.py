@@ -50,6 +50,26 @@ async def run_service(
     build: Callable[[EventLog], App],
     api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None = None,
 ) -> int:
+    profile_dir = os.environ.get("TESSERA_PROFILE_DIR", "")  # performance work: cProfile
+    if profile_dir:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            return await _run_service(name, args, build, api)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"{name}.prof"))
+    return await _run_service(name, args, build, api)
+
+
+async def _run_service(
+    name: str,
+    args: argparse.Namespace,
+    build: Callable[[EventLog], App],
+    api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None = None,
+) -> int:
     configure_logging(name, args.log_level)
     trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     event_log = await JetStreamLog.connect(
