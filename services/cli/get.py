@@ -1,10 +1,11 @@
 """`tessera get queues|jobs|pods|nodes|cards`: read a running system (found through `tessera
 up`'s state file).
 
-Cards come from the allocator's projection over request/reply; nodes from the log itself (the
-last NodeRegistered of every node subject); queues, jobs and pods are the records of a
-`tessera simulate` report built from a replay of the log — the same function, so the two agree
-field for field, and `get` works even while a service restarts.
+Nodes come from the log itself (the last NodeRegistered of every node subject); queues, jobs,
+pods and cards are the records of a `tessera simulate` report built from a replay of the log —
+the same function, so the two agree field for field, and `get` works even while a service
+restarts. (The allocator's own view of the ledgers, with owners, is `fetch_cards`: the demo's
+per-card view.)
 """
 
 from __future__ import annotations
@@ -116,16 +117,15 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 
 def cmd_get(args: argparse.Namespace) -> int:
     url = args.nats or read_state(Path(args.state_dir))["nats"]
-    if args.what == "cards":
-        rows, columns = asyncio.run(fetch_cards(url, args.root)), CARD_COLUMNS
-    elif args.what == "nodes":
+    if args.what == "nodes":
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
     else:
         report = asyncio.run(fetch_report(url, args.root))
         rows = report[args.what]
-        if args.what != "queues" and not args.all_namespaces:
+        if args.what in ("pods", "jobs") and not args.all_namespaces:
             rows = [r for r in rows if r["namespace"] == args.namespace]
-        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS}[args.what]
+        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS,
+                   "cards": CARD_COLUMNS}[args.what]  # fmt: skip
         if args.output == "table":
             rows = _table_view(args.what, rows)
     print(render(rows, columns, args.output))

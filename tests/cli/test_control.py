@@ -24,6 +24,8 @@ spec:
     - name: c
       resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "8192"}}
 """
+SIMULATE_CARD_KEYS = {"node", "uuid", "type", "index", "memory_total", "memory_used", "cores_total",
+                      "cores_used", "slices_used", "slices_total"}  # fmt: skip
 SIMULATE_POD_KEYS = {"namespace", "name", "job", "phase", "node", "devices", "reason"}
 
 
@@ -72,6 +74,9 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     assert infer["devices"][0]["memory"] == 16384 and infer["devices"][0]["template"] == "vir05_1c_16g"
     jobs = json.loads(run(system, "get", "jobs", "-o", "json").stdout)
     assert {j["name"] for j in jobs} >= {f"infer-{i}" for i in range(8)}
+    cards = json.loads(run(system, "get", "cards", "-o", "json").stdout)
+    assert set(cards[0]) == SIMULATE_CARD_KEYS and len(cards) == 16
+    assert sum(c["memory_used"] for c in cards) >= 16384  # infer-0 runs: its slice is booked
     table = run(system, "get", "pods").stdout
     assert table.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "PHASE"]
 
