@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Link, SpanKind, Tracer
 
 from contracts.base import Event
 from contracts.envelope import Envelope, EnvelopeError, msg_id
@@ -226,8 +226,11 @@ class EventService:
                 break
         done = 0
         if len(items) > 1:
+            # one span for the group, linked to every producer's span (a batch has many parents)
+            links = [Link(sc) for _, rx in items
+                     if (sc := trace.get_current_span(extract(rx.message.headers)).get_span_context()).is_valid]  # fmt: skip
             with self.tracer.start_as_current_span(  # type: ignore[union-attr]
-                f"process {kind} ×{len(items)}", kind=SpanKind.CONSUMER,
+                f"process {kind} ×{len(items)}", kind=SpanKind.CONSUMER, links=links,
                 attributes={"tessera.event.type": kind, "tessera.group.size": len(items)},
             ):  # fmt: skip
                 try:

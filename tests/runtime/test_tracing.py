@@ -1,0 +1,73 @@
+"""Decisions are watchable as traces: a handled event's span continues the trace of the span
+that appended it, and a group commit's span links every proposal it carried."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from contracts.events import NodeLost, PlacementProposed
+from services.runtime.eventlog import MemoryLog
+from services.runtime.service import EventService, Outgoing, Received
+
+
+def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+async def test_consumer_span_continues_the_producer_trace() -> None:
+    provider, exporter = traced()
+    tracer = provider.get_tracer("test")
+    log = MemoryLog()
+    seen: list[str] = []
+
+    async def on_lost(event: NodeLost, rx: Received) -> None:
+        seen.append(event.node)
+
+    svc = EventService("watcher", log, [log.subjects.all_nodes()], {NodeLost: on_lost}, tracer=tracer)  # type: ignore[dict-item]
+    with tracer.start_as_current_span("operator action") as root:
+        await svc.publish(Outgoing(log.subjects.node("n1"), NodeLost(node="n1", reason="test")))
+    consumer = await log.consumer("watcher", svc.filter_subjects)
+    delivery = await consumer.next(timeout=1)
+    assert delivery is not None and await svc.handle(delivery) == "handled"
+    (process,) = [s for s in exporter.get_finished_spans() if s.name.startswith("process")]
+    assert seen == ["n1"]
+    assert process.context.trace_id == root.get_span_context().trace_id
+    assert process.parent is not None and process.parent.span_id == root.get_span_context().span_id
+
+
+async def test_group_span_links_every_producer() -> None:
+    provider, exporter = traced()
+    tracer = provider.get_tracer("test")
+    log = MemoryLog()
+    got: list[int] = []
+
+    async def one(event: PlacementProposed, rx: Received) -> None:
+        raise AssertionError("the group handler takes all of them")
+
+    async def group(items: list) -> int:
+        got.append(len(items))
+        return len(items)
+
+    svc = EventService("alloc", log, [log.subjects.all_jobs()], {PlacementProposed: one},  # type: ignore[dict-item]
+                       group_handlers={PlacementProposed: group}, tracer=tracer)  # type: ignore[dict-item]  # fmt: skip
+    roots = []
+    for i in range(3):
+        with tracer.start_as_current_span(f"session {i}") as root:
+            roots.append(root.get_span_context().trace_id)
+            p = PlacementProposed(namespace="ns", name=f"j{i}", based_on=0, placements=())
+            await svc.publish(Outgoing(log.subjects.job("ns", f"j{i}"), p))
+    consumer = await log.consumer("alloc", svc.filter_subjects)
+    first = await consumer.next(timeout=1)
+    assert first is not None
+    batch = [first]
+    while (d := consumer.ready()) is not None:
+        batch.append(d)
+    await svc.handle_group("PlacementProposed", batch)
+    assert got == [3]
+    (span,) = [s for s in exporter.get_finished_spans() if "×3" in s.name]
+    assert sorted(link.context.trace_id for link in span.links) == sorted(roots)
