@@ -14,7 +14,9 @@ What the openb replays taught us (benchmarks/results/openb.md):
   This steers CPU-only and CPU-heavy pods to CPU-rich nodes before the damage is done.
 * For shared cards, a one-step lookahead over the residual slice: W(r) is the expected milli a
   card with r free ends up wasting when filled by the workload's single-card shapes; the change
-  in W nudges slices toward combinations that close cards exactly.
+  in W nudges slices toward combinations that close cards exactly — in the node cost, and in
+  the choice of the card on the node (then best fit). Slices are compared on a fine cost
+  bucket (2 milli), whole cards on the coarse one that keeps first-fit packing.
 * Model scarcity (only when the workload has model-constrained shapes and the cluster's card
   count per model is known): a pod that could run on any model pays for the capacity it takes
   on a model that constrained shapes claim beyond the average load. Its weight was fixed before
@@ -44,6 +46,10 @@ SCARCITY_WEIGHT = 1.0
 #: Cost bucket (milli). Finer buckets lose FGD's packing-by-ties; coarser ones blur real
 #: differences. 40 milli is also about where FGD's integer sigmoid score quantises.
 COST_QUANTUM = 40.0
+#: Bucket for slices (pods sharing a card). Their costs differ by a few milli between nodes
+#: whose cards would close exactly and nodes that would keep a sliver, and that difference is
+#: the whole point for them; packing-by-ties matters for whole cards. (gpushare40: 5.51 → 5.42.)
+SHARED_QUANTUM = 2.0
 
 
 def cpu_per_card_milli(workload: TargetWorkload) -> float:
@@ -118,6 +124,7 @@ class TesseraPolicy(FgdPolicy):
         self.stranding_weight = stranding_weight
         self.residual_weight = residual_weight
         self.quantum = quantum
+        self.shared_quantum = min(quantum, SHARED_QUANTUM) if quantum > 0 else 0.0
         self.score_step = 1.0 if quantum > 0 else None
         self.waste = residual_waste(workload)
 
@@ -128,21 +135,23 @@ class TesseraPolicy(FgdPolicy):
         return max(0.0, card_free - cpu_free / self.rho)
 
     def _shared_card(self, node: NodeView, request: Request, cpu_after: int) -> tuple[int, float]:
-        """FGD's card choice for a slice: the card whose use leaves the node least fragmented."""
+        """The card for a slice: the one whose residual is expected to waste the least once the
+        workload's slices fill it (ΔW), then the fullest that fits (best fit), then the first.
+        Returns the card and the node's fragmentation after the placement."""
         d = request.card_milli
-        best_f = math.inf
-        best_i = -1
-        seen: set[int] = set()
+        best: tuple[float, int, int] | None = None
         for i, free in enumerate(node.cards):
-            if free < d or free in seen:
+            if free < d:
                 continue
-            seen.add(free)
-            after = list(node.cards)
-            after[i] = free - d
-            f = self.frag.amount(node.model, cpu_after, tuple(after))
-            if f < best_f:
-                best_f, best_i = f, i
-        return best_i, best_f
+            key = (self.waste[free - d] - self.waste[free], free, i)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return -1, math.inf
+        i = best[2]
+        after = list(node.cards)
+        after[i] -= d
+        return i, self.frag.amount(node.model, cpu_after, tuple(after))
 
     def cost(self, node: NodeView, request: Request) -> tuple[float, tuple[int, ...]]:
         """Unbucketed cost of placing ``request`` on ``node`` and the cards it would use."""
@@ -182,5 +191,6 @@ class TesseraPolicy(FgdPolicy):
 
     def evaluate(self, node: NodeView, request: Request) -> Choice:
         total, cards = self.cost(node, request)
-        score = -float(math.floor(total / self.quantum)) if self.quantum > 0 else -total
+        quantum = self.shared_quantum if request.is_shared else self.quantum
+        score = -float(math.floor(total / quantum)) if quantum > 0 else -total
         return Choice(score, cards)
