@@ -170,15 +170,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
                  or replies[d["metadata"]["name"]].outcome != "rejected"]  # fmt: skip
         whole = simulate(inventory, whole_card(valid), tmp, "whole")
     print("[5/5] the same workload under whole-card exclusive placement (simulated)")
+    # What the pods need (their slices in the shared run, template-rounded; a whole-card pod
+    # needs all of it) against the memory of the cards they occupy in each placement.
+    held = sum(d["memory"] for p in shared["pods"] if p["phase"] == "Running" for d in p["devices"])
     used = [c for c in cards if c["slices_used"]]
-    mem = sum(c["memory_used"] for c in cards) / max(1, sum(c["memory_total"] for c in cards))
     running = shared["metrics"]["pods_by_phase"].get("Running", 0)
-    print(f"      {'shared (Tessera)':18s} pods running {running:2d}  cards in use {len(used):2d}/{len(cards)}"
-          f"  card memory allocated {100 * mem:5.1f}%")  # fmt: skip
     m = whole["metrics"]
-    print(f"      {'whole-card':18s} pods running {m['pods_by_phase'].get('Running', 0):2d}"
-          f"  cards in use {m['cards_in_use']:2d}/{m['cards_total']}"
-          f"  card memory allocated {100 * m['card_memory_allocated_ratio']:5.1f}%")  # fmt: skip
+    whole_used = [c for c in whole["cards"] if c["slices_used"]]
+    for label, n_pods, occupied, total in (
+        ("shared (Tessera)", running, used, len(cards)),
+        ("whole-card", m["pods_by_phase"].get("Running", 0), whole_used, m["cards_total"]),
+    ):
+        busy = sum(c["memory_total"] for c in occupied)
+        print(f"      {label:18s} pods running {n_pods:2d}  cards in use {len(occupied):2d}/{total}"
+              f"  free whole cards {total - len(occupied):2d}"
+              f"  pods need {100 * held / max(1, busy):4.1f}% of the occupied cards' memory")  # fmt: skip
     for p in whole["pods"]:
         if p["phase"] == "Pending":
             print(f"        whole-card: {p['name']} waits: {p['reason']}")
