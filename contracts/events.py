@@ -24,6 +24,15 @@ class QueueStateChanged(Event, frozen=True, tag="QueueStateChanged"):
     reason: str = ""
 
 
+class PriorityClassCreated(Event, frozen=True, tag="PriorityClassCreated"):
+    """A `scheduling.k8s.io/v1` PriorityClass, kept so later submissions can name it."""
+
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
 # --- job aggregate -----------------------------------------------------------------------------
 
 
@@ -179,6 +188,7 @@ class CardRetired(Event, frozen=True, tag="CardRetired"):
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
+    PriorityClassCreated,
     JobSubmitted,
     JobRejected,
     JobPhaseChanged,

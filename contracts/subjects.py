@@ -57,6 +57,12 @@ class Subjects:
     def queue(self, queue: str) -> str:
         return f"{self.root}.ev.queue.{escape(queue)}"
 
+    def priority_class(self, name: str) -> str:
+        return f"{self.root}.ev.pc.{escape(name)}"
+
+    def all_priority_classes(self) -> str:
+        return f"{self.root}.ev.pc.>"
+
     def job(self, namespace: str, job: str) -> str:
         return f"{self.root}.ev.job.{escape(namespace)}.{escape(job)}"
 

@@ -16,10 +16,11 @@ import msgspec
 
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
-from contracts.events import JobSubmitted, QueueCreated
+from contracts.events import JobSubmitted, PriorityClassCreated, QueueCreated
 from contracts.workloads import JobSpec, QueueSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
 from services.core.workload import ManifestError, admit, load_documents
+from services.core.workload.admission import PriorityClass
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.rejection import Rejection
 
@@ -44,6 +45,7 @@ class Known:
 
     queues: dict[str, KnownQueue] = field(default_factory=dict)
     jobs: dict[tuple[str, str], KnownJob] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class Write:
     """One event to append; `expected_seq` guards against a concurrent writer of the same name."""
 
     result: int  # index into Plan.results this write belongs to
-    kind: str  # "queue" | "job"
+    kind: str  # "queue" | "job" | "pc"
     key: tuple[str, str]
     event: Event
     expected_seq: int
@@ -95,12 +97,33 @@ def plan_apply(
         for name, q in known.queues.items()
         if name not in declared
     }
+    declared_pcs = {
+        str((d.get("metadata") or {}).get("name") or "")
+        for d in docs
+        if d.get("kind") == "PriorityClass" and isinstance(d.get("metadata"), dict)
+    }
+    pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
-        workload = admit(docs, parser, device_names, existing_queues=seed)
+        workload = admit(docs, parser, device_names, existing_queues=seed,
+                         existing_priority_classes=pcs)  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
     writes: list[Write] = []
+    for pc in workload.priority_classes:
+        if pc.name not in declared_pcs:
+            continue
+        had = known.priority_classes.get(pc.name)
+        if had is not None:
+            same = had == pc
+            results.append(_result("PriorityClass", "", pc.name, UNCHANGED if same else REJECTED,
+                                   () if same else ("value: PriorityClass already exists with a "
+                                                    "different spec (updates are not supported)",)))  # fmt: skip
+            continue
+        event = PriorityClassCreated(name=pc.name, value=pc.value, global_default=pc.global_default,
+                                     preemption_policy=pc.preemption_policy)  # fmt: skip
+        writes.append(Write(len(results), "pc", ("", pc.name), event, 0))
+        results.append(_result("PriorityClass", "", pc.name, ACCEPTED))
     for q in workload.queues:
         if q.name not in declared:
             continue
@@ -155,6 +178,9 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
     from contracts.events import JobDeleted, JobPhaseChanged, QueueStateChanged
 
     match event:
+        case PriorityClassCreated():
+            known.priority_classes.setdefault(event.name, PriorityClass(
+                event.name, event.value, event.global_default, event.preemption_policy))  # fmt: skip
         case QueueCreated():
             if event.spec.name not in known.queues:
                 known.queues[event.spec.name] = KnownQueue(event.spec, event.spec.state, seq)

@@ -22,6 +22,7 @@ from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
 )
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
 
 FOLDED: tuple[type[Event], ...] = (
+    PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
     JobSubmitted,
@@ -65,7 +67,11 @@ class AdmissionService:
         self.service = EventService(
             name="admission",
             log=event_log,
-            filter_subjects=[self.subjects.all_queues(), self.subjects.all_jobs()],
+            filter_subjects=[
+                self.subjects.all_priority_classes(),
+                self.subjects.all_queues(),
+                self.subjects.all_jobs(),
+            ],
             handlers=handlers,
         )
 
@@ -79,7 +85,7 @@ class AdmissionService:
         self.watermark = await self.log.last_sequence()
         reg = default_registry()
         wanted = {cls.type_name() for cls in FOLDED}
-        for pattern in (self.subjects.all_queues(), self.subjects.all_jobs()):
+        for pattern in self.service.filter_subjects:
             async for msg in self.log.replay(1, pattern):
                 if msg.seq > self.watermark:
                     break
@@ -118,7 +124,12 @@ class AdmissionService:
         outs: list[tuple[Write, Outgoing]] = []
         for w in plan.writes:
             ns, name = w.key
-            subject = self.subjects.queue(name) if w.kind == "queue" else self.subjects.job(ns, name)
+            if w.kind == "queue":
+                subject = self.subjects.queue(name)
+            elif w.kind == "pc":
+                subject = self.subjects.priority_class(name)
+            else:
+                subject = self.subjects.job(ns, name)
             expected = w.expected_seq
             if w.kind == "job" and w.key in self.known.jobs:
                 last = await self.log.last(subject)  # re-submission after the old job ended

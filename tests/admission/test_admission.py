@@ -168,3 +168,36 @@ async def test_api_bytes_round_trip_and_garbage(event_log: EventLog) -> None:
     assert ok.results[0].outcome == ACCEPTED and await events_of(event_log) == []
     bad = decode(await svc.api_apply(b"\xff\x00 not json"), ApplyReply)
     assert bad.error.startswith("request not understood")
+
+
+PRIORITY = """
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+"""
+
+HIGH_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: urgent}
+spec:
+  priorityClassName: high
+  containers: [{name: c, resources: {limits: {huawei.com/Ascend910B3: "1"}}}]
+"""
+
+
+async def test_priority_classes_are_kept_for_later_submissions(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    refused = await svc.apply(HIGH_POD)  # not known yet
+    assert refused.results[0].outcome == REJECTED
+    assert "no PriorityClass with this name" in refused.results[0].reasons[0]
+    assert [r.outcome for r in (await svc.apply(PRIORITY)).results] == [ACCEPTED]
+    restarted = await started(event_log)  # known from the log, not from memory
+    assert [r.outcome for r in (await restarted.apply(PRIORITY)).results] == [UNCHANGED]
+    reply = await restarted.apply(HIGH_POD)
+    assert [r.outcome for r in reply.results] == [ACCEPTED]
+    submitted = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    assert submitted[0].spec.tasks[0].priority == 1000
+    changed = await restarted.apply(PRIORITY.replace("1000", "5"))
+    assert changed.results[0].outcome == REJECTED

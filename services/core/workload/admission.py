@@ -712,12 +712,18 @@ def admit(
     parser: DeviceRequestParser | None = None,
     device_names: frozenset[str] = frozenset(),
     existing_queues: Mapping[str, QueueSpec] | None = None,
+    existing_priority_classes: Mapping[str, PriorityClass] | None = None,
 ) -> Workload:
     """Normalize and validate `docs`; never raises for bad input (rejections are returned).
 
-    `existing_queues` (name → spec with its current state) are the queues a running system
-    already has: jobs are checked against them; they are returned in `Workload.queues` too.
+    `existing_queues` (name → spec with its current state) and `existing_priority_classes` are
+    what a running system already has: jobs are checked against them; they are returned in
+    `Workload.queues` / `Workload.priority_classes` too.
     """
     admission = Admission(parser, device_names)
     admission.queues.update(existing_queues or {})
+    for pc in (existing_priority_classes or {}).values():
+        admission.priority[pc.name] = pc
+        if pc.global_default:
+            admission.default_priority = pc.value
     return admission.run(docs)
