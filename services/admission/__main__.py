@@ -6,7 +6,8 @@ import asyncio
 import sys
 
 from services.admission.service import AdmissionService
-from services.runtime.bootstrap import App, common_parser, run_service
+from services.core.devices import build_vendors
+from services.runtime.bootstrap import App, common_parser, device_catalogue, run_service
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +17,11 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(app, AdmissionService)
         return {"apply": app.api_apply}
 
-    return asyncio.run(run_service("admission", args, AdmissionService, api))
+    catalogue = device_catalogue(args.device_config)
+    vendors = build_vendors(catalogue) if catalogue else None
+    return asyncio.run(
+        run_service("admission", args, lambda log: AdmissionService(log, vendors), api)
+    )
 
 
 if __name__ == "__main__":

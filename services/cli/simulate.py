@@ -11,6 +11,7 @@ Exit 0 unless an input cannot be read (then one line naming the file and the pro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -81,6 +82,8 @@ def _build(args: argparse.Namespace) -> Any:
             conf = parse_conf(_read(args.scheduler_conf, "scheduler configuration"))
         except ConfigError as exc:
             raise InputError(f"{args.scheduler_conf}: {exc}") from None
+    if catalogue is not None:
+        conf = dataclasses.replace(conf, vendors=vendors)  # the scheduler fits on it too
     try:
         inv_doc = yaml.safe_load(_read(args.inventory, "inventory"))
         nodes = load_inventory(inv_doc, vendors.catalogue)

@@ -53,11 +53,12 @@ class ControlPlane:
 
     def __init__(self, state_dir: Path, inventory: str = "", nats_url: str = "",
                  scheduler_conf: str = "", env: dict[str, str] | None = None,
-                 extra: dict[str, list[str]] | None = None) -> None:  # fmt: skip
+                 extra: dict[str, list[str]] | None = None, device_config: str = "") -> None:  # fmt: skip
         self.state_dir = state_dir
         self.inventory = inventory
         self.url = nats_url
         self.scheduler_conf = scheduler_conf
+        self.device_config = device_config
         self.env = {**os.environ, **(env or {})}
         self.extra = extra or {}
         self.server: NatsServer | None = None
@@ -73,6 +74,8 @@ class ControlPlane:
             args += ["--inventory", self.inventory]
         if name == "scheduler" and self.scheduler_conf:
             args += ["--scheduler-conf", self.scheduler_conf]
+        if self.device_config and name in ("admission", "scheduler", "nodeagent"):
+            args += ["--device-config", self.device_config]
         return args
 
     def start(self, report: Callable[[str], None] = print) -> ControlPlane:
@@ -167,7 +170,8 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
-    plane = ControlPlane(state_dir, args.inventory, args.nats, args.scheduler_conf)
+    plane = ControlPlane(state_dir, args.inventory, args.nats, args.scheduler_conf,
+                         device_config=args.device_config)  # fmt: skip
     for name in SERVICES:
         if not available(name):
             print(f"  {name:10s} not built yet: skipped")
@@ -212,6 +216,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--nats", default="", help="use this NATS instead of the embedded one")
     up.add_argument("--inventory", default="", help="simulated nodes for the node-agent")
     up.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf for the scheduler")
+    up.add_argument("--device-config", default="", help="HAMi device-config.yaml for all services")
     up.add_argument("--detach", action="store_true")
     up.add_argument("--state-dir", default=str(STATE_DIR))
     up.set_defaults(func=cmd_up)

@@ -18,7 +18,7 @@ from services.nodeagent.heartbeat import nats_sink
 from services.nodeagent.inventory import discovered_node, nodes_from_inventory
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.service import NodeAgent
-from services.runtime.bootstrap import common_parser, run_service
+from services.runtime.bootstrap import common_parser, device_catalogue, run_service
 from services.runtime.eventlog import EventLog
 
 
@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
-    nodes = nodes_from_inventory(args.inventory) if args.inventory else []
+    catalogue = device_catalogue(args.device_config)
+    nodes = nodes_from_inventory(args.inventory, catalogue) if args.inventory else []
     if args.node:
         nodes.append(
             discovered_node(

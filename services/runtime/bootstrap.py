@@ -11,11 +11,13 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Protocol
 
 from opentelemetry import trace
 
 from contracts.subjects import Subjects
+from services.core.devices import Catalogue, load_catalogue
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.service import EventService, install_stop_signals, serve_api
@@ -30,6 +32,13 @@ class App(Protocol):
     async def recover(self) -> None: ...
 
 
+def device_catalogue(path: str) -> Catalogue | None:
+    """A HAMi device-config.yaml (`--device-config`), or None for the built-in catalogue."""
+    if not path:
+        return None
+    return load_catalogue(Path(path).read_text())
+
+
 def common_parser(name: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m services.{name}")
     env = os.environ.get
@@ -41,6 +50,8 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     parser.add_argument("--durable", default=env("TESSERA_DURABLE", name))
     parser.add_argument("--ack-wait", type=float, default=float(env("TESSERA_ACK_WAIT", "30")))
+    parser.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
+                        help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
     return parser
 
 

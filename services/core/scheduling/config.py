@@ -47,6 +47,9 @@ class SchedulerConf:
     actions: tuple[str, ...]
     tiers: tuple[tuple[PluginConf, ...], ...]
     configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The device catalogue's vendor registry when a HAMi device-config.yaml replaces the
+    #: built-in one (`--device-config`); not part of volcano-scheduler.conf. None = built-in.
+    vendors: Any = field(default=None, compare=False)
 
     def plugin(self, name: str) -> PluginConf | None:
         for tier in self.tiers:

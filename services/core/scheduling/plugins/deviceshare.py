@@ -110,6 +110,8 @@ class DeviceSharePlugin:
         self._order_scale = 1.0
 
     def on_session_open(self, ssn: Session) -> None:
+        if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
+            self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
         if self.placement:
             self._cluster = ClusterCards(ssn.node_list)
