@@ -15,9 +15,17 @@ import logging
 import msgspec
 from opentelemetry import trace
 
-from contracts.api import REJECTED, ApplyReply, ApplyRequest, ObjectResult, decode, encode
+from contracts.api import (
+    REJECTED,
+    UNCHANGED,
+    ApplyReply,
+    ApplyRequest,
+    ObjectResult,
+    decode,
+    encode,
+)
 from contracts.base import Event
-from contracts.envelope import TYPE
+from contracts.envelope import TYPE, content_id
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
@@ -134,7 +142,10 @@ class AdmissionService:
             if w.kind == "job" and w.key in self.known.jobs:
                 last = await self.log.last(subject)  # re-submission after the old job ended
                 expected = last.seq if last else 0
-            mid = f"admit:{subject}:{expected}"
+            # same object, same version → same id (a retried request is written once); a
+            # different object under the same name has another id and meets the sequence check
+            body = self.service.registry.encode(w.event)
+            mid = f"admit:{subject}:{expected}:{content_id(w.kind, body)}"
             outs.append((w, Outgoing(subject, w.event, expected, mid)))
         appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
         for (w, out), res in zip(outs, appended, strict=True):
@@ -144,4 +155,6 @@ class AdmissionService:
                     f"metadata.name: {r.kind} {r.name} was created or changed concurrently "
                     f"(expected version {res.expected}, found {res.actual}); apply again",))  # fmt: skip
                 continue
+            if getattr(res, "duplicate", False):  # the very same write landed already
+                results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
             self._fold(getattr(res, "seq", 0), out.subject, out.event)

@@ -201,3 +201,37 @@ async def test_priority_classes_are_kept_for_later_submissions(event_log: EventL
     assert submitted[0].spec.tasks[0].priority == 1000
     changed = await restarted.apply(PRIORITY.replace("1000", "5"))
     assert changed.results[0].outcome == REJECTED
+
+
+async def test_two_admission_instances_racing_write_one_job(event_log: EventLog) -> None:
+    """Two admission processes (here: instances) apply the same new job at once: the expected
+    last subject sequence lets exactly one write; the other answers without writing."""
+    import asyncio
+
+    a, b = await started(event_log), await started(event_log)
+    text = QUEUE + "---" + job("team-a")
+    first, second = await asyncio.gather(a.apply(text), b.apply(text))
+    outcomes = sorted(r.outcome for reply in (first, second) for r in reply.results if r.kind == "Job")
+    assert outcomes in (["accepted", "rejected"], ["accepted", "unchanged"])
+    loser = next(r for reply in (first, second) for r in reply.results
+                 if r.kind == "Job" and r.outcome != "accepted")  # fmt: skip
+    if loser.outcome == "rejected":
+        assert "concurrently" in loser.reasons[0]
+    written = await events_of(event_log)
+    assert sum(isinstance(e, JobSubmitted) for e in written) == 1
+    assert sum(isinstance(e, QueueCreated) for e in written) == 1
+
+
+async def test_racing_different_specs_under_one_name_write_one(event_log: EventLog) -> None:
+    import asyncio
+
+    a, b = await started(event_log), await started(event_log)
+    await a.apply(QUEUE)
+    await b.recover()  # b knows the queue from the log
+    other = job("team-a").replace("replicas: 2", "replicas: 3").replace("minAvailable: 2", "minAvailable: 3")
+    first, second = await asyncio.gather(a.apply(job("team-a")), b.apply(other))
+    outcomes = sorted(reply.results[0].outcome for reply in (first, second))
+    assert outcomes == ["accepted", "rejected"]
+    loser = next(reply.results[0] for reply in (first, second) if reply.results[0].outcome == "rejected")
+    assert "concurrently" in loser.reasons[0]
+    assert sum(isinstance(e, JobSubmitted) for e in await events_of(event_log)) == 1
