@@ -8,6 +8,10 @@ common `[a-z0-9-]` names untouched so subjects stay readable in `nats stream vie
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from contracts.base import Event
 
 # Bytes left as they are; everything else becomes `_XX` (hex). `_` itself is escaped.
 _SAFE = re.compile(r"[A-Za-z0-9\-]")
@@ -97,3 +101,26 @@ class Subjects:
         if len(parts) < 4 or parts[0] != self.root or parts[1] != "ev":
             raise ValueError(f"{subject!r} is not a {self.root} event subject")
         return parts[2], tuple(unescape(p) for p in parts[3:])
+
+
+def subject_of(subjects: Subjects, event: Event) -> str:
+    """The aggregate subject an event is appended to — one answer for every writer."""
+    from contracts import events as ev  # events do not import subjects; kept local to stay so
+
+    match event:
+        case ev.QueueCreated():
+            return subjects.queue(event.spec.name)
+        case ev.QueueStateChanged():
+            return subjects.queue(event.queue)
+        case ev.PriorityClassCreated():
+            return subjects.priority_class(event.name)
+        case ev.JobSubmitted():
+            return subjects.job(event.spec.namespace, event.spec.name)
+        case ev.NodeRegistered() | ev.NodeLost():
+            return subjects.node(event.node)
+        case ev.CardRegistered():
+            return subjects.card(event.card.node, event.card.uuid)
+        case ev.SliceReserved() | ev.SliceReleased() | ev.CardHealthChanged() | ev.CardRetired():
+            return subjects.card(event.node, event.card)
+        case _:  # every other event belongs to a job
+            return subjects.job(event.namespace, event.name)  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import msgspec
 
@@ -53,7 +54,7 @@ class Write:
     """One event to append; `expected_seq` guards against a concurrent writer of the same name."""
 
     result: int  # index into Plan.results this write belongs to
-    kind: str  # "queue" | "job" | "pc"
+    kind: str  # "Queue" | "PriorityClass" | "Job"
     key: tuple[str, str]
     event: Event
     expected_seq: int
@@ -87,20 +88,12 @@ def plan_apply(
         return Plan(error=f"manifest not accepted: nesting deeper than {limits.max_depth} levels")
     if not docs:
         return Plan(error="manifest not accepted: no objects in it")
-    declared = {
-        str((d.get("metadata") or {}).get("name") or "")
-        for d in docs
-        if d.get("kind") == "Queue" and isinstance(d.get("metadata"), dict)
-    }
+    declared = _declared(docs, "Queue")
+    declared_pcs = _declared(docs, "PriorityClass")
     seed = {
         name: msgspec.structs.replace(q.spec, state=q.state)
         for name, q in known.queues.items()
         if name not in declared
-    }
-    declared_pcs = {
-        str((d.get("metadata") or {}).get("name") or "")
-        for d in docs
-        if d.get("kind") == "PriorityClass" and isinstance(d.get("metadata"), dict)
     }
     pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
@@ -110,32 +103,28 @@ def plan_apply(
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
     writes: list[Write] = []
+
+    def cluster_object(kind: str, name: str, had: object, new: object, event: Event, field: str) -> None:
+        """Queues and PriorityClasses: created once; the same again is unchanged; another spec
+        under the name is refused (there are no update events)."""
+        if had is None:
+            writes.append(Write(len(results), kind, ("", name), event, 0))
+            results.append(_result(kind, "", name, ACCEPTED))
+        elif had == new:
+            results.append(_result(kind, "", name, UNCHANGED))
+        else:
+            results.append(_result(kind, "", name, REJECTED, (
+                f"{field}: {kind} already exists with a different spec (updates are not supported)",)))  # fmt: skip
+
     for pc in workload.priority_classes:
-        if pc.name not in declared_pcs:
-            continue
-        had = known.priority_classes.get(pc.name)
-        if had is not None:
-            same = had == pc
-            results.append(_result("PriorityClass", "", pc.name, UNCHANGED if same else REJECTED,
-                                   () if same else ("value: PriorityClass already exists with a "
-                                                    "different spec (updates are not supported)",)))  # fmt: skip
-            continue
-        event = PriorityClassCreated(name=pc.name, value=pc.value, global_default=pc.global_default,
-                                     preemption_policy=pc.preemption_policy)  # fmt: skip
-        writes.append(Write(len(results), "pc", ("", pc.name), event, 0))
-        results.append(_result("PriorityClass", "", pc.name, ACCEPTED))
+        if pc.name in declared_pcs:
+            event = PriorityClassCreated(name=pc.name, value=pc.value, global_default=pc.global_default,
+                                         preemption_policy=pc.preemption_policy)  # fmt: skip
+            cluster_object("PriorityClass", pc.name, known.priority_classes.get(pc.name), pc, event, "value")
     for q in workload.queues:
-        if q.name not in declared:
-            continue
-        have = known.queues.get(q.name)
-        if have is not None:
-            same = have.spec == q
-            results.append(_result("Queue", "", q.name, UNCHANGED if same else REJECTED,
-                                   () if same else ("metadata.name: queue already exists with a "
-                                                    "different spec (updates are not supported)",)))  # fmt: skip
-            continue
-        writes.append(Write(len(results), "queue", ("", q.name), QueueCreated(spec=q), 0))
-        results.append(_result("Queue", "", q.name, ACCEPTED))
+        if q.name in declared:
+            have = known.queues.get(q.name)
+            cluster_object("Queue", q.name, have and have.spec, q, QueueCreated(spec=q), "metadata.name")
     running = {(r.namespace, r.job) for r in workload.running}
     for job in workload.jobs:
         key = (job.namespace, job.name)
@@ -154,10 +143,19 @@ def plan_apply(
             continue
         manifest = workload.manifests.get(key, "")
         seq = have_job.seq if have_job else 0
-        writes.append(Write(len(results), "job", key, JobSubmitted(spec=job, manifest=manifest), seq))
+        writes.append(Write(len(results), "Job", key, JobSubmitted(spec=job, manifest=manifest), seq))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED))
     results.extend(rejected_objects(workload.rejections))
     return Plan(tuple(results), tuple(writes))
+
+
+def _declared(docs: list[dict[str, Any]], kind: str) -> set[str]:
+    """Names of the objects of `kind` the documents declare (replacing what the log has)."""
+    return {
+        str(d["metadata"].get("name") or "")
+        for d in docs
+        if d.get("kind") == kind and isinstance(d.get("metadata"), dict)
+    }
 
 
 def _result(kind: str, ns: str, name: str, outcome: str, reasons: tuple[str, ...] = ()) -> ObjectResult:

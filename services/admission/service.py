@@ -35,6 +35,7 @@ from contracts.events import (
     QueueStateChanged,
 )
 from contracts.registry import default_registry
+from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import Known, Plan, Write, fold_known, plan_apply
 from services.core.devices import VendorRegistry, build_vendors
@@ -131,15 +132,9 @@ class AdmissionService:
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []
         for w in plan.writes:
-            ns, name = w.key
-            if w.kind == "queue":
-                subject = self.subjects.queue(name)
-            elif w.kind == "pc":
-                subject = self.subjects.priority_class(name)
-            else:
-                subject = self.subjects.job(ns, name)
+            subject = subject_of(self.subjects, w.event)
             expected = w.expected_seq
-            if w.kind == "job" and w.key in self.known.jobs:
+            if w.kind == "Job" and w.key in self.known.jobs:
                 last = await self.log.last(subject)  # re-submission after the old job ended
                 expected = last.seq if last else 0
             # same object, same version → same id (a retried request is written once); a

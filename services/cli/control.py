@@ -159,7 +159,8 @@ def cmd_job(args: argparse.Namespace) -> int:
     return command(args, args.action, args.name, args.namespace)
 
 
-def _connection(p: argparse.ArgumentParser) -> None:
+def connection_args(p: argparse.ArgumentParser) -> None:
+    """--nats / --root / --state-dir: how every command finds the running system."""
     p.add_argument("--nats", default="", help="NATS URL (default: the running `tessera up`)")
     p.add_argument("--root", default="tessera")
     p.add_argument("--state-dir", default=str(STATE_DIR))
@@ -170,7 +171,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     apply.add_argument("-f", "--filename", action="append", required=True, help="file, or - for stdin")
     apply.add_argument("--dry-run", action="store_true", help="validate only, write nothing")
     apply.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-    _connection(apply)
+    connection_args(apply)
     apply.set_defaults(func=cmd_apply)
 
     delete = sub.add_parser("delete", help="delete a job (or a pod's implied job)")
@@ -178,7 +179,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     delete.add_argument("name", nargs="?")
     delete.add_argument("-n", "--namespace", default="default")
     delete.add_argument("-f", "--filename", default="", help="delete the Jobs/Pods of a file")
-    _connection(delete)
+    connection_args(delete)
     delete.set_defaults(func=cmd_delete)
 
     queue = sub.add_parser("queue", help="create, open or close a queue")
@@ -187,12 +188,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     queue.add_argument("--weight", type=int, default=1)
     queue.add_argument("--capability", default="", help="e.g. cpu=8,memory=64Gi")
     queue.add_argument("--parent", default="")
-    _connection(queue)
+    connection_args(queue)
     queue.set_defaults(func=cmd_queue)
 
     job = sub.add_parser("job", help="suspend or resume a job")
     job.add_argument("action", choices=["suspend", "resume"])
     job.add_argument("name")
     job.add_argument("-n", "--namespace", default="default")
-    _connection(job)
+    connection_args(job)
     job.set_defaults(func=cmd_job)

@@ -18,20 +18,12 @@ import msgspec
 
 from contracts.envelope import TYPE
 from contracts.subjects import Subjects
-from services.cli.control import _connection, nats_url
+from services.cli.control import connection_args, nats_url
+from services.cli.get import read_log
 from services.core.simulate.jsonl import write_jsonl
-from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
 
 SKIP = {"type", "namespace", "name", "spec", "manifest", "usage"}
-
-
-async def read(url: str, root: str, subject: str | None) -> list[StoredMessage]:
-    log = await JetStreamLog.connect(url, subjects=Subjects(root))
-    try:
-        return [m async for m in log.replay(1, subject)]
-    finally:
-        await log.close()
 
 
 def summary(msg: StoredMessage) -> str:
@@ -68,7 +60,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         ns, _, name = args.job.rpartition("/")
         subject = Subjects(root).job(ns or "default", name)
     try:
-        messages = asyncio.run(read(nats_url(args), root, subject))
+        messages = asyncio.run(read_log(nats_url(args), root, subject))
     except Exception as exc:  # no NATS, no stream
         print(f"error: cannot read the log: {exc}", file=sys.stderr)
         return 2
@@ -89,5 +81,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("events", help="a job's history from the log, or the whole log as JSONL")
     p.add_argument("--job", default="", help="NAMESPACE/NAME (or NAME in default)")
     p.add_argument("-o", "--output", default="", help="write the log as JSONL for simulate --replay")
-    _connection(p)
+    connection_args(p)
     p.set_defaults(func=cmd_events)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from pathlib import Path
 
 import nats
 import yaml
@@ -21,8 +20,9 @@ import yaml
 from contracts.envelope import TYPE
 from contracts.registry import default_registry
 from contracts.subjects import Subjects
-from services.cli.up import STATE_DIR, read_state
+from services.cli.control import connection_args, nats_url
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import StoredMessage
 
 CARD_COLUMNS = (
     "node",
@@ -86,15 +86,20 @@ async def fetch_nodes(url: str, root: str) -> list[dict]:
         await log.close()
 
 
+async def read_log(url: str, root: str, subject: str | None = None) -> list[StoredMessage]:
+    """The whole log (or one subject's part of it), as stored."""
+    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    try:
+        return [m async for m in log.replay(1, subject)]
+    finally:
+        await log.close()
+
+
 async def fetch_report(url: str, root: str) -> dict:
     """Replay the log and build the simulate report's records from it."""
     from services.core.simulate.report import build_report
 
-    log = await JetStreamLog.connect(url, subjects=Subjects(root))
-    try:
-        return build_report([m async for m in log.replay()])
-    finally:
-        await log.close()
+    return build_report(await read_log(url, root))
 
 
 def _table_view(what: str, rows: list[dict]) -> list[dict]:
@@ -116,7 +121,7 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    url = args.nats or read_state(Path(args.state_dir))["nats"]
+    url = nats_url(args)
     if args.what == "nodes":
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
     else:
@@ -138,7 +143,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     get.add_argument("-n", "--namespace", default="default")
     get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-    get.add_argument("--nats", default="")
-    get.add_argument("--root", default="tessera")
-    get.add_argument("--state-dir", default=str(STATE_DIR))
+    connection_args(get)
     get.set_defaults(func=cmd_get)

@@ -22,12 +22,11 @@ from contracts.base import Event
 from contracts.envelope import TYPE
 from contracts.events import (
     ALL_EVENTS,
-    JobSubmitted,
     QueueCreated,
-    QueueStateChanged,
     TaskFinished,
 )
 from contracts.registry import default_registry
+from contracts.subjects import subject_of
 from services.core.scheduling import lifecycle
 from services.nodeagent.monitor import NodeMonitor
 from services.queue import flow as fl
@@ -129,19 +128,7 @@ class QueueService:
             await self._publish(self._outgoing(owed), rx)
 
     def _outgoing(self, events: list[Event]) -> list[Outgoing]:
-        s = self.subjects
-        out = []
-        for ev in events:
-            if isinstance(ev, QueueCreated):
-                subject = s.queue(ev.spec.name)
-            elif isinstance(ev, QueueStateChanged):
-                subject = s.queue(ev.queue)
-            elif isinstance(ev, JobSubmitted):
-                subject = s.job(ev.spec.namespace, ev.spec.name)
-            else:
-                subject = s.job(ev.namespace, ev.name)  # type: ignore[attr-defined]
-            out.append(Outgoing(subject, ev))
-        return out
+        return [Outgoing(subject_of(self.subjects, ev), ev) for ev in events]
 
     async def _publish(self, outs: list[Outgoing], cause: Received | None = None) -> None:
         if not outs:

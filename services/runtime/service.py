@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from contracts.base import Event
-from contracts.envelope import Envelope, EnvelopeError, msg_id
+from contracts.envelope import TYPE, Envelope, EnvelopeError, msg_id
 from contracts.registry import Registry, UndecodableEvent, UnknownEventType, default_registry
 from services.runtime.eventlog.model import (
     AppendResult,
@@ -200,13 +200,13 @@ class EventService:
                 delivery, held = held or await consumer.next(timeout=poll), None
                 if delivery is None:
                     continue
-                kind = delivery.message.headers.get("Tessera-Type", "")
+                kind = delivery.message.headers.get(TYPE, "")
                 if kind not in self._groups:
                     await self.handle(delivery)
                     continue
                 group = [delivery]
                 while len(group) < self.max_group and (nxt := consumer.ready()) is not None:
-                    if nxt.message.headers.get("Tessera-Type", "") != kind:
+                    if nxt.message.headers.get(TYPE, "") != kind:
                         held = nxt
                         break
                     group.append(nxt)

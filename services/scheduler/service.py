@@ -17,6 +17,7 @@ from opentelemetry import trace
 
 from contracts.base import Event
 from contracts.devices import SliceSpec
+from contracts.envelope import TYPE
 from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
@@ -158,7 +159,7 @@ class Scheduler:
     async def recover(self) -> None:
         reg = default_registry()
         async for msg in self.log.replay():
-            type_name = msg.headers.get("Tessera-Type", "")
+            type_name = msg.headers.get(TYPE, "")
             if type_name in reg:
                 self._apply(msg.seq, reg.decode(type_name, msg.data))
             self.recovered_seq = msg.seq

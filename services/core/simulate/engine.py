@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from contracts.base import Event
 from contracts.devices import SliceSpec
 from contracts.events import (
-    CardRegistered,
     EvictionRequested,
     JobPhaseChanged,
     JobRejected,
@@ -26,13 +25,12 @@ from contracts.events import (
     PlacementRejected,
     QueueCreated,
     SliceAssignment,
-    SliceReleased,
-    SliceReserved,
     TaskFinished,
     TaskPlacement,
     TaskStarted,
 )
 from contracts.registry import default_registry
+from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, QueueSpec
 from services.core import ledger
 from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
@@ -47,27 +45,6 @@ from services.runtime.eventlog.model import Entry
 SESSION_HEADER = "Tessera-Session"
 TIME_HEADER = "Tessera-Time"
 MAX_SESSIONS_PER_INSTANT = 20
-
-
-def subject_of(log: MemoryLog, event: Event) -> str:
-    s = log.subjects
-    match event:
-        case QueueCreated():
-            return s.queue(event.spec.name)
-        case NodeRegistered():
-            return s.node(event.node)
-        case CardRegistered():
-            return s.card(event.card.node, event.card.uuid)
-        case SliceReserved() | SliceReleased():
-            return s.card(event.node, event.card)
-        case JobSubmitted():
-            return s.job(event.spec.namespace, event.spec.name)
-        case _:
-            ns = getattr(event, "namespace", None)
-            if ns is not None:
-                return s.job(ns, event.name)  # type: ignore[attr-defined]
-            queue = getattr(event, "queue", "")
-            return s.queue(str(queue))
 
 
 @dataclass
@@ -105,7 +82,7 @@ class Simulation:
 
     def emit(self, event: Event) -> int:
         entry = Entry(
-            subject_of(self.log, event), self.registry.encode(event), self._headers(event)
+            subject_of(self.log.subjects, event), self.registry.encode(event), self._headers(event)
         )
         result = self.log.append_now(entry)
         seq = getattr(result, "seq", 0)
@@ -114,7 +91,7 @@ class Simulation:
 
     def emit_batch(self, events: Sequence[Event]) -> None:
         entries = [
-            Entry(subject_of(self.log, e), self.registry.encode(e), self._headers(e))
+            Entry(subject_of(self.log.subjects, e), self.registry.encode(e), self._headers(e))
             for e in events
         ]
         result = self.log.append_batch_now(entries)

@@ -140,11 +140,12 @@ async def _settle(fut: asyncio.Future[_PubAck], timeout: float) -> _PubAck:
 
 
 class JetStreamDelivery:
-    __slots__ = ("_acks", "_msg", "attempt", "message")
+    __slots__ = ("_acks", "_msg", "_queued", "attempt", "message")
 
     def __init__(self, msg: Msg, acks: list[Msg] | None = None) -> None:
         self._msg = msg
         self._acks = acks
+        self._queued = False
         self.message = _stored(msg)
         self.attempt = msg.metadata.num_delivered
 
@@ -154,10 +155,10 @@ class JetStreamDelivery:
         # redelivery after ack_wait — while a round trip per message halved every service's
         # throughput and, with the event loop busy in a long session, timed out. Acks of one
         # fetched batch are sent together by the consumer (one socket write, not one each).
-        if self._msg._ackd:
+        if self._msg._ackd or self._queued:
             return
         if self._acks is not None:
-            self._msg._ackd = True
+            self._queued = True
             self._acks.append(self._msg)
         else:
             await self._msg.ack()
@@ -180,8 +181,8 @@ class JetStreamConsumer:
 
     async def _flush_acks(self) -> None:
         acks, self._acks = self._acks, []
-        for msg in acks:  # no await yields in between: the client writes them in one go
-            await msg._client.publish(msg.reply, b"+ACK")
+        for msg in acks:  # nothing yields in between: the client writes them in one go
+            await msg.ack()
 
     async def next(self, timeout: float = 1.0) -> JetStreamDelivery | None:
         if not self._buffer:
