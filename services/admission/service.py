@@ -25,7 +25,7 @@ from contracts.api import (
     encode,
 )
 from contracts.base import Event
-from contracts.envelope import TYPE, content_id
+from contracts.envelope import content_id
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
@@ -34,14 +34,13 @@ from contracts.events import (
     QueueCreated,
     QueueStateChanged,
 )
-from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import Known, Plan, Write, fold_known, plan_apply
 from services.core.devices import VendorRegistry, build_vendors
 from services.core.workload.devicerequests import hami_parser
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Handler, Outgoing, Received
+from services.runtime.service import EventService, Handler, Outgoing, Received, replay_decoded
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
@@ -92,14 +91,9 @@ class AdmissionService:
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        reg = default_registry()
-        wanted = {cls.type_name() for cls in FOLDED}
-        for pattern in self.service.filter_subjects:
-            async for msg in self.log.replay(1, pattern):
-                if msg.seq > self.watermark:
-                    break
-                if msg.headers.get(TYPE) in wanted:
-                    self._fold(msg.seq, msg.subject, reg.decode(msg.headers[TYPE], msg.data))
+        wanted = frozenset(cls.type_name() for cls in FOLDED)
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark, wanted):
+            self._fold(msg.seq, msg.subject, event)
         log.info(
             "admission knows %d queues, %d jobs (up to #%d)",
             len(self.known.queues), len(self.known.jobs), self.watermark,

@@ -19,19 +19,24 @@ from opentelemetry import trace
 
 from contracts.api import CommandReply, CommandRequest, decode, encode
 from contracts.base import Event
-from contracts.envelope import TYPE
 from contracts.events import (
     ALL_EVENTS,
     QueueCreated,
     TaskFinished,
 )
-from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from services.core.scheduling import lifecycle
 from services.nodeagent.monitor import NodeMonitor
 from services.queue import flow as fl
 from services.runtime.eventlog import EventLog
-from services.runtime.service import EventService, Handler, Outgoing, Received, chain
+from services.runtime.service import (
+    EventService,
+    Handler,
+    Outgoing,
+    Received,
+    chain,
+    replay_decoded,
+)
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.queue")
@@ -70,14 +75,8 @@ class QueueService:
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        reg = default_registry()
-        card_prefix = self.subjects.all_cards()[:-1]
-        async for msg in self.log.replay(1, self.subjects.events):
-            if msg.seq > self.watermark:
-                break
-            if msg.subject.startswith(card_prefix) or msg.headers.get(TYPE) not in reg:
-                continue
-            self.flow.apply(msg.seq, reg.decode(msg.headers[TYPE], msg.data))
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark):
+            self.flow.apply(msg.seq, event)
         await self._default_queues()
         await self._sweep()
         if self.monitor is not None:

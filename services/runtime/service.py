@@ -13,7 +13,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -262,6 +262,25 @@ def chain(*handlers: Handler) -> Handler:
             await h(event, rx)
 
     return handle
+
+
+async def replay_decoded(
+    log_: EventLog,
+    patterns: Sequence[str],
+    until: int,
+    types: frozenset[str] | None = None,
+    registry: Registry | None = None,
+) -> AsyncIterator[tuple[StoredMessage, Event]]:
+    """The events of `patterns` up to sequence `until`, decoded: what a service folds at start,
+    before its consumer takes over above `until`. Unknown (or unwanted) types are skipped."""
+    reg = registry or default_registry()
+    for pattern in patterns:
+        async for msg in log_.replay(1, pattern):
+            if msg.seq > until:
+                break
+            kind = msg.headers.get(TYPE, "")
+            if kind in reg and (types is None or kind in types):
+                yield msg, reg.decode(kind, msg.data)
 
 
 def install_stop_signals(stopping: asyncio.Event) -> None:

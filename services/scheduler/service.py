@@ -17,7 +17,6 @@ from opentelemetry import trace
 
 from contracts.base import Event
 from contracts.devices import SliceSpec
-from contracts.envelope import TYPE
 from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
@@ -29,13 +28,12 @@ from contracts.events import (
     SliceReleased,
     SliceReserved,
 )
-from contracts.registry import default_registry
 from services.core import ledger
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
 from services.runtime.eventlog import Appended, EventLog
-from services.runtime.service import EventService, Outgoing, Received
+from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.scheduler")
@@ -157,12 +155,9 @@ class Scheduler:
         self._dirty.set()
 
     async def recover(self) -> None:
-        reg = default_registry()
-        async for msg in self.log.replay():
-            type_name = msg.headers.get(TYPE, "")
-            if type_name in reg:
-                self._apply(msg.seq, reg.decode(type_name, msg.data))
-            self.recovered_seq = msg.seq
+        self.recovered_seq = await self.log.last_sequence()
+        async for msg, event in replay_decoded(self.log, [self.subjects.events], self.recovered_seq):
+            self._apply(msg.seq, event)
         self._dirty.set()
 
     def session_events(self) -> list[Outgoing]:
