@@ -17,7 +17,14 @@ import msgspec
 
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
-from contracts.events import JobSubmitted, PriorityClassCreated, QueueCreated
+from contracts.events import (
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    PriorityClassCreated,
+    QueueCreated,
+    QueueStateChanged,
+)
 from contracts.workloads import JobSpec, QueueSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
 from services.core.workload import ManifestError, admit, load_documents
@@ -173,8 +180,6 @@ def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
 
 def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
     """Keep `Known` current from one log event (queue and job subjects only)."""
-    from contracts.events import JobDeleted, JobPhaseChanged, QueueStateChanged
-
     match event:
         case PriorityClassCreated():
             known.priority_classes.setdefault(event.name, PriorityClass(
