@@ -34,7 +34,13 @@ from services.core.placement import (
     fits,
     shape_fragmentation,
 )
-from services.core.placement.tessera import TesseraPolicy, model_claims, residual_waste
+from services.core.placement.tessera import (
+    TesseraPolicy,
+    claimed_below,
+    model_claims,
+    residual_waste,
+    slice_sizes,
+)
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
 
@@ -171,6 +177,39 @@ def test_residual_waste_is_zero_when_slices_tile_a_card_exactly() -> None:
     w = residual_waste(TargetWorkload(((HALF, 1.0),)))
     assert w[1000] == 0 and w[500] == 0
     assert w[499] == 499 and w[700] == 200
+
+
+BIG = Shape(3000, 1, 810)
+FILLER = Shape(1000, 1, 160)
+MID = Shape(8000, 1, 470)
+THIRD = Shape(4000, 1, 320)
+
+
+def test_small_slices_rarer_than_the_big_slices_holes_are_claimed_by_them() -> None:
+    rare = TargetWorkload(((BIG, 0.4), (MID, 0.3), (THIRD, 0.25), (FILLER, 0.05)))
+    assert claimed_below(slice_sizes(rare)) == 190
+    # As many 160s as 810s: the holes no longer absorb them all, nothing is claimed.
+    common = TargetWorkload(((BIG, 0.3), (MID, 0.2), (THIRD, 0.2), (FILLER, 0.3)))
+    assert claimed_below(slice_sizes(common)) == 0
+
+
+def test_residual_waste_does_not_count_on_claimed_fillers() -> None:
+    # 470 + 320 leaves 210: only a 160 fits there. When the 160s are claimed by the 810s'
+    # holes the 210 is written off; when they are plentiful it is expected to shrink to 50.
+    rare = residual_waste(TargetWorkload(((BIG, 0.4), (MID, 0.3), (THIRD, 0.25), (FILLER, 0.05))))
+    assert rare[210] == 210
+    common = residual_waste(TargetWorkload(((BIG, 0.3), (MID, 0.2), (THIRD, 0.2), (FILLER, 0.3))))
+    assert common[210] == 50
+
+
+def test_tessera_opens_a_card_rather_than_leave_a_hole_only_claimed_fillers_fit() -> None:
+    # A 320 slice: on A (530 free) it leaves 210, which only the scarce 160s could use; on B it
+    # opens a card whose 680 takes a 470 or two 320s. FGD sees a smaller fragment on A.
+    workload = TargetWorkload(((BIG, 0.4), (MID, 0.3), (THIRD, 0.25), (FILLER, 0.05)))
+    nodes = [node("A", (530, 0)), node("B", (1000, 0))]
+    req = Request(4000, 1000, 1, 320)
+    assert choose(req, nodes, workload, "fgd").node == "A"
+    assert choose(req, nodes, workload, "tessera").node == "B"
 
 
 def test_model_claims_weigh_constrained_demand_against_the_models_cards() -> None:

@@ -14,9 +14,14 @@ What the openb replays taught us (benchmarks/results/openb.md):
   This steers CPU-only and CPU-heavy pods to CPU-rich nodes before the damage is done.
 * For shared cards, a one-step lookahead over the residual slice: W(r) is the expected milli a
   card with r free ends up wasting when filled by the workload's single-card shapes; the change
-  in W nudges slices toward combinations that close cards exactly — in the node cost, and in
-  the choice of the card on the node (then best fit). Slices are compared on a fine cost
-  bucket (2 milli), whole cards on the coarse one that keeps first-fit packing.
+  in W steers slices toward combinations that close cards exactly — it leads the node cost
+  (weight 5) and picks the card on the node (then best fit). Slices are compared on a fine
+  cost bucket (2 milli), whole cards on the coarse one that keeps first-fit packing. W is
+  judged against the competition a hole really faces: the tiny slices that fit an 810-milli
+  slice's 190-milli hole are 20-40x rarer than those holes, so they all go there and W does
+  not count on them for any other hole (taking them into account made a 210-milli hole look
+  as good as closed, and 470 + 320 cards stayed 21 % empty); and frequencies are flattened,
+  because the policy routes a rare exact fit to the hole it fits.
 * Model scarcity (only when the workload has model-constrained shapes and the cluster's card
   count per model is known): a pod that could run on any model pays for the capacity it takes
   on a model that constrained shapes claim beyond the average load. Its weight was fixed before
@@ -39,8 +44,13 @@ from services.core.placement.workload import TargetWorkload
 
 #: Weight of stranded card milli relative to fragment milli (both are "idle card milli").
 STRANDING_WEIGHT = 1.0
-#: Weight of the card-residual lookahead term.
-RESIDUAL_WEIGHT = 0.5
+#: Weight of the card-residual lookahead term. For slices it is what separates nodes: 5 makes
+#: ΔW lead and ΔF + stranding break its near-ties (10 and more lets milli-sized W differences
+#: override real CPU damage; openb.md has the sweep).
+RESIDUAL_WEIGHT = 5.0
+#: Exponent applied to slice frequencies in the residual lookahead (1 = draw the next slice by
+#: frequency, 0 = every fitting size equally likely).
+SIZE_FLATTENING = 0.25
 #: Weight of the model-scarcity term (card milli taken from a claimed model, per unit of claim).
 SCARCITY_WEIGHT = 1.0
 #: Cost bucket (milli). Finer buckets lose FGD's packing-by-ties; coarser ones blur real
@@ -59,20 +69,50 @@ def cpu_per_card_milli(workload: TargetWorkload) -> float:
     return cpu / cards if cards else 0.0
 
 
-def residual_waste(workload: TargetWorkload) -> list[float]:
-    """W(r) for r in 0..1000: expected milli wasted by a card with r free.
-
-    Recursion: if no single-card shape fits in r, all of r is wasted; otherwise the next slice
-    to land there is drawn from the fitting shapes in proportion to their frequency.
-    """
+def slice_sizes(workload: TargetWorkload) -> dict[int, float]:
+    """Single-card shares (whole single cards included) and how often each occurs."""
     sizes: dict[int, float] = {}
     for shape, p in workload.shapes:
         if shape.num_cards == 1:
             sizes[shape.card_milli] = sizes.get(shape.card_milli, 0.0) + p
+    return sizes
+
+
+def claimed_below(sizes: Mapping[int, float]) -> int:
+    """Largest hole left by a slice whose possible fillers are rarer than the slice itself.
+
+    Such a slice (810 milli on every openb trace: only 50-160-milli slices fit its 190-milli
+    hole, and they are 20-40 times rarer) leaves more holes than there will ever be slices to
+    fill them, so every slice small enough to fit one ends up in one. Those sizes are therefore
+    not available to fill any other hole. Returns 0 when no slice is in that position.
+    """
+    cut = 0
+    for d, p in sizes.items():
+        if d >= CARD_MILLI:
+            continue
+        hole = CARD_MILLI - d
+        if sum(q for e, q in sizes.items() if e <= hole) < p:
+            cut = max(cut, hole)
+    return cut
+
+
+def residual_waste(workload: TargetWorkload, flattening: float = SIZE_FLATTENING) -> list[float]:
+    """W(r) for r in 0..1000: expected milli wasted by a card with r free.
+
+    Recursion: if no single-card size fits in r, all of r is wasted; otherwise the next slice
+    to land there is drawn from the fitting sizes. Two corrections to "draw by frequency", both
+    because in a large cluster a hole competes with many others for the slices that fit it:
+    sizes claimed by the holes of bigger slices (:func:`claimed_below`) are left out, and
+    frequencies are flattened (``p ** flattening``) because the policy steers a rare exact fit
+    to the hole it fits rather than leaving it to chance.
+    """
+    sizes = slice_sizes(workload)
+    cut = claimed_below(sizes)
+    weights = {d: p**flattening for d, p in sizes.items() if d > cut}
     waste = [0.0] * (CARD_MILLI + 1)
     for r in range(1, CARD_MILLI + 1):
         total = acc = 0.0
-        for d, p in sizes.items():
+        for d, p in weights.items():
             if d <= r:
                 total += p
                 acc += p * waste[r - d]
