@@ -44,6 +44,8 @@ from services.core.placement import (
 
 #: The simulator's per-node pod cap (kube default raised to 1001 in its config).
 MAX_PODS_PER_NODE = 1001
+#: The goal: Tessera leaves at most this share of FGD's unallocated cards at arrived = 100%.
+GOAL_RATIO_PCT = 90.0
 #: Published policy labels in ``fgd_expected_results``.
 PUBLISHED_NAMES = {
     "random": "01-Random",
@@ -224,19 +226,23 @@ def format_table(results: Sequence[RunResult], published: dict) -> str:
 def format_ratio_table(
     results: Sequence[RunResult], policy: str = "tessera", base: str = "fgd"
 ) -> str:
-    """Per trace: ``policy``'s mean unallocated % at 100 as a share of ``base``'s (same run)."""
+    """Per trace: ``policy``'s mean unallocated % at 100 as a share of ``base``'s (same run), and
+    whether that meets the issue's goal of at most 90 %. One decimal, because the goal sits
+    within a point of several traces and a rounded "90%" would not say which side it is on."""
     by: dict[tuple[str, str], list[float]] = {}
     for r in results:
         by.setdefault((r.trace, r.policy), []).append(r.unallocated_pct_at_100)
     lines = [
-        f"| trace | {base} @100 | {policy} @100 | {policy} / {base} |",
-        "|---|---|---|---|",
+        f"| trace | {base} @100 | {policy} @100 | {policy} / {base} | ≤ {GOAL_RATIO_PCT:.0f}% |",
+        "|---|---|---|---|---|",
     ]
     for trace in dict.fromkeys(r.trace for r in results):
         a, b = by.get((trace, base)), by.get((trace, policy))
         if a and b:
             ma, mb = statistics.fmean(a), statistics.fmean(b)
-            lines.append(f"| {trace} | {ma:.2f} | {mb:.2f} | {100 * mb / ma:.0f}% |")
+            ratio = 100 * mb / ma
+            met = "yes" if ratio <= GOAL_RATIO_PCT else "no"
+            lines.append(f"| {trace} | {ma:.2f} | {mb:.2f} | {ratio:.1f}% | {met} |")
     return "\n".join(lines)
 
 
