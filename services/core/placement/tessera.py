@@ -18,7 +18,7 @@ What the openb replays taught us (benchmarks/results/openb.md):
   (weight 5) and picks the card on the node (then best fit). Slices are compared on a fine
   cost bucket (2 milli), whole cards on the coarse one that keeps first-fit packing. W is
   judged against the competition a hole really faces: the tiny slices that fit an 810-milli
-  slice's 190-milli hole are 20-40x rarer than those holes, so they all go there and W does
+  slice's 190-milli hole are 12-24x rarer than those holes, so they all go there and W does
   not count on them for any other hole (taking them into account made a 210-milli hole look
   as good as closed, and 470 + 320 cards stayed 21 % empty); and frequencies are flattened,
   because the policy routes a rare exact fit to the hole it fits.
@@ -82,7 +82,7 @@ def claimed_below(sizes: Mapping[int, float]) -> int:
     """Largest hole left by a slice whose possible fillers are rarer than the slice itself.
 
     Such a slice (810 milli on every openb trace: only 50-160-milli slices fit its 190-milli
-    hole, and they are 20-40 times rarer) leaves more holes than there will ever be slices to
+    hole, and they are 12-24 times rarer) leaves more holes than there will ever be slices to
     fill them, so every slice small enough to fit one ends up in one. Those sizes are therefore
     not available to fill any other hole. Returns 0 when no slice is in that position.
     """
