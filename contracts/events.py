@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contracts.base import Event, Record
 from contracts.devices import CardSpec, CardUsage, SliceSpec
-from contracts.workloads import JobSpec, QueueSpec
+from contracts.workloads import DeviceRequest, JobSpec, QueueSpec
 
 # --- queue aggregate ---------------------------------------------------------------------------
 
@@ -68,6 +68,9 @@ class TaskPlacement(Record, frozen=True):
     node: str
     slices: tuple[SliceAssignment, ...] = ()
     score: float = 0.0
+    # an existing placement without HAMi's allocated annotations: the allocator fits these
+    # requests on the node's free cards when it books the pod (DESIGN §8)
+    fit: tuple[DeviceRequest, ...] = ()
 
 
 class PlacementProposed(Event, frozen=True, tag="PlacementProposed"):
@@ -76,6 +79,9 @@ class PlacementProposed(Event, frozen=True, tag="PlacementProposed"):
     based_on: int  # stream sequence of the snapshot
     placements: tuple[TaskPlacement, ...]
     session: int = 0
+    # the pods already run there (placed before Tessera, or by another scheduler): book them,
+    # never bind them
+    existing: bool = False
 
 
 class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
@@ -83,6 +89,18 @@ class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
     name: str
     placements: tuple[TaskPlacement, ...]
     proposal_seq: int = 0
+    existing: bool = False  # booked pods that already run: nothing to bind
+
+
+class BindingFailed(Event, frozen=True, tag="BindingFailed"):
+    """The API server refused the binding of a committed task (pod gone, node gone, recreated):
+    its slices are released and the task waits again."""
+
+    namespace: str
+    name: str
+    task: str
+    node: str
+    reason: str
 
 
 class PlacementRejected(Event, frozen=True, tag="PlacementRejected"):
@@ -195,6 +213,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     PlacementProposed,
     PlacementCommitted,
     PlacementRejected,
+    BindingFailed,
     JobUnschedulable,
     EvictionRequested,
     TaskStarted,

@@ -28,6 +28,7 @@ class DeviceRequest(Record, frozen=True):
     nouse_types: tuple[str, ...] = ()  # card type must contain none of these
     numa_bind: bool = False  # all cards of the container on one NUMA node
     resource: str = ""  # the count resource name it was parsed from, for explanations
+    container: int = 0  # index in spec.containers: HAMi's pod annotations have a slot per container
 
 
 class Toleration(Record, frozen=True):
@@ -68,6 +69,8 @@ class TaskSpec(Record, frozen=True):
     policies: tuple[tuple[str, str], ...] = ()  # task-level lifecycle (event, action)
     exit_code: int = 0  # tessera.io/exit-code: what a simulated run exits with
     pod_names: tuple[str, ...] = ()  # explicit pod names (plain pods); else <job>-<task>-<i>
+    containers: int = 1  # app containers (HAMi encodes one device slot per container)
+    init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
 
 
 class JobSpec(Record, frozen=True):

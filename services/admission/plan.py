@@ -15,20 +15,25 @@ from typing import Any
 
 import msgspec
 
+from contracts import hami
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
+from contracts.devices import SliceSpec
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    PlacementProposed,
     PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
+    SliceAssignment,
+    TaskPlacement,
 )
 from contracts.workloads import JobSpec, QueueSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
 from services.core.workload import ManifestError, admit, load_documents
-from services.core.workload.admission import PriorityClass
+from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.rejection import Rejection
 
@@ -64,7 +69,7 @@ class Write:
     kind: str  # "Queue" | "PriorityClass" | "Job"
     key: tuple[str, str]
     event: Event
-    expected_seq: int
+    expected_seq: int | None  # None: follows an earlier write of the same plan on its subject
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +100,16 @@ def plan_apply(
         return Plan(error=f"manifest not accepted: nesting deeper than {limits.max_depth} levels")
     if not docs:
         return Plan(error="manifest not accepted: no objects in it")
+    return plan_documents(docs, known, parser, device_names)
+
+
+def plan_documents(
+    docs: list[dict[str, Any]],
+    known: Known,
+    parser: DeviceRequestParser | None,
+    device_names: frozenset[str],
+) -> Plan:
+    """`plan_apply` for objects already read (a manifest's documents, a watched Pod)."""
     declared = _declared(docs, "Queue")
     declared_pcs = _declared(docs, "PriorityClass")
     seed = {
@@ -132,15 +147,12 @@ def plan_apply(
         if q.name in declared:
             have = known.queues.get(q.name)
             cluster_object("Queue", q.name, have and have.spec, q, QueueCreated(spec=q), "metadata.name")
-    running = {(r.namespace, r.job) for r in workload.running}
+    running: dict[tuple[str, str], list[RunningPod]] = {}
+    for rp in workload.running:
+        running.setdefault((rp.namespace, rp.job), []).append(rp)
     for job in workload.jobs:
         key = (job.namespace, job.name)
         kind = job.kind or "Job"
-        if key in running:
-            results.append(_result(kind, job.namespace, job.name, REJECTED, (
-                "spec.nodeName: pre-existing placements (a Running pod with spec.nodeName) are "
-                "replayed by `tessera simulate` only",)))  # fmt: skip
-            continue
         have_job = known.jobs.get(key)
         if have_job is not None and have_job.live:
             same = have_job.spec == job
@@ -151,9 +163,28 @@ def plan_apply(
         manifest = workload.manifests.get(key, "")
         seq = have_job.seq if have_job else 0
         writes.append(Write(len(results), "Job", key, JobSubmitted(spec=job, manifest=manifest), seq))
+        if key in running:  # already runs: book it where it is (the allocator resolves slices)
+            writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED))
     results.extend(rejected_objects(workload.rejections))
     return Plan(tuple(results), tuple(writes))
+
+
+def existing_placement(job: JobSpec, running: list[RunningPod]) -> PlacementProposed:
+    """An `existing` proposal for pods that already run: the cards HAMi's `-devices-allocated`
+    annotations name (memory and cores; the allocator reads the kind off the card), else the
+    pods' device requests for the allocator to fit on the node's free cards."""
+    placements = []
+    for rp in running:
+        slices = tuple(
+            SliceAssignment(card=d.uuid, node=rp.node, slice=SliceSpec(kind="soft", memory=d.memory,
+                                                                       cores=d.cores))
+            for d in hami.allocated_devices(rp.annotations)
+        )  # fmt: skip
+        placements.append(TaskPlacement(task=rp.pod, node=rp.node, slices=slices,
+                                        fit=() if slices else rp.devices))  # fmt: skip
+    return PlacementProposed(namespace=job.namespace, name=job.name, based_on=0,
+                             placements=tuple(placements), existing=True)  # fmt: skip
 
 
 def _declared(docs: list[dict[str, Any]], kind: str) -> set[str]:

@@ -36,7 +36,7 @@ from contracts.events import (
 )
 from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
-from services.admission.plan import Known, Plan, Write, fold_known, plan_apply
+from services.admission.plan import Known, Plan, Write, fold_known, plan_apply, plan_documents
 from services.core.devices import VendorRegistry, build_vendors
 from services.core.workload.devicerequests import hami_parser
 from services.runtime.eventlog import Conflict, EventLog
@@ -123,12 +123,38 @@ class AdmissionService:
             span.set_attribute("tessera.rejected", sum(r.outcome == REJECTED for r in results))
         return ApplyReply(results=tuple(results), error=plan.error)
 
+    async def admit_documents(self, docs: list[dict]) -> list[ObjectResult]:
+        """Objects read from the API server (watched Pods, PriorityClasses): the same rules and
+        writes as `apply`, per object."""
+        with tracer.start_as_current_span("admit", attributes={"tessera.objects": len(docs)}):
+            async with self._lock:
+                plan = plan_documents(docs, self.known, self.parser, self.device_names)
+                results = list(plan.results)
+                if plan.writes:
+                    await self._write(plan, results)
+        return results
+
+    async def delete_job(self, namespace: str, name: str, cause: str) -> bool:
+        """The object behind a live job is gone from the API server: `JobDeleted` (once)."""
+        async with self._lock:
+            job = self.known.jobs.get((namespace, name))
+            if job is None or not job.live:
+                return False
+            event = JobDeleted(namespace=namespace, name=name)
+            out = Outgoing(self.subjects.job(namespace, name), event, job.seq,
+                           f"delete:{namespace}/{name}:{cause}:{job.seq}")  # fmt: skip
+            res = await self.service.publish(out)
+            if isinstance(res, Conflict):
+                return False  # something else was appended first; the next change retries
+            self._fold(getattr(res, "seq", 0), out.subject, event)
+            return True
+
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []
         for w in plan.writes:
             subject = subject_of(self.subjects, w.event)
             expected = w.expected_seq
-            if w.kind == "Job" and w.key in self.known.jobs:
+            if w.kind == "Job" and w.key in self.known.jobs and expected is not None:
                 last = await self.log.last(subject)  # re-submission after the old job ended
                 expected = last.seq if last else 0
             # same object, same version → same id (a retried request is written once); a

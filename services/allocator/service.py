@@ -18,6 +18,7 @@ from contracts.base import Event
 from contracts.devices import CardSpec
 from contracts.envelope import TYPE
 from contracts.events import (
+    BindingFailed,
     JobDeleted,
     NodeRegistered,
     PlacementProposed,
@@ -25,6 +26,7 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.registry import default_registry
+from services.allocator.adopt import resolve_existing
 from services.allocator.commit import (
     CardWrite,
     CommitPlan,
@@ -34,10 +36,12 @@ from services.allocator.commit import (
     plan_commits,
     plan_release,
 )
+from services.core.devices import VendorRegistry, build_vendors
 from services.core.ledger import (
     CardState,
     RegisterCard,
     Rejection,
+    RetireCard,
     decide,
     evolve,
     state_from_last_event,
@@ -52,13 +56,17 @@ MAX_RETRIES = 5
 
 
 class Allocator:
-    def __init__(self, event_log: EventLog, name: str = "allocator") -> None:
+    def __init__(
+        self, event_log: EventLog, name: str = "allocator", vendors: VendorRegistry | None = None
+    ) -> None:
         self.log = event_log
+        self.vendors = vendors or build_vendors()
         self.subjects = event_log.subjects
         self.cards: dict[str, CardState] = {}
         self.card_seq: dict[str, int] = {}
         self.specs: dict[str, CardSpec] = {}
         self.holdings: dict[str, set[str]] = defaultdict(set)
+        self.by_node: dict[str, set[str]] = defaultdict(set)  # node -> its cards' uuids
         self.commits = 0
         self.group_commits = 0  # of which committed several to one atomic batch
         self.rejections = 0
@@ -70,6 +78,7 @@ class Allocator:
                 NodeRegistered: self.on_node_registered,  # type: ignore[dict-item]
                 PlacementProposed: self.on_proposal,  # type: ignore[dict-item]
                 TaskFinished: self.on_task_finished,  # type: ignore[dict-item]
+                BindingFailed: self.on_binding_failed,  # type: ignore[dict-item]
                 JobDeleted: self.on_job_deleted,  # type: ignore[dict-item]
             },
             group_handlers={PlacementProposed: self.on_proposals},  # type: ignore[dict-item]
@@ -84,6 +93,8 @@ class Allocator:
         after = set(state.usage.owners)
         self.cards[card] = state
         self.card_seq[card] = seq
+        if state.spec is not None:
+            self.by_node[state.spec.node].add(card)
         for owner in before - after:
             self.holdings[owner].discard(card)
             if not self.holdings[owner]:
@@ -158,15 +169,32 @@ class Allocator:
                     log.warning("card %s not registered: %s", spec.uuid, result.reason)
                     continue
                 writes.extend(CardWrite(spec.uuid, spec.node, e) for e in result)
+            listed = {c.uuid for c in event.cards}
+            for uuid in self.node_cards(event.node):
+                state = self.cards.get(uuid)
+                if uuid in listed or state is None:
+                    continue
+                gone = decide(state, RetireCard())  # the node no longer reports it (HAMi health)
+                if not isinstance(gone, Rejection):
+                    writes.extend(CardWrite(uuid, event.node, e) for e in gone)
             if await self._write(writes, [], rx):
                 return
             await self._refresh(s.uuid for s in event.cards)
         raise TransientError(f"node {event.node}: card ledgers kept moving")
 
+    def node_cards(self, node: str) -> list[str]:
+        return sorted(self.by_node.get(node, ()))
+
     async def on_proposals(self, items: list[tuple[PlacementProposed, Received]]) -> int:
         """Commit a run of proposals in ONE atomic batch (one round trip, one fsync) when each
         fits after the ones before it; returns how many were committed. Anything else — a
         refusal, a redelivery, a stale view — goes through `on_proposal` one at a time."""
+        fresh = []
+        for e, rx in items:
+            if e.existing:
+                break  # booked one at a time (its slices are resolved against the ledgers first)
+            fresh.append((e, rx))
+        items = fresh
         plans = plan_commits([(e, rx.message.seq) for e, rx in items], self.cards, self.holdings)
         if len(plans) < 2:
             return 0
@@ -194,8 +222,17 @@ class Allocator:
         return len(plans)
 
     async def on_proposal(self, event: PlacementProposed, rx: Received) -> None:
+        original = event
         touched = {a.card for p in event.placements for a in p.slices}
         for _attempt in range(MAX_RETRIES):
+            if original.existing:
+                by_node = {p.node: self.node_cards(p.node) for p in original.placements}
+                resolved = resolve_existing(original, self.cards, by_node, self.vendors)
+                if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
+                    raise TransientError(resolved.reason)  # its node registers soon
+                if isinstance(resolved, PlacementProposed):
+                    event = resolved
+                    touched = {a.card for p in event.placements for a in p.slices}
             plan = plan_commit(event, self.cards, self.holdings, rx.message.seq)
             if isinstance(plan, Refusal) and _attempt == 0:
                 await self._refresh(touched)  # refuse only on a fresh view of the cards
@@ -214,7 +251,10 @@ class Allocator:
             assert isinstance(plan, CommitPlan)
             if plan.already_done:
                 return  # redelivered after a crash: the atomic batch already landed
-            tail = [Outgoing(self.subjects.job(event.namespace, event.name), plan.committed)]
+            committed = plan.committed
+            if original.existing:
+                committed = msgspec.structs.replace(committed, existing=True)
+            tail = [Outgoing(self.subjects.job(event.namespace, event.name), committed)]
             if await self._write(list(plan.writes), tail, rx):
                 self.commits += 1
                 fault_point("allocator.after-commit")
@@ -234,6 +274,10 @@ class Allocator:
     async def on_task_finished(self, event: TaskFinished, rx: Received) -> None:
         owner = owner_of(event.namespace, event.name, event.task)
         await self._release({owner}, event.reason or f"exit {event.exit_code}", rx)
+
+    async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
+        owner = owner_of(event.namespace, event.name, event.task)
+        await self._release({owner}, f"binding failed: {event.reason}", rx)
 
     async def on_job_deleted(self, event: JobDeleted, rx: Received) -> None:
         prefix = owner_of(event.namespace, event.name, "")

@@ -53,8 +53,10 @@ class ControlPlane:
 
     def __init__(self, state_dir: Path, inventory: str = "", nats_url: str = "",
                  scheduler_conf: str = "", env: dict[str, str] | None = None,
-                 extra: dict[str, list[str]] | None = None, device_config: str = "") -> None:  # fmt: skip
+                 extra: dict[str, list[str]] | None = None, device_config: str = "",
+                 kubeconfig: str = "") -> None:  # fmt: skip
         self.state_dir = state_dir
+        self.kubeconfig = kubeconfig  # schedule a cluster: every service at the Kubernetes edge
         self.inventory = inventory
         self.url = nats_url
         self.scheduler_conf = scheduler_conf
@@ -66,15 +68,18 @@ class ControlPlane:
         self.log_dir = state_dir / "logs"
 
     def names(self) -> list[str]:
-        return [n for n in SERVICES if available(n) and (n != "nodeagent" or self.inventory)]
+        return [n for n in SERVICES
+                if available(n) and (n != "nodeagent" or self.inventory or self.kubeconfig)]  # fmt: skip
 
     def args_of(self, name: str) -> list[str]:
         args = ["--nats", self.url, *self.extra.get(name, [])]
-        if name == "nodeagent":
+        if self.kubeconfig and name != "scheduler":
+            args += ["--kubeconfig", self.kubeconfig]
+        elif name == "nodeagent":
             args += ["--inventory", self.inventory]
         if name == "scheduler" and self.scheduler_conf:
             args += ["--scheduler-conf", self.scheduler_conf]
-        if self.device_config and name in ("admission", "scheduler", "nodeagent"):
+        if self.device_config and name in ("admission", "scheduler", "nodeagent", "allocator"):
             args += ["--device-config", self.device_config]
         return args
 

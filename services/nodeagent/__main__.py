@@ -18,7 +18,12 @@ from services.nodeagent.heartbeat import nats_sink
 from services.nodeagent.inventory import discovered_node, nodes_from_inventory
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.service import NodeAgent
-from services.runtime.bootstrap import common_parser, device_catalogue, run_service
+from services.runtime.bootstrap import (
+    common_parser,
+    device_catalogue,
+    run_service,
+    scheduler_names,
+)
 from services.runtime.eventlog import EventLog
 
 
@@ -54,10 +59,21 @@ def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
     return nodes
 
 
+def kube_agent(event_log: EventLog, args: argparse.Namespace) -> object:
+    """Every node of the cluster in one process (nodes, HAMi handshakes, pod phases)."""
+    from services.kube.nodesource import KubeNodeAgent
+
+    return KubeNodeAgent(event_log, args.kube, scheduler_names=scheduler_names(args),
+                         catalogue=device_catalogue(args.device_config))  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.kubeconfig or args.in_cluster:
+        return asyncio.run(run_service("nodeagent", args, lambda log: kube_agent(log, args)))
     if not args.inventory and not args.node:
-        parser().error("give --inventory FILE and/or --node NAME (with discovery outputs)")
+        parser().error("give --inventory FILE and/or --node NAME (with discovery outputs), "
+                       "or --kubeconfig PATH")  # fmt: skip
     nodes = hosted_nodes(args)
 
     def build(event_log: EventLog) -> NodeAgent:

@@ -7,7 +7,7 @@ import sys
 
 from services.nodeagent.monitor import NodeMonitor
 from services.queue.service import QueueService
-from services.runtime.bootstrap import App, common_parser, run_service
+from services.runtime.bootstrap import App, common_parser, run_service, scheduler_names
 from services.runtime.eventlog import EventLog
 
 
@@ -19,14 +19,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     def build(event_log: EventLog) -> QueueService:
-        monitor = None if args.no_monitor else NodeMonitor(event_log, timeout=args.node_timeout)
+        watch = not args.no_monitor and not (args.kubeconfig or args.in_cluster)  # a cluster says
+        monitor = NodeMonitor(event_log, timeout=args.node_timeout) if watch else None  # Ready
         return QueueService(event_log, monitor, getattr(event_log, "nc", None))
 
     def api(app: App) -> dict:
         assert isinstance(app, QueueService)
         return {"command": app.api_command}
 
-    return asyncio.run(run_service("queue", args, build, api))
+    def edge(_app: App, event_log: EventLog, kube: object) -> object:
+        from services.kube.status import PodStatusWriter
+
+        return PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args))  # type: ignore[arg-type]
+
+    return asyncio.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

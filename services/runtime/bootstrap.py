@@ -32,6 +32,17 @@ class App(Protocol):
     async def recover(self) -> None: ...
 
 
+class Edge(Protocol):
+    """A service's part at the Kubernetes edge (DESIGN §8), beside its own consumer."""
+
+    async def recover(self) -> None: ...
+
+    async def run(self, stopping: asyncio.Event) -> None: ...
+
+
+EdgeFactory = Callable[[App, EventLog, object], Edge]
+
+
 def device_catalogue(path: str) -> Catalogue | None:
     """A HAMi device-config.yaml (`--device-config`), or None for the built-in catalogue."""
     if not path:
@@ -52,7 +63,34 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--ack-wait", type=float, default=float(env("TESSERA_ACK_WAIT", "30")))
     parser.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
                         help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
+    kube = parser.add_argument_group("Kubernetes (without these the service runs on the log only)")
+    kube.add_argument("--kubeconfig", default=env("TESSERA_KUBECONFIG", ""),
+                      help="schedule the cluster of this kubeconfig")  # fmt: skip
+    kube.add_argument("--in-cluster", action="store_true",
+                      default=env("TESSERA_IN_CLUSTER", "") == "true",
+                      help="schedule the cluster this pod runs in (service account)")  # fmt: skip
+    kube.add_argument("--scheduler-name", action="append", default=[],
+                      help="pods with this schedulerName are Tessera's (repeatable; "
+                           "default: volcano and tessera)")  # fmt: skip
+    kube.add_argument("--kube-qps", type=float, default=float(env("TESSERA_KUBE_QPS", "1000")),
+                      help="client-side API request rate limit (0: none)")  # fmt: skip
+    kube.add_argument("--kube-burst", type=int, default=int(env("TESSERA_KUBE_BURST", "1000")),
+                      help="requests allowed at once above the rate")  # fmt: skip
     return parser
+
+
+def scheduler_names(args: argparse.Namespace) -> tuple[str, ...]:
+    names = args.scheduler_name or os.environ.get("TESSERA_SCHEDULER_NAMES", "volcano,tessera").split(",")
+    return tuple(n.strip() for n in names if n.strip())
+
+
+async def connect_kube(args: argparse.Namespace) -> object | None:
+    """The API client when the service runs against a cluster (`--kubeconfig`/`--in-cluster`)."""
+    if not (args.kubeconfig or args.in_cluster):
+        return None
+    from services.kube.client import Kube, Limits
+
+    return await Kube.connect(args.kubeconfig, Limits(qps=args.kube_qps, burst=args.kube_burst))
 
 
 async def run_service(
@@ -60,6 +98,7 @@ async def run_service(
     args: argparse.Namespace,
     build: Callable[[EventLog], App],
     api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None = None,
+    edge: EdgeFactory | None = None,
 ) -> int:
     profile_dir = os.environ.get("TESSERA_PROFILE_DIR", "")  # performance work: cProfile
     if profile_dir:
@@ -68,11 +107,11 @@ async def run_service(
         profiler = cProfile.Profile()
         profiler.enable()
         try:
-            return await _run_service(name, args, build, api)
+            return await _run_service(name, args, build, api, edge)
         finally:
             profiler.disable()
             profiler.dump_stats(os.path.join(profile_dir, f"{name}.prof"))
-    return await _run_service(name, args, build, api)
+    return await _run_service(name, args, build, api, edge)
 
 
 async def _run_service(
@@ -80,18 +119,23 @@ async def _run_service(
     args: argparse.Namespace,
     build: Callable[[EventLog], App],
     api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None = None,
+    edge: EdgeFactory | None = None,
 ) -> int:
     configure_logging(name, args.log_level)
     trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     event_log = await JetStreamLog.connect(
         args.nats, subjects=Subjects(args.root), stream=args.stream, ack_wait=args.ack_wait
     )
+    args.kube = await connect_kube(args)
     app = build(event_log)
     app.service.durable = args.durable
     if args.metrics_port:
         assert app.service.metrics is not None
         app.service.metrics.serve(args.metrics_port)
     await app.recover()
+    at_edge = edge(app, event_log, args.kube) if edge is not None and args.kube is not None else None
+    if at_edge is not None:
+        await at_edge.recover()
     if api is not None:
         await serve_api(event_log.nc, name, event_log.subjects.api(name), api(app))
     stopping = asyncio.Event()
@@ -105,7 +149,11 @@ async def _run_service(
     tasks = [app.service.run(stopping, on_ready=ready)]
     if background is not None:
         tasks.append(background(stopping))
+    if at_edge is not None:
+        tasks.append(at_edge.run(stopping))
     await asyncio.gather(*tasks)
+    if args.kube is not None:
+        await args.kube.close()
     await event_log.close()
     log.info("%s stopped", name)
     return 0

@@ -144,9 +144,14 @@ class ClusterProjection:
                     event.node, event.cpu_milli, event.memory_mib, event.pods, dict(event.labels),
                     dict(event.annotations), tuple(event.taints),
                 )  # fmt: skip
-                self.node_cards.setdefault(event.node, [])
+                listed = [c.uuid for c in event.cards]
+                for uuid in self.node_cards.get(event.node, []):
+                    if uuid not in listed:  # no longer reported (HAMi health): not offered
+                        self.cards.pop(uuid, None)
                 for card in event.cards:
-                    self._card(card, CardUsage(), seq)
+                    known = self.cards.get(card.uuid)  # a re-registration keeps the bookings
+                    self.cards[card.uuid] = CardSnap(card, known.usage if known else CardUsage(), seq)
+                self.node_cards[event.node] = listed
             case NodeLost():
                 if event.node in self.nodes:
                     self.nodes[event.node] = replace(self.nodes[event.node], ready=False)

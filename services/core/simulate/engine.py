@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contracts import hami
 from contracts.base import Event
 from contracts.devices import SliceSpec
 from contracts.events import (
@@ -156,22 +157,17 @@ class Simulation:
         self.ends[(key, rp.pod, "")] = self._end_of(job, rp.pod)
 
     def _slices_from_annotations(self, rp: RunningPod) -> tuple[SliceAssignment, ...]:
-        """`hami.io/<CW>-devices-allocated: "uuid,CW,mem,cores:…;"` → slices on known cards."""
+        """`hami.io/<CW>-devices-allocated` → slices on known cards (the whole card's memory is
+        the whole card; otherwise a soft slice)."""
         out: list[SliceAssignment] = []
-        for key, value in rp.annotations.items():
-            if not (key.startswith("hami.io/") and key.endswith("-devices-allocated")):
+        for d in hami.allocated_devices(rp.annotations):
+            if d.uuid not in self.cards:
                 continue
-            for container in value.split(";"):
-                for dev in container.split(":"):
-                    parts = dev.split(",")
-                    if len(parts) < 4 or parts[0] not in self.cards:
-                        continue
-                    spec = self.cards[parts[0]].spec
-                    assert spec is not None
-                    mem, cores = int(parts[2]), int(parts[3])
-                    kind = "whole" if mem >= spec.memory else "soft"
-                    out.append(SliceAssignment(card=parts[0], node=rp.node, slice=SliceSpec(
-                        kind=kind, memory=mem, cores=cores, exclusive=kind == "whole")))  # fmt: skip
+            spec = self.cards[d.uuid].spec
+            assert spec is not None
+            kind = "whole" if d.memory >= spec.memory else "soft"
+            out.append(SliceAssignment(card=d.uuid, node=rp.node, slice=SliceSpec(
+                kind=kind, memory=d.memory, cores=d.cores, exclusive=kind == "whole")))  # fmt: skip
         return tuple(out)
 
     # --- allocator + node agent -----------------------------------------------------------

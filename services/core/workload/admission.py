@@ -444,6 +444,7 @@ class Admission:
         scalars = {k: v for k, v in total.items() if v and not self._ignored(k)}
         return TaskSpec(
             name=role, replicas=replicas, cpu_milli=cpu, memory_mib=mem, devices=devices,
+            containers=len(containers), init_containers=len(spec.get("initContainers") or []),
             annotations=annotations, node_selector=node_selector,
             duration=_seconds(ctx, f"{path}.metadata.annotations[{DURATION}]", annotations.get(DURATION)),
             min_available=min_available, priority=priority, priority_class=pc_name, labels=labels,

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
+
 from contracts.workloads import DeviceRequest
 from services.core.devices import VendorRegistry, check_container
 
@@ -40,7 +42,7 @@ def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
             limits = {str(k): v for k, v in (res.get("limits") or {}).items()}
             requests = {str(k): v for k, v in (res.get("requests") or {}).items()}
             got, violations = check_container(limits, requests, annotations, registry=registry)
-            out.extend(got)
+            out.extend(msgspec.structs.replace(d, container=i) for d in got)
             for v in violations:
                 where = "limits" if v.resource in limits else "requests"
                 errors.append(DeviceRequestError(

@@ -1,0 +1,192 @@
+"""HAMi's annotation codecs (hami.md §2.5, §3.1–3.2): what its device plugins write on nodes and
+read on pods, so that HAMi's plugins serve `Allocate` for pods Tessera binds, unchanged.
+
+Pure text in, records out. Node side: the register annotation (JSON, or the legacy CSV form
+`uuid,count,devmem,devcore,type,numa,health[,index,mode]:`), the handshake. Pod side: the
+`…-devices-to-allocate` / `…-devices-allocated` encoding (`UUID,Type,memMiB,cores:` per device,
+`;` after each container, init containers first) and Ascend's `huawei.com/<commonWord>`
+RuntimeInfo JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+NVIDIA_REGISTER = "hami.io/node-nvidia-register"
+NVIDIA_HANDSHAKE = "hami.io/node-handshake"
+ASCEND_REGISTER_PREFIX = "hami.io/node-register-"
+ASCEND_HANDSHAKE_PREFIX = "hami.io/node-handshake-"
+VNPU_CORE = "hami-vnpu-core"
+NODE_LOCK = "hami.io/mutex.lock"
+
+VGPU_NODE = "hami.io/vgpu-node"
+VGPU_TIME = "hami.io/vgpu-time"
+BIND_PHASE = "hami.io/bind-phase"
+BIND_TIME = "hami.io/bind-time"
+PREDICATE_TIME = "predicate-time"
+NVIDIA_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+NVIDIA_ALLOCATED = "hami.io/vgpu-devices-allocated"
+
+
+class CodecError(ValueError):
+    """An annotation is not in the form HAMi writes (names the key and what is wrong)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredDevice:
+    """One device of a node register annotation, as HAMi's `DeviceInfo` carries it."""
+
+    uuid: str
+    index: int
+    count: int  # split count (slices the card may hold)
+    devmem: int  # MB
+    devcore: int
+    type: str
+    numa: int = 0
+    health: bool = False  # Go's omitempty drops false: absent means unhealthy
+    mode: str = ""
+    network_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodDevice:
+    """One device of a pod annotation: `UUID,Type,memMiB,cores`."""
+
+    uuid: str
+    type: str
+    memory: int
+    cores: int
+
+
+def ascend_register_key(common_word: str) -> str:
+    return f"{ASCEND_REGISTER_PREFIX}{common_word}"
+
+
+def ascend_handshake_key(common_word: str) -> str:
+    return f"{ASCEND_HANDSHAKE_PREFIX}{common_word}"
+
+
+def ascend_to_allocate_key(common_word: str) -> str:
+    return f"hami.io/{common_word}-devices-to-allocate"
+
+
+def ascend_allocated_key(common_word: str) -> str:
+    return f"hami.io/{common_word}-devices-allocated"
+
+
+def _int(key: str, raw: object, what: str) -> int:
+    if isinstance(raw, bool):
+        raise CodecError(f"{key}: {what} is {raw!r}, not a number")
+    if raw is None:
+        return 0
+    try:
+        return int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise CodecError(f"{key}: {what} is {raw!r}, not a number") from None
+
+
+def decode_register(key: str, value: str) -> list[RegisteredDevice]:
+    """A register annotation, JSON (current) or CSV (legacy `DecodeNodeDevices`)."""
+    text = value.strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CodecError(f"{key}: not JSON: {exc}") from None
+        if not isinstance(raw, list):
+            raise CodecError(f"{key}: expected a JSON list of devices")
+        out = []
+        for i, d in enumerate(raw):
+            if not isinstance(d, dict) or not d.get("id"):
+                raise CodecError(f"{key}[{i}]: a device needs an `id`")
+            custom = d.get("custominfo") or d.get("customInfo") or {}
+            out.append(RegisteredDevice(
+                uuid=str(d["id"]), index=_int(key, d.get("index"), "index"),
+                count=_int(key, d.get("count"), "count"), devmem=_int(key, d.get("devmem"), "devmem"),
+                devcore=_int(key, d.get("devcore"), "devcore"), type=str(d.get("type") or ""),
+                numa=_int(key, d.get("numa"), "numa"), health=bool(d.get("health", False)),
+                mode=str(d.get("mode") or ""),
+                network_id=_int(key, custom.get("NetworkID") if isinstance(custom, dict) else 0, "NetworkID"),
+            ))  # fmt: skip
+        return out
+    out = []
+    for i, part in enumerate(p for p in text.split(":") if p.strip()):
+        f = [x.strip() for x in part.split(",")]
+        if len(f) not in (7, 9):
+            raise CodecError(f"{key}: device {i} has {len(f)} fields, expected 7 or 9 "
+                             "(uuid,count,devmem,devcore,type,numa,health[,index,mode])")  # fmt: skip
+        out.append(RegisteredDevice(
+            uuid=f[0], count=_int(key, f[1], "count"), devmem=_int(key, f[2], "devmem"),
+            devcore=_int(key, f[3], "devcore"), type=f[4], numa=_int(key, f[5], "numa"),
+            health=f[6].lower() == "true", index=_int(key, f[7], "index") if len(f) == 9 else i,
+            mode=f[8] if len(f) == 9 else "",
+        ))  # fmt: skip
+    return out
+
+
+def encode_pod_devices(containers: Sequence[Sequence[PodDevice]]) -> str:
+    """`UUID,Type,mem,cores:` per device, `;` closing every container (empty ones included)."""
+    return "".join(
+        "".join(f"{d.uuid},{d.type},{d.memory},{d.cores}:" for d in devs) + ";" for devs in containers
+    )
+
+
+def decode_pod_devices(key: str, value: str) -> list[list[PodDevice]]:
+    """Inverse of `encode_pod_devices`; keeps empty container slots (HAMi `DecodePodDevices`)."""
+    if not value:
+        return []
+    slots = value.split(";")
+    if slots and slots[-1] == "":
+        slots = slots[:-1]
+    out: list[list[PodDevice]] = []
+    for slot in slots:
+        devs = []
+        for dev in (d for d in slot.split(":") if d):
+            f = dev.split(",")
+            if len(f) < 4:
+                raise CodecError(f"{key}: device {dev!r} needs UUID,Type,memory,cores")
+            devs.append(PodDevice(f[0], f[1], _int(key, f[2], "memory"), _int(key, f[3], "cores")))
+        out.append(devs)
+    return out
+
+
+def allocated_devices(annotations: Mapping[str, str]) -> list[PodDevice]:
+    """Every device of the pod's `hami.io/*-devices-allocated` annotations (what HAMi's
+    scheduler booked for a pod it placed); unreadable values are skipped."""
+    out: list[PodDevice] = []
+    for key in sorted(annotations):
+        if key.startswith("hami.io/") and key.endswith("-devices-allocated"):
+            try:
+                out.extend(d for slot in decode_pod_devices(key, annotations[key]) for d in slot)
+            except CodecError:
+                continue
+    return out
+
+
+def encode_runtime_info(devices: Sequence[PodDevice], templates: Mapping[str, str]) -> str:
+    """Ascend `huawei.com/<commonWord>`: `[{"UUID","temp","memory","core"}]`; `temp` only in
+    template mode, `core` omitted when 0 (as HAMi's `PatchAnnotations` writes it)."""
+    items = []
+    for d in devices:
+        item: dict[str, object] = {"UUID": d.uuid}
+        if templates.get(d.uuid):
+            item["temp"] = templates[d.uuid]
+        item["memory"] = d.memory
+        if d.cores:
+            item["core"] = d.cores
+        items.append(item)
+    return json.dumps(items, separators=(",", ":"))
+
+
+def handshake_requested(value: str) -> bool:
+    return value.startswith("Requesting_")
+
+
+def handshake_time(value: str) -> str:
+    """The timestamp part of `Reported_<ts>` / `Requesting_<ts>` ("" when absent)."""
+    _, _, ts = value.partition("_")
+    return ts

@@ -1,0 +1,69 @@
+"""Pods that already run are booked, not placed (issue: a restart, a migration from HAMi or
+Volcano, pods placed before Tessera): an `existing` proposal names the node; its slices come
+from HAMi's `-devices-allocated` annotations (memory and cores per card, decoded at the edge),
+else from fitting the pod's requests on that node's free cards. Pure: ledgers in, a proposal with
+every slice resolved (or the reason it cannot be booked) out; `plan_commit` then books it like
+any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from contracts.devices import CardSpec, SliceSpec
+from contracts.events import PlacementProposed, SliceAssignment, TaskPlacement
+from services.allocator.commit import Refusal, owner_of
+from services.core.devices import VendorRegistry
+from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
+from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
+
+
+def _kind(spec: CardSpec, s: SliceSpec) -> SliceSpec:
+    """An annotation says memory and cores only: a slice of the whole card's memory is the whole
+    card (exclusive), on a template node a template slice, else a soft slice."""
+    if s.memory >= spec.memory:
+        return SliceSpec(kind="whole", memory=spec.memory, cores=spec.cores, exclusive=True)
+    if spec.mode == "template" and spec.vendor == "huawei":
+        return SliceSpec(kind="template", memory=s.memory, cores=s.cores, template=s.template)
+    return SliceSpec(kind="soft", memory=s.memory, cores=s.cores)
+
+
+def resolve_existing(
+    proposal: PlacementProposed,
+    cards: Mapping[str, CardState],
+    node_cards: Mapping[str, Sequence[str]],
+    vendors: VendorRegistry,
+    config: DeviceConfig | None = None,
+) -> PlacementProposed | Refusal:
+    staged: dict[str, CardState] = {}
+    placements: list[TaskPlacement] = []
+    for p in proposal.placements:
+        slices: list[SliceAssignment] = []
+        if p.slices:
+            for a in p.slices:
+                state = staged.get(a.card) or cards.get(a.card)
+                if state is None or state.spec is None:
+                    return Refusal(f"pod {p.task}: card {a.card} is not registered on {p.node}")
+                slices.append(msgspec.structs.replace(a, slice=_kind(state.spec, a.slice)))
+        elif p.fit:
+            here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
+            offered = [(s.spec, s.usage) for s in here if s.spec is not None]
+            if not offered:
+                return Refusal(f"pod {p.task}: node {p.node} has no registered cards yet")
+            fit = fit_task(offered, p.fit, registry=vendors, config=config)
+            if not isinstance(fit, NodeFit):
+                return Refusal(f"pod {p.task} runs on {p.node}, but its devices do not fit the "
+                               f"node's free cards: {fit.message}")  # fmt: skip
+            slices = [SliceAssignment(card=a.card, node=p.node, slice=a.slice) for a in fit.assignments]
+        owner = owner_of(proposal.namespace, proposal.name, p.task)
+        for a in slices:  # later pods of this proposal see these slices taken
+            state = staged.get(a.card) or cards[a.card]
+            got = decide(state, ReserveSlice(owner=owner, slice=a.slice))
+            if not isinstance(got, Rejection):
+                for e in got:
+                    state = evolve(state, e)
+                staged[a.card] = state
+        placements.append(msgspec.structs.replace(p, slices=tuple(slices), fit=()))
+    return msgspec.structs.replace(proposal, placements=tuple(placements))

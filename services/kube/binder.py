@@ -1,0 +1,322 @@
+"""The allocator's binder: every committed task becomes one `pods/binding` carrying HAMi's
+annotations, so HAMi's device plugins serve `Allocate` for it unchanged (hami.md §3.3).
+
+It is a projection of the log, not a queue of messages: a task is owed a binding from its
+`PlacementCommitted` until it starts, finishes, fails to bind or its job is deleted. At start the
+owed bindings are rebuilt by replay and issued again; the API server makes that harmless (a pod
+already bound answers 409 and is checked to be on our node; a pod recreated under the same name
+has another uid and is refused), so a crash between commit and bind loses nothing and binds
+nothing twice. Bindings run concurrently, many in flight.
+
+HAMi's device plugin finds the pod it serves in `Allocate` from the node lock
+(`hami.io/mutex.lock: <RFC3339>,<ns>,<pod>`) and otherwise by listing the node's pods whose
+bind phase is `allocating`, which is ambiguous when two device pods bind to one node at once.
+So, as HAMi's scheduler does, a device pod is bound only while Tessera holds that node's lock
+(a merge patch carrying the node's resourceVersion, so two binders cannot both take it); the
+plugin releases it when the allocation succeeded or failed. A lock older than the expiry, or
+held by a pod that already started or is gone, is taken over. Pods without devices need none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from contracts import hami
+from contracts.devices import CardSpec
+from contracts.events import (
+    BindingFailed,
+    JobDeleted,
+    JobSubmitted,
+    NodeRegistered,
+    PlacementCommitted,
+    TaskFinished,
+    TaskPlacement,
+    TaskStarted,
+)
+from contracts.workloads import TaskSpec
+from services.core.scheduling.snapshot import task_names
+from services.kube import pods
+from services.kube.client import Kube, KubeError, nodes_path, pods_path
+from services.kube.listwatch import Reflector
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+
+log = logging.getLogger(__name__)
+
+TaskKey = tuple[str, str, str]  # namespace, job, task (= pod name)
+_FOLDED = (JobSubmitted, JobDeleted, NodeRegistered, PlacementCommitted, TaskStarted,
+           TaskFinished, BindingFailed)  # fmt: skip
+
+
+@dataclass
+class BinderStats:
+    bound: int = 0
+    already: int = 0  # re-issued bindings the API server said were done
+    failed: int = 0
+    retries: int = 0
+    lock_waits: int = 0
+    first_bind: float = 0.0
+    last_bind: float = 0.0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+
+def lock_value(now: float, namespace: str, pod: str) -> str:
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{stamp},{namespace},{pod}"
+
+
+def lock_holder(value: str) -> tuple[float, str, str] | None:
+    parts = value.split(",")
+    if len(parts) < 3:
+        return None
+    try:
+        at = datetime.fromisoformat(parts[0].replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        at = 0.0
+    return at, parts[1], parts[2]
+
+
+class Binder:
+    def __init__(
+        self,
+        event_log: EventLog,
+        kube: Kube,
+        *,
+        node_lock: bool = True,
+        lock_expire: float = 300.0,
+        workers: int = 64,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.kube = kube
+        self.node_lock = node_lock
+        self.lock_expire = lock_expire
+        self.clock = clock
+        self.n_workers = workers
+        self.cards: dict[str, CardSpec] = {}
+        self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
+        self.owed: dict[TaskKey, TaskPlacement] = {}
+        self.done: set[TaskKey] = set()  # bound, not yet started
+        self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
+        self.commit_seq: dict[TaskKey, int] = {}
+        self.queue: asyncio.Queue[TaskKey] = asyncio.Queue()
+        self.watermark = 0
+        self.stats = BinderStats()
+        self.nodes: dict[str, dict] = {}  # node name -> Node object (for the HAMi lock)
+        self._node_changed: dict[str, asyncio.Event] = {}
+        self._node_busy: dict[str, asyncio.Lock] = {}
+        self.service = EventService(
+            name="binder", log=event_log,
+            filter_subjects=[self.subjects.all_nodes(), self.subjects.all_jobs()],
+            handlers=dict.fromkeys(_FOLDED, self.on_event),  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    # --- projection ----------------------------------------------------------------------------
+
+    def fold(self, event: object, seq: int = 0) -> None:
+        match event:
+            case NodeRegistered():
+                for c in event.cards:
+                    self.cards[c.uuid] = c
+            case JobSubmitted():
+                spec = event.spec
+                self.specs[(spec.namespace, spec.name)] = {
+                    pod: (t, t.annotations.get(pods.POD_UID, "")) for pod, _r, _i, t in task_names(spec)
+                }
+                for key in [k for k in self.owed if k[:2] == (spec.namespace, spec.name)]:
+                    self._settle(key)  # a resubmitted job starts over
+            case PlacementCommitted() if not event.existing:
+                for p in event.placements:
+                    key = (event.namespace, event.name, p.task)
+                    self.owed[key] = p
+                    self.commit_seq[key] = seq
+                    self.done.discard(key)
+                    self.gone.pop(key, None)
+                    self.queue.put_nowait(key)
+            case TaskStarted() | TaskFinished() | BindingFailed():
+                self._settle((event.namespace, event.name, event.task))
+            case JobDeleted():
+                self.specs.pop((event.namespace, event.name), None)
+                for key in [k for k in self.owed if k[:2] == (event.namespace, event.name)]:
+                    self._settle(key)
+            case _:
+                pass
+
+    def _settle(self, key: TaskKey) -> None:
+        if self.owed.pop(key, None) is not None:
+            self.gone[key] = None
+            if len(self.gone) > 10_000:  # only recent ones matter (a lock they may still hold)
+                del self.gone[next(iter(self.gone))]
+        self.commit_seq.pop(key, None)
+        self.done.discard(key)
+
+    async def on_event(self, event: object, rx: Received) -> None:
+        if rx.message.seq > self.watermark:
+            self.fold(event, rx.message.seq)
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        wanted = frozenset(c.type_name() for c in _FOLDED)
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects,
+                                                self.watermark, wanted):  # fmt: skip
+            self.fold(event, msg.seq)
+        log.info("binder: %d bindings owed after replay up to #%d", len(self.owed), self.watermark)
+
+    # --- acting --------------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        tasks = [asyncio.create_task(self._worker()) for _ in range(self.n_workers)]
+        if self.node_lock:
+            tasks.append(asyncio.create_task(self._watch_nodes()))
+        try:
+            await self.service.run(stopping)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            placement = self.owed.get(key)
+            if placement is None or key in self.done:
+                continue
+            try:
+                await self._bind(key, placement)
+            except Exception:
+                log.exception("binding %s failed unexpectedly; retrying", "/".join(key))
+                self.stats.retries += 1
+                await asyncio.sleep(0.5)
+                self.queue.put_nowait(key)
+
+    async def _bind(self, key: TaskKey, p: TaskPlacement) -> None:
+        ns, job, pod = key
+        spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
+        annotations = pods.binding_annotations(p, spec, self.cards, self.clock())
+        locked = self.node_lock and bool(p.slices)
+        busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
+        async with busy or contextlib.nullcontext():
+            if locked and not await self._acquire(p.node, ns, pod):
+                self.queue.put_nowait(key)  # the node was deleted: try again once it is back
+                return
+            if self.owed.get(key) is not p:
+                if locked:
+                    await self._release(p.node, ns, pod)
+                return  # settled while we waited
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+            started = time.perf_counter()
+            try:
+                await self.kube.create(pods_path(ns, pod, "binding"),
+                                       pods.binding(ns, pod, uid, p.node, annotations))  # fmt: skip
+            except KubeError as exc:
+                self.stats.in_flight -= 1
+                await self._refused(key, p, exc, locked)
+                return
+            self.stats.in_flight -= 1
+            now = time.perf_counter()
+            self.stats.latencies.append(now - started)
+            self.stats.bound += 1
+            self.stats.first_bind = self.stats.first_bind or now
+            self.stats.last_bind = now
+            self.done.add(key)
+
+    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool) -> None:
+        ns, job, pod = key
+        if exc.status == 409:
+            with contextlib.suppress(KubeError):
+                current = await self.kube.get(pods_path(ns, pod))
+                if pods.node_name(current) == p.node:
+                    self.stats.already += 1
+                    self.done.add(key)
+                    return  # bound by our earlier attempt (a restart re-issued it)
+        if locked:
+            await self._release(p.node, ns, pod)
+        if exc.status in (404, 409, 422, 400):
+            self.stats.failed += 1
+            reason = {404: "pod not found"}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")
+            log.warning("binding %s/%s to %s refused: %s", ns, pod, p.node, reason)
+            event = BindingFailed(namespace=ns, name=job, task=pod, node=p.node, reason=reason)
+            await self.service.publish(Outgoing(self.subjects.job(ns, job), event,
+                                                msg_id=f"bindfail:{ns}/{job}/{pod}:{self.commit_seq.get(key, 0)}"))  # fmt: skip
+            self._settle(key)
+            return
+        log.warning("binding %s/%s: %s; retrying", ns, pod, exc)  # API briefly unavailable
+        self.stats.retries += 1
+        await asyncio.sleep(0.5)
+        self.queue.put_nowait(key)
+
+    # --- HAMi node lock --------------------------------------------------------------------------
+
+    async def _watch_nodes(self) -> None:
+        async for ch in Reflector(self.kube, nodes_path()).changes():
+            if ch.kind == "synced":
+                continue
+            name = str((ch.obj.get("metadata") or {}).get("name") or "")
+            if ch.kind == "delete":
+                self.nodes.pop(name, None)
+            else:
+                self.nodes[name] = ch.obj
+            self._node_changed.setdefault(name, asyncio.Event()).set()
+
+    def _takeable(self, value: str, ns: str, pod: str) -> bool:
+        holder = lock_holder(value)
+        if holder is None:
+            return True
+        at, hns, hpod = holder
+        if (hns, hpod) == (ns, pod) or self.clock() - at > self.lock_expire:
+            return True
+        # held by a pod that started, finished or is gone: the plugin is done with it
+        return any(k[0] == hns and k[2] == hpod for k in self.gone)
+
+    async def _acquire(self, node: str, ns: str, pod: str) -> bool:
+        changed = self._node_changed.setdefault(node, asyncio.Event())
+        while True:
+            obj = self.nodes.get(node)
+            if obj is None:
+                try:
+                    obj = await self.kube.get(nodes_path(node))
+                except KubeError as exc:
+                    if exc.status == 404:
+                        return False
+                    raise
+                self.nodes[node] = obj
+            meta = obj.get("metadata") or {}
+            current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
+            if current and not self._takeable(current, ns, pod):
+                self.stats.lock_waits += 1
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 1.0)
+                continue
+            patch = {"metadata": {"annotations": {hami.NODE_LOCK: lock_value(self.clock(), ns, pod)}}}
+            if meta.get("resourceVersion"):
+                patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+            try:
+                self.nodes[node] = await self.kube.patch(nodes_path(node), patch)
+                return True
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+                self.nodes.pop(node, None)  # someone else wrote the node: read it again
+
+    async def _release(self, node: str, ns: str, pod: str) -> None:
+        obj = self.nodes.get(node) or {}
+        current = ((obj.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK, "")
+        holder = lock_holder(current) if current else None
+        if holder is not None and holder[1:] != (ns, pod):
+            return
+        with contextlib.suppress(KubeError):
+            self.nodes[node] = await self.kube.patch(
+                nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})  # fmt: skip

@@ -1,0 +1,164 @@
+"""One way to talk to the API server: kubernetes-asyncio's client (kubeconfig or in-cluster
+config, its auth and TLS) with raw JSON bodies and a client-side QPS limit.
+
+Raw JSON rather than generated models: a list of 10,000 pods decoded into model objects costs
+seconds; msgspec decodes it in milliseconds, and the edge's translations (`nodes`, `pods`) read
+plain dicts either way. The QPS limit is a token bucket like client-go's (`--kube-qps`,
+`--kube-burst`), so operators can keep Tessera within what their API server tolerates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+_json = msgspec.json.Decoder()
+
+
+class KubeError(Exception):
+    """A non-2xx answer: `status` (409 conflict, 404 gone, 410 expired…) and the API's message."""
+
+    def __init__(self, status: int, reason: str, body: str = "") -> None:
+        super().__init__(f"{status} {reason}: {body[:300]}")
+        self.status, self.reason, self.body = status, reason, body
+
+
+@dataclass
+class Limits:
+    qps: float = 1000.0  # requests per second, sustained (0 = unlimited)
+    burst: int = 1000
+    connections: int = 128  # HTTP connections in the pool: requests in flight at once
+
+
+class TokenBucket:
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps, self.burst = qps, max(1, burst)
+        self.tokens = float(self.burst)
+        self.stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
+            self.stamp = now
+            if self.tokens < 1:
+                await asyncio.sleep((1 - self.tokens) / self.qps)
+                self.tokens = 1
+                self.stamp = time.monotonic()
+            self.tokens -= 1
+
+
+async def configuration(kubeconfig: str = "", context: str = "") -> Configuration:
+    """A kubeconfig file (`--kubeconfig`, else `$KUBECONFIG`), or the in-cluster service account."""
+    from kubernetes_asyncio import config
+
+    cfg = Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG", "")
+    if path:
+        await config.load_kube_config(config_file=path, context=context or None,
+                                      client_configuration=cfg)  # fmt: skip
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+    else:
+        raise KubeError(0, "no cluster", "give --kubeconfig PATH (or run in a cluster)")
+    return cfg
+
+
+class Kube:
+    """Raw JSON calls on one `ApiClient`; every call waits for a token of the QPS bucket."""
+
+    def __init__(self, cfg: Configuration, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        cfg.connection_pool_maxsize = self.limits.connections
+        self.api = ApiClient(configuration=cfg)
+        self.bucket = TokenBucket(self.limits.qps, self.limits.burst)
+        self.requests = 0
+
+    @classmethod
+    async def connect(cls, kubeconfig: str = "", limits: Limits | None = None) -> Kube:
+        return cls(await configuration(kubeconfig), limits)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(self, method: str, path: str, query: Mapping[str, Any] | None = None,
+                    body: object = None, content_type: str = "application/json",
+                    timeout: float | None = 30.0) -> Any:  # fmt: skip
+        await self.bucket.take()
+        self.requests += 1
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            resp = await self.api.call_api(
+                path, method, query_params=[(k, v) for k, v in (query or {}).items()],
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout,
+            )  # fmt: skip
+        except ApiException as exc:
+            raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from None
+        if not 200 <= resp.status < 300:  # unread bodies do not raise by themselves
+            try:
+                body = (await resp.read()).decode(errors="replace")
+            finally:
+                resp.release()
+            raise KubeError(resp.status, str(resp.reason or ""), body)
+        return resp
+
+    async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
+                      body: object = None, content_type: str = "application/json") -> Any:  # fmt: skip
+        resp = await self._call(method, path, query, body, content_type)
+        try:
+            data = await resp.read()
+        finally:
+            resp.release()
+        return _json.decode(data) if data else {}
+
+    async def get(self, path: str, **query: Any) -> Any:
+        return await self.request("GET", path, query)
+
+    async def create(self, path: str, body: object) -> Any:
+        return await self.request("POST", path, body=body)
+
+    async def patch(self, path: str, body: object, content_type: str = MERGE_PATCH) -> Any:
+        return await self.request("PATCH", path, body=body, content_type=content_type)
+
+    async def delete(self, path: str, body: object = None) -> Any:
+        return await self.request("DELETE", path, body=body)
+
+    async def watch(self, path: str, query: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request, one JSON object per line, until the server ends it."""
+        resp = await self._call("GET", path, {**query, "watch": "true"}, timeout=None)
+        try:
+            async for line in resp.content:
+                if line.strip():
+                    yield _json.decode(line)
+        finally:
+            resp.release()
+
+
+def pods_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    base = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    return f"{base}/{name}" + (f"/{sub}" if sub else "") if name else base
+
+
+def nodes_path(name: str = "") -> str:
+    return f"/api/v1/nodes/{name}" if name else "/api/v1/nodes"
+
+
+def events_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/events" + (f"/{name}" if name else "")
+
+
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"

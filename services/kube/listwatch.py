@@ -1,0 +1,140 @@
+"""List, then watch from the listed resourceVersion (client-go's reflector, in a loop).
+
+A watch that ends (server timeout, dropped connection) resumes from the last resourceVersion
+seen, bookmarks included; `410 Gone` (the version fell out of the API server's window) means
+relist, and the relist is diffed against what was already known, so objects deleted while the
+watch was down are reported deleted. Every change is reported once: an ADDED for an object the
+reflector already holds unchanged (an emulator replaying, a relist) is not a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from services.kube.client import Kube, KubeError
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    kind: Literal["upsert", "delete", "synced"]
+    key: str
+    obj: Obj
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Reflector:
+    """`changes()` yields upserts and deletes, and `synced` after every (re)list."""
+
+    def __init__(self, kube: Kube, path: str, query: Mapping[str, Any] | None = None,
+                 keep: Callable[[Obj], bool] | None = None, page: int = 500,
+                 watch_timeout: int = 300, retry: float = 1.0) -> None:  # fmt: skip
+        self.kube, self.path = kube, path
+        self.query = dict(query or {})
+        self.keep = keep or (lambda _o: True)
+        self.page, self.watch_timeout, self.retry = page, watch_timeout, retry
+        self.cache: dict[str, Obj] = {}
+        self.rv = ""
+        self.relists = 0
+        self.resumes = 0
+
+    async def _list(self) -> tuple[dict[str, Obj], str]:
+        items: dict[str, Obj] = {}
+        cont, rv = "", ""
+        while True:
+            query = {**self.query, "limit": str(self.page)}
+            if cont:
+                query["continue"] = cont
+            body = await self.kube.get(self.path, **query)
+            for obj in body.get("items") or []:
+                if self.keep(obj):
+                    items[object_key(obj)] = obj
+            meta = body.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or rv)
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                return items, rv
+
+    def _upsert(self, obj: Obj) -> Change | None:
+        key = object_key(obj)
+        if not self.keep(obj):
+            return self._delete(obj)  # no longer of interest (e.g. its schedulerName changed)
+        if self.cache.get(key) == obj:
+            return None
+        self.cache[key] = obj
+        return Change("upsert", key, obj)
+
+    def _delete(self, obj: Obj) -> Change | None:
+        key = object_key(obj)
+        old = self.cache.pop(key, None)
+        return None if old is None else Change("delete", key, obj)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        relist = True
+        while True:
+            try:
+                if relist:
+                    items, self.rv = await self._list()
+                    self.relists += 1
+                    for key in [k for k in self.cache if k not in items]:
+                        yield Change("delete", key, self.cache.pop(key))
+                    for obj in items.values():
+                        if (ch := self._upsert(obj)) is not None:
+                            yield ch
+                    yield Change("synced", "", {})
+                    relist = False
+                query = {**self.query, "allowWatchBookmarks": "true",
+                         "timeoutSeconds": str(self.watch_timeout)}  # fmt: skip
+                if self.rv:
+                    query["resourceVersion"] = self.rv
+                async for ev in self.kube.watch(self.path, query):
+                    kind, obj = ev.get("type"), ev.get("object") or {}
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        log.info("watch %s: error %s (%s): relisting", self.path, code,
+                                 obj.get("message"))  # fmt: skip
+                        relist = True
+                        break
+                    if _rv(obj) and _rv(obj) != "...":
+                        self.rv = _rv(obj)
+                    if kind == "BOOKMARK":
+                        continue
+                    ch = self._delete(obj) if kind == "DELETED" else self._upsert(obj)
+                    if ch is not None:
+                        yield ch
+                else:
+                    self.resumes += 1  # the server ended the watch: resume from self.rv
+            except KubeError as exc:
+                if exc.status == 410:  # the version expired: only a fresh list is consistent
+                    relist = True
+                    continue
+                log.warning("watch %s failed (%s): retrying", self.path, exc)
+                relist = relist or not self.rv
+                await asyncio.sleep(self.retry)
+            except (TimeoutError, OSError, ValueError) as exc:
+                log.warning("watch %s dropped (%s): resuming from %s", self.path, exc, self.rv)
+                self.resumes += 1
+                await asyncio.sleep(self.retry)
+            except Exception as exc:  # aiohttp payload errors on a cut connection
+                if type(exc).__module__.startswith("aiohttp"):
+                    log.warning("watch %s dropped (%s): resuming", self.path, exc)
+                    self.resumes += 1
+                    await asyncio.sleep(self.retry)
+                else:
+                    raise

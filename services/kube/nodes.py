@@ -1,0 +1,150 @@
+"""A Kubernetes Node → what the log says of it (`NodeRegistered`, or lost), the way HAMi's
+scheduler reads nodes (hami.md §3.1). Pure: the node object and the time in, records out.
+
+Cards come from HAMi's register annotations only (the device plugins write them), never from
+`status.allocatable`; a vendor whose handshake stays `Requesting_…` for more than 60 s while
+the node's allocatable count of that vendor is 0 loses its devices (HAMi `CheckHealth`); an
+NVIDIA node whose allocatable `nvidia.com/gpu` is 0 reports none (HAMi ≥ 2.9, no handshake).
+A cordoned node carries the taint Kubernetes gives it, so the predicates say "cordoned".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import hami
+from contracts.devices import CardSpec
+from contracts.events import NodeRegistered
+from services.core.devices.catalogue import Catalogue
+from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib, parse_quantity
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable:NoSchedule"
+HANDSHAKE_TIMEOUT = 60.0  # seconds a `Requesting_` handshake may stay unanswered (HAMi's code)
+#: Node annotations the scheduler reads; the rest (handshakes, locks, register blobs) change
+#: every 30 s and would make every node re-register for nothing.
+KEPT_ANNOTATIONS = (hami.VNPU_CORE, "hami.io/device-cordon")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What one Node object says: its registration, readiness, and the handshakes to answer."""
+
+    registered: NodeRegistered
+    ready: bool
+    problems: tuple[str, ...] = ()  # annotations that could not be read (named, not fatal)
+    answer_handshakes: tuple[str, ...] = ()  # handshake keys to set to `Requesting_<now>`
+
+
+def _parse_time(ts: str) -> float | None:
+    for fmt in ("%Y.%m.%d %H:%M:%S", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return datetime.strptime(ts, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def handshake_value(now: float) -> str:
+    return "Requesting_" + datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _count(allocatable: Mapping[str, Any], resource: str) -> int | None:
+    if resource not in allocatable:
+        return None
+    try:
+        return int(parse_quantity(allocatable[resource]))
+    except QuantityError:
+        return None
+
+
+def _devices_lost(handshake: str, allocatable: int | None, now: float) -> bool:
+    if not hami.handshake_requested(handshake):
+        return False
+    since = _parse_time(hami.handshake_time(handshake))
+    return since is not None and now - since > HANDSHAKE_TIMEOUT and not allocatable
+
+
+def _ascend_cards(node: str, cw: str, devices: list[hami.RegisteredDevice], hami_core: bool,
+                  catalogue: Catalogue) -> list[CardSpec]:  # fmt: skip
+    chip = catalogue.chip(cw)
+    out = []
+    for d in devices:
+        cores = 100 if hami_core else (d.devcore or (chip.ai_core if chip else 0))
+        out.append(CardSpec(
+            uuid=d.uuid, node=node, index=d.index, type=d.type or cw, vendor="huawei",
+            memory=d.devmem, cores=cores, split_count=max(1, d.count), numa=d.numa,
+            network_id=d.network_id, healthy=d.health, mode="hami-core" if hami_core else "template",
+        ))  # fmt: skip
+    return out
+
+
+def _nvidia_cards(node: str, devices: list[hami.RegisteredDevice]) -> list[CardSpec]:
+    return [CardSpec(
+        uuid=d.uuid, node=node, index=d.index, type=d.type, vendor="nvidia", memory=d.devmem,
+        cores=d.devcore or 100, split_count=max(1, d.count), numa=d.numa, healthy=d.health,
+        mode=d.mode or "hami-core",
+    ) for d in devices]  # fmt: skip
+
+
+def taint_text(taint: Mapping[str, Any]) -> str:
+    key, value = str(taint.get("key") or ""), str(taint.get("value") or "")
+    effect = str(taint.get("effect") or "NoSchedule")
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeView:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    name = str(meta.get("name") or "")
+    annotations: dict[str, str] = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    allocatable = status.get("allocatable") or {}
+    problems: list[str] = []
+    answer: list[str] = []
+    cards: list[CardSpec] = []
+    hami_core = annotations.get(hami.VNPU_CORE, "").lower() == "true"
+    for key in sorted(annotations):
+        value = annotations[key]
+        try:
+            if key == hami.NVIDIA_REGISTER:
+                if _count(allocatable, catalogue.nvidia.resource_count_name) == 0:
+                    continue
+                cards.extend(_nvidia_cards(name, hami.decode_register(key, value)))
+            elif key.startswith(hami.ASCEND_REGISTER_PREFIX):
+                cw = key[len(hami.ASCEND_REGISTER_PREFIX):]
+                chip = catalogue.chip(cw)
+                if chip is None:
+                    problems.append(f"{key}: {cw} is not in the device catalogue (vnpus)")
+                    continue
+                shake_key = hami.ascend_handshake_key(cw)
+                shake = annotations.get(shake_key, "")
+                if _devices_lost(shake, _count(allocatable, chip.resource_name), now):
+                    continue
+                if shake.startswith("Reported_"):
+                    answer.append(shake_key)  # ask again: an agent that stops answering is seen
+                cards.extend(_ascend_cards(name, cw, hami.decode_register(key, value), hami_core,
+                                           catalogue))  # fmt: skip
+        except hami.CodecError as exc:
+            problems.append(str(exc))
+    taints = [taint_text(t) for t in spec.get("taints") or []]
+    if spec.get("unschedulable") and UNSCHEDULABLE_TAINT not in taints:
+        taints.append(UNSCHEDULABLE_TAINT)
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])  # fmt: skip
+    try:
+        cpu = cpu_milli(allocatable.get("cpu", 0))
+        mem = memory_mib(allocatable.get("memory", 0))
+        pods = int(parse_quantity(allocatable.get("pods", 110)))
+    except QuantityError as exc:
+        problems.append(f"status.allocatable: {exc}")
+        cpu, mem, pods = 0, 0, 0
+    registered = NodeRegistered(
+        node=name, cpu_milli=cpu, memory_mib=mem, pods=pods,
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
+        taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
+    )  # fmt: skip
+    return NodeView(registered, ready, tuple(problems), tuple(answer))

@@ -1,0 +1,213 @@
+"""The node agent on a cluster: one process for every node (HAMi's scheduler reads nodes the
+same way). Nodes become `NodeRegistered` / `NodeLost`, HAMi's handshakes are answered, and the
+phases of Tessera's pods become the task events the queue service consumes.
+
+Each report is appended only when the log says otherwise (the last node event per node, the
+task's state as folded from the log), with an id derived from the commit it follows, so a
+restart — a fresh list of the API server against a replayed log — reports only what changed.
+A pod that is deleted while it runs finishes with exit code -1 ("pod deleted").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from contracts.base import Event
+from contracts.envelope import TYPE, content_id
+from contracts.events import (
+    JobDeleted,
+    JobSubmitted,
+    NodeLost,
+    NodeRegistered,
+    PlacementCommitted,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.registry import default_registry
+from services.core.devices.catalogue import Catalogue, default_catalogue
+from services.kube import nodes, pods
+from services.kube.client import Kube, KubeError, nodes_path, pods_path
+from services.kube.listwatch import Reflector
+from services.runtime.eventlog import Conflict, EventLog
+from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+
+log = logging.getLogger(__name__)
+
+COMMITTED, STARTED, FINISHED = "committed", "started", "finished"
+_FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinished)
+
+
+class KubeNodeAgent:
+    def __init__(
+        self,
+        event_log: EventLog,
+        kube: Kube,
+        *,
+        scheduler_names: Iterable[str] = ("volcano", "tessera"),
+        catalogue: Catalogue | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.kube = kube
+        self.scheduler_names = frozenset(scheduler_names)
+        self.catalogue = catalogue or default_catalogue()
+        self.clock = clock
+        self.registry = default_registry()
+        self.tasks: dict[tuple[str, str, str], tuple[str, int]] = {}  # -> (state, commit seq)
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
+        self.node_last: dict[str, Event] = {}
+        self.watermark = 0
+        self._lock = asyncio.Lock()
+        self.service = EventService(
+            name="nodeagent", log=event_log, filter_subjects=[self.subjects.all_jobs()],
+            handlers=dict.fromkeys(_FOLDED, self.on_event),  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    # --- projection ----------------------------------------------------------------------------
+
+    def fold(self, event: Event, seq: int) -> list[tuple[str, str, str]]:
+        """Fold one job event; returns the tasks whose pods should be looked at again."""
+        match event:
+            case PlacementCommitted():
+                keys = [(event.namespace, event.name, p.task) for p in event.placements]
+                for k in keys:
+                    self.tasks[k] = (COMMITTED, seq)
+                return keys
+            case TaskStarted():
+                k = (event.namespace, event.name, event.task)
+                self.tasks[k] = (STARTED, self.tasks.get(k, ("", seq))[1])
+            case TaskFinished():
+                k = (event.namespace, event.name, event.task)
+                self.tasks[k] = (FINISHED, self.tasks.get(k, ("", seq))[1])
+            case JobDeleted() | JobSubmitted():
+                ns, name = (event.spec.namespace, event.spec.name) if isinstance(event, JobSubmitted) \
+                    else (event.namespace, event.name)  # fmt: skip
+                for k in [k for k in self.tasks if k[:2] == (ns, name)]:
+                    del self.tasks[k]
+            case _:
+                pass
+        return []
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        if rx.message.seq <= self.watermark:
+            return
+        async with self._lock:
+            keys = self.fold(event, rx.message.seq)
+        for ns, _job, pod in keys:
+            obj = self.pods.get((ns, pod))
+            if obj is not None:
+                await self._report_pod(obj)
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        wanted = frozenset(c.type_name() for c in _FOLDED)
+        async for msg, event in replay_decoded(self.log, [self.subjects.all_jobs()], self.watermark, wanted):
+            self.fold(event, msg.seq)
+        for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
+            kind = msg.headers.get(TYPE, "")
+            if kind in ("NodeRegistered", "NodeLost"):
+                ev = self.registry.decode(kind, msg.data)
+                self.node_last[ev.node] = ev  # type: ignore[attr-defined]
+        log.info("kube node agent: %d nodes, %d tasks known", len(self.node_last), len(self.tasks))
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    async def _append_node(self, event: NodeRegistered | NodeLost) -> None:
+        subject = self.subjects.node(event.node)
+        for _attempt in range(5):
+            last = await self.log.last(subject)
+            last_event = self.registry.decode(last.headers[TYPE], last.data) if last else None
+            if last_event == event:
+                self.node_last[event.node] = event
+                return
+            if isinstance(event, NodeLost) and not isinstance(last_event, NodeRegistered):
+                return  # never registered, or already lost
+            after = last.seq if last else 0
+            body = self.registry.encode(event)
+            mid = f"kube-node:{event.node}:{after}:{content_id('Node', body)}"
+            result = await self.service.publish(Outgoing(subject, event, after, mid))
+            if not isinstance(result, Conflict):
+                self.node_last[event.node] = event
+                return
+
+    async def on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if kind == "delete":
+            await self._append_node(NodeLost(node=name, reason="node deleted"))
+            return
+        view = nodes.node_view(obj, self.catalogue, self.clock())
+        for problem in view.problems:
+            log.warning("node %s: %s", name, problem)
+        if view.answer_handshakes:
+            value = nodes.handshake_value(self.clock())
+            patch = {"metadata": {"annotations": dict.fromkeys(view.answer_handshakes, value)}}
+            with contextlib.suppress(KubeError):
+                await self.kube.patch(nodes_path(name), patch)
+        if not view.ready:
+            await self._append_node(NodeLost(node=name, reason="node is not Ready"))
+        elif self.node_last.get(name) != view.registered:
+            await self._append_node(view.registered)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    async def _report_pod(self, obj: dict[str, Any], deleted: bool = False) -> None:
+        r = pods.ref(obj)
+        key = (r.namespace, r.job, r.name)
+        state, seq = self.tasks.get(key, ("", 0))
+        if state not in (COMMITTED, STARTED):
+            return  # not (yet) committed in the log, or already finished
+        now = self.clock()
+        event: TaskStarted | TaskFinished | None
+        if deleted:
+            event = TaskFinished(namespace=r.namespace, name=r.job, task=r.name,
+                                 node=pods.node_name(obj), exit_code=-1, reason="pod deleted", at=now)  # fmt: skip
+        else:
+            event = pods.task_event(obj, now)
+        if event is None or (isinstance(event, TaskStarted) and state == STARTED):
+            return
+        kind = "start" if isinstance(event, TaskStarted) else "finish"
+        out = Outgoing(self.subjects.job(r.namespace, r.job), event,
+                       msg_id=f"kube-task:{r.namespace}/{r.job}/{r.name}:{seq}:{kind}")  # fmt: skip
+        await self.service.publish(out)
+        async with self._lock:
+            self.tasks[key] = (STARTED if kind == "start" else FINISHED, seq)
+
+    def _ours(self, obj: dict[str, Any]) -> bool:
+        return pods.scheduler_name(obj) in self.scheduler_names
+
+    async def _nodes_loop(self) -> None:
+        async for ch in Reflector(self.kube, nodes_path()).changes():
+            if ch.kind != "synced":
+                try:
+                    await self.on_node(ch.kind, ch.obj)
+                except Exception:
+                    log.exception("node %s not reported", ch.key)
+
+    async def _pods_loop(self) -> None:
+        async for ch in Reflector(self.kube, pods_path(), keep=self._ours).changes():
+            if ch.kind == "synced":
+                continue
+            r = pods.ref(ch.obj)
+            if ch.kind == "delete":
+                self.pods.pop((r.namespace, r.name), None)
+            else:
+                self.pods[(r.namespace, r.name)] = ch.obj
+            try:
+                await self._report_pod(ch.obj, deleted=ch.kind == "delete")
+            except Exception:
+                log.exception("pod %s not reported", ch.key)
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        tasks = [asyncio.create_task(self._nodes_loop()), asyncio.create_task(self._pods_loop())]
+        await stopping.wait()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t

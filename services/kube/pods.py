@@ -1,0 +1,177 @@
+"""A Kubernetes Pod ↔ the log: which job and task it is, the manifest admission reads, the task
+events its phase means, and the binding (with HAMi's annotations) that places it. Pure.
+
+A pod belongs to the PodGroup its `scheduling.k8s.io/group-name` (or Volcano's) annotation names;
+without one it is its own implied one-pod group named after the pod (volcano.md §1.4), and its
+task is the pod itself, so the pod name is the task name in every event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contracts import hami
+from contracts.devices import CardSpec
+from contracts.events import TaskFinished, TaskPlacement, TaskStarted
+from contracts.workloads import TaskSpec
+from services.core.workload import fields
+from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+
+POD_UID = "tessera.io/pod-uid"  # task annotation: the pod a task was admitted from
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+    job: str  # the PodGroup, or the pod's own name for an implied group
+    grouped: bool  # True when an explicit PodGroup annotation names the job
+
+
+def ref(obj: Mapping[str, Any]) -> PodRef:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO) or ""
+    name = str(meta.get("name") or "")
+    return PodRef(str(meta.get("namespace") or "default"), name, str(meta.get("uid") or ""),
+                  str(group) or name, bool(group))  # fmt: skip
+
+
+def scheduler_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("schedulerName") or "default-scheduler")
+
+
+def node_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("nodeName") or "")
+
+
+def phase(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("status") or {}).get("phase") or "Pending")
+
+
+def terminating(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _prune(obj: object, schema: object) -> object:
+    """Keep only what the schema knows: the API server adds fields admission has no rule for
+    (managedFields, status details, newer API fields) and strict validation must not see them."""
+    if schema == fields.FREE or obj is None:
+        return obj
+    if isinstance(schema, list):
+        return [_prune(x, schema[0]) for x in obj] if isinstance(obj, list) else obj
+    if isinstance(schema, dict) and isinstance(obj, dict):
+        return {k: _prune(v, schema[k]) for k, v in obj.items() if k in schema}
+    return obj
+
+
+def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The Pod as `tessera apply` would read it from a file: what admission judges."""
+    doc: dict[str, Any] = _prune(dict(obj), fields.POD)  # type: ignore[assignment]
+    doc["apiVersion"], doc["kind"] = "v1", "Pod"
+    meta = dict(doc.get("metadata") or {})
+    for noise in ("managedFields", "resourceVersion", "generation", "selfLink", "creationTimestamp"):
+        meta.pop(noise, None)
+    if meta.get("uid"):
+        meta["annotations"] = {**(meta.get("annotations") or {}), POD_UID: str(meta["uid"])}
+    doc["metadata"] = meta
+    st = obj.get("status") or {}
+    doc["status"] = {"phase": st["phase"]} if st.get("phase") == "Running" and node_name(obj) else {}
+    if not node_name(obj):
+        (doc.get("spec") or {}).pop("nodeName", None)
+    return doc
+
+
+def exit_code(obj: Mapping[str, Any]) -> tuple[int, str]:
+    """The first non-zero container exit code and its reason (kubelet's terminated state)."""
+    for cs in (obj.get("status") or {}).get("containerStatuses") or []:
+        term = ((cs.get("state") or {}).get("terminated")) or {}
+        if term and int(term.get("exitCode") or 0) != 0:
+            return int(term["exitCode"]), str(term.get("reason") or "Error")
+    st = obj.get("status") or {}
+    return (0, "") if phase(obj) == "Succeeded" else (1, str(st.get("reason") or "Failed"))
+
+
+def task_event(obj: Mapping[str, Any], now: float) -> TaskStarted | TaskFinished | None:
+    """What the pod's phase says about its task (None while Pending/Unknown or unbound)."""
+    r, node, ph = ref(obj), node_name(obj), phase(obj)
+    if not node:
+        return None
+    if ph == "Running":
+        return TaskStarted(namespace=r.namespace, name=r.job, task=r.name, node=node, at=now)
+    if ph in ("Succeeded", "Failed"):
+        code, reason = exit_code(obj)
+        return TaskFinished(namespace=r.namespace, name=r.job, task=r.name, node=node,
+                            exit_code=code, reason=reason if code else "", at=now)  # fmt: skip
+    return None
+
+
+# --- binding ---------------------------------------------------------------------------------
+
+
+def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
+                       cards: Mapping[str, CardSpec]) -> dict[str, list[list[hami.PodDevice]]]:  # fmt: skip
+    """Slices → per vendor, one device list per container slot (init containers first, empty).
+
+    The scheduler's fit returns slices in request order, `count` per request; each request
+    knows its container."""
+    containers = task.containers if task else 1
+    inits = task.init_containers if task else 0
+    requests = task.devices if task else ()
+    owner_of_slice: list[int] = []
+    for req in requests:
+        owner_of_slice.extend([req.container] * max(1, req.count))
+    out: dict[str, list[list[hami.PodDevice]]] = {}
+    for i, a in enumerate(placement.slices):
+        spec = cards.get(a.card)
+        word = spec.type if spec else ""
+        vendor = spec.vendor if spec else "huawei"
+        key = hami.NVIDIA_TO_ALLOCATE if vendor == "nvidia" else hami.ascend_to_allocate_key(word)
+        slots = out.setdefault(key, [[] for _ in range(inits + max(containers, 1))])
+        container = owner_of_slice[i] if i < len(owner_of_slice) else 0
+        slot = min(inits + container, len(slots) - 1)
+        dev_type = "NVIDIA" if vendor == "nvidia" else word
+        slots[slot].append(hami.PodDevice(a.card, dev_type, a.slice.memory, a.slice.cores))
+    return out
+
+
+def binding_annotations(placement: TaskPlacement, task: TaskSpec | None,
+                        cards: Mapping[str, CardSpec], now: float) -> dict[str, str]:  # fmt: skip
+    """HAMi's pod annotations for a placement (hami.md §2.5, §3.2), so its device plugins find
+    the pod in `Allocate` and serve exactly these cards: node, times, bind phase, the devices to
+    allocate / allocated per vendor, and Ascend's RuntimeInfo."""
+    if not placement.slices:
+        return {}
+    ts = str(int(now))
+    out = {hami.VGPU_NODE: placement.node, hami.VGPU_TIME: ts, hami.BIND_PHASE: "allocating",
+           hami.BIND_TIME: ts}  # fmt: skip
+    ascend = False
+    for key, slots in _container_devices(placement, task, cards).items():
+        value = hami.encode_pod_devices(slots)
+        out[key] = value
+        allocated = key.replace("-to-allocate", "-allocated")
+        out[allocated] = value
+        if key != hami.NVIDIA_TO_ALLOCATE:
+            ascend = True
+            word = key[len("hami.io/"):-len("-devices-to-allocate")]
+            devices = [d for slot in slots for d in slot]
+            templates = {a.card: a.slice.template or "" for a in placement.slices}
+            out[f"huawei.com/{word}"] = hami.encode_runtime_info(devices, templates)
+    if ascend:
+        out[hami.PREDICATE_TIME] = ts
+    return out
+
+
+def binding(namespace: str, pod: str, uid: str, node: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    """A `pods/binding` body; the uid makes the API server refuse a pod recreated under the
+    same name since the decision was made."""
+    meta: dict[str, Any] = {"name": pod, "namespace": namespace}
+    if uid:
+        meta["uid"] = uid
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip

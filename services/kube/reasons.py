@@ -1,0 +1,83 @@
+"""Why a pod waits, in words (the `FailedScheduling` Event and the `PodScheduled=False`
+condition): kube-scheduler's "0/4 nodes are available: …" line, with HAMi's codes turned into
+what the pod asked for and what the nodes lack ("2 have no Ascend910B3 card with 8192 MB free,
+2 are cordoned"). Pure: the scheduler's per-node reasons and the job's spec in, text out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from contracts.workloads import DeviceRequest, JobSpec
+
+_CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
+
+
+def _ask(spec: JobSpec | None) -> DeviceRequest | None:
+    for t in spec.tasks if spec else ():
+        for d in t.devices:
+            return d
+    return None
+
+
+def _card(d: DeviceRequest | None) -> str:
+    if d is None:
+        return "matching"
+    return d.type if d.type else "matching"
+
+
+def phrase(reason: str, spec: JobSpec | None) -> str:
+    """One node's reason as the rest of "N nodes …"."""
+    d = _ask(spec)
+    low = reason.lower()
+    if "node.kubernetes.io/unschedulable" in reason:
+        return "are cordoned"
+    if "not ready" in low or "nodelost" in low or "lost" in low:
+        return "are not ready"
+    if "untolerated taint" in low:
+        taint = reason[reason.find("{") + 1:reason.rfind("}")] if "{" in reason else reason
+        return f"have a taint the pod does not tolerate ({taint})"
+    if "affinity/selector" in low:
+        return "do not match the pod's node selector or affinity"
+    if reason.startswith("Insufficient "):
+        return f"have too little free {reason.removeprefix('Insufficient ')}"
+    m = _CODE.search(reason)
+    code = m.group(3) if m else ""
+    card = _card(d)
+    if code == "CardInsufficientMemory" and d is not None:
+        amount = f"{d.memory} MB" if d.memory else f"{d.memory_pct}% of its memory"
+        return f"have no {card} card with {amount} free"
+    if code == "CardInsufficientCore" and d is not None:
+        return f"have no {card} card with {d.cores} cores free"
+    if code == "NodeInsufficientDevice":
+        n = d.count if d is not None else 1
+        return f"have fewer than {n} free {card} card{'s' if n != 1 else ''}"
+    if code == "CardTypeMismatch":
+        return f"have no {card} card"
+    if code in ("CardTimeSlicingExhausted", "CardComputeUnitsExhausted"):
+        return f"have no {card} card with a free slice (all slices of the split count are taken)"
+    if code == "CardNotHealth":
+        return f"have no healthy {card} card"
+    if code == "CardCordoned":
+        return f"have their {card} cards cordoned (hami.io/device-cordon)"
+    return reason.rstrip(".")
+
+
+def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None) -> str:
+    """`0/4 nodes are available: 2 have no …, 2 are cordoned.` (largest groups first)."""
+    counts = Counter(phrase(r, spec) for r in node_reasons.values())
+    parts = ", ".join(f"{n} {p}" for p, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+    total = max(total, len(node_reasons))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None) -> str:
+    """The whole text: per-node reasons when the scheduler gave them, else its reason as is
+    (queue quota, gang, closed queue...)."""
+    if node_reasons:
+        line = nodes_line(node_reasons, total, spec)
+        gang = reason.split(":", 1)[0] if "tasks in gang unschedulable" in reason else ""
+        return f"{gang}: {line}" if gang else line
+    return reason

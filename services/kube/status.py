@@ -1,0 +1,234 @@
+"""What Tessera tells Kubernetes about the pods it schedules (DESIGN §8, written only on change):
+`PodScheduled=False` with the reason and a `FailedScheduling` Event while a pod waits, a Warning
+Event and the same condition for a pod admission refused, and graceful deletions with an Event
+for evictions and preemptions. The queue service hosts the writer; admission uses `refuse`.
+
+"Only on change" is judged against the pod as the API server has it (a pod watch): a restart
+replays the log, lists the pods and writes nothing that is already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobSubmitted,
+    JobUnschedulable,
+    NodeLost,
+    NodeRegistered,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+    TaskFinished,
+    TaskStarted,
+)
+from contracts.workloads import JobSpec
+from services.core.scheduling.snapshot import task_names
+from services.kube import pods, reasons
+from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
+from services.kube.listwatch import Reflector
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService, Received, replay_decoded
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "tessera"
+
+
+def _stamp(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def scheduled_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c
+    return None
+
+
+async def write_condition(kube: Kube, obj: dict[str, Any], reason: str, message: str,
+                          now: float) -> bool:  # fmt: skip
+    """`PodScheduled=False` with `reason`/`message`, unless the pod already says exactly so.
+    The whole condition list is sent (the real API merges by type; simpler servers replace)."""
+    current = scheduled_condition(obj)
+    if current and current.get("status") == "False" and current.get("reason") == reason \
+            and current.get("message") == message:  # fmt: skip
+        return False
+    r = pods.ref(obj)
+    others = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+    cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+            "lastTransitionTime": _stamp(now), "lastProbeTime": None}  # fmt: skip
+    await kube.patch(pods_path(r.namespace, r.name, "status"),
+                     {"status": {"conditions": [*others, cond]}}, STRATEGIC_PATCH)  # fmt: skip
+    return True
+
+
+async def write_event(kube: Kube, obj: dict[str, Any], kind: str, reason: str, message: str,
+                      now: float) -> None:  # fmt: skip
+    """A core/v1 Event about the pod; its name is derived from what it says, so the same
+    message twice is one Event."""
+    r = pods.ref(obj)
+    digest = hashlib.sha256(f"{r.uid}/{reason}/{message}".encode()).hexdigest()[:12]
+    body = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{r.name}.{digest}", "namespace": r.namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": r.name,
+                           "namespace": r.namespace, **({"uid": r.uid} if r.uid else {})},
+        "reason": reason, "message": message, "type": kind, "count": 1,
+        "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now),
+        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+    }  # fmt: skip
+    try:
+        await kube.create(events_path(r.namespace), body)
+    except KubeError as exc:
+        if exc.status != 409:  # 409: this very Event exists already
+            raise
+
+
+async def refuse(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: float) -> None:
+    """Admission refused the pod: a Warning Event and the condition, each naming every rule."""
+    message = "; ".join(rules)
+    if await write_condition(kube, obj, "Rejected", message, now):
+        await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
+
+
+class PodStatusWriter:
+    def __init__(self, event_log: EventLog, kube: Kube, *,
+                 scheduler_names: Iterable[str] = ("volcano", "tessera"),
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.kube = kube
+        self.scheduler_names = frozenset(scheduler_names)
+        self.clock = clock
+        self.specs: dict[tuple[str, str], JobSpec] = {}
+        self.placed: set[tuple[str, str, str]] = set()  # tasks proposed/committed/started
+        self.verdict: dict[tuple[str, str], JobUnschedulable] = {}  # current, per job
+        self.nodes: set[str] = set()
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self.watermark = 0
+        self.written = 0
+        folded = (JobSubmitted, JobUnschedulable, PlacementProposed, PlacementCommitted,
+                  PlacementRejected, TaskStarted, TaskFinished, JobDeleted, EvictionRequested,
+                  NodeRegistered, NodeLost)  # fmt: skip
+        self._types = frozenset(c.type_name() for c in folded)
+        self.service = EventService(
+            name="kube-status", log=event_log,
+            filter_subjects=[self.subjects.all_jobs(), self.subjects.all_nodes()],
+            handlers=dict.fromkeys(folded, self.on_event),  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    def fold(self, event: object) -> None:
+        match event:
+            case JobSubmitted():
+                key = (event.spec.namespace, event.spec.name)
+                self.specs[key] = event.spec
+                self.verdict.pop(key, None)
+                self.placed = {t for t in self.placed if t[:2] != key}
+            case JobUnschedulable():
+                self.verdict[(event.namespace, event.name)] = event
+            case PlacementProposed() | PlacementCommitted():
+                for p in event.placements:
+                    self.placed.add((event.namespace, event.name, p.task))
+            case PlacementRejected():
+                self.placed = {t for t in self.placed if t[:2] != (event.namespace, event.name)}
+            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self.placed.discard((event.namespace, event.name, event.task))
+            case JobDeleted():
+                self.specs.pop((event.namespace, event.name), None)
+                self.verdict.pop((event.namespace, event.name), None)
+            case NodeRegistered():
+                self.nodes.add(event.node)
+            case _:
+                pass
+
+    def message(self, v: JobUnschedulable) -> str:
+        spec = self.specs.get((v.namespace, v.name))
+        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec)
+
+    async def on_event(self, event: object, rx: Received) -> None:
+        if rx.message.seq <= self.watermark:
+            return
+        self.fold(event)
+        if isinstance(event, JobUnschedulable):
+            await self.synced.wait()
+            await self._write_verdict(event)
+        elif isinstance(event, EvictionRequested):
+            await self._evict(event)
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        async for _m, event in replay_decoded(self.log, self.service.filter_subjects,
+                                              self.watermark, self._types):  # fmt: skip
+            self.fold(event)
+
+    async def _write_verdict(self, v: JobUnschedulable, only: str = "") -> None:
+        spec = self.specs.get((v.namespace, v.name))
+        if spec is None or self.verdict.get((v.namespace, v.name)) is not v:
+            return
+        text = self.message(v)
+        for pod, _role, _i, _t in task_names(spec):
+            if (only and pod != only) or (v.namespace, v.name, pod) in self.placed:
+                continue
+            obj = self.pods.get((v.namespace, pod))
+            if obj is None or pods.node_name(obj):
+                continue
+            try:
+                if await write_condition(self.kube, obj, "Unschedulable", text, self.clock()):
+                    await write_event(self.kube, obj, "Warning", "FailedScheduling", text, self.clock())
+                    self.written += 1
+            except KubeError as exc:
+                if exc.status != 404:
+                    log.warning("status of %s/%s not written: %s", v.namespace, pod, exc)
+
+    async def _evict(self, e: EvictionRequested) -> None:
+        obj = self.pods.get((e.namespace, e.task))
+        if obj is None or pods.terminating(obj):
+            return
+        with contextlib.suppress(KubeError):
+            await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in e.reason else "Evicted",
+                              f"evicted by Tessera: {e.reason}", self.clock())  # fmt: skip
+        try:
+            await self.kube.delete(pods_path(e.namespace, e.task))  # graceful: the pod's period
+        except KubeError as exc:
+            if exc.status != 404:
+                log.warning("eviction of %s/%s failed: %s", e.namespace, e.task, exc)
+
+    async def _pods_loop(self) -> None:
+        def ours(o: dict[str, Any]) -> bool:
+            return pods.scheduler_name(o) in self.scheduler_names
+
+        async for ch in Reflector(self.kube, pods_path(), keep=ours).changes():
+            if ch.kind == "synced":
+                if not self.synced.is_set():
+                    self.synced.set()
+                    for v in list(self.verdict.values()):  # what the log says now, once listed
+                        await self._write_verdict(v)
+                continue
+            r = pods.ref(ch.obj)
+            if ch.kind == "delete":
+                self.pods.pop((r.namespace, r.name), None)
+            else:
+                self.pods[(r.namespace, r.name)] = ch.obj
+                v = self.verdict.get((r.namespace, r.job))
+                if v is not None and self.synced.is_set():  # a pod seen after its verdict
+                    await self._write_verdict(v, only=r.name)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        task = asyncio.create_task(self._pods_loop())
+        try:
+            await self.service.run(stopping)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,312 @@
+"""The Kubernetes API the edge tests talk to, through kubernetes-asyncio as a cluster would be.
+
+`kmock`'s Kubernetes emulator (a real HTTP API on a loopback port, in the test process) always;
+a real kube-apiserver when `TESSERA_TEST_KUBECONFIG` names a cluster, or when
+`KUBEBUILDER_ASSETS` holds `kube-apiserver` and `etcd` (started here, envtest style). Where the
+emulator is more lenient than the real thing, the harness adds the real behaviour the tests rely
+on and nothing else: a binding sets `spec.nodeName` and the binding's annotations (the API
+server does; kmock has no binding endpoint), answers 409 for a pod already bound and 404 for a
+missing one; the requests themselves are recorded so tests assert what Tessera sent.
+
+`Kubelet` plays the two node-side parts a real cluster has and these servers lack: HAMi's
+device plugin (a pod bound with `hami.io/bind-phase: allocating` is served only if the node's
+`hami.io/mutex.lock` names it; it then sets `bind-phase: success` and releases the lock, as
+HAMi's `PodAllocationTrySuccess` does) and the kubelet (phase Running, later Succeeded/Failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aiohttp.web
+
+from contracts import hami
+from services.kube.client import Kube, KubeError, Limits, configuration, nodes_path, pods_path
+from services.kube.listwatch import Reflector
+
+try:
+    import kmock
+except ImportError:  # pragma: no cover - kmock is a test dependency
+    kmock = None
+
+
+@dataclass
+class Cluster:
+    kind: str  # "kmock" | "real"
+    kubeconfig: Path
+    kube: Kube
+    bindings: list[dict[str, Any]] = field(default_factory=list)  # kmock: every binding request
+    namespace: str = "default"
+
+    async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
+                          annotations: dict[str, str] | None = None,
+                          labels: dict[str, str] | None = None,
+                          allocatable: dict[str, str] | None = None,
+                          ready: bool = True, unschedulable: bool = False) -> None:  # fmt: skip
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                             "annotations": annotations or {}},
+                "spec": {"unschedulable": unschedulable}}  # fmt: skip
+        await self.kube.create(nodes_path(), body)
+        status = {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", **(allocatable or {})},
+                  "capacity": {"cpu": cpu, "memory": memory, "pods": "110", **(allocatable or {})},
+                  "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                  "reason": "KubeletReady", "message": "ok"}]}  # fmt: skip
+        await self.kube.patch(nodes_path(name) + "/status", {"status": status})
+
+    async def create_pod(self, doc: dict[str, Any]) -> dict[str, Any]:
+        ns = (doc.get("metadata") or {}).get("namespace") or self.namespace
+        doc = json.loads(json.dumps(doc))
+        doc["metadata"]["namespace"] = ns
+        status = doc.pop("status", None)
+        created = await self.kube.create(pods_path(ns), doc)
+        if status:
+            created = await self.kube.patch(pods_path(ns, doc["metadata"]["name"], "status"), {"status": status})
+        return created
+
+    async def pod(self, ns: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.kube.get(pods_path(ns, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return list((await self.kube.get(pods_path())).get("items") or [])
+
+    async def events(self, ns: str = "default") -> list[dict[str, Any]]:
+        return list((await self.kube.get(f"/api/v1/namespaces/{ns}/events")).get("items") or [])
+
+
+def _kubeconfig(path: Path, server: str) -> None:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test", "cluster": {"server": server}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        "users": [{"name": "test", "user": {"token": "test"}}],
+    }))  # fmt: skip
+
+
+def real_backends() -> list[str]:
+    """Which real API servers this machine offers (the tests skip cleanly without them)."""
+    out = []
+    if os.environ.get("TESSERA_TEST_KUBECONFIG"):
+        out.append("kubeconfig")
+    assets = os.environ.get("KUBEBUILDER_ASSETS", "")
+    if assets and all((Path(assets) / b).exists() for b in ("kube-apiserver", "etcd")):
+        out.append("envtest")
+    return out
+
+
+@contextlib.asynccontextmanager
+async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    assert kmock is not None
+    async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv:
+        base = str(srv.url).rstrip("/")
+        session = aiohttp.ClientSession()
+        bound: dict[tuple[str, str], str] = {}
+        lock = asyncio.Lock()
+        cluster_box: list[Cluster] = []
+
+        async def binding(req: Any) -> Any:
+            parts = req.url.path.split("/")
+            ns, pod = parts[4], parts[6]
+            data = req.data or {}
+            cluster_box[0].bindings.append({"namespace": ns, "pod": pod, **data})
+            async with lock:  # the API server binds atomically: one winner per pod
+                async with session.get(f"{base}/api/v1/namespaces/{ns}/pods/{pod}") as r:
+                    if r.status == 404:
+                        return kmock_status(404, "NotFound", f'pods "{pod}" not found')
+                    current = await r.json()
+                uid = (data.get("metadata") or {}).get("uid")
+                if uid and current["metadata"].get("uid") and uid != current["metadata"]["uid"]:
+                    return kmock_status(409, "Conflict", "Precondition failed: UID mismatch")
+                if (current.get("spec") or {}).get("nodeName") or (ns, pod) in bound:
+                    return kmock_status(409, "Conflict",
+                                        f'pod {pod} is already assigned to node "{bound.get((ns, pod))}"')  # fmt: skip
+                node = data["target"]["name"]
+                bound[(ns, pod)] = node
+                patch = {"spec": {"nodeName": node},
+                         "metadata": {"annotations": (data.get("metadata") or {}).get("annotations") or {}}}
+                async with session.patch(f"{base}/api/v1/namespaces/{ns}/pods/{pod}", json=patch) as r:
+                    assert r.status == 200, await r.text()
+            return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
+
+        km["post", kmock.subresource("binding")] << binding
+        for res in ("v1/pods", "v1/nodes", "v1/events", "scheduling.k8s.io/v1/priorityclasses"):
+            km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
+        path = tmp / "kubeconfig"
+        _kubeconfig(path, base)
+        kube = Kube(await configuration(str(path)), Limits(qps=0))
+        cluster = Cluster("kmock", path, kube)
+        cluster_box.append(cluster)
+        try:
+            yield cluster
+        finally:
+            await kube.close()
+            await session.close()
+
+
+def kmock_status(code: int, reason: str, message: str) -> Any:
+    body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": reason,
+            "message": message, "code": code}  # fmt: skip
+    return kmock.Response(status=code, payload=body)
+
+
+def _start_envtest(tmp: Path) -> tuple[list[subprocess.Popen[bytes]], Path]:  # pragma: no cover
+    """etcd + kube-apiserver from `KUBEBUILDER_ASSETS` on loopback ports, a static token."""
+    from services.runtime.natsserver import free_port
+
+    assets = Path(os.environ["KUBEBUILDER_ASSETS"])
+    etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+    token = tmp / "tokens.csv"
+    token.write_text("tessera-test,admin,1,system:masters\n")
+    sa_key = tmp / "sa.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
+    etcd = subprocess.Popen([str(assets / "etcd"), "--data-dir", str(tmp / "etcd"),
+                             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+                             "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    api = subprocess.Popen([str(assets / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                            f"--secure-port={api_port}", "--bind-address=127.0.0.1",
+                            f"--cert-dir={tmp / 'certs'}", f"--token-auth-file={token}",
+                            "--authorization-mode=RBAC", f"--service-account-key-file={sa_key}",
+                            f"--service-account-signing-key-file={sa_key}",
+                            "--service-account-issuer=https://kubernetes.default.svc",
+                            "--service-cluster-ip-range=10.0.0.0/24", "--disable-admission-plugins=ServiceAccount"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    path = tmp / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "envtest",
+        "clusters": [{"name": "envtest", "cluster": {"server": f"https://127.0.0.1:{api_port}",
+                                                     "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
+        "users": [{"name": "admin", "user": {"token": "tessera-test"}}],
+    }))  # fmt: skip
+    return [api, etcd], path
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextlib.asynccontextmanager
+async def envtest_cluster(tmp: Path) -> AsyncIterator[Cluster]:  # pragma: no cover - needs binaries
+    procs, path = await asyncio.to_thread(_start_envtest, tmp)
+    try:
+        kube = Kube(await configuration(str(path)), Limits(qps=0))
+        for _ in range(300):
+            try:
+                await kube.get("/readyz")
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+        try:
+            yield Cluster("real", path, kube)
+        finally:
+            await kube.close()
+    finally:
+        await asyncio.to_thread(_stop, procs)
+
+
+@contextlib.asynccontextmanager
+async def given_cluster(tmp: Path) -> AsyncIterator[Cluster]:  # pragma: no cover - needs a cluster
+    path = Path(os.environ["TESSERA_TEST_KUBECONFIG"])
+    kube = await Kube.connect(str(path), Limits(qps=0))
+    try:
+        yield Cluster("real", path, kube, namespace=os.environ.get("TESSERA_TEST_NAMESPACE", "default"))
+    finally:
+        await kube.close()
+
+
+@contextlib.asynccontextmanager
+async def open_cluster(backend: str) -> AsyncIterator[Cluster]:
+    tmp = Path(tempfile.mkdtemp(prefix="tessera-kube-"))
+    try:
+        opener = {"kmock": kmock_cluster, "envtest": envtest_cluster, "kubeconfig": given_cluster}[backend]
+        async with opener(tmp) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class Kubelet:
+    """HAMi's device plugin and the kubelet for every node (see the module docstring)."""
+
+    def __init__(self, cluster: Cluster, run_for: dict[str, int] | None = None) -> None:
+        self.cluster = cluster
+        self.kube = cluster.kube
+        self.served: list[tuple[str, str, str]] = []  # (node, ns, pod) in order served
+        self.violations: list[str] = []
+        self.allocating: dict[str, set[str]] = {}
+        self.max_allocating = 0
+        self.exit_codes = run_for or {}  # pod name -> exit code to finish with at once
+        self._task: asyncio.Task[None] | None = None
+        self._done: set[tuple[str, str]] = set()
+
+    async def __aenter__(self) -> Kubelet:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        async for ch in Reflector(self.kube, pods_path()).changes():
+            if ch.kind != "upsert":
+                continue
+            try:
+                await self._serve(ch.obj)
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+
+    async def _serve(self, obj: dict[str, Any]) -> None:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        ns, name, node = meta.get("namespace"), meta.get("name"), spec.get("nodeName")
+        if not node or (ns, name) in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+            return
+        annotations = meta.get("annotations") or {}
+        if annotations.get(hami.BIND_PHASE) == "allocating":
+            self.allocating.setdefault(node, set()).add(name)
+            self.max_allocating = max(self.max_allocating, len(self.allocating[node]))
+            n = await self.kube.get(nodes_path(node))
+            lock = ((n.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK, "")
+            if lock.split(",")[1:3] != [ns, name]:
+                self.violations.append(f"{ns}/{name} allocating on {node} without the node lock ({lock!r})")
+            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": {hami.BIND_PHASE: "success"}}})
+            await self.kube.patch(nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
+            self.allocating[node].discard(name)
+        self._done.add((ns, name))
+        self.served.append((node, ns, name))
+        await self.kube.patch(pods_path(ns, name, "status"), {"status": {"phase": "Running"}})
+        if name in self.exit_codes:
+            await self.finish(ns, name, self.exit_codes[name])
+
+    async def finish(self, ns: str, name: str, code: int) -> None:
+        phase = "Succeeded" if code == 0 else "Failed"
+        state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+        await self.kube.patch(pods_path(ns, name, "status"), {"status": {
+            "phase": phase, "containerStatuses": [{"name": "c", "state": state}]}})  # fmt: skip

@@ -1,0 +1,92 @@
+"""Tessera schedules a Kubernetes cluster: the five service processes on a real NATS, with
+`--kubeconfig`, against an API server (kmock's emulator, or a real one). Nodes carry HAMi's
+register annotations (template and hami-core 910B3 nodes, NVIDIA in the legacy CSV form, one
+cordoned node); the article's pods are created as Pods with `schedulerName: volcano`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+from pathlib import Path
+
+from contracts import hami
+from services.cli.up import ControlPlane
+from services.kube import pods as kpods
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.workload import article_pods, gpu_pod, hami_nodes, running_pod
+from tests.processes import wait_until
+
+PRE_A_CARD = "node-a-npu-0"
+
+
+async def _phases(cluster: Cluster) -> dict[str, str]:
+    return {p["metadata"]["name"]: kpods.phase(p) for p in await cluster.pods()}
+
+
+async def _start(cp: ControlPlane) -> None:
+    await asyncio.to_thread(cp.start, lambda _line: None)
+
+
+async def test_pods_and_nodes_in_bindings_with_hami_annotations_out(cluster: Cluster, tmp_path: Path) -> None:
+    await hami_nodes(cluster)
+    whole = {hami.ascend_allocated_key("Ascend910B3"): f"{PRE_A_CARD},Ascend910B3,65536,20:;"}
+    await cluster.create_pod(running_pod("pre-a", "node-a", whole))  # placed by HAMi before us
+    await cluster.create_pod(running_pod("pre-b", "node-b", memory=32768))  # no annotations
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster) as kubelet:
+        await _start(cp)
+        try:
+            wanted = [*article_pods(), gpu_pod("gpu-0")]
+            for pod in wanted:
+                await cluster.create_pod(pod)
+            names = {p["metadata"]["name"] for p in wanted} - {"bad-typo"}
+
+            async def all_running() -> bool:
+                ph = await _phases(cluster)
+                return all(ph.get(n) == "Running" for n in names)
+
+            await wait_until(all_running, 90, "every valid pod Running")
+
+            async def refused() -> bool:
+                pod = await cluster.pod("default", "bad-typo")
+                cond = kpods_condition(pod)
+                return bool(cond and cond["status"] == "False")
+
+            await wait_until(refused, 30, "bad-typo refused on the API")
+        finally:
+            await asyncio.to_thread(cp.stop)
+    objs = {p["metadata"]["name"]: p for p in await cluster.pods()}
+    # each bound once, by one binding request, with HAMi's annotations for its cards
+    if cluster.kind == "kmock":
+        per_pod = collections.Counter(b["pod"] for b in cluster.bindings)
+        assert {n: c for n, c in per_pod.items() if c != 1} == {}
+        assert set(per_pod) == names
+    for name in names:
+        ann = objs[name]["metadata"].get("annotations") or {}
+        node = kpods.node_name(objs[name])
+        assert ann[hami.VGPU_NODE] == node and ann[hami.BIND_PHASE] == "success", name
+        assert node != "node-c", "a cordoned node got a pod"
+        allocated = hami.allocated_devices(ann)
+        assert allocated and all(d.uuid.startswith(node) or d.uuid.startswith(f"GPU-{node}")
+                                 for d in allocated), (name, allocated)  # fmt: skip
+        if node.startswith("node-"):
+            info = json.loads(ann["huawei.com/Ascend910B3"])
+            assert [i["UUID"] for i in info] == [d.uuid for d in allocated]
+        assert PRE_A_CARD not in {d.uuid for d in allocated}, f"{name} got the card pre-a holds"
+    assert kubelet.violations == []
+    # the running pods were booked, not bound again
+    assert "pre-a" not in {b["pod"] for b in cluster.bindings}
+    # the invalid pod: a Warning Event and the condition, naming the field and the rule
+    cond = kpods_condition(objs["bad-typo"])
+    assert cond is not None and "70000" in cond["message"] and "65536" in cond["message"]
+    events = [e for e in await cluster.events() if e["involvedObject"]["name"] == "bad-typo"]
+    assert [e["type"] for e in events] == ["Warning"] and "huawei.com/Ascend910B3-memory" in events[0]["message"]
+    assert not kpods.node_name(objs["bad-typo"])
+
+
+def kpods_condition(pod: dict | None) -> dict | None:
+    from services.kube.status import scheduled_condition
+
+    return scheduled_condition(pod) if pod else None
