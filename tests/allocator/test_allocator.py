@@ -99,3 +99,26 @@ async def test_releases_are_idempotent_and_recovery_rebuilds_identical_ledgers(
     assert {u: encode_state(c) for u, c in fresh.cards.items()} == {
         u: encode_state(c) for u, c in alloc.cards.items()
     }
+
+
+async def test_a_proposal_superseded_by_an_answered_one_is_rejected_not_committed(
+    event_log: EventLog,
+) -> None:
+    """P1 was never answered, P2 of the same job was (by another allocator): P1 is stale. It is
+    answered with a rejection — the scheduler re-plans — and never booked."""
+    s = event_log.subjects
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    p1 = await put(event_log, s.job("default", "j"), proposal("j", "n1", [0]))
+    p2_event = proposal("j", "n1", [1])
+    p2 = await put(event_log, s.job("default", "j"), p2_event)
+    answer = PlacementRejected(namespace="default", name="j", reason="elsewhere", proposal_seq=p2)
+    await put(event_log, s.job("default", "j"), answer)
+    alloc = Allocator(event_log)
+    await alloc.recover()
+    await drain(alloc)
+    events = decoded([m async for m in event_log.replay(1, s.all_jobs())])
+    assert not any(isinstance(e, PlacementCommitted) for e in events)
+    rejected = [e for e in events if isinstance(e, PlacementRejected)]
+    assert [r.proposal_seq for r in rejected] == [p2, p1]
+    assert "answered after it" in rejected[-1].reason
+    assert all(c.usage.slices_used == 0 for c in alloc.cards.values())
