@@ -76,7 +76,8 @@ def msg_id(cause: str, index: int = 0, producer: str = "") -> str:
     """Deterministic message id from the producer, the causing fact and the output's index.
 
     Re-processing the same cause yields the same ids, so JetStream's duplicate window drops the
-    second copy: this is what makes handlers idempotent across crashes and redelivery. The
+    second copy. That is only a fast path: the window lasts two minutes, so every handler must
+    also recognise an older redelivery from the log itself (DESIGN §4). The
     producer (the service name) keeps two services that react to the same event apart — without
     it the queue service's answer to a TaskFinished and the allocator's release batch for it
     would share ids, and the later one would be dropped (or refused, inside an atomic batch).

@@ -92,7 +92,8 @@ class AdmissionService:
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
         wanted = frozenset(cls.type_name() for cls in FOLDED)
-        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark, wanted):
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark, wanted,
+                                                on_poison=self.service.park_once):
             self._fold(msg.seq, msg.subject, event)
         log.info(
             "admission knows %d queues, %d jobs (up to #%d)",

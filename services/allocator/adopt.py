@@ -14,7 +14,8 @@ import msgspec
 
 from contracts.devices import CardSpec, SliceSpec
 from contracts.events import PlacementProposed, SliceAssignment, TaskPlacement
-from services.allocator.commit import Refusal, owner_of
+from contracts.owners import owner_key
+from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
 from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
@@ -57,7 +58,7 @@ def resolve_existing(
                 return Refusal(f"pod {p.task} runs on {p.node}, but its devices do not fit the "
                                f"node's free cards: {fit.message}")  # fmt: skip
             slices = [SliceAssignment(card=a.card, node=p.node, slice=a.slice) for a in fit.assignments]
-        owner = owner_of(proposal.namespace, proposal.name, p.task)
+        owner = owner_key(proposal.namespace, proposal.name, p.task)
         for a in slices:  # later pods of this proposal see these slices taken
             state = staged.get(a.card) or cards[a.card]
             got = decide(state, ReserveSlice(owner=owner, slice=a.slice))

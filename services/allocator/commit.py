@@ -15,11 +15,8 @@ from dataclasses import dataclass
 
 from contracts.base import Event
 from contracts.events import PlacementCommitted, PlacementProposed, SliceReleased
+from contracts.owners import owner_key
 from services.core.ledger import CardState, Rejection, ReleaseSlice, ReserveSlice, decide, evolve
-
-
-def owner_of(namespace: str, job: str, task: str) -> str:
-    return f"{namespace}/{job}/{task}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +49,7 @@ def plan_commit(
     writes: list[CardWrite] = []
     proposed_owners: dict[str, set[str]] = {}
     for placement in proposal.placements:
-        owner = owner_of(proposal.namespace, proposal.name, placement.task)
+        owner = owner_key(proposal.namespace, proposal.name, placement.task)
         wanted = proposed_owners.setdefault(owner, set())
         for assignment in placement.slices:
             wanted.add(assignment.card)
@@ -138,7 +135,7 @@ def plan_commits(
         for w in plan.writes:
             staged[w.card] = evolve(view_cards[w.card], w.event)  # type: ignore[arg-type]
         for p in proposal.placements:
-            owner = owner_of(proposal.namespace, proposal.name, p.task)
+            owner = owner_key(proposal.namespace, proposal.name, p.task)
             taken[owner] = frozenset({a.card for a in p.slices})
         plans.append(plan)
     return plans

@@ -1,9 +1,11 @@
 """The allocator's shell: rebuild ledgers from the log, then commit proposals and releases.
 
 Recovery reads only the last message of every node and card subject (O(nodes + cards)), because
-every ledger event carries the card's usage after it. Writes use the card subjects' last
-sequences as expectations; when another allocator got there first, the affected cards are
-re-read and the proposal is decided again against the fresher ledgers.
+every ledger event carries the card's usage after it, plus the job subjects above the consumer's
+ack floor for the answers (`answers.py`): a proposal the log already answered is never committed
+again, however late it is redelivered. Writes use the card subjects' last sequences as
+expectations, and the answer the job subject's: when another allocator got there first, the
+affected cards (or the job's new events) are re-read and the proposal is judged again.
 """
 
 from __future__ import annotations
@@ -11,27 +13,31 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 import msgspec
 
 from contracts.base import Event
 from contracts.devices import CardSpec
-from contracts.envelope import TYPE
+from contracts.envelope import msg_id
 from contracts.events import (
     BindingFailed,
     JobDeleted,
+    JobPhaseChanged,
     NodeRegistered,
+    PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
     TaskFinished,
 )
-from contracts.registry import default_registry
+from contracts.owners import job_prefix, owner_key, parse_owner
 from services.allocator.adopt import resolve_existing
+from services.allocator.answers import ANSWERED, OPEN, Answers
+from services.allocator.answers import FOLDED as ANSWER_TYPES
 from services.allocator.commit import (
     CardWrite,
     CommitPlan,
     Refusal,
-    owner_of,
     plan_commit,
     plan_commits,
     plan_release,
@@ -46,13 +52,20 @@ from services.core.ledger import (
     evolve,
     state_from_last_event,
 )
-from services.runtime.eventlog import BatchCommitted, Conflict, EventLog, StoredMessage
+from services.runtime.eventlog import BatchCommitted, Conflict, Duplicate, EventLog, StoredMessage
 from services.runtime.faults import fault_point
-from services.runtime.service import EventService, Outgoing, Received, TransientError
+from services.runtime.service import (
+    EventService,
+    Outgoing,
+    Received,
+    TransientError,
+    decode_stored,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
+NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 
 
 class Allocator:
@@ -67,9 +80,12 @@ class Allocator:
         self.specs: dict[str, CardSpec] = {}
         self.holdings: dict[str, set[str]] = defaultdict(set)
         self.by_node: dict[str, set[str]] = defaultdict(set)  # node -> its cards' uuids
+        self.answers = Answers()
+        self.node_seq: dict[str, int] = {}  # node -> sequence of its newest NodeRegistered
         self.commits = 0
         self.group_commits = 0  # of which committed several to one atomic batch
         self.rejections = 0
+        self.stale = 0  # proposals recognised from the log as answered or stale
         self.service = EventService(
             name=name,
             log=event_log,
@@ -77,6 +93,9 @@ class Allocator:
             handlers={
                 NodeRegistered: self.on_node_registered,  # type: ignore[dict-item]
                 PlacementProposed: self.on_proposal,  # type: ignore[dict-item]
+                PlacementCommitted: self.on_answer,  # type: ignore[dict-item]
+                PlacementRejected: self.on_answer,  # type: ignore[dict-item]
+                JobPhaseChanged: self.on_answer,  # type: ignore[dict-item]
                 TaskFinished: self.on_task_finished,  # type: ignore[dict-item]
                 BindingFailed: self.on_binding_failed,  # type: ignore[dict-item]
                 JobDeleted: self.on_job_deleted,  # type: ignore[dict-item]
@@ -106,24 +125,56 @@ class Allocator:
         state = self.cards.get(card) or CardState(uuid=card)
         self._set(card, evolve(state, event), seq)  # type: ignore[arg-type]
 
-    def _load(self, card: str, msg: StoredMessage) -> None:
-        event = default_registry().decode(msg.headers[TYPE], msg.data)
-        state = state_from_last_event(card, self.specs.get(card), event)  # type: ignore[arg-type]
+    async def _load(self, card: str, msg: StoredMessage) -> None:
+        """A card from its last ledger event; if that one is poison (parked), from the fold of
+        the card's history without it — one bad message must not hide a card's bookings."""
+        event = await decode_stored(msg, self.service.park_once, registry=self.service.registry)
+        if event is not None:
+            state = state_from_last_event(card, self.specs.get(card), event)  # type: ignore[arg-type]
+        else:
+            state = CardState(uuid=card, spec=self.specs.get(card))
+            async for old in self.log.replay(1, msg.subject):
+                if old.seq >= msg.seq:
+                    break
+                e = await decode_stored(old, self.service.park_once, registry=self.service.registry)
+                if e is not None:
+                    state = evolve(state, e)  # type: ignore[arg-type]
         if state.spec is not None:
             self.specs[card] = state.spec
         self._set(card, state, msg.seq)
 
     async def recover(self) -> None:
-        """Rebuild from the last node and card messages only."""
+        """Rebuild the ledgers from the last node and card messages only, and what the log has
+        answered from the job subjects above the consumer's ack floor: everything it can
+        deliver again lies there, and so does every answer or ending that makes it stale. (A
+        new durable starts at 0 and scans the whole job history, once.)"""
+        floor = await self.log.ack_floor(self.service.durable)
+        await self._scan(self.subjects.all_jobs(), floor + 1)
         for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
-            if msg.headers.get(TYPE) == "NodeRegistered":
-                node = default_registry().decode("NodeRegistered", msg.data)
-                for card in node.cards:  # type: ignore[attr-defined]
+            node = await decode_stored(msg, self.service.park_once, NODE_REGISTERED)
+            if isinstance(node, NodeRegistered):
+                self.node_seq[node.node] = msg.seq
+                for card in node.cards:
                     self.specs[card.uuid] = card
         for msg in await self.log.last_per_subject(self.subjects.all_cards()):
             _, ids = self.subjects.parse(msg.subject)
-            self._load(ids[1], msg)
-        log.info("recovered %d cards, %d owners", len(self.cards), len(self.holdings))
+            await self._load(ids[1], msg)
+        log.info("recovered %d cards, %d owners, answers of %d jobs above #%d", len(self.cards),
+                 len(self.holdings), len(self.answers.jobs), floor)  # fmt: skip
+
+    async def _scan(self, subject: str, start: int) -> None:
+        """Fold the answers and endings on job subjects from `start` (only those types are
+        decoded; every message moves the subject's known last sequence)."""
+        async for msg in self.log.replay(start, subject):
+            _, ids = self.subjects.parse(msg.subject)
+            self.answers.seen(ids[0], ids[1], msg.seq)
+            event = await decode_stored(msg, self.service.park_once, ANSWER_TYPES)
+            if event is not None:
+                self.answers.apply(msg.seq, event)
+
+    async def _catch_up(self, namespace: str, name: str, after: int) -> None:
+        """Read what landed on one job subject after `after` (a conflict said something did)."""
+        await self._scan(self.subjects.job(namespace, name), after + 1)
 
     async def _refresh(self, cards: Iterable[str]) -> None:
         for card in cards:
@@ -132,12 +183,14 @@ class Allocator:
                 continue
             msg = await self.log.last(self.subjects.card(spec.node, card))
             if msg is not None:
-                self._load(card, msg)
+                await self._load(card, msg)
 
     # --- writes --------------------------------------------------------------------------------
 
-    async def _write(self, writes: list[CardWrite], tail: list[Outgoing], rx: Received) -> bool:
-        """Append card writes + tail events as one atomic batch; False on a stale view."""
+    async def _write(
+        self, writes: list[CardWrite], tail: list[Outgoing], rx: Received
+    ) -> BatchCommitted | Conflict | Duplicate:
+        """Append card writes + tail events as one atomic batch, folding the card writes."""
         outs: list[Outgoing] = []
         seen: set[str] = set()
         for w in writes:
@@ -146,19 +199,31 @@ class Allocator:
             outs.append(Outgoing(self.subjects.card(w.node, w.card), w.event, expected))
         outs.extend(tail)
         if not outs:
-            return True
+            return BatchCommitted(0, 0, 0)
         result = await self.service.publish_batch(outs, rx)
-        if isinstance(result, Conflict):
-            log.info("stale ledger view (%s): re-reading", result)
-            return False
-        assert isinstance(result, BatchCommitted)
+        if isinstance(result, Conflict | Duplicate):
+            log.info("batch not written (%s): re-reading", result)
+            return result
         for i, w in enumerate(writes):
             self._apply(w.card, w.event, result.first_seq + i)
-        return True
+        return result
+
+    async def _card_batch(self, writes: list[CardWrite], rx: Received) -> bool:
+        """Ledger-only writes (registrations, releases). True when done — written, or found
+        written before (a duplicate: this very batch landed; re-read the cards); False on a
+        stale view: the caller plans again on the refreshed cards."""
+        result = await self._write(writes, [], rx)
+        if isinstance(result, BatchCommitted):
+            return True
+        await self._refresh({w.card for w in writes})
+        return isinstance(result, Duplicate)
 
     # --- handlers ------------------------------------------------------------------------------
 
     async def on_node_registered(self, event: NodeRegistered, rx: Received) -> None:
+        if rx.message.seq < self.node_seq.get(event.node, 0):
+            return  # an older registration replayed (a new durable): the newer one stands
+        self.node_seq[event.node] = rx.message.seq
         for _attempt in range(MAX_RETRIES):
             writes: list[CardWrite] = []
             for spec in event.cards:
@@ -177,18 +242,43 @@ class Allocator:
                 gone = decide(state, RetireCard())  # the node no longer reports it (HAMi health)
                 if not isinstance(gone, Rejection):
                     writes.extend(CardWrite(uuid, event.node, e) for e in gone)
-            if await self._write(writes, [], rx):
+            if await self._card_batch(writes, rx):
                 return
-            await self._refresh(s.uuid for s in event.cards)
         raise TransientError(f"node {event.node}: card ledgers kept moving")
 
     def node_cards(self, node: str) -> list[str]:
         return sorted(self.by_node.get(node, ()))
 
+    async def on_answer(self, event: Event, rx: Received) -> None:
+        """Answers (ours, a replica's) and job endings: what makes later redeliveries stale."""
+        self.answers.apply(rx.message.seq, event)
+
+    def _open(
+        self, items: list[tuple[PlacementProposed, Received]]
+    ) -> list[tuple[PlacementProposed, Received]]:
+        """The leading run of proposals the log has not answered, one per job (a second one of
+        the same job needs the first one's answer folded before it is judged)."""
+        run, jobs = [], set()
+        for event, rx in items:
+            key = (event.namespace, event.name)
+            self.answers.seen(*key, rx.message.seq)
+            if key in jobs or self.answers.verdict(*key, rx.message.seq) != OPEN:
+                break
+            jobs.add(key)
+            run.append((event, rx))
+        return run
+
+    def _committed_out(self, plan: CommitPlan, event: PlacementProposed, rx: Received) -> Outgoing:
+        """The `PlacementCommitted`, expecting the job subject unchanged since we last saw it:
+        an answer, deletion or ending that landed meanwhile fails the whole batch."""
+        expected = self.answers.expected_seq(event.namespace, event.name, rx.message.seq)
+        return Outgoing(self.subjects.job(event.namespace, event.name), plan.committed, expected)
+
     async def on_proposals(self, items: list[tuple[PlacementProposed, Received]]) -> int:
         """Commit a run of proposals in ONE atomic batch (one round trip, one fsync) when each
-        fits after the ones before it; returns how many were committed. Anything else — a
-        refusal, a redelivery, a stale view — goes through `on_proposal` one at a time."""
+        is open and fits after the ones before it; returns how many were committed. Anything
+        else — answered or stale, a refusal, a stale view — goes through `on_proposal`."""
+        items = self._open(items)
         fresh = []
         for e, rx in items:
             if e.existing:
@@ -198,7 +288,7 @@ class Allocator:
         plans = plan_commits([(e, rx.message.seq) for e, rx in items], self.cards, self.holdings)
         if len(plans) < 2:
             return 0
-        entries, writes, seen = [], [], set()
+        entries, writes, seen, commits = [], [], set(), []
         for plan, (event, rx) in zip(plans, items, strict=False):
             outs = []
             for w in plan.writes:
@@ -206,26 +296,58 @@ class Allocator:
                 seen.add(w.card)
                 outs.append(Outgoing(self.subjects.card(w.node, w.card), w.event, expected))
                 writes.append((len(entries) + len(outs) - 1, w))
-            outs.append(Outgoing(self.subjects.job(event.namespace, event.name), plan.committed))
+            outs.append(self._committed_out(plan, event, rx))
+            commits.append((len(entries) + len(outs) - 1, plan.committed))
             entries += [self.service.entry(o, rx, i) for i, o in enumerate(outs)]
         result = await self.log.append_batch(entries)
-        if isinstance(result, Conflict):
-            log.info("stale ledger view for a group of %d (%s): one by one", len(plans), result)
+        if isinstance(result, Conflict | Duplicate):
+            log.info("group of %d not written (%s): one by one", len(plans), result)
             await self._refresh(seen)
             return 0
-        assert isinstance(result, BatchCommitted)
         for position, w in writes:
             self._apply(w.card, w.event, result.first_seq + position)
+        for position, committed in commits:
+            self.answers.apply(result.first_seq + position, committed)
         self.commits += len(plans)
         self.group_commits += len(plans)
         fault_point("allocator.after-commit")
         return len(plans)
 
+    async def _reject(self, event: PlacementProposed, rx: Received, reason: str) -> bool:
+        """Answer with `PlacementRejected` (the scheduler re-plans); False if the job subject
+        moved meanwhile (re-read, re-judge)."""
+        ns, name, seq = event.namespace, event.name, rx.message.seq
+        rejected = PlacementRejected(namespace=ns, name=name, reason=reason, proposal_seq=seq)
+        out = Outgoing(self.subjects.job(ns, name), rejected,
+                       self.answers.expected_seq(ns, name, seq),
+                       msg_id(rx.cause, 0, f"{self.service.name}-reject"))  # fmt: skip
+        result = await self.service.publish(out, rx)
+        if isinstance(result, Conflict):
+            await self._catch_up(ns, name, self.answers.expected_seq(ns, name, seq))
+            return False
+        self.answers.apply(result.seq, rejected)
+        self.rejections += 1
+        return True
+
     async def on_proposal(self, event: PlacementProposed, rx: Received) -> None:
+        """Commit, reject, or recognise as already answered — judged from the log, never from
+        the duplicate window (issue 12 item 1)."""
+        ns, name, seq = event.namespace, event.name, rx.message.seq
+        self.answers.seen(ns, name, seq)
         original = event
         touched = {a.card for p in event.placements for a in p.slices}
+        refreshed = False
         for _attempt in range(MAX_RETRIES):
-            if original.existing:
+            verdict = self.answers.verdict(ns, name, seq)
+            if verdict == ANSWERED:
+                self.stale += 1
+                return  # redelivered: committed or rejected before (by us or a replica)
+            if verdict != OPEN:
+                self.stale += 1
+                if await self._reject(event, rx, verdict):
+                    return
+                continue
+            if original.existing:  # already runs: its slices from annotations, or fitted
                 by_node = {p.node: self.node_cards(p.node) for p in original.placements}
                 resolved = resolve_existing(original, self.cards, by_node, self.vendors)
                 if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
@@ -233,55 +355,60 @@ class Allocator:
                 if isinstance(resolved, PlacementProposed):
                     event = resolved
                     touched = {a.card for p in event.placements for a in p.slices}
-            plan = plan_commit(event, self.cards, self.holdings, rx.message.seq)
-            if isinstance(plan, Refusal) and _attempt == 0:
+            plan = plan_commit(event, self.cards, self.holdings, seq)
+            if isinstance(plan, Refusal) and not refreshed:
                 await self._refresh(touched)  # refuse only on a fresh view of the cards
-                plan = plan_commit(event, self.cards, self.holdings, rx.message.seq)
-            if isinstance(plan, Refusal):
-                self.rejections += 1
-                subject = self.subjects.job(event.namespace, event.name)
-                rejected = PlacementRejected(
-                    namespace=event.namespace,
-                    name=event.name,
-                    reason=plan.reason,
-                    proposal_seq=rx.message.seq,
-                )
-                await self.service.publish(Outgoing(subject, rejected), rx)
-                return
-            assert isinstance(plan, CommitPlan)
-            if plan.already_done:
-                return  # redelivered after a crash: the atomic batch already landed
-            committed = plan.committed
-            if original.existing:
-                committed = msgspec.structs.replace(committed, existing=True)
-            tail = [Outgoing(self.subjects.job(event.namespace, event.name), committed)]
-            if await self._write(list(plan.writes), tail, rx):
+                refreshed = True
+                plan = plan_commit(event, self.cards, self.holdings, seq)
+            if isinstance(plan, CommitPlan) and original.existing:
+                plan = replace(plan, committed=msgspec.structs.replace(plan.committed, existing=True),
+                               already_done=False)  # booked with its node: still answer it  # fmt: skip
+            if isinstance(plan, Refusal) or plan.already_done:
+                # already_done: every slice is booked for its task by an earlier commit, so a
+                # second commit would start the pods again; the scheduler forgets this one
+                reason = plan.reason if isinstance(plan, Refusal) else "already placed as proposed"
+                if await self._reject(event, rx, reason):
+                    return
+                continue
+            result = await self._write(
+                list(plan.writes), [self._committed_out(plan, event, rx)], rx
+            )
+            if isinstance(result, BatchCommitted):
+                self.answers.apply(result.last_seq, plan.committed)
                 self.commits += 1
                 fault_point("allocator.after-commit")
                 return
+            job_subject = self.subjects.job(ns, name)
+            if isinstance(result, Duplicate) or result.subject == job_subject:
+                await self._catch_up(ns, name, self.answers.expected_seq(ns, name, seq))
             await self._refresh(touched)
-        raise TransientError(f"{event.namespace}/{event.name}: ledgers kept moving")
+        raise TransientError(f"{ns}/{name}: ledgers kept moving")
 
     async def _release(self, owners: set[str], reason: str, rx: Received) -> None:
         for _attempt in range(MAX_RETRIES):
             writes = plan_release(owners, self.cards, self.holdings, reason)
-            held = {c for o in owners for c in self.holdings.get(o, ())}
-            if await self._write(writes, [], rx):
+            if await self._card_batch(writes, rx):
                 return
-            await self._refresh(held)
         raise TransientError("release: ledgers kept moving")
 
     async def on_task_finished(self, event: TaskFinished, rx: Received) -> None:
-        owner = owner_of(event.namespace, event.name, event.task)
+        ns, name, seq = event.namespace, event.name, rx.message.seq
+        self.answers.seen(ns, name, seq)
+        if not self.answers.release_applies(ns, name, event.task, seq):
+            return  # an older run's end, redelivered after the task was placed again
+        owner = owner_key(ns, name, event.task)
         await self._release({owner}, event.reason or f"exit {event.exit_code}", rx)
 
     async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
-        owner = owner_of(event.namespace, event.name, event.task)
+        owner = owner_key(event.namespace, event.name, event.task)
         await self._release({owner}, f"binding failed: {event.reason}", rx)
 
     async def on_job_deleted(self, event: JobDeleted, rx: Received) -> None:
-        prefix = owner_of(event.namespace, event.name, "")
-        owners = {o for o in self.holdings if o.startswith(prefix)}
+        ns, name, seq = event.namespace, event.name, rx.message.seq
+        self.answers.apply(seq, event)
+        prefix = job_prefix(ns, name)
+        owners = {o for o in self.holdings if o.startswith(prefix)
+                  and self.answers.release_applies(ns, name, parse_owner(o)[2], seq)}  # fmt: skip
         await self._release(owners, "job deleted", rx)
 
     # --- queries -------------------------------------------------------------------------------

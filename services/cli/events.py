@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from contracts.envelope import TYPE
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
 from services.cli.control import connection_args, nats_url
 from services.cli.get import read_log
@@ -27,11 +28,20 @@ SKIP = {"type", "namespace", "name", "spec", "manifest", "usage"}
 
 
 def summary(msg: StoredMessage) -> str:
-    """One line per event: its fields except the bulky ones (specs, manifests, usages)."""
+    """One line per event: its fields except the bulky ones (specs, manifests, usages); an
+    event whose body does not match its type is shown as such and skipped, never fatal."""
+    try:
+        default_registry().decode(msg.headers.get(TYPE, ""), msg.data)
+    except UnknownEventType:
+        pass  # a newer writer's event: its fields are still worth showing
+    except UndecodableEvent as exc:
+        return f"(undecodable, skipped: {exc})"
     try:
         body = msgspec.json.decode(msg.data)
     except msgspec.DecodeError:
         return "(undecodable)"
+    if not isinstance(body, dict):
+        return f"(undecodable: {body!r})"
     parts = []
     spec = body.get("spec")
     if isinstance(spec, dict) and "tasks" in spec:  # JobSubmitted: what was asked for

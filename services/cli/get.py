@@ -13,16 +13,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 
 import nats
 import yaml
 
-from contracts.envelope import TYPE
-from contracts.registry import default_registry
+from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.control import connection_args, nats_url
+from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
+from services.runtime.service import decode_stored
 
 CARD_COLUMNS = (
     "node",
@@ -39,6 +41,7 @@ NODE_COLUMNS = ("node", "cpu_milli", "memory_mib", "cards")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
 QUEUE_COLUMNS = ("name", "state", "deserved", "allocated")
+NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 
 
 def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
@@ -70,9 +73,9 @@ async def fetch_nodes(url: str, root: str) -> list[dict]:
     try:
         rows = []
         for msg in await log.last_per_subject(log.subjects.all_nodes()):
-            if msg.headers.get(TYPE) != "NodeRegistered":
+            node = await decode_stored(msg, types=NODE_REGISTERED)
+            if not isinstance(node, NodeRegistered):
                 continue
-            node = default_registry().decode("NodeRegistered", msg.data)
             rows.append(
                 {
                     "node": node.node,
@@ -126,6 +129,8 @@ def cmd_get(args: argparse.Namespace) -> int:
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
     else:
         report = asyncio.run(fetch_report(url, args.root))
+        if warning := undecodable_warning(report):
+            print(warning, file=sys.stderr)
         rows = report[args.what]
         if args.what in ("pods", "jobs") and not args.all_namespaces:
             rows = [r for r in rows if r["namespace"] == args.namespace]

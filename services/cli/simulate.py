@@ -33,7 +33,7 @@ def _read(path: str, what: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from services.core.simulate.jsonl import read_jsonl, write_jsonl
-    from services.core.simulate.report import build_report
+    from services.core.simulate.report import build_report, undecodable_warning
 
     try:
         if args.replay:
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera simulate: {exc}", file=sys.stderr)
         return 2
     report = build_report(messages)
+    if warning := undecodable_warning(report):
+        print(f"tessera simulate: {warning}", file=sys.stderr)
     text = json.dumps(report, indent=2, sort_keys=False) + "\n"
     if args.report:
         Path(args.report).write_text(text)

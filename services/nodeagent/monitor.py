@@ -27,16 +27,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from contracts.base import Event
-from contracts.envelope import TYPE, Envelope, EnvelopeError
+from contracts.envelope import Envelope, EnvelopeError
 from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
 from contracts.registry import Registry, default_registry
 from services.nodeagent.heartbeat import all_heartbeats, decode_beat
 from services.runtime.eventlog import EventLog, StoredMessage
-from services.runtime.service import EventService, Handler, Outgoing, Received
+from services.runtime.service import EventService, Handler, Outgoing, Received, decode_stored
 
 log = logging.getLogger(__name__)
 
 TaskKey = tuple[str, str, str]  # (namespace, job, task)
+
+#: The event types the monitor folds.
+FOLDED = frozenset({"NodeRegistered", "NodeLost", "TaskStarted", "TaskFinished"})
 
 LOST_EXIT_CODE = -1
 LOST_REASON = "node lost"
@@ -149,6 +152,7 @@ class NodeMonitor:
         self.clock = clock
         self.registry = registry or default_registry()
         self.publisher: EventService | None = None  # set by the host, else our own service
+        self.watermark = 0  # job events at or below were folded by `recover`
         self._lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._sub: object | None = None
@@ -170,28 +174,37 @@ class NodeMonitor:
             TaskFinished: self.on_event,  # type: ignore[dict-item]
         }
 
-    def _decode(self, msg: StoredMessage) -> tuple[Event, str] | None:
+    async def _decode(self, msg: StoredMessage) -> tuple[Event, str] | None:
         try:
             env = Envelope.from_headers(msg.headers)
         except EnvelopeError:
             return None
-        if env.type not in ("NodeRegistered", "NodeLost", "TaskStarted", "TaskFinished"):
-            return None
-        return self.registry.decode(msg.headers[TYPE], msg.data), env.msg_id or f"seq:{msg.seq}"
+        publisher = self.publisher or self.service
+        event = await decode_stored(msg, publisher.park_once, FOLDED, self.registry)
+        return None if event is None else (event, env.msg_id or f"seq:{msg.seq}")
 
     async def recover(self) -> None:
-        """Nodes from their last event; running tasks from the job subjects."""
+        """Nodes from their last event; running tasks from the job subjects (up to the
+        watermark: what the consumer delivers again at or below it is already folded)."""
         now = self.clock()
+        self.watermark = await self.log.last_sequence()
         for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
-            got = self._decode(msg)
+            got = await self._decode(msg)
             if got is not None:
                 self.state = evolve(self.state, got[0], now, got[1])
         async for msg in self.log.replay(1, self.subjects.all_jobs()):
-            got = self._decode(msg)
+            if msg.seq > self.watermark:
+                break
+            got = await self._decode(msg)
             if got is not None:
                 self.state = evolve(self.state, got[0], now, got[1])
 
     async def on_event(self, event: Event, rx: Received) -> None:
+        """Fold a delivered event — unless recovery folded it already: a `TaskStarted`
+        redelivered after its `TaskFinished` would otherwise mark a long-finished task running
+        again, and the next loss of its node would fail it (and restart its job) once more."""
+        if rx.message.seq <= self.watermark:
+            return
         async with self._lock:
             self.state = evolve(self.state, event, self.clock(), rx.cause)
 

@@ -9,7 +9,8 @@ passes wall time in; everything else comes from events, so a test drives it with
 
 Idempotency: a run is identified by the commit that created it (`cause`: the commit's message
 id, or `seq:<n>`), so a redelivered commit is a no-op and a re-placed task (evicted, then placed
-again) is a new run. Emissions carry message ids derived from the run, so even two agents that
+again) is a new run. A second commit of the proposal that created the run (allocators before
+issue 12 wrote such, once the duplicate window had passed) is no new run either. Emissions carry message ids derived from the run, so even two agents that
 race to report the same run produce one log entry in JetStream's duplicate window.
 """
 
@@ -53,6 +54,7 @@ class Run:
     task: str
     node: str
     cause: str  # the commit that created this run
+    proposal: int = 0  # the proposal that commit answered (0: unknown, an older writer)
     profile: TaskProfile = TaskProfile()
     started_at: float | None = None
     finished: bool = False
@@ -147,9 +149,11 @@ def _committed(state: NodeRuntime, event: PlacementCommitted, cause: str) -> Nod
         current = state.runs.get(key)
         if current is not None and current.cause == cause:
             continue  # the same commit again (redelivery, replay)
+        if current is not None and event.proposal_seq and current.proposal == event.proposal_seq:
+            continue  # a second commit of the same proposal (older allocators wrote some)
         state = _put(state, Run(
             namespace=event.namespace, job=event.name, task=p.task, node=p.node, cause=cause,
-            profile=profiles.get(p.task, TaskProfile()),
+            proposal=event.proposal_seq, profile=profiles.get(p.task, TaskProfile()),
         ))  # fmt: skip
     return state
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from contracts.base import Event
-from contracts.envelope import TYPE, Envelope, EnvelopeError
+from contracts.envelope import Envelope, EnvelopeError
 from contracts.events import (
     EvictionRequested,
     JobDeleted,
@@ -45,6 +45,7 @@ from services.runtime.service import (
     Received,
     TransientError,
     chain,
+    decode_stored,
 )
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ class NodeAgent:
         subject = self.subjects.node(node.node)
         for _attempt in range(MAX_REGISTER_ATTEMPTS):
             last = await self.log.last(subject)
-            last_event = self.registry.decode(last.headers[TYPE], last.data) if last else None
+            # an undecodable last event (parked) says nothing: register over it
+            last_event = await decode_stored(last, self.service.park_once) if last else None
             if not needs_registration(node, last_event):
                 return False
             after = last.seq if last else 0
@@ -142,8 +144,8 @@ class NodeAgent:
                 env = Envelope.from_headers(msg.headers)
             except EnvelopeError:
                 continue
-            if env.type in _RUNTIME_TYPES:
-                event = self.registry.decode(env.type, msg.data)
+            event = await decode_stored(msg, self.service.park_once, _RUNTIME_TYPES, self.registry)
+            if event is not None:
                 state = evolve(state, event, env.msg_id or f"seq:{msg.seq}")
         self.state, self.applied_seq = state, seq
         log.info("rebuilt runtime up to #%d: %d runs", seq, len(running(state)))

@@ -22,8 +22,10 @@ from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    PlacementCommitted,
     QueueStateChanged,
     TaskFinished,
+    TaskStarted,
 )
 from contracts.workloads import JobSpec
 from services.core.scheduling import lifecycle
@@ -44,17 +46,33 @@ class Flow:
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
     restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
+    #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
+    task_seq: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def _forget_tasks(self, key: str) -> None:
+        for k in [k for k in self.task_seq if k[0] == key]:
+            del self.task_seq[k]
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
+            case TaskStarted() | TaskFinished():
+                self.task_seq[(f"{event.namespace}/{event.name}", event.task)] = seq
+            case PlacementCommitted():
+                for p in event.placements:
+                    self.task_seq[(f"{event.namespace}/{event.name}", p.task)] = seq
+            case _:
+                pass
+        match event:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
+                self._forget_tasks(key)
                 self.submitted.add(key)
                 self.restarting.discard(key)
                 self.suspended.pop(key, None)
                 self.retries.pop(key, None)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
+                self._forget_tasks(key)
                 self.submitted.discard(key)
                 self.suspended.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
@@ -111,11 +129,18 @@ def terminate(flow: Flow, key: str, phase: str, reason: str) -> list[Event]:
     return out
 
 
-def pod_failed(flow: Flow, event: TaskFinished) -> list[Event]:
-    """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost)."""
+def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
+    """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost).
+
+    Edge-triggered, unlike the rest: it acts only if the failure at `seq` is still the pod's
+    latest event. A failure delivered again after the job was restarted for it (a restart of
+    this service, a new durable consumer, long after the duplicate window) would otherwise
+    restart the job a second time and spend another retry."""
     key = f"{event.namespace}/{event.name}"
     job = flow.projection.jobs.get(key)
     if job is None or event.exit_code == 0 or event.reason in STOPPED_BY_SYSTEM:
+        return []
+    if flow.task_seq.get((key, event.task)) != seq:
         return []
     if key in flow.restarting:
         # Volcano's Restarting state waits for its pods to stop: a pod failing meanwhile is one

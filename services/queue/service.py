@@ -75,7 +75,8 @@ class QueueService:
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark):
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark,
+                                                on_poison=self.service.park_once):
             self.flow.apply(msg.seq, event)
         await self._default_queues()
         await self._sweep()
@@ -119,7 +120,7 @@ class QueueService:
                 self.flow.apply(seq, event)
             owed: list[Event] = []
             if isinstance(event, TaskFinished):
-                owed += fl.pod_failed(self.flow, event)
+                owed += fl.pod_failed(self.flow, event, seq)
             key = fl.job_key(event)
             if key is not None and not owed:
                 owed += fl.job_events(self.flow, key)

@@ -61,6 +61,10 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     parser.add_argument("--durable", default=env("TESSERA_DURABLE", name))
     parser.add_argument("--ack-wait", type=float, default=float(env("TESSERA_ACK_WAIT", "30")))
+    parser.add_argument("--duplicate-window", type=float,
+                        default=float(env("TESSERA_DUPLICATE_WINDOW", "120")),
+                        help="the stream's Nats-Msg-Id window, s (tests shorten it to show that "
+                             "nothing relies on it)")  # fmt: skip
     parser.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
                         help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
     kube = parser.add_argument_group("Kubernetes (without these the service runs on the log only)")
@@ -124,7 +128,8 @@ async def _run_service(
     configure_logging(name, args.log_level)
     trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     event_log = await JetStreamLog.connect(
-        args.nats, subjects=Subjects(args.root), stream=args.stream, ack_wait=args.ack_wait
+        args.nats, subjects=Subjects(args.root), stream=args.stream, ack_wait=args.ack_wait,
+        duplicate_window=args.duplicate_window,
     )
     args.kube = await connect_kube(args)
     app = build(event_log)

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from contracts.base import Event
-from contracts.envelope import TYPE, Envelope, EnvelopeError, msg_id
+from contracts.envelope import DLQ_SOURCE, TYPE, Envelope, EnvelopeError, msg_id
 from contracts.registry import Registry, UndecodableEvent, UnknownEventType, default_registry
 from services.runtime.eventlog.model import (
     AppendResult,
@@ -88,6 +88,7 @@ class EventService:
         self.durable = self.durable or self.name
         self._by_name = {cls.type_name(): h for cls, h in self.handlers.items()}
         self._groups = {cls.type_name(): h for cls, h in self.group_handlers.items()}
+        self._parked: set[str] | None = None  # sources on our dead-letter subject, read once
 
     # --- outgoing ------------------------------------------------------------------------------
 
@@ -177,12 +178,29 @@ class EventService:
         return "handled"
 
     async def _park(self, delivery: Delivery, reason: str) -> str:
-        assert self.metrics is not None
-        log.warning("parking %s#%d: %s", delivery.message.subject, delivery.message.seq, reason)
-        await self.log.park(self.name, delivery.message, reason)
+        await self.park_once(delivery.message, reason)
         await _settle(delivery.term)
-        self.metrics.dead_letters.labels(self.name).inc()
         return "parked"
+
+    async def park_once(self, message: StoredMessage, reason: str) -> bool:
+        """Park a poison message on `<root>.dlq.<service>` unless it is parked there already.
+
+        The start-up replay meets the same poison message at every start, and the consumer may
+        deliver it again after that: the dead-letter stream itself (its `Tessera-DLQ-Source`
+        headers, read once) says whether it is there, not the duplicate window. True if parked
+        now; either way the caller skips the message and goes on."""
+        assert self.metrics is not None
+        if self._parked is None:
+            self._parked = {m.headers.get(DLQ_SOURCE, "") for m in await self.log.dead_letters(self.name)}
+        source = f"{message.subject}#{message.seq}"
+        if source in self._parked:
+            log.warning("skipping %s (parked before): %s", source, reason)
+            return False
+        log.warning("parking %s: %s", source, reason)
+        await self.log.park(self.name, message, reason)
+        self._parked.add(source)
+        self.metrics.dead_letters.labels(self.name).inc()
+        return True
 
     async def run(
         self,
@@ -264,23 +282,53 @@ def chain(*handlers: Handler) -> Handler:
     return handle
 
 
+#: What a reader does with a message whose body does not match its type: a service parks it
+#: (`EventService.park_once`), a read-only reader counts it; either way the reader goes on.
+PoisonHandler = Callable[[StoredMessage, str], Awaitable[object]]
+
+
+async def skip_poison(message: StoredMessage, reason: str) -> None:
+    log.warning("skipping undecodable %s#%d: %s", message.subject, message.seq, reason)
+
+
+async def decode_stored(
+    message: StoredMessage,
+    on_poison: PoisonHandler = skip_poison,
+    types: frozenset[str] | None = None,
+    registry: Registry | None = None,
+) -> Event | None:
+    """One stored message decoded as the live path decodes it: None for an unknown (or
+    unwanted) type — skipped — and for an undecodable body, which `on_poison` hears about first.
+    One bad message in the log must never stop a reader (issue 12 item 4)."""
+    reg = registry or default_registry()
+    kind = message.headers.get(TYPE, "")
+    if kind not in reg or (types is not None and kind not in types):
+        return None
+    try:
+        return reg.decode(kind, message.data)
+    except UndecodableEvent as exc:
+        await on_poison(message, f"undecodable {kind}: {exc}")
+        return None
+
+
 async def replay_decoded(
     log_: EventLog,
     patterns: Sequence[str],
     until: int,
     types: frozenset[str] | None = None,
     registry: Registry | None = None,
+    on_poison: PoisonHandler = skip_poison,
 ) -> AsyncIterator[tuple[StoredMessage, Event]]:
     """The events of `patterns` up to sequence `until`, decoded: what a service folds at start,
-    before its consumer takes over above `until`. Unknown (or unwanted) types are skipped."""
-    reg = registry or default_registry()
+    before its consumer takes over above `until`. Unknown (or unwanted) types are skipped;
+    undecodable ones go to `on_poison` (a service passes its `park_once`) and are skipped."""
     for pattern in patterns:
         async for msg in log_.replay(1, pattern):
             if msg.seq > until:
                 break
-            kind = msg.headers.get(TYPE, "")
-            if kind in reg and (types is None or kind in types):
-                yield msg, reg.decode(kind, msg.data)
+            event = await decode_stored(msg, on_poison, types, registry)
+            if event is not None:
+                yield msg, event
 
 
 def install_stop_signals(stopping: asyncio.Event) -> None:

@@ -28,6 +28,7 @@ from contracts.events import (
     SliceReleased,
     SliceReserved,
 )
+from contracts.owners import job_prefix, owner_key
 from services.core import ledger
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
@@ -54,6 +55,7 @@ class Scheduler:
         self.debounce = debounce
         self.projection = st.ClusterProjection()
         self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
+        self.assumed_tasks: dict[str, set[str]] = {}  # job key -> pods its proposal assumed
         self.assumed: dict[str, dict[str, SliceSpec]] = {}  # card -> owner -> proposed slice
         self.unschedulable: dict[str, str] = {}
         self.sessions = 0
@@ -82,11 +84,11 @@ class Scheduler:
                 self.outstanding[f"{event.namespace}/{event.name}"] = seq
                 self._assume(event)
             case PlacementCommitted():
-                self.outstanding.pop(f"{event.namespace}/{event.name}", None)
-                self._settled(event.namespace, event.name)
+                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
+                    self._settled(event.namespace, event.name)
             case PlacementRejected():
-                self.outstanding.pop(f"{event.namespace}/{event.name}", None)
-                self._forget(event.namespace, event.name)
+                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
+                    self._forget(event.namespace, event.name)
             case SliceReserved() | SliceReleased():
                 # the ledger's usage is authoritative but does not know our outstanding
                 # proposals yet: book them on top again
@@ -96,6 +98,18 @@ class Scheduler:
                 self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
             case _:
                 pass
+
+    def _answers_outstanding(self, namespace: str, name: str, proposal_seq: int) -> bool:
+        """Whether an answer is the one to the job's outstanding proposal (then it is no longer
+        outstanding). The allocator also answers stale proposals — an older one of the job, or
+        one of a job deleted meanwhile — with a rejection; undoing the current proposal's
+        assumptions for those would unbind tasks the allocator is committing or has committed.
+        `proposal_seq` 0 is an answer from an older writer: taken as the outstanding one."""
+        key = f"{namespace}/{name}"
+        if key not in self.outstanding or proposal_seq not in (0, self.outstanding[key]):
+            return False
+        del self.outstanding[key]
+        return True
 
     # --- assumed placements (Volcano's cache "assume") ----------------------------------------
 
@@ -108,18 +122,21 @@ class Scheduler:
         tasks = self.projection.tasks.get(key)
         if tasks is None:
             return
+        assumed = self.assumed_tasks[key] = set()
         for p in event.placements:
             if p.task not in tasks or tasks[p.task].status != st.PENDING:
                 continue
             tasks[p.task] = replace(tasks[p.task], status=st.BOUND, node=p.node, slices=p.slices)
-            owner = st.owner(event.namespace, event.name, p.task)
+            assumed.add(p.task)
+            owner = owner_key(event.namespace, event.name, p.task)
             for a in p.slices:
                 self.assumed.setdefault(a.card, {})[owner] = a.slice
                 self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))
 
     def _settled(self, namespace: str, name: str) -> list[tuple[str, str]]:
         """Drop a job's assumed slices (committed: the ledger has them; rejected: undone)."""
-        prefix = st.owner(namespace, name, "")
+        self.assumed_tasks.pop(f"{namespace}/{name}", None)
+        prefix = job_prefix(namespace, name)
         dropped = []
         for card in list(self.assumed):
             owners = self.assumed[card]
@@ -131,12 +148,17 @@ class Scheduler:
         return dropped
 
     def _forget(self, namespace: str, name: str) -> None:
+        """Undo a rejected proposal's assumptions: its slices, and its tasks back to Pending —
+        only the tasks it assumed, not those an earlier commit of the job bound."""
+        key = f"{namespace}/{name}"
+        assumed = self.assumed_tasks.get(key, set())
         for card, owner in self._settled(namespace, name):
             self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="rejected"))
-        key = f"{namespace}/{name}"
-        for pod, t in list(self.projection.tasks.get(key, {}).items()):
-            if t.status == st.BOUND:
-                self.projection.tasks[key][pod] = replace(t, status=st.PENDING, node="", slices=())
+        tasks = self.projection.tasks.get(key, {})
+        for pod in assumed:
+            t = tasks.get(pod)
+            if t is not None and t.status == st.BOUND:
+                tasks[pod] = replace(t, status=st.PENDING, node="", slices=())
 
     def _card_usage(self, uuid: str, command: ledger.Command) -> None:
         snap = self.projection.cards.get(uuid)
@@ -156,7 +178,8 @@ class Scheduler:
 
     async def recover(self) -> None:
         self.recovered_seq = await self.log.last_sequence()
-        async for msg, event in replay_decoded(self.log, [self.subjects.events], self.recovered_seq):
+        async for msg, event in replay_decoded(self.log, [self.subjects.events], self.recovered_seq,
+                                                on_poison=self.service.park_once):
             self._apply(msg.seq, event)
         self._dirty.set()
 

@@ -34,8 +34,9 @@ async def test_gang_commit_is_one_batch_and_conflicts_are_refused_with_the_rule(
     await put(event_log, s.job("default", "train"), proposal("train", "n1", [0, 1]))
     await put(event_log, s.job("default", "late"), proposal("late", "n1", [1]))
     outcomes = await drain(alloc)
-    assert outcomes.count("handled") == 3  # its own commit/reject events come back "ignored"
-    assert set(outcomes) == {"handled", "ignored"}
+    # node, two proposals, and its own commit and rejection coming back (folded as answers)
+    assert outcomes.count("handled") == 5
+    assert set(outcomes) == {"handled"}
     jobs = decoded([m async for m in event_log.replay(1, s.all_jobs())])
     committed = [e for e in jobs if isinstance(e, PlacementCommitted)]
     rejected = [e for e in jobs if isinstance(e, PlacementRejected)]
@@ -55,7 +56,10 @@ async def test_gang_commit_is_one_batch_and_conflicts_are_refused_with_the_rule(
     assert cards["n1-Ascend910B3-1"]["owners"] == ["default/train/worker-1"]
 
 
-async def test_redelivered_proposal_commits_once(event_log: EventLog) -> None:
+async def test_repeated_proposal_commits_once(event_log: EventLog) -> None:
+    """The same placement proposed twice: booked once; the second copy is answered (rejected,
+    "already placed") rather than left unanswered, which would keep the job outstanding in the
+    scheduler for ever."""
     s = event_log.subjects
     alloc = Allocator(event_log)
     await put(event_log, s.node("n1"), ascend_node("n1"))
@@ -65,7 +69,8 @@ async def test_redelivered_proposal_commits_once(event_log: EventLog) -> None:
     events = decoded([m async for m in event_log.replay()])
     assert sum(isinstance(e, PlacementCommitted) for e in events) == 1
     assert sum(isinstance(e, SliceReserved) for e in events) == 3
-    assert not any(isinstance(e, PlacementRejected) for e in events)
+    rejected = [e for e in events if isinstance(e, PlacementRejected)]
+    assert [r.reason for r in rejected] == ["already placed as proposed"]
     card = alloc.cards["n1-Ascend910B3-0"]
     assert card.usage.memory_used == 3 * 16384 and card.usage.cores_used == 15
     assert check_invariants(card) == []
@@ -78,6 +83,7 @@ async def test_releases_are_idempotent_and_recovery_rebuilds_identical_ledgers(
     alloc = Allocator(event_log)
     await put(event_log, s.node("n1"), ascend_node("n1"))
     await put(event_log, s.job("default", "inf"), proposal("inf", "n1", [0, 0, 1], VIR05))
+    await drain(alloc)  # committed before any task can finish
     done = TaskFinished(namespace="default", name="inf", task="worker-0", node="n1", exit_code=0)
     await put(event_log, s.job("default", "inf"), done, mid="fin-1")
     await put(event_log, s.job("default", "inf"), done, mid="fin-2")  # reported twice
@@ -93,3 +99,26 @@ async def test_releases_are_idempotent_and_recovery_rebuilds_identical_ledgers(
     assert {u: encode_state(c) for u, c in fresh.cards.items()} == {
         u: encode_state(c) for u, c in alloc.cards.items()
     }
+
+
+async def test_a_proposal_superseded_by_an_answered_one_is_rejected_not_committed(
+    event_log: EventLog,
+) -> None:
+    """P1 was never answered, P2 of the same job was (by another allocator): P1 is stale. It is
+    answered with a rejection — the scheduler re-plans — and never booked."""
+    s = event_log.subjects
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    p1 = await put(event_log, s.job("default", "j"), proposal("j", "n1", [0]))
+    p2_event = proposal("j", "n1", [1])
+    p2 = await put(event_log, s.job("default", "j"), p2_event)
+    answer = PlacementRejected(namespace="default", name="j", reason="elsewhere", proposal_seq=p2)
+    await put(event_log, s.job("default", "j"), answer)
+    alloc = Allocator(event_log)
+    await alloc.recover()
+    await drain(alloc)
+    events = decoded([m async for m in event_log.replay(1, s.all_jobs())])
+    assert not any(isinstance(e, PlacementCommitted) for e in events)
+    rejected = [e for e in events if isinstance(e, PlacementRejected)]
+    assert [r.proposal_seq for r in rejected] == [p2, p1]
+    assert "answered after it" in rejected[-1].reason
+    assert all(c.usage.slices_used == 0 for c in alloc.cards.values())

@@ -83,3 +83,22 @@ async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -
     fresh = NodeMonitor(log, timeout=10.0, clock=lambda: now[0] + 100)
     await fresh.recover()  # a restarted monitor reads the loss and does not repeat it
     assert await fresh.check() == []
+
+
+async def test_events_redelivered_below_the_recovered_watermark_change_nothing() -> None:
+    """A `TaskStarted` delivered again after recovery folded its `TaskFinished` (a restart, a
+    new durable) must not mark the finished task running: the next loss of its node would fail
+    it — and restart its job — once more."""
+    from contracts.envelope import Envelope
+    from services.runtime.service import Received
+
+    log = MemoryLog()
+    s = log.subjects
+    await put(log, s.node("n1"), NodeRegistered(node="n1", cpu_milli=1, memory_mib=1))
+    start_seq = await put(log, s.job("ns", "j"), started("t", "n1"))
+    await put(log, s.job("ns", "j"), TaskFinished(namespace="ns", name="j", task="t", node="n1"))
+    monitor = NodeMonitor(log, timeout=5.0, clock=lambda: 0.0)
+    await monitor.recover()
+    msg = next(m for m in log.messages() if m.seq == start_seq)
+    await monitor.on_event(started("t", "n1"), Received(msg, Envelope.from_headers(msg.headers)))
+    assert monitor.state.tasks == {}

@@ -151,3 +151,20 @@ def test_replaying_the_log_rebuilds_the_state_and_resumes_timers() -> None:
         ("TaskFinished", "train-w-0", 0, "", 55.0),
         ("TaskFinished", "train-w-1", 0, "", 58.0),
     ]
+
+
+def test_a_second_commit_of_the_same_proposal_after_the_run_finished_is_no_new_run() -> None:
+    """Older allocators committed a proposal again once the duplicate window had passed; the
+    node must not start the pod a second time when it meets such a commit (live or replaying)."""
+    from msgspec.structs import replace
+
+    first = replace(commit(("train-w-0", "n1")), proposal_seq=7)
+    state = evolve(evolve(HOSTED, submitted(duration=1.0)), first, "commit-1")
+    state, out = step(state, 100.0)
+    state, out2 = step(state, 200.0)
+    assert [k[0] for k in kinds(out + out2)] == ["TaskStarted", "TaskFinished"]
+    state = evolve(state, first, "commit-2")  # same proposal, another commit message
+    assert decide(state, 300.0) == []
+    again = replace(first, proposal_seq=9)  # a new proposal (the task placed anew) is a new run
+    state, out = step(evolve(state, again, "commit-3"), 400.0)
+    assert [k[0] for k in kinds(out)] == ["TaskStarted"]

@@ -167,3 +167,32 @@ async def test_two_pods_lost_together_restart_the_job_once(event_log: EventLog) 
     tasks = svc.flow.projection.tasks["ns/g"]
     assert {t.status for t in tasks.values()} == {"Pending"}
     assert "ns/g" not in svc.flow.restarting  # all back to Pending: the restart is over
+
+
+async def test_a_failure_delivered_again_after_the_restart_restarts_nothing() -> None:
+    """A pod failure the service already restarted the job for, delivered again once the job
+    runs again (a restart of the service, a new durable consumer, long after the duplicate
+    window — modelled by a log without de-duplication): no second restart, no retry spent."""
+    from services.runtime.eventlog import MemoryLog
+
+    log = MemoryLog(dedup=False)
+    svc = await started(log)
+    s = log.subjects
+    job = spec("r", policies=(("PodFailed", "RestartJob"),), max_retry=3)
+    await put(log, s.job("ns", "r"), JobSubmitted(spec=job))
+    await run_tasks(log, "r", ["r-w-0", "r-w-1"])
+    await put(log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-0", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)
+    await put(log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-1",
+                                                  node="n1", exit_code=137, reason="evicted"))  # fmt: skip
+    await run_tasks(log, "r", ["r-w-0", "r-w-1"])  # running again after the restart
+    await drain(svc)
+    fresh = QueueService(log)  # a new durable: it sees the old failure again
+    await fresh.recover()
+    consumer = await log.consumer("queue-new", fresh.service.filter_subjects)
+    while (d := await consumer.next(timeout=0.3)) is not None:
+        await fresh.service.handle(d)
+    events = await job_events(log, "r")
+    restarts = [e.reason for e in events if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"]
+    assert restarts == ["RestartJob: retry 1/3"]

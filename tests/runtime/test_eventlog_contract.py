@@ -236,3 +236,34 @@ async def test_unknown_event_type_is_skipped_and_counted(event_log: EventLog) ->
     assert svc.metrics is not None and svc.metrics.count("unknown", "FromTheFuture") == 1
     assert await event_log.dead_letters("probe") == []
     await consumer.close()
+
+
+async def test_a_batch_holding_a_known_message_id_is_a_duplicate_not_a_conflict(
+    event_log: EventLog,
+) -> None:
+    """Retrying a conflict would be refused again until the window ends (then land twice): the
+    writer must learn that this very batch landed, and re-read."""
+    from services.runtime.eventlog import Duplicate
+
+    s = event_log.subjects
+    batch = [ev_entry(event_log, s.card("n1", "c0"), NodeLost(node="a"), mid="cause#0"),
+             ev_entry(event_log, s.job("default", "j"), NodeLost(node="b"), mid="cause#1")]  # fmt: skip
+    assert isinstance(await event_log.append_batch(batch), BatchCommitted)
+    before = await event_log.last_sequence()
+    again = await event_log.append_batch(batch)
+    assert isinstance(again, Duplicate)
+    assert await event_log.last_sequence() == before
+
+
+async def test_ack_floor_of_a_durable(event_log: EventLog) -> None:
+    s = event_log.subjects
+    assert await event_log.ack_floor("nobody") == 0
+    for i in range(3):
+        await event_log.append(ev_entry(event_log, s.job("default", f"j{i}"), NodeLost(node="x")))
+    consumer = await event_log.consumer("floor", [s.all_jobs()])
+    first = await consumer.next(timeout=2)
+    second = await consumer.next(timeout=2)
+    assert first is not None and second is not None
+    await second.ack()
+    await consumer.close()  # flushes the acks of a JetStream consumer
+    assert await event_log.ack_floor("floor") == 0  # the first one is still unacknowledged

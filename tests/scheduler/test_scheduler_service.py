@@ -104,3 +104,29 @@ async def test_scheduler_and_allocator_together_bind_each_job_once(event_log: Ev
     assert sum(isinstance(e, PlacementProposed) for e in events) == 6
     used = sorted(c.usage.memory_used for c in alloc.cards.values())
     assert used == [3 * 16384, 3 * 16384] or sum(used) == 6 * 16384
+
+
+async def test_an_answer_to_an_older_proposal_leaves_the_outstanding_one_alone() -> None:
+    """The allocator answers stale proposals (an older one of the job) with a rejection; that
+    must not undo the job's current proposal in the scheduler (tasks back to Pending, proposed
+    again while the allocator commits the first) — only the answer to it does."""
+    from contracts.events import PlacementRejected
+    from services.core.scheduling import snapshot as st
+    from services.runtime.eventlog import MemoryLog
+
+    log = MemoryLog()
+    await seed(log)
+    s = log.subjects
+    await put(log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    sched = Scheduler(log)
+    await sched.recover()
+    proposal = next(o.event for o in sched.session_events() if isinstance(o.event, PlacementProposed))
+    sched._fold(100, proposal)
+    stale = PlacementRejected(namespace="default", name="small", reason="stale", proposal_seq=50)
+    sched._fold(101, stale)
+    assert sched.outstanding == {"default/small": 100}
+    assert {t.status for t in sched.projection.tasks["default/small"].values()} == {st.BOUND}
+    assert not [o for o in sched.session_events() if isinstance(o.event, PlacementProposed)]
+    sched._fold(102, PlacementRejected(namespace="default", name="small", reason="x", proposal_seq=100))
+    assert sched.outstanding == {}
+    assert {t.status for t in sched.projection.tasks["default/small"].values()} == {st.PENDING}

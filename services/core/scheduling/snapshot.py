@@ -112,10 +112,6 @@ def task_names(spec: JobSpec) -> list[tuple[str, str, int, TaskSpec]]:
     return out
 
 
-def owner(namespace: str, job: str, pod: str) -> str:
-    return f"{namespace}/{job}/{pod}"
-
-
 class ClusterProjection:
     """Mutable fold of the log into what the scheduler needs; `snapshot()` freezes it.
 

@@ -30,6 +30,7 @@ from contracts.events import (
     TaskPlacement,
     TaskStarted,
 )
+from contracts.owners import owner_key
 from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, QueueSpec
@@ -177,7 +178,7 @@ class Simulation:
         staged: dict[str, ledger.CardState] = {}
         events: list[Event] = []
         for p in placements:
-            owner = st.owner(ns, name, p.task)
+            owner = owner_key(ns, name, p.task)
             for s in p.slices:
                 state = staged.get(s.card, self.cards[s.card])
                 got = ledger.decide(state, ledger.ReserveSlice(owner, s.slice))
@@ -214,7 +215,7 @@ class Simulation:
     def _release(
         self, ns: str, name: str, pod: str, slices: Sequence[SliceAssignment], reason: str
     ) -> None:
-        owner = st.owner(ns, name, pod)
+        owner = owner_key(ns, name, pod)
         for s in slices:
             got = ledger.decide(self.cards[s.card], ledger.ReleaseSlice(owner, reason))
             if isinstance(got, list):

@@ -1,5 +1,6 @@
 """The event log as JSONL (`seq, subject, headers, data`), written by `--events` and read by
-`--replay`; `data` is the event body as JSON, so the file is readable and re-encodes exactly."""
+`--replay`; `data` is the event body as JSON, so the file is readable and re-encodes exactly
+(`raw` instead for a body that is not JSON at all, so even a poisoned log round-trips)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from services.runtime.eventlog.model import StoredMessage
 def write_jsonl(path: Path, messages: Iterable[StoredMessage]) -> None:
     with path.open("w") as f:
         for m in messages:
-            f.write(json.dumps({"seq": m.seq, "subject": m.subject, "headers": dict(m.headers),
-                                "data": json.loads(m.data)}, sort_keys=True, separators=(",", ":")))  # fmt: skip
+            row: dict[str, object] = {"seq": m.seq, "subject": m.subject, "headers": dict(m.headers)}
+            try:
+                row["data"] = json.loads(m.data)
+            except ValueError:  # a body that is not even JSON (poison): kept as it is
+                row["raw"] = m.data.decode("utf-8", "replace")
+            f.write(json.dumps(row, sort_keys=True, separators=(",", ":")))
             f.write("\n")
 
 
@@ -24,6 +29,9 @@ def read_jsonl(path: Path) -> list[StoredMessage]:
         if not line.strip():
             continue
         row = json.loads(line)
-        data = json.dumps(row["data"], separators=(",", ":")).encode()
+        if "raw" in row:
+            data = str(row["raw"]).encode()
+        else:
+            data = json.dumps(row["data"], separators=(",", ":")).encode()
         out.append(StoredMessage(int(row["seq"]), str(row["subject"]), data, dict(row["headers"])))
     return out

@@ -30,7 +30,7 @@ from contracts.events import (
     TaskFinished,
     TaskStarted,
 )
-from contracts.registry import UnknownEventType, default_registry
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import conf_from_mapping
 from services.core.scheduling.decide import open_session
@@ -53,10 +53,16 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     cycles = 0
     bound = 0
     rejected_placements = 0
+    skipped: list[dict[str, Any]] = []
     for msg in messages:
+        kind = msg.headers.get("Tessera-Type", "")
         try:
-            ev = reg.decode(msg.headers.get("Tessera-Type", ""), msg.data)
+            ev = reg.decode(kind, msg.data)
         except UnknownEventType:
+            continue
+        except UndecodableEvent as exc:  # as the services do: count it, say so, go on
+            skipped.append({"seq": msg.seq, "subject": msg.subject, "type": kind,
+                            "reason": str(exc)})  # fmt: skip
             continue
         cycles = max(cycles, int(msg.headers.get(SESSION_HEADER, "0") or 0))
         projection.apply(msg.seq, ev)
@@ -182,7 +188,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     phases: dict[str, int] = {}
     for p in pod_rows:
         phases[p["phase"]] = phases.get(p["phase"], 0) + 1
-    return {
+    report: dict[str, Any] = {
         "pods": pod_rows,
         "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
         "evictions": evictions,
@@ -200,6 +206,19 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             "cards_total": len(card_rows),
         },
     }
+    if skipped:  # only then: a clean log's report stays byte-identical to what it was
+        report["undecodable"] = skipped
+    return report
+
+
+def undecodable_warning(report: dict[str, Any]) -> str:
+    """One line for a reader's stderr about the events a report had to skip ("" if none)."""
+    skipped = report.get("undecodable", [])
+    if not skipped:
+        return ""
+    first = ", ".join(f"#{s['seq']} {s['type']}" for s in skipped[:5])
+    more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+    return f"warning: {len(skipped)} undecodable event(s) skipped: {first}{more}"
 
 
 def _pod(ns: str, name: str, job: str, phase: str, reason: str) -> dict[str, Any]:

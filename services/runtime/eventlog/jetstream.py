@@ -28,7 +28,7 @@ from nats.js.api import (
     StreamConfig,
 )
 
-from contracts.envelope import DLQ_REASON, DLQ_SOURCE, EXPECTED_LAST_SUBJECT_SEQ
+from contracts.envelope import DLQ_REASON, DLQ_SOURCE, EXPECTED_LAST_SUBJECT_SEQ, MSG_ID
 from contracts.subjects import Subjects
 from services.runtime.eventlog.model import (
     Appended,
@@ -36,14 +36,16 @@ from services.runtime.eventlog.model import (
     BatchCommitted,
     BatchResult,
     Conflict,
+    Duplicate,
     Entry,
     LogError,
     StoredMessage,
 )
 
 WRONG_LAST_SEQUENCE = 10071
-#: An atomic batch holding a message id already in the duplicate window: another writer (or our
-#: own earlier attempt) already wrote the same decision, so the view is stale — a conflict.
+#: An atomic batch holding a message id already in the duplicate window: our own earlier attempt
+#: (or a replica deciding the same thing) already wrote it. Reported as `Duplicate`, not as a
+#: conflict: retrying a conflict would be refused again until the window ends, then land twice.
 BATCH_DUPLICATE_ID = 10201
 _WRONG_SEQ_RE = re.compile(r"wrong last sequence: (\d+)")
 BATCH_ID = "Nats-Batch-Id"
@@ -335,7 +337,10 @@ class JetStreamLog:
         try:
             ack = await _settle(fut, self.timeout)
         except PublishError as err:
-            if err.err_code not in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
+            if err.err_code == BATCH_DUPLICATE_ID:
+                first = next((e for e in entries if e.headers.get(MSG_ID)), entries[0])
+                return Duplicate(first.subject, first.headers.get(MSG_ID, ""))
+            if err.err_code != WRONG_LAST_SEQUENCE:
                 raise LogError(f"atomic batch failed: {err}") from err
             return await self._which_conflict(entries, _actual_from(err.description))
         except TimeoutError:
@@ -382,6 +387,13 @@ class JetStreamLog:
     async def last_sequence(self) -> int:
         info = await self.js.stream_info(self.stream)
         return info.state.last_seq
+
+    async def ack_floor(self, durable: str) -> int:
+        try:
+            info = await self.js.consumer_info(self.stream, durable)
+        except nats.js.errors.NotFoundError:
+            return 0
+        return info.ack_floor.stream_seq if info.ack_floor else 0
 
     async def _ordered(
         self, config: ConsumerConfig, filter_subject: str, stream: str | None = None

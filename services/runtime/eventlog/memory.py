@@ -19,6 +19,7 @@ from services.runtime.eventlog.model import (
     BatchCommitted,
     BatchResult,
     Conflict,
+    Duplicate,
     Entry,
     StoredMessage,
     subject_matches,
@@ -172,6 +173,9 @@ class MemoryLog:
         staged: dict[str, int] = {}
         next_seq = len(self._messages) + 1
         for entry in entries:
+            mid = entry.headers.get(MSG_ID)
+            if mid and self._dedup and mid in self._msg_ids:
+                return Duplicate(entry.subject, mid)  # JetStream refuses the whole batch too
             conflict = self._check(entry, staged)
             if conflict:
                 return conflict
@@ -205,6 +209,14 @@ class MemoryLog:
 
     async def last_sequence(self) -> int:
         return len(self._messages)
+
+    async def ack_floor(self, durable: str) -> int:
+        state = self._durables.get(durable)
+        if state is None:
+            return 0
+        if state.unacked:
+            return min(state.unacked) - 1
+        return self._messages[state.next_index - 1].seq if state.next_index else 0
 
     def messages(
         self, start_seq: int = 1, filter_subject: str | None = None

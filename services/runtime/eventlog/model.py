@@ -56,8 +56,21 @@ class BatchCommitted:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A batch holding a message id the log already has: this very write (same cause, same
+    index) landed before. Not a conflict — re-deciding cannot help; re-read and recognise it.
+    The log only knows within its duplicate window, so writers must not rely on seeing this."""
+
+    subject: str
+    msg_id: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.subject}: message id {self.msg_id or '?'} already in the log"
+
+
 AppendResult = Appended | Conflict
-BatchResult = BatchCommitted | Conflict
+BatchResult = BatchCommitted | Conflict | Duplicate
 
 
 class LogError(RuntimeError):
@@ -109,6 +122,11 @@ class EventLog(Protocol):
     async def last_per_subject(self, filter_subject: str) -> list[StoredMessage]: ...
 
     async def last_sequence(self) -> int: ...
+
+    async def ack_floor(self, durable: str) -> int:
+        """The stream sequence up to which `durable` has acknowledged everything (0 when it
+        does not exist yet): where a restarted consumer's redeliveries can start."""
+        ...
 
     def replay(
         self, start_seq: int = 1, filter_subject: str | None = None

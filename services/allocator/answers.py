@@ -1,0 +1,128 @@
+"""Which proposals the log has already answered, and which releases are stale — from the log.
+
+JetStream forgets message ids after its duplicate window (two minutes), so a proposal
+redelivered later (an allocator killed between its durable commit and its ack, a new durable
+consumer replaying an old system) would be committed a second time once the pod had finished
+and its slices were free: the pod runs twice (issue 12 item 1). This projection of the job
+subjects is what recognises such a proposal instead (DESIGN §4 "idempotency comes from the
+log"). A proposal at sequence `p` of a job is
+
+* **answered** when a `PlacementCommitted` / `PlacementRejected` with `proposal_seq == p` exists;
+* **stale** when a later proposal of the job was answered, or the job was deleted or ended
+  after it: it must not be committed, and is answered with a rejection (the scheduler re-plans);
+* **open** otherwise: the ledgers decide.
+
+Releases have the same hazard the other way round: a `TaskFinished` or `JobDeleted` delivered
+again after the task was placed anew would free the new run's slices. A release at sequence `s`
+applies only to a task whose last commit is older than `s`.
+
+Pure: `apply(seq, event)` folds, the queries read; the allocator's shell feeds it from a bounded
+scan at start (the job subjects above its consumer's ack floor) and from its consumer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from contracts.base import Event
+from contracts.events import (
+    JobDeleted,
+    JobPhaseChanged,
+    PlacementCommitted,
+    PlacementRejected,
+)
+
+#: Job phases after which no proposal of the job may be committed (the queue service's terminal
+#: phases; a `Completed` PodGroup phase without a reason is the PodGroup's, not the job's end).
+ENDED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
+
+#: Event types this projection folds (the shell decodes only these while scanning).
+FOLDED = frozenset(
+    cls.type_name() for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged)
+)
+
+OPEN = "open"
+ANSWERED = "answered"
+
+
+@dataclass(slots=True)
+class JobAnswers:
+    last_seq: int = 0  # last sequence seen on the job subject (the expectation for an answer)
+    floor: int = 0  # proposals below this are stale
+    why: str = ""  # what set the floor
+    answered: set[int] = field(default_factory=set)
+    placed: dict[str, int] = field(default_factory=dict)  # task -> sequence of its last commit
+
+
+def ended(event: Event) -> str:
+    """Why an event ends the job for the allocator ("" if it does not)."""
+    if isinstance(event, JobDeleted):
+        return "the job was deleted"
+    if isinstance(event, JobPhaseChanged) and (
+        event.phase in ENDED_PHASES or (event.phase == "Completed" and event.reason)
+    ):
+        return f"the job is {event.phase}"
+    return ""
+
+
+class Answers:
+    def __init__(self) -> None:
+        self.jobs: dict[tuple[str, str], JobAnswers] = {}
+
+    def _job(self, namespace: str, name: str) -> JobAnswers:
+        key = (namespace, name)
+        job = self.jobs.get(key)
+        if job is None:
+            job = self.jobs[key] = JobAnswers()
+        return job
+
+    def seen(self, namespace: str, name: str, seq: int) -> None:
+        """A message of any type on the job's subject."""
+        job = self._job(namespace, name)
+        job.last_seq = max(job.last_seq, seq)
+
+    def apply(self, seq: int, event: Event) -> None:
+        """Fold one job-subject event (any type; only answers and endings change anything)."""
+        ns, name = getattr(event, "namespace", None), getattr(event, "name", None)
+        if not isinstance(ns, str) or not isinstance(name, str):
+            return
+        job = self._job(ns, name)
+        job.last_seq = max(job.last_seq, seq)
+        match event:
+            case PlacementCommitted() | PlacementRejected():
+                job.answered.add(event.proposal_seq)
+                if event.proposal_seq > job.floor:
+                    job.floor = event.proposal_seq
+                    job.why = f"proposal #{event.proposal_seq} of the job was answered after it"
+                if isinstance(event, PlacementCommitted):
+                    for p in event.placements:
+                        job.placed[p.task] = max(job.placed.get(p.task, 0), seq)
+            case _:
+                why = ended(event)
+                if why and seq > job.floor:
+                    job.floor, job.why = seq, f"{why} (#{seq})"
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def verdict(self, namespace: str, name: str, proposal_seq: int) -> str:
+        """OPEN, ANSWERED, or the reason the proposal is stale."""
+        job = self.jobs.get((namespace, name))
+        if job is None:
+            return OPEN
+        if proposal_seq in job.answered:
+            return ANSWERED
+        if proposal_seq < job.floor:
+            return f"stale proposal #{proposal_seq}: {job.why}"
+        return OPEN
+
+    def expected_seq(self, namespace: str, name: str, proposal_seq: int) -> int:
+        """The job subject's last sequence as far as we know, for the answer's OCC check: if
+        anything landed on the job since (an answer by another allocator, a deletion), the
+        commit fails and the allocator reads what it missed."""
+        job = self.jobs.get((namespace, name))
+        return max(job.last_seq if job else 0, proposal_seq)
+
+    def release_applies(self, namespace: str, name: str, task: str, seq: int) -> bool:
+        """Whether a release at `seq` is about the task's current run (not an older one)."""
+        job = self.jobs.get((namespace, name))
+        return job is None or job.placed.get(task, 0) < seq
