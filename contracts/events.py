@@ -150,6 +150,18 @@ class JobDeleted(Event, frozen=True, tag="JobDeleted"):
 # --- node aggregate ----------------------------------------------------------------------------
 
 
+class RunningTask(Record, frozen=True):
+    """A pod already running on a node when the node is first registered (placed before
+    Tessera, or by another scheduler): booked with the node's cards, before anything else is
+    placed there. Slices from HAMi's `-devices-allocated` annotations, else `fit` requests."""
+
+    namespace: str
+    job: str
+    task: str
+    slices: tuple[SliceAssignment, ...] = ()
+    fit: tuple[DeviceRequest, ...] = ()
+
+
 class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
     node: str
     cpu_milli: int
@@ -159,6 +171,7 @@ class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
     annotations: dict[str, str] = {}
     taints: tuple[str, ...] = ()
     cards: tuple[CardSpec, ...] = ()
+    running: tuple[RunningTask, ...] = ()  # only on a first registration (see RunningTask)
 
 
 class NodeLost(Event, frozen=True, tag="NodeLost"):

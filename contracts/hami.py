@@ -14,6 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from contracts.devices import SliceSpec
+from contracts.events import SliceAssignment
+
 NVIDIA_REGISTER = "hami.io/node-nvidia-register"
 NVIDIA_HANDSHAKE = "hami.io/node-handshake"
 ASCEND_REGISTER_PREFIX = "hami.io/node-register-"
@@ -165,6 +168,16 @@ def allocated_devices(annotations: Mapping[str, str]) -> list[PodDevice]:
             except CodecError:
                 continue
     return out
+
+
+def annotated_slices(node: str, annotations: Mapping[str, str]) -> tuple[SliceAssignment, ...]:
+    """A running pod's slices as HAMi's annotations give them (memory and cores per card; the
+    allocator reads the slice kind off the card it books them on)."""
+    return tuple(
+        SliceAssignment(card=d.uuid, node=node,
+                        slice=SliceSpec(kind="soft", memory=d.memory, cores=d.cores))
+        for d in allocated_devices(annotations)
+    )  # fmt: skip
 
 
 def encode_runtime_info(devices: Sequence[PodDevice], templates: Mapping[str, str]) -> str:

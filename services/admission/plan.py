@@ -18,7 +18,6 @@ import msgspec
 from contracts import hami
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
-from contracts.devices import SliceSpec
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
@@ -27,7 +26,6 @@ from contracts.events import (
     PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
-    SliceAssignment,
     TaskPlacement,
 )
 from contracts.workloads import JobSpec, QueueSpec
@@ -176,11 +174,7 @@ def existing_placement(job: JobSpec, running: list[RunningPod]) -> PlacementProp
     pods' device requests for the allocator to fit on the node's free cards."""
     placements = []
     for rp in running:
-        slices = tuple(
-            SliceAssignment(card=d.uuid, node=rp.node, slice=SliceSpec(kind="soft", memory=d.memory,
-                                                                       cores=d.cores))
-            for d in hami.allocated_devices(rp.annotations)
-        )  # fmt: skip
+        slices = hami.annotated_slices(rp.node, rp.annotations)
         placements.append(TaskPlacement(task=rp.pod, node=rp.node, slices=slices,
                                         fit=() if slices else rp.devices))  # fmt: skip
     return PlacementProposed(namespace=job.namespace, name=job.name, based_on=0,

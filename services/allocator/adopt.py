@@ -9,11 +9,12 @@ any other.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import msgspec
 
 from contracts.devices import CardSpec, SliceSpec
-from contracts.events import PlacementProposed, SliceAssignment, TaskPlacement
+from contracts.events import PlacementProposed, RunningTask, SliceAssignment, TaskPlacement
 from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
@@ -36,12 +37,24 @@ def resolve_existing(
     cards: Mapping[str, CardState],
     node_cards: Mapping[str, Sequence[str]],
     vendors: VendorRegistry,
+    holdings: Mapping[str, AbstractSet[str]] | None = None,
     config: DeviceConfig | None = None,
 ) -> PlacementProposed | Refusal:
+    """`holdings` (owner → cards): a pod booked already (with its node's registration) keeps
+    exactly what it holds."""
     staged: dict[str, CardState] = {}
     placements: list[TaskPlacement] = []
     for p in proposal.placements:
         slices: list[SliceAssignment] = []
+        held = (holdings or {}).get(owner_key(proposal.namespace, proposal.name, p.task), ())
+        if held:
+            for card in sorted(held):
+                state = cards[card]
+                s = state.slice_of(owner_key(proposal.namespace, proposal.name, p.task))
+                if s is not None:
+                    slices.append(SliceAssignment(card=card, node=p.node, slice=s))
+            placements.append(msgspec.structs.replace(p, slices=tuple(slices), fit=()))
+            continue
         if p.slices:
             for a in p.slices:
                 state = staged.get(a.card) or cards.get(a.card)
@@ -68,3 +81,11 @@ def resolve_existing(
                 staged[a.card] = state
         placements.append(msgspec.structs.replace(p, slices=tuple(slices), fit=()))
     return msgspec.structs.replace(proposal, placements=tuple(placements))
+
+
+def running_proposal(node: str, task: RunningTask) -> PlacementProposed:
+    """A pod reported running with its node's first registration, as an `existing` proposal."""
+    return PlacementProposed(
+        namespace=task.namespace, name=task.job, based_on=0, existing=True,
+        placements=(TaskPlacement(task=task.task, node=node, slices=task.slices, fit=task.fit),),
+    )  # fmt: skip

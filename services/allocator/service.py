@@ -11,7 +11,7 @@ affected cards (or the job's new events) are re-read and the proposal is judged 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -31,7 +31,7 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.owners import job_prefix, owner_key, parse_owner
-from services.allocator.adopt import resolve_existing
+from services.allocator.adopt import resolve_existing, running_proposal
 from services.allocator.answers import ANSWERED, OPEN, Answers
 from services.allocator.answers import FOLDED as ANSWER_TYPES
 from services.allocator.commit import (
@@ -242,9 +242,33 @@ class Allocator:
                 gone = decide(state, RetireCard())  # the node no longer reports it (HAMi health)
                 if not isinstance(gone, Rejection):
                     writes.extend(CardWrite(uuid, event.node, e) for e in gone)
+            writes.extend(self._book_running(event, writes))
             if await self._card_batch(writes, rx):
                 return
         raise TransientError(f"node {event.node}: card ledgers kept moving")
+
+    def _book_running(self, event: NodeRegistered, writes: list[CardWrite]) -> list[CardWrite]:
+        """Slices of the pods already running on a newly registered node, in the same batch as
+        its cards: no proposal (they all come after this registration) can take them first."""
+        staged: dict[str, CardState] = {}
+        for w in writes:
+            staged[w.card] = evolve(staged.get(w.card) or self.cards.get(w.card) or CardState(uuid=w.card), w.event)  # type: ignore[arg-type]
+        view = ChainMap(staged, self.cards)
+        here = {event.node: sorted({c.uuid for c in event.cards})}
+        out: list[CardWrite] = []
+        for task in event.running:
+            if self.holdings.get(owner_key(task.namespace, task.job, task.task)):
+                continue  # booked already
+            resolved = resolve_existing(running_proposal(event.node, task), view, here, self.vendors)
+            plan = resolved if isinstance(resolved, Refusal) else plan_commit(resolved, view, self.holdings)
+            if isinstance(plan, Refusal):
+                log.warning("running pod %s/%s on %s not booked: %s", task.namespace, task.task,
+                            event.node, plan.reason)  # fmt: skip
+                continue
+            for w in plan.writes:
+                staged[w.card] = evolve(view[w.card], w.event)  # type: ignore[arg-type]
+            out.extend(plan.writes)
+        return out
 
     def node_cards(self, node: str) -> list[str]:
         return sorted(self.by_node.get(node, ()))
@@ -349,7 +373,7 @@ class Allocator:
                 continue
             if original.existing:  # already runs: its slices from annotations, or fitted
                 by_node = {p.node: self.node_cards(p.node) for p in original.placements}
-                resolved = resolve_existing(original, self.cards, by_node, self.vendors)
+                resolved = resolve_existing(original, self.cards, by_node, self.vendors, self.holdings)
                 if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
                     raise TransientError(resolved.reason)  # its node registers soon
                 if isinstance(resolved, PlacementProposed):

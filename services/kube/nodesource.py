@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgspec
+
+from contracts import hami
 from contracts.base import Event
 from contracts.envelope import TYPE, content_id
 from contracts.events import (
@@ -25,11 +28,15 @@ from contracts.events import (
     NodeLost,
     NodeRegistered,
     PlacementCommitted,
+    RunningTask,
     TaskFinished,
     TaskStarted,
 )
 from contracts.registry import default_registry
+from services.core.devices import build_vendors
 from services.core.devices.catalogue import Catalogue, default_catalogue
+from services.core.workload import admit
+from services.core.workload.devicerequests import hami_parser
 from services.kube import nodes, pods
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
@@ -40,6 +47,13 @@ log = logging.getLogger(__name__)
 
 COMMITTED, STARTED, FINISHED = "committed", "started", "finished"
 _FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinished)
+
+
+def _same(last: Event | None, new: Event) -> bool:
+    """Registrations are compared without the running pods (booked once, with the first)."""
+    if isinstance(last, NodeRegistered) and isinstance(new, NodeRegistered):
+        return msgspec.structs.replace(last, running=()) == msgspec.structs.replace(new, running=())
+    return last == new
 
 
 class KubeNodeAgent:
@@ -62,6 +76,10 @@ class KubeNodeAgent:
         self.tasks: dict[tuple[str, str, str], tuple[str, int]] = {}  # -> (state, commit seq)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.node_last: dict[str, Event] = {}
+        self.pods_listed = asyncio.Event()
+        vendors = build_vendors(self.catalogue)
+        self.parser = hami_parser(vendors)
+        self.device_names = vendors.resource_names()
         self.watermark = 0
         self._lock = asyncio.Lock()
         self.service = EventService(
@@ -118,14 +136,32 @@ class KubeNodeAgent:
 
     # --- nodes ---------------------------------------------------------------------------------
 
+    def running_on(self, node: str) -> tuple[RunningTask, ...]:
+        """Tessera's pods Running on `node` that the log has not placed: booked with the node's
+        first registration (their cards from HAMi's annotations, else their requests)."""
+        out = []
+        for obj in self.pods.values():
+            r = pods.ref(obj)
+            if pods.node_name(obj) != node or pods.phase(obj) != "Running" \
+                    or (r.namespace, r.job, r.name) in self.tasks:  # fmt: skip
+                continue
+            work = admit([pods.manifest(obj)], self.parser, self.device_names)
+            for rp in work.running:
+                slices = hami.annotated_slices(node, rp.annotations)
+                out.append(RunningTask(namespace=rp.namespace, job=rp.job, task=rp.pod,
+                                       slices=slices, fit=() if slices else rp.devices))  # fmt: skip
+        return tuple(sorted(out, key=lambda t: (t.namespace, t.job, t.task)))
+
     async def _append_node(self, event: NodeRegistered | NodeLost) -> None:
         subject = self.subjects.node(event.node)
         for _attempt in range(5):
             last = await self.log.last(subject)
             last_event = self.registry.decode(last.headers[TYPE], last.data) if last else None
-            if last_event == event:
+            if _same(last_event, event):
                 self.node_last[event.node] = event
                 return
+            if isinstance(event, NodeRegistered) and not isinstance(last_event, NodeRegistered):
+                event = msgspec.structs.replace(event, running=self.running_on(event.node))
             if isinstance(event, NodeLost) and not isinstance(last_event, NodeRegistered):
                 return  # never registered, or already lost
             after = last.seq if last else 0
@@ -151,7 +187,7 @@ class KubeNodeAgent:
                 await self.kube.patch(nodes_path(name), patch)
         if not view.ready:
             await self._append_node(NodeLost(node=name, reason="node is not Ready"))
-        elif self.node_last.get(name) != view.registered:
+        elif not _same(self.node_last.get(name), view.registered):
             await self._append_node(view.registered)
 
     # --- pods ----------------------------------------------------------------------------------
@@ -182,6 +218,7 @@ class KubeNodeAgent:
         return pods.scheduler_name(obj) in self.scheduler_names
 
     async def _nodes_loop(self) -> None:
+        await self.pods_listed.wait()  # a node's running pods are known before it registers
         async for ch in Reflector(self.kube, nodes_path()).changes():
             if ch.kind != "synced":
                 try:
@@ -192,6 +229,7 @@ class KubeNodeAgent:
     async def _pods_loop(self) -> None:
         async for ch in Reflector(self.kube, pods_path(), keep=self._ours).changes():
             if ch.kind == "synced":
+                self.pods_listed.set()
                 continue
             r = pods.ref(ch.obj)
             if ch.kind == "delete":
