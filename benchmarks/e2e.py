@@ -39,7 +39,7 @@ def pods(n: int, start: int = 0) -> str:
     docs = [{
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"p-{i:05d}", "namespace": "bench"},
-        "spec": {"containers": [{"name": "c", "resources": {
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
             "requests": {"cpu": "1", "memory": "4Gi"},
             "limits": {"huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "16384"}}}]},
     } for i in range(start, start + n)]  # fmt: skip

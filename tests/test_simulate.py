@@ -28,6 +28,7 @@ spec:
       spec:
         containers:
         - name: c
+          image: busybox
           resources: {limits: {cpu: 8, memory: 32Gi, huawei.com/Ascend910B3: "4"}}
 ---
 apiVersion: batch.volcano.sh/v1alpha1
@@ -42,6 +43,7 @@ spec:
       spec:
         containers:
         - name: c
+          image: busybox
           resources: {limits: {cpu: 8, memory: 32Gi, huawei.com/Ascend910B3: "8"}}
 """
 

@@ -33,6 +33,7 @@ spec:
         spec:
           containers:
             - name: c
+              image: busybox
               resources:
                 limits: {huawei.com/Ascend910B3: "1"}
 """
@@ -50,6 +51,7 @@ metadata: {name: bad-typo}
 spec:
   containers:
     - name: c
+      image: busybox
       resourcs: {}
       resources:
         limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "70000"}
@@ -183,7 +185,7 @@ kind: Pod
 metadata: {name: urgent}
 spec:
   priorityClassName: high
-  containers: [{name: c, resources: {limits: {huawei.com/Ascend910B3: "1"}}}]
+  containers: [{name: c, image: busybox, resources: {limits: {huawei.com/Ascend910B3: "1"}}}]
 """
 
 

@@ -22,6 +22,7 @@ metadata:
 spec:
   containers:
     - name: c
+      image: busybox
       resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "8192"}}
 """
 SIMULATE_CARD_KEYS = {"node", "uuid", "type", "index", "memory_total", "memory_used", "cores_total",
@@ -139,5 +140,6 @@ spec:
         spec:
           containers:
             - name: c
+              image: busybox
               resources: {limits: {huawei.com/Ascend910B3: "8"}}
 """

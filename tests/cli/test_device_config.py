@@ -18,6 +18,7 @@ metadata: {name: generic}
 spec:
   containers:
     - name: c
+      image: busybox
       resources: {limits: {huawei.com/Ascend910: "1", huawei.com/Ascend910-memory: "2000"}}
 """
 

@@ -42,7 +42,7 @@ def wave() -> str:
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"wave-{i}", "namespace": "serve",
                          "annotations": {"tessera.io/duration": "1"}},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": {
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {
                 "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "32768"}}}]},
         })  # fmt: skip
     return yaml.safe_dump_all(docs)

@@ -9,10 +9,11 @@ quantities such as 16Gi are rejected") and which we reject for every device reso
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 _DECIMAL_SUFFIX = {"": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(k|M|G|T|P|E|m|u|n)?)$")
+_INT64_DIGITS = 18  # 2^63-1 has 19 digits: a larger decimal exponent cannot be an int64
 _BINARY = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei)$")
 
 
@@ -38,15 +39,15 @@ def parse_int_quantity(value: str | int) -> int:
         raise QuantityError("is not a Kubernetes quantity")
     number, exponent, suffix = m.group(1), m.group(2), m.group(3) or ""
     try:
-        amount = Decimal(number)
-        if exponent:
-            amount = amount.scaleb(int(exponent[1:]))
-        elif suffix in ("m", "u", "n"):
-            amount = amount.scaleb({"m": -3, "u": -6, "n": -9}[suffix])
-        else:
-            amount = amount.scaleb(_DECIMAL_SUFFIX[suffix])
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+        amount = Decimal(number + (exponent or ""))
+        if not exponent:
+            amount = amount.scaleb({"m": -3, "u": -6, "n": -9}.get(suffix, 0) or
+                                   _DECIMAL_SUFFIX.get(suffix, 0))  # fmt: skip
+    except ArithmeticError as exc:  # InvalidOperation, Overflow: not a number we can hold
         raise QuantityError("is not a Kubernetes quantity") from exc
+    if not amount.is_finite() or amount.adjusted() > _INT64_DIGITS:
+        # refused before `int()`: `1e999999999` would build a billion-digit integer
+        raise QuantityError("is larger than any Kubernetes quantity (2^63-1)")
     if amount != amount.to_integral_value():
         raise QuantityError("is not an integer")
     return int(amount)

@@ -29,10 +29,11 @@ from contracts.workloads import (
     TaskSpec,
     Toleration,
 )
-from services.core.workload import fields
+from services.core.workload import fields, names
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.quantity import QuantityError, to_units
-from services.core.workload.rejection import Rejected, Rejection
+from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
 
 ARRIVE_AT = "tessera.io/arrive-at"
 DURATION = "tessera.io/duration"
@@ -107,11 +108,58 @@ class _Ctx:
 
     def reject(self, path: str, value: object, rule: str) -> None:
         shown = "" if value is None else (value if isinstance(value, str) else repr(value))
+        path = path.removeprefix(".")  # a plain pod's template path is "" (".spec…")
         self.errors.append(Rejection(self.kind, self.namespace, self.name, path, shown, rule))
+
+    def invalid(self, path: str, value: object, detail: str) -> None:
+        """A rule the API server checks, in its words: `<path>: Invalid value: "<v>": <detail>`."""
+        self.reject(path, None, invalid(value, detail))
+
+    def required(self, path: str, detail: str = "") -> None:
+        self.reject(path, None, required(detail))
 
     def check(self) -> None:
         if self.errors:
             raise Rejected(self.errors)
+
+
+#: Kinds whose objects live in a namespace (Queue and PriorityClass are cluster-scoped).
+NAMESPACED = frozenset({"Pod", "PodGroup", "Job"})
+
+
+def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
+    """The API server's object-name rules: a DNS-1123 subdomain name, a DNS-1123 label
+    namespace; Volcano's job webhook also wants the job name to be a qualified name (≤ 63)."""
+    meta = doc.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not name and not (isinstance(meta, dict) and meta.get("generateName")):
+        ctx.required("metadata.name", "name or generateName is required")
+        return
+    if not isinstance(name, str):
+        ctx.invalid("metadata.name", name, "must be a string")
+        return
+    for err in names.dns1123_subdomain(name):
+        ctx.invalid("metadata.name", name, err)
+    if kind == "Job" and not ctx.errors and (errs := names.qualified_name(name)):
+        ctx.invalid("metadata.name", name,
+                    f"create job with name {name} validate failed {names.go_list(errs)}")  # fmt: skip
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    if kind in NAMESPACED and namespace is not None:
+        if not isinstance(namespace, str):
+            ctx.invalid("metadata.namespace", namespace, "must be a string")
+        else:
+            for err in names.dns1123_label(namespace):
+                ctx.invalid("metadata.namespace", namespace, err)
+
+
+def _check_annotations(ctx: _Ctx, path: str, meta: object, limit: int) -> None:
+    """apimachinery `ValidateAnnotationsSize`: keys + values at most 256 KiB in total."""
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(annotations, dict):
+        return
+    size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+    if size > limit:
+        ctx.reject(path, None, too_long(limit))
 
 
 def _meta(doc: Mapping[str, Any]) -> tuple[str, str, dict[str, str], dict[str, str]]:
@@ -173,8 +221,14 @@ def _resources(ctx: _Ctx, path: str, raw: object) -> dict[str, int]:
 class Admission:
     """One admission run over a list of documents (PriorityClasses and Queues resolved first)."""
 
-    def __init__(self, parser: DeviceRequestParser | None, device_names: frozenset[str]) -> None:
+    def __init__(
+        self,
+        parser: DeviceRequestParser | None,
+        device_names: frozenset[str],
+        limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
+    ) -> None:
         self.parser = parser or _no_devices
+        self.limits = limits
         self.device_names = device_names
         self.priority: dict[str, PriorityClass] = {}
         self.default_priority = 0
@@ -194,9 +248,10 @@ class Admission:
             schema = KINDS.get((api, kind))
             if schema is None:
                 ctx.reject("apiVersion/kind", f"{api}/{kind}", "unsupported kind")
-            elif not name:
-                ctx.reject("metadata.name", None, "required")
             else:
+                _check_names(ctx, kind, doc)
+                _check_annotations(ctx, "metadata.annotations", doc.get("metadata"),
+                                   self.limits.max_annotation_bytes)  # fmt: skip
                 for bad in fields.unknown_fields(doc, schema, ""):
                     ctx.reject(bad, None, "unknown field")
             if ctx.errors:
@@ -396,18 +451,32 @@ class Admission:
             **defaults,
             **{str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         }
+        _check_annotations(ctx, f"{path}.metadata.annotations", meta,
+                           self.limits.max_annotation_bytes)  # fmt: skip
         containers = spec.get("containers") or []
         if not containers:
             ctx.reject(f"{path}.spec.containers", None, "required: at least one container")
+        init_containers = spec.get("initContainers") or []
+        if len(containers) + len(init_containers) > self.limits.max_containers:
+            ctx.reject(f"{path}.spec.containers", None, f"Too many: "
+                       f"{len(containers) + len(init_containers)}: must have at most "
+                       f"{self.limits.max_containers} containers and initContainers "
+                       "(Tessera's limit for one pod)")  # fmt: skip
+            ctx.check()
         total: dict[str, int] = {}
+        for kind_of, listed in (("containers", containers), ("initContainers", init_containers)):
+            for i, c in enumerate(listed):
+                where = f"{path}.spec.{kind_of}[{i}]"
+                if not c.get("name"):
+                    ctx.required(f"{where}.name")
+                if not c.get("image"):
+                    ctx.required(f"{where}.image")  # ValidateContainers: image is required
         for i, c in enumerate(containers):
-            if not c.get("name"):
-                ctx.reject(f"{path}.spec.containers[{i}].name", None, "required")
             for res, value in self._container_requests(
                 ctx, f"{path}.spec.containers[{i}]", c
             ).items():
                 total[res] = total.get(res, 0) + value
-        for i, c in enumerate(spec.get("initContainers") or []):
+        for i, c in enumerate(init_containers):
             for res, value in self._container_requests(
                 ctx, f"{path}.spec.initContainers[{i}]", c
             ).items():
@@ -465,10 +534,21 @@ class Admission:
         res = c.get("resources") or {}
         limits = _resources(ctx, f"{path}.resources.limits", res.get("limits"))
         requests = _resources(ctx, f"{path}.resources.requests", res.get("requests"))
-        for name, value in limits.items():
-            if name in requests and requests[name] > value:
-                ctx.reject(f"{path}.resources.requests.{name}", requests[name],
-                           "must be less than or equal to the limit")  # fmt: skip
+        raw_limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+        raw_requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        # kube-apiserver ValidateContainerResourceRequirements, in its words.
+        for name, value in requests.items():
+            where = f"{path}.resources.requests[{name}]"
+            shown = str(raw_requests.get(name))
+            if name not in limits:
+                if not _overcommit_allowed(name):
+                    ctx.required(f"{path}.resources.limits[{name}]",
+                                 "Limit must be set for non overcommitable resources")  # fmt: skip
+            elif value != limits[name] and not _overcommit_allowed(name):
+                ctx.invalid(where, shown, f"must be equal to {name} limit of {raw_limits[name]}")
+            elif value > limits[name]:
+                ctx.invalid(where, shown,
+                            f"must be less than or equal to {name} limit of {raw_limits[name]}")  # fmt: skip
         # Kubernetes defaults a missing request to its limit.
         return {**limits, **requests}
 
@@ -539,6 +619,10 @@ class Admission:
         self, doc: Mapping[str, Any], ctx: _Ctx, pods: list[Mapping[str, Any]]
     ) -> tuple[JobSpec, list[RunningPod]]:
         namespace, name, _, annotations = _meta(doc)
+        if len(pods) > self.limits.max_pods:
+            ctx.reject("metadata.name", None, f"{len(pods)} pods name this PodGroup; at most "
+                       f"{self.limits.max_pods} pods per PodGroup (Tessera's limit)")  # fmt: skip
+            ctx.check()
         spec = doc.get("spec") or {}
         min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
         queue = str(spec.get("queue") or "default")
@@ -618,6 +702,10 @@ class Admission:
         raw_tasks = spec.get("tasks") or []
         if not raw_tasks:
             ctx.reject("spec.tasks", None, "No task specified in job spec")
+        if len(raw_tasks) > self.limits.max_tasks:
+            ctx.reject("spec.tasks", None, f"Too many: {len(raw_tasks)}: must have at most "
+                       f"{self.limits.max_tasks} tasks (Tessera's limit for one job)")  # fmt: skip
+            ctx.check()
         tasks: list[TaskSpec] = []
         seen: set[str] = set()
         total_replicas = 0
@@ -625,10 +713,17 @@ class Admission:
         for i, t in enumerate(raw_tasks):
             path = f"spec.tasks[{i}]"
             tname = str(t.get("name") or f"default{i}")
+            if errs := names.dns1123_label(tname):
+                ctx.reject(f"{path}.name", tname, names.go_list(errs))  # Volcano's `%v` of them
             if tname in seen:
                 ctx.reject(f"{path}.name", tname, "duplicated task name")
             seen.add(tname)
             replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1)
+            if total_replicas + replicas > self.limits.max_pods:
+                ctx.reject(f"{path}.replicas", replicas, f"the job's tasks would have "
+                           f"{total_replicas + replicas} pods; at most {self.limits.max_pods} "
+                           "pods per job (Tessera's limit)")  # fmt: skip
+                ctx.check()  # before anything proportional to the replica count
             tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas)
             if tmin > replicas:
                 ctx.reject(
@@ -636,15 +731,14 @@ class Admission:
                 )
             total_replicas += replicas
             total_min += tmin
-            pod_names = tuple(f"{name}-{tname}-{k}" for k in range(replicas))
-            for pn in pod_names:
-                if len(pn) > 63:
-                    ctx.reject(
-                        f"{path}.name", tname, f"pod name {pn} must be no more than 63 characters"
-                    )
-                    break
+            # The longest pod name the job controller creates (`<job>-<task>-<index>`).
+            longest = f"{name}-{tname}-{max(replicas - 1, 0)}"
+            if errs := names.qualified_name(longest):
+                ctx.reject(f"{path}.name", tname, f"create pod with name {longest} validate "
+                           f"failed {names.go_list(errs)}")  # fmt: skip
+            # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             task = self._task(ctx, f"{path}.template", t.get("template") or {}, role=tname,
-                              replicas=replicas, min_available=tmin, pod_names=pod_names,
+                              replicas=replicas, min_available=tmin, pod_names=(),
                               defaults=annotations)  # fmt: skip
             task = TaskSpec(
                 **{
@@ -704,6 +798,14 @@ class Admission:
         )  # fmt: skip
 
 
+def _overcommit_allowed(resource: str) -> bool:
+    """Kubernetes `IsOvercommitAllowed`: native resources (no domain, or `kubernetes.io/`) other
+    than hugepages. Extended resources (`huawei.com/Ascend910B3`, `nvidia.com/gpu`) are not:
+    their request must equal their limit, and a request needs a limit."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    return native and not resource.startswith("hugepages-")
+
+
 def _fields(task: TaskSpec) -> dict[str, Any]:
     return {f: getattr(task, f) for f in task.__struct_fields__}
 
@@ -714,14 +816,16 @@ def admit(
     device_names: frozenset[str] = frozenset(),
     existing_queues: Mapping[str, QueueSpec] | None = None,
     existing_priority_classes: Mapping[str, PriorityClass] | None = None,
+    limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
 ) -> Workload:
     """Normalize and validate `docs`; never raises for bad input (rejections are returned).
 
     `existing_queues` (name → spec with its current state) and `existing_priority_classes` are
     what a running system already has: jobs are checked against them; they are returned in
-    `Workload.queues` / `Workload.priority_classes` too.
+    `Workload.queues` / `Workload.priority_classes` too. `limits` bounds each object's counts
+    and sizes (`limits.py`).
     """
-    admission = Admission(parser, device_names)
+    admission = Admission(parser, device_names, limits)
     admission.queues.update(existing_queues or {})
     for pc in (existing_priority_classes or {}).values():
         admission.priority[pc.name] = pc

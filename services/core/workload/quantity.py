@@ -11,12 +11,15 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
+from services.core.workload.limits import QUANTITY_MAX
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}  # fmt: skip
 
 MIB = 2**20
+_MAX_DIGITS = 19  # decimal exponent of QUANTITY_MAX: anything larger is refused unscaled
 _QUANTITY = re.compile(
     r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))([eE][+-]?[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?"
 )
@@ -29,22 +32,33 @@ class QuantityError(ValueError):
 def parse_quantity(raw: object) -> Decimal:
     """Parse `"500m"`, `"16Gi"`, `"2"`, `4`, `"1e3"` exactly (Decimal, never float)."""
     if isinstance(raw, bool) or raw is None:
-        raise QuantityError(f"{raw!r} is not a quantity")
+        raise QuantityError(f"{_shown(raw)} is not a quantity")
     if isinstance(raw, int):
+        if abs(raw) > QUANTITY_MAX:
+            raise QuantityError(f"{_shown(raw)} is not a quantity: must be no more than {QUANTITY_MAX}")
         return Decimal(raw)
     if isinstance(raw, float):
-        return Decimal(str(raw))
+        raw = str(raw)
     m = _QUANTITY.fullmatch(str(raw).strip())
     if m is None:
-        raise QuantityError(f"{raw!r} is not a quantity")
+        raise QuantityError(f"{_shown(raw)} is not a quantity")
     number, exponent, suffix = m.group(1), m.group(2) or "", m.group(3) or ""
     try:
         value = Decimal(number + exponent)
     except InvalidOperation:
-        raise QuantityError(f"{raw!r} is not a quantity") from None
-    if suffix in _BINARY:
-        return value * _BINARY[suffix]
-    return value * _DECIMAL[suffix]
+        raise QuantityError(f"{_shown(raw)} is not a quantity") from None
+    if not value.is_finite() or value.adjusted() > _MAX_DIGITS:
+        raise QuantityError(f"{_shown(raw)} is not a quantity: must be no more than {QUANTITY_MAX}")
+    value = value * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+    if abs(value) > QUANTITY_MAX:
+        # checked before any integer is built from it: `1e999999999` would be a billion digits
+        raise QuantityError(f"{_shown(raw)} is not a quantity: must be no more than {QUANTITY_MAX}")
+    return value
+
+
+def _shown(raw: object) -> str:
+    text = repr(raw)
+    return text if len(text) <= 64 else text[:64] + "..."
 
 
 def cpu_milli(raw: object) -> int:

@@ -72,6 +72,7 @@ metadata: {name: p-I, annotations: {scheduling.volcano.sh/queue-name: infer}}
 spec:
   containers:
   - name: c
+    image: busybox
     resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "16000"}}
 """
 
@@ -103,6 +104,7 @@ spec:
       spec:
         containers:
         - name: c
+          image: busybox
           resources: {limits: {huawei.com/Ascend910: "1"}}
 """
 
