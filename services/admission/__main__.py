@@ -7,6 +7,7 @@ import sys
 
 from services.admission.service import AdmissionService
 from services.core.devices import build_vendors
+from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD
 from services.runtime.bootstrap import (
     App,
     common_parser,
@@ -14,6 +15,7 @@ from services.runtime.bootstrap import (
     run_service,
     scheduler_names,
 )
+from services.runtime.eventlog import EventLog
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,14 +27,20 @@ def main(argv: list[str] | None = None) -> int:
 
     catalogue = device_catalogue(args.device_config)
     vendors = build_vendors(catalogue) if catalogue else None
+
+    def build(log: EventLog) -> AdmissionService:
+        # the connection's max_payload bounds every event admission appends and every reply
+        nc = getattr(log, "nc", None)
+        return AdmissionService(log, vendors, max_payload=getattr(nc, "max_payload", None)
+                                or NATS_DEFAULT_MAX_PAYLOAD)  # fmt: skip
+
     def edge(app: App, _log: object, kube: object) -> object:
         from services.kube.podsource import PodSource
 
         assert isinstance(app, AdmissionService)
         return PodSource(app, kube, scheduler_names=scheduler_names(args))  # type: ignore[arg-type]
 
-    return asyncio.run(run_service(
-        "admission", args, lambda log: AdmissionService(log, vendors), api, edge))  # type: ignore[arg-type]
+    return asyncio.run(run_service("admission", args, build, api, edge))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -33,7 +33,11 @@ from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex,
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.rejection import Rejection
+
+#: The encoder the log's registry uses (msgspec JSON of the tagged event), to size events.
+_ENCODER = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +91,13 @@ def plan_apply(
     parser: DeviceRequestParser | None,
     device_names: frozenset[str],
     limits: Limits = DEFAULT_LIMITS,
+    workload_limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
 ) -> Plan:
-    """Never raises for bad input: unreadable text → `Plan.error`, bad objects → rejections."""
+    """Never raises for bad input: unreadable text → `Plan.error`, bad objects → rejections.
+
+    `workload_limits.max_event_bytes` is what one appended event may weigh (the connection's
+    max_payload less its headers): an object whose event is heavier is rejected with both sizes
+    instead of failing at the append with "maximum payload exceeded"."""
     try:
         check_manifest(text, limits)
         docs = load_documents(text)
@@ -98,7 +107,7 @@ def plan_apply(
         return Plan(error=f"manifest not accepted: nesting deeper than {limits.max_depth} levels")
     if not docs:
         return Plan(error="manifest not accepted: no objects in it")
-    return plan_documents(docs, known, parser, device_names)
+    return plan_documents(docs, known, parser, device_names, workload_limits)
 
 
 def plan_documents(
@@ -106,6 +115,7 @@ def plan_documents(
     known: Known,
     parser: DeviceRequestParser | None,
     device_names: frozenset[str],
+    workload_limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
 ) -> Plan:
     """`plan_apply` for objects already read (a manifest's documents, a watched Pod)."""
     declared = _declared(docs, "Queue")
@@ -118,16 +128,29 @@ def plan_documents(
     pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
         workload = admit(docs, parser, device_names, existing_queues=seed,
-                         existing_priority_classes=pcs)  # fmt: skip
+                         existing_priority_classes=pcs, limits=workload_limits)  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
     writes: list[Write] = []
 
+    def fits(kind: str, ns: str, name: str, event: Event) -> bool:
+        """The event fits in one log message; else the object is refused, naming the limit."""
+        size = len(_ENCODER.encode(event))
+        if size <= workload_limits.max_event_bytes:
+            return True
+        results.append(_result(kind, ns, name, REJECTED, (
+            f"metadata.name: Too long: its {event.type_name()} event would be {size} bytes; a "
+            f"log message holds at most {workload_limits.max_event_bytes} (NATS max_payload less "
+            "headers): split it into smaller objects",)))  # fmt: skip
+        return False
+
     def cluster_object(kind: str, name: str, had: object, new: object, event: Event, field: str) -> None:
         """Queues and PriorityClasses: created once; the same again is unchanged; another spec
         under the name is refused (there are no update events)."""
         if had is None:
+            if not fits(kind, "", name, event):
+                return
             writes.append(Write(len(results), kind, ("", name), event, 0))
             results.append(_result(kind, "", name, ACCEPTED))
         elif had == new:
@@ -160,7 +183,10 @@ def plan_documents(
             continue
         manifest = workload.manifests.get(key, "")
         seq = have_job.seq if have_job else 0
-        writes.append(Write(len(results), "Job", key, JobSubmitted(spec=job, manifest=manifest), seq))
+        event = JobSubmitted(spec=job, manifest=manifest)
+        if not fits(kind, job.namespace, job.name, event):
+            continue
+        writes.append(Write(len(results), "Job", key, event, seq))
         if key in running:  # already runs: book it where it is (the allocator resolves slices)
             writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED))

@@ -39,6 +39,7 @@ from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import Known, Plan, Write, fold_known, plan_apply, plan_documents
 from services.core.devices import VendorRegistry, build_vendors
 from services.core.workload.devicerequests import hami_parser
+from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD, WorkloadLimits
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import EventService, Handler, Outgoing, Received, replay_decoded
 
@@ -61,13 +62,18 @@ class AdmissionService:
         event_log: EventLog,
         vendors: VendorRegistry | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        max_payload: int = NATS_DEFAULT_MAX_PAYLOAD,
     ) -> None:
+        """`max_payload` is the NATS connection's (the server's INFO): no appended event and no
+        reply may be larger, so objects are judged against it before anything is written."""
         self.log = event_log
         self.subjects = event_log.subjects
         self.vendors = vendors or build_vendors()
         self.parser = hami_parser(self.vendors)
         self.device_names = self.vendors.resource_names()
         self.limits = limits
+        self.max_payload = max_payload
+        self.workload_limits = WorkloadLimits.for_payload(max_payload)
         self.known = Known()
         self.watermark = 0  # events at or below were folded during recovery
         self._lock = asyncio.Lock()
@@ -111,12 +117,29 @@ class AdmissionService:
             request = decode(data, ApplyRequest)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return encode(ApplyReply(error=f"request not understood: {exc}"))
-        return encode(await self.apply(request.manifest, dry_run=request.dry_run))
+        return self._bounded(await self.apply(request.manifest, dry_run=request.dry_run))
+
+    def _bounded(self, reply: ApplyReply) -> bytes:
+        """The encoded reply, shortened to fit one NATS message: thousands of rejected objects
+        would otherwise make the reply itself fail with "maximum payload exceeded"."""
+        data = encode(reply)
+        budget = self.max_payload - 1024  # the reply's headers and subject
+        if len(data) <= budget:
+            return data
+        short = tuple(msgspec.structs.replace(r, reasons=_first_reason(r)) for r in reply.results)
+        data = encode(msgspec.structs.replace(reply, results=short))
+        if len(data) <= budget:
+            return data
+        rejected = sum(r.outcome == REJECTED for r in reply.results)
+        return encode(ApplyReply(error=(
+            f"the reply for {len(reply.results)} objects ({rejected} rejected) is larger than "
+            f"a NATS message ({self.max_payload} bytes); apply fewer objects at a time")))  # fmt: skip
 
     async def apply(self, manifest: str, dry_run: bool = False) -> ApplyReply:
         with tracer.start_as_current_span("apply", attributes={"tessera.bytes": len(manifest)}) as span:
             async with self._lock:
-                plan = plan_apply(manifest, self.known, self.parser, self.device_names, self.limits)
+                plan = plan_apply(manifest, self.known, self.parser, self.device_names, self.limits,
+                                  self.workload_limits)  # fmt: skip
                 results = list(plan.results)
                 if not dry_run and plan.writes:
                     await self._write(plan, results)
@@ -129,7 +152,8 @@ class AdmissionService:
         writes as `apply`, per object."""
         with tracer.start_as_current_span("admit", attributes={"tessera.objects": len(docs)}):
             async with self._lock:
-                plan = plan_documents(docs, self.known, self.parser, self.device_names)
+                plan = plan_documents(docs, self.known, self.parser, self.device_names,
+                                      self.workload_limits)  # fmt: skip
                 results = list(plan.results)
                 if plan.writes:
                     await self._write(plan, results)
@@ -174,3 +198,9 @@ class AdmissionService:
             if getattr(res, "duplicate", False):  # the very same write landed already
                 results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
             self._fold(getattr(res, "seq", 0), out.subject, out.event)
+
+
+def _first_reason(result: ObjectResult) -> tuple[str, ...]:
+    """A result's first reason and how many more it had (for a reply that must shrink)."""
+    more = len(result.reasons) - 1
+    return result.reasons[:1] + ((f"... and {more} more",) if more > 0 else ())
