@@ -29,6 +29,8 @@ class ObjectResult(Record, frozen=True):
     namespace: str = ""
     outcome: str = ACCEPTED  # accepted | unchanged | rejected
     reasons: tuple[str, ...] = ()  # every violated rule: "<path>: <rule> (value: <v>)"
+    #: accepted, but a value was changed (HAMi's clamps, e.g. `-core: 150` → 100), same form
+    warnings: tuple[str, ...] = ()
 
 
 class ApplyReply(Record, frozen=True):

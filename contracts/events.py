@@ -39,12 +39,17 @@ class PriorityClassCreated(Event, frozen=True, tag="PriorityClassCreated"):
 class JobSubmitted(Event, frozen=True, tag="JobSubmitted"):
     spec: JobSpec
     manifest: str = ""  # the object as the user wrote it (YAML/JSON), for explanations
+    #: values admission changed while accepting it (HAMi's clamps), as `<path>: <what>`
+    warnings: tuple[str, ...] = ()
 
 
 class JobRejected(Event, frozen=True, tag="JobRejected"):
     namespace: str
     name: str
     reasons: tuple[str, ...]
+    #: pods that exist although this PodGroup was refused: they wait (unbound) for the group,
+    #: as on a cluster where the webhook refused the PodGroup but not its pods
+    pods: tuple[str, ...] = ()
 
 
 class JobPhaseChanged(Event, frozen=True, tag="JobPhaseChanged"):

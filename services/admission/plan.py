@@ -21,6 +21,7 @@ from contracts.base import Event
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
+    JobRejected,
     JobSubmitted,
     PlacementProposed,
     PriorityClassCreated,
@@ -60,6 +61,8 @@ class Known:
 
     queues: dict[str, KnownQueue] = field(default_factory=dict)
     jobs: dict[tuple[str, str], KnownJob] = field(default_factory=dict)
+    #: refused PodGroups whose pods wait, as last recorded (event, its subject's sequence)
+    refused: dict[tuple[str, str], tuple[JobRejected, int]] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
 
 
@@ -159,6 +162,10 @@ def plan_documents(
             results.append(_result(kind, "", name, REJECTED, (
                 f"{field}: {kind} already exists with a different spec (updates are not supported)",)))  # fmt: skip
 
+    warned: dict[tuple[str, str, str], list[str]] = {}
+    for w in workload.warnings:
+        warned.setdefault((w.kind, w.namespace, w.name), []).append(w.line())
+
     for pc in workload.priority_classes:
         if pc.name in declared_pcs:
             event = PriorityClassCreated(name=pc.name, value=pc.value, global_default=pc.global_default,
@@ -175,22 +182,40 @@ def plan_documents(
         key = (job.namespace, job.name)
         kind = job.kind or "Job"
         have_job = known.jobs.get(key)
+        warnings = tuple(warned.get((kind, job.namespace, job.name), ()))
         if have_job is not None and have_job.live:
             same = have_job.spec == job
             results.append(_result(kind, job.namespace, job.name, UNCHANGED if same else REJECTED,
                                    () if same else ("metadata.name: a live job of this name exists "
-                                                    "with a different spec (delete it first)",)))  # fmt: skip
+                                                    "with a different spec (delete it first)",),
+                                   warnings if same else ()))  # fmt: skip
             continue
         manifest = workload.manifests.get(key, "")
-        seq = have_job.seq if have_job else 0
-        event = JobSubmitted(spec=job, manifest=manifest)
+        seq = have_job.seq if have_job else known.refused.get(key, (None, 0))[1]
+        event = JobSubmitted(spec=job, manifest=manifest, warnings=warnings)
         if not fits(kind, job.namespace, job.name, event):
             continue
         writes.append(Write(len(results), "Job", key, event, seq))
         if key in running:  # already runs: book it where it is (the allocator resolves slices)
             writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
-        results.append(_result(kind, job.namespace, job.name, ACCEPTED))
-    results.extend(rejected_objects(workload.rejections))
+        results.append(_result(kind, job.namespace, job.name, ACCEPTED, (), warnings))
+    for result in rejected_objects(workload.rejections):
+        key = (result.namespace, result.name)
+        pods = workload.waiting.get(key, ()) if result.kind == "PodGroup" else ()
+        have_job = known.jobs.get(key)
+        if pods and not (have_job and have_job.live):
+            # The pods exist and wait, unbound, for the group (`get pods` lists them): the log
+            # records the refusal with them, once per distinct refusal.
+            reasons = tuple(f"{result.kind}: {r}" for r in result.reasons)  # the engine's form
+            event = JobRejected(namespace=key[0], name=key[1], reasons=reasons, pods=pods)
+            result = msgspec.structs.replace(result, warnings=(
+                f"pods {', '.join(pods)} wait (unbound) for this PodGroup",))  # fmt: skip
+            last = known.refused.get(key)
+            small = len(_ENCODER.encode(event)) <= workload_limits.max_event_bytes
+            if (last is None or last[0] != event) and small:
+                seq = have_job.seq if have_job else (last[1] if last else 0)
+                writes.append(Write(len(results), "Job", key, event, seq))
+        results.append(result)
     return Plan(tuple(results), tuple(writes))
 
 
@@ -216,16 +241,19 @@ def _declared(docs: list[dict[str, Any]], kind: str) -> set[str]:
     }
 
 
-def _result(kind: str, ns: str, name: str, outcome: str, reasons: tuple[str, ...] = ()) -> ObjectResult:
-    return ObjectResult(kind=kind, name=name, namespace=ns, outcome=outcome, reasons=reasons)
+def _result(
+    kind: str, ns: str, name: str, outcome: str, reasons: tuple[str, ...] = (),
+    warnings: tuple[str, ...] = (),
+) -> ObjectResult:  # fmt: skip
+    return ObjectResult(kind=kind, name=name, namespace=ns, outcome=outcome, reasons=reasons,
+                        warnings=warnings)  # fmt: skip
 
 
 def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
     """One result per rejected object, carrying every rule it broke, in first-seen order."""
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for r in rejections:
-        shown = f" (value: {r.value})" if r.value else ""
-        grouped.setdefault((r.kind, r.namespace, r.name), []).append(f"{r.path}: {r.rule}{shown}")
+        grouped.setdefault((r.kind, r.namespace, r.name), []).append(r.line())
     return [_result(k, ns, n, REJECTED, tuple(reasons)) for (k, ns, n), reasons in grouped.items()]
 
 
@@ -244,6 +272,10 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
                 known.queues[event.queue] = replace(q, state=event.state, seq=seq)
         case JobSubmitted():
             known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
+            known.refused.pop((event.spec.namespace, event.spec.name), None)
+        case JobRejected():
+            known.refused[(event.namespace, event.name)] = (event, seq)
+            _job_seq(known, (event.namespace, event.name), seq, live=None)
         case JobDeleted():
             _job_seq(known, (event.namespace, event.name), seq, live=False)
         case JobPhaseChanged() if event.phase in TERMINAL:

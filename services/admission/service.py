@@ -29,6 +29,7 @@ from contracts.envelope import content_id
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
+    JobRejected,
     JobSubmitted,
     PriorityClassCreated,
     QueueCreated,
@@ -51,6 +52,7 @@ FOLDED: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
     JobSubmitted,
+    JobRejected,
     JobDeleted,
     JobPhaseChanged,
 )
@@ -189,6 +191,10 @@ class AdmissionService:
             outs.append((w, Outgoing(subject, w.event, expected, mid)))
         appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
         for (w, out), res in zip(outs, appended, strict=True):
+            if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
+                if not isinstance(res, Conflict):
+                    self._fold(getattr(res, "seq", 0), out.subject, out.event)
+                continue
             if isinstance(res, Conflict):
                 r = results[w.result]
                 results[w.result] = msgspec.structs.replace(r, outcome=REJECTED, reasons=(

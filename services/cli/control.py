@@ -69,7 +69,8 @@ def print_apply(reply: ApplyReply, output: str, dry_run: bool = False) -> None:
     if output != "table":
         data = {"results": [
             {"kind": r.kind, "namespace": r.namespace, "name": r.name, "outcome": r.outcome,
-             "reasons": list(r.reasons)} for r in reply.results], "error": reply.error}  # fmt: skip
+             "reasons": list(r.reasons), "warnings": list(r.warnings)}
+            for r in reply.results], "error": reply.error}  # fmt: skip
         print(json.dumps(data, indent=2) if output == "json" else yaml.safe_dump(data, sort_keys=False))
         return
     if reply.error:
@@ -80,6 +81,8 @@ def print_apply(reply: ApplyReply, output: str, dry_run: bool = False) -> None:
         print(f"{r.kind.lower()}/{ns}{r.name} {r.outcome}{suffix}")
         for reason in r.reasons:
             print(f"    {reason}")
+        for warning in r.warnings:  # kubectl prints API warnings as `Warning: ...`
+            print(f"    Warning: {warning}")
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

@@ -87,6 +87,9 @@ class AscendVendor:
     def resource_names(self) -> frozenset[str]:
         return self._resources
 
+    def resource_groups(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset(e[:3]) for e in self._entries)
+
     # --- parsing --------------------------------------------------------------------------
 
     def parse(
@@ -199,6 +202,8 @@ class AscendVendor:
                 mem_mb, template, core_req = trimmed.memory, trimmed.template, trimmed.ai_core
         if len(violations) > before or count is None:
             return None
+        if soft and cores is not None and cores > 100:
+            violations.append(_clamped(core_name, cores))
         types = tuple(c.common_word for c in chips)
         return DeviceRequest(
             vendor=VENDOR,
@@ -346,6 +351,12 @@ class AscendVendor:
         for c in chosen:
             counts[c.network_id] = counts.get(c.network_id, 0) + 1
         return NETWORK_WEIGHT * max(counts.values()) / len(chosen)
+
+
+def _clamped(name: str, cores: int) -> Violation:
+    """HAMi's Fit clamps ``-core`` > 100 silently; Tessera accepts it too, and says so."""
+    return Violation(name, str(cores), "is more than a card's 100 % of cores: clamped to 100",
+                     warning=True)  # fmt: skip
 
 
 def _pairs(candidates: Sequence[CardSpec], needed: int) -> Sequence[CardSpec] | str:

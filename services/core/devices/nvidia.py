@@ -105,6 +105,14 @@ class NvidiaVendor:
     def resource_names(self) -> frozenset[str]:
         return self._resources
 
+    def resource_groups(self) -> tuple[frozenset[str], ...]:
+        priority = self.config.resource_priority_name  # a modifier of the HAMi names
+        return tuple(
+            frozenset({s.count, s.memory, s.percentage, s.cores}
+                      | ({priority} if s.count == self.config.resource_count_name else set()))
+            for s in self._name_sets
+        )  # fmt: skip
+
     def parse(
         self, limits: ResourceList, requests: ResourceList, annotations: Mapping[str, str]
     ) -> tuple[tuple[DeviceRequest, ...], tuple[Violation, ...]]:
@@ -168,7 +176,13 @@ class NvidiaVendor:
                 core_req = c.default_cores
         else:
             core_req = cores
-        core_req = min(core_req, 100)  # Fit clamps gpucores > 100
+        if core_req > 100:  # Fit clamps gpucores > 100; say so
+            violations.append(Violation(names.cores, str(core_req), "is more than a card's 100 % "
+                                        "of cores: clamped to 100", warning=True))  # fmt: skip
+        if pct is not None and pct > 100:
+            violations.append(Violation(names.percentage, str(pct), "is more than 100 % of a "
+                                        "card's memory: clamped to 100", warning=True))  # fmt: skip
+        core_req = min(core_req, 100)
         mode = annotations.get(names.mode_annotation, "")
         return DeviceRequest(
             vendor=VENDOR,

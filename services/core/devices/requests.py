@@ -38,6 +38,31 @@ def unknown_resource_violations(names: set[str], registry: VendorRegistry) -> li
     return out
 
 
+def one_request_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:
+    """One container's count, memory and core names of one vendor must resolve to one request
+    on one card model. `huawei.com/Ascend910B: 1` (the pre-v2.7 name of 910B3) with
+    `huawei.com/Ascend910B3-memory: 4096` would otherwise be read as two requests, a whole card
+    and a slice of another (issue 13); the same for `nvidia.com/gpu` with `volcano.sh/vgpu-memory`
+    and for any pair of family and model names. (Two vendors in one container stay two
+    requests: an NVIDIA and an Ascend card cannot be mistaken for one another.)"""
+    out: list[Violation] = []
+    for vendor in registry:
+        touched: list[tuple[str, frozenset[str]]] = []  # (first name seen, its group)
+        for name in sorted(names):
+            group = next((g for g in vendor.resource_groups() if name in g), None)
+            if group is not None and all(group != g for _, g in touched):
+                touched.append((name, group))
+        if len(touched) < 2:
+            continue
+        first, group = touched[0]
+        together = ", ".join(sorted(group))
+        rule = ("are two device requests (two cards): one container's count, memory and core "
+                "resources must resolve to one request on one card model; use the names of one "
+                f"model ({together})")  # fmt: skip
+        out.extend(Violation(other, "", f"{first} and {other} {rule}") for other, _ in touched[1:])
+    return out
+
+
 def parse_container(
     limits: ResourceList,
     requests: ResourceList | None = None,
@@ -50,17 +75,11 @@ def parse_container(
     ``limits``/``requests`` are the container's resource maps (values may be Kubernetes quantity
     strings for plain integers); ``annotations`` are the *pod's* annotations.
     """
-    reqs = requests or {}
-    annos = annotations or _EMPTY
-    out: list[DeviceRequest] = []
-    violations = unknown_resource_violations(set(limits) | set(reqs), registry)
-    for vendor in registry:
-        parsed, broken = vendor.parse(limits, reqs, annos)
-        out.extend(parsed)
-        violations.extend(broken)
-    if violations:
-        raise RequestRejected(tuple(violations))
-    return tuple(out)
+    got, violations = check_container(limits, requests, annotations, registry=registry)
+    errors = tuple(v for v in violations if not v.warning)
+    if errors:
+        raise RequestRejected(errors)
+    return got
 
 
 def check_container(
@@ -70,8 +89,18 @@ def check_container(
     *,
     registry: VendorRegistry,
 ) -> tuple[tuple[DeviceRequest, ...], tuple[Violation, ...]]:
-    """Like :func:`parse_container` but returns ``(requests, violations)`` instead of raising."""
-    try:
-        return parse_container(limits, requests, annotations, registry=registry), ()
-    except RequestRejected as exc:
-        return (), exc.violations
+    """Like :func:`parse_container` but returns ``(requests, violations)`` instead of raising;
+    the violations include warnings (``Violation.warning``: accepted, value changed), and the
+    requests are empty when any violation is an error."""
+    reqs = requests or {}
+    annos = annotations or _EMPTY
+    out: list[DeviceRequest] = []
+    violations = unknown_resource_violations(set(limits) | set(reqs), registry)
+    violations.extend(one_request_violations(set(limits) | set(reqs), registry))
+    for vendor in registry:
+        parsed, broken = vendor.parse(limits, reqs, annos)
+        out.extend(parsed)
+        violations.extend(broken)
+    if any(not v.warning for v in violations):
+        return (), tuple(violations)
+    return tuple(out), tuple(violations)

@@ -54,6 +54,11 @@ class DeviceVendor(Protocol):
         """Every resource name this vendor reads (count, memory, cores, aliases)."""
         ...
 
+    def resource_groups(self) -> tuple[frozenset[str], ...]:
+        """The names that together make one request (a model's count, memory and cores):
+        names from two groups in one container would be two requests, i.e. two cards."""
+        ...
+
     def parse(
         self, limits: ResourceList, requests: ResourceList, annotations: Mapping[str, str]
     ) -> tuple[tuple[DeviceRequest, ...], tuple[Violation, ...]]:

@@ -18,6 +18,9 @@ class Violation:
     resource: str
     value: str
     rule: str
+    #: A rule HAMi applies by changing the value (e.g. cores > 100 % clamped to 100): the
+    #: request is accepted, and the user is told what it became instead of finding out later.
+    warning: bool = False
 
     @property
     def message(self) -> str:

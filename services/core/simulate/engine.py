@@ -65,6 +65,7 @@ class Simulation:
         self.now = 0.0
         self.sessions = 0
         self.arrivals: list[tuple[float, int, JobSpec, tuple[RunningPod, ...]]] = []
+        self.warnings: dict[tuple[str, str], tuple[str, ...]] = {}  # admission's clamps, per job
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
         self.unsched: dict[str, str] = {}
         self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
@@ -117,7 +118,12 @@ class Simulation:
         for q in [*queues, *workload.queues]:
             self.emit(QueueCreated(spec=q))
         for r in workload.rejections:
-            self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),)))
+            pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
+            self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),
+                                  pods=pods))  # fmt: skip
+        for w in workload.warnings:
+            key = (w.namespace, w.name)
+            self.warnings[key] = (*self.warnings.get(key, ()), w.line())
         running: dict[tuple[str, str], list[RunningPod]] = {}
         for rp in workload.running:
             running.setdefault((rp.namespace, rp.job), []).append(rp)
@@ -131,7 +137,7 @@ class Simulation:
         changed = False
         while self.arrivals and self.arrivals[0][0] <= self.now:
             _, _, job, running = self.arrivals.pop(0)
-            self.emit(JobSubmitted(spec=job))
+            self.emit(JobSubmitted(spec=job, warnings=self.warnings.get((job.namespace, job.name), ())))
             for rp in running:
                 self._existing(job, rp)
             changed = True

@@ -86,13 +86,22 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                 else:
                     jobs[(ev.namespace, ev.name)] = {"namespace": ev.namespace, "name": ev.name, "kind": kind,
                                                      "queue": "", "phase": "Rejected", "reason": reason}  # fmt: skip
+                for pod in ev.pods:  # they exist, unbound: the scheduler ignores a missing group
+                    pods[(ev.namespace, ev.name, pod)] = _pod(ev.namespace, pod, ev.name, "Pending",
+                                                              f"waiting for PodGroup {ev.name}, "
+                                                              f"which was refused: {reason}")  # fmt: skip
             case JobSubmitted():
                 spec = ev.spec
+                if jobs.get((spec.namespace, spec.name), {}).get("phase") == "Rejected":
+                    for key in [k for k in pods if k[:2] == (spec.namespace, spec.name)]:
+                        del pods[key]  # they waited for the refused group; now they are its pods
                 kinds[(spec.namespace, spec.name)] = spec.kind
                 jobs[(spec.namespace, spec.name)] = {
                     "namespace": spec.namespace, "name": spec.name, "kind": spec.kind,
                     "queue": spec.queue, "phase": spec.phase or "Pending", "reason": "",
                 }  # fmt: skip
+                if ev.warnings:  # values admission changed (clamps), as the apply reply said
+                    jobs[(spec.namespace, spec.name)]["warnings"] = list(ev.warnings)
                 for pod, _, _, _ in st.task_names(spec):
                     pods[(spec.namespace, spec.name, pod)] = _pod(
                         spec.namespace, pod, spec.name, "Pending", ""

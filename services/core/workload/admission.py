@@ -90,6 +90,11 @@ class Workload:
     running: tuple[RunningPod, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     rejections: tuple[Rejection, ...] = ()
+    #: accepted objects whose values were changed (HAMi's clamps): said, not refused
+    warnings: tuple[Rejection, ...] = ()
+    #: refused PodGroups → their valid pods, which exist and wait (unbound) for the group, as
+    #: on a cluster where the webhook refuses the PodGroup but not the pods naming it
+    waiting: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
@@ -105,11 +110,17 @@ class _Ctx:
     def __init__(self, kind: str, namespace: str, name: str) -> None:
         self.kind, self.namespace, self.name = kind, namespace, name
         self.errors: list[Rejection] = []
+        self.warnings: list[Rejection] = []
 
     def reject(self, path: str, value: object, rule: str) -> None:
         shown = "" if value is None else (value if isinstance(value, str) else repr(value))
         path = path.removeprefix(".")  # a plain pod's template path is "" (".spec…")
         self.errors.append(Rejection(self.kind, self.namespace, self.name, path, shown, rule))
+
+    def warn(self, path: str, value: str, rule: str) -> None:
+        """The object is accepted, but a value was changed (e.g. cores clamped to 100 %)."""
+        self.warnings.append(Rejection(self.kind, self.namespace, self.name,
+                                       path.removeprefix("."), value, rule))  # fmt: skip
 
     def invalid(self, path: str, value: object, detail: str) -> None:
         """A rule the API server checks, in its words: `<path>: Invalid value: "<v>": <detail>`."""
@@ -234,6 +245,9 @@ class Admission:
         self.default_priority = 0
         self.queues: dict[str, QueueSpec] = {}
         self.rejections: list[Rejection] = []
+        self.warnings: list[Rejection] = []
+        self.members: dict[tuple[str, str], list[str]] = {}  # PodGroup → its valid pods
+        self.waiting: dict[tuple[str, str], tuple[str, ...]] = {}
         self.manifests: dict[tuple[str, str], str] = {}
 
     # --- entry ---------------------------------------------------------------------------
@@ -304,6 +318,8 @@ class Admission:
                 if result:
                     jobs.append(result[0])
                     running.extend(result[1])
+                elif self.members.get((ns, name)):
+                    self.waiting[(ns, name)] = tuple(self.members[(ns, name)])
             else:
                 result = self._guard(kind, doc, self._plain_pod)
                 if result:
@@ -315,6 +331,8 @@ class Admission:
             running=tuple(running),
             priority_classes=tuple(self.priority.values()),
             rejections=tuple(self.rejections),
+            warnings=tuple(self.warnings),
+            waiting=dict(self.waiting),
             manifests=dict(self.manifests),
         )
 
@@ -327,6 +345,7 @@ class Admission:
         except Rejected as exc:
             self.rejections.extend(exc.rejections)
             return None
+        self.warnings.extend(ctx.warnings)
         return result
 
     # --- kinds ---------------------------------------------------------------------------
@@ -483,7 +502,10 @@ class Admission:
                 total[res] = max(total.get(res, 0), value)
         devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
         for err in errors:
-            ctx.reject(err.path, err.value, err.rule)
+            if err.warning:
+                ctx.warn(err.path, err.value, err.rule)
+            else:
+                ctx.reject(err.path, err.value, err.rule)
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:
@@ -653,6 +675,9 @@ class Admission:
             if pctx.errors:
                 self.rejections.extend(pctx.errors)
                 continue
+            for w in pctx.warnings:  # reported on the PodGroup, the object that is written
+                ctx.warn(f"pod {pname}: {w.path}", w.value, w.rule)
+            self.members.setdefault((namespace, name), []).append(pname)
             tasks.append(task)
             running.extend(rp)
         ctx.check()

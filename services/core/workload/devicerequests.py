@@ -23,6 +23,7 @@ class DeviceRequestError:
     path: str
     value: str
     rule: str
+    warning: bool = False  # accepted with a changed value (a HAMi clamp): tell, do not refuse
 
 
 class DeviceRequestParser(Protocol):
@@ -46,7 +47,8 @@ def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
             for v in violations:
                 where = "limits" if v.resource in limits else "requests"
                 errors.append(DeviceRequestError(
-                    f"{path}.containers[{i}].resources.{where}.{v.resource}", v.value, v.rule))  # fmt: skip
+                    f"{path}.containers[{i}].resources.{where}.{v.resource}", v.value, v.rule,
+                    v.warning))  # fmt: skip
         return tuple(out), tuple(errors)
 
     return parse

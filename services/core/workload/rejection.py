@@ -19,10 +19,14 @@ class Rejection:
     value: str
     rule: str
 
+    def line(self) -> str:
+        """`<path>: <rule> (value: <value>)`, the form of every reason and warning in a reply."""
+        shown = f" (value: {self.value})" if self.value else ""
+        return f"{self.path}: {self.rule}{shown}"
+
     def message(self) -> str:
         """`<Kind>: <path>: <rule> (value: <value>)` — the kind first so readers can route it."""
-        shown = f" (value: {self.value})" if self.value else ""
-        return f"{self.kind}: {self.path}: {self.rule}{shown}"
+        return f"{self.kind}: {self.line()}"
 
 
 class Rejected(Exception):

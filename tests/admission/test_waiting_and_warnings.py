@@ -1,0 +1,134 @@
+"""What `apply` says and what `get pods` / the simulate report then show (issue 13 items 2, 3):
+a clamped value is accepted with a warning, and the pods of a refused PodGroup are listed,
+unbound, with the reason they wait, instead of disappearing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from contracts.api import ACCEPTED, REJECTED
+from contracts.events import JobRejected, JobSubmitted
+from services.admission.service import AdmissionService
+from services.cli.main import main
+from services.core.simulate.report import build_report
+from services.runtime.eventlog import EventLog
+from tests.allocator.scenario import decoded
+
+CLAMPED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: soft, annotations: {huawei.com/vnpu-mode: hami-core}}
+spec:
+  containers:
+    - name: c
+      image: busybox
+      resources:
+        limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "4096",
+                 huawei.com/Ascend910B3-core: "150"}
+"""
+CLAMP_WARNING = ("spec.containers[0].resources.limits.huawei.com/Ascend910B3-core: is more than "
+                 "a card's 100 % of cores: clamped to 100 (value: 150)")  # fmt: skip
+
+CLOSED_QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: shut}
+status: {state: Closed}
+"""
+PARENT_QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: parent}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: child}
+spec: {parent: parent}
+"""
+
+
+def group(queue: str, name: str = "pg") -> str:
+    members = "".join(f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}-{i}, annotations: {{scheduling.k8s.io/group-name: {name}}}}}
+spec:
+  containers: [{{name: c, image: busybox, resources: {{limits: {{huawei.com/Ascend910B3: "1"}}}}}}]
+""" for i in range(2))
+    return f"""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {{name: {name}}}
+spec: {{minMember: 2, queue: {queue}}}
+{members}"""
+
+
+async def started(log: EventLog) -> AdmissionService:
+    svc = AdmissionService(log)
+    await svc.recover()
+    return svc
+
+
+async def report_of(log: EventLog) -> dict:
+    return build_report([m async for m in log.replay()])
+
+
+async def test_a_clamped_value_is_accepted_with_a_warning_in_reply_log_and_report(
+    event_log: EventLog,
+) -> None:
+    svc = await started(event_log)
+    [result] = (await svc.apply(CLAMPED)).results
+    assert result.outcome == ACCEPTED and result.warnings == (CLAMP_WARNING,)
+    [submitted] = [e for e in decoded([m async for m in event_log.replay()]) if isinstance(e, JobSubmitted)]
+    assert submitted.warnings == (CLAMP_WARNING,) and submitted.spec.tasks[0].devices[0].cores == 100
+    [job] = (await report_of(event_log))["jobs"]
+    assert job["warnings"] == [CLAMP_WARNING]
+    again = (await svc.apply(CLAMPED)).results[0]  # unchanged, and still said
+    assert again.warnings == (CLAMP_WARNING,)
+
+
+async def test_pods_of_a_podgroup_on_a_closed_or_parent_queue_are_listed_waiting(
+    event_log: EventLog,
+) -> None:
+    svc = await started(event_log)
+    await svc.apply(CLOSED_QUEUE + "---" + PARENT_QUEUE)
+    for queue, why in (("shut", "can only submit job to queue with state `Open`"),
+                       ("parent", "can only submit job to a leaf queue")):  # fmt: skip
+        name = f"pg-{queue}"
+        [result] = (await svc.apply(group(queue, name))).results
+        assert result.kind == "PodGroup" and result.outcome == REJECTED
+        assert result.warnings == (f"pods {name}-0, {name}-1 wait (unbound) for this PodGroup",)
+        pods = {p["name"]: p for p in (await report_of(event_log))["pods"]}
+        for i in range(2):
+            p = pods[f"{name}-{i}"]
+            assert p["phase"] == "Pending" and p["node"] is None and p["devices"] == []
+            assert p["reason"].startswith(f"waiting for PodGroup {name}, which was refused: PodGroup: "
+                                          f"spec.queue: {why}"), p  # fmt: skip
+    before = len([m async for m in event_log.replay()])
+    await svc.apply(group("shut", "pg-shut"))  # the same refusal again: recorded once
+    assert len([m async for m in event_log.replay()]) == before
+    # opened (here: a fixed manifest on an open queue), the group is admitted on the same subject
+    [fixed] = (await svc.apply(group("default", "pg-shut"))).results
+    assert fixed.outcome == ACCEPTED, fixed
+    pods = {p["name"]: p for p in (await report_of(event_log))["pods"] if p["job"] == "pg-shut"}
+    assert set(pods) == {"pg-shut-0", "pg-shut-1"} and all(p["reason"] == "" for p in pods.values())
+    assert sum(isinstance(e, JobRejected) for e in decoded([m async for m in event_log.replay()])) == 2
+
+
+def test_simulate_report_lists_the_waiting_pods(tmp_path: Path) -> None:
+    inventory = {"nodes": [{"name": "n1", "cpu": 64, "memory": "256Gi",
+                            "devices": [{"type": "Ascend910B3", "count": 8}]}]}  # fmt: skip
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "w.yaml").write_text(CLOSED_QUEUE + "---" + group("shut") + "\n---" + CLAMPED)
+    assert main(["simulate", "--inventory", str(tmp_path / "inv.yaml"), "--workload",
+                 str(tmp_path / "w.yaml"), "--report", str(tmp_path / "r.json")]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "r.json").read_text())
+    pods = {p["name"]: p for p in report["pods"]}
+    assert pods["pg-0"]["phase"] == pods["pg-1"]["phase"] == "Pending"
+    assert "waiting for PodGroup pg, which was refused" in pods["pg-0"]["reason"]
+    jobs = {j["name"]: j for j in report["jobs"]}
+    assert jobs["pg"]["phase"] == "Rejected" and jobs["soft"]["warnings"] == [CLAMP_WARNING]

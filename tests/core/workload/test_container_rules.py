@@ -1,0 +1,110 @@
+"""A container's resources: one request on one card model, HAMi clamps said out loud, and the
+API server's container rules (image, extended-resource limits) in its words (issue 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core.devices import build_vendors
+from services.core.workload import Workload, admit, load_documents
+from services.core.workload.devicerequests import hami_parser
+
+REG = build_vendors()
+
+
+def pod(resources: str, *, image: str = "image: busybox, ", annotations: str = "{}") -> str:
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, annotations: {annotations}}}
+spec:
+  containers: [{{name: c, {image}resources: {resources}}}]
+"""
+
+
+def run(text: str) -> Workload:
+    return admit(load_documents(text), hami_parser(REG), REG.resource_names())
+
+
+def reasons(text: str) -> list[str]:
+    return [r.line() for r in run(text).rejections]
+
+
+MIXED = [
+    ("huawei.com/Ascend910B", "huawei.com/Ascend910B3-memory", "4096"),  # pre-v2.7 name + model
+    ("huawei.com/Ascend910", "huawei.com/Ascend910B3-memory", "4096"),  # family + model
+    ("huawei.com/Ascend910B3", "huawei.com/Ascend910B-memory", "4096"),  # model + old name
+    ("huawei.com/Ascend910B3", "huawei.com/Ascend910B4-memory", "4096"),  # two models
+    ("huawei.com/Ascend310P", "huawei.com/Ascend910B3-core", "10"),
+    ("nvidia.com/gpu", "volcano.sh/vgpu-memory", "1000"),  # HAMi and Volcano NVIDIA names
+    ("volcano.sh/vgpu-number", "nvidia.com/gpucores", "30"),
+]
+
+
+@pytest.mark.parametrize(("count", "other", "value"), MIXED)
+def test_count_memory_core_names_of_two_models_are_refused_naming_both(
+    count: str, other: str, value: str
+) -> None:
+    got = reasons(pod(f'{{limits: {{{count}: "1", {other}: "{value}"}}}}'))
+    first, second = sorted([count, other])
+    assert got[0].startswith(f"spec.containers[0].resources.limits.{second}: {first} and {second} "
+                             "are two device requests (two cards): one container's count, memory "
+                             "and core resources must resolve to one request on one card model")  # fmt: skip
+
+
+def test_one_models_names_together_are_one_request() -> None:
+    w = run(pod('{limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "4096"}}'))
+    assert not w.rejections
+    [device] = w.jobs[0].tasks[0].devices
+    assert (device.type, device.count, device.template) == ("Ascend910B3", 1, "vir05_1c_16g")
+
+
+def test_two_vendors_in_one_container_stay_two_requests() -> None:
+    w = run(pod('{limits: {nvidia.com/gpu: "1", huawei.com/Ascend310P: "1"}}'))
+    assert not w.rejections and len(w.jobs[0].tasks[0].devices) == 2
+
+
+SOFT = "{huawei.com/vnpu-mode: hami-core}"
+
+
+def test_cores_above_100_are_accepted_clamped_and_said() -> None:
+    w = run(pod('{limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "4096", '
+                'huawei.com/Ascend910B3-core: "150"}}', annotations=SOFT))  # fmt: skip
+    assert not w.rejections
+    assert w.jobs[0].tasks[0].devices[0].cores == 100
+    assert [x.line() for x in w.warnings] == [
+        "spec.containers[0].resources.limits.huawei.com/Ascend910B3-core: is more than a card's "
+        "100 % of cores: clamped to 100 (value: 150)"]  # fmt: skip
+    w = run(pod('{limits: {nvidia.com/gpu: "1", nvidia.com/gpucores: "120"}}'))
+    assert [x.line() for x in w.warnings] == [
+        "spec.containers[0].resources.limits.nvidia.com/gpucores: is more than a card's 100 % of "
+        "cores: clamped to 100 (value: 120)"]  # fmt: skip
+
+
+def test_a_container_without_image_is_refused_like_the_api_server_does() -> None:
+    assert reasons(pod("{}", image="")) == ["spec.containers[0].image: Required value"]
+    job = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks: [{name: t, template: {spec: {containers: [{name: c, image: i}],
+                                      initContainers: [{name: init}]}}}]
+"""
+    assert reasons(job) == ["spec.tasks[0].template.spec.initContainers[0].image: Required value"]
+
+
+def test_extended_resources_need_a_limit_equal_to_the_request() -> None:
+    assert reasons(pod('{requests: {huawei.com/Ascend910B3: "1"}}')) == [
+        "spec.containers[0].resources.limits[huawei.com/Ascend910B3]: Required value: "
+        "Limit must be set for non overcommitable resources"]  # fmt: skip
+    unequal = pod('{requests: {huawei.com/Ascend910B3: "1"}, limits: {huawei.com/Ascend910B3: "2"}}')
+    assert reasons(unequal) == [
+        'spec.containers[0].resources.requests[huawei.com/Ascend910B3]: Invalid value: "1": '
+        "must be equal to huawei.com/Ascend910B3 limit of 2"]  # fmt: skip
+    # cpu and memory may be overcommitted: a lower request is fine, a higher one is not
+    assert reasons(pod('{requests: {cpu: "1"}, limits: {cpu: "2"}}')) == []
+    assert reasons(pod('{requests: {cpu: "2"}}')) == []
+    assert reasons(pod('{requests: {memory: 2Gi}, limits: {memory: 1Gi}}')) == [
+        'spec.containers[0].resources.requests[memory]: Invalid value: "2Gi": '
+        "must be less than or equal to memory limit of 1Gi"]  # fmt: skip
