@@ -15,19 +15,10 @@ import pytest
 
 from contracts.api import ACCEPTED, REJECTED, ApplyReply, ApplyRequest, decode, encode
 from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.core.workload.test_names import pod
 from tests.processes import ServiceProcess
 
 QUEUE = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q%d}\n"
-
-
-def pod(name: str, namespace: str = "default") -> str:
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: "{name}", namespace: "{namespace}"}}
-spec:
-  containers: [{{name: c, image: busybox}}]
-"""
 
 
 def job(replicas: int, tasks: int = 1, annotations: str = "{}") -> str:
@@ -78,8 +69,7 @@ HOSTILE = {
     "a trillion replicas": (job(1_000_000_000_000), "spec.tasks[0].replicas:",
                             "at most 10000 pods per job"),
     "100,000 replicas": (job(100_000), "spec.tasks[0].replicas:", "at most 10000 pods per job"),
-    "a 10^999999 quantity": (pod("q").replace("image: busybox", "image: b, resources: {limits: "
-                                              "{cpu: 1e999999}}"),
+    "a 10^999999 quantity": (pod("q", resources="{limits: {cpu: 1e999999}}"),
                              "spec.containers[0].resources.limits.cpu:", "no more than 9223372036854775807"),
     "an event larger than max_payload": (
         # job annotations are every task's defaults: 4 × 250 KB in one JobSubmitted

@@ -21,13 +21,13 @@ LABEL_RULE = (
 )
 
 
-def pod(name: str, namespace: str = "default") -> str:
+def pod(name: str, namespace: str = "default", resources: str = '{limits: {cpu: "1"}}') -> str:
     return f"""
 apiVersion: v1
 kind: Pod
 metadata: {{name: "{name}", namespace: "{namespace}"}}
 spec:
-  containers: [{{name: c, image: busybox, resources: {{limits: {{cpu: "1"}}}}}}]
+  containers: [{{name: c, image: busybox, resources: {resources}}}]
 """
 
 
