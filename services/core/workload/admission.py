@@ -143,7 +143,7 @@ def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
     namespace; Volcano's job webhook also wants the job name to be a qualified name (≤ 63)."""
     meta = doc.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, dict) else None
-    if not name and not (isinstance(meta, dict) and meta.get("generateName")):
+    if not name:  # Tessera names nothing itself, so `generateName` alone is not enough
         ctx.required("metadata.name", "name or generateName is required")
         return
     if not isinstance(name, str):
