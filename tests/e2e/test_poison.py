@@ -30,7 +30,7 @@ PARKED_BY = {"admission": 1, "queue": 1, "scheduler": 2, "nodeagent": 1, "alloca
 def pod(name: str) -> str:
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "serve"},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": {
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {
             "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "16384"}}}]},
     })  # fmt: skip
 
