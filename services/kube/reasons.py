@@ -53,7 +53,7 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
         return f"have no {card} card with {d.cores} cores free"
     if code == "NodeInsufficientDevice":
         n = d.count if d is not None else 1
-        return f"have fewer than {n} free {card} card{'s' if n != 1 else ''}"
+        return f"have no free {card} card" if n == 1 else f"have fewer than {n} free {card} cards"
     if code == "CardTypeMismatch":
         return f"have no {card} card"
     if code in ("CardTimeSlicingExhausted", "CardComputeUnitsExhausted"):

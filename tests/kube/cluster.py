@@ -17,6 +17,7 @@ HAMi's `PodAllocationTrySuccess` does) and the kubelet (phase Running, later Suc
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -47,6 +48,7 @@ class Cluster:
     kubeconfig: Path
     kube: Kube
     bindings: list[dict[str, Any]] = field(default_factory=list)  # kmock: every binding request
+    bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # kmock: accepted ones
     namespace: str = "default"
 
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
@@ -110,10 +112,20 @@ def real_backends() -> list[str]:
     return out
 
 
+def emulator() -> Any:
+    """kmock's emulator, keeping only its recent request history: it matches each request to
+    a reaction by filtering the whole history (O(requests²): a few thousand pods take minutes).
+    64 covers the requests in flight at once; the harness's reactions look only at the one in
+    hand."""
+    km = kmock.KubernetesEmulator()
+    object.__setattr__(km, "_requests", collections.deque(maxlen=64))
+    return km
+
+
 @contextlib.asynccontextmanager
 async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
     assert kmock is not None
-    async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv:
+    async with emulator() as km, kmock.Server(km) as srv:
         base = str(srv.url).rstrip("/")
         session = aiohttp.ClientSession()
         bound: dict[tuple[str, str], str] = {}
@@ -138,6 +150,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                                         f'pod {pod} is already assigned to node "{bound.get((ns, pod))}"')  # fmt: skip
                 node = data["target"]["name"]
                 bound[(ns, pod)] = node
+                cluster_box[0].bound.setdefault((ns, pod), []).append(node)
                 patch = {"spec": {"nodeName": node},
                          "metadata": {"annotations": (data.get("metadata") or {}).get("annotations") or {}}}
                 async with session.patch(f"{base}/api/v1/namespaces/{ns}/pods/{pod}", json=patch) as r:

@@ -15,7 +15,7 @@ from contracts import hami
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.workload import article_pods, gpu_pod, hami_nodes, running_pod
+from tests.kube.workload import article_pods, as_pod, gpu_pod, hami_nodes, running_pod
 from tests.processes import wait_until
 
 PRE_A_CARD = "node-a-npu-0"
@@ -90,3 +90,49 @@ def kpods_condition(pod: dict | None) -> dict | None:
     from services.kube.status import scheduled_condition
 
     return scheduled_condition(pod) if pod else None
+
+
+def small_pod(i: int) -> dict:
+    return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"w-{i}"}, "spec": {
+        "containers": [{"name": "c", "resources": {"limits": {
+            "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "16384"}}}]}})  # fmt: skip
+
+
+async def test_kill_any_service_mid_wave_binds_nothing_twice(cluster: Cluster, tmp_path: Path) -> None:
+    """70 pods of 16 GB on 2 × 8 910B3 (64 such slices): one service after another is killed
+    with SIGKILL while pods are being bound, and restarted. Afterwards every pod is bound at
+    most once, no card holds more than it has, and the 6 that cannot fit say why."""
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    total, fits = 70, 64
+    async with Kubelet(cluster):
+        await _start(cp)
+        try:
+            for i in range(total):
+                await cluster.create_pod(small_pod(i))
+            for victim in ("allocator", "admission", "nodeagent", "queue", "scheduler", "allocator"):
+                cp.kill(victim)  # SIGKILL, wherever it is
+                await asyncio.to_thread(cp.restart, victim)
+
+            async def settled() -> bool:
+                objs = await cluster.pods()
+                running = [p for p in objs if kpods.phase(p) == "Running"]
+                waiting = [p for p in objs if not kpods.node_name(p)]
+                reasons = [kpods_condition(p) for p in waiting]
+                return len(running) == fits and len(waiting) == total - fits and all(
+                    r and r["status"] == "False" and "nodes are available" in r["message"] for r in reasons)
+
+            await wait_until(settled, 120, "64 running, 6 waiting with a reason")
+        finally:
+            await asyncio.to_thread(cp.stop)
+    objs = await cluster.pods()
+    if cluster.kind == "kmock":
+        assert {k: v for k, v in cluster.bound.items() if len(v) != 1} == {}
+    per_card: dict[str, list[int]] = collections.defaultdict(list)
+    for p in objs:
+        for d in hami.allocated_devices(p["metadata"].get("annotations") or {}):
+            per_card[d.uuid].append(d.memory)
+    assert per_card and all(sum(m) <= 65536 and len(m) <= 4 for m in per_card.values()), per_card
+    waiting = [kpods_condition(p)["message"] for p in objs if not kpods.node_name(p)]
+    assert all("have no Ascend910B3 card with 16384 MB free" in m or "free slice" in m
+               or "cordoned" in m for m in waiting), waiting  # fmt: skip

@@ -1,0 +1,59 @@
+"""List-then-watch against kmock's emulator through kubernetes-asyncio: a watch that ends is
+resumed from the last resourceVersion (bookmarks included), `410 Gone` means relist, and the
+relist is diffed against what was known so objects deleted meanwhile are reported deleted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import kmock
+import pytest
+
+from services.kube.client import Kube, Limits, configuration, pods_path
+from services.kube.listwatch import Change, Reflector
+from tests.kube.cluster import _kubeconfig
+
+
+@pytest.fixture
+async def emulator(tmp_path) -> AsyncIterator[tuple[kmock.KubernetesEmulator, Kube]]:  # type: ignore[no-untyped-def]
+    async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv:
+        km.resources["v1/pods"] = {}
+        _kubeconfig(tmp_path / "kc", str(srv.url).rstrip("/"))
+        kube = Kube(await configuration(str(tmp_path / "kc")), Limits(qps=0))
+        try:
+            yield km, kube
+        finally:
+            await kube.close()
+
+
+def _pod(name: str, rv: str = "") -> dict:
+    meta = {"name": name, "namespace": "default", **({"resourceVersion": rv} if rv else {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {}}
+
+
+async def _take(it: AsyncIterator[Change], n: int) -> list[tuple[str, str]]:
+    return [(c.kind, c.key) for c in [await asyncio.wait_for(anext(it), 10) for _ in range(n)]]
+
+
+async def test_resume_from_bookmark_then_relist_on_410_reports_deletions(emulator) -> None:  # type: ignore[no-untyped-def]
+    km, kube = emulator
+    await kube.create(pods_path("default"), _pod("b"))
+    # the first list is stale: it still has `a`, which the server no longer holds
+    km["get", kmock.params({"limit": "500"})][:1] << {
+        "kind": "PodList", "metadata": {"resourceVersion": "10"}, "items": [_pod("a", "5"), _pod("b")]}  # fmt: skip
+    replies = iter([
+        {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "42"}}},
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}},
+    ])  # fmt: skip
+    km["get", kmock.params({"watch": "true"})][:2] << (lambda _req: next(replies))
+    reflector = Reflector(kube, pods_path(), retry=0.01)
+    it = reflector.changes().__aiter__()
+    assert await _take(it, 3) == [("upsert", "default/a"), ("upsert", "default/b"), ("synced", "")]
+    # bookmark → the stream ends → resumed from 42 → 410 → relisted: `a` is gone, `b` unchanged
+    assert await _take(it, 2) == [("delete", "default/a"), ("synced", "")]
+    assert reflector.relists == 2 and reflector.resumes >= 1
+    resumed = [r for r in km if r.params.get("watch") == "true"]
+    assert resumed[1].params.get("resourceVersion") == "42"
+    await kube.create(pods_path("default"), _pod("c"))
+    assert await _take(it, 1) == [("upsert", "default/c")]

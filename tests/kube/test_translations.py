@@ -1,0 +1,151 @@
+"""The pure halves of the edge: HAMi's annotation codecs, Node → registration, Pod → binding
+annotations, and the "why it waits" line. Facts from hami.md §2.5, §3.1–3.2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contracts import hami
+from contracts.devices import SliceSpec
+from contracts.events import SliceAssignment, TaskPlacement
+from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
+from services.core.devices.catalogue import default_catalogue
+from services.kube import nodes, pods, reasons
+from tests.kube.workload import ascend_register, nvidia_register_csv
+
+NOW = 1_796_000_000.0
+
+
+def test_register_json_and_both_csv_forms() -> None:
+    json_devs = hami.decode_register(hami.NVIDIA_REGISTER, json.dumps([
+        {"id": "GPU-a", "count": 10, "devmem": 32768, "devcore": 100,
+         "type": "NVIDIA-Tesla V100-PCIE-32GB", "health": True, "mode": "hami-core"},
+        {"id": "GPU-b", "index": 1, "numa": 1, "count": 10, "devmem": 32768, "devcore": 100,
+         "type": "NVIDIA-Tesla V100-PCIE-32GB"}]))  # fmt: skip
+    # Go's omitempty: index/numa 0 and health false are absent
+    assert [(d.uuid, d.index, d.numa, d.health) for d in json_devs] == [
+        ("GPU-a", 0, 0, True), ("GPU-b", 1, 1, False)]  # fmt: skip
+    seven = hami.decode_register("k", "GPU-a,10,32768,100,NVIDIA-T4,0,true:GPU-b,10,32768,100,NVIDIA-T4,1,false:")
+    assert [(d.uuid, d.index, d.numa, d.health, d.mode) for d in seven] == [
+        ("GPU-a", 0, 0, True, ""), ("GPU-b", 1, 1, False, "")]  # fmt: skip
+    nine = hami.decode_register("k", nvidia_register_csv("gpu-1"))
+    assert [(d.index, d.mode, d.devmem) for d in nine] == [(0, "hami-core", 40960), (1, "hami-core", 40960)]
+
+
+@pytest.mark.parametrize("value, words", [
+    ("GPU-a,10,32768", "3 fields, expected 7 or 9"),
+    ('[{"index": 1}]', "needs an `id`"),
+    ('[{"id": "x", "devmem": "lots"}]', "devmem is 'lots', not a number"),
+    ("[{", "not JSON"),
+])  # fmt: skip
+def test_register_errors_name_the_key_and_the_rule(value: str, words: str) -> None:
+    with pytest.raises(hami.CodecError, match="hami.io/node-nvidia-register") as err:
+        hami.decode_register(hami.NVIDIA_REGISTER, value)
+    assert words in str(err.value)
+
+
+def test_pod_devices_round_trip_keeps_empty_container_slots() -> None:
+    text = "GPU-0fc3,NVIDIA,3000,0:;GPU-0fc3,NVIDIA,5000,0:;"  # hami.md §3.2's example
+    slots = hami.decode_pod_devices("k", text)
+    assert [[(d.uuid, d.memory) for d in s] for s in slots] == [[("GPU-0fc3", 3000)], [("GPU-0fc3", 5000)]]
+    assert hami.encode_pod_devices(slots) == text
+    assert hami.encode_pod_devices([[], slots[0]]) == ";GPU-0fc3,NVIDIA,3000,0:;"
+    assert hami.decode_pod_devices("k", ";GPU-0fc3,NVIDIA,3000,0:;")[0] == []
+
+
+def test_runtime_info_as_hami_writes_it() -> None:
+    d = [hami.PodDevice("device-0", "Ascend910B3", 8738, 1), hami.PodDevice("u-1", "Ascend910B3", 8192, 0)]
+    assert json.loads(hami.encode_runtime_info(d, {"device-0": "vir08"})) == [
+        {"UUID": "device-0", "temp": "vir08", "memory": 8738, "core": 1},
+        {"UUID": "u-1", "memory": 8192}]  # fmt: skip
+
+
+def _node(name: str, annotations: dict[str, str], allocatable: dict[str, str] | None = None,
+          ready: str = "True", **spec: object) -> dict:  # fmt: skip
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}, "annotations": annotations},
+            "spec": spec, "status": {"allocatable": {"cpu": "96", "memory": "768Gi", "pods": "110", **(allocatable or {})},
+                                     "conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
+
+
+ASCEND = {"huawei.com/Ascend910B3": "8"}
+
+
+def test_template_and_hami_core_nodes() -> None:
+    cat = default_catalogue()
+    key = hami.ascend_register_key("Ascend910B3")
+    shake = hami.ascend_handshake_key("Ascend910B3")
+    a = nodes.node_view(_node("a", {key: ascend_register("a"), shake: "Reported_2026.12.01 08:00:00"}, ASCEND), cat, NOW)
+    assert a.ready and a.answer_handshakes == (shake,)
+    assert {(c.mode, c.cores, c.split_count, c.memory) for c in a.registered.cards} == {("template", 20, 4, 65536)}
+    assert [c.network_id for c in a.registered.cards] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert (a.registered.cpu_milli, a.registered.memory_mib) == (96000, 768 * 1024)
+    b = nodes.node_view(_node("b", {key: ascend_register("b"), hami.VNPU_CORE: "true"}, ASCEND), cat, NOW)
+    assert {(c.mode, c.cores) for c in b.registered.cards} == {("hami-core", 100)}
+    assert b.registered.annotations == {hami.VNPU_CORE: "true"}  # handshakes are not kept
+
+
+def test_devices_lost_as_hami_decides() -> None:
+    cat = default_catalogue()
+    key, shake = hami.ascend_register_key("Ascend910B3"), hami.ascend_handshake_key("Ascend910B3")
+    asked = nodes.handshake_value(NOW - 61)
+    gone = nodes.node_view(_node("a", {key: ascend_register("a"), shake: asked}, {"huawei.com/Ascend910B3": "0"}), cat, NOW)
+    assert gone.registered.cards == ()
+    recent = nodes.node_view(_node("a", {key: ascend_register("a"), shake: nodes.handshake_value(NOW - 30)},
+                                   {"huawei.com/Ascend910B3": "0"}), cat, NOW)  # fmt: skip
+    assert len(recent.registered.cards) == 8  # 60 s not over yet
+    still = nodes.node_view(_node("a", {key: ascend_register("a"), shake: asked}, ASCEND), cat, NOW)
+    assert len(still.registered.cards) == 8  # allocatable still counts the cards
+    nv = nodes.node_view(_node("g", {hami.NVIDIA_REGISTER: nvidia_register_csv("g")}, {"nvidia.com/gpu": "0"}), cat, NOW)
+    assert nv.registered.cards == ()  # NVIDIA (HAMi >= 2.9): allocatable count 0
+
+
+def test_cordon_not_ready_and_bad_annotations() -> None:
+    cat = default_catalogue()
+    view = nodes.node_view(_node("c", {hami.ascend_register_key("Ascend999"): "[]",
+                                       hami.NVIDIA_REGISTER: "x,y"}, ready="False", unschedulable=True,
+                                 taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]), cat, NOW)  # fmt: skip
+    assert not view.ready
+    assert view.registered.taints == ("gpu=yes:NoSchedule", nodes.UNSCHEDULABLE_TAINT)
+    assert any("Ascend999 is not in the device catalogue" in p for p in view.problems)
+    assert any("hami.io/node-nvidia-register" in p for p in view.problems)
+
+
+def _card(uuid: str, vendor: str = "huawei", type_: str = "Ascend910B3") -> object:
+    from contracts.devices import CardSpec
+
+    return CardSpec(uuid=uuid, node="n", index=0, type=type_, vendor=vendor, memory=65536, cores=20)
+
+
+def test_binding_annotations_one_slot_per_container_init_first() -> None:
+    req = DeviceRequest(vendor="huawei", type="Ascend910B3", count=1, memory=8192, container=1)
+    task = TaskSpec(name="t", devices=(req,), containers=2, init_containers=1)
+    placement = TaskPlacement(task="p", node="n", slices=(SliceAssignment(
+        card="u1", node="n", slice=SliceSpec(kind="template", memory=8192, cores=2, template="vir02")),))  # fmt: skip
+    out = pods.binding_annotations(placement, task, {"u1": _card("u1")}, NOW)
+    assert out[hami.ascend_to_allocate_key("Ascend910B3")] == ";;u1,Ascend910B3,8192,2:;"
+    assert out[hami.ascend_allocated_key("Ascend910B3")] == out[hami.ascend_to_allocate_key("Ascend910B3")]
+    assert json.loads(out["huawei.com/Ascend910B3"]) == [{"UUID": "u1", "temp": "vir02", "memory": 8192, "core": 2}]
+    assert (out[hami.VGPU_NODE], out[hami.BIND_PHASE], out[hami.BIND_TIME]) == ("n", "allocating", str(int(NOW)))
+    assert out[hami.PREDICATE_TIME] == str(int(NOW))
+    gpu = TaskPlacement(task="g", node="n", slices=(SliceAssignment(
+        card="GPU-1", node="n", slice=SliceSpec(kind="soft", memory=10000, cores=30)),))  # fmt: skip
+    out = pods.binding_annotations(gpu, None, {"GPU-1": _card("GPU-1", "nvidia", "NVIDIA-A100")}, NOW)
+    assert out[hami.NVIDIA_TO_ALLOCATE] == "GPU-1,NVIDIA,10000,30:;" and hami.PREDICATE_TIME not in out
+    assert pods.binding_annotations(TaskPlacement(task="cpu", node="n"), None, {}, NOW) == {}
+
+
+def test_why_a_pod_waits_in_words() -> None:
+    ask = DeviceRequest(vendor="huawei", type="Ascend910B3", count=1, memory=8192)
+    spec = JobSpec(namespace="d", name="j", tasks=(TaskSpec(name="t", devices=(ask,)),))
+    line = reasons.nodes_line({
+        "a": "1/8 CardInsufficientMemory", "b": "8/8 CardInsufficientMemory",
+        "c": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }",
+        "d": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }"}, 4, spec)  # fmt: skip
+    assert line == "0/4 nodes are available: 2 are cordoned, 2 have no Ascend910B3 card with 8192 MB free."
+    assert reasons.phrase("Insufficient cpu", spec) == "have too little free cpu"
+    gang = reasons.message("1/2 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 8/8 NodeInsufficientDevice.",
+                           {"a": "8/8 NodeInsufficientDevice"}, 1, spec)  # fmt: skip
+    assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 have no free Ascend910B3 card."
+    assert reasons.message("queue q is Closed", {}, 3, spec) == "queue q is Closed"
