@@ -41,7 +41,7 @@ def test_register_json_and_both_csv_forms() -> None:
     ("[{", "not JSON"),
 ])  # fmt: skip
 def test_register_errors_name_the_key_and_the_rule(value: str, words: str) -> None:
-    with pytest.raises(hami.CodecError, match="hami.io/node-nvidia-register") as err:
+    with pytest.raises(hami.CodecError, match=r"hami\.io/node-nvidia-register") as err:
         hami.decode_register(hami.NVIDIA_REGISTER, value)
     assert words in str(err.value)
 
