@@ -25,7 +25,7 @@ from contracts.api import (
     encode,
 )
 from contracts.base import Event
-from contracts.envelope import content_id
+from contracts.envelope import TYPE, content_id
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
@@ -165,11 +165,14 @@ class AdmissionService:
         """The object behind a live job is gone from the API server: `JobDeleted` (once)."""
         async with self._lock:
             job = self.known.jobs.get((namespace, name))
-            if job is None or not job.live:
+            if job is None:
+                return False
+            subject = self.subjects.job(namespace, name)
+            last = await self.log.last(subject)  # ended (its pod failed) or already deleted?
+            if last is None or last.headers.get(TYPE) == JobDeleted.type_name():
                 return False
             event = JobDeleted(namespace=namespace, name=name)
-            out = Outgoing(self.subjects.job(namespace, name), event, job.seq,
-                           f"delete:{namespace}/{name}:{cause}:{job.seq}")  # fmt: skip
+            out = Outgoing(subject, event, last.seq, f"delete:{namespace}/{name}:{cause}:{last.seq}")
             res = await self.service.publish(out)
             if isinstance(res, Conflict):
                 return False  # something else was appended first; the next change retries

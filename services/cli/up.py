@@ -175,12 +175,23 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
+    if args.kubeconfig and args.inventory:
+        raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")
+    extra = {"allocator": ["--hami-node-lock", args.hami_node_lock]} if args.kubeconfig else {}
+    for name in ("admission", "queue", "allocator", "nodeagent"):
+        for sched in args.scheduler_name:
+            extra.setdefault(name, []).extend(["--scheduler-name", sched])
     plane = ControlPlane(state_dir, args.inventory, args.nats, args.scheduler_conf,
-                         device_config=args.device_config)  # fmt: skip
+                         device_config=args.device_config,
+                         kubeconfig=str(Path(args.kubeconfig).resolve()) if args.kubeconfig else "",
+                         extra=extra)  # fmt: skip
+    if args.kubeconfig:
+        print(f"scheduling the cluster of {args.kubeconfig} (pods with schedulerName "
+              f"{', '.join(args.scheduler_name or ['volcano', 'tessera'])})")  # fmt: skip
     for name in SERVICES:
         if not available(name):
             print(f"  {name:10s} not built yet: skipped")
-        elif name == "nodeagent" and not args.inventory:
+        elif name == "nodeagent" and not args.inventory and not args.kubeconfig:
             print(f"  {name:10s} no --inventory given: no simulated nodes, skipped")
     plane.start()
     detached = False
@@ -222,6 +233,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--inventory", default="", help="simulated nodes for the node-agent")
     up.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf for the scheduler")
     up.add_argument("--device-config", default="", help="HAMi device-config.yaml for all services")
+    up.add_argument("--kubeconfig", default="",
+                    help="schedule this cluster's pods and nodes (instead of simulated nodes)")
+    up.add_argument("--scheduler-name", action="append", default=[],
+                    help="with --kubeconfig: pods with this schedulerName are Tessera's "
+                         "(repeatable; default volcano and tessera)")
+    up.add_argument("--hami-node-lock", default="on", choices=("on", "off"),
+                    help="with --kubeconfig: bind device pods under HAMi's node lock (on when "
+                         "HAMi's device plugins run on the nodes)")
     up.add_argument("--detach", action="store_true")
     up.add_argument("--state-dir", default=str(STATE_DIR))
     up.set_defaults(func=cmd_up)

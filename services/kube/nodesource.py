@@ -23,6 +23,7 @@ from contracts import hami
 from contracts.base import Event
 from contracts.envelope import TYPE, content_id
 from contracts.events import (
+    BindingFailed,
     JobDeleted,
     JobSubmitted,
     NodeLost,
@@ -46,7 +47,7 @@ from services.runtime.service import EventService, Outgoing, Received, replay_de
 log = logging.getLogger(__name__)
 
 COMMITTED, STARTED, FINISHED = "committed", "started", "finished"
-_FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinished)
+_FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinished, BindingFailed)
 
 
 def _same(last: Event | None, new: Event) -> bool:
@@ -97,6 +98,8 @@ class KubeNodeAgent:
                 for k in keys:
                     self.tasks[k] = (COMMITTED, seq)
                 return keys
+            case BindingFailed():
+                self.tasks.pop((event.namespace, event.name, event.task), None)
             case TaskStarted():
                 k = (event.namespace, event.name, event.task)
                 self.tasks[k] = (STARTED, self.tasks.get(k, ("", seq))[1])

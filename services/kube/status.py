@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts.events import (
+    BindingFailed,
     EvictionRequested,
     JobDeleted,
     JobSubmitted,
@@ -118,7 +119,7 @@ class PodStatusWriter:
         self.synced = asyncio.Event()
         self.watermark = 0
         self.written = 0
-        folded = (JobSubmitted, JobUnschedulable, PlacementProposed, PlacementCommitted,
+        folded = (JobSubmitted, JobUnschedulable, PlacementProposed, PlacementCommitted, BindingFailed,
                   PlacementRejected, TaskStarted, TaskFinished, JobDeleted, EvictionRequested,
                   NodeRegistered, NodeLost)  # fmt: skip
         self._types = frozenset(c.type_name() for c in folded)
@@ -143,6 +144,8 @@ class PodStatusWriter:
             case PlacementRejected():
                 self.placed = {t for t in self.placed if t[:2] != (event.namespace, event.name)}
             case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self.placed.discard((event.namespace, event.name, event.task))
+            case BindingFailed():
                 self.placed.discard((event.namespace, event.name, event.task))
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)

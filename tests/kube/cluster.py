@@ -49,6 +49,7 @@ class Cluster:
     kube: Kube
     bindings: list[dict[str, Any]] = field(default_factory=list)  # kmock: every binding request
     bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # kmock: accepted ones
+    refuse_once: set[str] = field(default_factory=set)  # kmock: pods whose next binding fails
     namespace: str = "default"
 
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
@@ -142,6 +143,9 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                     if r.status == 404:
                         return kmock_status(404, "NotFound", f'pods "{pod}" not found')
                     current = await r.json()
+                if pod in cluster_box[0].refuse_once:  # as for a pod recreated under its name
+                    cluster_box[0].refuse_once.discard(pod)
+                    return kmock_status(409, "Conflict", "Precondition failed: UID in precondition")
                 uid = (data.get("metadata") or {}).get("uid")
                 if uid and current["metadata"].get("uid") and uid != current["metadata"]["uid"]:
                     return kmock_status(409, "Conflict", "Precondition failed: UID mismatch")

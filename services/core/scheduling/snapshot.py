@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from contracts.base import Event
 from contracts.devices import CardSpec, CardUsage, SliceSpec
 from contracts.events import (
+    BindingFailed,
     CardHealthChanged,
     CardRegistered,
     EvictionRequested,
@@ -198,6 +199,8 @@ class ClusterProjection:
                             )
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
+            case BindingFailed():  # the API server refused the binding: the pod waits again
+                self._task_status(event.namespace, event.name, event.task, PENDING, "")
             case TaskFinished():
                 if event.reason in ("evicted", "restarted"):
                     self._task_status(event.namespace, event.name, event.task, PENDING, "")

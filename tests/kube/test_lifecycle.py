@@ -1,0 +1,78 @@
+"""What happens to bound pods on a cluster: a pod that finishes frees its card for the next
+one, a deleted pod ends its job and frees its card, a binding the API server refuses releases
+the slices and the pod is placed again, and the log's task events follow the pods' phases."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from contracts import hami
+from contracts.events import BindingFailed, JobDeleted, SliceReleased, TaskFinished
+from services.cli.up import ControlPlane
+from services.kube import pods as kpods
+from services.kube.client import pods_path
+from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.allocator.scenario import decoded
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.workload import as_pod, hami_nodes
+from tests.processes import wait_until
+
+
+def whole(name: str) -> dict:
+    return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"huawei.com/Ascend910B3": "1"}}}]}})  # fmt: skip
+
+
+def cards_of(pod: dict) -> set[str]:
+    return {d.uuid for d in hami.allocated_devices(pod["metadata"].get("annotations") or {})}
+
+
+async def test_finish_delete_and_refused_binding(cluster: Cluster, tmp_path: Path) -> None:
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    cluster.refuse_once.add("p-3")  # its first binding is refused (kmock harness)
+    async with Kubelet(cluster) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            for i in range(18):  # 16 whole cards on the schedulable nodes
+                await cluster.create_pod(whole(f"p-{i}"))
+
+            async def running(n: int) -> bool:
+                return sum(kpods.phase(p) == "Running" for p in await cluster.pods()) == n
+
+            await wait_until(lambda: running(16), 60, "16 pods on 16 cards")
+            objs = {p["metadata"]["name"]: p for p in await cluster.pods()}
+            waiting = sorted(n for n, p in objs.items() if not kpods.node_name(p))
+            assert len(waiting) == 2
+            done, gone = sorted(n for n in objs if n not in waiting)[:2]
+            await kubelet.finish("default", done, 0)  # Succeeded: its card is free again
+            await cluster.kube.delete(pods_path("default", gone))  # deleted: its card too
+
+            async def both_placed() -> bool:
+                ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
+                return all(kpods.phase(ps[n]) == "Running" for n in waiting)
+
+            await wait_until(both_placed, 60, "the waiting pods take the freed cards")
+            after = {p["metadata"]["name"]: p for p in await cluster.pods()}
+            freed = cards_of(objs[done]) | cards_of(objs[gone])
+            assert set().union(*(cards_of(after[n]) for n in waiting)) == freed
+            log = await JetStreamLog.connect(cp.url)
+            try:
+                events = decoded([m async for m in log.replay()])
+            finally:
+                await log.close()
+        finally:
+            await asyncio.to_thread(cp.stop)
+    finished = [e for e in events if isinstance(e, TaskFinished)]
+    # deleted while running: admission ends its job; the node agent may first report it ended
+    assert (done, 0) in [(e.task, e.exit_code) for e in finished]
+    assert {e.task for e in finished} <= {done, gone} and all(e.exit_code == -1 for e in finished if e.task == gone)
+    assert [e.name for e in events if isinstance(e, JobDeleted)] == [gone]
+    refused = [e for e in events if isinstance(e, BindingFailed)]
+    assert [e.task for e in refused] == ["p-3"] and "409" in refused[0].reason
+    released = {e.owner.split("/")[-1] for e in events if isinstance(e, SliceReleased)}
+    assert released == {done, gone, "p-3"}
+    assert kpods.phase(after["p-3"]) == "Running"
+    if cluster.kind == "kmock":
+        assert cluster.bound[("default", "p-3")] == [kpods.node_name(after["p-3"])]  # bound once
