@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from contracts.devices import SliceSpec
+from contracts.devices import CardSpec, SliceSpec
 from contracts.events import SliceAssignment
 
 NVIDIA_REGISTER = "hami.io/node-nvidia-register"
@@ -173,11 +173,38 @@ def allocated_devices(annotations: Mapping[str, str]) -> list[PodDevice]:
 def annotated_slices(node: str, annotations: Mapping[str, str]) -> tuple[SliceAssignment, ...]:
     """A running pod's slices as HAMi's annotations give them (memory and cores per card; the
     allocator reads the slice kind off the card it books them on)."""
+    templates = runtime_templates(annotations)
     return tuple(
-        SliceAssignment(card=d.uuid, node=node,
-                        slice=SliceSpec(kind="soft", memory=d.memory, cores=d.cores))
+        SliceAssignment(card=d.uuid, node=node, slice=SliceSpec(
+            kind="soft", memory=d.memory, cores=d.cores, template=templates.get(d.uuid)))
         for d in allocated_devices(annotations)
     )  # fmt: skip
+
+
+def runtime_templates(annotations: Mapping[str, str]) -> dict[str, str]:
+    """uuid → vNPU template named by Ascend's RuntimeInfo (`huawei.com/<commonWord>`)."""
+    out: dict[str, str] = {}
+    for key, value in annotations.items():
+        if not key.startswith("huawei.com/") or not value.startswith("["):
+            continue
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError:
+            continue
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("UUID") and item.get("temp"):
+                out[str(item["UUID"])] = str(item["temp"])
+    return out
+
+
+def booked_slice(card: CardSpec, memory: int, cores: int, template: str | None = None) -> SliceSpec:
+    """What an annotation's memory and cores mean on `card`: its whole memory is the whole card
+    (exclusive), on an Ascend template node a template slice, else a soft slice."""
+    if memory >= card.memory:
+        return SliceSpec(kind="whole", memory=card.memory, cores=card.cores, exclusive=True)
+    if card.mode == "template" and card.vendor == "huawei":  # unnamed: booked by its size
+        return SliceSpec(kind="template", memory=memory, cores=cores, template=template or "allocated")
+    return SliceSpec(kind="soft", memory=memory, cores=cores)
 
 
 def encode_runtime_info(devices: Sequence[PodDevice], templates: Mapping[str, str]) -> str:

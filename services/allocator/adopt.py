@@ -13,23 +13,13 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
-from contracts.devices import CardSpec, SliceSpec
+from contracts import hami
 from contracts.events import PlacementProposed, RunningTask, SliceAssignment, TaskPlacement
 from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
 from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
-
-
-def _kind(spec: CardSpec, s: SliceSpec) -> SliceSpec:
-    """An annotation says memory and cores only: a slice of the whole card's memory is the whole
-    card (exclusive), on a template node a template slice, else a soft slice."""
-    if s.memory >= spec.memory:
-        return SliceSpec(kind="whole", memory=spec.memory, cores=spec.cores, exclusive=True)
-    if spec.mode == "template" and spec.vendor == "huawei":
-        return SliceSpec(kind="template", memory=s.memory, cores=s.cores, template=s.template)
-    return SliceSpec(kind="soft", memory=s.memory, cores=s.cores)
 
 
 def resolve_existing(
@@ -60,7 +50,8 @@ def resolve_existing(
                 state = staged.get(a.card) or cards.get(a.card)
                 if state is None or state.spec is None:
                     return Refusal(f"pod {p.task}: card {a.card} is not registered on {p.node}")
-                slices.append(msgspec.structs.replace(a, slice=_kind(state.spec, a.slice)))
+                slices.append(msgspec.structs.replace(a, slice=hami.booked_slice(
+                    state.spec, a.slice.memory, a.slice.cores, a.slice.template)))
         elif p.fit:
             here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
             offered = [(s.spec, s.usage) for s in here if s.spec is not None]

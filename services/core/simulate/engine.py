@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from contracts import hami
 from contracts.base import Event
-from contracts.devices import SliceSpec
 from contracts.events import (
     EvictionRequested,
     JobPhaseChanged,
@@ -164,17 +165,15 @@ class Simulation:
         self.ends[(key, rp.pod, "")] = self._end_of(job, rp.pod)
 
     def _slices_from_annotations(self, rp: RunningPod) -> tuple[SliceAssignment, ...]:
-        """`hami.io/<CW>-devices-allocated` → slices on known cards (the whole card's memory is
-        the whole card; otherwise a soft slice)."""
+        """`hami.io/<CW>-devices-allocated` → slices on known cards (`hami.booked_slice`)."""
         out: list[SliceAssignment] = []
-        for d in hami.allocated_devices(rp.annotations):
-            if d.uuid not in self.cards:
+        for a in hami.annotated_slices(rp.node, rp.annotations):
+            if a.card not in self.cards:
                 continue
-            spec = self.cards[d.uuid].spec
+            spec = self.cards[a.card].spec
             assert spec is not None
-            kind = "whole" if d.memory >= spec.memory else "soft"
-            out.append(SliceAssignment(card=d.uuid, node=rp.node, slice=SliceSpec(
-                kind=kind, memory=d.memory, cores=d.cores, exclusive=kind == "whole")))  # fmt: skip
+            booked = hami.booked_slice(spec, a.slice.memory, a.slice.cores, a.slice.template)
+            out.append(msgspec.structs.replace(a, slice=booked))
         return tuple(out)
 
     # --- allocator + node agent -----------------------------------------------------------

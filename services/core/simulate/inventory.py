@@ -83,7 +83,9 @@ def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeReg
             cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core)
             out.append(NodeRegistered(
                 node=node, cpu_milli=cpu, memory_mib=mem, pods=int(raw.get("pods", 110)),
-                labels={str(k): str(v) for k, v in (raw.get("labels") or {}).items()},
+                # every Kubernetes node carries its hostname label; selectors on it must work
+                labels={"kubernetes.io/hostname": node,
+                        **{str(k): str(v) for k, v in (raw.get("labels") or {}).items()}},
                 annotations=annotations, taints=taints, cards=tuple(cards),
             ))  # fmt: skip
     return out
