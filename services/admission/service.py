@@ -42,7 +42,14 @@ from services.core.devices import VendorRegistry, build_vendors
 from services.core.workload.devicerequests import hami_parser
 from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD, WorkloadLimits
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Handler, Outgoing, Received, replay_decoded
+from services.runtime.service import (
+    EventService,
+    Handler,
+    Outgoing,
+    Received,
+    TransientError,
+    replay_decoded,
+)
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
@@ -168,16 +175,17 @@ class AdmissionService:
             if job is None:
                 return False
             subject = self.subjects.job(namespace, name)
-            last = await self.log.last(subject)  # ended (its pod failed) or already deleted?
-            if last is None or last.headers.get(TYPE) == JobDeleted.type_name():
-                return False
-            event = JobDeleted(namespace=namespace, name=name)
-            out = Outgoing(subject, event, last.seq, f"delete:{namespace}/{name}:{cause}:{last.seq}")
-            res = await self.service.publish(out)
-            if isinstance(res, Conflict):
-                return False  # something else was appended first; the next change retries
-            self._fold(getattr(res, "seq", 0), out.subject, event)
-            return True
+            for _attempt in range(10):  # other services append to the job meanwhile: re-read
+                last = await self.log.last(subject)  # ended (its pod failed) or deleted?
+                if last is None or last.headers.get(TYPE) == JobDeleted.type_name():
+                    return False
+                event = JobDeleted(namespace=namespace, name=name)
+                out = Outgoing(subject, event, last.seq, f"delete:{namespace}/{name}:{cause}:{last.seq}")
+                res = await self.service.publish(out)
+                if not isinstance(res, Conflict):
+                    self._fold(getattr(res, "seq", 0), out.subject, event)
+                    return True
+            raise TransientError(f"{namespace}/{name}: job kept changing while being deleted")
 
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []

@@ -113,13 +113,48 @@ def real_backends() -> list[str]:
     return out
 
 
+def _fast_contains(original: Any) -> Any:
+    """`request in view` without walking the request history: kmock decides which reaction
+    serves a request by checking membership in each reaction's view, which filters the whole
+    history (O(requests) per request, minutes for a few thousand pods). For the views the
+    harness uses — the root, filters, priorities — membership of the request in hand is its
+    criteria; anything else (slices count history) keeps kmock's own answer."""
+    from kmock._internal import dsl, rendering
+
+    def contains(self: Any, item: Any) -> bool:
+        if isinstance(item, rendering.Request):
+            if isinstance(self, dsl.Root):
+                return True
+            if type(self) is dsl.Filter:
+                return bool(self.criteria(item)) and contains(self._source, item)
+            if type(self) is dsl.Priority:
+                return contains(self._source, item)
+        return bool(original(self, item))
+
+    return contains
+
+
 def emulator() -> Any:
-    """kmock's emulator, keeping only its recent request history: it matches each request to
-    a reaction by filtering the whole history (O(requests²): a few thousand pods take minutes).
-    64 covers the requests in flight at once; the harness's reactions look only at the one in
-    hand."""
+    """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
+    history is bounded (the reactions here only look at the request in hand)."""
+    from kmock._internal import dsl
+
+    if not getattr(dsl.View, "_tessera_fast", False):
+        dsl.View.__contains__ = _fast_contains(dsl.View.__contains__)  # type: ignore[method-assign]
+        dsl.View._tessera_fast = True  # type: ignore[attr-defined]
+        emu = kmock.KubernetesEmulator
+        scan = emu._KubernetesEmulator__get_objs  # type: ignore[attr-defined]
+
+        def get_objs(self: Any, request: Any, strict: bool) -> list[Any]:
+            """One object by name is a dict lookup, not a scan of every object."""
+            if strict and request.name is not None and request.resource is not None:
+                obj = self._objects._objects.get((request.resource, request.namespace, request.name))
+                return [obj] if obj is not None else []
+            return scan(self, request, strict)
+
+        emu._KubernetesEmulator__get_objs = get_objs  # type: ignore[attr-defined]
     km = kmock.KubernetesEmulator()
-    object.__setattr__(km, "_requests", collections.deque(maxlen=64))
+    object.__setattr__(km, "_requests", collections.deque(maxlen=256))
     return km
 
 
@@ -162,7 +197,8 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
             return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
 
         km["post", kmock.subresource("binding")] << binding
-        for res in ("v1/pods", "v1/nodes", "v1/events", "scheduling.k8s.io/v1/priorityclasses"):
+        for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
+                    "scheduling.k8s.io/v1/priorityclasses"):
             km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
@@ -327,3 +363,21 @@ class Kubelet:
         state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
         await self.kube.patch(pods_path(ns, name, "status"), {"status": {
             "phase": phase, "containerStatuses": [{"name": "c", "state": state}]}})  # fmt: skip
+
+
+async def serve(directory: Path) -> None:  # pragma: no cover - used by benchmarks.k8s
+    """The kmock cluster as a process of its own (benchmarks): writes `kubeconfig` into
+    `directory`, prints "ready", serves until SIGTERM."""
+    import signal
+
+    async with kmock_cluster(directory) as cluster:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        print(f"ready {cluster.kubeconfig}", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    asyncio.run(serve(Path(sys.argv[1])))

@@ -122,7 +122,13 @@ async def test_kill_any_service_mid_wave_binds_nothing_twice(cluster: Cluster, t
                 return len(running) == fits and len(waiting) == total - fits and all(
                     r and r["status"] == "False" and "nodes are available" in r["message"] for r in reasons)
 
-            await wait_until(settled, 120, "64 running, 6 waiting with a reason")
+            try:
+                await wait_until(settled, 120, "64 running, 6 waiting with a reason")
+            except TimeoutError:
+                objs = await cluster.pods()
+                seen = collections.Counter((kpods.phase(p), bool(kpods.node_name(p)),
+                                            bool(kpods_condition(p))) for p in objs)  # fmt: skip
+                raise AssertionError(f"not settled: (phase, bound, condition) counts {seen}") from None
         finally:
             await asyncio.to_thread(cp.stop)
     objs = await cluster.pods()

@@ -1,0 +1,231 @@
+"""Binding throughput and latency against a Kubernetes API server.
+
+    python -m benchmarks.k8s [--nodes 500] [--pods 4000] [--shapes whole,slice]
+                             [--modes backlog,stream] [--kubeconfig PATH] [--qps 1000]
+
+Per run: `--nodes` Nodes with HAMi's register annotation (8 × Ascend 910B3, template mode), then
+`--pods` Pods with `schedulerName: volcano` (whole cards, or 16 GB vNPU slices), created
+concurrently (64 requests in flight on one client); `backlog` creates them all and then starts
+the control plane, `stream` starts it first and creates them while it schedules. The five
+services run as processes with `--kubeconfig` on an embedded NATS; bindings without HAMi's node
+lock (no device plugin answers here). Measured from a watch of the pods: pods/s from the first
+binding to the last, and creation → bound p50 / p99. Without `--kubeconfig` the API server is
+kmock's emulator in a process of its own (tests/kube/cluster.py); with it, the same against a
+real one (its Nodes and Pods are created in namespace `tessera-bench` and deleted after).
+Results go to benchmarks/results/k8s.md (the hand-written part of that file is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from contracts import hami
+from services.cli.up import ControlPlane
+from services.kube.client import Kube, KubeError, Limits, nodes_path, pods_path
+from services.kube.listwatch import Reflector
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "k8s.md"
+NAMESPACE = "tessera-bench"
+MARK = "<!-- measured below: rewritten by benchmarks/k8s.py -->"
+
+
+def _register(node: str) -> str:
+    return json.dumps([{"id": f"{node}-npu-{i}", "index": i, "count": 4, "devmem": 65536,
+                        "devcore": 20, "type": "Ascend910B3", "health": True} for i in range(8)])  # fmt: skip
+
+
+def _pod(i: int, shape: str) -> dict[str, Any]:
+    limits = {"huawei.com/Ascend910B3": "1", "cpu": "1", "memory": "1Gi"}
+    if shape == "slice":
+        limits["huawei.com/Ascend910B3-memory"] = "16384"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"b-{i}", "namespace": NAMESPACE},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox",
+                                                                 "resources": {"limits": limits}}]}}  # fmt: skip
+
+
+async def _gather_limited(coros: list[Any], limit: int) -> None:
+    sem = asyncio.Semaphore(limit)
+
+    async def one(c: Any) -> None:
+        async with sem:
+            await c
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+async def _nodes(kube: Kube, n: int) -> None:
+    async def create(i: int) -> None:
+        name = f"bench-{i}"
+        await kube.create(nodes_path(), {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "labels": {"kubernetes.io/hostname": name},
+            "annotations": {hami.ascend_register_key("Ascend910B3"): _register(name)}}})  # fmt: skip
+        await kube.patch(nodes_path(name) + "/status", {"status": {
+            "allocatable": {"cpu": "192", "memory": "1536Gi", "pods": "110", "huawei.com/Ascend910B3": "8"},
+            "capacity": {"cpu": "192", "memory": "1536Gi", "pods": "110", "huawei.com/Ascend910B3": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+
+    await _gather_limited([create(i) for i in range(n)], 64)
+
+
+class Watch:
+    """When each pod was created (by us) and first seen bound (by a watch)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.all_bound = asyncio.Event()
+        self.want = 0
+
+    async def run(self) -> None:
+        async for ch in Reflector(self.kube, pods_path(NAMESPACE)).changes():
+            if ch.kind == "upsert" and (ch.obj.get("spec") or {}).get("nodeName"):
+                name = ch.obj["metadata"]["name"]
+                self.bound.setdefault(name, time.perf_counter())
+                if len(self.bound) >= self.want:
+                    self.all_bound.set()
+
+    async def create(self, pods: list[dict[str, Any]]) -> None:
+        async def one(p: dict[str, Any]) -> None:
+            await self.kube.create(pods_path(NAMESPACE), p)
+            self.created[p["metadata"]["name"]] = time.perf_counter()
+
+        await _gather_limited([one(p) for p in pods], 64)
+
+
+async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: str, work: Path) -> dict[str, Any]:
+    kube = await Kube.connect(kubeconfig, Limits(qps=0, connections=128))
+    plane = ControlPlane(work / f"state-{shape}-{mode}", kubeconfig=kubeconfig, extra={
+        "allocator": ["--hami-node-lock", "off", "--kube-qps", str(args.qps)],
+        **{s: ["--kube-qps", str(args.qps)] for s in ("admission", "queue", "nodeagent")}})  # fmt: skip
+    watch = Watch(kube)
+    watch.want = args.pods
+    watcher = asyncio.create_task(watch.run())
+    pods = [_pod(i, shape) for i in range(args.pods)]
+    try:
+        if args.kubeconfig:  # kmock has no Namespace objects (any namespace just works)
+            await _ensure_namespace(kube)
+        await _nodes(kube, args.nodes)
+        started = time.perf_counter()
+        if mode == "backlog":
+            await watch.create(pods)
+            await asyncio.to_thread(plane.start, lambda _l: None)
+        else:
+            await asyncio.to_thread(plane.start, lambda _l: None)
+            await watch.create(pods)
+        try:
+            await asyncio.wait_for(watch.all_bound.wait(), args.timeout)
+        except TimeoutError:
+            pass
+        elapsed = time.perf_counter() - started
+    finally:
+        await asyncio.to_thread(plane.stop)
+        watcher.cancel()
+        if args.kubeconfig:
+            await _cleanup(kube, args.nodes)
+        await kube.close()
+    times = sorted(watch.bound.values())
+    lat = sorted(watch.bound[n] - watch.created[n] for n in watch.bound if n in watch.created)
+    span = (times[-1] - times[0]) if len(times) > 1 else 0.0
+    return {"shape": shape, "mode": mode, "nodes": args.nodes, "pods": args.pods, "bound": len(times),
+            "pods_per_s": round((len(times) - 1) / span, 1) if span else 0.0,
+            "p50": round(statistics.median(lat), 2) if lat else None,
+            "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2) if lat else None,
+            "elapsed": round(elapsed, 1)}  # fmt: skip
+
+
+async def _ensure_namespace(kube: Kube) -> None:
+    try:
+        await kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": NAMESPACE}})  # fmt: skip
+    except KubeError as exc:
+        if exc.status != 409:
+            raise
+
+
+async def _cleanup(kube: Kube, nodes: int) -> None:
+    for i in range(nodes):
+        try:
+            await kube.delete(nodes_path(f"bench-{i}"))
+        except KubeError:
+            pass
+    try:
+        await kube.delete(f"/api/v1/namespaces/{NAMESPACE}")
+    except KubeError:
+        pass
+
+
+def _emulator(work: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.kube.cluster", str(work)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("ready"):
+        raise SystemExit(f"kmock emulator did not start: {line!r}")
+    return proc, line.split(" ", 1)[1].strip()
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for shape in args.shapes.split(","):
+        for mode in args.modes.split(","):
+            work = Path(tempfile.mkdtemp(prefix="tessera-k8s-"))
+            proc = None
+            if args.kubeconfig:
+                kubeconfig = args.kubeconfig
+            else:
+                proc, kubeconfig = await asyncio.to_thread(_emulator, work)
+            try:
+                row = await run_one(args, shape, mode, kubeconfig, work)
+            finally:
+                if proc is not None:
+                    proc.terminate()
+                    proc.wait(30)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    head = RESULTS.read_text().split(MARK)[0] if RESULTS.exists() else "# Kubernetes edge: binding throughput\n\n"
+    server = f"real API server ({args.kubeconfig})" if args.kubeconfig else "kmock's emulator (one process)"
+    lines = [MARK, "", f"API server: {server}; client QPS {args.qps}; load average at start "
+             f"{os.getloadavg()[0]:.1f}; {os.cpu_count()} cores.", "",
+             "| nodes | pods | shape | mode | bound | pods/s (first→last binding) | created→bound p50 s | p99 s | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['nodes']} | {r['pods']} | {r['shape']} | {r['mode']} | {r['bound']} | "
+                     f"{r['pods_per_s']} | {r['p50']} | {r['p99']} | {r['elapsed']} |")  # fmt: skip
+    RESULTS.write_text(head.rstrip() + "\n\n" + "\n".join(lines) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.k8s")
+    p.add_argument("--nodes", type=int, default=500)
+    p.add_argument("--pods", type=int, default=4000)
+    p.add_argument("--shapes", default="whole,slice", help="whole cards and/or 16 GB slices")
+    p.add_argument("--modes", default="backlog,stream")
+    p.add_argument("--kubeconfig", default="", help="a real API server (default: kmock's emulator)")
+    p.add_argument("--qps", type=float, default=1000, help="client QPS limit of every service")
+    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for all bindings")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    rows = asyncio.run(main_async(args))
+    if not args.no_write:
+        write(rows, args)
+
+
+if __name__ == "__main__":
+    main()
