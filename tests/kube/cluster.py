@@ -339,6 +339,10 @@ class Kubelet:
     async def _serve(self, obj: dict[str, Any]) -> None:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         ns, name, node = meta.get("namespace"), meta.get("name"), spec.get("nodeName")
+        if meta.get("deletionTimestamp") and node:  # the kubelet confirms a graceful deletion
+            await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                         "gracePeriodSeconds": 0})  # fmt: skip
+            return
         if not node or (ns, name) in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
             return
         annotations = meta.get("annotations") or {}

@@ -8,11 +8,19 @@ import asyncio
 from pathlib import Path
 
 from contracts import hami
-from contracts.events import BindingFailed, JobDeleted, SliceReleased, TaskFinished
+from contracts.events import (
+    BindingFailed,
+    EvictionRequested,
+    JobDeleted,
+    SliceReleased,
+    TaskFinished,
+)
+from contracts.registry import default_registry
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube.client import pods_path
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import Entry
 from tests.allocator.scenario import decoded
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.workload import as_pod, hami_nodes
@@ -22,6 +30,14 @@ from tests.processes import wait_until
 def whole(name: str) -> dict:
     return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
         "containers": [{"name": "c", "resources": {"limits": {"huawei.com/Ascend910B3": "1"}}}]}})  # fmt: skip
+
+
+def cpu_pod(name: str, priority_class: str) -> dict:
+    """Half a node's cpu (192 on the harness's nodes), no devices."""
+    return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "priorityClassName": priority_class,
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "96", "memory": "1Gi"},
+                                                   "requests": {"cpu": "96", "memory": "1Gi"}}}]}})  # fmt: skip
 
 
 def cards_of(pod: dict) -> set[str]:
@@ -76,3 +92,48 @@ async def test_finish_delete_and_refused_binding(cluster: Cluster, tmp_path: Pat
     assert kpods.phase(after["p-3"]) == "Running"
     if cluster.kind == "kmock":
         assert cluster.bound[("default", "p-3")] == [kpods.node_name(after["p-3"])]  # bound once
+
+
+
+async def test_eviction_is_a_graceful_deletion_with_an_event(cluster: Cluster, tmp_path: Path) -> None:
+    """The scheduler's `EvictionRequested` (preempt, reclaim) becomes a deletion through the
+    API — the pod's grace period applies — with a `Preempted` Event, and the card is freed
+    once the pod is gone. The eviction is appended here as the scheduler appends it."""
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(whole("victim"))
+
+            async def runs() -> bool:
+                pod = await cluster.pod("default", "victim")
+                return pod is not None and kpods.phase(pod) == "Running"
+
+            await wait_until(runs, 60, "the victim runs")
+            log = await JetStreamLog.connect(cp.url)
+            try:
+                event = EvictionRequested(namespace="default", name="victim", task="victim",
+                                          reason="preempted by default/urgent")  # fmt: skip
+                entry = Entry(log.subjects.job("default", "victim"), default_registry().encode(event),
+                              default_registry().envelope(event, msg_id="test-evict").to_headers())  # fmt: skip
+                await log.append(entry)
+
+                async def gone() -> bool:
+                    return await cluster.pod("default", "victim") is None
+
+                await wait_until(gone, 60, "the victim deleted")
+                events = await cluster.events()
+
+                async def released() -> bool:
+                    evs = decoded([m async for m in log.replay()])
+                    return any(isinstance(e, SliceReleased) and e.owner.endswith("/victim") for e in evs)
+
+                await wait_until(released, 60, "its card released")
+            finally:
+                await log.close()
+        finally:
+            await asyncio.to_thread(cp.stop)
+    preempted = [e for e in events if e["reason"] == "Preempted"]
+    assert [e["involvedObject"]["name"] for e in preempted] == ["victim"]
+    assert preempted[0]["type"] == "Normal" and "preempted by default/urgent" in preempted[0]["message"]
