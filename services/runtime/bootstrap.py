@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from opentelemetry import trace
 
@@ -42,13 +42,28 @@ class Edge(Protocol):
 
 
 EdgeFactory = Callable[[App, EventLog, object], Edge]
+T = TypeVar("T")
+
+
+def config_file(flag: str, path: str, parse: Callable[[str], T]) -> T:
+    """Read and parse a configuration file named by `flag`. A bad one ends the process with
+    one line (flag, file, key path, rule) and no traceback: that line is what an operator
+    sees in `kubectl logs` or on the terminal, and a traceback would bury it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SystemExit(f"{flag} {path}: {exc.strerror or exc}") from None
+    try:
+        return parse(text)
+    except ValueError as exc:  # ConfigError, CatalogueError: the path is in the message
+        raise SystemExit(f"{flag} {path}: {exc}") from None
 
 
 def device_catalogue(path: str) -> Catalogue | None:
     """A HAMi device-config.yaml (`--device-config`), or None for the built-in catalogue."""
     if not path:
         return None
-    return load_catalogue(Path(path).read_text())
+    return config_file("--device-config", path, load_catalogue)
 
 
 def common_parser(name: str) -> argparse.ArgumentParser:
