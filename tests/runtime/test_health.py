@@ -9,8 +9,11 @@ import urllib.request
 
 from prometheus_client import CollectorRegistry
 
+from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.health import Health
 from services.runtime.metrics import ServiceMetrics
+from services.runtime.natsserver import free_port
+from tests.processes import ServiceProcess, wait_until
 
 
 class Clock:
@@ -86,3 +89,27 @@ async def test_the_beat_stamps_from_the_loop_until_stopped() -> None:
     assert health.live()[0]
     stopping.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_service_process_serves_the_probes_the_chart_uses(jetstream_log: JetStreamLog, nats_url: str) -> None:
+    """The scheduler as the chart runs it (`--metrics-port`, `--metrics-addr`): ready once it
+    printed `ready`, and /metrics beside the probes; the stream gets the replicas asked for."""
+    port = free_port()
+    log = jetstream_log
+    proc = ServiceProcess("services.scheduler", [
+        "--nats", nats_url, "--root", log.subjects.root, "--stream", log.stream,
+        "--metrics-port", str(port), "--metrics-addr", "127.0.0.1", "--stream-replicas", "1"])  # fmt: skip
+    try:
+        await asyncio.to_thread(proc.start, "scheduler ready")
+        assert await asyncio.to_thread(_get, port, "/healthz") == (200, "ok\n")
+
+        async def ready() -> bool:
+            return (await asyncio.to_thread(_get, port, "/readyz"))[0] == 200
+
+        await wait_until(ready, 10, "/readyz answers 200")
+        status, body = await asyncio.to_thread(_get, port, "/metrics")
+        assert status == 200 and "tessera_event_handle_seconds" in body
+        info = await log.js.stream_info(log.stream)
+        assert info.config.num_replicas == 1
+    finally:
+        proc.stop()
