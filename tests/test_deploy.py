@@ -27,9 +27,12 @@ def test_compose_runs_nats_with_jetstream_jaeger_and_the_five_services() -> None
 
 
 def test_helm_chart_declares_the_services() -> None:
+    """Without helm: the chart's component table names every service module (rendering is
+    tests/test_chart.py's, which needs the helm binary)."""
     chart = yaml.safe_load((ROOT / "charts/tessera/Chart.yaml").read_text())
     assert chart["apiVersion"] == "v2" and chart["name"] == "tessera"
     values = yaml.safe_load((ROOT / "charts/tessera/values.yaml").read_text())
-    assert {"admission", "queue", "scheduler", "allocator"} <= set(values["services"])
-    template = (ROOT / "charts/tessera/templates/deployments.yaml").read_text()
-    assert 'args: ["services.{{ $name }}"]' in template
+    assert set(values["services"]) == {"admission", "queue", "scheduler", "allocator", "nodeAgent"}
+    helpers = (ROOT / "charts/tessera/templates/_helpers.tpl").read_text()
+    for module in SERVICES.values():
+        assert f"module: {module}," in helpers, module

@@ -173,7 +173,21 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
         pass
 
 
+def check_config(args: argparse.Namespace) -> None:
+    """Refuse a bad --scheduler-conf / --device-config here, on the terminal, before any
+    service starts and fails with it in a log file."""
+    from services.core.devices import load_catalogue
+    from services.core.scheduling.config import parse_conf
+    from services.runtime.bootstrap import config_file
+
+    if args.scheduler_conf:
+        config_file("--scheduler-conf", args.scheduler_conf, parse_conf)
+    if args.device_config:
+        config_file("--device-config", args.device_config, load_catalogue)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    check_config(args)
     state_dir = Path(args.state_dir)
     if args.kubeconfig and args.inventory:
         raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from opentelemetry import trace
 
@@ -20,6 +20,7 @@ from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
+from services.runtime.health import Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
 from services.runtime.telemetry import configure_logging, make_provider
 
@@ -41,13 +42,28 @@ class Edge(Protocol):
 
 
 EdgeFactory = Callable[[App, EventLog, object], Edge]
+T = TypeVar("T")
+
+
+def config_file(flag: str, path: str, parse: Callable[[str], T]) -> T:
+    """Read and parse a configuration file named by `flag`. A bad one ends the process with
+    one line (flag, file, key path, rule) and no traceback: that line is what an operator
+    sees in `kubectl logs` or on the terminal, and a traceback would bury it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SystemExit(f"{flag} {path}: {exc.strerror or exc}") from None
+    try:
+        return parse(text)
+    except ValueError as exc:  # ConfigError, CatalogueError: the path is in the message
+        raise SystemExit(f"{flag} {path}: {exc}") from None
 
 
 def device_catalogue(path: str) -> Catalogue | None:
     """A HAMi device-config.yaml (`--device-config`), or None for the built-in catalogue."""
     if not path:
         return None
-    return load_catalogue(Path(path).read_text())
+    return config_file("--device-config", path, load_catalogue)
 
 
 def common_parser(name: str) -> argparse.ArgumentParser:
@@ -56,7 +72,14 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--nats", default=env("TESSERA_NATS_URL", "nats://127.0.0.1:4222"))
     parser.add_argument("--root", default=env("TESSERA_SUBJECT_ROOT", "tessera"))
     parser.add_argument("--stream", default=env("TESSERA_STREAM", "TESSERA"))
-    parser.add_argument("--metrics-port", type=int, default=int(env("TESSERA_METRICS_PORT", "0")))
+    parser.add_argument("--metrics-port", type=int, default=int(env("TESSERA_METRICS_PORT", "0")),
+                        help="serve /metrics, /healthz and /readyz on this port (0: off)")  # fmt: skip
+    parser.add_argument("--metrics-addr", default=env("TESSERA_METRICS_ADDR", "127.0.0.1"),
+                        help="address of that server (0.0.0.0 in a pod, for the kubelet's "
+                             "probes and Prometheus)")  # fmt: skip
+    parser.add_argument("--health-stall", type=float,
+                        default=float(env("TESSERA_HEALTH_STALL", "60")),
+                        help="/healthz fails when the event loop has not turned for this long, s")  # fmt: skip
     parser.add_argument("--trace-exporter", default=env("TESSERA_TRACE_EXPORTER", "none"))
     parser.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     parser.add_argument("--durable", default=env("TESSERA_DURABLE", name))
@@ -65,6 +88,9 @@ def common_parser(name: str) -> argparse.ArgumentParser:
                         default=float(env("TESSERA_DUPLICATE_WINDOW", "120")),
                         help="the stream's Nats-Msg-Id window, s (tests shorten it to show that "
                              "nothing relies on it)")  # fmt: skip
+    parser.add_argument("--stream-replicas", type=int,
+                        default=int(env("TESSERA_STREAM_REPLICAS", "1")),
+                        help="replicas of the event streams (3 on a 3-node NATS cluster: R3)")  # fmt: skip
     parser.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
                         help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
     kube = parser.add_argument_group("Kubernetes (without these the service runs on the log only)")
@@ -129,29 +155,33 @@ async def _run_service(
     trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     event_log = await JetStreamLog.connect(
         args.nats, subjects=Subjects(args.root), stream=args.stream, ack_wait=args.ack_wait,
-        duplicate_window=args.duplicate_window,
+        duplicate_window=args.duplicate_window, replicas=args.stream_replicas,
     )
     args.kube = await connect_kube(args)
     app = build(event_log)
     app.service.durable = args.durable
-    if args.metrics_port:
+    health = Health(stall=args.health_stall)
+    health.checks["nats connected"] = lambda: event_log.nc.is_connected
+    stopping = asyncio.Event()
+    beat = asyncio.create_task(health.beat(stopping))  # from the start: recovery is alive too
+    if args.metrics_port:  # before recovery: a long replay is live but not ready
         assert app.service.metrics is not None
-        app.service.metrics.serve(args.metrics_port)
+        app.service.metrics.serve(args.metrics_port, args.metrics_addr, health)
     await app.recover()
     at_edge = edge(app, event_log, args.kube) if edge is not None and args.kube is not None else None
     if at_edge is not None:
         await at_edge.recover()
     if api is not None:
         await serve_api(event_log.nc, name, event_log.subjects.api(name), api(app))
-    stopping = asyncio.Event()
     install_stop_signals(stopping)
 
     def ready() -> None:
+        health.ready = True
         log.info("%s running on %s", name, args.nats)
         print(f"{name} ready", flush=True)  # the line supervisors and tests wait for
 
     background = getattr(app, "background", None)  # e.g. the scheduler's session loop
-    tasks = [app.service.run(stopping, on_ready=ready)]
+    tasks = [app.service.run(stopping, on_ready=ready), beat]
     if background is not None:
         tasks.append(background(stopping))
     if at_edge is not None:

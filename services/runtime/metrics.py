@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from services.runtime.health import Health, serve_probes
 
 
 class ServiceMetrics:
@@ -54,5 +58,7 @@ class ServiceMetrics:
                 total += sample.value
         return total
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
-        start_http_server(port, addr=addr, registry=self.registry)
+    def serve(self, port: int, addr: str = "127.0.0.1", health: Health | None = None) -> WSGIServer:
+        """`/metrics` with the probes beside it (a service without a `Health` is always live
+        and never ready, so a probe cannot mistake it for one that is)."""
+        return serve_probes(health or Health(), self.registry, port, addr)

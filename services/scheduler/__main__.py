@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from pathlib import Path
 
 from services.core.devices import build_vendors
 from services.core.scheduling.config import default_conf, parse_conf
-from services.runtime.bootstrap import common_parser, device_catalogue, run_service
+from services.runtime.bootstrap import common_parser, config_file, device_catalogue, run_service
 from services.scheduler.service import Scheduler
 
 
@@ -18,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf YAML")
     parser.add_argument("--period", type=float, default=1.0)
     args = parser.parse_args(argv)
-    conf = parse_conf(Path(args.scheduler_conf).read_text()) if args.scheduler_conf else None
+    conf = config_file("--scheduler-conf", args.scheduler_conf, parse_conf) if args.scheduler_conf else None
     catalogue = device_catalogue(args.device_config)
     if catalogue is not None:  # the scheduler fits on the same catalogue admission parses with
         conf = dataclasses.replace(conf or default_conf(), vendors=build_vendors(catalogue))

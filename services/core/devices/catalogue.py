@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from services.core.configtext import DEVICE_KEYS, PasteError, unwrap
 from services.core.devices.violations import CatalogueError
 
 #: Top-level sections of HAMi's device-config.yaml for vendors Tessera does not model yet; they
@@ -447,7 +448,22 @@ def catalogue_from_mapping(doc: Mapping[str, Any]) -> Catalogue:
 
 
 def load_catalogue(text: str) -> Catalogue:
-    """Parse HAMi's ``device-config.yaml`` text (an empty document gives the defaults)."""
+    """Parse HAMi's ``device-config.yaml`` text (an empty document gives the defaults), its
+    ``device-config.yaml: |`` block or the whole ConfigMap (``configtext``); an error's path
+    starts where the configuration sits in what was pasted."""
+    try:
+        inner, where = unwrap(text, DEVICE_KEYS)
+    except PasteError as exc:
+        raise CatalogueError("", str(exc)) from None
+    try:
+        return _load_catalogue(inner)
+    except CatalogueError as exc:
+        if not where:
+            raise
+        raise CatalogueError(f"{where}: {exc.path}" if exc.path else where, exc.problem) from None
+
+
+def _load_catalogue(text: str) -> Catalogue:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

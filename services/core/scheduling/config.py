@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from services.core.configtext import SCHEDULER_KEYS, PasteError, unwrap
+
 SWITCHES = (
     "enableJobOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined", "enableTaskOrder",
     "enablePreemptable", "enableReclaimable", "enablePreemptive", "enableQueueOrder",
@@ -83,6 +85,19 @@ tiers:
 
 
 def parse_conf(text: str, known_plugins: frozenset[str] | None = None) -> SchedulerConf:
+    """The file's text, its `volcano-scheduler.conf: |` block, or the whole ConfigMap
+    (`configtext`); an error names its place in what was pasted."""
+    try:
+        inner, where = unwrap(text, SCHEDULER_KEYS)
+    except PasteError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        return _parse_conf(inner, known_plugins)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+def _parse_conf(text: str, known_plugins: frozenset[str] | None) -> SchedulerConf:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

