@@ -40,7 +40,7 @@ CARD_COLUMNS = (
 NODE_COLUMNS = ("node", "cpu_milli", "memory_mib", "cards")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
-QUEUE_COLUMNS = ("name", "state", "deserved", "allocated")
+QUEUE_COLUMNS = ("name", "state", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 
 

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from contracts.events import NodeRegistered
+from services.core.devices.nodeconfig import NodeConfigError
 from services.core.workload.quantity import cpu_milli, memory_mib
 from services.nodeagent.heartbeat import nats_sink
-from services.nodeagent.inventory import discovered_node, nodes_from_inventory
+from services.nodeagent.inventory import discovered_node, nodes_from_inventory, read_node_config
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.service import NodeAgent
 from services.runtime.bootstrap import (
@@ -36,6 +37,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--npu-smi", type=Path, help="a file with `npu-smi info` output")
     p.add_argument("--nvidia-smi-xml", type=Path, help="a file with `nvidia-smi -q -x` output")
     p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft-slicing node")
+    p.add_argument("--node-config", type=Path,
+                   help="HAMi node-config.yaml (nodes: [{name, hami-vnpu-core, vDeviceCount, "
+                        "filterDevices}]): per-node split count, soft slicing, filtered cards")  # fmt: skip
     p.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats")
     p.add_argument("--monitor", action="store_true", help="also host the node-liveness monitor")
     p.add_argument("--node-timeout", type=float, default=10.0, help="silence before NodeLost")
@@ -44,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
 
 def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
     catalogue = device_catalogue(args.device_config)
-    nodes = nodes_from_inventory(args.inventory, catalogue) if args.inventory else []
+    node_config = read_node_config(args.node_config)
+    nodes = nodes_from_inventory(args.inventory, catalogue, node_config) if args.inventory else []
     if args.node:
         nodes.append(
             discovered_node(
@@ -54,6 +59,7 @@ def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
                 npu_smi=args.npu_smi.read_text() if args.npu_smi else "",
                 nvidia_smi_xml=args.nvidia_smi_xml.read_text() if args.nvidia_smi_xml else "",
                 hami_vnpu_core=args.hami_vnpu_core,
+                node_config=node_config.get(args.node),
             )
         )
     return nodes
@@ -74,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.inventory and not args.node:
         parser().error("give --inventory FILE and/or --node NAME (with discovery outputs), "
                        "or --kubeconfig PATH")  # fmt: skip
-    nodes = hosted_nodes(args)
+    try:
+        nodes = hosted_nodes(args)
+    except NodeConfigError as exc:
+        parser().error(f"--node-config {args.node_config}: {exc}")
 
     def build(event_log: EventLog) -> NodeAgent:
         nc = getattr(event_log, "nc", None)

@@ -15,6 +15,7 @@ import yaml
 from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices.catalogue import Catalogue, default_catalogue
+from services.core.devices.nodeconfig import NodeDeviceConfig, configured_cards, parse_node_config
 from services.core.simulate.inventory import load_inventory
 from services.nodeagent.discovery import (
     ascend_cards,
@@ -24,9 +25,17 @@ from services.nodeagent.discovery import (
 )
 
 
-def nodes_from_inventory(path: Path, catalogue: Catalogue | None = None) -> list[NodeRegistered]:
+def nodes_from_inventory(
+    path: Path, catalogue: Catalogue | None = None,
+    node_config: dict[str, NodeDeviceConfig] | None = None,
+) -> list[NodeRegistered]:  # fmt: skip
     doc = yaml.safe_load(path.read_text())
-    return load_inventory(doc, catalogue or default_catalogue())
+    return load_inventory(doc, catalogue or default_catalogue(), node_config)
+
+
+def read_node_config(path: Path | None) -> dict[str, NodeDeviceConfig]:
+    """HAMi's `node-config.yaml` (the `hami-device-node-config` ConfigMap's key), or none."""
+    return parse_node_config(path.read_text()) if path else {}
 
 
 def discovered_node(
@@ -37,14 +46,19 @@ def discovered_node(
     nvidia_smi_xml: str = "",
     catalogue: Catalogue | None = None,
     hami_vnpu_core: bool = False,
+    node_config: NodeDeviceConfig | None = None,
 ) -> NodeRegistered:
-    """One node whose cards come from the tools' outputs (either, both or neither)."""
+    """One node whose cards come from the tools' outputs (either, both or neither), registered
+    as the node config says (its `hami-vnpu-core` wins over the flag)."""
     cat = catalogue or default_catalogue()
+    if node_config is not None and node_config.hami_vnpu_core is not None:
+        hami_vnpu_core = node_config.hami_vnpu_core
     cards: list[CardSpec] = []
     if npu_smi:
         cards += ascend_cards(name, parse_npu_smi(npu_smi), cat, hami_vnpu_core)
     if nvidia_smi_xml:
         cards += nvidia_cards(name, parse_nvidia_smi_xml(nvidia_smi_xml), cat)
+    cards = configured_cards(cards, node_config)
     annotations = {"hami-vnpu-core": "true"} if hami_vnpu_core else {}
     return NodeRegistered(
         node=name,

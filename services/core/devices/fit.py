@@ -91,6 +91,26 @@ class NodeMisfit:
     def message(self) -> str:
         return ", ".join(self.reasons)
 
+    def explained(
+        self, cards: Sequence[tuple[CardSpec, CardUsage]], memory_mb: int
+    ) -> tuple[str, ...]:
+        """The reasons, with HAMi's terse ``CardTimeSlicingExhausted`` spelled out: when a
+        card's split count is used up while `memory_mb` would still fit, the *slice count*, not
+        memory, is what ran out (issue 13: 4 slices per hami-core 910B3 by default, so a 64 GB
+        card never serves 8 × 8 GB tasks unless the node config's ``vDeviceCount`` says 8)."""
+        full = {u for u, r in self.card_reasons if r == "CardTimeSlicingExhausted"}
+        if not full:
+            return self.reasons
+        exhausted = [(c, u) for c, u in cards if c.uuid in full]
+        spare = [c for c, u in exhausted if c.memory - u.memory_used >= max(memory_mb, 1)]
+        c0, u0 = exhausted[0]
+        what = "the slice count, not memory, is exhausted" if spare else "every slice is taken"
+        note = (f"{what} ({u0.slices_used}/{c0.split_count} slices used on {c0.uuid}, "
+                f"{c0.memory - u0.memory_used} MB free; HAMi's per-node vDeviceCount sets the "
+                "split count)")  # fmt: skip
+        return tuple(f"{r}: {note}" if r.endswith(" CardTimeSlicingExhausted") else r
+                     for r in self.reasons)  # fmt: skip
+
 
 FitResult = NodeFit | NodeMisfit
 

@@ -9,7 +9,7 @@ together as one :class:`RequestRejected`.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from contracts.workloads import DeviceRequest
 from services.core.devices.registry import VendorRegistry
@@ -23,19 +23,25 @@ def _domains(names: frozenset[str]) -> frozenset[str]:
     return frozenset(n.split("/", 1)[0] for n in names if "/" in n)
 
 
-def unknown_resource_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:
-    """Names in a device vendor's domain (``nvidia.com/``, ``huawei.com/``, ``volcano.sh/``) that
-    no vendor reads: probably a typo, so they are rejected with the closest known name."""
-    known = registry.resource_names()
+def unknown_device_names(names: Iterable[str], known: frozenset[str]) -> list[tuple[str, str]]:
+    """(name, rule) for each name in a device vendor's domain (``nvidia.com/``, ``huawei.com/``,
+    ``volcano.sh/``) that no vendor reads: probably a typo, so the rule names the closest known
+    name. Shared by container resources and Queue capability/deserved/guarantee (issue 13), so
+    both say the same thing about the same typo."""
     domains = _domains(known)
-    out: list[Violation] = []
+    out: list[tuple[str, str]] = []
     for name in sorted(names):
         if name in known or "/" not in name or name.split("/", 1)[0] not in domains:
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
-        out.append(Violation(name, "", f"unknown device resource{hint}"))
+        out.append((name, f"unknown device resource{hint}"))
     return out
+
+
+def unknown_resource_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:
+    """A container's unknown device-domain names, rejected with the closest known name."""
+    return [Violation(n, "", rule) for n, rule in unknown_device_names(names, registry.resource_names())]
 
 
 def one_request_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:

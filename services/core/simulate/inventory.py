@@ -6,6 +6,11 @@ count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `count > 1` expands
 type in the order written; memory/cores/split count default from the device catalogue (Ascend:
 memoryAllocatable, aiCore — or 100 on a `hami-vnpu-core: "true"` node — and HAMi's
 VDeviceCount; NVIDIA: 100 cores × scaling and deviceSplitCount; memory must be given).
+
+A HAMi node config (`nodeconfig.py`: `hami-device-node-config` / `node-config.yaml`) applies
+per node name as the ascend-device-plugin applies it: `vDeviceCount` is the Ascend cards'
+default split count, `hami-vnpu-core` sets the node's annotation (and so its cards' mode), and
+`filterDevices` cards are not registered. A device's own `splitCount` still wins.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices import Catalogue
+from services.core.devices.nodeconfig import NodeDeviceConfig
 from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib
 
 NODE_FIELDS = {
@@ -49,7 +55,10 @@ def _taint(raw: object, path: str) -> str:
     raise InventoryError(f"{path}: a taint is `key=value:Effect` or {{key, value, effect}}")
 
 
-def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeRegistered]:
+def load_inventory(
+    doc: Mapping[str, Any], catalogue: Catalogue,
+    node_config: Mapping[str, NodeDeviceConfig] | None = None,
+) -> list[NodeRegistered]:  # fmt: skip
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodes"), list):
         raise InventoryError("nodes: required list")
     out: list[NodeRegistered] = []
@@ -71,8 +80,7 @@ def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeReg
             raise InventoryError(f"{path}: {exc}") from None
         count = int(raw.get("count", 1))
         names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
-        annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
-        hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
+        base_annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
         taints = tuple(
             _taint(t, f"{path}.taints[{j}]") for j, t in enumerate(raw.get("taints") or [])
         )
@@ -80,7 +88,12 @@ def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeReg
             if node in seen:
                 raise InventoryError(f"{path}.name: duplicate node {node}")
             seen.add(node)
-            cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core)
+            entry = (node_config or {}).get(node)
+            annotations = dict(base_annotations)
+            if entry is not None and entry.hami_vnpu_core is not None:
+                annotations["hami-vnpu-core"] = "true" if entry.hami_vnpu_core else "false"
+            hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
+            cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core, entry)
             out.append(NodeRegistered(
                 node=node, cpu_milli=cpu, memory_mib=mem, pods=int(raw.get("pods", 110)),
                 # every Kubernetes node carries its hostname label; selectors on it must work
@@ -92,8 +105,9 @@ def load_inventory(doc: Mapping[str, Any], catalogue: Catalogue) -> list[NodeReg
 
 
 def _cards(
-    node: str, devices: list[Any], path: str, cat: Catalogue, hami_core: bool
-) -> list[CardSpec]:
+    node: str, devices: list[Any], path: str, cat: Catalogue, hami_core: bool,
+    entry: NodeDeviceConfig | None = None,
+) -> list[CardSpec]:  # fmt: skip
     cards: list[CardSpec] = []
     next_index: dict[str, int] = {}
     for j, d in enumerate(devices):
@@ -109,7 +123,8 @@ def _cards(
             vendor = "huawei"
             memory = int(d.get("memory", chip.memory_allocatable))
             cores = int(d.get("cores", 100 if hami_core else chip.ai_core))
-            split = int(d.get("splitCount", chip.slots_per_card))
+            default_split = entry.vdevice_count if entry and entry.vdevice_count else chip.slots_per_card
+            split = int(d.get("splitCount", default_split))
             mode = "hami-core" if hami_core else "template"
         elif ctype.startswith("NVIDIA"):
             vendor = "nvidia"
@@ -133,8 +148,11 @@ def _cards(
                     if chip is not None and chip.network_grouped and not chip.super_pod
                     else 0
                 )
+            uuid = f"{node}-{ctype}-{idx}"
+            if chip is not None and entry is not None and not entry.registers(idx, uuid):
+                continue
             cards.append(CardSpec(
-                uuid=f"{node}-{ctype}-{idx}", node=node, index=idx, type=ctype, vendor=vendor,
+                uuid=uuid, node=node, index=idx, type=ctype, vendor=vendor,
                 memory=memory, cores=cores, split_count=split, numa=int(d.get("numa", 0)),
                 network_id=int(network), mode=str(d.get("mode", mode)),
             ))  # fmt: skip

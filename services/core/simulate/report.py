@@ -265,3 +265,7 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
             continue
         q["deserved"] = prop.deserved_of(name)  # type: ignore[attr-defined]
         q["allocated"] = dict(sorted(alloc.get(name, {}).items()))
+        queue = ssn.queues.get(name)
+        missing = qs.unreported(queue.spec.capability) if queue is not None else []
+        if missing:  # only then: other queue records stay as they were
+            q["warning"] = f"capability names {', '.join(missing)}, which no node reports"

@@ -29,6 +29,7 @@ from contracts.workloads import (
     TaskSpec,
     Toleration,
 )
+from services.core.devices.requests import unknown_device_names
 from services.core.workload import fields, names
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -381,6 +382,10 @@ class Admission:
         for res, value in capability.items():
             if res in deserved and deserved[res] > value:
                 ctx.reject(f"spec.deserved.{res}", deserved[res], "deserved must be <= capability")
+        for path, amounts in (("spec.capability", capability), ("spec.deserved", deserved),
+                              ("spec.guarantee.resource", guarantee)):  # fmt: skip
+            for res, rule in unknown_device_names(amounts, self.device_names):
+                ctx.reject(f"{path}.{res}", None, rule)
         reclaimable = spec.get("reclaimable")
         if reclaimable is not None and not isinstance(reclaimable, bool):
             ctx.reject("spec.reclaimable", reclaimable, "must be a boolean")

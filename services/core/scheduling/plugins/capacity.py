@@ -4,8 +4,13 @@ ancestor with `enableHierarchy`; deserved := max(min(deserved, realCapability), 
 Allocatable: queue Open (and a leaf under hierarchy) and allocated + req ≤ realCapability for
 the queue and every ancestor. Enqueueable: minResources + allocated + inqueue − elastic ≤
 realCapability. Reclaimable: victim keeps its queue ≥ guarantee and its queue is above deserved
-on a dimension the victim requests. Preemptive: ≤ realCapability and < deserved on some
-requested dimension; reclaimees are weighed in victim order. Share = max allocated/deserved (no deserved ⇒ 1). No Overused.
+on a dimension the victim requests; reclaimees are weighed in victim order. Preemptive:
+allocated + request ≤ realCapability, and ≤ deserved on at least one requested dimension (a
+dimension deserved does not name counts as 0: a queue without `deserved` never reclaims, and one
+over its deserved in every requested dimension reclaims nothing). Share = max
+allocated/deserved (no deserved ⇒ 1). QueueOrder: priority, share, then "has deserved" first.
+With `enableHierarchy`, VictimQueueOrder takes victims first from the queue whose closest common
+ancestor with the reclaimer's queue is deepest (its siblings before its cousins). No Overused.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class CapacityPlugin:
                 deserved[k] = max(deserved.get(k, 0.0), v)
             self.attrs[q.name] = CapAttr(q.name, q.spec.parent, q.spec.priority, deserved,
                                          guarantee=guarantee, real_capability=real)  # fmt: skip
+        if self.hierarchy:
+            self._hierarchical_capability(ssn)
         for job in ssn.jobs.values():
             attr = self.attrs[job.queue]
             for t in job.tasks.values():
@@ -71,6 +78,34 @@ class CapacityPlugin:
                 attr.inqueue = sh.add(attr.inqueue, minres)
         for a in self.attrs.values():
             self._update_share(a)
+
+    def _hierarchical_capability(self, ssn: Session) -> None:
+        """Volcano's hierarchical capacity: `root` is bounded by its own capability only
+        (infinite when unset: jobs may ask more than the cluster has now), and each child's
+        realCapability is its parent's minus the children's guarantees plus its own, capped by
+        its capability. A dimension missing from a vector is unbounded."""
+        children: dict[str, list[CapAttr]] = {}
+        for a in self.attrs.values():
+            if a.name != "root":
+                children.setdefault(a.parent or "root", []).append(a)
+        root = self.attrs.get("root")
+        if root is None:
+            return
+        root.real_capability = self.qs.canonical(ssn.queues["root"].spec.capability)
+        todo = [root]
+        while todo:
+            parent = todo.pop()
+            kids = sorted(children.get(parent.name, []), key=lambda a: a.name)
+            guarantees: sh.Vec = {}
+            for kid in kids:
+                guarantees = sh.add(guarantees, kid.guarantee)
+            for kid in kids:
+                real = {k: v - guarantees.get(k, 0.0) + kid.guarantee.get(k, 0.0)
+                        for k, v in parent.real_capability.items()}  # fmt: skip
+                for k, v in self.qs.canonical(ssn.queues[kid.name].spec.capability).items():
+                    real[k] = min(real.get(k, sh.INF), v)
+                kid.real_capability = real
+                todo.append(kid)
 
     def _chain(self, queue: str) -> list[CapAttr]:
         out = []
@@ -122,13 +157,40 @@ class CapacityPlugin:
         )
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        if not self.allocatable(queue, task):
+        if queue.state != "Open":
             return False
         a = self.attrs[queue.name]
         req = self.qs.task(task)
+        future = sh.add(a.allocated, req)
+        dims = [k for k, v in req.items() if v > 0]
+        if not sh.le(future, a.real_capability, dims=dims, missing=sh.INF):
+            return False
         return any(
-            a.allocated.get(k, 0.0) < a.deserved.get(k, sh.INF) for k, v in req.items() if v > 0
+            future.get(k, 0.0) <= a.deserved.get(k, 0.0) + sh.EPS for k, v in req.items() if v > 0
         )
+
+    def victim_queue_order(self, lhs: QueueInfo, r: QueueInfo, preemptor: QueueInfo) -> int:
+        """Hierarchy only (Volcano registers it with `enableHierarchy`): the queue sharing the
+        deeper ancestor with the preemptor's queue gives first; equal depth abstains."""
+        if not self.hierarchy:
+            return 0
+        lv, rv = self._common_depth(lhs.name, preemptor.name), self._common_depth(r.name, preemptor.name)
+        return 0 if lv == rv else (-1 if lv > rv else 1)
+
+    def _common_depth(self, queue: str, other: str) -> int:
+        """Index (from root) of the last ancestor the two queues' ancestor paths share."""
+        a, b = self._ancestors(queue), self._ancestors(other)
+        depth = 0
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                break
+            depth = i
+        return depth
+
+    def _ancestors(self, queue: str) -> list[str]:
+        """The queue's ancestors, root first (the queue itself excluded)."""
+        chain = [a.name for a in self._chain(queue)][1:]
+        return chain[::-1]
 
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]

@@ -180,9 +180,11 @@ class DeviceSharePlugin:
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
-        result = fit_node(prepared, self._cards(node), node.annotations)
+        cards = self._cards(node)
+        result = fit_node(prepared, cards, node.annotations)
         if not isinstance(result, NodeFit):
-            return unschedulable(self.name, *result.reasons)
+            need = max((r.memory for r in task.spec.devices), default=0)
+            return unschedulable(self.name, *result.explained(cards, need))
         self._fits[(task.uid, node.name)] = result
         return None
 

@@ -113,6 +113,25 @@ class QueueShares:
             out[name] = out.get(name, 0.0) + float(v)
         return out
 
+    def unreported(self, names: Iterable[str]) -> list[str]:
+        """The device resources among `names` (a queue's capability) that no node of this
+        cluster reports: a limit on them limits nothing, and a request for them never fits
+        (issue 13: `huawei.com/Ascend910B2` on a 910B3 cluster). A memory/core companion name
+        counts as its card's count name; single-type aliases as their type."""
+        out = []
+        for name in sorted(names):
+            if not is_device_resource(name):
+                continue
+            base = name
+            if name.startswith(("nvidia.com/", "volcano.sh/vgpu")):
+                base = "nvidia.com/gpu"
+            else:
+                for suffix in ("-memory-percentage", "-memory", "-core"):
+                    base = base.removesuffix(suffix)
+            if self.single.get(base, base) not in self.total:
+                out.append(name)
+        return out
+
     def task(self, t: TaskInfo) -> Vec:
         """CPU, memory and plain scalars as requested; devices as card shares (held slices once
         placed, else the request)."""
