@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -106,7 +107,9 @@ class Watch:
 
 async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: str, work: Path) -> dict[str, Any]:
     kube = await Kube.connect(kubeconfig, Limits(qps=0, connections=128))
-    plane = ControlPlane(work / f"state-{shape}-{mode}", kubeconfig=kubeconfig, extra={
+    state = Path(tempfile.mkdtemp(prefix="tessera-k8s-nats-", dir="/dev/shm")) if args.store == "tmpfs" \
+        else work / f"state-{shape}-{mode}"  # fmt: skip
+    plane = ControlPlane(state, kubeconfig=kubeconfig, extra={
         "allocator": ["--hami-node-lock", "off", "--kube-qps", str(args.qps)],
         **{s: ["--kube-qps", str(args.qps)] for s in ("admission", "queue", "nodeagent")}})  # fmt: skip
     watch = Watch(kube)
@@ -129,8 +132,19 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         except TimeoutError:
             pass
         elapsed = time.perf_counter() - started
+        cpu = {name: _cpu_seconds(proc.pid) for name, proc in plane.procs.items()}
+        if args.dump_log:  # the log with its timestamps, to see where the time goes
+            await asyncio.to_thread(subprocess.run, [
+                sys.executable, "-m", "services.cli.main", "events", "-o",
+                f"{args.dump_log}-{shape}-{mode}.jsonl", "--nats", plane.url],
+                cwd=ROOT, check=False, capture_output=True)  # fmt: skip
+        if args.emulator_pid:
+            cpu["api server"] = _cpu_seconds(args.emulator_pid)
+        cpu["driver"] = round(time.process_time(), 1)
     finally:
         await asyncio.to_thread(plane.stop)
+        if args.store == "tmpfs":
+            shutil.rmtree(state, ignore_errors=True)
         watcher.cancel()
         if args.kubeconfig:
             await _cleanup(kube, args.nodes)
@@ -142,7 +156,16 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
             "pods_per_s": round((len(times) - 1) / span, 1) if span else 0.0,
             "p50": round(statistics.median(lat), 2) if lat else None,
             "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2) if lat else None,
-            "elapsed": round(elapsed, 1)}  # fmt: skip
+            "elapsed": round(elapsed, 1), "cpu": cpu}  # fmt: skip
+
+
+def _cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a process so far (Linux /proc), to see who is the limit."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
 
 
 async def _ensure_namespace(kube: Kube) -> None:
@@ -187,6 +210,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                 kubeconfig = args.kubeconfig
             else:
                 proc, kubeconfig = await asyncio.to_thread(_emulator, work)
+            args.emulator_pid = proc.pid if proc else 0
             try:
                 row = await run_one(args, shape, mode, kubeconfig, work)
             finally:
@@ -201,13 +225,14 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
 def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     head = RESULTS.read_text().split(MARK)[0] if RESULTS.exists() else "# Kubernetes edge: binding throughput\n\n"
     server = f"real API server ({args.kubeconfig})" if args.kubeconfig else "kmock's emulator (one process)"
-    lines = [MARK, "", f"API server: {server}; client QPS {args.qps}; load average at start "
+    lines = [MARK, "", f"API server: {server}; NATS store on {args.store}; client QPS {args.qps}; load average at start "
              f"{os.getloadavg()[0]:.1f}; {os.cpu_count()} cores.", "",
-             "| nodes | pods | shape | mode | bound | pods/s (first→last binding) | created→bound p50 s | p99 s | wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| nodes | pods | shape | mode | bound | pods/s (first→last binding) | created→bound p50 s | p99 s | wall s | CPU s per process |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
+        cpu = ", ".join(f"{k} {v}" for k, v in r["cpu"].items())
         lines.append(f"| {r['nodes']} | {r['pods']} | {r['shape']} | {r['mode']} | {r['bound']} | "
-                     f"{r['pods_per_s']} | {r['p50']} | {r['p99']} | {r['elapsed']} |")  # fmt: skip
+                     f"{r['pods_per_s']} | {r['p50']} | {r['p99']} | {r['elapsed']} | {cpu} |")  # fmt: skip
     RESULTS.write_text(head.rstrip() + "\n\n" + "\n".join(lines) + "\n")
 
 
@@ -220,7 +245,10 @@ def main() -> None:
     p.add_argument("--kubeconfig", default="", help="a real API server (default: kmock's emulator)")
     p.add_argument("--qps", type=float, default=1000, help="client QPS limit of every service")
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for all bindings")
+    p.add_argument("--store", default="tmpfs", choices=("tmpfs", "disk"),
+                   help="where NATS keeps the stream (disk: every atomic batch is an fsync)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--dump-log", default="", help="write each run's log (JSONL) to PREFIX-shape-mode.jsonl")
     args = p.parse_args()
     rows = asyncio.run(main_async(args))
     if not args.no_write:

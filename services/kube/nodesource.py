@@ -76,6 +76,7 @@ class KubeNodeAgent:
         self.registry = default_registry()
         self.tasks: dict[tuple[str, str, str], tuple[str, int]] = {}  # -> (state, commit seq)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
+        self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
         self.pods_listed = asyncio.Event()
         vendors = build_vendors(self.catalogue)
@@ -143,9 +144,9 @@ class KubeNodeAgent:
         """Tessera's pods Running on `node` that the log has not placed: booked with the node's
         first registration (their cards from HAMi's annotations, else their requests)."""
         out = []
-        for obj in self.pods.values():
+        for obj in self.pods_on.get(node, {}).values():
             r = pods.ref(obj)
-            if pods.node_name(obj) != node or pods.phase(obj) != "Running" \
+            if pods.phase(obj) != "Running" \
                     or (r.namespace, r.job, r.name) in self.tasks:  # fmt: skip
                 continue
             work = admit([pods.manifest(obj)], self.parser, self.device_names)
@@ -235,10 +236,13 @@ class KubeNodeAgent:
                 self.pods_listed.set()
                 continue
             r = pods.ref(ch.obj)
-            if ch.kind == "delete":
-                self.pods.pop((r.namespace, r.name), None)
-            else:
-                self.pods[(r.namespace, r.name)] = ch.obj
+            key = (r.namespace, r.name)
+            old = self.pods.pop(key, None)
+            if old is not None:
+                self.pods_on.get(pods.node_name(old), {}).pop(key, None)
+            if ch.kind != "delete":
+                self.pods[key] = ch.obj
+                self.pods_on.setdefault(pods.node_name(ch.obj), {})[key] = ch.obj
             try:
                 await self._report_pod(ch.obj, deleted=ch.kind == "delete")
             except Exception:

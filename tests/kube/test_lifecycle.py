@@ -74,8 +74,16 @@ async def test_finish_delete_and_refused_binding(cluster: Cluster, tmp_path: Pat
             freed = cards_of(objs[done]) | cards_of(objs[gone])
             assert set().union(*(cards_of(after[n]) for n in waiting)) == freed
             log = await JetStreamLog.connect(cp.url)
-            try:
+            events: list = []
+
+            async def recorded() -> bool:  # admission appends the deletion when it sees it
+                nonlocal events
                 events = decoded([m async for m in log.replay()])
+                return any(isinstance(e, JobDeleted) for e in events) and sum(
+                    isinstance(e, SliceReleased) for e in events) >= 3
+
+            try:
+                await wait_until(recorded, 60, "the deleted pod's job deleted, three releases")
             finally:
                 await log.close()
         finally:
