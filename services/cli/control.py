@@ -13,7 +13,6 @@ import json
 import sys
 from pathlib import Path
 
-import nats
 import yaml
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
@@ -27,26 +26,15 @@ from contracts.api import (
     encode,
 )
 from contracts.subjects import Subjects
-from services.cli.up import STATE_DIR, read_state
+from services.cli.connection import Unreachable, connect, connection_args, nats_url
 
 SERVICE_ERROR = "Nats-Service-Error"
-
-
-class Unreachable(Exception):
-    pass
-
-
-def nats_url(args: argparse.Namespace) -> str:
-    return args.nats or read_state(Path(args.state_dir))["nats"]
 
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
                   timeout: float = 60.0) -> bytes:  # fmt: skip
     """One request/reply; a service error or no responder becomes `Unreachable` with why."""
-    try:
-        nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=0)
-    except Exception as exc:
-        raise Unreachable(f"cannot connect to NATS at {url}: {exc}") from None
+    nc = await connect(url)
     try:
         msg = await nc.request(f"{Subjects(root).api(service)}.{endpoint}", body, timeout=timeout)
     except NoRespondersError:
@@ -160,13 +148,6 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 def cmd_job(args: argparse.Namespace) -> int:
     return command(args, args.action, args.name, args.namespace)
-
-
-def connection_args(p: argparse.ArgumentParser) -> None:
-    """--nats / --root / --state-dir: how every command finds the running system."""
-    p.add_argument("--nats", default="", help="NATS URL (default: the running `tessera up`)")
-    p.add_argument("--root", default="tessera")
-    p.add_argument("--state-dir", default=str(STATE_DIR))
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

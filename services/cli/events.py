@@ -2,28 +2,31 @@
 
 `tessera events --job default/npu-train-job` prints that job's history (submitted, enqueued,
 why it is unschedulable — with every node's reason —, proposed, committed, started, finished),
-which is the answer to "why is my job pending". `tessera events -o FILE.jsonl` writes the whole
-log in the format `tessera simulate --events` writes, so `tessera simulate --replay FILE.jsonl
---report R.json` rebuilds the same records offline, on any machine.
+which is the answer to "why is my job pending". `tessera events --output-file FILE.jsonl`
+writes the whole log in the format `tessera simulate --events` writes (`-o jsonl` prints it), so
+`tessera simulate --replay FILE.jsonl --report R.json` rebuilds the same records offline, on any
+machine. `-o` is a format, as for `get`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
+import json
 from pathlib import Path
 
 import msgspec
+import yaml
 
 from contracts.envelope import TYPE
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
-from services.cli.control import connection_args, nats_url
+from services.cli.connection import connection_args, nats_url
 from services.cli.get import read_log
-from services.core.simulate.jsonl import write_jsonl
+from services.core.simulate.jsonl import jsonl_line, write_jsonl
 from services.runtime.eventlog.model import StoredMessage
 
+FORMATS = ("table", "json", "yaml", "jsonl")
 SKIP = {"type", "namespace", "name", "spec", "manifest", "usage"}
 
 
@@ -63,33 +66,54 @@ def summary(msg: StoredMessage) -> str:
     return " ".join(parts)
 
 
+def event_line(msg: StoredMessage) -> str:
+    """`#SEQ TYPE fields…`: how `events` and `describe` show one event."""
+    return f"#{msg.seq:<7d} {msg.headers.get(TYPE, '?'):20s} {summary(msg)}"
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     root = args.root
     subject = None
     if args.job:
         ns, _, name = args.job.rpartition("/")
         subject = Subjects(root).job(ns or "default", name)
-    try:
-        messages = asyncio.run(read_log(nats_url(args), root, subject))
-    except Exception as exc:  # no NATS, no stream
-        print(f"error: cannot read the log: {exc}", file=sys.stderr)
-        return 2
-    if args.output:
-        write_jsonl(Path(args.output), messages)
-        print(f"{len(messages)} events written to {args.output} "
-              f"(tessera simulate --replay {args.output} --report R.json)")  # fmt: skip
+    messages = asyncio.run(read_log(nats_url(args), root, subject))
+    if args.output_file:
+        write_jsonl(Path(args.output_file), messages)
+        print(f"{len(messages)} events written to {args.output_file} "
+              f"(tessera simulate --replay {args.output_file} --report R.json)")  # fmt: skip
+        return 0
+    if args.output == "jsonl":
+        for m in messages:
+            print(jsonl_line(m))
+        return 0
+    if args.output in ("json", "yaml"):
+        rows = [{"seq": m.seq, "subject": m.subject, "type": m.headers.get(TYPE, ""),
+                 "data": msgspec.json.decode(m.data)} for m in messages]  # fmt: skip
+        print(json.dumps(rows, indent=2) if args.output == "json" else yaml.safe_dump(rows, sort_keys=False))
         return 0
     if not messages:
         print(f"no events{' for ' + args.job if args.job else ''}")
         return 1 if args.job else 0
     for m in messages:
-        print(f"#{m.seq:<7d} {m.headers.get(TYPE, '?'):20s} {summary(m)}")
+        print(event_line(m))
     return 0
 
 
+def output_format(value: str) -> str:
+    """`-o` is a format, as for `get`; a file name there is the old spelling of --output-file."""
+    if value in FORMATS:
+        return value
+    hint = f"; to write the log to a file use --output-file {value}" if "." in value or "/" in value else ""
+    raise argparse.ArgumentTypeError(f"invalid format {value!r} (choose from {', '.join(FORMATS)}){hint}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("events", help="a job's history from the log, or the whole log as JSONL")
+    p = sub.add_parser("events", help="a job's history from the log, or the whole log")
     p.add_argument("--job", default="", help="NAMESPACE/NAME (or NAME in default)")
-    p.add_argument("-o", "--output", default="", help="write the log as JSONL for simulate --replay")
+    p.add_argument("-o", "--output", type=output_format, default="table", metavar="FORMAT",
+                   help="table (default), json, yaml, or jsonl (the format simulate --replay reads)")  # fmt: skip
+    p.add_argument("--output-file", default="", metavar="FILE",
+                   help="write the events as JSONL to FILE, for `simulate --replay FILE`")  # fmt: skip
     connection_args(p)
     p.set_defaults(func=cmd_events)

@@ -15,14 +15,12 @@ import asyncio
 import json
 import sys
 
-import nats
 import yaml
 
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
-from services.cli.control import connection_args, nats_url
+from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.core.simulate.report import undecodable_warning
-from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored
 
@@ -37,9 +35,20 @@ CARD_COLUMNS = (
     "slices_used",
     "slices_total",
 )
-NODE_COLUMNS = ("node", "cpu_milli", "memory_mib", "cards")
+NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
+PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
+OUTPUTS = ["table", "json", "yaml"]
+#: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
+KINDS = {
+    **dict.fromkeys(("pods", "pod", "po"), "pods"),
+    **dict.fromkeys(("jobs", "job", "vcjob", "vcjobs", "vj"), "jobs"),
+    **dict.fromkeys(("podgroups", "podgroup", "pg"), "podgroups"),
+    **dict.fromkeys(("queues", "queue", "q"), "queues"),
+    **dict.fromkeys(("nodes", "node", "no"), "nodes"),
+    **dict.fromkeys(("cards", "card"), "cards"),
+}
 QUEUE_COLUMNS = ("name", "state", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 
@@ -60,7 +69,7 @@ def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
 
 
 async def fetch_cards(url: str, root: str) -> list[dict]:
-    nc = await nats.connect(url)
+    nc = await connect(url)
     try:
         reply = await nc.request(f"{Subjects(root).api('allocator')}.cards", b"", timeout=10)
         return json.loads(reply.data)
@@ -69,29 +78,45 @@ async def fetch_cards(url: str, root: str) -> list[dict]:
 
 
 async def fetch_nodes(url: str, root: str) -> list[dict]:
-    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    """Each node's allocatable (its last NodeRegistered) and its cards: how many of each type,
+    and how many hold at least one slice now (from the ledger heads, no replay)."""
+    log = await open_log(url, root)
     try:
+        in_use: dict[str, int] = {}
+        for msg in await log.last_per_subject(log.subjects.all_cards()):
+            usage = getattr(await decode_stored(msg), "usage", None)  # state-carrying card events
+            if usage is not None and usage.slices_used:
+                node = log.subjects.parse(msg.subject)[1][0]
+                in_use[node] = in_use.get(node, 0) + 1
         rows = []
         for msg in await log.last_per_subject(log.subjects.all_nodes()):
             node = await decode_stored(msg, types=NODE_REGISTERED)
             if not isinstance(node, NodeRegistered):
                 continue
-            rows.append(
-                {
-                    "node": node.node,
-                    "cpu_milli": node.cpu_milli,
-                    "memory_mib": node.memory_mib,
-                    "cards": len(node.cards),
-                }
-            )  # type: ignore[attr-defined]
+            rows.append(node_row(node, in_use.get(node.node, 0)))
         return sorted(rows, key=lambda r: r["node"])
     finally:
         await log.close()
 
 
+def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
+    """Allocatable as kubectl shows it (cores, Gi) and cards as `8×Ascend910B3`."""
+    by_type: dict[str, int] = {}
+    for card in node.cards:
+        by_type[card.type] = by_type.get(card.type, 0) + 1
+    return {
+        "node": node.node,
+        "cpu": f"{node.cpu_milli / 1000:g}",
+        "memory": f"{node.memory_mib / 1024:g}Gi",
+        "pods": node.pods,
+        "cards": ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "-",
+        "cards_in_use": f"{cards_in_use}/{len(node.cards)}",
+    }
+
+
 async def read_log(url: str, root: str, subject: str | None = None) -> list[StoredMessage]:
     """The whole log (or one subject's part of it), as stored."""
-    log = await JetStreamLog.connect(url, subjects=Subjects(root))
+    log = await open_log(url, root)
     try:
         return [m async for m in log.replay(1, subject)]
     finally:
@@ -124,29 +149,39 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
+    what = KINDS[args.what]
     url = nats_url(args)
-    if args.what == "nodes":
+    if what == "nodes":
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
     else:
         report = asyncio.run(fetch_report(url, args.root))
         if warning := undecodable_warning(report):
             print(warning, file=sys.stderr)
-        rows = report[args.what]
-        if args.what in ("pods", "jobs") and not args.all_namespaces:
+        rows = report["jobs" if what == "podgroups" else what]
+        if what in ("pods", "jobs", "podgroups") and not args.all_namespaces:
             rows = [r for r in rows if r["namespace"] == args.namespace]
-        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS,
-                   "cards": CARD_COLUMNS}[args.what]  # fmt: skip
-        if args.output == "table":
-            rows = _table_view(args.what, rows)
+        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
+                   "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}[what]  # fmt: skip
+    if args.names:
+        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
+        missing = [n for n in args.names if not any(r[key] == n for r in rows)]
+        if missing:
+            print(f'error: {what} {", ".join(repr(n) for n in missing)} not found', file=sys.stderr)
+            return 1
+        rows = [r for n in args.names for r in rows if r[key] == n]
+    if args.output == "table" and what not in ("nodes", "podgroups"):
+        rows = _table_view(what, rows)
     print(render(rows, columns, args.output))
     return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    get = sub.add_parser("get", help="list queues, jobs, pods, nodes or cards of the running system")
-    get.add_argument("what", choices=["queues", "jobs", "pods", "nodes", "cards"])
-    get.add_argument("-n", "--namespace", default="default")
-    get.add_argument("-A", "--all-namespaces", action="store_true")
-    get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    get = sub.add_parser("get", help="list queues, jobs, podgroups, pods, nodes or cards")
+    get.add_argument("what", choices=list(KINDS), metavar="KIND",
+                     help="pods|pod|po, jobs|job|vcjob, podgroups|pg, queues|queue|q, nodes|no, cards")  # fmt: skip
+    get.add_argument("names", nargs="*", metavar="NAME", help="only these objects (exit 1 if one is missing)")
+    get.add_argument("-n", "--namespace", default="default", help="namespace of pods and jobs (default: default)")
+    get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")
+    get.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or yaml")
     connection_args(get)
     get.set_defaults(func=cmd_get)

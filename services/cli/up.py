@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,10 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from services.runtime.lifeline import alive
 from services.runtime.natsserver import NatsServer
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 STATE_DIR = Path(os.environ.get("TESSERA_HOME", ".tessera"))
+STATE_HELP = f"where the state file, logs and embedded NATS store live (default: {STATE_DIR})"
 
 
 def state_file(state_dir: Path) -> Path:
@@ -66,6 +69,7 @@ class ControlPlane:
         self.server: NatsServer | None = None
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.log_dir = state_dir / "logs"
+        self._log_start: dict[str, int] = {}  # where this run's part of each service log begins
 
     def names(self) -> list[str]:
         return [n for n in SERVICES
@@ -73,6 +77,8 @@ class ControlPlane:
 
     def args_of(self, name: str) -> list[str]:
         args = ["--nats", self.url, *self.extra.get(name, [])]
+        if self.server is not None:  # our own broker: when it is gone, so is the service
+            args += ["--exit-with-pid", str(self.server.pid)]
         if self.kubeconfig and name != "scheduler":
             args += ["--kubeconfig", self.kubeconfig]
         elif name == "nodeagent":
@@ -83,7 +89,10 @@ class ControlPlane:
             args += ["--device-config", self.device_config]
         return args
 
-    def start(self, report: Callable[[str], None] = print) -> ControlPlane:
+    def start(self, report: Callable[[str], None] = print,
+              on_nats: Callable[[str], None] | None = None) -> ControlPlane:  # fmt: skip
+        """`on_nats(url)` runs once NATS is up and before any service starts (`up`'s look at
+        what the log already holds)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         if not self.url:
@@ -91,6 +100,8 @@ class ControlPlane:
             self.url = self.server.url
             report(f"nats-server (JetStream) on {self.url}, pid {self.server.pid}")
         try:
+            if on_nats is not None:
+                on_nats(self.url)
             for name in self.names():
                 self.procs[name] = self._spawn(name)
             for name in self.names():
@@ -102,7 +113,9 @@ class ControlPlane:
         return self
 
     def _spawn(self, name: str) -> subprocess.Popen[str]:
-        log_file = (self.log_dir / f"{name}.log").open("a")
+        log_path = self.log_dir / f"{name}.log"
+        self._log_start[name] = log_path.stat().st_size if log_path.exists() else 0
+        log_file = log_path.open("a")
         return subprocess.Popen(
             [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
@@ -116,8 +129,10 @@ class ControlPlane:
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
-                raise SystemExit(f"{name} exited ({proc.wait()}) before it was ready; "
-                                 f"see {self.log_dir / (name + '.log')}")  # fmt: skip
+                log_path = self.log_dir / f"{name}.log"
+                cause = failure_cause(log_path, self._log_start.get(name, 0))
+                raise SystemExit(f"{name} exited ({proc.wait()}) before it was ready: {cause}\n"
+                                 f"  (full log: {log_path})")  # fmt: skip
             if "ready" in line:
                 return
         raise SystemExit(f"{name} not ready after {timeout}s")
@@ -130,6 +145,13 @@ class ControlPlane:
     def restart(self, name: str) -> None:
         self.procs[name] = self._spawn(name)
         self._wait_ready(name)
+
+    def running(self) -> bool:
+        """Every service and our own nats-server still up (`up` in the foreground watches it)."""
+        server = self.server.process if self.server else None
+        return all(p.poll() is None for p in self.procs.values()) and (
+            server is None or server.poll() is None
+        )
 
     def state(self) -> dict:
         return {
@@ -148,6 +170,34 @@ class ControlPlane:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+
+def failure_cause(log_path: Path, start: int) -> str:
+    """The last line a failed start wrote to its log: for a Python traceback, the exception
+    and its message (a configuration error carries its key path), without the module path."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return "(it wrote nothing)"
+    kind, sep, message = lines[-1].partition(": ")
+    if sep and "." in kind and " " not in kind:  # services.core.x.ConfigError -> ConfigError
+        return f"{kind.rsplit('.', 1)[1]}: {message}"
+    return lines[-1]
+
+
+def running(state_dir: Path) -> dict | None:
+    """The state of a `tessera up` whose processes are still alive, or None (absent or stale)."""
+    path = state_file(state_dir)
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    pids = [state.get("nats_pid"), *state.get("services", {}).values()]
+    return state if any(p and alive(p) for p in pids) else None
 
 
 def _stop_pid(pid: int, timeout: float = 10.0) -> None:
@@ -191,6 +241,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
     if args.kubeconfig and args.inventory:
         raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")
+    state = running(state_dir)
+    if state is not None:  # a second broker on the same store would orphan the first set
+        pids = ", ".join(f"{n} {p}" for n, p in [("nats-server", state.get("nats_pid")),
+                                                 *state["services"].items()] if p)  # fmt: skip
+        print(f"error: tessera is already running (pid {pids}) on {state['nats']}; "
+              f"`tessera down --state-dir {state_dir}` stops it", file=sys.stderr)  # fmt: skip
+        return 1
+    if args.fresh and not args.nats:
+        shutil.rmtree(state_dir / "nats", ignore_errors=True)
     extra = {"allocator": ["--hami-node-lock", args.hami_node_lock]} if args.kubeconfig else {}
     for name in ("admission", "queue", "allocator", "nodeagent"):
         for sched in args.scheduler_name:
@@ -207,7 +266,13 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"  {name:10s} not built yet: skipped")
         elif name == "nodeagent" and not args.inventory and not args.kubeconfig:
             print(f"  {name:10s} no --inventory given: no simulated nodes, skipped")
-    plane.start()
+
+    def on_nats(url: str) -> None:
+        from services.cli.held import report_held
+
+        report_held(url, args.inventory, fresh=args.fresh and bool(args.nats))
+
+    plane.start(on_nats=on_nats)
     detached = False
     try:
         state_file(state_dir).write_text(json.dumps(plane.state(), indent=2))
@@ -216,8 +281,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             detached = True
             return 0
         print("running; Ctrl-C stops everything")
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started
         try:
-            while all(p.poll() is None for p in plane.procs.values()):
+            while plane.running():
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
@@ -228,15 +294,30 @@ def cmd_up(args: argparse.Namespace) -> int:
             state_file(state_dir).unlink(missing_ok=True)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
+    if args.purge and not state_file(state_dir).exists():  # nothing running: just empty the store
+        shutil.rmtree(state_dir / "nats", ignore_errors=True)
+        print(f"  log purged ({state_dir / 'nats'} removed)")
+        return 0
     state = read_state(state_dir)
     for name, pid in state["services"].items():
         _stop_pid(pid)
         print(f"  {name:10s} stopped")
+    if args.purge and not state.get("nats_pid"):  # someone else's broker: delete our streams
+        from services.cli.held import purge
+
+        print(f"  log purged ({purge(state['nats'])} streams deleted)")
     if state.get("nats_pid"):
         _stop_pid(state["nats_pid"])
         print("  nats-server stopped")
+        if args.purge:
+            shutil.rmtree(state_dir / "nats", ignore_errors=True)
+            print(f"  log purged ({state_dir / 'nats'} removed)")
     state_file(state_dir).unlink(missing_ok=True)
     return 0
 
@@ -255,9 +336,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--hami-node-lock", default="on", choices=("on", "off"),
                     help="with --kubeconfig: bind device pods under HAMi's node lock (on when "
                          "HAMi's device plugins run on the nodes)")
-    up.add_argument("--detach", action="store_true")
-    up.add_argument("--state-dir", default=str(STATE_DIR))
+    up.add_argument("--detach", action="store_true", help="return once ready; `tessera down` stops it")
+    up.add_argument("--fresh", action="store_true", help="start with an empty log (drops what it holds)")
+    up.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop what `tessera up --detach` started")
-    down.add_argument("--state-dir", default=str(STATE_DIR))
+    down.add_argument("--purge", action="store_true", help="also delete the log, so the next `up` starts empty")
+    down.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
     down.set_defaults(func=cmd_down)

@@ -18,6 +18,7 @@ from opentelemetry import trace
 
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
+from services.runtime import lifeline
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.health import Health
@@ -93,6 +94,8 @@ def common_parser(name: str) -> argparse.ArgumentParser:
                         help="replicas of the event streams (3 on a 3-node NATS cluster: R3)")  # fmt: skip
     parser.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
                         help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
+    parser.add_argument("--exit-with-pid", type=int, default=0,
+                        help="stop when this process (the nats-server `tessera up` started) ends")  # fmt: skip
     kube = parser.add_argument_group("Kubernetes (without these the service runs on the log only)")
     kube.add_argument("--kubeconfig", default=env("TESSERA_KUBECONFIG", ""),
                       help="schedule the cluster of this kubeconfig")  # fmt: skip
@@ -186,9 +189,14 @@ async def _run_service(
         tasks.append(background(stopping))
     if at_edge is not None:
         tasks.append(at_edge.run(stopping))
+    if args.exit_with_pid:
+        tasks.append(lifeline.watch(args.exit_with_pid, stopping))
     await asyncio.gather(*tasks)
     if args.kube is not None:
         await args.kube.close()
+    if args.exit_with_pid and not lifeline.alive(args.exit_with_pid):
+        log.info("%s stopped: its nats-server is gone", name)
+        return 3  # nothing to flush to: closing would wait for a broker that is not coming back
     await event_log.close()
     log.info("%s stopped", name)
     return 0

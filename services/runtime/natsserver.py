@@ -138,11 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = Path(args[0]) if args else Path(".tessera/nats")
     port = int(args[1]) if len(args) > 1 else 4222
     server = NatsServer(data_dir=data_dir, port=port).start()
-    print(f"nats-server (JetStream) on {server.url}, data in {data_dir}, pid {server.pid}")
+    print(f"nats-server (JetStream) on {server.url}, data in {data_dir}, pid {server.pid}", flush=True)
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # `kill PID` must not leave the broker running without us
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         assert server.process is not None
         server.process.wait()
     except KeyboardInterrupt:
+        pass
+    finally:
         server.stop()
     return 0
 

@@ -118,7 +118,7 @@ def test_events_explain_a_pending_job_and_export_for_replay(system: Path, tmp_pa
     assert "JobSubmitted" in history.stdout and "tasks=[w×3]" in history.stdout
     assert "queue resource quota insufficient" in history.stdout
     out = tmp_path / "log.jsonl"
-    assert run(system, "events", "-o", str(out)).returncode == 0
+    assert run(system, "events", "--output-file", str(out)).returncode == 0
     report = tmp_path / "r.json"
     replay = tessera("simulate", "--replay", str(out), "--report", str(report))
     assert replay.returncode == 0, replay.stderr

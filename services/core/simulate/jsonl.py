@@ -11,15 +11,20 @@ from pathlib import Path
 from services.runtime.eventlog.model import StoredMessage
 
 
+def jsonl_line(m: StoredMessage) -> str:
+    """One stored message as one line (no newline): what `--replay` reads back exactly."""
+    row: dict[str, object] = {"seq": m.seq, "subject": m.subject, "headers": dict(m.headers)}
+    try:
+        row["data"] = json.loads(m.data)
+    except ValueError:  # a body that is not even JSON (poison): kept as it is
+        row["raw"] = m.data.decode("utf-8", "replace")
+    return json.dumps(row, sort_keys=True, separators=(",", ":"))
+
+
 def write_jsonl(path: Path, messages: Iterable[StoredMessage]) -> None:
     with path.open("w") as f:
         for m in messages:
-            row: dict[str, object] = {"seq": m.seq, "subject": m.subject, "headers": dict(m.headers)}
-            try:
-                row["data"] = json.loads(m.data)
-            except ValueError:  # a body that is not even JSON (poison): kept as it is
-                row["raw"] = m.data.decode("utf-8", "replace")
-            f.write(json.dumps(row, sort_keys=True, separators=(",", ":")))
+            f.write(jsonl_line(m))
             f.write("\n")
 
 

@@ -1,0 +1,62 @@
+"""How every CLI command reaches the running system: the NATS URL and one bounded connection.
+
+The services reconnect forever (a broker restart must not kill them); a command typed by a
+person must not: it connects once, with a short timeout and no reconnects, and a failure becomes
+one line — "cannot reach NATS at URL (is `tessera up` running?)" — instead of nats.py's retry
+loop printing a traceback per attempt (issue 13, item 11).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import nats
+from nats.aio.client import Client
+
+from contracts.subjects import Subjects
+from services.cli.up import STATE_DIR, STATE_HELP, read_state
+from services.runtime.eventlog.jetstream import JetStreamLog
+
+CONNECT_TIMEOUT = 3.0
+
+
+class Unreachable(Exception):
+    """The system (NATS, or the service that answers a request) cannot be reached; says why."""
+
+
+def nats_url(args: argparse.Namespace) -> str:
+    return args.nats or read_state(Path(args.state_dir))["nats"]
+
+
+async def _quiet(_exc: Exception) -> None:
+    """nats.py logs every failed attempt with a traceback; the caller reports the outcome."""
+
+
+async def connect(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
+    """One attempt, bounded by `timeout`; `Unreachable` with the hint when it fails."""
+    try:
+        # nats.py reads max_reconnect_attempts=0 as "forever" for the first connect: 1 it is
+        return await nats.connect(url, connect_timeout=timeout, allow_reconnect=False,
+                                  max_reconnect_attempts=1, reconnect_time_wait=0.2,
+                                  error_cb=_quiet, name="tessera-cli")  # fmt: skip
+    except Exception:
+        raise Unreachable(f"cannot reach NATS at {url} (is `tessera up` running?)") from None
+
+
+async def open_log(url: str, root: str) -> JetStreamLog:
+    """The log of the system at `url`, over a bounded connection."""
+    log = JetStreamLog(await connect(url), subjects=Subjects(root))
+    try:
+        await log.ensure()
+    except Exception as exc:
+        await log.close()
+        raise Unreachable(f"NATS at {url} has no usable JetStream: {exc}") from None
+    return log
+
+
+def connection_args(p: argparse.ArgumentParser) -> None:
+    """--nats / --root / --state-dir: how every command finds the running system."""
+    p.add_argument("--nats", default="", help="NATS URL (default: the running `tessera up`)")
+    p.add_argument("--root", default="tessera", help="subject root the services use (default: tessera)")
+    p.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)

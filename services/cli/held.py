@@ -1,0 +1,125 @@
+"""What the log already holds when `tessera up` starts, and how to empty it.
+
+The log outlives the processes: `up` with another inventory brings the old nodes and jobs back,
+and their tasks fail later as lost with no visible reason (issue 13, item 10). So `up` says at
+start what it found — and which recorded nodes the new inventory does not have — and points at
+`up --fresh` / `down --purge`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from contracts.envelope import TYPE
+from contracts.registry import default_registry
+from contracts.subjects import Subjects
+from services.cli.connection import open_log
+from services.runtime.eventlog.model import StoredMessage
+
+#: Queues every system has; not worth reporting.
+BUILT_IN_QUEUES = frozenset({"default", "root"})
+ENDED = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    events: int
+    nodes: tuple[str, ...]
+    jobs: int
+    live_jobs: int
+    queues: tuple[str, ...]
+
+
+def _ended(msg: StoredMessage) -> bool:
+    """Whether a job subject's last event leaves the job finished or gone."""
+    kind = msg.headers.get(TYPE, "")
+    if kind == "JobDeleted":
+        return True
+    if kind != "JobPhaseChanged":
+        return False
+    return default_registry().decode(kind, msg.data).phase in ENDED  # type: ignore[attr-defined]
+
+
+def summarize(events: int, nodes: list[StoredMessage], jobs: list[StoredMessage],
+              queues: list[StoredMessage], subjects: Subjects) -> Held:  # fmt: skip
+    """From the last message of every node, job and queue subject (O(aggregates), no replay)."""
+
+    def name(msg: StoredMessage) -> str:
+        return subjects.parse(msg.subject)[1][-1]
+
+    return Held(
+        events=events,
+        nodes=tuple(sorted({name(m) for m in nodes})),
+        jobs=len(jobs),
+        live_jobs=sum(not _ended(m) for m in jobs),
+        queues=tuple(sorted({name(m) for m in queues} - BUILT_IN_QUEUES)),
+    )
+
+
+def describe(held: Held, inventory_nodes: tuple[str, ...] | None) -> list[str]:
+    """The lines `up` prints; nothing for an empty log."""
+    if not held.events:
+        return []
+    lines = [f"the log already holds {held.events} events: {len(held.nodes)} node(s)"
+             f"{' (' + ', '.join(held.nodes) + ')' if held.nodes else ''}, {held.jobs} job(s) "
+             f"({held.live_jobs} not finished), {len(held.queues)} queue(s)"
+             f"{' (' + ', '.join(held.queues) + ')' if held.queues else ''}"]  # fmt: skip
+    if inventory_nodes is not None:
+        gone = [n for n in held.nodes if n not in inventory_nodes]
+        if gone:
+            lines.append(f"  nodes in the log but not in this inventory: {', '.join(gone)} — "
+                         "they will be marked lost and their tasks will fail")  # fmt: skip
+    lines.append("  (`tessera up --fresh` or `tessera down --purge` starts with an empty log)")
+    return lines
+
+
+def inventory_nodes(path: str) -> tuple[str, ...] | None:
+    """Node names of an inventory file, or None when there is none or it cannot be read (the
+    node-agent reports that problem itself)."""
+    if not path:
+        return None
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+        return tuple(str(n["name"]) for n in doc["nodes"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+
+
+async def read_held(url: str, root: str = "tessera") -> Held:
+    log = await open_log(url, root)
+    try:
+        info = await log.js.stream_info(log.stream)
+        s = log.subjects
+        return summarize(info.state.messages, await log.last_per_subject(s.all_nodes()),
+                         await log.last_per_subject(s.all_jobs()),
+                         await log.last_per_subject(s.all_queues()), s)  # fmt: skip
+    finally:
+        await log.close()
+
+
+async def _purge(url: str, root: str) -> int:
+    log = await open_log(url, root)
+    try:
+        for stream in (log.stream, log.dlq_stream):
+            await log.js.delete_stream(stream)
+        return 2
+    finally:
+        await log.close()
+
+
+def purge(url: str, root: str = "tessera") -> int:
+    """Delete the log's streams on a broker `up` did not start (the services re-create them)."""
+    return asyncio.run(_purge(url, root))
+
+
+def report_held(url: str, inventory: str, fresh: bool = False) -> None:
+    """`up`'s first words after NATS is up: what the log holds (or that it was emptied)."""
+    if fresh:
+        print(f"  log purged ({purge(url)} streams deleted)")
+        return
+    for line in describe(asyncio.run(read_held(url)), inventory_nodes(inventory)):
+        print(line)

@@ -1,0 +1,165 @@
+"""Lifecycle hazards of `tessera up` (issue 13, items 9–12): a second `up`, services outliving
+their broker, a log from an earlier run, an unreachable NATS, a service that cannot start.
+
+Real processes throughout: every test stops what it started by PID (the `state_dir` fixture runs
+`tessera down` if a test left a system up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from services.cli.up import read_state
+from services.runtime.lifeline import alive
+from services.runtime.natsserver import free_port
+from tests.cli.test_up_down import state_dir, tessera
+from tests.processes import ROOT
+
+__all__ = ["state_dir"]  # the fixture, shared with test_up_down
+
+INVENTORY = str(ROOT / "examples" / "inventory.yaml")  # node-a, node-b
+BAD_CONF = """
+actions: "enqueue, allocate"
+tiers:
+  - plugins:
+      - name: gang
+        enableGangg: true
+"""
+OTHER_INVENTORY = """
+nodes:
+  - name: node-c
+    cpu: 16
+    memory: 64Gi
+    devices:
+      - {type: Ascend910B3, count: 2}
+"""
+UNREACHABLE = "nats://127.0.0.1:1"
+
+
+def wait_gone(pids: list[int], timeout: float = 30.0) -> list[int]:
+    """Poll the process table until none of `pids` lives; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def node_names(state: Path) -> list[str]:
+    got = tessera("get", "nodes", "-o", "json", "--state-dir", str(state))
+    assert got.returncode == 0, got.stderr
+    return [n["node"] for n in json.loads(got.stdout)]
+
+
+def wait_nodes(state: Path, want: list[str], tries: int = 200) -> None:
+    for _ in range(tries):  # poll `get nodes` (observable) until the node-agent registered them
+        if node_names(state) == want:
+            return
+    raise AssertionError(f"nodes never became {want}: {node_names(state)}")
+
+
+def test_second_up_refuses_and_services_end_with_their_nats(state_dir: Path) -> None:
+    first = tessera("up", "--detach", "--state-dir", str(state_dir))
+    assert first.returncode == 0, first.stderr
+    state = read_state(state_dir)
+    second = tessera("up", "--detach", "--state-dir", str(state_dir))
+    assert second.returncode == 1
+    assert f"already running (pid nats-server {state['nats_pid']}" in second.stderr
+    assert read_state(state_dir) == state  # the state file of the first is untouched
+    services = list(state["services"].values())
+    assert all(alive(p) for p in services)
+
+    os.kill(state["nats_pid"], signal.SIGKILL)  # the broker is gone for good
+    assert wait_gone(services) == []  # ... and so are the services it served
+    again = tessera("up", "--detach", "--state-dir", str(state_dir))  # stale state: allowed
+    assert again.returncode == 0, again.stderr
+
+
+def test_up_reports_what_the_log_holds_fresh_and_purge(state_dir: Path) -> None:
+    other = state_dir / "other.yaml"
+    other.write_text(OTHER_INVENTORY)
+    run = lambda *a: tessera(*a, "--state-dir", str(state_dir))  # noqa: E731
+    first = run("up", "--detach", "--inventory", INVENTORY)
+    assert first.returncode == 0, first.stderr
+    assert "already holds" not in first.stdout  # an empty log says nothing
+    wait_nodes(state_dir, ["node-a", "node-b"])
+    assert run("down").returncode == 0
+
+    fresh = run("up", "--detach", "--fresh", "--inventory", str(other))
+    assert fresh.returncode == 0, fresh.stderr
+    assert "already holds" not in fresh.stdout  # --fresh started empty
+    wait_nodes(state_dir, ["node-c"])
+    assert run("down").returncode == 0
+
+    back = run("up", "--detach", "--inventory", INVENTORY)
+    assert back.returncode == 0, back.stderr
+    assert re.search(r"the log already holds \d+ events: 1 node\(s\) \(node-c\)", back.stdout), back.stdout
+    assert "nodes in the log but not in this inventory: node-c" in back.stdout
+    purged = run("down", "--purge")
+    assert purged.returncode == 0 and "log purged" in purged.stdout
+    assert not (state_dir / "nats").exists()
+
+
+COMMANDS = [
+    ("get", "pods"), ("get", "nodes"), ("get", "cards"), ("events",), ("describe", "pod", "x"),
+    ("queue", "close", "q"), ("job", "suspend", "j"), ("delete", "pod", "x"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_commands_fail_fast_without_nats(command: tuple[str, ...], tmp_path: Path) -> None:
+    started = time.monotonic()
+    out = tessera(*command, "--nats", UNREACHABLE, "--state-dir", str(tmp_path))
+    assert time.monotonic() - started < 15
+    assert out.returncode == 2
+    assert f"cannot reach NATS at {UNREACHABLE} (is `tessera up` running?)" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_apply_fails_fast_without_nats(tmp_path: Path) -> None:
+    manifest = tmp_path / "q.yaml"
+    manifest.write_text("apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\n")
+    out = tessera("apply", "-f", str(manifest), "--nats", UNREACHABLE)
+    assert out.returncode == 2 and "cannot reach NATS at" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_sigterm_to_tessera_nats_stops_its_server(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli.main", "nats", "--data-dir", str(tmp_path),
+         "--port", str(free_port())], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    server_pid = 0
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        server_pid = int(line.rsplit("pid ", 1)[1])
+        assert alive(server_pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert wait_gone([server_pid]) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if server_pid and alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+def test_a_service_failing_at_start_says_why(state_dir: Path) -> None:
+    conf = state_dir / "bad.conf"
+    conf.write_text(BAD_CONF)
+    out = tessera("up", "--detach", "--scheduler-conf", str(conf), "--state-dir", str(state_dir))
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    assert "scheduler exited" in said
+    assert "ConfigError: tiers[0].plugins[0].enableGangg: unknown field" in said
+    assert "Traceback" not in said
+    assert not (state_dir / "up.json").exists()
