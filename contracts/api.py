@@ -15,6 +15,7 @@ from contracts.base import Record
 #: What happened to one submitted object.
 ACCEPTED = "accepted"
 UNCHANGED = "unchanged"
+CONFIGURED = "configured"  # an existing object changed (a Queue's weight, capability, …)
 REJECTED = "rejected"
 
 
@@ -27,7 +28,7 @@ class ObjectResult(Record, frozen=True):
     kind: str
     name: str
     namespace: str = ""
-    outcome: str = ACCEPTED  # accepted | unchanged | rejected
+    outcome: str = ACCEPTED  # accepted | unchanged | configured | rejected
     reasons: tuple[str, ...] = ()  # every violated rule: "<path>: <rule> (value: <v>)"
     #: accepted, but a value was changed (HAMi's clamps, e.g. `-core: 150` → 100), same form
     warnings: tuple[str, ...] = ()
@@ -43,11 +44,12 @@ class ApplyReply(Record, frozen=True):
 
 
 class CommandRequest(Record, frozen=True):
-    """A vcctl-style command on one object: queue open/close, job suspend/resume/delete."""
+    """A vcctl-style command on one object: queue open/close/delete, job suspend/resume/delete."""
 
     action: str  # open | close | suspend | resume | delete
     name: str
     namespace: str = ""
+    kind: str = ""  # "queue" for `queue delete`; otherwise implied by the action (job)
 
 
 class CommandReply(Record, frozen=True):

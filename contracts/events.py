@@ -24,6 +24,21 @@ class QueueStateChanged(Event, frozen=True, tag="QueueStateChanged"):
     reason: str = ""
 
 
+class QueueUpdated(Event, frozen=True, tag="QueueUpdated"):
+    """A Queue applied again with another spec (`kubectl apply`, `tessera queue update`): the
+    whole new spec replaces the old one; the queue's state stays what the log last set."""
+
+    spec: QueueSpec
+
+
+class QueueDeleted(Event, frozen=True, tag="QueueDeleted"):
+    """Volcano's webhook allows it only for a queue without jobs or child queues, never for
+    `default` or `root`; the name may be created again afterwards."""
+
+    queue: str
+    reason: str = ""
+
+
 class PriorityClassCreated(Event, frozen=True, tag="PriorityClassCreated"):
     """A `scheduling.k8s.io/v1` PriorityClass, kept so later submissions can name it."""
 
@@ -224,6 +239,8 @@ class CardRetired(Event, frozen=True, tag="CardRetired"):
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
+    QueueUpdated,
+    QueueDeleted,
     PriorityClassCreated,
     JobSubmitted,
     JobRejected,

@@ -108,9 +108,9 @@ def subject_of(subjects: Subjects, event: Event) -> str:
     from contracts import events as ev  # events do not import subjects; kept local to stay so
 
     match event:
-        case ev.QueueCreated():
+        case ev.QueueCreated() | ev.QueueUpdated():
             return subjects.queue(event.spec.name)
-        case ev.QueueStateChanged():
+        case ev.QueueStateChanged() | ev.QueueDeleted():
             return subjects.queue(event.queue)
         case ev.PriorityClassCreated():
             return subjects.priority_class(event.name)

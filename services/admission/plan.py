@@ -4,7 +4,9 @@ The rules are the same `admit` that `tessera simulate` runs, seeded with what th
 holds (existing queues with their current state, live jobs) so "queue does not exist / is not
 Open / is not a leaf" are judged against the running system. Re-applying an identical object is
 `unchanged` (nothing written), like `kubectl apply`; a different object under a live name is
-refused rather than silently replacing a job that may be running.
+refused rather than silently replacing a job that may be running — except a Queue, which
+Volcano lets `kubectl apply` change (weight, capability, …): that is `configured`, a
+`QueueUpdated` (root excepted: Volcano's root-queue protection).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import msgspec
 
 from contracts import hami
-from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ObjectResult
+from contracts.api import ACCEPTED, CONFIGURED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
 from contracts.events import (
     JobDeleted,
@@ -26,7 +28,9 @@ from contracts.events import (
     PlacementProposed,
     PriorityClassCreated,
     QueueCreated,
+    QueueDeleted,
     QueueStateChanged,
+    QueueUpdated,
     TaskPlacement,
 )
 from contracts.workloads import JobSpec, QueueSpec
@@ -43,7 +47,7 @@ _ENCODER = msgspec.json.Encoder()
 
 @dataclass(frozen=True, slots=True)
 class KnownQueue:
-    spec: QueueSpec  # as created
+    spec: QueueSpec  # as created or last updated
     state: str
     seq: int  # last sequence of the queue's subject
 
@@ -64,6 +68,7 @@ class Known:
     #: refused PodGroups whose pods wait, as last recorded (event, its subject's sequence)
     refused: dict[tuple[str, str], tuple[JobRejected, int]] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    deleted_queues: dict[str, int] = field(default_factory=dict)  # name → last subject sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +177,21 @@ def plan_documents(
                                          preemption_policy=pc.preemption_policy)  # fmt: skip
             cluster_object("PriorityClass", pc.name, known.priority_classes.get(pc.name), pc, event, "value")
     for q in workload.queues:
-        if q.name in declared:
-            have = known.queues.get(q.name)
-            cluster_object("Queue", q.name, have and have.spec, q, QueueCreated(spec=q), "metadata.name")
+        if q.name not in declared:
+            continue
+        have = known.queues.get(q.name)
+        if have is None:
+            writes.append(Write(len(results), "Queue", ("", q.name), QueueCreated(spec=q),
+                                known.deleted_queues.get(q.name, 0)))  # fmt: skip
+            results.append(_result("Queue", "", q.name, ACCEPTED))
+        elif have.spec == q:
+            results.append(_result("Queue", "", q.name, UNCHANGED))
+        elif q.name == "root":
+            results.append(_result("Queue", "", q.name, REJECTED, (
+                "metadata.name: the root queue cannot be changed (root queue protection)",)))  # fmt: skip
+        else:
+            writes.append(Write(len(results), "Queue", ("", q.name), QueueUpdated(spec=q), have.seq))
+            results.append(_result("Queue", "", q.name, CONFIGURED))
     running: dict[tuple[str, str], list[RunningPod]] = {}
     for rp in workload.running:
         running.setdefault((rp.namespace, rp.job), []).append(rp)
@@ -266,10 +283,18 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
         case QueueCreated():
             if event.spec.name not in known.queues:
                 known.queues[event.spec.name] = KnownQueue(event.spec, event.spec.state, seq)
+                known.deleted_queues.pop(event.spec.name, None)
         case QueueStateChanged():
             q = known.queues.get(event.queue)
             if q is not None:
                 known.queues[event.queue] = replace(q, state=event.state, seq=seq)
+        case QueueUpdated():
+            q = known.queues.get(event.spec.name)
+            if q is not None:
+                known.queues[event.spec.name] = replace(q, spec=event.spec, seq=seq)
+        case QueueDeleted():
+            known.queues.pop(event.queue, None)
+            known.deleted_queues[event.queue] = seq
         case JobSubmitted():
             known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
             known.refused.pop((event.spec.namespace, event.spec.name), None)

@@ -33,7 +33,9 @@ from contracts.events import (
     JobSubmitted,
     PriorityClassCreated,
     QueueCreated,
+    QueueDeleted,
     QueueStateChanged,
+    QueueUpdated,
 )
 from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
@@ -58,6 +60,8 @@ FOLDED: tuple[type[Event], ...] = (
     PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
+    QueueUpdated,
+    QueueDeleted,
     JobSubmitted,
     JobRejected,
     JobDeleted,

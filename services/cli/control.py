@@ -25,10 +25,16 @@ from contracts.api import (
     decode,
     encode,
 )
+from contracts.envelope import TYPE
+from contracts.registry import default_registry
 from contracts.subjects import Subjects
+from contracts.workloads import QueueSpec
 from services.cli.connection import Unreachable, connect, connection_args, nats_url
 
 SERVICE_ERROR = "Nats-Service-Error"
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: `delete KIND NAME`: the names users type → the kind shown in "… deleted".
+DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup": "podgroup", "pg": "podgroup"}
 
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
@@ -73,35 +79,46 @@ def print_apply(reply: ApplyReply, output: str, dry_run: bool = False) -> None:
             print(f"    Warning: {warning}")
 
 
+def manifest_files(names: list[str]) -> list[str]:
+    """`-f` values as kubectl reads them: a directory means every YAML/JSON file in it (sorted,
+    not recursive); `-` is stdin."""
+    out: list[str] = []
+    for name in names:
+        path = Path(name)
+        if name != "-" and path.is_dir():
+            out += sorted(str(p) for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+        else:
+            out.append(name)
+    return out
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     texts = []
-    for f in args.filename:
+    for f in manifest_files(args.filename):
         try:
             texts.append(sys.stdin.read() if f == "-" else Path(f).read_text())
         except OSError as exc:
             print(f"error: {f}: {exc.strerror}", file=sys.stderr)
             return 2
-    try:
-        url = nats_url(args)
-        reply = apply_text(url, args.root, "\n---\n".join(texts), args.dry_run)
-    except Unreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not texts:
+        print(f"error: no manifests in {', '.join(args.filename)}", file=sys.stderr)
         return 2
+    reply = apply_text(nats_url(args), args.root, "\n---\n".join(texts), args.dry_run)
     print_apply(reply, args.output, args.dry_run)
     return 1 if reply.rejected else 0
 
 
-def command(args: argparse.Namespace, action: str, name: str, namespace: str = "") -> int:
-    body = encode(CommandRequest(action=action, name=name, namespace=namespace))
-    try:
-        data = asyncio.run(request(nats_url(args), args.root, "queue", "command", body))
-    except Unreachable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    reply = decode(data, CommandReply)
-    print(reply.message if reply.ok else f"error: {reply.message}",
-          file=sys.stdout if reply.ok else sys.stderr)  # fmt: skip
-    return 0 if reply.ok else 1
+def command(args: argparse.Namespace, action: str, name: str, namespace: str = "", kind: str = "",
+            shown: str = "") -> int:  # fmt: skip
+    """Send one command; print the service's answer (or `shown` for a success, when the CLI
+    names the object as the user did: `pod default/x deleted`)."""
+    body = encode(CommandRequest(action=action, name=name, namespace=namespace, kind=kind))
+    reply = decode(asyncio.run(request(nats_url(args), args.root, "queue", "command", body)), CommandReply)
+    if reply.ok:
+        print(shown or reply.message)
+        return 0
+    print(f"error: {reply.message}", file=sys.stderr)
+    return 1
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -113,37 +130,83 @@ def cmd_delete(args: argparse.Namespace) -> int:
         except (OSError, ManifestError) as exc:
             print(f"error: {args.filename}: {exc}", file=sys.stderr)
             return 2
-        targets = [(str((d.get("metadata") or {}).get("namespace") or "default"),
+        targets = [(str(d.get("kind")).lower(), str((d.get("metadata") or {}).get("namespace") or "default"),
                     str((d.get("metadata") or {}).get("name") or ""))
                    for d in docs if d.get("kind") in ("Job", "Pod", "PodGroup")]  # fmt: skip
-    elif args.kind in ("job", "pod", "podgroup") and args.name:
-        targets = [(args.namespace, args.name)]
+    elif args.kind and args.name:
+        targets = [(DELETABLE[args.kind], args.namespace, args.name)]
     else:
-        print("error: give `delete job|pod NAME` or `delete -f FILE`", file=sys.stderr)
+        print("error: give `delete job|pod|podgroup NAME` or `delete -f FILE`", file=sys.stderr)
         return 2
     worst = 0
-    for ns, name in targets:
-        worst = max(worst, command(args, "delete", name, ns))
+    for kind, ns, name in targets:
+        worst = max(worst, command(args, "delete", name, ns, shown=f"{kind} {ns}/{name} deleted"))
     return worst
 
 
+def queue_manifest(spec: QueueSpec, weight: int | None = None, capability: dict[str, str] | None = None) -> dict:
+    """A stored queue spec written back as the Volcano Queue that creates it, with `weight` /
+    `capability` replaced when given (what `vcctl queue operate --action update` patches)."""
+    from services.core.workload.quantity import from_units
+
+    def amounts(values: dict[str, int]) -> dict[str, str]:
+        return {res: from_units(res, v) for res, v in values.items()}
+
+    body: dict = {"weight": spec.weight if weight is None else weight,
+                  "capability": amounts(spec.capability) if capability is None else capability,
+                  "deserved": amounts(spec.deserved), "guarantee": {"resource": amounts(spec.guarantee)},
+                  "reclaimable": spec.reclaimable, "priority": spec.priority}  # fmt: skip
+    if spec.parent:
+        body["parent"] = spec.parent
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": spec.name, "annotations": dict(spec.annotations)},
+            "spec": body, "status": {"state": spec.state}}  # fmt: skip
+
+
+async def current_queue(url: str, root: str, name: str) -> QueueSpec | None:
+    """The queue's spec as the log last set it (its QueueCreated, then any QueueUpdated)."""
+    from services.cli.get import read_log
+
+    registry = default_registry()
+    spec = None
+    for m in await read_log(url, root, Subjects(root).queue(name)):
+        kind = m.headers.get(TYPE, "")
+        if kind in ("QueueCreated", "QueueUpdated"):
+            spec = registry.decode(kind, m.data).spec  # type: ignore[attr-defined]
+        elif kind == "QueueDeleted":
+            spec = None
+    return spec
+
+
+def capability_arg(text: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in text.split(",") if kv)
+
+
 def cmd_queue(args: argparse.Namespace) -> int:
-    if args.action == "create":
-        spec: dict = {"weight": args.weight}
-        if args.capability:
-            spec["capability"] = dict(kv.split("=", 1) for kv in args.capability.split(","))
-        if args.parent:
-            spec["parent"] = args.parent
-        doc = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-               "metadata": {"name": args.name}, "spec": spec}  # fmt: skip
-        try:
-            reply = apply_text(nats_url(args), args.root, json.dumps(doc))
-        except Unreachable as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    url = nats_url(args)
+    if args.action in ("create", "update"):
+        if args.action == "create":
+            spec: dict = {"weight": args.weight or 1}
+            if args.capability:
+                spec["capability"] = capability_arg(args.capability)
+            if args.parent:
+                spec["parent"] = args.parent
+            doc = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                   "metadata": {"name": args.name}, "spec": spec}  # fmt: skip
+        else:
+            have = asyncio.run(current_queue(url, args.root, args.name))
+            if have is None:
+                print(f"error: queue {args.name!r} does not exist", file=sys.stderr)
+                return 1
+            if args.weight is None and args.capability is None:
+                print("error: give --weight and/or --capability to update", file=sys.stderr)
+                return 2
+            capability = None if args.capability is None else capability_arg(args.capability)
+            doc = queue_manifest(have, args.weight, capability)
+        reply = apply_text(url, args.root, json.dumps(doc))
         print_apply(reply, "table")
         return 1 if reply.rejected else 0
-    return command(args, args.action, args.name)
+    return command(args, args.action, args.name, kind="queue")
 
 
 def cmd_job(args: argparse.Namespace) -> int:
@@ -152,32 +215,36 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     apply = sub.add_parser("apply", help="submit Queues, Jobs, PodGroups, Pods (YAML or JSON)")
-    apply.add_argument("-f", "--filename", action="append", required=True, help="file, or - for stdin")
+    apply.add_argument("-f", "--filename", action="append", required=True,
+                       help="file, directory (every .yaml/.yml/.json in it) or - for stdin; repeatable")  # fmt: skip
     apply.add_argument("--dry-run", action="store_true", help="validate only, write nothing")
-    apply.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    apply.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table",
+                       help="table (default), json or yaml")  # fmt: skip
     connection_args(apply)
     apply.set_defaults(func=cmd_apply)
 
-    delete = sub.add_parser("delete", help="delete a job (or a pod's implied job)")
-    delete.add_argument("kind", nargs="?", choices=["job", "pod", "podgroup"])
-    delete.add_argument("name", nargs="?")
-    delete.add_argument("-n", "--namespace", default="default")
-    delete.add_argument("-f", "--filename", default="", help="delete the Jobs/Pods of a file")
+    delete = sub.add_parser("delete", help="delete a job, pod or podgroup (a pod's or podgroup's job)")
+    delete.add_argument("kind", nargs="?", choices=list(DELETABLE), metavar="KIND", help="job|vcjob, pod|po, podgroup|pg")
+    delete.add_argument("name", nargs="?", metavar="NAME", help="the object's name")
+    delete.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    delete.add_argument("-f", "--filename", default="", help="delete the Jobs/Pods/PodGroups of a file")
     connection_args(delete)
     delete.set_defaults(func=cmd_delete)
 
-    queue = sub.add_parser("queue", help="create, open or close a queue")
-    queue.add_argument("action", choices=["create", "open", "close"])
-    queue.add_argument("name")
-    queue.add_argument("--weight", type=int, default=1)
-    queue.add_argument("--capability", default="", help="e.g. cpu=8,memory=64Gi")
-    queue.add_argument("--parent", default="")
+    queue = sub.add_parser("queue", help="create, update, open, close or delete a queue")
+    queue.add_argument("action", choices=["create", "update", "open", "close", "delete"],
+                       help="delete is refused while the queue has jobs or child queues")  # fmt: skip
+    queue.add_argument("name", metavar="NAME", help="the queue's name")
+    queue.add_argument("--weight", type=int, default=None, help="share weight (create: default 1)")
+    queue.add_argument("--capability", default=None,
+                       help="upper limit, e.g. cpu=8,memory=64Gi,huawei.com/Ascend910B3=8 (update: replaces it)")  # fmt: skip
+    queue.add_argument("--parent", default="", help="parent queue (create only; default: root)")
     connection_args(queue)
     queue.set_defaults(func=cmd_queue)
 
     job = sub.add_parser("job", help="suspend or resume a job")
-    job.add_argument("action", choices=["suspend", "resume"])
-    job.add_argument("name")
-    job.add_argument("-n", "--namespace", default="default")
+    job.add_argument("action", choices=["suspend", "resume"], help="suspend evicts its pods; resume submits it again")
+    job.add_argument("name", metavar="NAME", help="the job's name")
+    job.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     connection_args(job)
     job.set_defaults(func=cmd_job)

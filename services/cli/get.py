@@ -65,7 +65,7 @@ def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
     ]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in table]
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 async def fetch_cards(url: str, root: str) -> list[dict]:

@@ -2,9 +2,11 @@
 
     tessera simulate --inventory INV.yaml --workload W.yaml [--scheduler-conf CONF.yaml]
                      [--device-config DEV.yaml] [--cycles N] [--until SECONDS]
-                     [--report OUT.json] [--events OUT.jsonl]
+                     [--report OUT.json] [--events OUT.jsonl] [-o table|json|yaml]
     tessera simulate --replay OUT.jsonl --report R2.json
 
+It prints a summary (pods by phase, cards in use, and every pod's outcome) unless `-o json|yaml`
+asks for the whole report on stdout; `--report` writes that report to a file either way.
 Exit 0 unless an input cannot be read (then one line naming the file and the problem, exit 2).
 """
 
@@ -55,12 +57,29 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(messages)
     if warning := undecodable_warning(report):
         print(f"tessera simulate: {warning}", file=sys.stderr)
-    text = json.dumps(report, indent=2, sort_keys=False) + "\n"
     if args.report:
-        Path(args.report).write_text(text)
+        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    if args.output == "json":
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
     else:
-        sys.stdout.write(text)
+        print(summary(report))
+        if args.report:
+            print(f"report written to {args.report}")
     return 0
+
+
+def summary(report: dict[str, Any]) -> str:
+    """What a person wants first: how far it got, how full the cards are, each pod's outcome."""
+    from services.cli.get import POD_COLUMNS, _table_view, render
+
+    m = report["metrics"]
+    phases = ", ".join(f"{n} {phase}" for phase, n in m["pods_by_phase"].items()) or "no pods"
+    head = (f"{m['cycles']} cycles; pods: {phases}; cards in use {m['cards_in_use']}/{m['cards_total']}, "
+            f"card memory allocated {100 * m['card_memory_allocated_ratio']:.1f}%, "
+            f"{m['evictions']} evictions, {m['placements_rejected']} placements rejected")  # fmt: skip
+    return head + "\n" + render(_table_view("pods", report["pods"]), POD_COLUMNS, "table")
 
 
 def _build(args: argparse.Namespace) -> Any:
@@ -114,14 +133,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "simulate", help="run the scheduler in-process on an inventory + workload"
     )
-    p.add_argument("--inventory")
-    p.add_argument("--workload")
-    p.add_argument("--scheduler-conf")
-    p.add_argument("--device-config")
-    p.add_argument("--cycles", type=int)
-    p.add_argument("--until", type=float)
-    p.add_argument("--report")
-    p.add_argument("--events")
-    p.add_argument("--replay")
+    p.add_argument("--inventory", help="nodes and their cards (YAML, as examples/inventory.yaml)")
+    p.add_argument("--workload", help="Queues, Jobs, PodGroups, Pods to submit (YAML)")
+    p.add_argument("--scheduler-conf", help="volcano-scheduler.conf (default: Volcano's defaults)")
+    p.add_argument("--device-config", help="HAMi device-config.yaml (default: HAMi's chart values)")
+    p.add_argument("--cycles", type=int, help="stop after this many scheduling sessions")
+    p.add_argument("--until", type=float, help="stop at this virtual time (seconds)")
+    p.add_argument("--report", help="write the full report (pods, jobs, queues, cards, metrics) as JSON here")
+    p.add_argument("--events", help="write the simulated log as JSONL here (for --replay)")
+    p.add_argument("--replay", help="rebuild the report from a JSONL log instead of simulating")
+    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table",
+                   help="table: a summary (default); json/yaml: the full report on stdout")  # fmt: skip
     p.set_defaults(func=run)
     return p

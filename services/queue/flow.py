@@ -23,6 +23,7 @@ from contracts.events import (
     JobPhaseChanged,
     JobSubmitted,
     PlacementCommitted,
+    QueueDeleted,
     QueueStateChanged,
     TaskFinished,
     TaskStarted,
@@ -193,13 +194,18 @@ def queue_events(flow: Flow) -> list[Event]:
 
 # --- commands (vcctl queue open/close, job suspend/resume, delete) -------------------------------
 
+#: Volcano's webhook never lets these go (`validate_queue.go`).
+UNDELETABLE_QUEUES = frozenset({"default", "root"})
+
 
 class Refused(Exception):
     """A command that does not apply to the object's current state; the message says why."""
 
 
-def command(flow: Flow, action: str, namespace: str, name: str) -> list[Event]:
+def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "") -> list[Event]:
     proj = flow.projection
+    if kind == "queue" and action == "delete":
+        return delete_queue(flow, name)
     if action in ("open", "close"):
         q = proj.queues.get(name)
         if q is None:
@@ -231,3 +237,22 @@ def command(flow: Flow, action: str, namespace: str, name: str) -> list[Event]:
             raise Refused(f"job {key} not found")
         return [JobDeleted(namespace=namespace, name=name)]
     raise Refused(f"unknown action {action!r}")
+
+
+def delete_queue(flow: Flow, name: str) -> list[Event]:
+    """Volcano's queue webhook: not `default`/`root`, not while it holds jobs (PodGroups) or
+    has child queues."""
+    proj = flow.projection
+    if name not in proj.queues:
+        raise Refused(f"queue {name!r} does not exist")
+    if name in UNDELETABLE_QUEUES:
+        raise Refused(f"queue `{name}` can not be deleted")
+    jobs = sorted(k for k, j in proj.jobs.items() if j.spec.queue == name)
+    if jobs:
+        shown = ", ".join(jobs[:3]) + (", …" if len(jobs) > 3 else "")
+        raise Refused(f"queue {name} can not be deleted: it has {len(jobs)} job(s) ({shown}); "
+                      "delete them first")  # fmt: skip
+    children = sorted(q for q, s in proj.queues.items() if s.spec.parent == name)
+    if children:
+        raise Refused(f"queue {name} can not be deleted: it has child queues ({', '.join(children)})")
+    return [QueueDeleted(queue=name, reason="deleted by user")]

@@ -148,17 +148,18 @@ class QueueService:
             req = decode(data, CommandRequest)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return encode(CommandReply(ok=False, message=f"request not understood: {exc}"))
-        return encode(await self.command(req.action, req.namespace, req.name))
+        return encode(await self.command(req.action, req.namespace, req.name, req.kind))
 
-    async def command(self, action: str, namespace: str, name: str) -> CommandReply:
+    async def command(self, action: str, namespace: str, name: str, kind: str = "") -> CommandReply:
         with tracer.start_as_current_span(f"command {action}"):
             async with self._lock:
                 try:
-                    events = fl.command(self.flow, action, namespace, name)
+                    events = fl.command(self.flow, action, namespace, name, kind)
                 except fl.Refused as exc:
                     return CommandReply(ok=False, message=str(exc))
                 await self._publish(self._outgoing(events))
-        what = f"queue {name}" if action in ("open", "close") else f"job {namespace}/{name}"
+        queue = action in ("open", "close") or kind == "queue"
+        what = f"queue {name}" if queue else f"job {namespace}/{name}"
         done = {"open": "opened", "close": "closed", "suspend": "suspended",
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
         return CommandReply(ok=True, message=f"{what} {done}")

@@ -23,7 +23,9 @@ from contracts.events import (
     NodeRegistered,
     PlacementCommitted,
     QueueCreated,
+    QueueDeleted,
     QueueStateChanged,
+    QueueUpdated,
     SliceAssignment,
     SliceReleased,
     SliceReserved,
@@ -168,6 +170,12 @@ class ClusterProjection:
                 q = self.queues.get(event.queue)
                 if q is not None:
                     self.queues[event.queue] = replace(q, state=event.state)
+            case QueueUpdated():
+                q = self.queues.get(event.spec.name)
+                if q is not None:
+                    self.queues[event.spec.name] = replace(q, spec=event.spec)
+            case QueueDeleted():
+                self.queues.pop(event.queue, None)
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.jobs[key] = JobSnap(event.spec, seq, event.spec.phase or "Pending")

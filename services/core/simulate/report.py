@@ -24,6 +24,7 @@ from contracts.events import (
     PlacementProposed,
     PlacementRejected,
     QueueCreated,
+    QueueDeleted,
     QueueStateChanged,
     SliceReleased,
     SliceReserved,
@@ -73,6 +74,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             case QueueStateChanged():
                 if ev.queue in queues:
                     queues[ev.queue]["state"] = ev.state
+            case QueueDeleted():  # gone, as `kubectl get` no longer lists deleted objects
+                queues.pop(ev.queue, None)
             case JobRejected():
                 reason = "; ".join(ev.reasons)
                 kind = reason.split(":", 1)[0]

@@ -82,3 +82,13 @@ def to_units(name: str, raw: object) -> int:
     if name == "pods":
         return math.ceil(parse_quantity(raw))
     return scalar_milli(raw)
+
+
+def from_units(name: str, units: int) -> str:
+    """The inverse of `to_units`, exactly: a quantity string that parses back to `units`
+    (for writing a stored spec back as a manifest, e.g. `tessera queue update`)."""
+    if name in ("memory", "ephemeral-storage"):
+        return f"{units}Mi"
+    if name == "pods":
+        return str(units)
+    return f"{units}m"  # cpu and every scalar (device) resource are held in milli-units

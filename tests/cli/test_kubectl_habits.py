@@ -1,0 +1,186 @@
+"""The CLI people expect (issue 13, items 13–14): kubectl/vcctl names and verbs against one
+running `tessera up`, and the command-line hygiene checks that need no system (help on every
+flag, a closed pipe, simulate's summary)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.cli.main import build_parser
+from tests.cli.test_up_down import tessera
+from tests.processes import ROOT
+
+QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team-x}
+spec: {weight: 2, capability: {cpu: "64"}}
+"""
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  annotations: {scheduling.volcano.sh/queue-name: team-x}
+spec:
+  containers:
+    - name: c
+      image: busybox
+      resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "8192"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    state = tmp_path_factory.mktemp("habits")
+    up = tessera("up", "--detach", "--state-dir", str(state), "--inventory",
+                 str(ROOT / "examples" / "inventory.yaml"))  # fmt: skip
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield state
+    finally:
+        tessera("down", "--state-dir", str(state))
+
+
+def run(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return tessera(*args, "--state-dir", str(state))
+
+
+def wait_pod(state: Path, name: str, phase: str | None, tries: int = 200) -> None:
+    """Poll `get pod NAME` until it is in `phase` (None: until it is gone)."""
+    for _ in range(tries):
+        got = run(state, "get", "po", name, "-o", "json")
+        if phase is None and got.returncode == 1:
+            return
+        if phase is not None and got.returncode == 0 and json.loads(got.stdout)[0]["phase"] == phase:
+            return
+    raise AssertionError(f"{name} never became {phase}: {got.stdout} {got.stderr}")
+
+
+def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "1-queue.yaml").write_text(QUEUE)
+    (manifests / "2-pod.yml").write_text(POD)
+    (manifests / "notes.txt").write_text("not a manifest")
+    applied = run(system, "apply", "-f", str(manifests))  # a directory: every YAML in it
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "queue/team-x accepted" in applied.stdout and "pod/default/trainer accepted" in applied.stdout
+    wait_pod(system, "trainer", "Running")
+
+    one = run(system, "get", "pod", "trainer", "-o", "json")
+    assert [p["name"] for p in json.loads(one.stdout)] == ["trainer"]
+    missing = run(system, "get", "pods", "nope")
+    assert missing.returncode == 1 and "'nope' not found" in missing.stderr
+    for alias in ("vcjob", "job", "jobs"):
+        assert "trainer" in run(system, "get", alias).stdout
+    assert "team-x" in run(system, "get", "q").stdout
+    pg = run(system, "get", "pg")
+    assert pg.stdout.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "QUEUE", "PHASE"]
+    assert "trainer" in pg.stdout
+
+    nodes = {n["node"]: n for n in json.loads(run(system, "get", "nodes", "-o", "json").stdout)}
+    assert nodes["node-a"]["cpu"] == "192" and nodes["node-a"]["memory"] == "1536Gi"
+    assert nodes["node-a"]["cards"] == "8×Ascend910B3"
+    assert sum(int(n["cards_in_use"].split("/")[0]) for n in nodes.values()) == 1  # trainer's slice
+
+    pod = run(system, "describe", "po", "trainer")
+    assert pod.returncode == 0, pod.stderr
+    assert "Name:" in pod.stdout and "Phase:" in pod.stdout and "Running" in pod.stdout
+    assert "Events:" in pod.stdout and "JobSubmitted" in pod.stdout and "PlacementCommitted" in pod.stdout
+    job = run(system, "describe", "job", "trainer")
+    assert "Pods:" in job.stdout and "TaskStarted" in job.stdout
+    assert run(system, "describe", "pod", "nope").returncode == 1
+
+    updated = run(system, "queue", "update", "team-x", "--weight", "5", "--capability", "cpu=32")
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert "queue/team-x configured" in updated.stdout
+    queue = run(system, "describe", "queue", "team-x")
+    assert "Weight:" in queue.stdout and " 5" in queue.stdout.split("Weight:")[1].splitlines()[0]
+    assert "'cpu': 32000" in queue.stdout and "QueueUpdated" in queue.stdout
+    assert "trainer" in queue.stdout.split("Jobs:")[1]
+    assert run(system, "queue", "update", "nope", "--weight", "2").returncode == 1
+
+    refused = run(system, "queue", "delete", "team-x")
+    assert refused.returncode == 1 and "it has 1 job(s) (default/trainer)" in refused.stderr
+    assert run(system, "queue", "delete", "default").returncode == 1
+    deleted = run(system, "delete", "pod", "trainer")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "pod default/trainer deleted"
+    wait_pod(system, "trainer", None)
+    for _ in range(200):  # poll until the queue service folded the job's deletion
+        gone = run(system, "queue", "delete", "team-x")
+        if gone.returncode == 0:
+            break
+    assert gone.stdout.strip() == "queue team-x deleted", gone.stderr
+    assert run(system, "get", "queue", "team-x").returncode == 1
+
+
+def test_events_output_matches_get(system: Path, tmp_path: Path) -> None:
+    as_json = run(system, "events", "-o", "json")
+    assert as_json.returncode == 0
+    rows = json.loads(as_json.stdout)
+    assert rows and {"seq", "subject", "type", "data"} <= set(rows[0])
+    jsonl = run(system, "events", "-o", "jsonl").stdout.splitlines()
+    assert len(jsonl) >= len(rows) and json.loads(jsonl[0])["seq"] == rows[0]["seq"]
+    old = run(system, "events", "-o", str(tmp_path / "log.jsonl"))
+    assert old.returncode == 2 and "use --output-file" in old.stderr
+    written = run(system, "events", "--output-file", str(tmp_path / "log.jsonl"))
+    assert written.returncode == 0 and (tmp_path / "log.jsonl").exists()
+
+
+def closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run `tessera ARGS` with stdout a pipe nobody reads (`… | head` after head exited)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "services.cli.main", *args], stdout=write,
+                              stderr=subprocess.PIPE, cwd=ROOT, timeout=120)  # fmt: skip
+    finally:
+        os.close(write)
+
+
+def test_a_closed_pipe_is_not_an_error(system: Path) -> None:
+    for args in (("version",), ("get", "pods", "--state-dir", str(system))):
+        out = closed_pipe(*args)
+        assert b"BrokenPipeError" not in out.stderr and b"Traceback" not in out.stderr, out.stderr
+        assert out.returncode == 141
+
+
+def test_version() -> None:
+    out = tessera("version")
+    assert out.returncode == 0
+    assert "tessera: 0.1.0" in out.stdout and "nats-server: v2." in out.stdout
+
+
+def test_every_flag_has_help() -> None:
+    def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[str]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from walk(child, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                yield f"{path} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(walk(build_parser(), "tessera")) == []
+
+
+def test_simulate_prints_a_summary_and_still_writes_the_report(tmp_path: Path) -> None:
+    args = ("simulate", "--inventory", str(ROOT / "examples" / "inventory.yaml"),
+            "--workload", str(ROOT / "examples" / "article.yaml"))  # fmt: skip
+    plain = tessera(*args, "--report", str(tmp_path / "r.json"))
+    assert plain.returncode == 0, plain.stderr
+    first, header = plain.stdout.splitlines()[:2]
+    assert "cycles; pods: 5 Running; cards in use 5/16" in first
+    assert header.split()[:3] == ["NAMESPACE", "NAME", "PHASE"]
+    assert "npu-train-job-worker-0" in plain.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["metrics"]["cards_in_use"] == 5
+    as_json = tessera(*args, "-o", "json")
+    assert json.loads(as_json.stdout)["metrics"]["cards_in_use"] == 5
