@@ -7,6 +7,7 @@ import pytest
 
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ApplyReply, ApplyRequest, decode, encode
 from contracts.events import JobSubmitted, QueueCreated, QueueStateChanged
+from contracts.workloads import QueueSpec
 from services.admission.guard import Limits
 from services.admission.service import AdmissionService
 from services.runtime.eventlog import EventLog
@@ -237,3 +238,29 @@ async def test_racing_different_specs_under_one_name_write_one(event_log: EventL
     loser = next(reply.results[0] for reply in (first, second) if reply.results[0].outcome == "rejected")
     assert "concurrently" in loser.reasons[0]
     assert sum(isinstance(e, JobSubmitted) for e in await events_of(event_log)) == 1
+
+
+async def test_a_changed_queue_is_configured_and_a_deleted_one_can_come_back(event_log: EventLog) -> None:
+    """kubectl apply of a Queue with another weight/capability updates it in Volcano (issue 13,
+    item 13: `tessera queue update`); root is protected; a deleted queue may be created again."""
+    from contracts.api import CONFIGURED
+    from contracts.events import QueueDeleted, QueueUpdated
+
+    svc = await started(event_log)
+    await svc.apply(QUEUE)
+    changed = QUEUE.replace("{weight: 2}", "{weight: 5, capability: {cpu: '8'}}")
+    reply = await svc.apply(changed)
+    assert [(r.name, r.outcome) for r in reply.results] == [("team-a", CONFIGURED)]
+    updated = (await events_of(event_log))[-1]
+    assert isinstance(updated, QueueUpdated) and updated.spec.weight == 5
+    assert updated.spec.capability == {"cpu": 8000}
+    restarted = await started(event_log)  # the update is known from the log alone
+    assert [r.outcome for r in (await restarted.apply(changed)).results] == [UNCHANGED]
+    root = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: root}\nspec: {weight: 3}\n"
+    await put(event_log, event_log.subjects.queue("root"), QueueCreated(spec=QueueSpec(name="root")))
+    refused = await (await started(event_log)).apply(root)
+    assert refused.results[0].outcome == REJECTED and "root queue" in refused.results[0].reasons[0]
+    await put(event_log, event_log.subjects.queue("team-a"), QueueDeleted(queue="team-a"))
+    again = await (await started(event_log)).apply(QUEUE)
+    assert [r.outcome for r in again.results] == [ACCEPTED]  # its subject's sequence was known
+    assert isinstance((await events_of(event_log))[-1], QueueCreated)

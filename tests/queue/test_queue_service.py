@@ -3,6 +3,8 @@ policies, queue close/open and job suspend/resume/delete — each owed event app
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from contracts.events import (
     EvictionRequested,
     JobDeleted,
@@ -196,3 +198,29 @@ async def test_a_failure_delivered_again_after_the_restart_restarts_nothing() ->
     events = await job_events(log, "r")
     restarts = [e.reason for e in events if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"]
     assert restarts == ["RestartJob: retry 1/3"]
+
+
+async def test_queue_delete_follows_volcanos_webhook(event_log: EventLog) -> None:
+    """Not default/root, not while it holds a job or has a child queue (issue 13, item 13)."""
+    from contracts.events import QueueDeleted
+    from contracts.workloads import QueueSpec
+
+    svc = await started(event_log)
+    s = event_log.subjects
+    for q in (QueueSpec(name="team"), QueueSpec(name="child", parent="team")):
+        await put(event_log, s.queue(q.name), QueueCreated(spec=q))
+    await put(event_log, s.job("ns", "j"), JobSubmitted(spec=replace(spec("j", replicas=1), queue="child")))
+    await drain(svc)
+    assert "can not be deleted" in (await svc.command("delete", "", "default", "queue")).message
+    assert "child queues (child)" in (await svc.command("delete", "", "team", "queue")).message
+    busy = await svc.command("delete", "", "child", "queue")
+    assert not busy.ok and "it has 1 job(s) (ns/j)" in busy.message
+    assert (await svc.command("delete", "ns", "j")).ok
+    await drain(svc)
+    assert (await svc.command("delete", "", "child", "queue")).message == "queue child deleted"
+    assert (await svc.command("delete", "", "team", "queue")).ok
+    deleted = [e.queue for e in decoded([m async for m in event_log.replay(1, s.all_queues())])
+               if isinstance(e, QueueDeleted)]  # fmt: skip
+    assert deleted == ["child", "team"]
+    assert "team" not in (await started(event_log)).flow.projection.queues  # a restart agrees
+    assert not (await svc.command("delete", "", "team", "queue")).ok
