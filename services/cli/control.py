@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,7 @@ from contracts.registry import default_registry
 from contracts.subjects import Subjects
 from contracts.workloads import QueueSpec
 from services.cli.connection import Unreachable, connect, connection_args, nats_url
+from services.runtime.eventlog.model import StoredMessage
 
 SERVICE_ERROR = "Nats-Service-Error"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -163,19 +165,24 @@ def queue_manifest(spec: QueueSpec, weight: int | None = None, capability: dict[
             "spec": body, "status": {"state": spec.state}}  # fmt: skip
 
 
-async def current_queue(url: str, root: str, name: str) -> QueueSpec | None:
-    """The queue's spec as the log last set it (its QueueCreated, then any QueueUpdated)."""
-    from services.cli.get import read_log
-
+def queue_spec_of(messages: Iterable[StoredMessage]) -> QueueSpec | None:
+    """A queue's spec as its subject last set it: QueueCreated, then any QueueUpdated; None
+    after a QueueDeleted (or before any of them)."""
     registry = default_registry()
     spec = None
-    for m in await read_log(url, root, Subjects(root).queue(name)):
+    for m in messages:
         kind = m.headers.get(TYPE, "")
         if kind in ("QueueCreated", "QueueUpdated"):
             spec = registry.decode(kind, m.data).spec  # type: ignore[attr-defined]
         elif kind == "QueueDeleted":
             spec = None
     return spec
+
+
+async def current_queue(url: str, root: str, name: str) -> QueueSpec | None:
+    from services.cli.get import read_log
+
+    return queue_spec_of(await read_log(url, root, Subjects(root).queue(name)))
 
 
 def capability_arg(text: str) -> dict[str, str]:

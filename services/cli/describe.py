@@ -13,10 +13,9 @@ import asyncio
 import sys
 from typing import Any
 
-from contracts.envelope import TYPE
-from contracts.registry import default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import connection_args, nats_url
+from services.cli.control import queue_spec_of
 from services.cli.events import event_line
 from services.cli.get import (
     JOB_COLUMNS,
@@ -44,18 +43,14 @@ def indent(text: str) -> list[str]:
     return [f"  {line}" for line in text.splitlines()]
 
 
-def queue_spec(messages: list[StoredMessage]) -> dict[str, Any]:
-    """The queue's spec as the log last set it (QueueCreated, then QueueUpdated if any)."""
-    registry = default_registry()
-    spec: dict[str, Any] = {}
-    for m in messages:
-        kind = m.headers.get(TYPE, "")
-        if kind in ("QueueCreated", "QueueUpdated"):
-            s = registry.decode(kind, m.data).spec  # type: ignore[attr-defined]
-            spec = {"weight": s.weight, "capability": s.capability, "deserved": s.deserved,
-                    "guarantee": s.guarantee, "reclaimable": s.reclaimable,
-                    "parent": s.parent or "root", "priority": s.priority}  # fmt: skip
-    return spec
+def queue_fields(messages: list[StoredMessage]) -> dict[str, Any]:
+    """The queue's spec as the log last set it, in the words of a Volcano Queue."""
+    s = queue_spec_of(messages)
+    if s is None:
+        return {}
+    return {"weight": s.weight, "capability": s.capability, "deserved": s.deserved,
+            "guarantee": s.guarantee, "reclaimable": s.reclaimable, "parent": s.parent or "root",
+            "priority": s.priority}  # fmt: skip
 
 
 def describe(kind: str, name: str, namespace: str, report: dict[str, Any],
@@ -82,7 +77,7 @@ def describe(kind: str, name: str, namespace: str, report: dict[str, Any],
         subject = subjects.queue(name)
         own = [m for m in messages if m.subject == subject]
         jobs = [j for j in report["jobs"] if j["queue"] == name]
-        lines = [*fields(_table_view("queues", [queue])[0]), *fields(queue_spec(own)),
+        lines = [*fields(_table_view("queues", [queue])[0]), "Spec:", *indent("\n".join(fields(queue_fields(own)))),
                  "Jobs:", *indent(render(jobs, JOB_COLUMNS, "table"))]  # fmt: skip
     events = [event_line(m) for m in messages if m.subject == subject]
     return [*lines, "Events:", *([f"  {e}" for e in events] or ["  <none>"])]
