@@ -27,7 +27,7 @@ from contracts.api import (
     encode,
 )
 from contracts.envelope import TYPE
-from contracts.registry import default_registry
+from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from contracts.workloads import QueueSpec
 from services.cli.connection import Unreachable, connect, connection_args, nats_url
@@ -173,7 +173,10 @@ def queue_spec_of(messages: Iterable[StoredMessage]) -> QueueSpec | None:
     for m in messages:
         kind = m.headers.get(TYPE, "")
         if kind in ("QueueCreated", "QueueUpdated"):
-            spec = registry.decode(kind, m.data).spec  # type: ignore[attr-defined]
+            try:
+                spec = registry.decode(kind, m.data).spec  # type: ignore[attr-defined]
+            except UndecodableEvent:  # poison: readers skip it
+                continue
         elif kind == "QueueDeleted":
             spec = None
     return spec

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from contracts.envelope import TYPE
-from contracts.registry import default_registry
+from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import open_log
 from services.runtime.eventlog.model import StoredMessage
@@ -41,7 +41,10 @@ def _ended(msg: StoredMessage) -> bool:
         return True
     if kind != "JobPhaseChanged":
         return False
-    return default_registry().decode(kind, msg.data).phase in ENDED  # type: ignore[attr-defined]
+    try:
+        return default_registry().decode(kind, msg.data).phase in ENDED  # type: ignore[attr-defined]
+    except UndecodableEvent:  # poison: readers skip it
+        return False
 
 
 def summarize(events: int, nodes: list[StoredMessage], jobs: list[StoredMessage],
