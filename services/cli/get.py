@@ -20,6 +20,7 @@ import yaml
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.connection import connect, connection_args, nats_url, open_log
+from services.cli.progress import progress
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored
@@ -49,6 +50,9 @@ KINDS = {
     **dict.fromkeys(("nodes", "node", "no"), "nodes"),
     **dict.fromkeys(("cards", "card"), "cards"),
 }
+#: How often (in stream sequence) a replay redraws its progress: often enough to move, rarely
+#: enough that drawing costs nothing next to decoding.
+PROGRESS_EVERY = 1000
 QUEUE_COLUMNS = ("name", "state", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 
@@ -118,7 +122,13 @@ async def read_log(url: str, root: str, subject: str | None = None) -> list[Stor
     """The whole log (or one subject's part of it), as stored."""
     log = await open_log(url, root)
     try:
-        return [m async for m in log.replay(1, subject)]
+        out: list[StoredMessage] = []
+        with progress("reading the log: events", await log.last_sequence()) as advance:
+            async for m in log.replay(1, subject):
+                out.append(m)
+                if m.seq % PROGRESS_EVERY == 0:
+                    advance(m.seq)
+        return out
     finally:
         await log.close()
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from services.cli.progress import progress
+
 
 class InputError(Exception):
     pass
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             if not args.inventory or not args.workload:
                 raise InputError("--inventory and --workload are required (or --replay)")
             sim = _build(args)
-            sim.run()
+            with progress("simulating: sessions", args.cycles) as advance:
+                sim.run(on_session=lambda sessions, _now: advance(sessions))
             messages = sim.log.messages()
             if args.events:
                 write_jsonl(Path(args.events), messages)

@@ -8,7 +8,7 @@ arrival or task completion; sessions run at each instant while they still change
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -352,7 +352,9 @@ class Simulation:
 
     # --- main loop ------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, on_session: Callable[[int, float], None] | None = None) -> None:
+        """Run to the end (or to `until` / `max_cycles`); `on_session(sessions, now)` after each
+        session that did something lets a shell show progress (it cannot change the run)."""
         self._submit_due()
         while True:
             for _ in range(MAX_SESSIONS_PER_INSTANT):
@@ -360,6 +362,8 @@ class Simulation:
                     return
                 if not self.session():
                     break
+                if on_session is not None:
+                    on_session(self.sessions, self.now)
             next_times = [a[0] for a in self.arrivals]
             next_times += [e for e in self.ends.values() if e is not None]
             if not next_times:
