@@ -272,6 +272,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         report_held(url, args.inventory, fresh=args.fresh and bool(args.nats))
 
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started, even mid-start
     plane.start(on_nats=on_nats)
     detached = False
     try:
@@ -281,7 +282,6 @@ def cmd_up(args: argparse.Namespace) -> int:
             detached = True
             return 0
         print("running; Ctrl-C stops everything")
-        signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started
         try:
             while plane.running():
                 time.sleep(0.5)

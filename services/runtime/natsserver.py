@@ -137,14 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     data_dir = Path(args[0]) if args else Path(".tessera/nats")
     port = int(args[1]) if len(args) > 1 else 4222
-    server = NatsServer(data_dir=data_dir, port=port).start()
-    print(f"nats-server (JetStream) on {server.url}, data in {data_dir}, pid {server.pid}", flush=True)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # `kill PID` must not leave the broker running without us
 
-    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, terminate)  # before the pid is printed: whoever reads it may kill us
+    server = NatsServer(data_dir=data_dir, port=port)
     try:
+        server.start()
+        print(f"nats-server (JetStream) on {server.url}, data in {data_dir}, pid {server.pid}", flush=True)
         assert server.process is not None
         server.process.wait()
     except KeyboardInterrupt:
