@@ -154,12 +154,19 @@ def test_sigterm_to_tessera_nats_stops_its_server(tmp_path: Path) -> None:
 
 
 def test_a_service_failing_at_start_says_why(state_dir: Path) -> None:
+    """A configuration `up` can check is refused before anything starts; a service that still
+    fails at start (here the node-agent on an inventory without nodes) has its cause printed."""
     conf = state_dir / "bad.conf"
     conf.write_text(BAD_CONF)
     out = tessera("up", "--detach", "--scheduler-conf", str(conf), "--state-dir", str(state_dir))
     assert out.returncode != 0
+    assert "tiers[0].plugins[0].enableGangg: unknown field" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    inventory = state_dir / "empty.yaml"
+    inventory.write_text("{}\n")
+    out = tessera("up", "--detach", "--inventory", str(inventory), "--state-dir", str(state_dir))
+    assert out.returncode != 0
     said = out.stdout + out.stderr
-    assert "scheduler exited" in said
-    assert "ConfigError: tiers[0].plugins[0].enableGangg: unknown field" in said
+    assert "nodeagent exited" in said and "InventoryError: nodes: required list" in said
     assert "Traceback" not in said
     assert not (state_dir / "up.json").exists()
