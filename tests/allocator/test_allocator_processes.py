@@ -208,7 +208,11 @@ async def test_deleting_a_job_frees_only_its_own_slices_whatever_the_names(
     await wait_until(lambda: settled(log, "allocator"), what="both commits")
     await put(log, s.job("default", "a"), JobDeleted(namespace="default", name="a"))
     await wait_until(lambda: settled(log, "allocator"), what="the deletion")
-    assert await cards_in_use(log) == {"n1-Ascend910B3-0": ["default/a%2Fb/worker-0"]}
+
+    async def only_a_b_holds() -> bool:  # the release's ledger write is what we wait for
+        return await cards_in_use(log) == {"n1-Ascend910B3-0": ["default/a%2Fb/worker-0"]}
+
+    await wait_until(only_a_b_holds, 30, "job a's slices released, a/b's kept")
     await put(log, s.job("default", "next"), proposal("next", "n1", [0]))
     await wait_until(lambda: settled(log, "allocator"), what="the next proposal")
     events = decoded([m async for m in log.replay()])
