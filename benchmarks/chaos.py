@@ -56,8 +56,10 @@ NAMESPACE = "chaos"
 KINDS = ("random", "commit", "nats")
 #: The chaos plane's settings: consumers redeliver an unacked message after 3 s (not 30), so a
 #: killed service's messages come back within a round; the duplicate window is 5 s, so nothing
-#: may rely on it (issue 12 item 1); warnings only in the service logs.
-ENV = {"TESSERA_ACK_WAIT": "3", "TESSERA_DUPLICATE_WINDOW": "5", "TESSERA_LOG_LEVEL": "WARNING"}
+#: may rely on it (issue 12 item 1); a killed leading scheduler is replaced within 2 s; warnings
+#: only in the service logs.
+ENV = {"TESSERA_ACK_WAIT": "3", "TESSERA_DUPLICATE_WINDOW": "5", "TESSERA_LEASE_TTL": "2",
+       "TESSERA_LOG_LEVEL": "WARNING"}
 REPLICATED = ("allocator", "scheduler")
 
 
@@ -111,6 +113,10 @@ class Round:
     violations: list[str] = field(default_factory=list)
     commits: int = 0
     seconds: float = 0.0
+    restarts: dict[str, list[float]] = field(default_factory=dict)  # service -> kill→ready s
+    rss_mb: dict[str, float] = field(default_factory=dict)  # process key -> RSS at the end
+    stream_msgs: int = 0
+    stream_bytes: int = 0
 
 
 @dataclass
@@ -138,6 +144,7 @@ class Chaos:
         self.rng = random.Random(seed)
         self.settle = settle
         self.log: JetStreamLog | None = None
+        self.restarts: dict[str, list[float]] = {}
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -145,14 +152,19 @@ class Chaos:
         return [*sorted(self.plane.procs), "nats"]
 
     async def kill(self, key: str) -> None:
+        """SIGKILL one process and start it again; how long the restart took (to ready) is kept
+        per service: the restart cost under a growing history (item 7)."""
         if key == "nats":
             await asyncio.to_thread(self.plane.kill_nats)
+            started = time.monotonic()
             await asyncio.to_thread(self.plane.restart_nats)
             assert self.log is not None
             await self.log.wait_ready()
-            return
-        await asyncio.to_thread(self.plane.kill, key)
-        await asyncio.to_thread(self.plane.restart, key)
+        else:
+            await asyncio.to_thread(self.plane.kill, key)
+            started = time.monotonic()
+            await asyncio.to_thread(self.plane.restart, key)
+        self.restarts.setdefault(service_of(key), []).append(time.monotonic() - started)
 
     async def kill_on_commit(self, after: int, timeout: float = 20.0) -> str:
         """Kill an allocator the moment a `PlacementCommitted` above `after` is in the log."""
@@ -239,7 +251,9 @@ class Chaos:
                                      encode(ApplyRequest(manifest=text))), ApplyReply)  # fmt: skip
         refused = [f"{r.name}: {r.outcome}" for r in reply.results if r.outcome != "accepted"]
         rnd.violations += [f"submission refused: {r}" for r in refused]
+        self.restarts = {}
         rnd.kills = await self.faults(kind, after)
+        rnd.restarts = self.restarts
         rnd.violations += [f"{k} exited by itself ({rc})" for k, rc in self.plane.exited().items()]
         for key in self.plane.exited():
             await asyncio.to_thread(self.plane.restart, key)
@@ -259,7 +273,24 @@ class Chaos:
         rnd.violations += findings.broken + findings.unsettled
         rnd.commits = findings.commits
         rnd.seconds = time.monotonic() - started
+        rnd.rss_mb = {k: rss_mb(p.pid) for k, p in self.plane.procs.items()}
+        if self.plane.server is not None and self.plane.server.pid:
+            rnd.rss_mb["nats"] = rss_mb(self.plane.server.pid)
+        with contextlib.suppress(Exception):
+            info = await self.log.js.stream_info(self.log.stream)
+            rnd.stream_msgs, rnd.stream_bytes = info.state.messages, info.state.bytes
         return rnd
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), MB; 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 async def run_chaos(state_dir: Path, rounds: int, seed: int = 0, replicas_from: int | None = None,
@@ -315,9 +346,37 @@ def markdown(run: ChaosRun) -> str:
     for r in run.rounds:
         lines.append(f"| {r.index} | {r.kind} | {2 if r.replicas else 1} | {r.pods} | "
                      f"{', '.join(r.kills)} | {len(r.violations)} | {r.seconds:.1f} |")  # fmt: skip
+    lines += ["", *churn(run)]
     if run.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in run.violations]
     return "\n".join(lines) + "\n"
+
+
+def churn(run: ChaosRun, every: int = 10) -> list[str]:
+    """Resource use as the history grows: per block of rounds, each service's RSS at the
+    block's end, the stream's size, and the mean kill → ready time of each restarted service."""
+    names = sorted({service_of(k) for r in run.rounds for k in r.rss_mb})
+    lines = ["## Resource use under churn (item 7)", "",
+             "RSS in MB at the end of the block (largest replica); restart = SIGKILL → `ready` "
+             "line (nats: → JetStream healthy and the stream answering), mean over the block.", "",
+             "| rounds | pods so far | stream msgs | stream MB | "
+             + " | ".join(f"{n} RSS" for n in names) + " | "
+             + " | ".join(f"{n} restart s" for n in names) + " |",
+             "|" + "---:|" * (4 + 2 * len(names))]  # fmt: skip
+    pods = 0
+    for start in range(0, len(run.rounds), every):
+        block = run.rounds[start:start + every]
+        pods += sum(r.pods for r in block)
+        end = block[-1]
+        rss = [max((v for k, v in end.rss_mb.items() if service_of(k) == n), default=0.0) for n in names]
+        times = []
+        for n in names:
+            xs = [x for r in block for x in r.restarts.get(n, [])]
+            times.append(f"{sum(xs) / len(xs):.2f} ({len(xs)})" if xs else "–")
+        lines.append(f"| {start}–{start + len(block) - 1} | {pods} | {end.stream_msgs} | "
+                     f"{end.stream_bytes / 1e6:.2f} | " + " | ".join(f"{v:.0f}" for v in rss)
+                     + " | " + " | ".join(times) + " |")  # fmt: skip
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
