@@ -40,6 +40,7 @@ from contracts.api import ApplyReply, ApplyRequest, decode, encode
 from contracts.base import Event
 from contracts.envelope import TYPE
 from contracts.events import PlacementCommitted
+from services.cli.compact import compact
 from services.cli.control import request
 from services.cli.get import fetch_cards
 from services.cli.up import ControlPlane, service_of
@@ -126,6 +127,8 @@ class ChaosRun:
     events: int = 0
     stream_bytes: int = 0
     seconds: float = 0.0
+    #: before / after `tessera compact`: (messages, MB, service -> restart s)
+    compaction: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
 
     @property
     def kills(self) -> int:
@@ -282,6 +285,23 @@ class Chaos:
         return rnd
 
 
+async def restart_costs(chaos: Chaos) -> list[tuple[int, float, dict[str, float]]]:
+    """Every service killed and restarted once on the whole history, then again after
+    `tessera compact --keep-finished 0` (item 7: restart cost bounded by what is live)."""
+    assert chaos.log is not None
+    out = []
+    for step in ("before", "after"):
+        if step == "after":
+            await compact(chaos.log, keep_finished=0)
+        info = await chaos.log.js.stream_info(chaos.log.stream)
+        chaos.restarts = {}
+        for key in sorted(chaos.plane.procs):
+            await chaos.kill(key)
+        cost = {name: max(xs) for name, xs in chaos.restarts.items()}
+        out.append((info.state.messages, info.state.bytes / 1e6, cost))
+    return out
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process (Linux /proc), MB; 0 if it is gone."""
     try:
@@ -318,6 +338,7 @@ async def run_chaos(state_dir: Path, rounds: int, seed: int = 0, replicas_from: 
                 report(f"    {v}")
         info = await chaos.log.js.stream_info(chaos.log.stream)
         run.events, run.stream_bytes = info.state.messages, info.state.bytes
+        run.compaction = await restart_costs(chaos)
         await chaos.log.close()
     finally:
         plane.stop()
@@ -347,6 +368,15 @@ def markdown(run: ChaosRun) -> str:
         lines.append(f"| {r.index} | {r.kind} | {2 if r.replicas else 1} | {r.pods} | "
                      f"{', '.join(r.kills)} | {len(r.violations)} | {r.seconds:.1f} |")  # fmt: skip
     lines += ["", *churn(run)]
+    if run.compaction:
+        names = sorted(run.compaction[0][2])
+        lines += ["", "## Restart on the whole history vs after `tessera compact --keep-finished 0`", "",
+                  "Each service SIGKILLed and restarted once (s to `ready`, slowest replica).", "",
+                  "| log | messages | MB | " + " | ".join(names) + " |",
+                  "|---|---:|---:|" + "---:|" * len(names)]  # fmt: skip
+        for label, (msgs, mb, cost) in zip(("whole history", "compacted"), run.compaction, strict=False):
+            lines.append(f"| {label} | {msgs} | {mb:.2f} | "
+                         + " | ".join(f"{cost.get(n, 0):.2f}" for n in names) + " |")  # fmt: skip
     if run.violations:
         lines += ["", "## Violations", ""] + [f"- {v}" for v in run.violations]
     return "\n".join(lines) + "\n"
@@ -389,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", default="", help="default: a temporary directory")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
+    import logging
     import tempfile
+
+    logging.getLogger("nats").setLevel(logging.CRITICAL)  # reconnects while nats-server is killed
 
     with tempfile.TemporaryDirectory(prefix="tessera-chaos-") as tmp:
         state = Path(args.state_dir) if args.state_dir else Path(tmp)
