@@ -199,11 +199,16 @@ class Allocator:
                 await follower
 
     async def _follow(self) -> None:
-        async for msg in self.log.follow(self.view_seq + 1, self.subjects.events):
-            await self._observe(msg)
-            self.view_seq = msg.seq
-            self._moved.set()
-            self._moved = asyncio.Event()
+        while True:  # a follower that stopped would stall every handler behind the barrier
+            try:
+                async for msg in self.log.follow(self.view_seq + 1, self.subjects.events):
+                    await self._observe(msg)
+                    self.view_seq = msg.seq
+                    self._moved.set()
+                    self._moved = asyncio.Event()
+            except Exception:
+                log.exception("following the log from #%d failed; again", self.view_seq + 1)
+                await asyncio.sleep(0.5)  # back off, then read on from where the view is
 
     async def _observe(self, msg: StoredMessage) -> None:
         kind, ids = self.subjects.parse(msg.subject)

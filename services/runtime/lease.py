@@ -67,12 +67,24 @@ class Lease:
                 self.revision = await kv.create(self.key, self.holder.encode())
             self.valid_until = sent + self.ttl
         except nats.js.errors.KeyWrongLastSequenceError:
-            self.revision = 0  # someone else holds it
+            # ours still, if a renewal landed but its answer was lost (a timeout under load):
+            # take its revision rather than lock ourselves out until it expires
+            self.revision = await self._ours(kv)
+            if self.revision:
+                self.valid_until = sent + self.ttl
         except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
             log.warning("lease %s/%s not renewed: %s", self.bucket, self.key, exc)
             if not self.held():
                 self.revision = 0
         return self.held()
+
+    async def _ours(self, kv: KeyValue) -> int:
+        """The key's revision if it holds our id (0 if it is another's or gone)."""
+        try:
+            entry = await kv.get(self.key)
+        except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+            return 0
+        return (entry.revision or 0) if entry.value == self.holder.encode() else 0
 
     async def keep(self, stopping: asyncio.Event, changed: asyncio.Event | None = None) -> None:
         """Renew every third of the ttl until `stopping`; `changed` is set when we gain it."""

@@ -244,8 +244,15 @@ class EventService:
         """Handle every message of the filters from `follow_from` on, until `stopping`."""
 
         async def read(pattern: str) -> None:
-            async for msg in self.log.follow(self.follow_from, pattern):
-                await self.handle(Followed(msg))
+            start = self.follow_from
+            while True:  # a reader that stopped would freeze the projection for good
+                try:
+                    async for msg in self.log.follow(start, pattern):
+                        await self.handle(Followed(msg))
+                        start = msg.seq + 1
+                except Exception:
+                    log.exception("following %s from #%d failed; again", pattern, start)
+                    await asyncio.sleep(self.retry_delay)  # back off, then read on from `start`
 
         readers = [asyncio.create_task(read(p)) for p in self.filter_subjects]
         if on_ready is not None:
