@@ -10,6 +10,8 @@ affected cards (or the job's new events) are re-read and the proposal is judged 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections import ChainMap, defaultdict
 from collections.abc import Iterable
@@ -86,6 +88,9 @@ class Allocator:
         self.group_commits = 0  # of which committed several to one atomic batch
         self.rejections = 0
         self.stale = 0  # proposals recognised from the log as answered or stale
+        self.view_seq = 0  # every event up to here is folded into the view (`follow_view`)
+        self._moved = asyncio.Event()
+        self.following = False  # in-process drivers without `background` judge on own writes
         self.service = EventService(
             name=name,
             log=event_log,
@@ -122,6 +127,8 @@ class Allocator:
             self.holdings[owner].add(card)
 
     def _apply(self, card: str, event: Event, seq: int) -> None:
+        if seq <= self.card_seq.get(card, 0):
+            return  # folded already (our write seen by the follower first, or the reverse)
         state = self.cards.get(card) or CardState(uuid=card)
         self._set(card, evolve(state, event), seq)  # type: ignore[arg-type]
 
@@ -148,6 +155,7 @@ class Allocator:
         answered from the job subjects above the consumer's ack floor: everything it can
         deliver again lies there, and so does every answer or ending that makes it stale. (A
         new durable starts at 0 and scans the whole job history, once.)"""
+        self.view_seq = await self.log.last_sequence()  # what `follow_view` starts after
         floor = await self.log.ack_floor(self.service.durable)
         await self._scan(self.subjects.all_jobs(), floor + 1)
         for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
@@ -171,6 +179,68 @@ class Allocator:
             event = await decode_stored(msg, self.service.park_once, ANSWER_TYPES)
             if event is not None:
                 self.answers.apply(msg.seq, event)
+
+    # --- the view follows the log ---------------------------------------------------------------
+
+    async def background(self, stopping: asyncio.Event) -> None:
+        """Fold every card, node and job event into the view, whoever wrote it.
+
+        Replicas share the durable's deliveries, so a replica learns of the other's commits and
+        releases only here: without it a replica's cards differ from the log, and a
+        `TaskFinished` reaching the replica that did not commit the pod released nothing — the
+        slices stayed booked forever (issue 12 item 6)."""
+        self.following = True
+        follower = asyncio.create_task(self._follow())
+        try:
+            await stopping.wait()
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+
+    async def _follow(self) -> None:
+        while True:  # a follower that stopped would stall every handler behind the barrier
+            try:
+                async for msg in self.log.follow(self.view_seq + 1, self.subjects.events):
+                    await self._observe(msg)
+                    self.view_seq = msg.seq
+                    self._moved.set()
+                    self._moved = asyncio.Event()
+            except Exception:
+                log.exception("following the log from #%d failed; again", self.view_seq + 1)
+                await asyncio.sleep(0.5)  # back off, then read on from where the view is
+
+    async def _observe(self, msg: StoredMessage) -> None:
+        kind, ids = self.subjects.parse(msg.subject)
+        if kind == "card":
+            if msg.seq <= self.card_seq.get(ids[1], 0):
+                return  # our own write, or read since (`_refresh`)
+            event = await decode_stored(msg, self.service.park_once, registry=self.service.registry)
+            if event is not None:
+                self._apply(ids[1], event, msg.seq)
+        elif kind == "job":
+            self.answers.seen(ids[0], ids[1], msg.seq)
+            event = await decode_stored(msg, self.service.park_once, ANSWER_TYPES)
+            if event is not None:
+                self.answers.apply(msg.seq, event)
+        elif kind == "node":
+            node = await decode_stored(msg, self.service.park_once, NODE_REGISTERED)
+            if isinstance(node, NodeRegistered):
+                self.node_seq[node.node] = max(self.node_seq.get(node.node, 0), msg.seq)
+                for card in node.cards:
+                    self.specs[card.uuid] = card
+
+    async def _seen_up_to(self, seq: int, timeout: float = 10.0) -> None:
+        """Wait until the view holds every event before `seq`: a delivery is judged on the log
+        as it was when the event was appended, whatever the other replicas did meanwhile."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.following and self.view_seq < seq - 1:
+            moved = self._moved
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TransientError(f"view at #{self.view_seq}, behind #{seq}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), left)
 
     async def _catch_up(self, namespace: str, name: str, after: int) -> None:
         """Read what landed on one job subject after `after` (a conflict said something did)."""
@@ -221,6 +291,7 @@ class Allocator:
     # --- handlers ------------------------------------------------------------------------------
 
     async def on_node_registered(self, event: NodeRegistered, rx: Received) -> None:
+        await self._seen_up_to(rx.message.seq)
         if rx.message.seq < self.node_seq.get(event.node, 0):
             return  # an older registration replayed (a new durable): the newer one stands
         self.node_seq[event.node] = rx.message.seq
@@ -302,6 +373,7 @@ class Allocator:
         """Commit a run of proposals in ONE atomic batch (one round trip, one fsync) when each
         is open and fits after the ones before it; returns how many were committed. Anything
         else — answered or stale, a refusal, a stale view — goes through `on_proposal`."""
+        await self._seen_up_to(items[-1][1].message.seq)
         items = self._open(items)
         fresh = []
         for e, rx in items:
@@ -357,6 +429,7 @@ class Allocator:
         """Commit, reject, or recognise as already answered — judged from the log, never from
         the duplicate window (issue 12 item 1)."""
         ns, name, seq = event.namespace, event.name, rx.message.seq
+        await self._seen_up_to(seq)
         self.answers.seen(ns, name, seq)
         original = event
         touched = {a.card for p in event.placements for a in p.slices}
@@ -417,6 +490,7 @@ class Allocator:
 
     async def on_task_finished(self, event: TaskFinished, rx: Received) -> None:
         ns, name, seq = event.namespace, event.name, rx.message.seq
+        await self._seen_up_to(seq)  # the commit of the run it ends, by whichever replica
         self.answers.seen(ns, name, seq)
         if not self.answers.release_applies(ns, name, event.task, seq):
             return  # an older run's end, redelivered after the task was placed again
@@ -424,11 +498,13 @@ class Allocator:
         await self._release({owner}, event.reason or f"exit {event.exit_code}", rx)
 
     async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
+        await self._seen_up_to(rx.message.seq)
         owner = owner_key(event.namespace, event.name, event.task)
         await self._release({owner}, f"binding failed: {event.reason}", rx)
 
     async def on_job_deleted(self, event: JobDeleted, rx: Received) -> None:
         ns, name, seq = event.namespace, event.name, rx.message.seq
+        await self._seen_up_to(seq)
         self.answers.apply(seq, event)
         prefix = job_prefix(ns, name)
         owners = {o for o in self.holdings if o.startswith(prefix)

@@ -112,9 +112,10 @@ class ControlPlane:
             raise
         return self
 
-    def _spawn(self, name: str) -> subprocess.Popen[str]:
-        log_path = self.log_dir / f"{name}.log"
-        self._log_start[name] = log_path.stat().st_size if log_path.exists() else 0
+    def _spawn(self, key: str) -> subprocess.Popen[str]:
+        name = service_of(key)
+        log_path = self.log_dir / f"{key}.log"
+        self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
         log_file = log_path.open("a")
         return subprocess.Popen(
             [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
@@ -137,10 +138,21 @@ class ControlPlane:
                 return
         raise SystemExit(f"{name} not ready after {timeout}s")
 
+    def add_replica(self, name: str) -> str:
+        """Start one more process of service `name` on the same durable consumer — what a second
+        replica of its Deployment is — and return its key (`allocator#2`) for kill/restart."""
+        n = 1 + sum(1 for key in self.procs if service_of(key) == name)
+        key = f"{name}#{n}"
+        self.procs[key] = self._spawn(key)
+        self._wait_ready(key)
+        return key
+
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]
         proc.send_signal(sig)
         proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     def restart(self, name: str) -> None:
         self.procs[name] = self._spawn(name)
@@ -152,6 +164,20 @@ class ControlPlane:
         return all(p.poll() is None for p in self.procs.values()) and (
             server is None or server.poll() is None
         )
+
+    def kill_nats(self) -> None:
+        """SIGKILL the embedded nats-server (no flush); `restart_nats` brings it back."""
+        assert self.server is not None, "only the embedded server can be killed"
+        self.server.kill()
+
+    def restart_nats(self) -> None:
+        """The same port and store directory: clients reconnect by themselves."""
+        assert self.server is not None
+        self.server.start()
+
+    def exited(self) -> dict[str, int]:
+        """Processes that ended without being told to (key -> exit code)."""
+        return {k: rc for k, p in self.procs.items() if (rc := p.poll()) is not None}
 
     def state(self) -> dict:
         return {
@@ -198,6 +224,10 @@ def running(state_dir: Path) -> dict | None:
     state = json.loads(path.read_text())
     pids = [state.get("nats_pid"), *state.get("services", {}).values()]
     return state if any(p and alive(p) for p in pids) else None
+
+def service_of(key: str) -> str:
+    """The service a process key names: `allocator#2` is a second allocator."""
+    return key.split("#", 1)[0]
 
 
 def _stop_pid(pid: int, timeout: float = 10.0) -> None:

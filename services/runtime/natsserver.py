@@ -125,6 +125,14 @@ class NatsServer:
             proc.wait(timeout)
         self.process = None
 
+    def kill(self, timeout: float = 10.0) -> None:
+        """SIGKILL, as a crash would: JetStream recovers its store at the next `start()`."""
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout)
+        self.process = None
+
     def __enter__(self) -> NatsServer:
         return self.start()
 

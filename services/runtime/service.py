@@ -28,6 +28,7 @@ from services.runtime.eventlog.model import (
     Delivery,
     Entry,
     EventLog,
+    Followed,
     StoredMessage,
 )
 from services.runtime.metrics import ServiceMetrics
@@ -81,6 +82,10 @@ class EventService:
     max_group: int = 64
     max_attempts: int = 5
     retry_delay: float = 0.5
+    #: > 0: read every event from this sequence on with `EventLog.follow` instead of taking a
+    #: share of the durable's — for a service whose every replica needs the whole log (the
+    #: scheduler's projection); nothing is settled, a restart recovers from the log
+    follow_from: int = 0
 
     def __post_init__(self) -> None:
         self.metrics = self.metrics or ServiceMetrics(self.name)
@@ -209,6 +214,9 @@ class EventService:
         on_ready: Callable[[], None] | None = None,
     ) -> None:
         """Consume until `stopping` is set; the message in hand is always finished and settled."""
+        if self.follow_from:
+            await self._follow(stopping, on_ready)
+            return
         consumer = await self.log.consumer(self.durable, self.filter_subjects)
         if on_ready is not None:
             on_ready()
@@ -231,6 +239,30 @@ class EventService:
                 await self.handle_group(kind, group)
         finally:
             await consumer.close()
+
+    async def _follow(self, stopping: asyncio.Event, on_ready: Callable[[], None] | None) -> None:
+        """Handle every message of the filters from `follow_from` on, until `stopping`."""
+
+        async def read(pattern: str) -> None:
+            start = self.follow_from
+            while True:  # a reader that stopped would freeze the projection for good
+                try:
+                    async for msg in self.log.follow(start, pattern):
+                        await self.handle(Followed(msg))
+                        start = msg.seq + 1
+                except Exception:
+                    log.exception("following %s from #%d failed; again", pattern, start)
+                    await asyncio.sleep(self.retry_delay)  # back off, then read on from `start`
+
+        readers = [asyncio.create_task(read(p)) for p in self.filter_subjects]
+        if on_ready is not None:
+            on_ready()
+        try:
+            await stopping.wait()
+        finally:
+            for task in readers:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
 
     async def handle_group(self, kind: str, group: list[Delivery]) -> None:
         """Decode a run of same-type deliveries, let the group handler take what it can, ack

@@ -34,6 +34,7 @@ from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
 from services.runtime.eventlog import Appended, EventLog
+from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,16 @@ class Scheduler:
         conf: SchedulerConf | None = None,
         period: float = 1.0,
         debounce: float = 0.05,
+        lease: Lease | None = None,
     ) -> None:
         self.log = event_log
         self.subjects = event_log.subjects
         self.conf = conf or default_conf()
         self.period = period
         self.debounce = debounce
+        #: with replicas, only the lease holder runs sessions; without one (in-process tests,
+        #: a single replica) this scheduler always does
+        self.lease = lease
         self.projection = st.ClusterProjection()
         self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
         self.assumed_tasks: dict[str, set[str]] = {}  # job key -> pods its proposal assumed
@@ -177,10 +182,15 @@ class Scheduler:
         self._dirty.set()
 
     async def recover(self) -> None:
+        """Fold the log up to its end, then follow it from there. Every replica reads every
+        event (`EventService.follow_from`), not a share of one durable: a projection built
+        from half the log places pods on cards that are taken and never learns why others
+        wait (issue 12 item 6)."""
         self.recovered_seq = await self.log.last_sequence()
         async for msg, event in replay_decoded(self.log, [self.subjects.events], self.recovered_seq,
                                                 on_poison=self.service.park_once):
             self._apply(msg.seq, event)
+        self.service.follow_from = self.recovered_seq + 1
         self._dirty.set()
 
     def session_events(self) -> list[Outgoing]:
@@ -228,6 +238,8 @@ class Scheduler:
             except TimeoutError:
                 pass
             self._dirty.clear()
+            if self.lease is not None and not self.lease.held():
+                continue  # a standby replica: it keeps its projection, the leader decides
             started = time.perf_counter()
             try:
                 await self._session()
@@ -252,4 +264,7 @@ class Scheduler:
                 self._apply(result.seq, out.event)
 
     async def background(self, stopping: asyncio.Event) -> None:
-        await self.run_sessions(stopping)
+        if self.lease is None:
+            await self.run_sessions(stopping)
+            return
+        await asyncio.gather(self.lease.keep(stopping, self._dirty), self.run_sessions(stopping))

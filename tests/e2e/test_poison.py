@@ -9,17 +9,13 @@ and keep scheduling; `get pods` must still read the log and say what it skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 import yaml
 
 from contracts.envelope import DLQ_SOURCE, TYPE, VERSION
 from services.cli.get import fetch_cards, fetch_report
 from services.cli.up import ControlPlane
 from services.runtime.eventlog.jetstream import JetStreamLog
-from tests.e2e.test_system import EXAMPLES, apply
+from tests.e2e.test_system import apply
 from tests.processes import wait_until
 
 #: Who reads what: the job subject poison reaches every service folding JobSubmitted; the card
@@ -33,16 +29,6 @@ def pod(name: str) -> str:
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"limits": {
             "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "16384"}}}]},
     })  # fmt: skip
-
-
-@pytest.fixture
-def plane(tmp_path: Path) -> Iterator[ControlPlane]:
-    cp = ControlPlane(tmp_path / "state", inventory=str(EXAMPLES / "inventory.yaml"))
-    cp.start(report=lambda _line: None)
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 async def test_every_service_restarts_over_poison_and_keeps_scheduling(plane: ControlPlane) -> None:

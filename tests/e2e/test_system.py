@@ -48,16 +48,6 @@ def wave() -> str:
     return yaml.safe_dump_all(docs)
 
 
-@pytest.fixture
-def plane(tmp_path: Path) -> Iterator[ControlPlane]:
-    cp = ControlPlane(tmp_path / "state", inventory=str(EXAMPLES / "inventory.yaml"))
-    cp.start(report=lambda _line: None)
-    try:
-        yield cp
-    finally:
-        cp.stop()
-
-
 async def apply(url: str, text: str) -> ApplyReply:
     data = await request(url, "tessera", "admission", "apply", encode(ApplyRequest(manifest=text)))
     return decode(data, ApplyReply)

@@ -267,3 +267,18 @@ async def test_ack_floor_of_a_durable(event_log: EventLog) -> None:
     await second.ack()
     await consumer.close()  # flushes the acks of a JetStream consumer
     assert await event_log.ack_floor("floor") == 0  # the first one is still unacknowledged
+
+
+async def test_follow_reads_from_a_sequence_then_waits_for_what_comes(event_log: EventLog) -> None:
+    s = event_log.subjects
+    for i in range(3):
+        await event_log.append(ev_entry(event_log, s.node(f"n{i}"), NodeLost(node=f"n{i}")))
+    reader = event_log.follow(2, s.all_nodes())
+    got = [await anext(reader), await anext(reader)]
+    assert [m.subject for m in got] == [s.node("n1"), s.node("n2")]
+    pending = asyncio.ensure_future(anext(reader))  # nothing there yet: it waits
+    await event_log.append(ev_entry(event_log, s.job("ns", "j"), JobDeleted(namespace="ns", name="j")))
+    await event_log.append(ev_entry(event_log, s.node("n3"), NodeLost(node="n3")))
+    nxt = await asyncio.wait_for(pending, 10)
+    assert (nxt.seq, nxt.subject) == (5, s.node("n3"))  # the job event is not on the filter
+    await reader.aclose()

@@ -12,6 +12,7 @@ from services.runtime.eventlog.model import (
     Duplicate,
     Entry,
     EventLog,
+    Followed,
     LogError,
     StoredMessage,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Duplicate",
     "Entry",
     "EventLog",
+    "Followed",
     "LogError",
     "MemoryLog",
     "StoredMessage",

@@ -8,6 +8,7 @@ so no node mutex or lock expiry is ever needed (the HAMi bind-lock failure class
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -461,6 +462,36 @@ class JetStreamLog:
                 seq += 1
         finally:
             await sub.unsubscribe()
+
+    async def follow(
+        self, start_seq: int, filter_subject: str | None = None, poll: float = 0.5
+    ) -> AsyncIterator[StoredMessage]:
+        """Batched direct gets from the next sequence, again whenever a message is published on
+        the filter (a core subscription, only a wake-up hint: the data always comes from the
+        stream, so an atomic batch counts once it is committed) and at least every `poll`
+        seconds. No consumer lives on the server, so nothing is lost when nats-server restarts:
+        a failed read is retried from the same sequence."""
+        wake = asyncio.Event()
+
+        async def on_publish(_msg: Msg) -> None:
+            wake.set()
+
+        sub = await self.nc.subscribe(filter_subject or self.subjects.events, cb=on_publish)
+        seq = max(start_seq, 1)
+        try:
+            while True:
+                wake.clear()
+                try:
+                    async for msg in self.replay(seq, filter_subject):
+                        seq = msg.seq + 1
+                        yield msg
+                except (nats.errors.Error, LogError, TimeoutError, KeyError):
+                    pass  # the server is away: read again from `seq` on the next wake-up
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), poll)
+        finally:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
 
     async def last_per_subject(self, filter_subject: str) -> list[StoredMessage]:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)

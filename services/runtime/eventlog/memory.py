@@ -241,6 +241,19 @@ class MemoryLog:
             state = self._durables[durable] = _DurableState(tuple(filter_subjects))
         return MemoryConsumer(self, state)
 
+    async def follow(
+        self, start_seq: int, filter_subject: str | None = None
+    ) -> AsyncIterator[StoredMessage]:
+        index = max(start_seq, 1) - 1
+        while True:
+            wakeup = self._wakeup
+            while index < len(self._messages):
+                msg = self._messages[index]
+                index += 1
+                if filter_subject is None or subject_matches(filter_subject, msg.subject):
+                    yield msg
+            await wakeup.wait()
+
     async def park(self, service: str, message: StoredMessage, reason: str) -> None:
         headers = dict(message.headers)
         headers[DLQ_REASON] = reason

@@ -73,6 +73,23 @@ AppendResult = Appended | Conflict
 BatchResult = BatchCommitted | Conflict | Duplicate
 
 
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """A message a follower read: there is nothing to settle (see `EventLog.follow`)."""
+
+    message: StoredMessage
+    attempt: int = 1
+
+    async def ack(self) -> None:
+        return None
+
+    async def nak(self, delay: float = 0.0) -> None:
+        return None
+
+    async def term(self) -> None:
+        return None
+
+
 class LogError(RuntimeError):
     """A backend failure that is not a concurrency conflict (server gone, bad request)."""
 
@@ -133,6 +150,14 @@ class EventLog(Protocol):
     ) -> AsyncIterator[StoredMessage]: ...
 
     async def consumer(self, durable: str, filter_subjects: Sequence[str]) -> Consumer: ...
+
+    def follow(
+        self, start_seq: int, filter_subject: str | None = None
+    ) -> AsyncIterator[StoredMessage]:
+        """Every message from `start_seq` on, in order, waiting for new ones — never ending.
+        For this process alone (no consumer state in the log): what each replica of a
+        service reads so that its view is the log's, while the work is shared on a durable."""
+        ...
 
     async def park(self, service: str, message: StoredMessage, reason: str) -> None: ...
 
