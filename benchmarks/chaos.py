@@ -41,6 +41,7 @@ from contracts.base import Event
 from contracts.envelope import TYPE
 from contracts.events import PlacementCommitted
 from services.cli.compact import compact
+from services.cli.connection import Unreachable
 from services.cli.control import request
 from services.cli.get import fetch_cards
 from services.cli.up import ControlPlane, service_of
@@ -244,14 +245,27 @@ class Chaos:
         findings.commits = a.findings.commits
         return findings, short
 
+    async def _apply(self, text: str, patience: float = 30.0) -> bytes:
+        """Submit a round's workload. Right after a kill or a nats-server restart the admission
+        service may not be subscribed yet ("no responder": nobody received the request, so
+        asking again cannot apply it twice); any other failure is the round's result."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return await request(self.plane.url, "tessera", "admission", "apply",
+                                     encode(ApplyRequest(manifest=text)))  # fmt: skip
+            except Unreachable as exc:
+                if "no responder" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)  # polling the service's presence, not timing an effect
+
     async def round(self, index: int, kind: str, replicas: bool) -> Round:
         started = time.monotonic()
         assert self.log is not None
         text, pods = workload(self.rng, index)
         rnd = Round(index, kind, replicas, pods)
         after = await self.log.last_sequence()
-        reply = decode(await request(self.plane.url, "tessera", "admission", "apply",
-                                     encode(ApplyRequest(manifest=text))), ApplyReply)  # fmt: skip
+        reply = decode(await self._apply(text), ApplyReply)
         refused = [f"{r.name}: {r.outcome}" for r in reply.results if r.outcome != "accepted"]
         rnd.violations += [f"submission refused: {r}" for r in refused]
         self.restarts = {}
@@ -319,6 +333,7 @@ async def run_chaos(state_dir: Path, rounds: int, seed: int = 0, replicas_from: 
     started = time.monotonic()
     replicas_from = rounds // 2 if replicas_from is None else replicas_from
     plane = ControlPlane(state_dir, inventory=str(INVENTORY), env=ENV)
+    plane.lifeline = False  # nats-server is killed and restarted on its store every few rounds
     run = ChaosRun(seed)
     chaos = Chaos(plane, seed, settle)
     plane.start(report=lambda _line: None)

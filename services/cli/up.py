@@ -60,6 +60,9 @@ class ControlPlane:
                  kubeconfig: str = "") -> None:  # fmt: skip
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig  # schedule a cluster: every service at the Kubernetes edge
+        # services end with our nats-server (`--exit-with-pid`); off where the broker is killed
+        # and restarted on purpose (the chaos suite), since the services must ride that out
+        self.lifeline = True
         self.inventory = inventory
         self.url = nats_url
         self.scheduler_conf = scheduler_conf
@@ -77,7 +80,7 @@ class ControlPlane:
 
     def args_of(self, name: str) -> list[str]:
         args = ["--nats", self.url, *self.extra.get(name, [])]
-        if self.server is not None:  # our own broker: when it is gone, so is the service
+        if self.server is not None and self.lifeline:  # our broker: when it is gone, so is the service
             args += ["--exit-with-pid", str(self.server.pid)]
         if self.kubeconfig and name != "scheduler":
             args += ["--kubeconfig", self.kubeconfig]
