@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = common_parser("scheduler")
     parser.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf YAML")
     parser.add_argument("--period", type=float, default=1.0)
-    parser.add_argument("--lease-ttl", type=float, default=float(os.environ.get("TESSERA_LEASE_TTL", "5")),
+    parser.add_argument("--lease-ttl", type=float, default=float(os.environ.get("TESSERA_LEASE_TTL", "2")),
                         help="seconds a killed leader's lease outlives it (replicas take over after)")  # fmt: skip
     args = parser.parse_args(argv)
     conf = config_file("--scheduler-conf", args.scheduler_conf, parse_conf) if args.scheduler_conf else None
