@@ -2,7 +2,7 @@
 
 python -m services.nodeagent --nats URL --inventory nodes.yaml [--heartbeat 1]
 python -m services.nodeagent --node gpu-1 --cpu 64 --memory 512Gi --nvidia-smi-xml q.xml
-... [--monitor --node-timeout 10]   # also watch heartbeats until the queue service does
+... [--monitor --node-timeout 40]   # also watch heartbeats until the queue service does
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
                         "filterDevices}]): per-node split count, soft slicing, filtered cards")  # fmt: skip
     p.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats")
     p.add_argument("--monitor", action="store_true", help="also host the node-liveness monitor")
-    p.add_argument("--node-timeout", type=float, default=10.0, help="silence before NodeLost")
+    p.add_argument("--node-timeout", type=float, default=40.0, help="silence before NodeLost (node-monitor-grace-period)")
     return p
 
 

@@ -13,8 +13,8 @@ from services.runtime.eventlog import EventLog
 
 def main(argv: list[str] | None = None) -> int:
     parser = common_parser("queue")
-    parser.add_argument("--node-timeout", type=float, default=10.0,
-                        help="seconds without a heartbeat before a node is declared lost")  # fmt: skip
+    parser.add_argument("--node-timeout", type=float, default=40.0,
+                        help="seconds without a heartbeat before a node is declared lost (kube-controller-manager's node-monitor-grace-period: an agent restart must not fail its pods)")  # fmt: skip
     parser.add_argument("--no-monitor", action="store_true", help="do not watch node heartbeats")
     args = parser.parse_args(argv)
 
