@@ -35,6 +35,7 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec, QueueSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
+from services.core.retention import FinishedOrder
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.devicerequests import DeviceRequestParser
@@ -69,6 +70,9 @@ class Known:
     refused: dict[tuple[str, str], tuple[JobRejected, int]] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     deleted_queues: dict[str, int] = field(default_factory=dict)  # name → last subject sequence
+    #: finished jobs (and deleted refused PodGroups), oldest first: beyond `keep` they are
+    #: forgotten — a name admission no longer knows is judged by its subject's last sequence
+    finished: FinishedOrder[tuple[str, str]] = field(default_factory=FinishedOrder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,13 +302,17 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
         case JobSubmitted():
             known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
             known.refused.pop((event.spec.namespace, event.spec.name), None)
+            known.finished.revived((event.spec.namespace, event.spec.name))
         case JobRejected():
             known.refused[(event.namespace, event.name)] = (event, seq)
             _job_seq(known, (event.namespace, event.name), seq, live=None)
+            known.finished.revived((event.namespace, event.name))  # its pods wait (again)
         case JobDeleted():
             _job_seq(known, (event.namespace, event.name), seq, live=False)
+            _finished(known, (event.namespace, event.name))
         case JobPhaseChanged() if event.phase in TERMINAL:
             _job_seq(known, (event.namespace, event.name), seq, live=False)
+            _finished(known, (event.namespace, event.name))
         case _:
             key = _job_key(event)
             if subject_kind == "job" and key is not None:
@@ -318,6 +326,15 @@ def _job_key(event: Event) -> tuple[str, str] | None:
     ns = getattr(event, "namespace", None)
     name = getattr(event, "name", None)
     return (ns, name) if isinstance(ns, str) and isinstance(name, str) else None
+
+
+def _finished(known: Known, key: tuple[str, str]) -> None:
+    """A job ended (or a refused PodGroup was deleted): remembered among the `keep` newest."""
+    if key not in known.jobs and key not in known.refused:
+        return
+    for old in known.finished.finished(key):
+        known.jobs.pop(old, None)
+        known.refused.pop(old, None)
 
 
 def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None) -> None:

@@ -40,7 +40,9 @@ from contracts.events import (
 from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import Known, Plan, Write, fold_known, plan_apply, plan_documents
+from services.admission.recovery import KnownFold
 from services.core.devices import VendorRegistry, build_vendors
+from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.core.workload.devicerequests import hami_parser
 from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD, WorkloadLimits
 from services.runtime.eventlog import Conflict, EventLog
@@ -50,8 +52,8 @@ from services.runtime.service import (
     Outgoing,
     Received,
     TransientError,
-    replay_decoded,
 )
+from services.runtime.snapshot import Retention, Snapshots
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
@@ -89,6 +91,8 @@ class AdmissionService:
         self.workload_limits = WorkloadLimits.for_payload(max_payload)
         self.known = Known()
         self.watermark = 0  # events at or below were folded during recovery
+        self.keep_finished = DEFAULT_KEEP_FINISHED
+        self.folded = 0  # the highest sequence folded into `known`
         self._lock = asyncio.Lock()
         handlers: dict[type[Event], Handler] = dict.fromkeys(FOLDED, self.on_event)  # type: ignore[arg-type]
         self.service = EventService(
@@ -101,22 +105,31 @@ class AdmissionService:
             ],
             handlers=handlers,
         )
+        self.snapshots = Snapshots(event_log, self._projection(), on_poison=self.service.park_once)
+
+    def _projection(self) -> KnownFold:
+        return KnownFold(self.subjects, frozenset(cls.type_name() for cls in FOLDED), self.keep_finished)
+
+    def retain(self, retention: Retention) -> None:
+        """Snapshots and how many finished jobs to remember (before `recover`)."""
+        self.keep_finished = retention.keep_finished
+        self.snapshots.projection = self._projection()
+        self.snapshots.store, self.snapshots.every = retention.store, retention.snapshot_every
 
     # --- projection ----------------------------------------------------------------------------
 
     def _fold(self, seq: int, subject: str, event: Event) -> None:
         kind, _ = self.subjects.parse(subject)
         fold_known(self.known, seq, kind, event)
+        self.folded = max(self.folded, seq)
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        wanted = frozenset(cls.type_name() for cls in FOLDED)
-        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark, wanted,
-                                                on_poison=self.service.park_once):
-            self._fold(msg.seq, msg.subject, event)
+        self.known = await self.snapshots.recover(self.watermark)
+        self.folded = self.watermark
         log.info(
-            "admission knows %d queues, %d jobs (up to #%d)",
-            len(self.known.queues), len(self.known.jobs), self.watermark,
+            "admission knows %d queues, %d jobs (up to #%d; finished jobs kept: %d)",
+            len(self.known.queues), len(self.known.jobs), self.watermark, self.keep_finished,
         )  # fmt: skip
 
     async def on_event(self, event: Event, rx: Received) -> None:
@@ -193,12 +206,20 @@ class AdmissionService:
 
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []
+        # re-submission after the old job ended, or of a name retention forgot: its subject's
+        # last sequence (read for all such writes at once, not one round trip each)
+        reread = [subject_of(self.subjects, w.event) for w in plan.writes if w.kind == "Job"
+                  and w.expected_seq is not None
+                  and (w.key in self.known.jobs or w.key not in self.known.refused)]  # fmt: skip
+        lasts = dict(zip(reread, await asyncio.gather(*(self.log.last(s) for s in reread)), strict=True))
         for w in plan.writes:
             subject = subject_of(self.subjects, w.event)
             expected = w.expected_seq
-            if w.kind == "Job" and w.key in self.known.jobs and expected is not None:
-                last = await self.log.last(subject)  # re-submission after the old job ended
-                expected = last.seq if last else 0
+            if subject in lasts and (last := lasts[subject]) is not None:
+                # a name we know (its old job ended), or one we folded and forgot; a message we
+                # have not folded yet is a concurrent writer's: expect our view, and conflict
+                if w.key in self.known.jobs or last.seq <= self.folded:
+                    expected = last.seq
             # same object, same version → same id (a retried request is written once); a
             # different object under the same name has another id and meets the sequence check
             body = self.service.registry.encode(w.event)

@@ -31,10 +31,7 @@ from contracts.events import (
     PlacementCommitted,
     PlacementRejected,
 )
-
-#: Job phases after which no proposal of the job may be committed (the queue service's terminal
-#: phases; a `Completed` PodGroup phase without a reason is the PodGroup's, not the job's end).
-ENDED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
+from services.core.retention import ended
 
 #: Event types this projection folds (the shell decodes only these while scanning).
 FOLDED = frozenset(
@@ -52,17 +49,6 @@ class JobAnswers:
     why: str = ""  # what set the floor
     answered: set[int] = field(default_factory=set)
     placed: dict[str, int] = field(default_factory=dict)  # task -> sequence of its last commit
-
-
-def ended(event: Event) -> str:
-    """Why an event ends the job for the allocator ("" if it does not)."""
-    if isinstance(event, JobDeleted):
-        return "the job was deleted"
-    if isinstance(event, JobPhaseChanged) and (
-        event.phase in ENDED_PHASES or (event.phase == "Completed" and event.reason)
-    ):
-        return f"the job is {event.phase}"
-    return ""
 
 
 class Answers:

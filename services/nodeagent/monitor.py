@@ -183,15 +183,20 @@ class NodeMonitor:
         event = await decode_stored(msg, publisher.park_once, FOLDED, self.registry)
         return None if event is None else (event, env.msg_id or f"seq:{msg.seq}")
 
-    async def recover(self) -> None:
+    async def recover(self, tasks: tuple[Mapping[TaskKey, str], int] | None = None) -> None:
         """Nodes from their last event; running tasks from the job subjects (up to the
-        watermark: what the consumer delivers again at or below it is already folded)."""
+        watermark: what the consumer delivers again at or below it is already folded) — or, from
+        a host that folded them already (from its snapshot), `tasks` = (running tasks, the
+        sequence they are folded up to)."""
         now = self.clock()
-        self.watermark = await self.log.last_sequence()
+        self.watermark = tasks[1] if tasks is not None else await self.log.last_sequence()
         for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
             got = await self._decode(msg)
             if got is not None:
                 self.state = evolve(self.state, got[0], now, got[1])
+        if tasks is not None:
+            self.state = replace(self.state, tasks=dict(tasks[0]))
+            return
         async for msg in self.log.replay(1, self.subjects.all_jobs()):
             if msg.seq > self.watermark:
                 break

@@ -25,12 +25,14 @@ from contracts.base import Event
 from contracts.events import (
     EvictionRequested,
     JobDeleted,
+    JobPhaseChanged,
     JobSubmitted,
     PlacementCommitted,
     TaskFinished,
     TaskStarted,
 )
 from contracts.workloads import JobSpec
+from services.core.retention import DEFAULT_KEEP_FINISHED, ended
 
 #: Exit code of a task stopped by the runtime (SIGKILL), as kubelet reports it.
 KILLED = 137
@@ -85,6 +87,10 @@ class NodeRuntime:
     runs: Map[TaskKey, Run] = field(default_factory=Map)  # current run of each task
     todo: Map[TaskKey, bool] = field(default_factory=Map)  # to start, or asked to stop
     ends: Map[TaskKey, float] = field(default_factory=Map)  # running, with a finite duration
+    #: ended jobs, oldest first: beyond `keep` a job's profiles and finished runs are forgotten
+    #: (a run still stopping is dropped when it finishes)
+    ended: tuple[JobKey, ...] = ()
+    keep: int = DEFAULT_KEEP_FINISHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +115,10 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
     """Fold one log event; `cause` identifies a `PlacementCommitted` (its message id or seq)."""
     match event:
         case JobSubmitted(spec=spec):
-            profiles = state.profiles.set((spec.namespace, spec.name), pod_profiles(spec))
+            job = (spec.namespace, spec.name)
+            profiles = state.profiles.set(job, pod_profiles(spec))
+            if job in state.ended:  # submitted again: live, not to be forgotten
+                return replace(state, profiles=profiles, ended=tuple(k for k in state.ended if k != job))
             return replace(state, profiles=profiles)
         case PlacementCommitted():
             return _committed(state, event, cause)
@@ -122,7 +131,12 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
             run = state.runs.get((event.namespace, event.name, event.task))
             if run is None or run.finished:
                 return state
+            job = (event.namespace, event.name)
+            if job not in state.profiles and job not in state.ended:  # its job was forgotten
+                return _drop(state, [run.key])
             return _put(state, replace(run, finished=True))
+        case JobPhaseChanged() if ended(event):
+            return _ended(state, (event.namespace, event.name))
         case EvictionRequested():
             run = state.runs.get((event.namespace, event.name, event.task))
             if run is None or run.finished or run.stop:
@@ -135,8 +149,36 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
                     state = _put(state, replace(run, stop="deleted"))
             if job in state.profiles:
                 state = replace(state, profiles=state.profiles.delete(job))
-            return state
+            return _ended(state, job)
     return state
+
+
+def _ended(state: NodeRuntime, job: JobKey) -> NodeRuntime:
+    """The job ended: the newest of the ended; the oldest beyond `keep` are forgotten."""
+    order = (*(k for k in state.ended if k != job), job)
+    cut = max(0, len(order) - max(0, state.keep))
+    forget, order = order[:cut], order[cut:]
+    state = replace(state, ended=order)
+    if not forget:
+        return state
+    gone = set(forget)
+    profiles = state.profiles
+    for key in forget:
+        if key in profiles:
+            profiles = profiles.delete(key)
+    state = replace(state, profiles=profiles)
+    return _drop(state, [k for k, run in state.runs.items() if k[:2] in gone and run.finished])
+
+
+def _drop(state: NodeRuntime, keys: list[TaskKey]) -> NodeRuntime:
+    runs, todo, ends = state.runs, state.todo, state.ends
+    for key in keys:
+        runs = runs.delete(key)
+        if key in todo:
+            todo = todo.delete(key)
+        if key in ends:
+            ends = ends.delete(key)
+    return replace(state, runs=runs, todo=todo, ends=ends)
 
 
 def _committed(state: NodeRuntime, event: PlacementCommitted, cause: str) -> NodeRuntime:

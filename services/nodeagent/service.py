@@ -19,12 +19,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from contracts.base import Event
-from contracts.envelope import Envelope, EnvelopeError
 from contracts.events import (
     EvictionRequested,
     JobDeleted,
+    JobPhaseChanged,
     JobSubmitted,
     NodeLost,
     NodeRegistered,
@@ -33,8 +34,10 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.registry import default_registry
+from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.nodeagent.heartbeat import BeatSink, encode_beat, heartbeat_subject
 from services.nodeagent.monitor import NodeMonitor
+from services.nodeagent.recovery import RuntimeFold
 from services.nodeagent.registration import needs_registration, registration_msg_id
 from services.nodeagent.runtime import NodeRuntime, decide, evolve, next_deadline, running
 from services.runtime.eventlog import Conflict, EventLog
@@ -47,6 +50,7 @@ from services.runtime.service import (
     chain,
     decode_stored,
 )
+from services.runtime.snapshot import Retention, Snapshots
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,7 @@ RUNTIME_EVENTS: tuple[type[Event], ...] = (
     PlacementCommitted,
     EvictionRequested,
     JobDeleted,
+    JobPhaseChanged,
     TaskStarted,
     TaskFinished,
 )
@@ -107,6 +112,19 @@ class NodeAgent:
         )
         if monitor is not None:
             monitor.publisher = self.service
+        self.keep_finished = DEFAULT_KEEP_FINISHED
+        self.snapshots = Snapshots(event_log, self._projection(), on_poison=self.service.park_once)
+
+    def _projection(self) -> RuntimeFold:
+        return RuntimeFold(self.subjects, self.service.name, self.state.nodes, _RUNTIME_TYPES,
+                           self.keep_finished)  # fmt: skip
+
+    def retain(self, retention: Retention) -> None:
+        """Snapshots and how many finished jobs to remember (before `recover`)."""
+        self.keep_finished = retention.keep_finished
+        self.state = replace(self.state, keep=self.keep_finished)
+        self.snapshots.projection = self._projection()
+        self.snapshots.store, self.snapshots.every = retention.store, retention.snapshot_every
 
     # --- start ---------------------------------------------------------------------------------
 
@@ -137,18 +155,13 @@ class NodeAgent:
         raise TransientError(f"node {node.node}: subject kept moving while registering")
 
     async def _rebuild(self) -> None:
-        state, seq = self.state, 0
-        async for msg in self.log.replay(1, self.subjects.all_jobs()):
-            seq = msg.seq
-            try:
-                env = Envelope.from_headers(msg.headers)
-            except EnvelopeError:
-                continue
-            event = await decode_stored(msg, self.service.park_once, _RUNTIME_TYPES, self.registry)
-            if event is not None:
-                state = evolve(state, event, env.msg_id or f"seq:{msg.seq}")
-        self.state, self.applied_seq = state, seq
-        log.info("rebuilt runtime up to #%d: %d runs", seq, len(running(state)))
+        """The runtime at the log's last sequence: its snapshot and the tail, or every job
+        event from #1. What the consumer delivers at or below that sequence is folded already."""
+        seq = await self.log.last_sequence()
+        self.state = await self.snapshots.recover(seq)
+        self.applied_seq = seq
+        log.info("rebuilt runtime up to #%d: %d runs, %d ended jobs kept (--keep-finished %d)",
+                 seq, len(running(self.state)), len(self.state.ended), self.keep_finished)  # fmt: skip
 
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._timers(), name="nodeagent-timers"))

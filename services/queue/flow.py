@@ -29,6 +29,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import JobSpec
+from services.core.retention import FinishedOrder, ended
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 
@@ -49,10 +50,20 @@ class Flow:
     restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
     task_seq: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
+    #: suspended job is not: it can be resumed)
+    finished: FinishedOrder[str] = field(default_factory=FinishedOrder)
 
     def _forget_tasks(self, key: str) -> None:
         for k in [k for k in self.task_seq if k[0] == key]:
             del self.task_seq[k]
+
+    def _ended(self, key: str) -> None:
+        for old in self.finished.finished(key):
+            self._forget_tasks(old)
+            self.submitted.discard(old)
+            self.retries.pop(old, None)
+            self.restarting.discard(old)
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
@@ -67,6 +78,7 @@ class Flow:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self._forget_tasks(key)
+                self.finished.revived(key)
                 self.submitted.add(key)
                 self.restarting.discard(key)
                 self.suspended.pop(key, None)
@@ -88,6 +100,8 @@ class Flow:
                 pass
         self.projection.apply(seq, event)
         key = job_key(event)
+        if key is not None and ended(event) and key not in self.suspended:
+            self._ended(key)
         if key in self.restarting:
             tasks = self.projection.tasks.get(key, {})
             if all(t.status == st.PENDING for t in tasks.values()):

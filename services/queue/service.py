@@ -25,9 +25,11 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.subjects import subject_of
+from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.core.scheduling import lifecycle
 from services.nodeagent.monitor import NodeMonitor
 from services.queue import flow as fl
+from services.queue.recovery import QueueFold
 from services.runtime.eventlog import EventLog
 from services.runtime.service import (
     EventService,
@@ -35,8 +37,8 @@ from services.runtime.service import (
     Outgoing,
     Received,
     chain,
-    replay_decoded,
 )
+from services.runtime.snapshot import Retention, Snapshots
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.queue")
@@ -70,20 +72,30 @@ class QueueService:
         )
         if monitor is not None:
             monitor.publisher = self.service
+        self.keep_finished = DEFAULT_KEEP_FINISHED
+        self.snapshots = Snapshots(event_log, QueueFold(self.subjects, self.keep_finished),
+                                   on_poison=self.service.park_once)  # fmt: skip
+
+    def retain(self, retention: Retention) -> None:
+        """Snapshots and how many finished jobs to remember (before `recover`)."""
+        self.keep_finished = retention.keep_finished
+        self.snapshots.projection = QueueFold(self.subjects, self.keep_finished)
+        self.snapshots.store, self.snapshots.every = retention.store, retention.snapshot_every
 
     # --- start ---------------------------------------------------------------------------------
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark,
-                                                on_poison=self.service.park_once):
-            self.flow.apply(msg.seq, event)
+        state = await self.snapshots.recover(self.watermark)
+        self.flow = state.flow
         await self._default_queues()
         await self._sweep()
         if self.monitor is not None:
-            await self.monitor.recover()
-        log.info("queue service recovered to #%d: %d live jobs, %d queues", self.watermark,
-                 len(self.flow.projection.jobs), len(self.flow.projection.queues))  # fmt: skip
+            await self.monitor.recover(tasks=(state.tasks, self.watermark))
+        log.info("queue service recovered to #%d: %d live jobs, %d queues, %d finished jobs "
+                 "kept (--keep-finished %d)", self.watermark, len(self.flow.projection.jobs),
+                 len(self.flow.projection.queues), len(self.flow.finished.order),
+                 self.keep_finished)  # fmt: skip
 
     async def _default_queues(self) -> None:
         for spec in lifecycle.default_queues(self.flow.projection.queues):

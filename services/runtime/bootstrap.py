@@ -18,11 +18,13 @@ from opentelemetry import trace
 
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
+from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime import lifeline
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.health import Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
+from services.runtime.snapshot import ObjectStoreSnapshots, Retention, Snapshots
 from services.runtime.telemetry import configure_logging, make_provider
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,16 @@ def common_parser(name: str) -> argparse.ArgumentParser:
                         help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
     parser.add_argument("--exit-with-pid", type=int, default=0,
                         help="stop when this process (the nats-server `tessera up` started) ends")  # fmt: skip
+    keep = parser.add_argument_group("restart cost and memory (issue 12 item 7)")
+    keep.add_argument("--snapshot-every", type=int,
+                      default=int(env("TESSERA_SNAPSHOT_EVERY", "500")),
+                      help="store a snapshot of the service's projection once the log moved this "
+                           "many messages past the last one; a start folds only what follows it "
+                           "(0: off, every start replays from #1)")  # fmt: skip
+    keep.add_argument("--keep-finished", type=int,
+                      default=int(env("TESSERA_KEEP_FINISHED", str(DEFAULT_KEEP_FINISHED))),
+                      help="finished jobs a service remembers (the most recent); older ones are "
+                           "forgotten")  # fmt: skip
     kube = parser.add_argument_group("Kubernetes (without these the service runs on the log only)")
     kube.add_argument("--kubeconfig", default=env("TESSERA_KUBECONFIG", ""),
                       help="schedule the cluster of this kubeconfig")  # fmt: skip
@@ -163,6 +175,10 @@ async def _run_service(
     args.kube = await connect_kube(args)
     app = build(event_log)
     app.service.durable = args.durable
+    retain = getattr(app, "retain", None)  # before recovery: the fold depends on the retention
+    if retain is not None:
+        store = ObjectStoreSnapshots(event_log) if args.snapshot_every > 0 else None
+        retain(Retention(store, args.snapshot_every, args.keep_finished))
     health = Health(stall=args.health_stall)
     health.checks["nats connected"] = lambda: event_log.nc.is_connected
     stopping = asyncio.Event()
@@ -187,6 +203,9 @@ async def _run_service(
     tasks = [app.service.run(stopping, on_ready=ready), beat]
     if background is not None:
         tasks.append(background(stopping))
+    snapshots = getattr(app, "snapshots", None)
+    if isinstance(snapshots, Snapshots):
+        tasks.append(snapshots.keep(stopping))
     if at_edge is not None:
         tasks.append(at_edge.run(stopping))
     if args.exit_with_pid:

@@ -350,12 +350,16 @@ async def replay_decoded(
     types: frozenset[str] | None = None,
     registry: Registry | None = None,
     on_poison: PoisonHandler = skip_poison,
+    start: int = 1,
 ) -> AsyncIterator[tuple[StoredMessage, Event]]:
-    """The events of `patterns` up to sequence `until`, decoded: what a service folds at start,
-    before its consumer takes over above `until`. Unknown (or unwanted) types are skipped;
-    undecodable ones go to `on_poison` (a service passes its `park_once`) and are skipped."""
+    """The events of `patterns` from `start` (after a snapshot) up to sequence `until`, decoded:
+    what a service folds at start, before its consumer takes over above `until`. Unknown (or
+    unwanted) types are skipped; undecodable ones go to `on_poison` (a service passes its
+    `park_once`) and are skipped."""
+    if start > until:
+        return
     for pattern in patterns:
-        async for msg in log_.replay(1, pattern):
+        async for msg in log_.replay(start, pattern):
             if msg.seq > until:
                 break
             event = await decode_stored(msg, on_poison, types, registry)

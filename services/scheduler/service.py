@@ -11,31 +11,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import replace
 
 from opentelemetry import trace
 
 from contracts.base import Event
-from contracts.devices import SliceSpec
 from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
     JobPhaseChanged,
     JobUnschedulable,
-    PlacementCommitted,
     PlacementProposed,
-    PlacementRejected,
-    SliceReleased,
-    SliceReserved,
 )
-from contracts.owners import job_prefix, owner_key
-from services.core import ledger
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
 from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
-from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+from services.runtime.service import EventService, Outgoing, Received
+from services.runtime.snapshot import Retention, Snapshots
+from services.scheduler.view import SchedulerView, ViewFold
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.scheduler")
@@ -58,11 +52,7 @@ class Scheduler:
         #: with replicas, only the lease holder runs sessions; without one (in-process tests,
         #: a single replica) this scheduler always does
         self.lease = lease
-        self.projection = st.ClusterProjection()
-        self.outstanding: dict[str, int] = {}  # job key -> seq of its unanswered proposal
-        self.assumed_tasks: dict[str, set[str]] = {}  # job key -> pods its proposal assumed
-        self.assumed: dict[str, dict[str, SliceSpec]] = {}  # card -> owner -> proposed slice
-        self.unschedulable: dict[str, str] = {}
+        self.view = SchedulerView()
         self.sessions = 0
         self.recovered_seq = 0  # events at or below were folded by `recover`
         self.own: set[int] = set()  # our appends, folded when written, skipped when delivered
@@ -73,6 +63,28 @@ class Scheduler:
             filter_subjects=[self.subjects.events],
             handlers=dict.fromkeys(ALL_EVENTS, self.on_event),  # type: ignore[arg-type]
         )
+        self.snapshots = Snapshots(event_log, ViewFold(self.subjects.events),
+                                   on_poison=self.service.park_once)  # fmt: skip
+
+    def retain(self, retention: Retention) -> None:
+        """Snapshots (before `recover`); the view forgets ended jobs by itself."""
+        self.snapshots.store, self.snapshots.every = retention.store, retention.snapshot_every
+
+    # the view's parts, as the session code and tests read them
+    @property
+    def projection(self) -> st.ClusterProjection:
+        return self.view.projection
+
+    @property
+    def outstanding(self) -> dict[str, int]:
+        return self.view.outstanding
+
+    @property
+    def unschedulable(self) -> dict[str, str]:
+        return self.view.unschedulable
+
+    def _apply(self, seq: int, event: Event) -> None:
+        self.view.apply(seq, event)
 
     def _fold(self, seq: int, event: Event) -> None:
         if seq <= self.recovered_seq:
@@ -81,101 +93,6 @@ class Scheduler:
             self.own.discard(seq)
             return  # folded when we wrote it
         self._apply(seq, event)
-
-    def _apply(self, seq: int, event: Event) -> None:
-        self.projection.apply(seq, event)
-        match event:
-            case PlacementProposed():
-                self.outstanding[f"{event.namespace}/{event.name}"] = seq
-                self._assume(event)
-            case PlacementCommitted():
-                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
-                    self._settled(event.namespace, event.name)
-            case PlacementRejected():
-                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
-                    self._forget(event.namespace, event.name)
-            case SliceReserved() | SliceReleased():
-                # the ledger's usage is authoritative but does not know our outstanding
-                # proposals yet: book them on top again
-                for owner, sl in self.assumed.get(event.card, {}).items():
-                    self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
-            case JobUnschedulable():
-                self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
-            case _:
-                pass
-
-    def _answers_outstanding(self, namespace: str, name: str, proposal_seq: int) -> bool:
-        """Whether an answer is the one to the job's outstanding proposal (then it is no longer
-        outstanding). The allocator also answers stale proposals — an older one of the job, or
-        one of a job deleted meanwhile — with a rejection; undoing the current proposal's
-        assumptions for those would unbind tasks the allocator is committing or has committed.
-        `proposal_seq` 0 is an answer from an older writer: taken as the outstanding one."""
-        key = f"{namespace}/{name}"
-        if key not in self.outstanding or proposal_seq not in (0, self.outstanding[key]):
-            return False
-        del self.outstanding[key]
-        return True
-
-    # --- assumed placements (Volcano's cache "assume") ----------------------------------------
-
-    def _assume(self, event: PlacementProposed) -> None:
-        """Book a proposal in the projection as if committed — tasks Bound, slices on the cards'
-        usage — so later sessions neither re-decide the job nor hand its slices to another one
-        while the allocator decides. The allocator's ledger events overwrite the usage with the
-        authoritative one; a rejection undoes the booking (`_forget`)."""
-        key = f"{event.namespace}/{event.name}"
-        tasks = self.projection.tasks.get(key)
-        if tasks is None:
-            return
-        assumed = self.assumed_tasks[key] = set()
-        for p in event.placements:
-            if p.task not in tasks or tasks[p.task].status != st.PENDING:
-                continue
-            tasks[p.task] = replace(tasks[p.task], status=st.BOUND, node=p.node, slices=p.slices)
-            assumed.add(p.task)
-            owner = owner_key(event.namespace, event.name, p.task)
-            for a in p.slices:
-                self.assumed.setdefault(a.card, {})[owner] = a.slice
-                self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))
-
-    def _settled(self, namespace: str, name: str) -> list[tuple[str, str]]:
-        """Drop a job's assumed slices (committed: the ledger has them; rejected: undone)."""
-        self.assumed_tasks.pop(f"{namespace}/{name}", None)
-        prefix = job_prefix(namespace, name)
-        dropped = []
-        for card in list(self.assumed):
-            owners = self.assumed[card]
-            for owner in [o for o in owners if o.startswith(prefix)]:
-                del owners[owner]
-                dropped.append((card, owner))
-            if not owners:
-                del self.assumed[card]
-        return dropped
-
-    def _forget(self, namespace: str, name: str) -> None:
-        """Undo a rejected proposal's assumptions: its slices, and its tasks back to Pending —
-        only the tasks it assumed, not those an earlier commit of the job bound."""
-        key = f"{namespace}/{name}"
-        assumed = self.assumed_tasks.get(key, set())
-        for card, owner in self._settled(namespace, name):
-            self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="rejected"))
-        tasks = self.projection.tasks.get(key, {})
-        for pod in assumed:
-            t = tasks.get(pod)
-            if t is not None and t.status == st.BOUND:
-                tasks[pod] = replace(t, status=st.PENDING, node="", slices=())
-
-    def _card_usage(self, uuid: str, command: ledger.Command) -> None:
-        snap = self.projection.cards.get(uuid)
-        if snap is None:
-            return
-        state = ledger.CardState(uuid=uuid, spec=snap.spec, usage=snap.usage)
-        events = ledger.decide(state, command)
-        if isinstance(events, ledger.Rejection):
-            return  # the allocator will refuse it; nothing to book
-        for e in events:
-            state = ledger.evolve(state, e)
-        self.projection.cards[uuid] = replace(snap, usage=state.usage)
 
     async def on_event(self, event: Event, rx: Received) -> None:
         self._fold(rx.message.seq, event)
@@ -187,9 +104,7 @@ class Scheduler:
         from half the log places pods on cards that are taken and never learns why others
         wait (issue 12 item 6)."""
         self.recovered_seq = await self.log.last_sequence()
-        async for msg, event in replay_decoded(self.log, [self.subjects.events], self.recovered_seq,
-                                                on_poison=self.service.park_once):
-            self._apply(msg.seq, event)
+        self.view = await self.snapshots.recover(self.recovered_seq)
         self.service.follow_from = self.recovered_seq + 1
         self._dirty.set()
 

@@ -1,0 +1,42 @@
+"""`ClusterProjection` as a value: what a snapshot of the queue's or the scheduler's projection
+holds. Dicts keep their insertion order (sessions iterate them), so a restored projection goes
+on exactly as the one that was stored."""
+
+from __future__ import annotations
+
+import msgspec
+
+from services.core.scheduling.snapshot import (
+    CardSnap,
+    ClusterProjection,
+    JobSnap,
+    NodeSnap,
+    QueueSnap,
+    TaskSnap,
+)
+
+
+class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int = 0
+    now: float = 0.0
+    nodes: dict[str, NodeSnap] = {}
+    cards: dict[str, CardSnap] = {}
+    node_cards: dict[str, list[str]] = {}
+    queues: dict[str, QueueSnap] = {}
+    jobs: dict[str, JobSnap] = {}
+    tasks: dict[str, dict[str, TaskSnap]] = {}
+
+
+def state_of(p: ClusterProjection) -> ProjectionState:
+    """A view for encoding at once (shares the projection's dicts, copies nothing)."""
+    return ProjectionState(seq=p.seq, now=p.now, nodes=p.nodes, cards=p.cards, node_cards=p.node_cards,
+                           queues=p.queues, jobs=p.jobs, tasks=p.tasks)  # fmt: skip
+
+
+def projection_of(s: ProjectionState) -> ClusterProjection:
+    """A live projection from a decoded state (whose dicts are its own)."""
+    p = ClusterProjection()
+    p.seq, p.now = s.seq, s.now
+    p.nodes, p.cards, p.node_cards = s.nodes, s.cards, s.node_cards
+    p.queues, p.jobs, p.tasks = s.queues, s.jobs, s.tasks
+    return p

@@ -1,0 +1,84 @@
+"""The queue service's state as a stored value: its `Flow` and the running tasks its node
+monitor watches — the two folds of the job subjects a start would otherwise replay from #1."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from contracts.base import Event
+from contracts.events import TaskFinished, TaskStarted
+from contracts.subjects import Subjects
+from contracts.workloads import JobSpec
+from services.core.retention import FinishedOrder
+from services.core.scheduling.projection_state import ProjectionState, projection_of, state_of
+from services.queue.flow import Flow
+from services.runtime.eventlog import StoredMessage
+from services.runtime.snapshot import shape_of
+
+TaskKey = tuple[str, str, str]
+
+
+@dataclass
+class QueueState:
+    flow: Flow
+    tasks: dict[TaskKey, str] = field(default_factory=dict)  # running task → node (the monitor)
+
+
+class StoredQueue(msgspec.Struct, frozen=True, kw_only=True):
+    projection: ProjectionState
+    retries: dict[str, int]
+    suspended: dict[str, JobSpec]
+    submitted: list[str]  # sets, sorted: the same state gives the same bytes in every process
+    restarting: list[str]
+    task_seq: dict[tuple[str, str], int]
+    finished: list[str]
+    tasks: dict[TaskKey, str]
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StoredQueue)
+
+
+class QueueFold:
+    name = "queue"
+    types: frozenset[str] | None = None
+
+    def __init__(self, subjects: Subjects, keep_finished: int) -> None:
+        self.patterns = (subjects.all_queues(), subjects.all_jobs(), subjects.all_nodes())
+        self.keep_finished = keep_finished
+
+    def version(self) -> str:
+        return f"{shape_of(StoredQueue)} keep-finished={self.keep_finished}"
+
+    def empty(self) -> QueueState:
+        return QueueState(Flow(finished=FinishedOrder(self.keep_finished)))
+
+    def fold(self, state: QueueState, msg: StoredMessage, event: Event) -> QueueState:
+        state.flow.apply(msg.seq, event)
+        fold_tasks(state.tasks, event)
+        return state
+
+    def encode(self, state: QueueState) -> bytes:
+        f = state.flow
+        return _ENCODER.encode(StoredQueue(
+            projection=state_of(f.projection), retries=f.retries, suspended=f.suspended,
+            submitted=sorted(f.submitted), restarting=sorted(f.restarting), task_seq=f.task_seq,
+            finished=list(f.finished.order), tasks=state.tasks,
+        ))  # fmt: skip
+
+    def decode(self, data: bytes) -> QueueState:
+        s = _DECODER.decode(data)
+        flow = Flow(projection=projection_of(s.projection), retries=s.retries, suspended=s.suspended,
+                    submitted=set(s.submitted), restarting=set(s.restarting), task_seq=s.task_seq,
+                    finished=FinishedOrder(self.keep_finished, dict.fromkeys(s.finished)))  # fmt: skip
+        return QueueState(flow, s.tasks)
+
+
+def fold_tasks(tasks: dict[TaskKey, str], event: Event) -> None:
+    """The node monitor's running tasks (`monitor.evolve` for task events), in place."""
+    if isinstance(event, TaskStarted):
+        tasks[(event.namespace, event.name, event.task)] = event.node
+    elif isinstance(event, TaskFinished):
+        tasks.pop((event.namespace, event.name, event.task), None)

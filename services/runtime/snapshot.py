@@ -1,0 +1,312 @@
+"""Restart cost bounded by what changed since the last snapshot, not by history (issue 12 item 7).
+
+A service's projection at sequence `U` is the fold of the log up to `U`. A snapshot is that fold
+at some `S ≤ U`, encoded (msgspec msgpack, sets sorted: the same state gives the same bytes in
+every process), so recovery is: load the snapshot, fold `S+1 … U`. A snapshot is written only
+from the log — the stored snapshot plus the log's tail, folded again — never from the live
+state, which folds its own appends before the log orders them and refolds redeliveries: what
+is stored is exactly what a full replay would rebuild, by construction.
+
+Stored in a JetStream object store (`<stream>_snapshots`, one object per service: a projection
+can outgrow one NATS message), with a header saying whose state it is (service, a version
+that names the state's shape and the fold's configuration), which stream (its creation time:
+`up --fresh` or `down --purge` made another one) and which sequence it covers. Anything else —
+no snapshot, an undecodable one, another version or stream, one ahead of the log — is not used:
+the service replays from sequence 1 and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import msgspec
+
+from contracts.base import Event
+from services.core.retention import DEFAULT_KEEP_FINISHED
+from services.runtime.eventlog.model import EventLog, StoredMessage
+from services.runtime.service import PoisonHandler, replay_decoded, skip_poison
+
+log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+
+#: Bump when the stored wrapper (not a service's state) changes shape.
+FORMAT = 1
+
+
+class Header(msgspec.Struct, frozen=True, kw_only=True):
+    format: int = FORMAT
+    service: str
+    version: str
+    stream: str
+    seq: int
+
+
+class Stored(msgspec.Struct, frozen=True, kw_only=True):
+    header: Header
+    body: bytes
+
+
+_STORED = msgspec.msgpack.Decoder(Stored)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def shape_of(*types: object) -> str:
+    """A fingerprint of the state's types (their JSON Schema): a field added, removed or retyped
+    makes every older snapshot foreign without anyone remembering to bump a number."""
+    schema = msgspec.json.encode(msgspec.json.schema_components(types)[1])
+    return hashlib.sha256(schema).hexdigest()[:16]
+
+
+class Projection(Protocol[S]):
+    """What a service folds, as a value that can be stored: the shell of `Snapshots`."""
+
+    name: str  # the object's name in the bucket (the service)
+    patterns: Sequence[str]  # the subjects it folds
+    types: frozenset[str] | None  # the event types it decodes (None: all)
+
+    def version(self) -> str:
+        """The state's shape and the fold's configuration (e.g. the retention)."""
+        ...
+
+    def empty(self) -> S: ...
+
+    def fold(self, state: S, msg: StoredMessage, event: Event) -> S: ...
+
+    def encode(self, state: S) -> bytes: ...
+
+    def decode(self, data: bytes) -> S: ...
+
+
+class SnapshotStore(Protocol):
+    async def identity(self) -> str:
+        """Which log the snapshots are of (a stream re-created under the same name is another)."""
+        ...
+
+    async def load(self, name: str) -> bytes | None: ...
+
+    async def save(self, name: str, data: bytes) -> None: ...
+
+
+class MemoryStore:
+    """Snapshots of an in-memory log (tests, simulate)."""
+
+    def __init__(self, identity: str = "memory") -> None:
+        self._identity = identity
+        self.objects: dict[str, bytes] = {}
+
+    async def identity(self) -> str:
+        return self._identity
+
+    async def load(self, name: str) -> bytes | None:
+        return self.objects.get(name)
+
+    async def save(self, name: str, data: bytes) -> None:
+        self.objects[name] = data
+
+
+class Snapshots(Generic[S]):
+    """Recover a projection from its snapshot and the log's tail; keep the snapshot recent."""
+
+    def __init__(
+        self,
+        event_log: EventLog,
+        projection: Projection[S],
+        store: SnapshotStore | None = None,
+        every: int = 0,
+        on_poison: PoisonHandler = skip_poison,
+    ) -> None:
+        """`every`: write a snapshot once the log has moved this many messages past the last
+        one (0: never; recovery then always replays from sequence 1)."""
+        self.log = event_log
+        self.projection = projection
+        self.store = store
+        self.every = every
+        self.on_poison = on_poison
+        self.saved: tuple[int, bytes] | None = None  # (seq, state) of the snapshot in the store
+        self.used = 0  # the snapshot's sequence recovery started from (0: a full replay)
+        self.why = ""  # why no snapshot was used
+
+    @property
+    def enabled(self) -> bool:
+        return self.store is not None and self.every > 0
+
+    async def _header(self, seq: int) -> Header:
+        assert self.store is not None
+        p = self.projection
+        return Header(service=p.name, version=p.version(), stream=await self.store.identity(), seq=seq)
+
+    async def _load(self, until: int) -> tuple[int, bytes] | None:
+        """The stored snapshot if it is ours and usable at `until`, else None (and `why`)."""
+        if self.store is None:
+            self.why = "snapshots are off"
+            return None
+        try:
+            data = await self.store.load(self.projection.name)
+        except Exception as exc:  # the bucket unreachable: a full replay is always correct
+            self.why = f"the snapshot could not be read ({exc})"
+            return None
+        if data is None:
+            self.why = "there is no snapshot yet"
+            return None
+        try:
+            stored = _STORED.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.why = f"the snapshot is undecodable ({exc})"
+            return None
+        want = await self._header(stored.header.seq)
+        got = stored.header
+        if got.format != FORMAT or got.service != want.service or got.version != want.version:
+            self.why = (f"the snapshot is of another version ({got.service} {got.version}, "
+                        f"format {got.format}; this is {want.service} {want.version})")  # fmt: skip
+        elif got.stream != want.stream:
+            self.why = f"the snapshot is of another stream ({got.stream}; the log is {want.stream})"
+        elif got.seq > until:
+            self.why = f"the snapshot covers #{got.seq}, beyond the log's last #{until}"
+        else:
+            return got.seq, stored.body
+        return None
+
+    async def _fold(self, state: S, start: int, until: int) -> S:
+        p = self.projection
+        async for msg, event in replay_decoded(self.log, p.patterns, until, p.types,
+                                                on_poison=self.on_poison, start=start):  # fmt: skip
+            state = p.fold(state, msg, event)
+        return state
+
+    async def recover(self, until: int) -> S:
+        """The projection at `until`: the snapshot plus the tail if usable, else a full replay.
+        A long tail is snapshotted at once, so the next start does not fold it again."""
+        p = self.projection
+        base = await self._load(until)
+        state: S = p.empty()
+        self.used = 0
+        if base is not None:
+            try:
+                state = p.decode(base[1])
+                self.used = base[0]
+            except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as exc:
+                self.why = f"the snapshot's state is undecodable ({exc})"
+                state = p.empty()
+        if self.used:
+            self.saved = base
+            log.info("%s: from the snapshot at #%d, replaying #%d…#%d", p.name, self.used,
+                     self.used + 1, until)  # fmt: skip
+        else:
+            log.info("%s: replaying the log from #1 to #%d: %s", p.name, until, self.why)
+        state = await self._fold(state, self.used + 1, until)
+        if self.enabled and until - self.used >= self.every:
+            await self._save(until, p.encode(state))
+        return state
+
+    async def _save(self, seq: int, body: bytes) -> None:
+        assert self.store is not None
+        data = _ENCODER.encode(Stored(header=await self._header(seq), body=body))
+        try:
+            await self.store.save(self.projection.name, data)
+        except Exception as exc:  # a later write catches up; recovery never depends on this one
+            log.warning("%s: snapshot at #%d not written (%s)", self.projection.name, seq, exc)
+            return
+        self.saved = (seq, body)
+        log.info("%s: snapshot at #%d (%d bytes)", self.projection.name, seq, len(data))
+
+    async def write(self, until: int | None = None) -> bool:
+        """Fold the log's tail onto the last snapshot and store it, if the log moved `every`
+        messages past it (or `until` is given). True if written."""
+        if self.store is None:
+            return False
+        last = await self.log.last_sequence() if until is None else until
+        seq, body = self.saved or (0, b"")
+        if last <= seq or (until is None and last - seq < self.every):
+            return False
+        p = self.projection
+        state = p.decode(body) if body else p.empty()
+        state = await self._fold(state, seq + 1, last)
+        await self._save(last, p.encode(state))
+        return self.saved is not None and self.saved[0] == last
+
+    async def keep(self, stopping: asyncio.Event, period: float = 5.0) -> None:
+        """Every `period` s, snapshot if the log moved `every` messages past the last one."""
+        if not self.enabled:
+            return
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), period)
+            if stopping.is_set():
+                return
+            try:
+                await self.write()
+            except Exception:  # the log away for a moment: the next period tries again
+                log.exception("%s: snapshot failed; again in %g s", self.projection.name, period)
+
+
+class ObjectStoreSnapshots:
+    """`SnapshotStore` on a JetStream object store beside the log's stream."""
+
+    def __init__(self, event_log: object) -> None:
+        from services.runtime.eventlog.jetstream import JetStreamLog
+
+        assert isinstance(event_log, JetStreamLog)
+        self.log = event_log
+        self.bucket = bucket_of(event_log.stream)
+        self._store: object | None = None
+
+    async def _obj(self) -> object:
+        if self._store is None:
+            import nats.js.errors
+            from nats.js.api import ObjectStoreConfig, StorageType
+
+            js = self.log.js
+            try:
+                self._store = await js.object_store(self.bucket)
+            except nats.js.errors.NotFoundError:
+                config = ObjectStoreConfig(bucket=self.bucket, storage=StorageType.FILE,
+                                           replicas=self.log.replicas)  # fmt: skip
+                try:
+                    self._store = await js.create_object_store(self.bucket, config=config)
+                except nats.js.errors.BadRequestError:  # another service created it meanwhile
+                    self._store = await js.object_store(self.bucket)
+        return self._store
+
+    async def identity(self) -> str:
+        info = await self.log.js.stream_info(self.log.stream)
+        return f"{self.log.stream}@{info.created}"
+
+    async def load(self, name: str) -> bytes | None:
+        import nats.js.errors
+
+        store = await self._obj()
+        try:
+            result = await store.get(name)  # type: ignore[attr-defined]
+        except nats.js.errors.NotFoundError:  # never written, or deleted
+            return None
+        return bytes(result.data or b"")
+
+    async def save(self, name: str, data: bytes) -> None:
+        store = await self._obj()
+        await store.put(name, data)  # type: ignore[attr-defined]
+
+
+def bucket_of(stream: str) -> str:
+    return f"{stream}_snapshots"
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What the operator set (`--snapshot-every`, `--keep-finished`), handed to each service
+    before it recovers (`retain`)."""
+
+    store: SnapshotStore | None = None
+    snapshot_every: int = 0
+    keep_finished: int = DEFAULT_KEEP_FINISHED
+
+
+def msgpack_codec(state_type: type[S]) -> tuple[msgspec.msgpack.Encoder, msgspec.msgpack.Decoder[S]]:
+    """An encoder/decoder pair for a state type, built once (msgspec: reuse them)."""
+    return msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(state_type)
