@@ -40,13 +40,13 @@ from contracts.api import ApplyReply, ApplyRequest, decode, encode
 from contracts.base import Event
 from contracts.envelope import TYPE
 from contracts.events import PlacementCommitted
-from services.cli.compact import compact
 from services.cli.connection import Unreachable
 from services.cli.control import request
 from services.cli.get import fetch_cards
 from services.cli.up import ControlPlane, service_of
 from services.core.audit import Audit, Findings
 from services.core.simulate.report import build_report
+from services.runtime.compaction import compact
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored

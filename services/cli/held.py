@@ -9,9 +9,11 @@ start what it found — and which recorded nodes the new inventory does not have
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import nats.js.errors
 import yaml
 
 from contracts.envelope import TYPE
@@ -19,6 +21,7 @@ from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import open_log
 from services.runtime.eventlog.model import StoredMessage
+from services.runtime.snapshot import bucket_of
 
 #: Queues every system has; not worth reporting.
 BUILT_IN_QUEUES = frozenset({"default", "root"})
@@ -109,6 +112,8 @@ async def _purge(url: str, root: str) -> int:
     try:
         for stream in (log.stream, log.dlq_stream):
             await log.js.delete_stream(stream)
+        with contextlib.suppress(nats.js.errors.NotFoundError):  # snapshots of the log just gone
+            await log.js.delete_object_store(bucket_of(log.stream))
         return 2
     finally:
         await log.close()

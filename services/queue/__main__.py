@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 from services.nodeagent.monitor import NodeMonitor
@@ -16,12 +17,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-timeout", type=float, default=40.0,
                         help="seconds without a heartbeat before a node is declared lost (kube-controller-manager's node-monitor-grace-period: an agent restart must not fail its pods)")  # fmt: skip
     parser.add_argument("--no-monitor", action="store_true", help="do not watch node heartbeats")
+    parser.add_argument("--compact-every", type=float,
+                        default=float(os.environ.get("TESSERA_COMPACT_EVERY", "300")),
+                        help="every this many seconds, purge the subjects of finished jobs beyond "
+                             "--keep-finished and every card's history but its last event "
+                             "(`tessera compact`; 0: off)")  # fmt: skip
     args = parser.parse_args(argv)
 
     def build(event_log: EventLog) -> QueueService:
         watch = not args.no_monitor and not (args.kubeconfig or args.in_cluster)  # a cluster says
         monitor = NodeMonitor(event_log, timeout=args.node_timeout) if watch else None  # Ready
-        return QueueService(event_log, monitor, getattr(event_log, "nc", None))
+        svc = QueueService(event_log, monitor, getattr(event_log, "nc", None))
+        svc.compact_every = args.compact_every
+        return svc
 
     def api(app: App) -> dict:
         assert isinstance(app, QueueService)

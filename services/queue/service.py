@@ -30,7 +30,9 @@ from services.core.scheduling import lifecycle
 from services.nodeagent.monitor import NodeMonitor
 from services.queue import flow as fl
 from services.queue.recovery import QueueFold
+from services.runtime.compaction import keep_compacted
 from services.runtime.eventlog import EventLog
+from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.service import (
     EventService,
     Handler,
@@ -73,6 +75,7 @@ class QueueService:
         if monitor is not None:
             monitor.publisher = self.service
         self.keep_finished = DEFAULT_KEEP_FINISHED
+        self.compact_every = 0.0  # s between compactions of the log (0: never; `--compact-every`)
         self.snapshots = Snapshots(event_log, QueueFold(self.subjects, self.keep_finished),
                                    on_poison=self.service.park_once)  # fmt: skip
 
@@ -116,6 +119,10 @@ class QueueService:
         if self.monitor is not None:
             await self.monitor.start(self.monitor_nc)
         try:
+            if self.compact_every > 0 and isinstance(self.log, JetStreamLog):
+                # the stream's retention: by what is finished, never by age or count, which
+                # would drop the oldest messages — a live job's JobSubmitted among them
+                await keep_compacted(self.log, self.keep_finished, self.compact_every, stopping)
             await stopping.wait()
         finally:
             if self.monitor is not None:

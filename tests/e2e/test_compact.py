@@ -8,10 +8,10 @@ from __future__ import annotations
 import yaml
 
 from benchmarks.chaos import slice_pod
-from services.cli.compact import compact
 from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
 from services.core.audit import audit
+from services.runtime.compaction import compact
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.service import decode_stored
 from tests.e2e.test_system import apply
