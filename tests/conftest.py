@@ -64,7 +64,7 @@ async def open_jetstream_log(nats_url: str) -> JetStreamLog:
 
 
 async def close_jetstream_log(log: JetStreamLog) -> None:
-    for name in (log.stream, log.dlq_stream):
+    for name in (log.stream, log.dlq_stream, f"OBJ_{log.stream}_snapshots"):
         try:
             await log.js.delete_stream(name)
         except Exception:

@@ -22,7 +22,13 @@ from services.nodeagent.inventory import nodes_from_inventory
 from services.nodeagent.service import NodeAgent
 from services.queue.recovery import QueueFold
 from services.runtime.eventlog.jetstream import JetStreamLog
-from services.runtime.snapshot import MemoryStore, ObjectStoreSnapshots, Projection, Retention, Snapshots
+from services.runtime.snapshot import (
+    MemoryStore,
+    ObjectStoreSnapshots,
+    Projection,
+    Retention,
+    Snapshots,
+)
 from services.scheduler.view import ViewFold
 from tests.e2e.test_system import apply
 from tests.processes import ROOT, wait_until

@@ -1,0 +1,53 @@
+"""Admission forgets finished jobs beyond `--keep-finished` (issue 12 item 7), and a name it
+forgot can be applied again: judged by its subject's last sequence, not refused as if a
+concurrent writer had created it."""
+
+from __future__ import annotations
+
+from contracts.api import ACCEPTED
+from contracts.events import JobPhaseChanged, JobSubmitted
+from services.admission.service import AdmissionService
+from services.runtime.eventlog import EventLog
+from services.runtime.service import Outgoing
+from services.runtime.snapshot import Retention
+from tests.admission.test_admission import events_of
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: NAME}
+spec:
+  containers: [{name: c, image: busybox}]
+"""
+
+
+async def started(log: EventLog, keep: int) -> AdmissionService:
+    svc = AdmissionService(log)
+    svc.retain(Retention(keep_finished=keep))
+    await svc.recover()
+    return svc
+
+
+async def finish(svc: AdmissionService, name: str) -> None:
+    ended = JobPhaseChanged(namespace="default", name=name, phase="Failed", reason="test")
+    await svc.service.publish(Outgoing(svc.subjects.job("default", name), ended))
+
+
+async def test_finished_jobs_beyond_the_retention_are_forgotten_and_can_come_back(event_log: EventLog) -> None:
+    svc = await started(event_log, keep=1)
+    for name in ("p1", "p2", "p3"):
+        assert [r.outcome for r in (await svc.apply(POD.replace("NAME", name))).results] == [ACCEPTED]
+    for name in ("p1", "p2"):
+        await finish(svc, name)
+
+    restarted = await started(event_log, keep=1)  # folds the endings from the log
+    assert set(restarted.known.jobs) == {("default", "p2"), ("default", "p3")}  # p1 forgotten
+    assert not restarted.known.jobs[("default", "p2")].live
+    everything = await started(event_log, keep=10)
+    assert len(everything.known.jobs) == 3
+
+    reply = await restarted.apply(POD.replace("NAME", "p1"))
+    assert [r.outcome for r in reply.results] == [ACCEPTED], reply
+    submitted = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    assert [e.spec.name for e in submitted] == ["p1", "p2", "p3", "p1"]
+    assert restarted.known.jobs[("default", "p1")].live

@@ -1,0 +1,102 @@
+"""`services.runtime.snapshot` on real JetStream (object store beside the stream): a usable
+snapshot is folded onward from its sequence, anything else falls back to a replay from #1 and
+says why, and a snapshot is always the log's fold (stored snapshot + tail), equal to a replay."""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.base import Event
+from contracts.events import QueueStateChanged
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import StoredMessage
+from services.runtime.service import EventService, Outgoing
+from services.runtime.snapshot import MemoryStore, ObjectStoreSnapshots, Snapshots
+
+Seen = list[tuple[int, str]]  # (seq, state) of every queue event folded
+
+
+class SeenFold:
+    """A projection small enough to read: what was folded, in order."""
+
+    name = "probe"
+    types: frozenset[str] | None = None
+
+    def __init__(self, subjects: object, version: str = "v1") -> None:
+        self.patterns = (subjects.all_queues(),)  # type: ignore[attr-defined]
+        self._version = version
+
+    def version(self) -> str:
+        return self._version
+
+    def empty(self) -> Seen:
+        return []
+
+    def fold(self, state: Seen, msg: StoredMessage, event: Event) -> Seen:
+        assert isinstance(event, QueueStateChanged)
+        return [*state, (msg.seq, event.state)]
+
+    def encode(self, state: Seen) -> bytes:
+        return msgspec.msgpack.encode(state)
+
+    def decode(self, data: bytes) -> Seen:
+        return msgspec.msgpack.decode(data, type=Seen)
+
+
+async def append(log: JetStreamLog, n: int, state: str = "Open") -> int:
+    svc = EventService(name="probe", log=log, filter_subjects=[], handlers={})
+    seq = 0
+    for i in range(n):
+        res = await svc.publish(Outgoing(log.subjects.queue(f"q{i % 3}"), QueueStateChanged(queue=f"q{i % 3}", state=state)))
+        seq = res.seq  # type: ignore[union-attr]
+    return seq
+
+
+async def test_recover_writes_then_folds_only_the_tail_and_equals_a_replay(jetstream_log: JetStreamLog) -> None:
+    log, store = jetstream_log, ObjectStoreSnapshots(jetstream_log)
+    first = await append(log, 5)
+    snaps = Snapshots(log, SeenFold(log.subjects), store, every=3)
+    state = await snaps.recover(first)
+    assert snaps.used == 0 and snaps.why == "there is no snapshot yet"
+    assert [s for s, _ in state] == list(range(1, first + 1))
+    assert snaps.saved is not None and snaps.saved[0] == first  # the long tail was stored at once
+
+    last = await append(log, 2, "Closed")
+    assert not await snaps.write()  # 2 messages past the snapshot: fewer than `every`
+    again = Snapshots(log, SeenFold(log.subjects), store, every=3)
+    rebuilt = await again.recover(last)
+    assert again.used == first
+    assert rebuilt == await Snapshots(log, SeenFold(log.subjects)).recover(last)
+
+    last = await append(log, 2, "Closing")
+    assert await snaps.write()  # from its snapshot at `first` and the 4 messages after it
+    assert snaps.saved is not None and snaps.saved[0] == last
+    third = Snapshots(log, SeenFold(log.subjects), store, every=3)
+    assert await third.recover(last) == await Snapshots(log, SeenFold(log.subjects)).recover(last)
+    assert third.used == last
+
+
+async def test_an_unusable_snapshot_means_a_full_replay_and_says_why(jetstream_log: JetStreamLog) -> None:
+    log, store = jetstream_log, ObjectStoreSnapshots(jetstream_log)
+    last = await append(log, 4)
+    full = await Snapshots(log, SeenFold(log.subjects)).recover(last)
+    await Snapshots(log, SeenFold(log.subjects), store, every=1).recover(last)  # stores one
+
+    other = Snapshots(log, SeenFold(log.subjects, version="v2"), store, every=0)
+    assert await other.recover(last) == full and other.used == 0
+    assert "another version" in other.why and "v1" in other.why and "v2" in other.why
+
+    foreign = MemoryStore("another log")
+    foreign.objects["probe"] = await store.load("probe")  # type: ignore[assignment]
+    moved = Snapshots(log, SeenFold(log.subjects), foreign)
+    assert await moved.recover(last) == full and moved.used == 0
+    assert "another stream" in moved.why
+
+    behind = Snapshots(log, SeenFold(log.subjects), store)
+    assert await behind.recover(last - 1) == full[:-1] and behind.used == 0
+    assert f"beyond the log's last #{last - 1}" in behind.why
+
+    await store.save("probe", b"\x93not a snapshot")
+    broken = Snapshots(log, SeenFold(log.subjects), store)
+    assert await broken.recover(last) == full and broken.used == 0
+    assert "undecodable" in broken.why
