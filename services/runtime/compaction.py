@@ -22,7 +22,6 @@ The full history is what replay debugging reads: compact after `tessera events -
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from contracts.owners import parse_owner
 from services.core.retention import ended
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.service import decode_stored
+from services.runtime.snapshot import periodically
 
 log_ = logging.getLogger(__name__)
 
@@ -119,16 +119,11 @@ async def compact(log: JetStreamLog, keep_finished: int) -> Compaction:
 async def keep_compacted(log: JetStreamLog, keep_finished: int, every: float, stopping: asyncio.Event) -> None:
     """Compact every `every` s until `stopping` (automatic retention: what a limit on the stream
     would do, without ever dropping a live job's events)."""
-    while not stopping.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), every)
-        if stopping.is_set():
-            return
-        try:
-            done = await compact(log, keep_finished)
-        except Exception:  # the log away for a moment: the next period tries again
-            log_.exception("compaction failed; again in %g s", every)
-            continue
+
+    async def once() -> None:
+        done = await compact(log, keep_finished)
         if done.jobs or done.before != done.after:
             log_.info("compacted: forgot %d finished jobs (kept %d), %d → %d messages",
                       done.jobs, keep_finished, done.before, done.after)  # fmt: skip
+
+    await periodically(stopping, every, once, "compaction")

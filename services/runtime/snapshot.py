@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -233,17 +233,23 @@ class Snapshots(Generic[S]):
 
     async def keep(self, stopping: asyncio.Event, period: float = 5.0) -> None:
         """Every `period` s, snapshot if the log moved `every` messages past the last one."""
-        if not self.enabled:
+        if self.enabled:
+            await periodically(stopping, period, self.write, f"{self.projection.name}: snapshot")
+
+
+async def periodically(stopping: asyncio.Event, period: float, action: Callable[[], Awaitable[object]],
+                       what: str) -> None:  # fmt: skip
+    """`action` every `period` s until `stopping`; a failure (the log away for a moment) is
+    logged and the next period tries again."""
+    while not stopping.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), period)
+        if stopping.is_set():
             return
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), period)
-            if stopping.is_set():
-                return
-            try:
-                await self.write()
-            except Exception:  # the log away for a moment: the next period tries again
-                log.exception("%s: snapshot failed; again in %g s", self.projection.name, period)
+        try:
+            await action()
+        except Exception:
+            log.exception("%s failed; again in %g s", what, period)
 
 
 class ObjectStoreSnapshots:
