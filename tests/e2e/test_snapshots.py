@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.chaos import slice_pod
+from benchmarks.chaos import NAMESPACE, slice_pod
 from services.admission.service import AdmissionService
 from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
+from services.core.retention import ended
 from services.nodeagent.inventory import nodes_from_inventory
 from services.nodeagent.service import NodeAgent
 from services.queue.recovery import QueueFold
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.service import decode_stored
 from services.runtime.snapshot import (
     MemoryStore,
     ObjectStoreSnapshots,
@@ -56,11 +58,22 @@ async def run_to_completion(url: str, *names: str) -> None:
     reply = await apply(url, pods(*names))
     assert {r.outcome for r in reply.results} == {"accepted"}, reply
 
-    async def done() -> bool:
-        phases = {p["name"]: p["phase"] for p in (await fetch_report(url, "tessera"))["pods"]}
-        return all(phases.get(n) == "Succeeded" for n in names)
+    log = await JetStreamLog.connect(url)
 
-    await wait_until(done, timeout=60, what=f"{', '.join(names)} Succeeded")
+    async def done() -> bool:  # the pods Succeeded and the queue ended their jobs in the log
+        phases = {p["name"]: p["phase"] for p in (await fetch_report(url, "tessera"))["pods"]}
+        if not all(phases.get(n) == "Succeeded" for n in names):
+            return False
+        for n in names:
+            events = [await decode_stored(m) async for m in log.replay(1, log.subjects.job(NAMESPACE, n))]
+            if not any(e is not None and ended(e) for e in events):
+                return False
+        return True
+
+    try:
+        await wait_until(done, timeout=60, what=f"{', '.join(names)} Succeeded, their jobs ended")
+    finally:
+        await log.close()
 
 
 def projections(log: JetStreamLog) -> dict[str, Projection]:
