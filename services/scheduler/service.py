@@ -221,9 +221,8 @@ class Scheduler:
             key = f"{u.namespace}/{u.name}"
             if self.unschedulable.get(key) != u.reason:
                 self.unschedulable[key] = u.reason
-                out.append(Outgoing(s.job(u.namespace, u.name), JobUnschedulable(
-                    namespace=u.namespace, name=u.name, reason=u.reason,
-                    node_reasons=dict(u.node_reasons))))  # fmt: skip
+                out.append(Outgoing(s.job(u.namespace, u.name),
+                                    u.event(decisions.based_on, self.sessions)))  # fmt: skip
         return out
 
     async def run_sessions(self, stopping: asyncio.Event) -> None:

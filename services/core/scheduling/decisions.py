@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from contracts.events import TaskPlacement
+from contracts.events import JobUnschedulable, ReasonGroup, TaskPlacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,20 @@ class Unschedulable:
     name: str
     reason: str
     node_reasons: Mapping[str, str] = field(default_factory=dict)
+    why: str = ""  # the first rule that failed, in words (services/core/scheduling/explain.py)
+    plugin: str = ""
+    groups: tuple[ReasonGroup, ...] = ()
+    nodes: int = 0
+    unblock: str = ""
+
+    def event(self, based_on: int, session: int) -> JobUnschedulable:
+        """The decision as the log records it (the scheduler service and simulate alike)."""
+        return JobUnschedulable(
+            namespace=self.namespace, name=self.name, reason=self.reason,
+            node_reasons=dict(self.node_reasons), why=self.why, plugin=self.plugin,
+            groups=self.groups, nodes=self.nodes, unblock=self.unblock, based_on=based_on,
+            session=session,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

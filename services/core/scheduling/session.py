@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from contracts.events import SliceAssignment, TaskPlacement
+from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
@@ -127,6 +127,8 @@ class Session:
         self.eviction_reasons: dict[str, str] = {}
         self.enqueued: list[JobInfo] = []
         self.device_binder: Any = None
+        #: task uid → why the device binder chose its cards (words; decisions never read it)
+        self.cards_why: dict[str, str] = {}
         #: node_list positions of the nodes changed so far, in order (read by actions/nodes.py
         #: to bring its per-shape indexes up to date)
         self.node_changes: list[int] = []
@@ -277,6 +279,37 @@ class Session:
             for _, fn in tier:
                 total += fn(task, node)
         return total
+
+    def score_parts(self, task: TaskInfo, node: NodeInfo) -> tuple[ScorePart, ...]:
+        """Each node-order plugin's part of the node's score, before the task is booked there.
+        The predicates run again first: deviceshare scores the fit its predicate computed, and
+        with the node cache the last predicate on this node may have been another task's."""
+        self.predicate(task, node)
+        parts: dict[str, float] = {}
+        for tier in self._fns["node_order"]:
+            for name, fn in tier:
+                parts[name] = parts.get(name, 0.0) + fn(task, node)
+        return tuple(ScorePart(plugin=n, score=v) for n, v in parts.items())
+
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str, str]:
+        """(plugin, words, what would unblock it) of the first Allocatable rule refusing it."""
+        for tier in self._fns["allocatable"]:
+            for name, fn in tier:
+                if not fn(queue, task):
+                    explain = getattr(self.plugins[name], "allocatable_reason", None)
+                    got = explain(queue, task) if explain is not None else None
+                    return name, *(got or (f"queue {queue.name} refuses the task ({name})", ""))
+        return "", "", ""
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str, str]:
+        """(plugin, words, what would unblock it) of the first enqueue vote against the job."""
+        for tier in self._fns["job_enqueueable"]:
+            for name, fn in tier:
+                if fn(job) == REJECT:
+                    explain = getattr(self.plugins[name], "enqueue_reason", None)
+                    got = explain(job) if explain is not None else None
+                    return name, *(got or (f"{name} does not admit the PodGroup yet", ""))
+        return "", "", ""
 
     def _victims(self, hook: str, actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         for tier in self._fns[hook]:
@@ -464,5 +497,8 @@ class Session:
 
     def placements_of(self, tasks: Iterable[TaskInfo]) -> tuple[TaskPlacement, ...]:
         return tuple(
-            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score) for t in tasks
-        )
+            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score,
+                          parts=t.parts, runners_up=t.runners_up, feasible=t.feasible,
+                          cards_why=self.cards_why.get(t.uid, ""))
+            for t in tasks
+        )  # fmt: skip

@@ -20,7 +20,6 @@ from contracts.events import (
     JobPhaseChanged,
     JobRejected,
     JobSubmitted,
-    JobUnschedulable,
     NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
@@ -289,8 +288,7 @@ class Simulation:
             key = f"{u.namespace}/{u.name}"
             if self.unsched.get(key) != u.reason:
                 self.unsched[key] = u.reason
-                self.emit(JobUnschedulable(namespace=u.namespace, name=u.name, reason=u.reason,
-                                           node_reasons=dict(u.node_reasons)))  # fmt: skip
+                self.emit(u.event(d.based_on, self.sessions))
         self._sync_lifecycle()
         self._session_tag = 0
         return changed

@@ -156,6 +156,52 @@ class CapacityPlugin:
             for a in self._chain(queue.name)
         )
 
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str] | None:
+        """`allocatable`'s refusal in words: the resource, the request, capability, allocated."""
+        if queue.state != "Open":
+            return (f"queue {queue.name} is {queue.state}: it takes no new pods (capacity)",
+                    f"open the queue: tessera queue open {queue.name}")
+        assert self.ssn is not None
+        if self.hierarchy and any(q.spec.parent == queue.name for q in self.ssn.queues.values()):
+            return (f"queue {queue.name} has child queues: only leaf queues run pods (capacity)",
+                    "submit the job to a leaf queue")
+        req = self.qs.task(task)
+        for a in self._chain(queue.name):
+            dim = sh.first_over(sh.add(a.allocated, req), a.real_capability,
+                                [k for k, v in req.items() if v > 0], missing=sh.INF)  # fmt: skip
+            if dim is not None:
+                need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
+                return (f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
+                        f"capability {sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
+                        f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)",
+                        f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, "
+                        "or let its running pods finish")  # fmt: skip
+        return None
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
+        """`job_enqueueable`'s refusal in words."""
+        assert self.ssn is not None
+        queue = self.ssn.queues[job.queue]
+        if queue.state != "Open":
+            return (f"queue {queue.name} is {queue.state}: it admits no new PodGroups (capacity)",
+                    f"open the queue: tessera queue open {queue.name}")
+        minres = self.qs.min_resources(job)
+        if minres is None:
+            return None
+        for a in self._chain(job.queue):
+            want = sh.add(sh.add(minres, a.allocated), a.inqueue)
+            dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
+                                missing=sh.INF)  # fmt: skip
+            if dim is not None:
+                f = sh.amount
+                return (f"queue {a.name}: {sh.dim_name(dim)} minResources {f(dim, minres[dim])} + "
+                        f"allocated {f(dim, a.allocated.get(dim, 0.0))} + inqueue "
+                        f"{f(dim, a.inqueue.get(dim, 0.0))} exceeds its capability "
+                        f"{f(dim, a.real_capability.get(dim, sh.INF))} (capacity enqueue)",
+                        f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to "
+                        f"{f(dim, want[dim])}, or let its admitted jobs finish")  # fmt: skip
+        return None
+
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.state != "Open":
             return False

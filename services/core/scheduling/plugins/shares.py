@@ -210,3 +210,30 @@ def devices_only(v: Mapping[str, float]) -> Vec:
 def device_totals(nodes: Iterable[NodeInfo]) -> Vec:
     """Cluster device counts under their Kubernetes resource names and alias families (milli)."""
     return QueueShares(nodes).total
+
+
+def dim_name(dim: str) -> str:
+    """How people call a dimension: `Ascend910B3` for `huawei.com/Ascend910B3`."""
+    return dim.removeprefix("huawei.com/")
+
+
+def amount(dim: str, v: float) -> str:
+    """A dimension's value in its users' unit: cores, Mi, cards."""
+    if v == INF:
+        return "unlimited"
+    if dim == "cpu":
+        return f"{v / 1000:g}"
+    if dim == "memory":
+        return f"{v:g}Mi"
+    if is_device_resource(dim) or "/" in dim:
+        return f"{round(v / CARD, 3):g}"
+    return f"{v:g}"
+
+
+def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iterable[str],
+               missing: float = 0.0) -> str | None:  # fmt: skip
+    """The first dimension (in name order) where `want` exceeds `limit`."""
+    for k in sorted(dims):
+        if want.get(k, 0.0) > limit.get(k, missing) + EPS:
+            return k
+    return None
