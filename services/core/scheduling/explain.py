@@ -109,7 +109,7 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
             return Explanation(
                 f"gang needs {n} whole {kind} cards, {free} of the cluster's {len(cards)} are "
                 "free", "gang",
-                unblock=f"free {n - free} {kind} cards (their pods finish or are evicted)",
+                unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods finish or are evicted)",
             )
     return None
 
@@ -156,6 +156,38 @@ def groups_line(groups: tuple[ReasonGroup, ...], total: int) -> str:
     return f"0/{total} nodes are available: {parts}."
 
 
+def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device family the configuration leaves off: no node can ever take the pod."""
+    ds = ssn.plugins.get("deviceshare")
+    enabled = getattr(ds, "enabled_vendors", None)
+    if task is None or not enabled:
+        return None
+    for d in task.spec.devices:
+        if d.vendor not in enabled:
+            from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
+
+            switch = VENDOR_SWITCHES.get(d.vendor, ("the vendor's switch", ""))[0]
+            return Explanation(vendor_off(d.vendor), "deviceshare",
+                               unblock=f"set {switch}: true in the deviceshare arguments of "
+                               "volcano-scheduler.conf (tessera up --scheduler-conf)")  # fmt: skip
+    return None
+
+
+def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device type no node of the cluster has."""
+    if task is None:
+        return None
+    have = {c.spec.type for node in ssn.node_list for c in node.cards}
+    for d in task.spec.devices:
+        wanted = set(d.allowed_types) or {d.type}
+        if not wanted & have and not any(t.startswith(d.type) for t in have if d.type):
+            name = d.resource or d.type
+            return Explanation(f"the pod asks for {name} ({d.type}); no node in the cluster has "
+                               f"a {d.type} card (it has {', '.join(sorted(have)) or 'no cards'})",
+                               "deviceshare", unblock=f"add a node with {d.type} cards")  # fmt: skip
+    return None
+
+
 def explain_job(
     ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], NodeWords]
 ) -> Explanation:
@@ -164,19 +196,30 @@ def explain_job(
     if queue is not None and queue.state != "Open":
         return Explanation(f"queue {queue.name} is {queue.state}: it takes no new jobs", "queue",
                            unblock=f"open the queue: tessera queue open {queue.name}")  # fmt: skip
-    if job.why:
+    task = _representative(job)
+    for rule in (_vendor_off, _no_such_cards):
+        got = rule(ssn, task)
+        if got is not None:
+            return got
+    cards = _whole_cards(ssn, job)
+    if cards is not None and "the cluster has" in cards.why:
+        return cards  # no queue, node or share explains a gang larger than the cluster
+    if job.why and job.phase == "Pending":  # refused at enqueue
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     if job.job_fit_error and not job.fit_errors:
         return Explanation(job.job_fit_error, "gang" if "Not" in job.job_fit_error else "")
-    cards = _whole_cards(ssn, job)
-    task = _representative(job)
+    if cards is not None:  # more whole cards than are free: before the queue, which a gang
+        return cards  # attempt may have filled with its own discarded pods
+    if job.why and queue is not None and task is not None:
+        # Allocatable as of the session's end (a discarded gang attempt no longer counts)
+        plugin, words, unblock = ssn.allocatable_reason(queue, task)
+        if words:
+            return Explanation(words, plugin, unblock=unblock)
     groups: tuple[ReasonGroup, ...] = ()
     fix = ""
     if job.node_errors and task is not None:
         nodes = [ssn.nodes[n] for n in sorted(job.node_errors) if n in ssn.nodes]
         groups, fix = node_groups(ssn, task, nodes, cache)
-    if cards is not None:
-        return Explanation(cards.why, cards.plugin, groups, cards.unblock)
     if groups:
         fits = [g for g in groups if not g.plugin]
         if fits and len(fits) == len(groups):
@@ -187,6 +230,8 @@ def explain_job(
             )
         first = next(g for g in groups if g.plugin)
         return Explanation(groups_line(groups, len(ssn.node_list)), first.plugin, groups, fix)
+    if job.why:
+        return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     if queue is not None and ssn.overused(queue):
         return Explanation(f"queue {queue.name} is overused: it holds its deserved share in "
                            "every resource (proportion)", "proportion",

@@ -51,6 +51,24 @@ class OvercommitPlugin:
             return PERMIT
         return REJECT
 
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
+        """`job_enqueueable`'s refusal in words: what the PodGroup needs against the cluster's
+        idle room scaled by `overcommit-factor`."""
+        minres = self.qs.min_resources(job)
+        if minres is None:
+            return None
+        want = sh.add(self.inqueue, minres)
+        dim = sh.first_over(want, self.idle, [k for k, v in minres.items() if v > 0])
+        if dim is None:
+            return None
+        a, name = sh.amount, sh.dim_name(dim)
+        return (f"cluster: {name} minResources {a(dim, minres[dim])} + inqueue "
+                f"{a(dim, self.inqueue.get(dim, 0.0))} exceeds the idle room "
+                f"{a(dim, max(self.idle.get(dim, 0.0), 0.0))} (overcommit: total × "
+                f"overcommit-factor {self.factor:g} − used)",
+                f"free {a(dim, want[dim] - self.idle.get(dim, 0.0))} {name} in the cluster, or raise "
+                "overcommit's overcommit-factor")  # fmt: skip
+
     def job_enqueued(self, job: JobInfo) -> None:
         minres = self.qs.min_resources(job)
         if minres:

@@ -174,6 +174,12 @@ class ProportionPlugin:
         cap = attr.capability.get(dim, sh.INF)
         capped = f", capability {sh.amount(dim, cap)}" if cap != sh.INF else ""
         need = sh.amount(dim, attr.allocated.get(dim, 0.0) + req[dim])
+        total = self.total.get(dim, 0.0)
+        if req[dim] > total + sh.EPS:
+            return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
+                    f"the cluster has {sh.amount(dim, total)} (proportion: deserved never exceeds "
+                    "the cluster)", f"add {sh.amount(dim, req[dim] - total)} {sh.dim_name(dim)} to "
+                    "the cluster, or ask for less")  # fmt: skip
         return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
                 f"deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}{capped}, allocated "
                 f"{sh.amount(dim, attr.allocated.get(dim, 0.0))} (proportion: allocated + "

@@ -232,8 +232,9 @@ def amount(dim: str, v: float) -> str:
 
 def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iterable[str],
                missing: float = 0.0) -> str | None:  # fmt: skip
-    """The first dimension (in name order) where `want` exceeds `limit`."""
-    for k in sorted(dims):
+    """The first dimension where `want` exceeds `limit`: cpu and memory, then devices with the
+    most specific name first (`huawei.com/Ascend910B3` before its family `…/Ascend910`)."""
+    for k in sorted(dims, key=lambda d: (is_device_resource(d), -len(d), d)):
         if want.get(k, 0.0) > limit.get(k, missing) + EPS:
             return k
     return None
