@@ -29,7 +29,12 @@ def _waiting_lines(w: dict[str, Any]) -> list[str]:
     if w.get("session") or w.get("seq"):
         head += f" (session {w.get('session', 0)}, log #{w.get('seq', 0)}"
         head += f", {w['time']})" if w.get("time") else ")"
-    lines = [f"{head}:", f"  {w['why']}" + (f"   [{w['plugin']}]" if w.get("plugin") else "")]
+    why = w["why"]
+    if w.get("groups") and why.startswith("0/"):  # the groups below say the rest
+        why = why.split(":", 1)[0] + ":"
+    plugin = w.get("plugin") or ""
+    named = not plugin or why.endswith(":") or f"({plugin}" in why or f"{plugin}:" in why
+    lines = [f"{head}:", f"  {why}" + ("" if named else f"   [{plugin}]")]
     if w.get("groups"):
         shown = sum(g["nodes"] for g in w["groups"])
         lines.append(f"  per node ({shown} of {w.get('nodes') or shown}):")

@@ -51,7 +51,10 @@ def message_time(msg: StoredMessage) -> str:
     if VIRTUAL_TIME in msg.headers:
         return f"t={float(msg.headers[VIRTUAL_TIME]):g}s"
     stamp = msg.headers.get(STORE_TIME, "")
-    return stamp.split(".")[0].replace(" +0000 UTC", "Z") if stamp else ""
+    if not stamp:
+        return ""
+    when = _store_dt(stamp)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when is not None else stamp
 
 
 def _store_dt(stamp: str) -> datetime | None:

@@ -99,17 +99,19 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
                  if c.spec.type == kind and c.spec.healthy and c.usage.healthy
                  and not c.usage.retired]  # fmt: skip
         free = sum(1 for c in cards if c.usage.slices_used == 0)
+        who = f"gang needs {n} whole {kind} cards" if job.min_available > 1 else (
+            f"the pod needs {n} whole {kind} card{'s' if n > 1 else ''}")
         if n > len(cards):
             return Explanation(
-                f"gang needs {n} whole {kind} cards, the cluster has {len(cards)}", "gang",
+                f"{who}, the cluster has {len(cards)}", "gang",
                 unblock=f"add {n - len(cards)} {kind} cards to the cluster, or lower the job's "
                 f"minAvailable (now {job.min_available})",
             )
         if n > free:
             return Explanation(
-                f"gang needs {n} whole {kind} cards, {free} of the cluster's {len(cards)} are "
-                "free", "gang",
-                unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods finish or are evicted)",
+                f"{who}, {free} of the cluster's {len(cards)} are free", "gang",
+                unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods "
+                "finish or are evicted)",
             )
     return None
 
@@ -208,13 +210,14 @@ def explain_job(
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     if job.job_fit_error and not job.fit_errors:
         return Explanation(job.job_fit_error, "gang" if "Not" in job.job_fit_error else "")
-    if cards is not None:  # more whole cards than are free: before the queue, which a gang
-        return cards  # attempt may have filled with its own discarded pods
     if job.why and queue is not None and task is not None:
-        # Allocatable as of the session's end (a discarded gang attempt no longer counts)
+        # Allocatable as of the session's end: a gang attempt that filled the queue with its
+        # own pods and was discarded does not explain the wait
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
         if words:
             return Explanation(words, plugin, unblock=unblock)
+    if cards is not None:  # more whole cards than are free
+        return cards
     groups: tuple[ReasonGroup, ...] = ()
     fix = ""
     if job.node_errors and task is not None:

@@ -39,6 +39,9 @@ T = TypeVar("T")
 
 PluginFactory = Callable[[PluginConf], Plugin]
 
+#: tasks of one placement that carry their reasons in the event (see `placements_of`)
+EXPLAINED_TASKS = 16
+
 #: Plugins whose `predicate` and `node_order` read only the task's spec and the node's own
 #: state (labels, taints, annotations, resources, cards). Only when every predicate/node-order
 #: plugin of the configuration is listed may results be cached per (node state, task shape);
@@ -496,9 +499,14 @@ class Session:
         return reasons
 
     def placements_of(self, tasks: Iterable[TaskInfo]) -> tuple[TaskPlacement, ...]:
+        """The placements as the log records them; the reasons (score parts, runners-up, card
+        choice: some 400 bytes a task) only for the first `EXPLAINED_TASKS`, so the proposal of
+        a 10,000-pod gang stays within a NATS message."""
         return tuple(
             TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score,
                           parts=t.parts, runners_up=t.runners_up, feasible=t.feasible,
                           cards_why=self.cards_why.get(t.uid, ""))
-            for t in tasks
+            if i < EXPLAINED_TASKS else
+            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score)
+            for i, t in enumerate(tasks)
         )  # fmt: skip

@@ -178,7 +178,7 @@ class ProportionPlugin:
         if req[dim] > total + sh.EPS:
             return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
                     f"the cluster has {sh.amount(dim, total)} (proportion: deserved never exceeds "
-                    "the cluster)", f"add {sh.amount(dim, req[dim] - total)} {sh.dim_name(dim)} to "
+                    "the cluster)", f"add {sh.amount(dim, sh.whole_units(dim, req[dim] - total))} {sh.dim_name(dim)} to "
                     "the cluster, or ask for less")  # fmt: skip
         return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
                 f"deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}{capped}, allocated "

@@ -230,6 +230,12 @@ def amount(dim: str, v: float) -> str:
     return f"{v:g}"
 
 
+def whole_units(dim: str, v: float) -> float:
+    """`v` rounded up to what one can add: whole cores, Mi, cards."""
+    unit = 1000.0 if dim == "cpu" else CARD if (is_device_resource(dim) or "/" in dim) else 1.0
+    return -(-v // unit) * unit
+
+
 def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iterable[str],
                missing: float = 0.0) -> str | None:  # fmt: skip
     """The first dimension where `want` exceeds `limit`: cpu and memory, then devices with the
