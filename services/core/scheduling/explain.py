@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from contracts.events import ReasonGroup
 from services.core.scheduling import snapshot as st
@@ -82,6 +83,23 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     return NodeWords(status.plugin, status.message())
 
 
+def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
+    """The card types of the cluster, and per type (healthy cards, free ones) as of the
+    session's end; computed once per session (the session object is the cache's key)."""
+    got = ssn.__dict__.get("_explain_cards")
+    if got is None:
+        types: set[str] = set()
+        counts: dict[str, tuple[int, int]] = {}
+        for node in ssn.node_list:
+            for c in node.cards:
+                types.add(c.spec.type)
+                if c.spec.healthy and c.usage.healthy and not c.usage.retired:
+                    n, free = counts.get(c.spec.type, (0, 0))
+                    counts[c.spec.type] = (n + 1, free + (c.usage.slices_used == 0))
+        got = ssn.__dict__["_explain_cards"] = (types, counts)
+    return got
+
+
 def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
     """The gang's whole (exclusive) cards of each type against the cluster's: no node-by-node
     story explains a gang that needs more cards than exist, or than are free."""
@@ -94,22 +112,20 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
         for d in t.spec.devices:
             if d.exclusive:
                 need[d.type] = need.get(d.type, 0) + d.count
+    healthy = _cluster_cards(ssn)[1]
     for kind, n in sorted(need.items()):
-        cards = [c for node in ssn.node_list for c in node.cards
-                 if c.spec.type == kind and c.spec.healthy and c.usage.healthy
-                 and not c.usage.retired]  # fmt: skip
-        free = sum(1 for c in cards if c.usage.slices_used == 0)
+        cards, free = healthy.get(kind, (0, 0))
         who = f"gang needs {n} whole {kind} cards" if job.min_available > 1 else (
             f"the pod needs {n} whole {kind} card{'s' if n > 1 else ''}")
-        if n > len(cards):
+        if n > cards:
             return Explanation(
-                f"{who}, the cluster has {len(cards)}", "gang",
-                unblock=f"add {n - len(cards)} {kind} cards to the cluster, or lower the job's "
+                f"{who}, the cluster has {cards}", "gang",
+                unblock=f"add {n - cards} {kind} cards to the cluster, or lower the job's "
                 f"minAvailable (now {job.min_available})",
             )
         if n > free:
             return Explanation(
-                f"{who}, {free} of the cluster's {len(cards)} are free", "gang",
+                f"{who}, {free} of the cluster's {cards} are free", "gang",
                 unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods "
                 "finish or are evicted)",
             )
@@ -125,11 +141,15 @@ def _representative(job: JobInfo) -> TaskInfo | None:
 
 
 def node_groups(
-    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], cache: dict[tuple[object, ...], NodeWords]
+    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], cache: dict[tuple[object, ...], Any]
 ) -> tuple[tuple[ReasonGroup, ...], str]:
     """The nodes grouped by their words (largest group first), and the smallest fix among the
     nodes of the largest group."""
     shape = shape_of(task)
+    names = tuple(n.name for n in nodes)
+    memo = cache.get((shape, names))  # equal pods failing on equal nodes: one grouping
+    if memo is not None:
+        return memo  # type: ignore[return-value]
     by_words: dict[tuple[str, str], list[str]] = {}
     fixes: dict[tuple[str, str], tuple[float, str]] = {}
     for node in nodes:
@@ -149,6 +169,7 @@ def node_groups(
         for p, w in ranked[:MAX_GROUPS]
     )  # fmt: skip
     best = min((fixes[k] for k in ranked if k in fixes), default=(INF, ""))
+    cache[(shape, names)] = (groups, best[1])  # type: ignore[assignment]
     return groups, best[1]
 
 
@@ -179,7 +200,7 @@ def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     """A device type no node of the cluster has."""
     if task is None:
         return None
-    have = {c.spec.type for node in ssn.node_list for c in node.cards}
+    have = _cluster_cards(ssn)[0]
     for d in task.spec.devices:
         wanted = set(d.allowed_types) or {d.type}
         if not wanted & have and not any(t.startswith(d.type) for t in have if d.type):
@@ -190,9 +211,7 @@ def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     return None
 
 
-def explain_job(
-    ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], NodeWords]
-) -> Explanation:
+def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]) -> Explanation:
     """The first rule that keeps `job` waiting, in words; see the module docstring."""
     queue = ssn.queues.get(job.queue)
     if queue is not None and queue.state != "Open":

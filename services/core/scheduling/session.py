@@ -284,14 +284,22 @@ class Session:
         return total
 
     def score_parts(self, task: TaskInfo, node: NodeInfo) -> tuple[ScorePart, ...]:
-        """Each node-order plugin's part of the node's score, before the task is booked there.
-        The predicates run again first: deviceshare scores the fit its predicate computed, and
-        with the node cache the last predicate on this node may have been another task's."""
-        self.predicate(task, node)
+        """Each node-order plugin's part of the chosen node's score (`task.score`), before the
+        task is booked there. deviceshare scores the fit its own predicate computed, which the
+        node cache may have taken from another task of the shape: its part is what the others
+        leave of the total (exact, the total being that node's score in this state), so no
+        card fit is run twice per placement."""
         parts: dict[str, float] = {}
+        rest = ""
         for tier in self._fns["node_order"]:
             for name, fn in tier:
+                if name == "deviceshare":
+                    rest = name
+                    parts.setdefault(name, 0.0)
+                    continue
                 parts[name] = parts.get(name, 0.0) + fn(task, node)
+        if rest:
+            parts[rest] = task.score - sum(v for k, v in parts.items() if k != rest)
         return tuple(ScorePart(plugin=n, score=v) for n, v in parts.items())
 
     def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str, str]:
