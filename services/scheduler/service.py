@@ -33,6 +33,7 @@ from services.core import ledger
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
+from services.core.scheduling.decisions import unschedulable_key
 from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
@@ -100,7 +101,8 @@ class Scheduler:
                 for owner, sl in self.assumed.get(event.card, {}).items():
                     self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
             case JobUnschedulable():
-                self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
+                self.unschedulable[f"{event.namespace}/{event.name}"] = unschedulable_key(
+                    event.reason, event.why)
             case _:
                 pass
 
@@ -219,8 +221,8 @@ class Scheduler:
                 placements=jp.placements, session=self.sessions)))  # fmt: skip
         for u in decisions.unschedulable:
             key = f"{u.namespace}/{u.name}"
-            if self.unschedulable.get(key) != u.reason:
-                self.unschedulable[key] = u.reason
+            if self.unschedulable.get(key) != u.key:
+                self.unschedulable[key] = u.key
                 out.append(Outgoing(s.job(u.namespace, u.name),
                                     u.event(decisions.based_on, self.sessions)))  # fmt: skip
         return out

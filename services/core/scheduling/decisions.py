@@ -4,6 +4,7 @@ PodGroup phase changes. The shell turns these into `PlacementProposed`, `Evictio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,6 +27,16 @@ class Eviction:
     reason: str
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def unschedulable_key(reason: str, why: str) -> str:
+    """What must change for a waiting job's `JobUnschedulable` to be appended again (DESIGN §3:
+    only on change): the scheduler's reason, or the rule `why` names — not its amounts, which
+    move with every placement elsewhere and would append an event per pending job each time."""
+    return f"{reason}\x00{_NUMBER.sub('#', why)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
     namespace: str
@@ -37,6 +48,10 @@ class Unschedulable:
     groups: tuple[ReasonGroup, ...] = ()
     nodes: int = 0
     unblock: str = ""
+
+    @property
+    def key(self) -> str:
+        return unschedulable_key(self.reason, self.why)
 
     def event(self, based_on: int, session: int) -> JobUnschedulable:
         """The decision as the log records it (the scheduler service and simulate alike)."""

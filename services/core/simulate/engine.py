@@ -286,8 +286,8 @@ class Simulation:
                 changed = True
         for u in d.unschedulable:
             key = f"{u.namespace}/{u.name}"
-            if self.unsched.get(key) != u.reason:
-                self.unsched[key] = u.reason
+            if self.unsched.get(key) != u.key:
+                self.unsched[key] = u.key
                 self.emit(u.event(d.based_on, self.sessions))
         self._sync_lifecycle()
         self._session_tag = 0
