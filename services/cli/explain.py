@@ -37,7 +37,8 @@ def _waiting_lines(w: dict[str, Any]) -> list[str]:
     lines = [f"{head}:", f"  {why}" + ("" if named else f"   [{plugin}]")]
     if w.get("groups"):
         shown = sum(g["nodes"] for g in w["groups"])
-        lines.append(f"  per node ({shown} of {w.get('nodes') or shown}):")
+        if not why.endswith(":"):  # the headline was a job-level rule: the nodes follow it
+            lines.append(f"  per node ({shown} of {w.get('nodes') or shown}):")
         width = max(len(str(g["nodes"])) for g in w["groups"])
         for g in w["groups"]:
             plugin = f"{g['plugin']}; " if g["plugin"] else ""
@@ -54,7 +55,8 @@ def _waiting_lines(w: dict[str, Any]) -> list[str]:
 
 
 def _placed_lines(p: dict[str, Any]) -> list[str]:
-    among = f" among {p['feasible']} feasible nodes" if p.get("feasible") else ""
+    n = p.get("feasible") or 0
+    among = " (the only feasible node)" if n == 1 else f" among {n} feasible nodes" if n else ""
     lines = [f"Why {p['task']} went to {p['node']} (session {p['session']}, log #{p['seq']}): score "
              f"{p['score']:g}{among}"]  # fmt: skip
     if p["parts"]:
@@ -73,8 +75,8 @@ def _placed_lines(p: dict[str, Any]) -> list[str]:
             why = (f"{gap:g} less" if gap > 0 else
                    "same score: the earlier node in scan order wins ties")  # fmt: skip
             lines.append(f"  {r['node']}  score {r['score']:g} ({why})")
-    elif p.get("feasible") == 1:
-        lines.append("No runner-up: no other node was feasible.")
+    elif n == 1:
+        lines.append("No runner-up: every other node failed a predicate for this pod.")
     return lines
 
 
