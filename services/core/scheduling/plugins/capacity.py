@@ -159,8 +159,7 @@ class CapacityPlugin:
     def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str] | None:
         """`allocatable`'s refusal in words: the resource, the request, capability, allocated."""
         if queue.state != "Open":
-            return (f"queue {queue.name} is {queue.state}: it takes no new pods (capacity)",
-                    f"open the queue: tessera queue open {queue.name}")
+            return sh.closed_queue(queue.name, queue.state, "takes no new pods", "capacity")
         assert self.ssn is not None
         if self.hierarchy and any(q.spec.parent == queue.name for q in self.ssn.queues.values()):
             return (f"queue {queue.name} has child queues: only leaf queues run pods (capacity)",
@@ -183,8 +182,7 @@ class CapacityPlugin:
         assert self.ssn is not None
         queue = self.ssn.queues[job.queue]
         if queue.state != "Open":
-            return (f"queue {queue.name} is {queue.state}: it admits no new PodGroups (capacity)",
-                    f"open the queue: tessera queue open {queue.name}")
+            return sh.closed_queue(queue.name, queue.state, "admits no new PodGroups", "capacity")
         minres = self.qs.min_resources(job)
         if minres is None:
             return None
@@ -193,13 +191,8 @@ class CapacityPlugin:
             dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
                                 missing=sh.INF)  # fmt: skip
             if dim is not None:
-                f = sh.amount
-                return (f"queue {a.name}: {sh.dim_name(dim)} minResources {f(dim, minres[dim])} + "
-                        f"allocated {f(dim, a.allocated.get(dim, 0.0))} + inqueue "
-                        f"{f(dim, a.inqueue.get(dim, 0.0))} exceeds its capability "
-                        f"{f(dim, a.real_capability.get(dim, sh.INF))} (capacity enqueue)",
-                        f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to "
-                        f"{f(dim, want[dim])}, or let its admitted jobs finish")  # fmt: skip
+                return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue,
+                                        a.real_capability, want, "capacity")
         return None
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:

@@ -161,8 +161,7 @@ class ProportionPlugin:
     def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str] | None:
         """`allocatable`'s refusal in words: the resource, the request, deserved, allocated."""
         if queue.state != "Open":
-            return (f"queue {queue.name} is {queue.state}: it takes no new pods (proportion)",
-                    f"open the queue: tessera queue open {queue.name}")
+            return sh.closed_queue(queue.name, queue.state, "takes no new pods", "proportion")
         attr = self.attrs.get(queue.name)
         if attr is None:
             return None
@@ -192,8 +191,7 @@ class ProportionPlugin:
         assert self.ssn is not None
         queue = self.ssn.queues[job.queue]
         if queue.state != "Open":
-            return (f"queue {queue.name} is {queue.state}: it admits no new PodGroups (proportion)",
-                    f"open the queue: tessera queue open {queue.name}")
+            return sh.closed_queue(queue.name, queue.state, "admits no new PodGroups", "proportion")
         minres = self.qs.min_resources(job)
         attr = self.attrs.get(job.queue)
         if minres is None or attr is None:
@@ -203,13 +201,8 @@ class ProportionPlugin:
                             missing=sh.INF)  # fmt: skip
         if dim is None:
             return None
-        a = sh.amount
-        return (f"queue {queue.name}: {sh.dim_name(dim)} minResources {a(dim, minres[dim])} + "
-                f"allocated {a(dim, attr.allocated.get(dim, 0.0))} + inqueue "
-                f"{a(dim, attr.inqueue.get(dim, 0.0))} exceeds its capability "
-                f"{a(dim, attr.real_capability.get(dim, sh.INF))} (proportion enqueue)",
-                f"raise queue {queue.name}'s capability of {sh.dim_name(dim)} to {a(dim, want[dim])} "
-                "or add that much to the cluster, or let its admitted jobs finish")  # fmt: skip
+        return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,
+                                attr.real_capability, want, "proportion")
 
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]

@@ -244,3 +244,20 @@ def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iter
         if want.get(k, 0.0) > limit.get(k, missing) + EPS:
             return k
     return None
+
+
+def closed_queue(name: str, state: str, refuses: str, plugin: str) -> tuple[str, str]:
+    """(words, what would unblock it) for a queue that is not Open."""
+    return (f"queue {name} is {state}: it {refuses} ({plugin})",
+            f"open the queue: tessera queue open {name}")  # fmt: skip
+
+
+def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
+                  capability: Vec, want: Vec, plugin: str) -> tuple[str, str]:  # fmt: skip
+    """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`."""
+    a = amount
+    return (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
+            f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))} "
+            f"exceeds its capability {a(dim, capability.get(dim, INF))} ({plugin} enqueue)",
+            f"raise queue {name}'s capability of {dim_name(dim)} to {a(dim, want[dim])}, or let "
+            "its admitted jobs finish")  # fmt: skip
