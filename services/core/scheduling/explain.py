@@ -24,6 +24,7 @@ from contracts.events import ReasonGroup
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
+from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
 from services.core.scheduling.session import Session
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
@@ -187,8 +188,6 @@ def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
         return None
     for d in task.spec.devices:
         if d.vendor not in enabled:
-            from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
-
             switch = VENDOR_SWITCHES.get(d.vendor, ("the vendor's switch", ""))[0]
             return Explanation(vendor_off(d.vendor), "deviceshare",
                                unblock=f"set {switch}: true in the deviceshare arguments of "
