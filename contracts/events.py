@@ -83,11 +83,31 @@ class SliceAssignment(Record, frozen=True):
     expected_seq: int = 0  # card subject's last sequence the decision was based on
 
 
+class ScorePart(Record, frozen=True):
+    """One node-order plugin's part of a node's score."""
+
+    plugin: str
+    score: float
+
+
+class NodeScore(Record, frozen=True):
+    """A node the task could also have gone to, with its score (a runner-up)."""
+
+    node: str
+    score: float
+
+
 class TaskPlacement(Record, frozen=True):
     task: str  # "<task-name>-<replica>"
     node: str
     slices: tuple[SliceAssignment, ...] = ()
     score: float = 0.0
+    #: why this node: each node-order plugin's part of `score` (sums to it)
+    parts: tuple[ScorePart, ...] = ()
+    #: why not the others: the next best feasible nodes, best first (at most 3)
+    runners_up: tuple[NodeScore, ...] = ()
+    feasible: int = 0  # how many feasible nodes the choice was made among
+    cards_why: str = ""  # why these cards: the card policy and each chosen card's score
     # an existing placement without HAMi's allocated annotations: the allocator fits these
     # requests on the node's free cards when it books the pod (DESIGN §8)
     fit: tuple[DeviceRequest, ...] = ()
@@ -130,11 +150,29 @@ class PlacementRejected(Event, frozen=True, tag="PlacementRejected"):
     proposal_seq: int = 0
 
 
+class ReasonGroup(Record, frozen=True):
+    """Nodes that failed for the same reason, in words (kube-scheduler's "N nodes …")."""
+
+    reason: str
+    plugin: str = ""
+    nodes: int = 0
+    examples: tuple[str, ...] = ()  # a few of those nodes, by name
+
+
 class JobUnschedulable(Event, frozen=True, tag="JobUnschedulable"):
     namespace: str
     name: str
     reason: str
     node_reasons: dict[str, str] = {}
+    #: the first rule that failed, in words: resource, asked, free or allowed, plugin, switch
+    why: str = ""
+    plugin: str = ""  # the plugin whose rule `why` is
+    #: per node, grouped and counted (largest first, at most 8 groups)
+    groups: tuple[ReasonGroup, ...] = ()
+    nodes: int = 0  # nodes in the session
+    unblock: str = ""  # the smallest change that would let it run
+    based_on: int = 0  # stream sequence of the session's snapshot
+    session: int = 0
 
 
 class EvictionRequested(Event, frozen=True, tag="EvictionRequested"):

@@ -19,6 +19,7 @@ import msgspec
 import yaml
 
 from contracts.envelope import TYPE
+from contracts.events import JobSubmitted
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import connection_args, nats_url
@@ -27,7 +28,7 @@ from services.core.simulate.jsonl import jsonl_line, write_jsonl
 from services.runtime.eventlog.model import StoredMessage
 
 FORMATS = ("table", "json", "yaml", "jsonl")
-SKIP = {"type", "namespace", "name", "spec", "manifest", "usage"}
+SKIP = {"type", "namespace", "name", "spec", "manifest", "usage", "groups"}
 
 
 def summary(msg: StoredMessage) -> str:
@@ -49,8 +50,11 @@ def summary(msg: StoredMessage) -> str:
     spec = body.get("spec")
     if isinstance(spec, dict) and "tasks" in spec:  # JobSubmitted: what was asked for
         tasks = ", ".join(f"{t.get('name')}×{t.get('replicas', 1)}" for t in spec["tasks"])
+        # the decoded spec, not the body: msgspec omits fields at their default (minAvailable 1)
+        decoded = default_registry().decode(msg.headers.get(TYPE, ""), msg.data)
+        js = decoded.spec if isinstance(decoded, JobSubmitted) else None
         parts.append(f"queue={spec.get('queue', 'default')} minAvailable="
-                     f"{spec.get('min_available', 0)} tasks=[{tasks}]")  # fmt: skip
+                     f"{js.min_available if js else spec.get('min_available', 1)} tasks=[{tasks}]")  # fmt: skip
     elif isinstance(spec, dict):  # QueueCreated
         parts.append(f"queue={spec.get('name')} weight={spec.get('weight', 1)}")
     for k, v in body.items():

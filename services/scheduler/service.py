@@ -19,7 +19,6 @@ from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
     JobPhaseChanged,
-    JobUnschedulable,
     PlacementProposed,
 )
 from services.core.scheduling import snapshot as st
@@ -134,11 +133,10 @@ class Scheduler:
                 placements=jp.placements, session=self.sessions)))  # fmt: skip
         for u in decisions.unschedulable:
             key = f"{u.namespace}/{u.name}"
-            if self.unschedulable.get(key) != u.reason:
-                self.unschedulable[key] = u.reason
-                out.append(Outgoing(s.job(u.namespace, u.name), JobUnschedulable(
-                    namespace=u.namespace, name=u.name, reason=u.reason,
-                    node_reasons=dict(u.node_reasons))))  # fmt: skip
+            if self.unschedulable.get(key) != u.key:
+                self.unschedulable[key] = u.key
+                out.append(Outgoing(s.job(u.namespace, u.name),
+                                    u.event(decisions.based_on, self.sessions)))  # fmt: skip
         return out
 
     async def run_sessions(self, stopping: asyncio.Event) -> None:

@@ -28,6 +28,7 @@ from contracts.events import (
 from contracts.owners import job_prefix, owner_key
 from services.core import ledger
 from services.core.scheduling import snapshot as st
+from services.core.scheduling.decisions import unschedulable_key
 from services.core.scheduling.projection_state import ProjectionState, projection_of, state_of
 from services.runtime.eventlog import StoredMessage
 from services.runtime.snapshot import shape_of
@@ -63,7 +64,8 @@ class SchedulerView:
                 for owner, sl in self.assumed.get(event.card, {}).items():
                     self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
             case JobUnschedulable():
-                self.unschedulable[f"{event.namespace}/{event.name}"] = event.reason
+                self.unschedulable[f"{event.namespace}/{event.name}"] = unschedulable_key(
+                    event.reason, event.why)
             case _:
                 pass
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
@@ -20,6 +21,7 @@ from services.core.scheduling.decisions import (
     PhaseChange,
     Unschedulable,
 )
+from services.core.scheduling.explain import explain_job
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
 from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
@@ -82,12 +84,16 @@ def close_session(ssn: Session) -> Decisions:
     )  # fmt: skip
     phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)
     unschedulable = []
+    words: dict[tuple[object, ...], Any] = {}  # explain.py's cache for this session
     for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
         reason = _unschedulable_reason(ssn, job)
         if reason:
+            why = explain_job(ssn, job, words)
             unschedulable.append(
                 Unschedulable(
-                    job.namespace, job.name, reason, dict(sorted(job.node_errors.items()))
+                    job.namespace, job.name, reason, dict(sorted(job.node_errors.items())),
+                    why=why.why, plugin=why.plugin, groups=why.groups,
+                    nodes=len(ssn.node_list), unblock=why.unblock,
                 )
             )
     allocated = queue_allocated(ssn)

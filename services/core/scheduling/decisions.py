@@ -4,10 +4,11 @@ PodGroup phase changes. The shell turns these into `PlacementProposed`, `Evictio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from contracts.events import TaskPlacement
+from contracts.events import JobUnschedulable, ReasonGroup, TaskPlacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +27,40 @@ class Eviction:
     reason: str
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def unschedulable_key(reason: str, why: str) -> str:
+    """What must change for a waiting job's `JobUnschedulable` to be appended again (DESIGN §3:
+    only on change): the scheduler's reason, or the rule `why` names — not its amounts, which
+    move with every placement elsewhere and would append an event per pending job each time."""
+    return f"{reason}\x00{_NUMBER.sub('#', why)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
     namespace: str
     name: str
     reason: str
     node_reasons: Mapping[str, str] = field(default_factory=dict)
+    why: str = ""  # the first rule that failed, in words (services/core/scheduling/explain.py)
+    plugin: str = ""
+    groups: tuple[ReasonGroup, ...] = ()
+    nodes: int = 0
+    unblock: str = ""
+
+    @property
+    def key(self) -> str:
+        return unschedulable_key(self.reason, self.why)
+
+    def event(self, based_on: int, session: int) -> JobUnschedulable:
+        """The decision as the log records it (the scheduler service and simulate alike)."""
+        return JobUnschedulable(
+            namespace=self.namespace, name=self.name, reason=self.reason,
+            node_reasons=dict(self.node_reasons), why=self.why, plugin=self.plugin,
+            groups=self.groups, nodes=self.nodes, unblock=self.unblock, based_on=based_on,
+            session=session,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

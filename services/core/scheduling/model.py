@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from contracts.devices import CardSpec, CardUsage
-from contracts.events import SliceAssignment
+from contracts.events import NodeScore, ScorePart, SliceAssignment
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling.resources import DEVICE_PREFIXES, Resource, is_device_resource
 from services.core.scheduling.snapshot import (
@@ -106,6 +106,9 @@ class TaskInfo:
     slices: tuple[SliceAssignment, ...] = ()
     priority: int = 0
     score: float = 0.0
+    parts: tuple[ScorePart, ...] = ()  # why its node: each plugin's part of `score`
+    runners_up: tuple[NodeScore, ...] = ()  # the next best nodes when it was placed
+    feasible: int = 0  # feasible nodes it was chosen among
     qreq: Resource = field(default_factory=Resource)  # what it counts against its queue
     shape: tuple[object, ...] | None = None  # task_shape(spec), filled on first use
 
@@ -138,6 +141,9 @@ class JobInfo:
     fit_errors: dict[str, str] = field(default_factory=dict)  # task uid → summary
     node_errors: dict[str, str] = field(default_factory=dict)  # node → reason (last failing task)
     job_fit_error: str = ""
+    why: str = ""  # the first rule that failed, in words (explain.py)
+    why_plugin: str = ""
+    unblock: str = ""
     _ready: int = -1  # ready_task_num() until a task's status changes (status_changed)
 
     @property

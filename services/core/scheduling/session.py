@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from contracts.events import SliceAssignment, TaskPlacement
+from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
@@ -38,6 +38,9 @@ from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Status
 T = TypeVar("T")
 
 PluginFactory = Callable[[PluginConf], Plugin]
+
+#: tasks of one placement that carry their reasons in the event (see `placements_of`)
+EXPLAINED_TASKS = 16
 
 #: Plugins whose `predicate` and `node_order` read only the task's spec and the node's own
 #: state (labels, taints, annotations, resources, cards). Only when every predicate/node-order
@@ -127,6 +130,8 @@ class Session:
         self.eviction_reasons: dict[str, str] = {}
         self.enqueued: list[JobInfo] = []
         self.device_binder: Any = None
+        #: task uid → why the device binder chose its cards (words; decisions never read it)
+        self.cards_why: dict[str, str] = {}
         #: node_list positions of the nodes changed so far, in order (read by actions/nodes.py
         #: to bring its per-shape indexes up to date)
         self.node_changes: list[int] = []
@@ -277,6 +282,45 @@ class Session:
             for _, fn in tier:
                 total += fn(task, node)
         return total
+
+    def score_parts(self, task: TaskInfo, node: NodeInfo) -> tuple[ScorePart, ...]:
+        """Each node-order plugin's part of the chosen node's score (`task.score`), before the
+        task is booked there. deviceshare scores the fit its own predicate computed, which the
+        node cache may have taken from another task of the shape: its part is what the others
+        leave of the total (exact, the total being that node's score in this state), so no
+        card fit is run twice per placement."""
+        parts: dict[str, float] = {}
+        rest = ""
+        for tier in self._fns["node_order"]:
+            for name, fn in tier:
+                if name == "deviceshare":
+                    rest = name
+                    parts.setdefault(name, 0.0)
+                    continue
+                parts[name] = parts.get(name, 0.0) + fn(task, node)
+        if rest:
+            parts[rest] = task.score - sum(v for k, v in parts.items() if k != rest)
+        return tuple(ScorePart(plugin=n, score=v) for n, v in parts.items())
+
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str, str]:
+        """(plugin, words, what would unblock it) of the first Allocatable rule refusing it."""
+        for tier in self._fns["allocatable"]:
+            for name, fn in tier:
+                if not fn(queue, task):
+                    explain = getattr(self.plugins[name], "allocatable_reason", None)
+                    got = explain(queue, task) if explain is not None else None
+                    return name, *(got or (f"queue {queue.name} refuses the task ({name})", ""))
+        return "", "", ""
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str, str]:
+        """(plugin, words, what would unblock it) of the first enqueue vote against the job."""
+        for tier in self._fns["job_enqueueable"]:
+            for name, fn in tier:
+                if fn(job) == REJECT:
+                    explain = getattr(self.plugins[name], "enqueue_reason", None)
+                    got = explain(job) if explain is not None else None
+                    return name, *(got or (f"{name} does not admit the PodGroup yet", ""))
+        return "", "", ""
 
     def _victims(self, hook: str, actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         for tier in self._fns[hook]:
@@ -463,6 +507,14 @@ class Session:
         return reasons
 
     def placements_of(self, tasks: Iterable[TaskInfo]) -> tuple[TaskPlacement, ...]:
+        """The placements as the log records them; the reasons (score parts, runners-up, card
+        choice: some 400 bytes a task) only for the first `EXPLAINED_TASKS`, so the proposal of
+        a 10,000-pod gang stays within a NATS message."""
         return tuple(
-            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score) for t in tasks
-        )
+            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score,
+                          parts=t.parts, runners_up=t.runners_up, feasible=t.feasible,
+                          cards_why=self.cards_why.get(t.uid, ""))
+            if i < EXPLAINED_TASKS else
+            TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score)
+            for i, t in enumerate(tasks)
+        )  # fmt: skip

@@ -20,7 +20,6 @@ from contracts.events import (
     JobPhaseChanged,
     JobRejected,
     JobSubmitted,
-    JobUnschedulable,
     NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
@@ -287,10 +286,9 @@ class Simulation:
                 changed = True
         for u in d.unschedulable:
             key = f"{u.namespace}/{u.name}"
-            if self.unsched.get(key) != u.reason:
-                self.unsched[key] = u.reason
-                self.emit(JobUnschedulable(namespace=u.namespace, name=u.name, reason=u.reason,
-                                           node_reasons=dict(u.node_reasons)))  # fmt: skip
+            if self.unsched.get(key) != u.key:
+                self.unsched[key] = u.key
+                self.emit(u.event(d.based_on, self.sessions))
         self._sync_lifecycle()
         self._session_tag = 0
         return changed

@@ -75,6 +75,8 @@ class AllocateAction:
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
                 job.fit_errors[task.uid] = "queue resource quota insufficient"
+                if not job.why:
+                    job.why_plugin, job.why, job.unblock = ssn.allocatable_reason(queue, task)
                 continue
             if task.role in failed_roles:
                 continue
@@ -93,6 +95,7 @@ class AllocateAction:
                 if need_continue(ssn, job):
                     continue
                 break
+            task.parts = ssn.score_parts(task, node)  # before the booking changes the node
             slices = ssn.bind_devices(task, node)
             if idle:
                 stmt.allocate(task, node, slices)

@@ -31,4 +31,5 @@ class EnqueueAction:
                 ssn.enqueued.append(job)
             else:
                 job.job_fit_error = "queue resource quota insufficient or cluster overused"
+                job.why_plugin, job.why, job.unblock = ssn.enqueue_reason(job)
             queues.push(queue)

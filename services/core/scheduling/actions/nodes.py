@@ -26,6 +26,7 @@ from bisect import insort
 from collections import Counter
 from dataclasses import dataclass, field
 
+from contracts.events import NodeScore
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.resources import Resource
 from services.core.scheduling.session import Session
@@ -35,6 +36,8 @@ FIT_FAILS = 0
 FIT_FUTURE = 1  # fits FutureIdle only: the task would be pipelined
 FIT_IDLE = 2
 FIT_UNKNOWN = 3  # ShapeIndex only: not evaluated yet
+#: runners-up a placement records (the event stays small whatever the cluster's size)
+RUNNERS_UP = 3
 
 
 @dataclass
@@ -168,7 +171,12 @@ def best_node(
         scores = [ssn.node_score(task, node) for node in candidates]
     best_score = max(scores)
     task.score = float(best_score or 0.0)
-    return candidates[scores.index(best_score)]
+    best = scores.index(best_score)
+    order = sorted((i for i in range(len(candidates)) if i != best), key=lambda i: (-scores[i], i))
+    task.runners_up = tuple(NodeScore(node=candidates[i].name, score=float(scores[i]))
+                            for i in order[:RUNNERS_UP])  # fmt: skip
+    task.feasible = len(candidates)
+    return candidates[best]
 
 
 def _cached_score(ssn: Session, task: TaskInfo, node: NodeInfo, shape: tuple[object, ...]) -> float:
@@ -389,5 +397,32 @@ def select_node(
             (after & -after).bit_length() - 1 + start if after else (hits & -hits).bit_length() - 1
         )
         task.score = float(score or 0.0)
+        task.feasible = (bucket_mask(idx, kind) & window).bit_count()
+        task.runners_up = _runners_up(idx, kind, window, start, low, nodes)
         return nodes[low], kind == FIT_IDLE, FitResult()
     raise AssertionError("a feasible node in the window has no score bucket")  # pragma: no cover
+
+
+def bucket_mask(idx: ShapeIndex, kind: int) -> int:
+    """The nodes of one group (Idle, or FutureIdle only)."""
+    return idx.idle if kind == FIT_IDLE else idx.feasible & ~idx.idle
+
+
+def _runners_up(
+    idx: ShapeIndex, kind: int, window: int, start: int, chosen: int, nodes: list[NodeInfo]
+) -> tuple[NodeScore, ...]:
+    """The next best nodes of the chosen one's group in the window: scores descending, scan
+    order on ties (the order `best_node` would rank them in)."""
+    out: list[NodeScore] = []
+    bucket = idx.buckets[kind]
+    for score in reversed(idx.sorted[kind]):
+        hits = bucket[score] & window & ~(1 << chosen)
+        after, before = hits >> start << start, hits & ((1 << start) - 1)
+        for part in (after, before):
+            while part and len(out) < RUNNERS_UP:
+                low = part & -part
+                out.append(NodeScore(node=nodes[low.bit_length() - 1].name, score=float(score)))
+                part ^= low
+        if len(out) >= RUNNERS_UP:
+            break
+    return tuple(out)

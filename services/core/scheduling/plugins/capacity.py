@@ -156,6 +156,45 @@ class CapacityPlugin:
             for a in self._chain(queue.name)
         )
 
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str] | None:
+        """`allocatable`'s refusal in words: the resource, the request, capability, allocated."""
+        if queue.state != "Open":
+            return sh.closed_queue(queue.name, queue.state, "takes no new pods", "capacity")
+        assert self.ssn is not None
+        if self.hierarchy and any(q.spec.parent == queue.name for q in self.ssn.queues.values()):
+            return (f"queue {queue.name} has child queues: only leaf queues run pods (capacity)",
+                    "submit the job to a leaf queue")
+        req = self.qs.task(task)
+        for a in self._chain(queue.name):
+            dim = sh.first_over(sh.add(a.allocated, req), a.real_capability,
+                                [k for k, v in req.items() if v > 0], missing=sh.INF)  # fmt: skip
+            if dim is not None:
+                need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
+                return (f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
+                        f"capability {sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
+                        f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)",
+                        f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, "
+                        "or let its running pods finish")  # fmt: skip
+        return None
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
+        """`job_enqueueable`'s refusal in words."""
+        assert self.ssn is not None
+        queue = self.ssn.queues[job.queue]
+        if queue.state != "Open":
+            return sh.closed_queue(queue.name, queue.state, "admits no new PodGroups", "capacity")
+        minres = self.qs.min_resources(job)
+        if minres is None:
+            return None
+        for a in self._chain(job.queue):
+            want = sh.add(sh.add(minres, a.allocated), a.inqueue)
+            dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
+                                missing=sh.INF)  # fmt: skip
+            if dim is not None:
+                return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue,
+                                        a.real_capability, want, "capacity")
+        return None
+
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.state != "Open":
             return False

@@ -44,7 +44,12 @@ from services.core.devices import (
     fit_node,
     prepare_task,
 )
-from services.core.devices.policies import PLACEMENT_POLICIES, node_preference
+from services.core.devices.policies import (
+    CARD_POLICY_ANNOTATION,
+    PLACEMENT_POLICIES,
+    node_preference,
+)
+from services.core.devices.score import device_score, request_memory_on
 from services.core.placement import POLICIES, Policy, Request, fits
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import NodeInfo, TaskInfo
@@ -56,7 +61,9 @@ from services.core.scheduling.plugins.placementrank import (
     session_workload,
 )
 from services.core.scheduling.session import Session
-from services.core.scheduling.status import Status, unresolvable, unschedulable
+from services.core.scheduling.status import Code, Status, unresolvable, unschedulable
+
+INF = float("inf")
 
 
 @cache
@@ -70,6 +77,17 @@ def _flag(v: object, default: bool = False) -> bool:
     if isinstance(v, bool):
         return v
     return str(v).lower() == "true"
+
+
+#: The argument that turns each vendor family on, and how people call that family.
+VENDOR_SWITCHES = {"nvidia": ("deviceshare.VGPUEnable", "NVIDIA"),
+                   "huawei": ("deviceshare.AscendHAMiVNPUEnable", "Ascend")}  # fmt: skip
+
+
+def vendor_off(vendor: str) -> str:
+    """A request of a family the configuration leaves off, in words that name the switch."""
+    switch, family = VENDOR_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
+    return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
 
 
 #: NodeOrder score of a node HAMi admits but the placement model does not (rounding at the edge):
@@ -108,8 +126,11 @@ class DeviceSharePlugin:
         self._cluster: ClusterCards | None = None
         self._requests: dict[str, Request | None] = {}
         self._order_scale = 1.0
+        self.policy_text = policy if not self.placement else self.placement
+        self.ssn: Session | None = None
 
     def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
         if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
             self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
@@ -176,7 +197,7 @@ class DeviceSharePlugin:
             return None
         for req in task.spec.devices:
             if self.enabled_vendors and req.vendor not in self.enabled_vendors:
-                return unresolvable(self.name, f"device vendor {req.vendor} is not enabled")
+                return unresolvable(self.name, vendor_off(req.vendor))
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
@@ -213,7 +234,83 @@ class DeviceSharePlugin:
         if not isinstance(result, NodeFit):
             return ()
         seqs = {c.spec.uuid: c.seq for c in node.cards}
+        if self.ssn is not None:
+            self.ssn.cards_why[task.uid] = self._cards_why(task, prepared, node, result, chosen)
         return tuple(
             SliceAssignment(card=a.card, node=node.name, slice=a.slice, expected_seq=seqs[a.card])
             for a in result.assignments
         )
+
+    # --- explanations (words for people; the decisions never read them) ---------------------
+
+    def _cards_why(
+        self, task: TaskInfo, prepared: TaskDevices, node: NodeInfo, result: NodeFit,
+        placed: tuple[str, ...],
+    ) -> str:  # fmt: skip
+        """The card policy that ordered the cards, where it was set, and each chosen card's
+        HAMi score before the booking (higher = fuller; binpack tries the fullest first)."""
+        own = task.spec.annotations.get(CARD_POLICY_ANNOTATION)
+        where = f"pod annotation {CARD_POLICY_ANNOTATION}" if own else "deviceshare.SchedulePolicy"
+        keys = prepared.card_policy.keys
+        order = ("fullest fitting card first" if keys[:1] == ("binpack",)
+                 else "emptiest card first" if keys[:1] == ("spread",) else "cards in policy order")  # fmt: skip
+        if placed:
+            order = f"the {self.placement} placement policy's cards first"
+        by_uuid = {c.spec.uuid: c for c in node.cards}
+        cards = []
+        for a in result.assignments:
+            c = by_uuid[a.card]
+            req = prepared.requests[a.request]
+            u = c.usage
+            score = device_score(c.spec, u.slices_used, u.cores_used, u.memory_used, (req,),
+                                 prepared.weights)  # fmt: skip
+            cards.append(f"{a.card} (index {c.spec.index}, score {score:.1f}, "
+                         f"{c.spec.memory - u.memory_used} MB free)")  # fmt: skip
+        policy = prepared.card_policy.text if not placed else self.placement
+        return f"card policy {policy} ({where}): {order}; took " + ", ".join(cards)
+
+    def explain_node(self, task: TaskInfo, node: NodeInfo) -> tuple[str, str, float] | None:
+        """Why the task's cards do not fit this node, in words (asked, free, of how many),
+        HAMi's codes in brackets, with the smallest change that would make them fit there and
+        its size; None when they fit."""
+        status = self.predicate(task, node)
+        if status is None or status.ok:
+            return None
+        prepared = self._task(task)
+        if isinstance(prepared, str) or status.code != Code.UNSCHEDULABLE:
+            return status.message(), "", INF
+        codes = status.message()
+        for ri, req in enumerate(prepared.requests):
+            vendor = prepared.vendors[ri]
+            mine = [c for c in node.cards
+                    if c.spec.vendor == req.vendor and vendor.card_reason(c.spec, req) is None]  # fmt: skip
+            kind = req.type or req.vendor
+            if not mine:
+                have = ", ".join(sorted({c.spec.type for c in node.cards})) or "no cards"
+                return f"has no {kind} card (it has {have}) [{codes}]", "", INF
+            healthy = [c for c in mine if c.spec.healthy and c.usage.healthy and not c.usage.retired]
+            plural = "s" if req.count > 1 else ""
+            if req.exclusive:
+                free = sum(1 for c in healthy if c.usage.slices_used == 0)
+                if free >= req.count:
+                    continue
+                short = req.count - free
+                return (f"{kind}: asked {req.count} whole card{plural}, {free} of {len(mine)} free "
+                        f"[{codes}]", f"free {short} {kind} card{'s' if short > 1 else ''} on "
+                        f"{node.name}", float(short))  # fmt: skip
+            room = [(c.spec.memory - c.usage.memory_used, request_memory_on(c.spec.memory, req))
+                    for c in healthy
+                    if c.usage.slices_used < c.spec.split_count and not c.usage.exclusive]  # fmt: skip
+            ok = sum(1 for free_mb, need in room if free_mb >= need)
+            if ok >= req.count:
+                continue
+            most = max((free_mb for free_mb, _ in room), default=0)
+            need_mb = max((need for _, need in room), default=req.memory)
+            amount = f"{req.memory} MB" if req.memory else f"{req.memory_pct}% of its memory"
+            cores = f" and {req.cores}% cores" if req.cores else ""
+            fix = (f"free {need_mb - most} MB on one more {kind} card of {node.name}" if room
+                   else f"free a slice of a {kind} card on {node.name}")  # fmt: skip
+            return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, {ok} of "
+                    f"{len(mine)} have that free (most free: {most} MB) [{codes}]", fix,
+                    float(req.count - ok))  # fmt: skip
+        return codes, "", INF

@@ -21,6 +21,7 @@ class OvercommitPlugin:
         self.idle: sh.Vec = {}
         self.qs = sh.QueueShares(())
         self.inqueue: sh.Vec = {}
+        self.total: sh.Vec = {}
 
     def on_session_open(self, ssn: Session) -> None:
         self.qs = qs = sh.shares_of(ssn)
@@ -31,6 +32,7 @@ class OvercommitPlugin:
             for t in n.tasks.values():
                 if t.status in ALLOCATED_STATUSES:
                     used = sh.add(used, sh.devices_only(qs.task(t)))
+        self.total = total
         self.idle = sh.sub({k: v * self.factor for k, v in total.items()}, used)
         for job in ssn.jobs.values():
             minres = qs.min_resources(job)
@@ -50,6 +52,31 @@ class OvercommitPlugin:
         if sh.le(sh.add(self.inqueue, minres), self.idle, dims=dims):
             return PERMIT
         return REJECT
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
+        """`job_enqueueable`'s refusal in words: what the PodGroup needs against the cluster's
+        idle room scaled by `overcommit-factor`."""
+        minres = self.qs.min_resources(job)
+        if minres is None:
+            return None
+        want = sh.add(self.inqueue, minres)
+        dim = sh.first_over(want, self.idle, [k for k, v in minres.items() if v > 0])
+        if dim is None:
+            return None
+        a, name = sh.amount, sh.dim_name(dim)
+        total = self.total.get(dim, 0.0)
+        if minres[dim] > total * self.factor + sh.EPS:
+            return (f"cluster: {name} minResources {a(dim, minres[dim])}, the cluster has "
+                    f"{a(dim, total)} ({a(dim, total * self.factor)} with overcommit's "
+                    f"overcommit-factor {self.factor:g})", f"add "
+                    f"{a(dim, sh.whole_units(dim, minres[dim] / self.factor - total))} {name} to the cluster, or ask "
+                    "for less")  # fmt: skip
+        return (f"cluster: {name} minResources {a(dim, minres[dim])} + inqueue "
+                f"{a(dim, self.inqueue.get(dim, 0.0))} exceeds the idle room "
+                f"{a(dim, max(self.idle.get(dim, 0.0), 0.0))} (overcommit: total × "
+                f"overcommit-factor {self.factor:g} − used)",
+                f"free {a(dim, want[dim] - self.idle.get(dim, 0.0))} {name} in the cluster, or raise "
+                "overcommit's overcommit-factor")  # fmt: skip
 
     def job_enqueued(self, job: JobInfo) -> None:
         minres = self.qs.min_resources(job)

@@ -158,6 +158,52 @@ class ProportionPlugin:
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return self.allocatable(queue, task)
 
+    def allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> tuple[str, str] | None:
+        """`allocatable`'s refusal in words: the resource, the request, deserved, allocated."""
+        if queue.state != "Open":
+            return sh.closed_queue(queue.name, queue.state, "takes no new pods", "proportion")
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return None
+        req = self.qs.task(task)
+        dim = sh.first_over(sh.add(attr.allocated, req), attr.deserved,
+                            [k for k, v in req.items() if v > 0])  # fmt: skip
+        if dim is None:
+            return None
+        cap = attr.capability.get(dim, sh.INF)
+        capped = f", capability {sh.amount(dim, cap)}" if cap != sh.INF else ""
+        need = sh.amount(dim, attr.allocated.get(dim, 0.0) + req[dim])
+        total = self.total.get(dim, 0.0)
+        if req[dim] > total + sh.EPS:
+            return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
+                    f"the cluster has {sh.amount(dim, total)} (proportion: deserved never exceeds "
+                    "the cluster)", f"add {sh.amount(dim, sh.whole_units(dim, req[dim] - total))} {sh.dim_name(dim)} to "
+                    "the cluster, or ask for less")  # fmt: skip
+        return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
+                f"deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}{capped}, allocated "
+                f"{sh.amount(dim, attr.allocated.get(dim, 0.0))} (proportion: allocated + "
+                "request must stay within deserved)",
+                f"queue {queue.name} must deserve {need} {sh.dim_name(dim)}: raise its capability "
+                "or weight, or let its running pods finish")  # fmt: skip
+
+    def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
+        """`job_enqueueable`'s refusal in words: minResources against realCapability."""
+        assert self.ssn is not None
+        queue = self.ssn.queues[job.queue]
+        if queue.state != "Open":
+            return sh.closed_queue(queue.name, queue.state, "admits no new PodGroups", "proportion")
+        minres = self.qs.min_resources(job)
+        attr = self.attrs.get(job.queue)
+        if minres is None or attr is None:
+            return None
+        want = sh.sub(sh.add(sh.add(minres, attr.allocated), attr.inqueue), attr.elastic)
+        dim = sh.first_over(want, attr.real_capability, [k for k, v in minres.items() if v > 0],
+                            missing=sh.INF)  # fmt: skip
+        if dim is None:
+            return None
+        return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,
+                                attr.real_capability, want, "proportion")
+
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]
     ) -> tuple[list[TaskInfo], int]:

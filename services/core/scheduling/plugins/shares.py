@@ -210,3 +210,54 @@ def devices_only(v: Mapping[str, float]) -> Vec:
 def device_totals(nodes: Iterable[NodeInfo]) -> Vec:
     """Cluster device counts under their Kubernetes resource names and alias families (milli)."""
     return QueueShares(nodes).total
+
+
+def dim_name(dim: str) -> str:
+    """How people call a dimension: `Ascend910B3` for `huawei.com/Ascend910B3`."""
+    return dim.removeprefix("huawei.com/")
+
+
+def amount(dim: str, v: float) -> str:
+    """A dimension's value in its users' unit: cores, Mi, cards."""
+    if v == INF:
+        return "unlimited"
+    if dim == "cpu":
+        return f"{v / 1000:g}"
+    if dim == "memory":
+        return f"{v:g}Mi"
+    if is_device_resource(dim) or "/" in dim:
+        return f"{round(v / CARD, 3):g}"
+    return f"{v:g}"
+
+
+def whole_units(dim: str, v: float) -> float:
+    """`v` rounded up to what one can add: whole cores, Mi, cards."""
+    unit = 1000.0 if dim == "cpu" else CARD if (is_device_resource(dim) or "/" in dim) else 1.0
+    return -(-v // unit) * unit
+
+
+def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iterable[str],
+               missing: float = 0.0) -> str | None:  # fmt: skip
+    """The first dimension where `want` exceeds `limit`: cpu and memory, then devices with the
+    most specific name first (`huawei.com/Ascend910B3` before its family `…/Ascend910`)."""
+    for k in sorted(dims, key=lambda d: (is_device_resource(d), -len(d), d)):
+        if want.get(k, 0.0) > limit.get(k, missing) + EPS:
+            return k
+    return None
+
+
+def closed_queue(name: str, state: str, refuses: str, plugin: str) -> tuple[str, str]:
+    """(words, what would unblock it) for a queue that is not Open."""
+    return (f"queue {name} is {state}: it {refuses} ({plugin})",
+            f"open the queue: tessera queue open {name}")  # fmt: skip
+
+
+def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
+                  capability: Vec, want: Vec, plugin: str) -> tuple[str, str]:  # fmt: skip
+    """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`."""
+    a = amount
+    return (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
+            f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))} "
+            f"exceeds its capability {a(dim, capability.get(dim, INF))} ({plugin} enqueue)",
+            f"raise queue {name}'s capability of {dim_name(dim)} to {a(dim, want[dim])}, or let "
+            "its admitted jobs finish")  # fmt: skip

@@ -1,0 +1,163 @@
+"""`tessera explain job|pod NAME`: why it waits, or why it went where it went — from the log alone.
+
+    tessera explain job npu-train-job [-n NS] [-o json] [--from log.jsonl] [--at SEQ|TIME]
+
+The story (`services.core.story`) is the object's timeline, the reasons the scheduler recorded
+with its last decision (the first rule that failed in words, the nodes grouped and counted, the
+smallest change that would unblock it), and for a placed pod each plugin's part of its node's
+score, why those cards, and the runners-up. `--from` reads a JSONL log (`tessera events
+--output-file`, `tessera simulate --events`) instead of the live NATS; `--at` answers as of an
+earlier point (a sequence, `12.5s` of simulated time, or an ISO 8601 time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from services.cli.connection import connection_args, nats_url
+from services.core.story import AtError, cut, story
+from services.runtime.eventlog.model import StoredMessage
+
+
+def _waiting_lines(w: dict[str, Any]) -> list[str]:
+    head = "Why it waits"
+    if w.get("session") or w.get("seq"):
+        head += f" (session {w.get('session', 0)}, log #{w.get('seq', 0)}"
+        head += f", {w['time']})" if w.get("time") else ")"
+    why = w["why"]
+    if w.get("groups") and why.startswith("0/"):  # the groups below say the rest
+        why = why.split(":", 1)[0] + ":"
+    plugin = w.get("plugin") or ""
+    named = not plugin or why.endswith(":") or f"({plugin}" in why or f"{plugin}:" in why
+    lines = [f"{head}:", f"  {why}" + ("" if named else f"   [{plugin}]")]
+    if w.get("groups"):
+        shown = sum(g["nodes"] for g in w["groups"])
+        if not why.endswith(":"):  # the headline was a job-level rule: the nodes follow it
+            lines.append(f"  per node ({shown} of {w.get('nodes') or shown}):")
+        width = max(len(str(g["nodes"])) for g in w["groups"])
+        for g in w["groups"]:
+            plugin = f"{g['plugin']}; " if g["plugin"] else ""
+            more = "…" if g["nodes"] > len(g["examples"]) else ""
+            lines.append(f"    {str(g['nodes']).rjust(width)} × {g['reason']}   "
+                         f"({plugin}{', '.join(g['examples'])}{more})")  # fmt: skip
+    elif w.get("node_reasons"):  # a log written before the reasons had words
+        lines.append("  per node:")
+        lines += [f"    {n}: {r}" for n, r in sorted(w["node_reasons"].items())]
+    if w.get("reason") and w["reason"] != w["why"]:
+        lines.append(f"  scheduler's reason: {w['reason']}")
+    lines += ["What would unblock it:", f"  {w['unblock'] or 'nothing the log can tell'}"]
+    return lines
+
+
+def _placed_lines(p: dict[str, Any]) -> list[str]:
+    n = p.get("feasible") or 0
+    among = " (the only feasible node)" if n == 1 else f" among {n} feasible nodes" if n else ""
+    lines = [f"Why {p['task']} went to {p['node']} (session {p['session']}, log #{p['seq']}): score "
+             f"{p['score']:g}{among}"]  # fmt: skip
+    if p["parts"]:
+        width = max(len(k) for k in p["parts"])
+        lines += [f"  {k.ljust(width)}  {v:g}" for k, v in p["parts"].items()]
+    if p["cards"]:
+        cards = ", ".join(f"{c['uuid']} ({c['memory']} MB, {c['cores']}% cores"
+                          + (f", {c['template']}" if c["template"] else "") + ")" for c in p["cards"])  # fmt: skip
+        lines.append(f"Cards: {cards}")
+        if p["cards_why"]:
+            lines.append(f"  {p['cards_why']}")
+    if p["runners_up"]:
+        lines.append("Not the runners-up:")
+        for r in p["runners_up"]:
+            gap = p["score"] - r["score"]
+            why = (f"{gap:g} less" if gap > 0 else
+                   "same score: the earlier node in scan order wins ties")  # fmt: skip
+            lines.append(f"  {r['node']}  score {r['score']:g} ({why})")
+    elif n == 1:
+        lines.append("No runner-up: every other node failed a predicate for this pod.")
+    return lines
+
+
+def render(s: dict[str, Any]) -> str:
+    """The story as text (pure: the dict in, lines out)."""
+    what = "Pod" if s["kind"] == "pod" else "Job"
+    where = f" on {s['node']}" if s.get("node") else ""
+    head = f"{what} {s['namespace']}/{s['name']}"
+    extra = []
+    if s["kind"] == "pod" and s["job"] != s["name"]:
+        extra.append(f"job {s['job']}")
+    if s.get("queue"):
+        extra.append(f"queue {s['queue']}")
+    if s.get("min_available") is not None:
+        extra.append(f"minAvailable {s['min_available']}")
+    lines = [f"{head}" + (f" ({', '.join(extra)})" if extra else "") + f": {s['phase']}{where}"]
+    if s.get("pods"):
+        lines.append("Pods: " + ", ".join(f"{n} {ph}" for n, ph in sorted(s["pods"].items())))
+    lines.append("Timeline:")
+    if s["timeline_dropped"]:
+        lines.append(f"  … {s['timeline_dropped']} earlier events")
+    for e in s["timeline"]:
+        session = f"session {e['session']}" if e["session"] else ""
+        lines.append(f"  #{e['seq']:<6d} {e['time']:<21s} {session:<11s} {e['event']:<17s} "
+                     f"{e['details']}".rstrip())  # fmt: skip
+    if "waiting" in s:
+        lines += _waiting_lines(s["waiting"])
+    if "placed" in s:
+        lines += _placed_lines(s["placed"])
+    return "\n".join(lines)
+
+
+def _messages(args: argparse.Namespace) -> list[StoredMessage]:
+    if args.from_file:
+        from services.core.simulate.jsonl import read_jsonl
+
+        return read_jsonl(Path(args.from_file))
+    from services.cli.get import read_log
+
+    return asyncio.run(read_log(nats_url(args), args.root))
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    try:
+        messages = _messages(args)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {args.from_file}: cannot read events: {exc}", file=sys.stderr)
+        return 2
+    if args.at:
+        try:
+            messages = cut(messages, args.at)
+        except AtError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    s = story(messages, args.kind, args.name, args.namespace, args.root)
+    if s is None:
+        print(f"error: {args.kind} {args.name!r} not found in namespace {args.namespace}"
+              + (f" as of {args.at}" if args.at else ""), file=sys.stderr)  # fmt: skip
+        return 1
+    print(json.dumps(s, indent=2) if args.output == "json" else render(s))
+    return 0
+
+
+KINDS = {"job": "job", "jobs": "job", "vcjob": "job", "pg": "job", "podgroup": "job",
+         "pod": "pod", "pods": "pod", "po": "pod"}  # fmt: skip
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="why a job or pod waits, or why it went to its node and cards")
+    p.add_argument("kind", choices=list(KINDS), metavar="KIND", help="job|vcjob|pg or pod|po")
+    p.add_argument("name", metavar="NAME", help="the object's name")
+    p.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default) or json")
+    p.add_argument("--from", dest="from_file", default="", metavar="LOG.jsonl",
+                   help="read this JSONL log (tessera events --output-file) instead of the live NATS")  # fmt: skip
+    p.add_argument("--at", default="", metavar="SEQ|TIME",
+                   help="as of a log sequence (40), simulated seconds (12.5s) or an ISO 8601 time")  # fmt: skip
+    connection_args(p)
+    p.set_defaults(func=lambda a: cmd_explain(_normalised(a)))
+
+
+def _normalised(args: argparse.Namespace) -> argparse.Namespace:
+    args.kind = KINDS[args.kind]
+    return args

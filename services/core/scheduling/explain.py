@@ -1,0 +1,264 @@
+"""Why a job waits, in words, from the closed session (issue 16 item 1).
+
+The decision itself is made elsewhere; this module only says, for a job the session left
+unschedulable, the first rule that failed — the resource, how much was asked, how much is free or
+allowed, the plugin and the configuration switch that decides it — plus the nodes grouped by
+their reason and counted (kube-scheduler's "0/N nodes are available: …"), and the smallest change
+that would let the job run. Job-level rules come first, in the order they bite: a closed queue,
+the queue plugins' refusals (enqueue, Allocatable), the gang's validity, the gang's whole cards
+against the cluster's, and only then the nodes.
+
+Per-node words are computed on the session's final state (what "why does it wait now" asks),
+not on the in-statement state a gang attempt saw: a gang whose first pods filled a node and were
+then discarded is not explained by that node being full. Pure and deterministic: same session,
+same words; results are cached per task shape so a thousand equal pods cost one explanation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.events import ReasonGroup
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.actions.nodes import shape_of
+from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
+from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
+from services.core.scheduling.session import Session
+
+#: groups an event keeps (largest first) and node names per group: the event stays small
+MAX_GROUPS = 8
+MAX_EXAMPLES = 3
+INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    why: str
+    plugin: str = ""
+    groups: tuple[ReasonGroup, ...] = ()
+    unblock: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWords:
+    plugin: str
+    words: str
+    fix: str = ""  # the smallest change that would make the task fit on this node
+    size: float = INF  # how big that change is (to pick the smallest)
+
+
+def _unit(dim: str, v: int) -> str:
+    if dim == "cpu":
+        return f"{v / 1000:g}"
+    if dim == "memory":
+        return f"{v}Mi"
+    return str(v)
+
+
+def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
+    """The first rule the task fails on the node now, in words."""
+    avail = node.future_idle()
+    for dim in task.resreq.insufficient(avail):
+        asked, free = task.resreq.get(dim), avail.get(dim)
+        return NodeWords(
+            "predicates",
+            f"{dim}: asked {_unit(dim, asked)}, free {_unit(dim, free)} of "
+            f"{_unit(dim, node.allocatable.get(dim))}",
+            f"free {_unit(dim, asked - free)} {dim} on {node.name}",
+            float(asked - free) / max(node.allocatable.get(dim), 1),
+        )
+    if node.used.pods + node.pipelined.pods - node.releasing.pods >= node.allocatable.pods:
+        return NodeWords("predicates", f"pods: {node.allocatable.pods} of {node.allocatable.pods} "
+                         "used", f"end a pod on {node.name}", 1.0)  # fmt: skip
+    status = ssn.predicate(task, node)
+    if status is None or status.ok:
+        return NodeWords("", "one pod fits here now")
+    ds = ssn.plugins.get("deviceshare")
+    if status.plugin == "deviceshare" and ds is not None:
+        got = ds.explain_node(task, node)  # type: ignore[attr-defined]
+        if got is not None:
+            words, fix, size = got
+            return NodeWords("deviceshare", words, fix, size)
+    return NodeWords(status.plugin, status.message())
+
+
+def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
+    """The card types of the cluster, and per type (healthy cards, free ones) as of the
+    session's end; computed once per session (the session object is the cache's key)."""
+    got = ssn.__dict__.get("_explain_cards")
+    if got is None:
+        types: set[str] = set()
+        counts: dict[str, tuple[int, int]] = {}
+        for node in ssn.node_list:
+            for c in node.cards:
+                types.add(c.spec.type)
+                if c.spec.healthy and c.usage.healthy and not c.usage.retired:
+                    n, free = counts.get(c.spec.type, (0, 0))
+                    counts[c.spec.type] = (n + 1, free + (c.usage.slices_used == 0))
+        got = ssn.__dict__["_explain_cards"] = (types, counts)
+    return got
+
+
+def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
+    """The gang's whole (exclusive) cards of each type against the cluster's: no node-by-node
+    story explains a gang that needs more cards than exist, or than are free."""
+    missing = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    if missing <= 0:
+        return None
+    pending = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
+    need: dict[str, int] = {}
+    for t in pending:
+        for d in t.spec.devices:
+            if d.exclusive:
+                need[d.type] = need.get(d.type, 0) + d.count
+    healthy = _cluster_cards(ssn)[1]
+    for kind, n in sorted(need.items()):
+        cards, free = healthy.get(kind, (0, 0))
+        who = f"gang needs {n} whole {kind} cards" if job.min_available > 1 else (
+            f"the pod needs {n} whole {kind} card{'s' if n > 1 else ''}")
+        if n > cards:
+            return Explanation(
+                f"{who}, the cluster has {cards}", "gang",
+                unblock=f"add {n - cards} {kind} cards to the cluster, or lower the job's "
+                f"minAvailable (now {job.min_available})",
+            )
+        if n > free:
+            return Explanation(
+                f"{who}, {free} of the cluster's {cards} are free", "gang",
+                unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods "
+                "finish or are evicted)",
+            )
+    return None
+
+
+def _representative(job: JobInfo) -> TaskInfo | None:
+    """The pending task whose failure the nodes explain (the first in index order that met
+    the nodes), else the first pending one."""
+    pending = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))
+    failed = [t for t in pending if job.fit_errors.get(t.uid, "").startswith("0/")]
+    return (failed or pending or [None])[0]
+
+
+def node_groups(
+    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], cache: dict[tuple[object, ...], Any]
+) -> tuple[tuple[ReasonGroup, ...], str]:
+    """The nodes grouped by their words (largest group first), and the smallest fix among the
+    nodes of the largest group."""
+    shape = shape_of(task)
+    names = tuple(n.name for n in nodes)
+    memo = cache.get((shape, names))  # equal pods failing on equal nodes: one grouping
+    if memo is not None:
+        return memo  # type: ignore[return-value]
+    by_words: dict[tuple[str, str], list[str]] = {}
+    fixes: dict[tuple[str, str], tuple[float, str]] = {}
+    for node in nodes:
+        key = (shape, node.name)
+        words = cache.get(key)
+        if words is None:
+            words = cache[key] = node_words(ssn, task, node)
+        k = (words.plugin, words.words)
+        by_words.setdefault(k, []).append(node.name)
+        if words.fix and (k not in fixes or words.size < fixes[k][0]):
+            fixes[k] = (words.size, words.fix)
+    counts = Counter({k: len(v) for k, v in by_words.items()})
+    ranked = sorted(counts, key=lambda k: (-counts[k], k[1], k[0]))
+    groups = tuple(
+        ReasonGroup(reason=w, plugin=p, nodes=counts[(p, w)],
+                    examples=tuple(sorted(by_words[(p, w)])[:MAX_EXAMPLES]))
+        for p, w in ranked[:MAX_GROUPS]
+    )  # fmt: skip
+    best = min((fixes[k] for k in ranked if k in fixes), default=(INF, ""))
+    cache[(shape, names)] = (groups, best[1])  # type: ignore[assignment]
+    return groups, best[1]
+
+
+def groups_line(groups: tuple[ReasonGroup, ...], total: int) -> str:
+    """`0/4 nodes are available: 3 Ascend910B3: asked …, 1 cpu: asked ….`"""
+    parts = "; ".join(f"{g.nodes} {g.reason}" for g in groups)
+    return f"0/{total} nodes are available: {parts}."
+
+
+def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device family the configuration leaves off: no node can ever take the pod."""
+    ds = ssn.plugins.get("deviceshare")
+    enabled = getattr(ds, "enabled_vendors", None)
+    if task is None or not enabled:
+        return None
+    for d in task.spec.devices:
+        if d.vendor not in enabled:
+            switch = VENDOR_SWITCHES.get(d.vendor, ("the vendor's switch", ""))[0]
+            return Explanation(vendor_off(d.vendor), "deviceshare",
+                               unblock=f"set {switch}: true in the deviceshare arguments of "
+                               "volcano-scheduler.conf (tessera up --scheduler-conf)")  # fmt: skip
+    return None
+
+
+def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device type no node of the cluster has."""
+    if task is None:
+        return None
+    have = _cluster_cards(ssn)[0]
+    for d in task.spec.devices:
+        wanted = set(d.allowed_types) or {d.type}
+        if not wanted & have and not any(t.startswith(d.type) for t in have if d.type):
+            name = d.resource or d.type
+            return Explanation(f"the pod asks for {name} ({d.type}); no node in the cluster has "
+                               f"a {d.type} card (it has {', '.join(sorted(have)) or 'no cards'})",
+                               "deviceshare", unblock=f"add a node with {d.type} cards")  # fmt: skip
+    return None
+
+
+def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]) -> Explanation:
+    """The first rule that keeps `job` waiting, in words; see the module docstring."""
+    queue = ssn.queues.get(job.queue)
+    if queue is not None and queue.state != "Open":
+        return Explanation(f"queue {queue.name} is {queue.state}: it takes no new jobs", "queue",
+                           unblock=f"open the queue: tessera queue open {queue.name}")  # fmt: skip
+    task = _representative(job)
+    for rule in (_vendor_off, _no_such_cards):
+        got = rule(ssn, task)
+        if got is not None:
+            return got
+    cards = _whole_cards(ssn, job)
+    if cards is not None and "the cluster has" in cards.why:
+        return cards  # no queue, node or share explains a gang larger than the cluster
+    if job.why and job.phase == "Pending":  # refused at enqueue
+        return Explanation(job.why, job.why_plugin, unblock=job.unblock)
+    if job.job_fit_error and not job.fit_errors:
+        return Explanation(job.job_fit_error, "gang" if "Not" in job.job_fit_error else "")
+    if job.why and queue is not None and task is not None:
+        # Allocatable as of the session's end: a gang attempt that filled the queue with its
+        # own pods and was discarded does not explain the wait
+        plugin, words, unblock = ssn.allocatable_reason(queue, task)
+        if words:
+            return Explanation(words, plugin, unblock=unblock)
+    if cards is not None:  # more whole cards than are free
+        return cards
+    groups: tuple[ReasonGroup, ...] = ()
+    fix = ""
+    if job.node_errors and task is not None:
+        nodes = [ssn.nodes[n] for n in sorted(job.node_errors) if n in ssn.nodes]
+        groups, fix = node_groups(ssn, task, nodes, cache)
+    if groups:
+        fits = [g for g in groups if not g.plugin]
+        if fits and len(fits) == len(groups):
+            return Explanation(
+                f"gang of {job.min_available}: each pod fits some node now, but not "
+                f"{job.min_available - job.ready_task_num()} of them at once", "gang", groups,
+                "free room for the whole gang, or lower the job's minAvailable",
+            )
+        first = next(g for g in groups if g.plugin)
+        return Explanation(groups_line(groups, len(ssn.node_list)), first.plugin, groups, fix)
+    if job.why:
+        return Explanation(job.why, job.why_plugin, unblock=job.unblock)
+    if queue is not None and ssn.overused(queue):
+        return Explanation(f"queue {queue.name} is overused: it holds its deserved share in "
+                           "every resource (proportion)", "proportion",
+                           unblock=f"let queue {queue.name}'s running pods finish, or raise its "
+                           "weight")  # fmt: skip
+    pending = [t for t in job.tasks.values() if t.status == st.PENDING]
+    if pending and not job.fit_errors:
+        return Explanation("not reached in this session (queue share or session order)")
+    return Explanation("")

@@ -1,0 +1,235 @@
+"""A job's or a pod's story, from the log alone (what `tessera explain` prints; issue 16 item 2).
+
+Pure: stored messages in, a plain dict out. The timeline is the object's own events in log
+order with their sequence, time and session; "now" is the state the simulate report's fold
+gives (`build_report`, the same one `get` prints), and the reasons are the ones the scheduler
+recorded in its decision events (`JobUnschedulable.why/groups/unblock`, `TaskPlacement.parts/
+runners_up/cards_why`), so the answer is what was decided, not a re-derivation.
+
+Times: `Tessera-Time` (simulate's virtual clock, seconds) or `Nats-Time-Stamp` (JetStream's
+store time, as the direct get returns it). `at` cuts the log at a sequence or a time first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts.events import (
+    BindingFailed,
+    EvictionRequested,
+    JobDeleted,
+    JobPhaseChanged,
+    JobRejected,
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+    TaskFinished,
+    TaskPlacement,
+    TaskStarted,
+)
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from contracts.subjects import Subjects
+from services.core.simulate.report import build_report
+from services.runtime.eventlog.model import StoredMessage
+
+VIRTUAL_TIME = "Tessera-Time"
+STORE_TIME = "Nats-Time-Stamp"
+#: how many past events of the story the timeline shows (the newest; older ones are counted)
+TIMELINE_LIMIT = 200
+
+
+class AtError(ValueError):
+    """`--at` is neither a sequence, a time of day in ISO 8601, nor seconds (`12.5s`)."""
+
+
+def message_time(msg: StoredMessage) -> str:
+    """The message's time as recorded: `t=12.5s` (virtual) or the store's UTC timestamp."""
+    if VIRTUAL_TIME in msg.headers:
+        return f"t={float(msg.headers[VIRTUAL_TIME]):g}s"
+    stamp = msg.headers.get(STORE_TIME, "")
+    if not stamp:
+        return ""
+    when = _store_dt(stamp)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when is not None else stamp
+
+
+def _store_dt(stamp: str) -> datetime | None:
+    """JetStream's `2026-12-01 12:00:01.123456789 +0000 UTC` (or RFC 3339) as a datetime."""
+    text = stamp.replace(" +0000 UTC", "+00:00").replace("Z", "+00:00")
+    head, _, rest = text.partition(".")
+    if rest:  # fractional seconds: keep microseconds, keep the zone
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits):]
+        text = f"{head}.{digits[:6]}{zone}"
+    try:
+        dt = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        return None
+    return dt
+
+
+def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
+    """The log as of `at`: a sequence (`40`), a virtual time (`12.5s`) or an ISO 8601 time."""
+    at = at.strip()
+    if at.isdigit():
+        return [m for m in messages if m.seq <= int(at)]
+    if at.endswith("s") and at[:-1].replace(".", "", 1).isdigit():
+        limit = float(at[:-1])
+        return [m for m in messages if float(m.headers.get(VIRTUAL_TIME, "0") or 0) <= limit]
+    when = _store_dt(at)
+    if when is None:
+        raise AtError(f"--at {at!r}: give a log sequence (40), seconds of simulated time (12.5s) "
+                      "or a time in ISO 8601 (2026-12-01T12:00:00Z)")  # fmt: skip
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # the store's stamps are UTC
+    out = []
+    for m in messages:
+        stamp = _store_dt(m.headers.get(STORE_TIME, ""))
+        if stamp is not None and stamp > when:
+            break
+        out.append(m)
+    return out
+
+
+def _placement(p: TaskPlacement) -> dict[str, Any]:
+    return {
+        "node": p.node,
+        "cards": [{"uuid": s.card, "memory": s.slice.memory, "cores": s.slice.cores,
+                   "kind": s.slice.kind, "template": s.slice.template or ""} for s in p.slices],
+        "score": p.score,
+        "parts": {part.plugin: part.score for part in p.parts},
+        "runners_up": [{"node": r.node, "score": r.score} for r in p.runners_up],
+        "feasible": p.feasible,
+        "cards_why": p.cards_why,
+    }  # fmt: skip
+
+
+def _line(ev: object, pod: str) -> tuple[str, str] | None:
+    """(what, details) of one event of the story; None when it is not about `pod`."""
+    match ev:
+        case JobSubmitted():
+            tasks = ", ".join(f"{t.name}×{t.replicas}" for t in ev.spec.tasks)
+            return "submitted", (f"queue {ev.spec.queue}, minAvailable {ev.spec.min_available}, "
+                                 f"tasks [{tasks}]")  # fmt: skip
+        case JobRejected():
+            return "rejected", "; ".join(ev.reasons)
+        case JobPhaseChanged():
+            what = "enqueued" if ev.phase == "Inqueue" else f"phase {ev.phase}"
+            return what, ev.reason
+        case JobUnschedulable():
+            return "unschedulable", ev.why or ev.reason
+        case PlacementProposed():
+            mine = [p for p in ev.placements if not pod or p.task == pod]
+            if not mine:
+                return None
+            where = ", ".join(f"{p.task}→{p.node}" + "".join(f" [{s.card}]" for s in p.slices)
+                              for p in mine)  # fmt: skip
+            return "proposed", f"{where} (based on #{ev.based_on})"
+        case PlacementCommitted():
+            if pod and not any(p.task == pod for p in ev.placements):
+                return None
+            return "committed", f"proposal #{ev.proposal_seq}" if ev.proposal_seq else ""
+        case PlacementRejected():
+            return "proposal rejected", ev.reason
+        case BindingFailed() if not pod or ev.task == pod:
+            return "binding failed", f"{ev.task} on {ev.node}: {ev.reason}"
+        case EvictionRequested() if not pod or ev.task == pod:
+            return "evicted", f"{ev.task}: {ev.reason}"
+        case TaskStarted() if not pod or ev.task == pod:
+            return "started", f"{ev.task} on {ev.node}"
+        case TaskFinished() if not pod or ev.task == pod:
+            how = f"exit code {ev.exit_code}" + (f", {ev.reason}" if ev.reason else "")
+            return "finished", f"{ev.task} on {ev.node}: {how}"
+        case JobDeleted():
+            return "deleted", ""
+    return None
+
+
+def _session_of(ev: object, msg: StoredMessage) -> int:
+    session = getattr(ev, "session", 0) or 0
+    return int(session or msg.headers.get("Tessera-Session", "0") or 0)
+
+
+def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: str = "default",
+          root: str = "tessera") -> dict[str, Any] | None:  # fmt: skip
+    """The story of job|pod `name`, or None when the log has no such object."""
+    messages = list(messages)
+    report = build_report(messages)
+    if kind == "pod":
+        pod = next((p for p in report["pods"]
+                    if p["name"] == name and p["namespace"] == namespace), None)  # fmt: skip
+        if pod is None:
+            return None
+        job_name, pod_name = pod["job"] or name, name
+        state = {"phase": pod["phase"], "node": pod["node"] or "", "reason": pod["reason"]}
+    else:
+        job = next((j for j in report["jobs"]
+                    if j["name"] == name and j["namespace"] == namespace), None)  # fmt: skip
+        if job is None:
+            return None
+        job_name, pod_name = name, ""
+        state = {"phase": job["phase"], "queue": job["queue"], "reason": job["reason"]}
+        state["pods"] = {p["name"]: p["phase"] for p in report["pods"]
+                         if p["job"] == name and p["namespace"] == namespace}  # fmt: skip
+    subject = Subjects(root).job(namespace, job_name)
+    reg = default_registry()
+    timeline: list[dict[str, Any]] = []
+    last_unschedulable: tuple[StoredMessage, JobUnschedulable] | None = None
+    proposals: dict[int, PlacementProposed] = {}
+    placed: tuple[StoredMessage, PlacementProposed, TaskPlacement] | None = None
+    spec = None
+    for msg in messages:
+        if msg.subject != subject:
+            continue
+        try:
+            ev = reg.decode(msg.headers.get("Tessera-Type", ""), msg.data)
+        except (UnknownEventType, UndecodableEvent):
+            continue
+        line = _line(ev, pod_name)
+        if line is not None:
+            timeline.append({"seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
+                             "event": line[0], "details": line[1]})  # fmt: skip
+        match ev:
+            case JobSubmitted():
+                spec = ev.spec
+            case JobUnschedulable():
+                last_unschedulable = (msg, ev)
+            case PlacementProposed():
+                proposals[msg.seq] = ev
+            case PlacementCommitted():
+                proposal = proposals.get(ev.proposal_seq)
+                for p in (proposal or ev).placements:
+                    if (pod_name and p.task == pod_name) or (not pod_name and placed is None):
+                        placed = (msg, proposal or ev, p)  # type: ignore[assignment]
+                last_unschedulable = None
+    out: dict[str, Any] = {
+        "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
+        "min_available": spec.min_available if spec else None,
+        "timeline": timeline[-TIMELINE_LIMIT:], "timeline_dropped": max(0, len(timeline) - TIMELINE_LIMIT),
+    }  # fmt: skip
+    waiting = state["phase"] in ("Pending", "Pipelined") or (
+        kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
+    )
+    if waiting and last_unschedulable is not None:
+        msg, ev = last_unschedulable
+        out["waiting"] = {
+            "seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
+            "why": ev.why or ev.reason, "plugin": ev.plugin, "reason": ev.reason,
+            "groups": [{"nodes": g.nodes, "reason": g.reason, "plugin": g.plugin,
+                        "examples": list(g.examples)} for g in ev.groups],
+            "nodes": ev.nodes or len(ev.node_reasons), "unblock": ev.unblock,
+            "node_reasons": {} if ev.groups else dict(ev.node_reasons),
+        }  # fmt: skip
+    elif waiting:
+        out["waiting"] = {"why": state.get("reason") or "no scheduling session has decided on it yet",
+                          "groups": [], "unblock": ""}  # fmt: skip
+    if (placed is not None and not waiting) or (placed is not None and kind == "pod" and state["node"]):
+        msg, proposal, p = placed
+        out["placed"] = {"seq": msg.seq, "time": message_time(msg), "session": proposal.session
+                         if isinstance(proposal, PlacementProposed) else 0, "task": p.task,
+                         **_placement(p)}  # fmt: skip
+    return out
