@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from contracts.permissions import ADMIN
 from contracts.subjects import Subjects
 from services.cli.control import connection_args, nats_url
 from services.core.retention import DEFAULT_KEEP_FINISHED
@@ -16,7 +17,7 @@ __all__ = ["Compaction", "add_parsers", "compact"]
 
 
 async def _run(args: argparse.Namespace) -> int:
-    log = await JetStreamLog.connect(nats_url(args), subjects=Subjects(args.root))
+    log = await JetStreamLog.connect(nats_url(args, ADMIN), subjects=Subjects(args.root))
     try:
         done = await compact(log, args.keep_finished)
     finally:

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -21,6 +22,7 @@ from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
+from services.cli.up import read_state
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored
@@ -49,7 +51,11 @@ KINDS = {
     **dict.fromkeys(("queues", "queue", "q"), "queues"),
     **dict.fromkeys(("nodes", "node", "no"), "nodes"),
     **dict.fromkeys(("cards", "card"), "cards"),
+    **dict.fromkeys(("components", "component", "cs"), "components"),
 }
+#: `get components`: what `up` supervises, from its state file (no NATS needed: it is how you
+#: see why NATS or a service is down)
+COMPONENT_COLUMNS = ("name", "state", "pid", "restarts", "last_error")
 #: How often (in stream sequence) a replay redraws its progress: often enough to move, rarely
 #: enough that drawing costs nothing next to decoding.
 PROGRESS_EVERY = 1000
@@ -160,6 +166,25 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 
 def cmd_get(args: argparse.Namespace) -> int:
     what = KINDS[args.what]
+    if what == "components":
+        rows, columns = read_state(Path(args.state_dir)).get("components", []), COMPONENT_COLUMNS
+        key = "name"
+    else:
+        rows, columns = _from_log(what, args)
+        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
+    if args.names:
+        missing = [n for n in args.names if not any(r[key] == n for r in rows)]
+        if missing:
+            print(f'error: {what} {", ".join(repr(n) for n in missing)} not found', file=sys.stderr)
+            return 1
+        rows = [r for n in args.names for r in rows if r[key] == n]
+    if args.output == "table" and what not in ("nodes", "podgroups", "components"):
+        rows = _table_view(what, rows)
+    print(render(rows, columns, args.output))
+    return 0
+
+
+def _from_log(what: str, args: argparse.Namespace) -> tuple[list[dict], tuple[str, ...]]:
     url = nats_url(args)
     if what == "nodes":
         rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
@@ -172,23 +197,14 @@ def cmd_get(args: argparse.Namespace) -> int:
             rows = [r for r in rows if r["namespace"] == args.namespace]
         columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
                    "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}[what]  # fmt: skip
-    if args.names:
-        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
-        missing = [n for n in args.names if not any(r[key] == n for r in rows)]
-        if missing:
-            print(f'error: {what} {", ".join(repr(n) for n in missing)} not found', file=sys.stderr)
-            return 1
-        rows = [r for n in args.names for r in rows if r[key] == n]
-    if args.output == "table" and what not in ("nodes", "podgroups"):
-        rows = _table_view(what, rows)
-    print(render(rows, columns, args.output))
-    return 0
+    return rows, columns
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     get = sub.add_parser("get", help="list queues, jobs, podgroups, pods, nodes or cards")
     get.add_argument("what", choices=list(KINDS), metavar="KIND",
-                     help="pods|pod|po, jobs|job|vcjob, podgroups|pg, queues|queue|q, nodes|no, cards")  # fmt: skip
+                     help="pods|pod|po, jobs|job|vcjob, podgroups|pg, queues|queue|q, nodes|no, cards, "
+                          "components|cs (what `up` supervises)")  # fmt: skip
     get.add_argument("names", nargs="*", metavar="NAME", help="only these objects (exit 1 if one is missing)")
     get.add_argument("-n", "--namespace", default="default", help="namespace of pods and jobs (default: default)")
     get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")

@@ -1,10 +1,13 @@
 """`tessera up` / `tessera down`: the control plane as separate processes on one machine.
 
-`up` starts the embedded nats-server (unless `--nats URL` names one), then every service as its
-own `python -m services.<name>` process, waits until each says it is ready, and records the PIDs
-and the NATS URL in `<state-dir>/up.json` so later commands (`get`, `apply`, `down`) find the
-running system without flags. Without `--detach` it stays in the foreground and stops everything
-on Ctrl-C; `down` stops a detached one by PID.
+`up` starts the embedded nats-server (unless `--nats URL` names one; `--nats-cluster 3` runs
+three), with a NATS user per service and one for the CLI (`contracts.permissions`), then every
+service as its own `python -m services.<name>` process, waits until each says it is ready, and
+records the PIDs, the NATS URL and the credentials' directory in `<state-dir>/up.json` so later
+commands (`get`, `apply`, `down`) find the running system without flags. It then supervises:
+a service that ends is restarted (`services.cli.supervise`), and the state file says so
+(`get components`). Without `--detach` that happens in the foreground until Ctrl-C; with it,
+in a background `up` that `down` stops by PID.
 """
 
 from __future__ import annotations
@@ -21,8 +24,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from contracts.subjects import Subjects
+from services.cli.supervise import Component, due, on_exit, started
 from services.runtime.lifeline import alive
-from services.runtime.natsserver import NatsServer
+from services.runtime.natsauth import (
+    authorization,
+    generate_tls,
+    remember,
+    server_config,
+    write_credentials,
+)
+from services.runtime.natsserver import NatsServer, free_port
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 STATE_DIR = Path(os.environ.get("TESSERA_HOME", ".tessera"))
@@ -57,7 +69,8 @@ class ControlPlane:
     def __init__(self, state_dir: Path, inventory: str = "", nats_url: str = "",
                  scheduler_conf: str = "", env: dict[str, str] | None = None,
                  extra: dict[str, list[str]] | None = None, device_config: str = "",
-                 kubeconfig: str = "") -> None:  # fmt: skip
+                 kubeconfig: str = "", auth: bool = True, nats_cluster: int = 1,
+                 tls: bool = False, credentials: str = "") -> None:  # fmt: skip
         self.state_dir = state_dir
         self.kubeconfig = kubeconfig  # schedule a cluster: every service at the Kubernetes edge
         # services end with our nats-server (`--exit-with-pid`); off where the broker is killed
@@ -69,19 +82,47 @@ class ControlPlane:
         self.device_config = device_config
         self.env = {**os.environ, **(env or {})}
         self.extra = extra or {}
-        self.server: NatsServer | None = None
+        #: our own broker runs with a user per service (`contracts.permissions`); a given
+        #: `--nats` URL takes credential files from `credentials` (a directory), if any
+        self.auth = auth
+        self.cluster = max(1, nats_cluster)
+        self.tls = tls
+        self.credentials = Path(credentials) if credentials else (state_dir / "creds" if auth else None)
+        self.ca = ""
+        self.servers: list[NatsServer] = []
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.components: dict[str, Component] = {}
         self.log_dir = state_dir / "logs"
         self._log_start: dict[str, int] = {}  # where this run's part of each service log begins
+
+    @property
+    def server(self) -> NatsServer | None:
+        """The embedded server (the first member of a cluster)."""
+        return self.servers[0] if self.servers else None
 
     def names(self) -> list[str]:
         return [n for n in SERVICES
                 if available(n) and (n != "nodeagent" or self.inventory or self.kubeconfig)]  # fmt: skip
 
+    def creds(self, user: str) -> str:
+        """The credential file of one NATS user ("" without auth)."""
+        if self.credentials is None:
+            return ""
+        path = self.credentials / f"{user}.json"
+        return str(path) if path.exists() else ""
+
     def args_of(self, name: str) -> list[str]:
         args = ["--nats", self.url, *self.extra.get(name, [])]
+        if creds := self.creds(name):
+            args += ["--nats-creds", creds]
+        if self.ca:
+            args += ["--nats-ca", self.ca]
+        if self.cluster > 1:  # R3: every event on three servers before it is acknowledged
+            args += ["--stream-replicas", str(min(3, self.cluster))]
         if self.server is not None and self.lifeline:  # our broker: when it is gone, so is the service
-            args += ["--exit-with-pid", str(self.server.pid)]
+            # a cluster outlives any one member: the services end with whoever runs it instead
+            pid = self.server.pid if self.cluster == 1 else os.getpid()
+            args += ["--exit-with-pid", str(pid)]
         if self.kubeconfig and name != "scheduler":
             args += ["--kubeconfig", self.kubeconfig]
         elif name == "nodeagent":
@@ -92,17 +133,50 @@ class ControlPlane:
             args += ["--device-config", self.device_config]
         return args
 
+    def _start_nats(self, report: Callable[[str], None]) -> None:
+        """Our own nats-server, or `cluster` of them routed on loopback ports: credentials and
+        TLS material first, since the servers' configuration names them."""
+        config_auth = None
+        if self.auth:
+            assert self.credentials is not None
+            files = write_credentials(self.credentials)
+            config_auth = authorization(files, Subjects(), "TESSERA")
+        tls = None
+        if self.tls:
+            ca, cert, key = generate_tls(self.state_dir / "tls")
+            self.ca, tls = str(ca), (cert, key)
+        config = server_config(config_auth, tls) if config_auth or tls else ""
+        n = self.cluster
+        routes = tuple(free_port() for _ in range(n)) if n > 1 else ()
+        for i in range(n):
+            self.servers.append(NatsServer(
+                data_dir=self.state_dir / "nats" / (f"n{i + 1}" if n > 1 else ""),
+                name="tessera" if n == 1 else f"tessera-{i + 1}", config=config,
+                cluster_port=routes[i] if routes else 0, routes=routes, tls=self.tls,
+            ))  # fmt: skip
+        for server in self.servers:  # all launched before any is waited for: a cluster
+            server.launch()  # member is not healthy until it sees the others
+        for server in self.servers:
+            server.wait_ready()
+            self.components[server.name] = Component(server.name)
+            started(self.components[server.name], server.pid or 0, time.monotonic())
+        self.url = ",".join(s.url for s in self.servers)
+        pids = ", ".join(str(s.pid) for s in self.servers)
+        what = f"a cluster of {n}" if n > 1 else "nats-server"
+        report(f"{what} (JetStream{', auth' if self.auth else ''}{', TLS' if self.tls else ''}) "
+               f"on {self.url}, pid {pids}")  # fmt: skip
+
     def start(self, report: Callable[[str], None] = print,
               on_nats: Callable[[str], None] | None = None) -> ControlPlane:  # fmt: skip
         """`on_nats(url)` runs once NATS is up and before any service starts (`up`'s look at
         what the log already holds)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
-        if not self.url:
-            self.server = NatsServer(data_dir=self.state_dir / "nats").start()
-            self.url = self.server.url
-            report(f"nats-server (JetStream) on {self.url}, pid {self.server.pid}")
         try:
+            if not self.url:
+                self._start_nats(report)
+            if admin := self.creds("admin"):  # this process is the operator of what it starts
+                remember(self.url, admin, self.ca)
             if on_nats is not None:
                 on_nats(self.url)
             for name in self.names():
@@ -119,12 +193,15 @@ class ControlPlane:
         name = service_of(key)
         log_path = self.log_dir / f"{key}.log"
         self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
-        log_file = log_path.open("a")
-        return subprocess.Popen(
-            [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
-            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
-            start_new_session=True, env=self.env,
-        )  # fmt: skip
+        with log_path.open("a") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
+                stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
+                start_new_session=True, env=self.env,
+            )  # fmt: skip
+        component = self.components.setdefault(key, Component(key))
+        started(component, proc.pid, time.monotonic())
+        return proc
 
     def _wait_ready(self, name: str, timeout: float = 60.0) -> None:
         proc = self.procs[name]
@@ -162,11 +239,41 @@ class ControlPlane:
         self._wait_ready(name)
 
     def running(self) -> bool:
-        """Every service and our own nats-server still up (`up` in the foreground watches it)."""
-        server = self.server.process if self.server else None
-        return all(p.poll() is None for p in self.procs.values()) and (
-            server is None or server.poll() is None
+        """Every service and our own nats-server still up."""
+        return all(p.poll() is None for p in self.procs.values()) and all(
+            s.process is not None and s.process.poll() is None for s in self.servers
         )
+
+    def supervise(self, now: float) -> bool:
+        """One look at every process (`up`'s loop, foreground or detached): a service that
+        ended is restarted after its backoff (or given up on, with the reason); a cluster
+        member is restarted on its store and ports. False when our single nats-server is gone:
+        nothing can run without it (its services end by their lifeline)."""
+        for server in self.servers:
+            if server.process is not None and server.process.poll() is None:
+                continue
+            if self.cluster == 1:
+                return False
+            component = self.components[server.name]
+            component.restarts += 1
+            component.last_error = f"exited ({server.process.returncode if server.process else '?'})"
+            server.process = None
+            server.start()
+            started(component, server.pid or 0, now)
+        for key, proc in list(self.procs.items()):
+            component = self.components[key]
+            if component.state == "running" and proc.poll() is not None:
+                if proc.stdout is not None:
+                    proc.stdout.close()
+                cause = failure_cause(self.log_dir / f"{key}.log", self._log_start.get(key, 0))
+                on_exit(component, f"exited ({proc.returncode}): {cause}", now)
+            if due(component, now):
+                component.restarts += 1
+                try:
+                    self.restart(key)
+                except SystemExit as exc:  # ended again before it was ready
+                    on_exit(component, str(exc).split("\n")[0], time.monotonic())
+        return True
 
     def kill_nats(self) -> None:
         """SIGKILL the embedded nats-server (no flush); `restart_nats` brings it back."""
@@ -183,10 +290,19 @@ class ControlPlane:
         return {k: rc for k, p in self.procs.items() if (rc := p.poll()) is not None}
 
     def state(self) -> dict:
+        for key, proc in self.procs.items():
+            self.components[key].pid = proc.pid
+        for server in self.servers:
+            self.components[server.name].pid = server.pid
         return {
             "nats": self.url,
             "nats_pid": self.server.pid if self.server else None,
+            "nats_pids": [s.pid for s in self.servers],
             "services": {n: p.pid for n, p in self.procs.items()},
+            "credentials": str(self.credentials) if self.credentials else "",
+            "ca": self.ca,
+            "supervisor_pid": os.getpid(),
+            "components": [c.record() for c in self.components.values()],
         }
 
     def stop(self) -> None:
@@ -196,9 +312,9 @@ class ControlPlane:
                 proc.stdout.close()
             proc.poll()
         self.procs.clear()
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        for server in self.servers:
+            server.stop()
+        self.servers.clear()
 
 
 def failure_cause(log_path: Path, start: int) -> str:
@@ -225,8 +341,10 @@ def running(state_dir: Path) -> dict | None:
     if not path.exists():
         return None
     state = json.loads(path.read_text())
-    pids = [state.get("nats_pid"), *state.get("services", {}).values()]
+    pids = [state.get("supervisor_pid"), state.get("nats_pid"), *state.get("nats_pids", []),
+            *state.get("services", {}).values()]  # fmt: skip
     return state if any(p and alive(p) for p in pids) else None
+
 
 def service_of(key: str) -> str:
     """The service a process key names: `allocator#2` is a second allocator."""
@@ -274,6 +392,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
     if args.kubeconfig and args.inventory:
         raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")
+    if args.nats and (args.nats_cluster > 1 or args.nats_tls):
+        raise SystemExit("--nats-cluster and --nats-tls start our own NATS: not with --nats URL")
     state = running(state_dir)
     if state is not None:  # a second broker on the same store would orphan the first set
         pids = ", ".join(f"{n} {p}" for n, p in [("nats-server", state.get("nats_pid")),
@@ -281,6 +401,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"error: tessera is already running (pid {pids}) on {state['nats']}; "
               f"`tessera down --state-dir {state_dir}` stops it", file=sys.stderr)  # fmt: skip
         return 1
+    if args.detach:
+        return _detach(state_dir)
     if args.fresh and not args.nats:
         shutil.rmtree(state_dir / "nats", ignore_errors=True)
     extra = {"allocator": ["--hami-node-lock", args.hami_node_lock]} if args.kubeconfig else {}
@@ -290,7 +412,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     plane = ControlPlane(state_dir, args.inventory, args.nats, args.scheduler_conf,
                          device_config=args.device_config,
                          kubeconfig=str(Path(args.kubeconfig).resolve()) if args.kubeconfig else "",
-                         extra=extra)  # fmt: skip
+                         extra=extra, auth=not args.no_nats_auth and not args.nats,
+                         nats_cluster=args.nats_cluster, tls=args.nats_tls,
+                         credentials=args.nats_creds_dir)  # fmt: skip
     if args.kubeconfig:
         print(f"scheduling the cluster of {args.kubeconfig} (pods with schedulerName "
               f"{', '.join(args.scheduler_name or ['volcano', 'tessera'])})")  # fmt: skip
@@ -306,25 +430,65 @@ def cmd_up(args: argparse.Namespace) -> int:
         report_held(url, args.inventory, fresh=args.fresh and bool(args.nats))
 
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started, even mid-start
-    plane.start(on_nats=on_nats)
-    detached = False
     try:
-        state_file(state_dir).write_text(json.dumps(plane.state(), indent=2))
-        if args.detach:
-            print(f"detached; `tessera down` stops it (state in {state_file(state_dir)})")
-            detached = True
-            return 0
-        print("running; Ctrl-C stops everything")
-        try:
-            while plane.running():
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+        plane.start(on_nats=on_nats)
+        written = plane.state()
+        write_state(state_dir, written)
+        if os.environ.get(DETACHED):
+            print("supervising in the background; `tessera down` stops it", flush=True)
+        else:
+            print("running (a crashed service is restarted); Ctrl-C stops everything", flush=True)
+        while plane.supervise(time.monotonic()):
+            if (now := plane.state()) != written:
+                write_state(state_dir, now)
+                written = now
+            time.sleep(0.5)
+        print("error: nats-server exited: stopping every service", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
         return 0
     finally:
-        if not detached:
-            plane.stop()
-            state_file(state_dir).unlink(missing_ok=True)
+        plane.stop()
+        state_file(state_dir).unlink(missing_ok=True)
+
+
+#: Set in the environment of the supervisor `up --detach` leaves running.
+DETACHED = "TESSERA_UP_DETACHED"
+
+
+def write_state(state_dir: Path, state: dict) -> None:
+    """Whole or not at all (a rename): `up --detach` and `get components` read it meanwhile."""
+    tmp = state_dir / "up.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(state_file(state_dir))
+
+
+def _detach(state_dir: Path) -> int:
+    """Leave a supervising `up` (this command without --detach) running in its own session,
+    its output in `<state-dir>/logs/up.log`; return once it recorded a running system, or with
+    its exit code and what it said when it could not start one."""
+    state_file(state_dir).unlink(missing_ok=True)  # a stale one (checked above) would read as ready
+    log_path = state_dir / "logs" / "up.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = [a for a in sys.argv[1:] if a != "--detach"]
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "services.cli.main", *argv], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, DETACHED: "1", "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    while True:
+        rc = proc.poll()
+        if rc is not None:
+            print(log_path.read_text(), end="")
+            return rc or 1
+        path = state_file(state_dir)
+        if path.exists() and json.loads(path.read_text()).get("supervisor_pid") == proc.pid:
+            print(log_path.read_text(), end="")
+            print(f"detached (supervisor pid {proc.pid}); `tessera down` stops it "
+                  f"(state in {path}, output in {log_path})")  # fmt: skip
+            return 0
+        time.sleep(0.1)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -338,21 +502,34 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"  log purged ({state_dir / 'nats'} removed)")
         return 0
     state = read_state(state_dir)
+    supervisor = state.get("supervisor_pid")
+    if supervisor and supervisor != os.getpid() and alive(supervisor):
+        _stop_pid(supervisor, timeout=60)  # it stops what it runs, then itself
     for name, pid in state["services"].items():
-        _stop_pid(pid)
+        _stop_pid(pid)  # gone already when the supervisor was there; by PID anyway
         print(f"  {name:10s} stopped")
     if args.purge and not state.get("nats_pid"):  # someone else's broker: delete our streams
         from services.cli.held import purge
 
+        if admin := _creds_file(state, "admin"):
+            remember(state["nats"], admin, state.get("ca", ""))
         print(f"  log purged ({purge(state['nats'])} streams deleted)")
     if state.get("nats_pid"):
-        _stop_pid(state["nats_pid"])
+        for pid in state.get("nats_pids") or [state["nats_pid"]]:
+            _stop_pid(pid)
         print("  nats-server stopped")
         if args.purge:
             shutil.rmtree(state_dir / "nats", ignore_errors=True)
             print(f"  log purged ({state_dir / 'nats'} removed)")
     state_file(state_dir).unlink(missing_ok=True)
     return 0
+
+
+def _creds_file(state: dict, user: str) -> str:
+    """A NATS user's credential file of the system `state` describes ("" without auth)."""
+    directory = state.get("credentials", "")
+    path = Path(directory) / f"{user}.json" if directory else None
+    return str(path) if path is not None and path.exists() else ""
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -369,7 +546,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--hami-node-lock", default="on", choices=("on", "off"),
                     help="with --kubeconfig: bind device pods under HAMi's node lock (on when "
                          "HAMi's device plugins run on the nodes)")
-    up.add_argument("--detach", action="store_true", help="return once ready; `tessera down` stops it")
+    up.add_argument("--detach", action="store_true",
+                    help="return once ready, leaving a supervisor running; `tessera down` stops it")
+    up.add_argument("--nats-cluster", type=int, default=1, metavar="N",
+                    help="run N nats-servers routed on loopback ports, streams replicated on 3")
+    up.add_argument("--nats-tls", action="store_true",
+                    help="TLS between the clients and our NATS (a self-signed CA in <state-dir>/tls)")
+    up.add_argument("--no-nats-auth", action="store_true",
+                    help="our NATS without users (anyone on the port may append or purge)")
+    up.add_argument("--nats-creds-dir", default="",
+                    help="with --nats: the directory of the users' credential files (<user>.json)")
     up.add_argument("--fresh", action="store_true", help="start with an empty log (drops what it holds)")
     up.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
     up.set_defaults(func=cmd_up)

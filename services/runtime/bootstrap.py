@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 
 from opentelemetry import trace
 
+from contracts.permissions import APPENDS
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
 from services.core.retention import DEFAULT_KEEP_FINISHED
@@ -72,7 +73,12 @@ def device_catalogue(path: str) -> Catalogue | None:
 def common_parser(name: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m services.{name}")
     env = os.environ.get
-    parser.add_argument("--nats", default=env("TESSERA_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument("--nats", default=env("TESSERA_NATS_URL", "nats://127.0.0.1:4222"),
+                        help="NATS URL, or a cluster's URLs comma-separated")  # fmt: skip
+    parser.add_argument("--nats-creds", default=env("TESSERA_NATS_CREDS", ""),
+                        help="this service's NATS credential file ({\"user\", \"password\"})")  # fmt: skip
+    parser.add_argument("--nats-ca", default=env("TESSERA_NATS_CA", ""),
+                        help="CA bundle that signed the NATS server's TLS certificate")  # fmt: skip
     parser.add_argument("--root", default=env("TESSERA_SUBJECT_ROOT", "tessera"))
     parser.add_argument("--stream", default=env("TESSERA_STREAM", "TESSERA"))
     parser.add_argument("--metrics-port", type=int, default=int(env("TESSERA_METRICS_PORT", "0")),
@@ -169,8 +175,9 @@ async def _run_service(
     configure_logging(name, args.log_level)
     trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     event_log = await JetStreamLog.connect(
-        args.nats, subjects=Subjects(args.root), stream=args.stream, ack_wait=args.ack_wait,
-        duplicate_window=args.duplicate_window, replicas=args.stream_replicas,
+        args.nats, credentials=args.nats_creds, ca=args.nats_ca, subjects=Subjects(args.root),
+        stream=args.stream, ack_wait=args.ack_wait, duplicate_window=args.duplicate_window,
+        replicas=args.stream_replicas, writer=name if name in APPENDS else "",
     )
     args.kube = await connect_kube(args)
     app = build(event_log)

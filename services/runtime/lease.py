@@ -33,12 +33,13 @@ log = logging.getLogger(__name__)
 
 class Lease:
     def __init__(self, js: JetStreamContext, bucket: str, key: str, ttl: float = 5.0,
-                 holder: str = "") -> None:  # fmt: skip
+                 holder: str = "", replicas: int = 1) -> None:  # fmt: skip
         self.js = js
         self.bucket = bucket
         self.key = key
         self.ttl = ttl
         self.holder = holder or uuid.uuid4().hex
+        self.replicas = replicas  # as the streams': on a cluster a lost server keeps the lease
         self.revision = 0  # of our key while we hold it
         self.valid_until = 0.0  # monotonic time until which we may act as leader
         self._kv: KeyValue | None = None
@@ -46,7 +47,7 @@ class Lease:
     async def _bucket(self) -> KeyValue:
         if self._kv is None:
             config = KeyValueConfig(bucket=self.bucket, history=1, ttl=self.ttl,
-                                    storage=StorageType.FILE)  # fmt: skip
+                                    storage=StorageType.FILE, replicas=self.replicas)  # fmt: skip
             try:
                 self._kv = await self.js.create_key_value(config)
             except nats.js.errors.BadRequestError:  # exists (perhaps with another ttl): use it

@@ -7,6 +7,7 @@ and stop it by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -54,11 +55,35 @@ class NatsServer:
     http_port: int = 0
     name: str = "tessera"
     log_file: Path | None = None
+    #: more configuration (authorization, tls: `natsauth.server_config`), written to a file
+    config: str = ""
+    #: in a cluster: this server's route port and every member's (its own included)
+    cluster_port: int = 0
+    cluster_name: str = "tessera"
+    routes: tuple[int, ...] = ()
+    tls: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
-        return f"nats://{self.host}:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://{self.host}:{self.port}"
+
+    def _config_file(self) -> Path | None:
+        """The config file: flags cannot say authorization, tls or cluster routes."""
+        text = self.config
+        if self.cluster_port:
+            routes = [f"nats-route://{self.host}:{p}" for p in self.routes if p != self.cluster_port]
+            text += (f"cluster {{\n  name: {self.cluster_name}\n"
+                     f"  listen: {self.host}:{self.cluster_port}\n"
+                     f"  routes: {json.dumps(routes)}\n}}\n")  # fmt: skip
+        if not text:
+            return None
+        path = self.data_dir / "nats.conf"
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it holds passwords
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return path
 
     @property
     def pid(self) -> int | None:
@@ -67,13 +92,18 @@ class NatsServer:
     def start(self, timeout: float = 15.0) -> NatsServer:
         if self.process and self.process.poll() is None:
             return self
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting: the members of a cluster start together."""
         self.data_dir = Path(self.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
             self.port = free_port(self.host)
         if not self.http_port:
             self.http_port = free_port(self.host)
-        log_file = self.log_file or self.data_dir / "nats-server.log"
         cmd = [
             find_binary(),
             "--addr", self.host,
@@ -82,13 +112,20 @@ class NatsServer:
             "--jetstream",
             "--store_dir", str(self.data_dir),
             "--server_name", self.name,
-            "--log", str(log_file),
+            "--log", str(self._log()),
         ]  # fmt: skip
+        config = self._config_file()
+        if config is not None:
+            cmd += ["--config", str(config)]
         self.process = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        self._wait_ready(timeout, log_file)
-        return self
+
+    def _log(self) -> Path:
+        return self.log_file or self.data_dir / "nats-server.log"
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        self._wait_ready(timeout, self._log())
 
     def _wait_ready(self, timeout: float, log_file: Path) -> None:
         """Ready means the monitoring endpoint reports JetStream healthy, not just a bound port."""

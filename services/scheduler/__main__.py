@@ -21,7 +21,8 @@ def lease_of(log: EventLog, args: argparse.Namespace) -> Lease | None:
     """One leader among the scheduler replicas of this stream (`services.runtime.lease`)."""
     if not isinstance(log, JetStreamLog):
         return None
-    return Lease(log.js, f"{log.stream}_leases", "scheduler", ttl=args.lease_ttl)
+    return Lease(log.js, f"{log.stream}_leases", "scheduler", ttl=args.lease_ttl,
+                 replicas=args.stream_replicas)
 
 
 def main(argv: list[str] | None = None) -> int:

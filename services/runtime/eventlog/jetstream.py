@@ -30,6 +30,7 @@ from nats.js.api import (
 )
 
 from contracts.envelope import DLQ_REASON, DLQ_SOURCE, EXPECTED_LAST_SUBJECT_SEQ, MSG_ID
+from contracts.permissions import APPENDS, may_append
 from contracts.subjects import Subjects
 from services.runtime.eventlog.model import (
     Appended,
@@ -42,6 +43,7 @@ from services.runtime.eventlog.model import (
     LogError,
     StoredMessage,
 )
+from services.runtime.natsauth import connect_options, servers
 
 WRONG_LAST_SEQUENCE = 10071
 #: An atomic batch holding a message id already in the duplicate window: our own earlier attempt
@@ -223,8 +225,12 @@ class JetStreamLog:
         duplicate_window: float = 120.0,
         ack_wait: float = 30.0,
         replicas: int = 1,
+        writer: str = "",
     ) -> None:
         self.nc = nc
+        #: the NATS user this process is (`contracts.permissions`): appends are checked here
+        #: with the server's own rule, since the server answers a refused publish with nothing
+        self.writer = writer
         self.js = nc.jetstream(timeout=10.0)
         self._acks = _AckRouter(nc)
         self.timeout = 10.0
@@ -236,10 +242,15 @@ class JetStreamLog:
         self.replicas = replicas
 
     @classmethod
-    async def connect(cls, url: str, **kwargs: object) -> JetStreamLog:
+    async def connect(
+        cls, url: str, credentials: str = "", ca: str = "", **kwargs: object
+    ) -> JetStreamLog:
+        """`url` may list a cluster's servers, comma-separated: the client knows every one
+        from the start, so losing the one it first reached is a reconnect, not an outage."""
         nc = await nats.connect(
-            url, max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera"
-        )
+            servers(url), max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera",
+            **connect_options(credentials, ca, url),
+        )  # fmt: skip
         log = cls(nc, **kwargs)  # type: ignore[arg-type]
         await log.ensure()
         return log
@@ -291,6 +302,17 @@ class JetStreamLog:
 
     # --- appends -------------------------------------------------------------------------------
 
+    def _check(self, entries: Sequence[Entry]) -> None:
+        if not self.writer:
+            return
+        for entry in entries:
+            if not may_append(self.writer, entry.subject, self.subjects):
+                raise LogError(
+                    f"{self.writer} may not append to {entry.subject}: it appends to "
+                    f"{', '.join(APPENDS.get(self.writer, ())) or 'nothing'} subjects "
+                    "(contracts/permissions.py APPENDS)"
+                )
+
     def _conflict_or_raise(self, err: PublishError, entry: Entry) -> Conflict:
         if err.err_code == WRONG_LAST_SEQUENCE:
             expected = entry.expected_last_subject_seq or 0
@@ -307,11 +329,13 @@ class JetStreamLog:
         return Appended(ack.seq, duplicate=ack.duplicate)
 
     async def append(self, entry: Entry) -> AppendResult:
+        self._check([entry])
         fut = await self._acks.publish(entry.subject, entry.data, _headers(entry))
         return await self._result(entry, fut)
 
     async def append_pipelined(self, entries: Sequence[Entry]) -> list[AppendResult]:
         """Publish all without waiting between them; results in input order."""
+        self._check(entries)
         futures = [await self._acks.publish(e.subject, e.data, _headers(e)) for e in entries]
         return [await self._result(e, f) for e, f in zip(entries, futures, strict=True)]
 
@@ -320,6 +344,7 @@ class JetStreamLog:
             raise ValueError("an atomic batch needs at least one entry")
         if len(entries) > MAX_BATCH:
             raise ValueError(f"an atomic batch holds at most {MAX_BATCH} messages")
+        self._check(entries)
         batch_id = uuid.uuid4().hex
         last = len(entries) - 1
         for i, entry in enumerate(entries):

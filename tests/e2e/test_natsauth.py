@@ -1,0 +1,155 @@
+"""Only Tessera writes Tessera's log (issue 15 item 1): on `up`'s NATS every service has its own
+user with the subjects of `contracts.permissions`, the CLI user reads and applies but cannot
+append or purge, and a client without credentials is refused.
+
+Through the real processes: the system of `plane` runs the demo workload with authorization on
+(so every service had each right it used), then each user's rights are probed on the same
+server. A probe that may publish on a log subject sends with an expected last subject sequence
+the stream cannot have: the server lets it through to JetStream, which refuses it (10071) — a
+right shown without writing anything. A refused publish is an asynchronous `Permissions
+Violation` error on the connection, awaited as such."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import nats
+import nats.errors
+import pytest
+import yaml
+
+from contracts.envelope import EXPECTED_LAST_SUBJECT_SEQ
+from contracts.permissions import ADMIN, APPENDS, CLI
+from contracts.subjects import Subjects
+from services.cli.get import fetch_report
+from services.cli.up import ControlPlane
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.natsauth import load
+from tests.e2e.test_system import EXAMPLES, apply
+from tests.processes import ROOT, wait_until
+
+S = Subjects()
+KINDS = {"queue": S.queue("q"), "pc": S.priority_class("p"), "job": S.job("default", "j"),
+         "node": S.node("n"), "card": S.card("n", "c")}  # fmt: skip
+PURGE = "$JS.API.STREAM.PURGE.TESSERA"
+DELETE = "$JS.API.STREAM.DELETE.TESSERA"
+
+
+class Probe:
+    """One user's connection; `publish` says whether the server let the message through."""
+
+    def __init__(self) -> None:
+        self.nc: nats.aio.client.Client | None = None
+        self.refused: asyncio.Queue[str] = asyncio.Queue()
+
+    async def connect(self, url: str, creds: str) -> Probe:
+        async def on_error(exc: Exception) -> None:
+            if "permissions violation" in str(exc).lower():
+                self.refused.put_nowait(str(exc))
+
+        cred = load(creds)
+        self.nc = await nats.connect(url, user=cred.user, password=cred.password,
+                                     error_cb=on_error, allow_reconnect=False)  # fmt: skip
+        return self
+
+    async def publish(self, subject: str) -> bool:
+        """True: JetStream answered (the server allowed it); False: a permissions violation."""
+        assert self.nc is not None
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, max_msgs=1)
+        await self.nc.flush()
+        await self.nc.publish(subject, b"{}", reply=inbox,
+                              headers={EXPECTED_LAST_SUBJECT_SEQ: "999999999"})  # fmt: skip
+        answer = asyncio.ensure_future(sub.next_msg(timeout=10))
+        refusal = asyncio.ensure_future(self.refused.get())
+        done, pending = await asyncio.wait({answer, refusal}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await sub.unsubscribe()
+        if refusal in done:
+            assert subject.lower() in refusal.result(), refusal.result()  # nats-py lowercases it
+            return False
+        reply = json.loads(answer.result().data or b"{}")
+        if subject.startswith(f"{S.root}.ev."):  # a log subject: refused by the stream, not written
+            assert reply["error"]["err_code"] == 10071, reply
+        return True
+
+    async def close(self) -> None:
+        if self.nc is not None:
+            await self.nc.close()
+
+
+async def test_each_user_publishes_only_where_the_table_says(plane: ControlPlane) -> None:
+    reply = await apply(plane.url, (EXAMPLES / "article.yaml").read_text())
+    assert "accepted" in {r.outcome for r in reply.results}
+
+    async def placed() -> bool:  # the services did their work under their own users
+        report = await fetch_report(plane.url, "tessera")
+        return any(p["phase"] == "Running" for p in report["pods"])
+
+    await wait_until(placed, timeout=60, what="a pod to run under authorization")
+    log = await JetStreamLog.connect(plane.url)
+    before = await log.last_sequence()
+    try:
+        for user in (*APPENDS, CLI):
+            path = plane.creds(user)
+            assert stat.S_IMODE((plane.credentials / f"{user}.json").stat().st_mode) == 0o600
+            probe = await Probe().connect(plane.url, path)
+            try:
+                allowed = {kind for kind, subject in KINDS.items() if await probe.publish(subject)}
+                assert allowed == set(APPENDS.get(user, ())), user
+                assert not await probe.publish(PURGE), user
+                assert not await probe.publish(DELETE), user
+            finally:
+                await probe.close()
+        admin = await Probe().connect(plane.url, plane.creds(ADMIN))
+        try:
+            assert await admin.publish(KINDS["card"])  # the operator's own user may
+        finally:
+            await admin.close()
+        assert await log.last_sequence() == before  # nothing any probe sent was written
+    finally:
+        await log.close()
+
+
+async def test_cli_user_reads_and_applies_but_cannot_forge(plane: ControlPlane, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(ROOT)}
+    creds = plane.creds(CLI)
+
+    def tessera(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "services.cli.main", *args, "--nats", plane.url,
+                               "--nats-creds", creds], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, **env}, timeout=120)  # fmt: skip
+
+    manifest = tmp_path / "q.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                        "metadata": {"name": "team-a"}, "spec": {"weight": 1}}))  # fmt: skip
+    applied = tessera("apply", "-f", str(manifest))
+    assert applied.returncode == 0 and "queue/team-a accepted" in applied.stdout, applied
+    got = tessera("get", "queues", "-o", "json")
+    assert got.returncode == 0 and "team-a" in got.stdout, got
+    events = tessera("events", "-o", "json")
+    assert events.returncode == 0 and "QueueCreated" in events.stdout, events
+    compact = tessera("compact")  # purges subjects: the CLI user may not
+    assert compact.returncode != 0
+
+    probe = await Probe().connect(plane.url, creds)
+    try:
+        assert not await probe.publish(S.job("default", "npu-train-job"))  # a PlacementCommitted
+        assert not await probe.publish(S.card("node-a", "node-a-Ascend910B3-0"))  # a ledger event
+        assert not await probe.publish(PURGE)
+        assert await probe.publish(f"{S.api('allocator')}.cards")  # what `get cards` asks
+    finally:
+        await probe.close()
+
+
+async def test_a_client_without_credentials_is_refused(plane: ControlPlane) -> None:
+    with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+        await nats.connect(plane.url.split(",")[0], allow_reconnect=False, max_reconnect_attempts=1)
