@@ -26,6 +26,7 @@ import yaml
 from contracts.api import ApplyReply, ApplyRequest, decode, encode
 from services.cli.control import request
 from services.cli.up import ControlPlane
+from services.runtime.natsauth import connect_options
 
 RESULTS = Path(__file__).parent / "results" / "e2e.md"
 
@@ -56,7 +57,7 @@ async def run(nodes: int, count: int, chunk: int, store: Path, rate: float = 0.0
     submitted: dict[str, float] = {}
     bound: dict[str, float] = {}
     done = asyncio.Event()
-    nc = await nats.connect(plane.url)
+    nc = await nats.connect(plane.url, **connect_options(url=plane.url))  # as the operator
 
     async def seen(msg: nats.aio.msg.Msg) -> None:
         kind = (msg.headers or {}).get("Tessera-Type")

@@ -158,13 +158,17 @@ class ControlPlane:
             server.launch()  # member is not healthy until it sees the others
         for server in self.servers:
             server.wait_ready()
-            self.components[server.name] = Component(server.name)
-            started(self.components[server.name], server.pid or 0, time.monotonic())
+            self.components[self._key(server)] = Component(self._key(server))
+            started(self.components[self._key(server)], server.pid or 0, time.monotonic())
         self.url = ",".join(s.url for s in self.servers)
         pids = ", ".join(str(s.pid) for s in self.servers)
         what = f"a cluster of {n}" if n > 1 else "nats-server"
         report(f"{what} (JetStream{', auth' if self.auth else ''}{', TLS' if self.tls else ''}) "
                f"on {self.url}, pid {pids}")  # fmt: skip
+
+    def _key(self, server: NatsServer) -> str:
+        """The component name of a server: `nats-server`, or `nats-2` in a cluster."""
+        return "nats-server" if self.cluster == 1 else f"nats-{self.servers.index(server) + 1}"
 
     def start(self, report: Callable[[str], None] = print,
               on_nats: Callable[[str], None] | None = None) -> ControlPlane:  # fmt: skip
@@ -254,7 +258,7 @@ class ControlPlane:
                 continue
             if self.cluster == 1:
                 return False
-            component = self.components[server.name]
+            component = self.components[self._key(server)]
             component.restarts += 1
             component.last_error = f"exited ({server.process.returncode if server.process else '?'})"
             server.process = None
@@ -293,7 +297,7 @@ class ControlPlane:
         for key, proc in self.procs.items():
             self.components[key].pid = proc.pid
         for server in self.servers:
-            self.components[server.name].pid = server.pid
+            self.components[self._key(server)].pid = server.pid
         return {
             "nats": self.url,
             "nats_pid": self.server.pid if self.server else None,

@@ -37,6 +37,11 @@ def alive(pid: int) -> bool:
     return True
 
 
+def admin_creds(state: dict) -> str:
+    """The operator's NATS user of a running `up` (this test writes node events itself)."""
+    return str(Path(state["credentials"]) / "admin.json")
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
@@ -53,7 +58,7 @@ async def test_up_get_down(state_dir: Path) -> None:
     state = read_state(state_dir)
     pids = [state["nats_pid"], *state["services"].values()]
     assert all(alive(p) for p in pids)
-    log = await JetStreamLog.connect(state["nats"])
+    log = await JetStreamLog.connect(state["nats"], credentials=admin_creds(state))
     await put(log, log.subjects.node("n1"), ascend_node("n1", cards=2))
 
     async def cards_registered() -> bool:

@@ -216,6 +216,31 @@ class JetStreamConsumer:
             pass
 
 
+async def _connect_or_refused(url: str, options: dict) -> Client:
+    """Connect, retrying forever while the server is away (a service outlives a broker
+    restart) — but not when it refuses the credentials: that is a configuration error, ended
+    with one line instead of an endless retry loop."""
+    refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def on_error(exc: Exception) -> None:
+        text = str(exc)
+        if "authorization violation" in text.lower() and not refused.done():
+            refused.set_result(text)
+
+    connecting = asyncio.ensure_future(nats.connect(
+        servers(url), max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera",
+        error_cb=on_error, **options,
+    ))  # fmt: skip
+    await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+    if connecting.done():
+        return connecting.result()
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    user = options.get("user", "(no user)")
+    raise LogError(f"NATS at {url} refused {user}: {refused.result()}")
+
+
 class JetStreamLog:
     def __init__(
         self,
@@ -247,10 +272,7 @@ class JetStreamLog:
     ) -> JetStreamLog:
         """`url` may list a cluster's servers, comma-separated: the client knows every one
         from the start, so losing the one it first reached is a reconnect, not an outage."""
-        nc = await nats.connect(
-            servers(url), max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera",
-            **connect_options(credentials, ca, url),
-        )  # fmt: skip
+        nc = await _connect_or_refused(url, connect_options(credentials, ca, url))
         log = cls(nc, **kwargs)  # type: ignore[arg-type]
         await log.ensure()
         return log
