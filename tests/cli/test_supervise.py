@@ -1,0 +1,68 @@
+"""Supervision (issue 15 item 2): under a detached `tessera up` a service killed with -9 is
+restarted and `get components` shows it; the policy gives up after quick failures, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from services.cli.supervise import MAX_QUICK, QUICK, Component, backoff, due, on_exit, started
+from services.cli.up import read_state
+from tests.cli.test_up_down import state_dir, tessera
+from tests.processes import ROOT
+
+__all__ = ["state_dir"]
+
+
+def components(state: Path) -> dict[str, dict]:
+    got = tessera("get", "components", "-o", "json", "--state-dir", str(state))
+    assert got.returncode == 0, got.stderr
+    return {c["name"]: c for c in json.loads(got.stdout)}
+
+
+def test_a_killed_service_is_restarted_under_a_detached_up(state_dir: Path) -> None:
+    inventory = str(ROOT / "examples" / "inventory.yaml")
+    up = tessera("up", "--detach", "--inventory", inventory, "--state-dir", str(state_dir))
+    assert up.returncode == 0, up.stdout + up.stderr
+    before = components(state_dir)
+    assert {c["state"] for c in before.values()} == {"running"}
+    assert before["allocator"]["restarts"] == 0
+    victim = read_state(state_dir)["services"]["allocator"]
+    os.kill(victim, signal.SIGKILL)
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # poll what `get components` shows (the state file)
+        now = components(state_dir)["allocator"]
+        if now["restarts"] == 1 and now["state"] == "running" and now["pid"] != victim:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"allocator not restarted: {components(state_dir)['allocator']}")
+    assert "exited (-9)" in now["last_error"]
+    assert components(state_dir)["scheduler"]["pid"] == before["scheduler"]["pid"]  # left alone
+    nodes = tessera("get", "nodes", "--state-dir", str(state_dir))
+    assert nodes.returncode == 0 and "node-a" in nodes.stdout
+    down = tessera("down", "--state-dir", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    assert not (state_dir / "up.json").exists()
+
+
+def test_policy_backs_off_then_gives_up_with_the_reason() -> None:
+    c = Component("queue")
+    started(c, 10, now=0.0)
+    on_exit(c, "exited (1): ConfigError: x", now=QUICK + 1)  # after a while: one failure
+    assert c.state == "restarting" and c.quick_failures == 1
+    assert not due(c, QUICK + 1) and due(c, QUICK + 1 + backoff(1))
+    t = QUICK + 1
+    for n in range(2, MAX_QUICK + 1):
+        started(c, 10 + n, now=t)
+        t += 1.0
+        on_exit(c, "exited (1): ConfigError: x", now=t)  # at once: quick
+        assert c.quick_failures == n
+    assert c.state == "failed"
+    assert c.last_error == f"gave up after {MAX_QUICK} quick failures: exited (1): ConfigError: x"
+    assert not due(c, t + 1000)
+    assert [backoff(n) for n in (1, 2, 3, 6, 9)] == [0.5, 1.0, 2.0, 10.0, 10.0]
