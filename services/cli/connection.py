@@ -60,14 +60,17 @@ async def connect(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
         raise Unreachable(f"cannot reach NATS at {url} (is `tessera up` running?)") from None
 
 
-async def open_log(url: str, root: str) -> JetStreamLog:
+async def open_log(url: str, root: str, create: bool = True) -> JetStreamLog:
     """The log of the system at `url`, over a bounded connection. The streams are looked at,
-    and created only when absent: the CLI user may read them, not create or change them."""
+    and created only when absent (and `create`: `up` leaves that to the services, which know
+    the replicas): the CLI user may read them, not create or change them."""
     log = JetStreamLog(await connect(url), subjects=Subjects(root))
     try:
         try:
             await log.js.stream_info(log.stream)
         except nats.js.errors.NotFoundError:
+            if not create:
+                raise
             await log.ensure()
     except Exception as exc:
         await log.close()

@@ -19,7 +19,7 @@ import yaml
 from contracts.envelope import TYPE
 from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
-from services.cli.connection import open_log
+from services.cli.connection import Unreachable, open_log
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.snapshot import bucket_of
 
@@ -96,7 +96,12 @@ def inventory_nodes(path: str) -> tuple[str, ...] | None:
 
 
 async def read_held(url: str, root: str = "tessera") -> Held:
-    log = await open_log(url, root)
+    try:
+        log = await open_log(url, root, create=False)
+    except Unreachable as exc:
+        if "not found" not in str(exc):
+            raise
+        return Held(0, (), 0, 0, ())  # no stream yet: nothing held
     try:
         info = await log.js.stream_info(log.stream)
         s = log.subjects

@@ -147,11 +147,13 @@ class ControlPlane:
             self.ca, tls = str(ca), (cert, key)
         config = server_config(config_auth, tls) if config_auth or tls else ""
         n = self.cluster
-        routes = tuple(free_port() for _ in range(n)) if n > 1 else ()
+        ports = distinct_ports(3 * n if n > 1 else 2)  # every one before any is bound
+        routes = tuple(ports[2 * n:]) if n > 1 else ()
         for i in range(n):
             self.servers.append(NatsServer(
                 data_dir=self.state_dir / "nats" / (f"n{i + 1}" if n > 1 else ""),
                 name="tessera" if n == 1 else f"tessera-{i + 1}", config=config,
+                port=ports[2 * i], http_port=ports[2 * i + 1],
                 cluster_port=routes[i] if routes else 0, routes=routes, tls=self.tls,
             ))  # fmt: skip
         for server in self.servers:  # all launched before any is waited for: a cluster
@@ -319,6 +321,15 @@ class ControlPlane:
         for server in self.servers:
             server.stop()
         self.servers.clear()
+
+
+def distinct_ports(count: int) -> list[int]:
+    """Free loopback ports, no two alike (the OS may hand one out twice while none is bound)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        if (port := free_port()) not in ports:
+            ports.append(port)
+    return ports
 
 
 def failure_cause(log_path: Path, start: int) -> str:

@@ -304,6 +304,10 @@ class JetStreamLog:
         try:
             await self.js.add_stream(config)
         except nats.js.errors.BadRequestError:
+            # never fewer replicas than it has: a client started without --stream-replicas
+            # (a test, a tool) would otherwise turn an R3 log back into R1
+            have = (await self.js.stream_info(config.name)).config.num_replicas or 1
+            config.num_replicas = max(config.num_replicas or 1, have)
             await self.js.update_stream(config)
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
