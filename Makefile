@@ -18,6 +18,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m contracts.schema --check
+	$(PY) -m contracts.permissions --check
 	$(PY) -m pytest
 
 lint: $(STAMP)

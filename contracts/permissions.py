@@ -15,7 +15,10 @@ optimistic concurrency of DESIGN §4), so subject permissions cannot tell those 
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from contracts.subjects import Subjects
 
@@ -123,3 +126,35 @@ def may_append(user: str, subject: str, subjects: Subjects) -> bool:
     if kinds is None:
         return user == ADMIN
     return any(matches(f"{subjects.root}.ev.{kind}.>", subject) for kind in kinds)
+
+
+CHART_COPY = Path(__file__).resolve().parents[1] / "charts" / "tessera" / "files" / "permissions.json"
+
+
+def render_chart_copy() -> str:
+    """The table as the chart reads it (`.Files.Get`): Helm cannot import Python, so the chart
+    gets a generated copy, checked against this module by the tests like the event schema."""
+    doc = {}
+    for user in USERS:
+        p = permissions(user)
+        doc[user] = {"publish": list(p.publish), "subscribe": list(p.subscribe),
+                     "allow_responses": p.responses}  # fmt: skip
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def main() -> int:
+    """`python -m contracts.permissions` rewrites the chart's copy; `--check` says if it is stale."""
+    text = render_chart_copy()
+    if "--check" in sys.argv:
+        if not CHART_COPY.exists() or CHART_COPY.read_text() != text:
+            print(f"{CHART_COPY} is stale: run `python -m contracts.permissions`", file=sys.stderr)
+            return 1
+        return 0
+    CHART_COPY.parent.mkdir(parents=True, exist_ok=True)
+    CHART_COPY.write_text(text)
+    print(f"wrote {CHART_COPY}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import importlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.permissions import APPENDS, render_chart_copy
 from services.core.devices import load_catalogue
 from services.core.scheduling.config import default_conf, parse_conf
 from services.runtime.natsserver import find_binary
@@ -198,11 +200,37 @@ def test_nats_server_accepts_the_rendered_configuration(values: str, tmp_path: P
     docs = render(*([CLUSTER_VALUES] if values == "cluster" else []))
     conf = tmp_path / "nats.conf"
     conf.write_text(_nats_conf(docs))
+    (nats,) = of_kind(docs, "StatefulSet").values()
+    passwords = {e["name"]: "pw" for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]
+                 if e["name"].endswith("_PASSWORD")}  # fmt: skip
     out = subprocess.run([find_binary(), "-t", "-c", str(conf)], capture_output=True,
-                         text=True, env={**os.environ, "SERVER_NAME": "rel-tessera-nats-0"},
-                         timeout=30)  # fmt: skip
+                         text=True, env={**os.environ, "SERVER_NAME": "rel-tessera-nats-0",
+                                         **passwords}, timeout=30)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert "jetstream" in conf.read_text() and "store_dir: /data" in conf.read_text()
+
+
+@needs_helm
+def test_each_service_gets_its_own_nats_user_from_the_secret(default: list[Obj]) -> None:
+    """The bundled NATS holds the table of contracts/permissions.py; each Deployment connects
+    as its own user, the password from the chart's Secret (never in a value or an argument)."""
+    table = json.loads((CHART / "files" / "permissions.json").read_text())
+    assert table == json.loads(render_chart_copy())  # the chart's copy is the code's table
+    (secret,) = of_kind(default, "Secret").values()
+    assert sorted(secret["data"]) == sorted(table)
+    conf = _nats_conf(default)
+    for user, perms in table.items():
+        assert f'user: "tessera-{user}"' in conf and f"password: ${user.upper()}_PASSWORD" in conf
+        assert ", ".join(f'"{s}"' for s in perms["publish"]) in conf
+    for d in of_kind(default, "Deployment").values():
+        env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+        by_name = {e["name"]: e for e in env}
+        user = by_name["TESSERA_NATS_USER"]["value"].removeprefix("tessera-")
+        assert user in APPENDS, d["metadata"]["name"]
+        ref = by_name["TESSERA_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": secret["metadata"]["name"], "key": user}
+    off = render(sets=("nats.auth.enabled=false",))
+    assert not of_kind(off, "Secret") and "authorization" not in _nats_conf(off)
 
 
 @needs_helm

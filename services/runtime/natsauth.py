@@ -89,6 +89,9 @@ def servers(url: str) -> list[str]:
     return [u.strip() for u in url.split(",") if u.strip()]
 
 
+#: A service's NATS user and password as the chart gives them (env from a Secret).
+USER_ENV = "TESSERA_NATS_USER"
+PASSWORD_ENV = "TESSERA_NATS_PASSWORD"
 #: url -> (credential file, CA) a process learnt for a system it started or found (`remember`)
 _KNOWN: dict[str, tuple[str, str]] = {}
 
@@ -109,6 +112,8 @@ def connect_options(creds: str = "", ca: str = "", url: str = "") -> dict:
     if creds:
         cred = load(creds)
         options.update(user=cred.user, password=cred.password)
+    elif os.environ.get(USER_ENV):  # in a pod: from the chart's Secret, never in argv
+        options.update(user=os.environ[USER_ENV], password=os.environ.get(PASSWORD_ENV, ""))
     if ca:
         context = ssl.create_default_context(cafile=ca)
         options["tls"] = context

@@ -26,11 +26,11 @@ The services: values key → object name, module, and whether it reads the API (
 talks only to NATS, so it gets neither --in-cluster nor a service account token).
 */}}
 {{- define "tessera.components" -}}
-admission: { name: admission, module: services.admission, kube: true }
-queue: { name: queue, module: services.queue, kube: true }
-scheduler: { name: scheduler, module: services.scheduler, kube: false }
-allocator: { name: allocator, module: services.allocator, kube: true }
-nodeAgent: { name: node-agent, module: services.nodeagent, kube: true }
+admission: { name: admission, module: services.admission, kube: true, user: admission }
+queue: { name: queue, module: services.queue, kube: true, user: queue }
+scheduler: { name: scheduler, module: services.scheduler, kube: false, user: scheduler }
+allocator: { name: allocator, module: services.allocator, kube: true, user: allocator }
+nodeAgent: { name: node-agent, module: services.nodeagent, kube: true, user: nodeagent }
 {{- end -}}
 
 {{- define "tessera.labels" -}}
@@ -83,4 +83,11 @@ Replicas of the event streams: as asked, else one per bundled NATS server (R1 al
 {{- else -}}
 {{- include "tessera.natsReplicas" . -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The Secret of the NATS users' passwords (one key per user of files/permissions.json).
+*/}}
+{{- define "tessera.natsSecret" -}}
+{{- .Values.nats.auth.existingSecret | default (printf "%s-nats-users" (include "tessera.fullname" .)) -}}
 {{- end -}}
