@@ -17,6 +17,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nats
@@ -146,6 +147,11 @@ async def test_cli_user_reads_and_applies_but_cannot_forge(plane: ControlPlane, 
         assert not await probe.publish(S.card("node-a", "node-a-Ascend910B3-0"))  # a ledger event
         assert not await probe.publish(PURGE)
         assert await probe.publish(f"{S.api('allocator')}.cards")  # what `get cards` asks
+        assert probe.nc is not None  # the reader's ephemeral consumers cannot be a durable:
+        rewrite = {"stream_name": "TESSERA", "config": {"durable_name": "allocator",
+                   "ack_policy": "none", "filter_subject": S.all_cards()}}  # fmt: skip
+        answer = await probe.nc.request("$JS.API.CONSUMER.CREATE.TESSERA", json.dumps(rewrite).encode())
+        assert "error" in json.loads(answer.data), answer.data
     finally:
         await probe.close()
 
@@ -153,3 +159,30 @@ async def test_cli_user_reads_and_applies_but_cannot_forge(plane: ControlPlane, 
 async def test_a_client_without_credentials_is_refused(plane: ControlPlane) -> None:
     with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
         await nats.connect(plane.url.split(",")[0], allow_reconnect=False, max_reconnect_attempts=1)
+
+
+@pytest.fixture
+def tls_plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path / "state", tls=True)  # no node agent: admission answers
+    cp.start(report=lambda _line: None)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+async def test_tls_between_clients_and_nats(tls_plane: ControlPlane) -> None:
+    """`up --nats-tls`: every service connects over TLS with the CA `up` made (they answer);
+    a client without that CA is refused (the server requires TLS, its certificate is not
+    trusted), credentials or not."""
+    assert tls_plane.url.startswith("tls://") and tls_plane.ca
+    queue = yaml.safe_dump({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                            "metadata": {"name": "over-tls"}, "spec": {"weight": 1}})  # fmt: skip
+    reply = await apply(tls_plane.url, queue)
+    assert [r.outcome for r in reply.results] == ["accepted"]
+    cred = load(tls_plane.creds(CLI))
+    plain = tls_plane.url.replace("tls://", "nats://")
+    with pytest.raises(Exception):  # noqa: B017 - the error type varies with where the handshake fails
+        nc = await nats.connect(plain, user=cred.user, password=cred.password, allow_reconnect=False,
+                                max_reconnect_attempts=1, connect_timeout=3)  # fmt: skip
+        await nc.close()
