@@ -271,8 +271,7 @@ class ControlPlane:
             if component.state == "running" and proc.poll() is not None:
                 if proc.stdout is not None:
                     proc.stdout.close()
-                cause = failure_cause(self.log_dir / f"{key}.log", self._log_start.get(key, 0))
-                on_exit(component, f"exited ({proc.returncode}): {cause}", now)
+                on_exit(component, self._why(key, proc.returncode), now)
             if due(component, now):
                 component.restarts += 1
                 try:
@@ -294,6 +293,13 @@ class ControlPlane:
     def exited(self) -> dict[str, int]:
         """Processes that ended without being told to (key -> exit code)."""
         return {k: rc for k, p in self.procs.items() if (rc := p.poll()) is not None}
+
+    def _why(self, key: str, code: int) -> str:
+        """A signal names itself (its log's last line would be some earlier, unrelated line);
+        an exit of its own is said with the last line it wrote."""
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exited ({code}): {failure_cause(self.log_dir / f'{key}.log', self._log_start.get(key, 0))}"
 
     def state(self) -> dict:
         for key, proc in self.procs.items():
