@@ -262,7 +262,8 @@ class ControlPlane:
                 return False
             component = self.components[self._key(server)]
             component.restarts += 1
-            component.last_error = f"exited ({server.process.returncode if server.process else '?'})"
+            code = server.process.returncode if server.process else 0
+            component.last_error = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
             server.process = None
             server.start()
             started(component, server.pid or 0, now)

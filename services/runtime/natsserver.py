@@ -133,7 +133,10 @@ class NatsServer:
         import urllib.request
 
         deadline = time.monotonic() + timeout
-        url = f"http://{self.host}:{self.http_port}/healthz?js-enabled-only=true"
+        # a cluster member is ready once it knows the JetStream meta leader (the full check):
+        # before that, every stream request of a client times out
+        query = "" if self.cluster_port else "?js-enabled-only=true"
+        url = f"http://{self.host}:{self.http_port}/healthz{query}"
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 tail = log_file.read_text()[-2000:] if log_file.exists() else ""
