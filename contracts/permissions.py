@@ -37,6 +37,8 @@ HEARTBEAT_SENDERS = frozenset({"nodeagent"})
 HEARTBEAT_LISTENERS = frozenset({"queue"})
 #: Services holding a lease in the `<stream>_leases` KV bucket.
 LEASE_HOLDERS = frozenset({"scheduler"})
+#: Services that purge the log's finished jobs (automatic retention, `--compact-every`).
+COMPACTORS = frozenset({"queue"})
 
 CLI = "cli"
 ADMIN = "admin"
@@ -103,7 +105,8 @@ def permissions(user: str, subjects: Subjects | None = None, stream: str = "TESS
     if user not in APPENDS:
         raise ValueError(f"user {user!r}: not a service ({', '.join(APPENDS)}), {CLI} or {ADMIN}")
     publish = [f"{root}.ev.{kind}.>" for kind in APPENDS[user]]
-    publish += [s.dlq_all, "$JS.API.INFO"]
+    publish += [s.dlq_all, "$JS.API.INFO", "$JS.API.STREAM.NAMES"]  # names: which stream holds
+    # a subject, asked by nats-py's subscribe without a stream (the object store's reads)
     for name in (stream, dlq):
         publish += [*_read_stream(name, True), *_own_stream(name)]
     subscribe = [INBOX, s.events]
@@ -113,6 +116,13 @@ def permissions(user: str, subjects: Subjects | None = None, stream: str = "TESS
         publish.append(f"{root}.hb.*")
     if user in HEARTBEAT_LISTENERS:
         subscribe.append(f"{root}.hb.*")
+    # its projection's snapshot in the `<stream>_snapshots` object store: chunks and meta on
+    # `$O.<bucket>.>`, and the purge of an object's old chunks when it is replaced
+    objects = f"{stream}_snapshots"
+    publish += [*_read_stream(f"OBJ_{objects}", True), *_own_stream(f"OBJ_{objects}"),
+                f"$O.{objects}.>", f"$JS.API.STREAM.PURGE.OBJ_{objects}"]  # fmt: skip
+    if user in COMPACTORS:
+        publish.append(f"$JS.API.STREAM.PURGE.{stream}")
     if user in LEASE_HOLDERS:
         bucket = f"{stream}_leases"
         publish += [*_read_stream(f"KV_{bucket}", False), *_own_stream(f"KV_{bucket}"),

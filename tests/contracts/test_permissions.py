@@ -1,12 +1,21 @@
 """The permission table itself (`contracts.permissions`): wildcard matching as nats-server does
-it, and rights that follow from `APPENDS` — the card ledgers the allocator's alone, nobody but
-the operator allowed to purge or delete."""
+it, and rights that follow from `APPENDS` — the card ledgers the allocator's alone, only the
+operator deletes, and only it and the queue service's retention purge."""
 
 from __future__ import annotations
 
 import pytest
 
-from contracts.permissions import ADMIN, APPENDS, CLI, USERS, matches, may_append, permissions
+from contracts.permissions import (
+    ADMIN,
+    APPENDS,
+    CLI,
+    COMPACTORS,
+    USERS,
+    matches,
+    may_append,
+    permissions,
+)
 from contracts.subjects import Subjects
 
 S = Subjects()
@@ -27,9 +36,11 @@ def test_only_the_allocator_appends_to_the_ledgers_and_nobody_purges() -> None:
     assert not may_append(CLI, S.job("default", "j"), S)
     for user in USERS:
         rights = permissions(user, S)
-        for api in ("$JS.API.STREAM.PURGE.TESSERA", "$JS.API.STREAM.DELETE.TESSERA",
-                    "$JS.API.STREAM.MSG.DELETE.TESSERA", "$JS.API.CONSUMER.DELETE.TESSERA.queue"):
+        for api in ("$JS.API.STREAM.DELETE.TESSERA", "$JS.API.STREAM.MSG.DELETE.TESSERA",
+                    "$JS.API.CONSUMER.DELETE.TESSERA.queue"):
             assert rights.may_publish(api) is (user == ADMIN), (user, api)
+        purges = rights.may_publish("$JS.API.STREAM.PURGE.TESSERA")
+        assert purges is (user in (ADMIN, *COMPACTORS)), user  # retention: the queue service
     assert not permissions(CLI, S).may_publish(S.events.replace(">", "job.a.b"))
 
 

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from contracts.envelope import EXPECTED_LAST_SUBJECT_SEQ
-from contracts.permissions import ADMIN, APPENDS, CLI
+from contracts.permissions import ADMIN, APPENDS, CLI, COMPACTORS
 from contracts.subjects import Subjects
 from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
@@ -39,6 +39,8 @@ S = Subjects()
 KINDS = {"queue": S.queue("q"), "pc": S.priority_class("p"), "job": S.job("default", "j"),
          "node": S.node("n"), "card": S.card("n", "c")}  # fmt: skip
 PURGE = "$JS.API.STREAM.PURGE.TESSERA"
+#: a purge that matches nothing: where it is allowed, the live log must stay whole
+PURGE_NOTHING = json.dumps({"filter": S.job("no-such", "job")}).encode()
 DELETE = "$JS.API.STREAM.DELETE.TESSERA"
 
 
@@ -59,13 +61,13 @@ class Probe:
                                      error_cb=on_error, allow_reconnect=False)  # fmt: skip
         return self
 
-    async def publish(self, subject: str) -> bool:
+    async def publish(self, subject: str, body: bytes = b"{}") -> bool:
         """True: JetStream answered (the server allowed it); False: a permissions violation."""
         assert self.nc is not None
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox, max_msgs=1)
         await self.nc.flush()
-        await self.nc.publish(subject, b"{}", reply=inbox,
+        await self.nc.publish(subject, body, reply=inbox,
                               headers={EXPECTED_LAST_SUBJECT_SEQ: "999999999"})  # fmt: skip
         answer = asyncio.ensure_future(sub.next_msg(timeout=10))
         refusal = asyncio.ensure_future(self.refused.get())
@@ -105,7 +107,7 @@ async def test_each_user_publishes_only_where_the_table_says(plane: ControlPlane
             try:
                 allowed = {kind for kind, subject in KINDS.items() if await probe.publish(subject)}
                 assert allowed == set(APPENDS.get(user, ())), user
-                assert not await probe.publish(PURGE), user
+                assert await probe.publish(PURGE, PURGE_NOTHING) is (user in COMPACTORS), user
                 assert not await probe.publish(DELETE), user
             finally:
                 await probe.close()
@@ -145,7 +147,7 @@ async def test_cli_user_reads_and_applies_but_cannot_forge(plane: ControlPlane, 
     try:
         assert not await probe.publish(S.job("default", "npu-train-job"))  # a PlacementCommitted
         assert not await probe.publish(S.card("node-a", "node-a-Ascend910B3-0"))  # a ledger event
-        assert not await probe.publish(PURGE)
+        assert not await probe.publish(PURGE, PURGE_NOTHING)
         assert await probe.publish(f"{S.api('allocator')}.cards")  # what `get cards` asks
         assert probe.nc is not None  # the reader's ephemeral consumers cannot be a durable:
         rewrite = {"stream_name": "TESSERA", "config": {"durable_name": "allocator",
