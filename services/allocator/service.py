@@ -54,6 +54,7 @@ from services.core.ledger import (
     evolve,
     state_from_last_event,
 )
+from services.core.observe import Series, hami
 from services.runtime.eventlog import BatchCommitted, Conflict, Duplicate, EventLog, StoredMessage
 from services.runtime.faults import fault_point
 from services.runtime.service import (
@@ -107,6 +108,8 @@ class Allocator:
             },
             group_handlers={PlacementProposed: self.on_proposals},  # type: ignore[dict-item]
         )
+        assert self.service.metrics is not None
+        self.service.metrics.export(hami.SPECS, self._card_series, const=(hami.ZONE,))
 
     # --- projection ----------------------------------------------------------------------------
 
@@ -512,6 +515,14 @@ class Allocator:
         await self._release(owners, "job deleted", rx)
 
     # --- queries -------------------------------------------------------------------------------
+
+    def _card_series(self) -> list[Series]:
+        """HAMi's card gauges at scrape time (the probe server's thread): `dict()` copies the
+        mapping in one step under the GIL and every `CardState` is frozen, so a scrape sees
+        each card as one ledger event left it."""
+        cards = dict(self.cards)
+        order = sorted(cards, key=lambda u: (cards[u].spec.node if cards[u].spec else "", u))
+        return hami.card_series(cards[u] for u in order)
 
     def card_records(self) -> list[dict[str, object]]:
         """The `cards[]` records of a simulate report, for `tessera get cards`."""

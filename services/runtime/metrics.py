@@ -1,12 +1,51 @@
-"""Prometheus metrics of one service, on a registry of its own (tests run several in-process)."""
+"""Prometheus metrics of one service, on a registry of its own (tests run several in-process).
+
+Every service counts the events it handled and parked (`ServiceMetrics`); a service whose state
+other projects export too adds gauges computed from that state at scrape time with `export`
+(the allocator's cards as HAMi names them, the scheduler's queues as Volcano does).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from services.core.observe import MetricSpec, Series
 from services.runtime.health import Health, serve_probes
+
+
+class SeriesCollector(Collector):
+    """Gauges of the families `specs`, their samples read from `source` on every scrape.
+
+    The scrape runs on the probe server's thread while the event loop moves on: `source` must
+    read state that is replaced, never mutated in place (a frozen card state, a tuple of the
+    last session's series), so a scrape sees one consistent version. `const` labels are added
+    to every series (HAMi's `zone`)."""
+
+    def __init__(self, specs: Sequence[MetricSpec], source: Callable[[], Iterable[Series]],
+                 const: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
+        self.specs = {s.name: s for s in specs}
+        self.source = source
+        self.const = tuple(const)
+
+    def _families(self) -> dict[str, GaugeMetricFamily]:
+        names = [k for k, _ in self.const]
+        return {s.name: GaugeMetricFamily(s.name, s.help, labels=[*names, *s.labels])
+                for s in self.specs.values()}  # fmt: skip
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self._families().values())  # registering must not read the state yet
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families = self._families()
+        values = [v for _, v in self.const]
+        for s in self.source():
+            families[s.name].add_metric([*values, *s.labels], s.value)
+        return iter(families.values())
 
 
 class ServiceMetrics:
@@ -37,6 +76,11 @@ class ServiceMetrics:
             ["service", "type"],
             registry=self.registry,
         )
+
+    def export(self, specs: Sequence[MetricSpec], source: Callable[[], Iterable[Series]],
+               const: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
+        """Serve the gauges `source` computes, beside the event counters (`SeriesCollector`)."""
+        self.registry.register(SeriesCollector(specs, source, const))
 
     def count(self, kind: str, type_name: str = "") -> float:
         """Current value of a counter sample (tests and `get` commands read it)."""

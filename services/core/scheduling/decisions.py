@@ -32,6 +32,11 @@ class Unschedulable:
     name: str
     reason: str
     node_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: pending tasks left unplaced (Volcano's `unschedule_task_count`)
+    tasks: int = 0
+    #: why, as one word for a metric label: NotEnqueued (the PodGroup stays Pending),
+    #: NotEnoughTasks (the job is not valid: fewer tasks than minAvailable), NotEnoughResources
+    code: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +56,5 @@ class Decisions:
     phases: tuple[PhaseChange, ...] = ()
     queue_allocated: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     queue_deserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: Volcano's queue share: max over resources of allocated / deserved (proportion, capacity)
+    queue_share: Mapping[str, float] = field(default_factory=dict)
