@@ -5,6 +5,10 @@ own `python -m services.<name>` process, waits until each says it is ready, and 
 and the NATS URL in `<state-dir>/up.json` so later commands (`get`, `apply`, `down`) find the
 running system without flags. Without `--detach` it stays in the foreground and stops everything
 on Ctrl-C; `down` stops a detached one by PID.
+
+Every service serves `/metrics`, `/healthz` and `/readyz` on a free loopback port of its own,
+printed with its ready line and recorded in the state file (`metrics`: key → port); a restarted
+service keeps its port, so a scrape configuration written once stays valid.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from services.runtime.lifeline import alive
-from services.runtime.natsserver import NatsServer
+from services.runtime.natsserver import NatsServer, free_port
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 STATE_DIR = Path(os.environ.get("TESSERA_HOME", ".tessera"))
@@ -71,6 +75,7 @@ class ControlPlane:
         self.extra = extra or {}
         self.server: NatsServer | None = None
         self.procs: dict[str, subprocess.Popen[str]] = {}
+        self.metrics_ports: dict[str, int] = {}  # process key -> its /metrics port (loopback)
         self.log_dir = state_dir / "logs"
         self._log_start: dict[str, int] = {}  # where this run's part of each service log begins
 
@@ -109,19 +114,25 @@ class ControlPlane:
                 self.procs[name] = self._spawn(name)
             for name in self.names():
                 self._wait_ready(name)
-                report(f"  {name:10s} ready (pid {self.procs[name].pid})")
+                report(f"  {name:10s} ready (pid {self.procs[name].pid}, "
+                       f"metrics {self.metrics_url(name)})")  # fmt: skip
         except BaseException:
             self.stop()
             raise
         return self
+
+    def metrics_url(self, key: str) -> str:
+        return f"http://127.0.0.1:{self.metrics_ports[key]}/metrics"
 
     def _spawn(self, key: str) -> subprocess.Popen[str]:
         name = service_of(key)
         log_path = self.log_dir / f"{key}.log"
         self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
         log_file = log_path.open("a")
+        port = self.metrics_ports.setdefault(key, free_port())  # a restart keeps its port
         return subprocess.Popen(
-            [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
+            [sys.executable, "-m", f"services.{name}", *self.args_of(name),
+             "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
             start_new_session=True, env=self.env,
         )  # fmt: skip
@@ -187,6 +198,7 @@ class ControlPlane:
             "nats": self.url,
             "nats_pid": self.server.pid if self.server else None,
             "services": {n: p.pid for n, p in self.procs.items()},
+            "metrics": {n: self.metrics_ports[n] for n in self.procs},
         }
 
     def stop(self) -> None:
