@@ -1,4 +1,5 @@
-"""The Grafana dashboard in the chart reads only what the services export.
+"""The chart's metrics: every service scrapeable by default, and a Grafana dashboard that
+reads only what the services export.
 
 Every metric a panel queries is one a Tessera service serves, under the name and with the
 labels its query groups by (a renamed metric or label leaves a panel silently empty: this
@@ -104,3 +105,22 @@ def test_the_chart_ships_it_for_grafanas_sidecar() -> None:
     assert other["annotations"] == {"grafana_folder": "Tessera"}
     assert "rel-tessera-dashboard" not in of_kind(render(sets=("metrics.dashboard.enabled=false",)), "ConfigMap")
 
+
+
+@needs_helm
+def test_every_service_is_scrapeable_by_default() -> None:
+    """Each service pod serves /metrics on the metrics port, announced for Prometheus' pod
+    discovery, behind a Service of its own (the ServiceMonitor's target when enabled)."""
+    docs = render()
+    services = of_kind(docs, "Service")
+    for name, deployment in of_kind(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]
+        notes = pod["metadata"]["annotations"]
+        (container,) = pod["spec"]["containers"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+        assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == str(port)
+        assert f"--metrics-port={port}" in container["args"], name
+        assert services[name]["spec"]["ports"][0]["targetPort"] == "metrics"
+    quiet = of_kind(render(sets=("metrics.scrapeAnnotations=false",)), "Deployment")
+    assert not any("prometheus.io/scrape" in d["spec"]["template"]["metadata"]["annotations"]
+                   for d in quiet.values())  # fmt: skip
