@@ -54,8 +54,9 @@ from services.core.ledger import (
     evolve,
     state_from_last_event,
 )
-from services.core.observe import Series, hami
+from services.core.observe import hami
 from services.runtime.eventlog import BatchCommitted, Conflict, Duplicate, EventLog, StoredMessage
+from services.runtime.exposition import GaugeText
 from services.runtime.faults import fault_point
 from services.runtime.service import (
     EventService,
@@ -109,7 +110,8 @@ class Allocator:
             group_handlers={PlacementProposed: self.on_proposals},  # type: ignore[dict-item]
         )
         assert self.service.metrics is not None
-        self.service.metrics.export(hami.SPECS, self._card_series, const=(hami.ZONE,))
+        self._hami = GaugeText(hami.SPECS, const=(hami.ZONE,))
+        self.service.metrics.export_text(self._card_text)
 
     # --- projection ----------------------------------------------------------------------------
 
@@ -516,13 +518,14 @@ class Allocator:
 
     # --- queries -------------------------------------------------------------------------------
 
-    def _card_series(self) -> list[Series]:
+    def _card_text(self) -> str:
         """HAMi's card gauges at scrape time (the probe server's thread): `dict()` copies the
         mapping in one step under the GIL and every `CardState` is frozen, so a scrape sees
-        each card as one ledger event left it."""
+        each card as one ledger event left it, and formats only the cards that changed."""
         cards = dict(self.cards)
         order = sorted(cards, key=lambda u: (cards[u].spec.node if cards[u].spec else "", u))
-        return hami.card_series(cards[u] for u in order)
+        return self._hami.render_each(((u, cards[u]) for u in order),
+                                      lambda state: hami.card_series([state]))  # type: ignore[list-item]  # fmt: skip
 
     def card_records(self) -> list[dict[str, object]]:
         """The `cards[]` records of a simulate report, for `tessera get cards`."""

@@ -2,56 +2,27 @@
 
 Every service counts the events it handled and parked (`ServiceMetrics`); a service whose state
 other projects export too adds gauges computed from that state at scrape time with `export`
-(the allocator's cards as HAMi names them, the scheduler's queues as Volcano does).
+(the allocator's cards as HAMi names them, the scheduler's queues as Volcano does), written by
+`services.runtime.exposition` after the registry's own metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from services.core.observe import MetricSpec, Series
+from services.runtime.exposition import GaugeText
 from services.runtime.health import Health, serve_probes
-
-
-class SeriesCollector(Collector):
-    """Gauges of the families `specs`, their samples read from `source` on every scrape.
-
-    The scrape runs on the probe server's thread while the event loop moves on: `source` must
-    read state that is replaced, never mutated in place (a frozen card state, a tuple of the
-    last session's series), so a scrape sees one consistent version. `const` labels are added
-    to every series (HAMi's `zone`)."""
-
-    def __init__(self, specs: Sequence[MetricSpec], source: Callable[[], Iterable[Series]],
-                 const: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
-        self.specs = {s.name: s for s in specs}
-        self.source = source
-        self.const = tuple(const)
-
-    def _families(self) -> dict[str, GaugeMetricFamily]:
-        names = [k for k, _ in self.const]
-        return {s.name: GaugeMetricFamily(s.name, s.help, labels=[*names, *s.labels])
-                for s in self.specs.values()}  # fmt: skip
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        return iter(self._families().values())  # registering must not read the state yet
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        families = self._families()
-        values = [v for _, v in self.const]
-        for s in self.source():
-            families[s.name].add_metric([*values, *s.labels], s.value)
-        return iter(families.values())
 
 
 class ServiceMetrics:
     def __init__(self, service: str, registry: CollectorRegistry | None = None) -> None:
         self.service = service
         self.registry = registry or CollectorRegistry()
+        self.texts: list[Callable[[], str]] = []  # gauges written at scrape time (`export`)
         self.events = Counter(
             "tessera_events_processed_total",
             "Events handled, by type and outcome",
@@ -79,8 +50,21 @@ class ServiceMetrics:
 
     def export(self, specs: Sequence[MetricSpec], source: Callable[[], Iterable[Series]],
                const: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
-        """Serve the gauges `source` computes, beside the event counters (`SeriesCollector`)."""
-        self.registry.register(SeriesCollector(specs, source, const))
+        """Serve the gauges `source` computes at each scrape, beside the event counters.
+
+        The scrape runs on the probe server's thread while the event loop moves on: `source`
+        must read state that is replaced, never mutated in place (a tuple of the last
+        session's series), so a scrape sees one consistent version."""
+        text = GaugeText(specs, const)
+        self.texts.append(lambda: text.render([text.lines(source())]))
+
+    def export_text(self, render: Callable[[], str]) -> None:
+        """Serve text `render` writes in Prometheus' format (`GaugeText.render_each`)."""
+        self.texts.append(render)
+
+    def exposition(self) -> bytes:
+        """Everything `/metrics` serves: the registry, then the exported gauges."""
+        return generate_latest(self.registry) + "".join(t() for t in self.texts).encode()
 
     def count(self, kind: str, type_name: str = "") -> float:
         """Current value of a counter sample (tests and `get` commands read it)."""
@@ -105,4 +89,4 @@ class ServiceMetrics:
     def serve(self, port: int, addr: str = "127.0.0.1", health: Health | None = None) -> WSGIServer:
         """`/metrics` with the probes beside it (a service without a `Health` is always live
         and never ready, so a probe cannot mistake it for one that is)."""
-        return serve_probes(health or Health(), self.registry, port, addr)
+        return serve_probes(health or Health(), self.exposition, port, addr)

@@ -135,7 +135,6 @@ async def test_an_answer_to_an_older_proposal_leaves_the_outstanding_one_alone()
 async def test_a_session_exports_volcanos_queue_and_job_metrics(event_log: EventLog) -> None:
     """What a scrape of the scheduler shows after one session: Volcano's names, values that
     follow from the jobs (one placed task, nine waiting ones of a gang that does not fit)."""
-    from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
     await seed(event_log)
@@ -146,7 +145,7 @@ async def test_a_session_exports_volcanos_queue_and_job_metrics(event_log: Event
     await sched.recover()
     await sched._session()
     assert sched.service.metrics is not None
-    text = generate_latest(sched.service.metrics.registry).decode()
+    text = sched.service.metrics.exposition().decode()  # what /metrics serves
     got = {(x.name, tuple(sorted(x.labels.items()))): x.value
            for f in text_string_to_metric_families(text) for x in f.samples}  # fmt: skip
     assert got[("volcano_unschedule_job_count", ())] == 1
