@@ -4,7 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+# The image every service runs (deploy/Dockerfile); the chart's default image is this name.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= ghcr.io/tessera/tessera:$(VERSION)
+
+.PHONY: run test lint bench clean image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +31,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.eventlog
+
+image:
+	docker build -f deploy/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .tessera build *.egg-info

@@ -94,6 +94,8 @@ def test_helm_lint_strict_passes_with_default_and_cluster_values() -> None:
     ("nats.cluster.enabeld=true", "/nats/cluster"),
     ("tracing.exporter=jaeger", "/tracing/exporter"),
     ("services.scheduler.replicas=2", "/services/scheduler/replicas"),
+    ("metrics.dashboard.enable=true", "/metrics/dashboard"),
+    ("metrics.dashboard.labelValue=a b", "/metrics/dashboard/labelValue"),
 ])  # fmt: skip
 def test_the_schema_refuses_a_typo_with_its_path(setting: str, path: str) -> None:
     out = helm("template", "rel", str(CHART), "--set", setting, check=False)

@@ -54,7 +54,9 @@ from services.core.ledger import (
     evolve,
     state_from_last_event,
 )
+from services.core.observe import hami
 from services.runtime.eventlog import BatchCommitted, Conflict, Duplicate, EventLog, StoredMessage
+from services.runtime.exposition import GaugeText
 from services.runtime.faults import fault_point
 from services.runtime.service import (
     EventService,
@@ -107,6 +109,9 @@ class Allocator:
             },
             group_handlers={PlacementProposed: self.on_proposals},  # type: ignore[dict-item]
         )
+        assert self.service.metrics is not None
+        self._hami = GaugeText(hami.SPECS, const=(hami.ZONE,))
+        self.service.metrics.export_text(self._card_text)
 
     # --- projection ----------------------------------------------------------------------------
 
@@ -512,6 +517,15 @@ class Allocator:
         await self._release(owners, "job deleted", rx)
 
     # --- queries -------------------------------------------------------------------------------
+
+    def _card_text(self) -> str:
+        """HAMi's card gauges at scrape time (the probe server's thread): `dict()` copies the
+        mapping in one step under the GIL and every `CardState` is frozen, so a scrape sees
+        each card as one ledger event left it, and formats only the cards that changed."""
+        cards = dict(self.cards)
+        order = sorted(cards, key=lambda u: (cards[u].spec.node if cards[u].spec else "", u))
+        return self._hami.render_each(((u, cards[u]) for u in order),
+                                      lambda state: hami.card_series([state]))  # type: ignore[list-item]  # fmt: skip
 
     def card_records(self) -> list[dict[str, object]]:
         """The `cards[]` records of a simulate report, for `tessera get cards`."""

@@ -8,6 +8,10 @@ commands (`get`, `apply`, `down`) find the running system without flags. It then
 a service that ends is restarted (`services.cli.supervise`), and the state file says so
 (`get components`). Without `--detach` that happens in the foreground until Ctrl-C; with it,
 in a background `up` that `down` stops by PID.
+
+Every service serves `/metrics`, `/healthz` and `/readyz` on a free loopback port of its own,
+printed with its ready line and recorded in the state file (`metrics`: key → port); a restarted
+service keeps its port, so a scrape configuration written once stays valid.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ class ControlPlane:
         self.servers: list[NatsServer] = []
         self.procs: dict[str, subprocess.Popen[str]] = {}
         self.components: dict[str, Component] = {}
+        self.metrics_ports: dict[str, int] = {}  # process key -> its /metrics port (loopback)
         self.log_dir = state_dir / "logs"
         self._log_start: dict[str, int] = {}  # where this run's part of each service log begins
 
@@ -189,19 +194,25 @@ class ControlPlane:
                 self.procs[name] = self._spawn(name)
             for name in self.names():
                 self._wait_ready(name)
-                report(f"  {name:10s} ready (pid {self.procs[name].pid})")
+                report(f"  {name:10s} ready (pid {self.procs[name].pid}, "
+                       f"metrics {self.metrics_url(name)})")  # fmt: skip
         except BaseException:
             self.stop()
             raise
         return self
 
+    def metrics_url(self, key: str) -> str:
+        return f"http://127.0.0.1:{self.metrics_ports[key]}/metrics"
+
     def _spawn(self, key: str) -> subprocess.Popen[str]:
         name = service_of(key)
         log_path = self.log_dir / f"{key}.log"
         self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
+        port = self.metrics_ports.setdefault(key, free_port())  # a restart keeps its port
         with log_path.open("a") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", *self.args_of(name)],
+                [sys.executable, "-m", f"services.{name}", *self.args_of(name),
+                 "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"],
                 stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True, env=self.env,
             )  # fmt: skip
@@ -316,6 +327,7 @@ class ControlPlane:
             "ca": self.ca,
             "supervisor_pid": os.getpid(),
             "components": [c.record() for c in self.components.values()],
+            "metrics": {n: self.metrics_ports[n] for n in self.procs},
         }
 
     def stop(self) -> None:

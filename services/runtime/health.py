@@ -24,7 +24,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -66,9 +66,9 @@ class Health:
                 pass
 
 
-def probes_app(health: Health, registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: the two probe paths, and Prometheus' exposition for everything else."""
-    metrics = make_wsgi_app(registry)
+def probes_app(health: Health, exposition: Callable[[], bytes]) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app: the two probe paths, and Prometheus' text exposition (`exposition()`, the
+    format every Prometheus reads; the service's own gauges are written in it) for the rest."""
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -77,7 +77,10 @@ def probes_app(health: Health, registry: CollectorRegistry) -> Callable[..., Ite
             start_response("200 OK" if ok else "503 Service Unavailable",
                            [("Content-Type", "text/plain; charset=utf-8")])  # fmt: skip
             return [why.encode() + b"\n"]
-        return metrics(environ, start_response)
+        body = exposition()
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4),
+                                  ("Content-Length", str(len(body)))])  # fmt: skip
+        return [body]
 
     return app
 
@@ -91,9 +94,9 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve_probes(health: Health, registry: CollectorRegistry, port: int,
+def serve_probes(health: Health, exposition: Callable[[], bytes], port: int,
                  addr: str = "127.0.0.1") -> WSGIServer:  # fmt: skip
     """Start the server on a daemon thread; returns it (tests read its port and shut it down)."""
-    server = make_server(addr, port, probes_app(health, registry), _Server, _QuietHandler)
+    server = make_server(addr, port, probes_app(health, exposition), _Server, _QuietHandler)
     threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
     return server

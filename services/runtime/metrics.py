@@ -1,11 +1,20 @@
-"""Prometheus metrics of one service, on a registry of its own (tests run several in-process)."""
+"""Prometheus metrics of one service, on a registry of its own (tests run several in-process).
+
+Every service counts the events it handled and parked (`ServiceMetrics`); a service whose state
+other projects export too adds gauges computed from that state at scrape time with `export`
+(the allocator's cards as HAMi names them, the scheduler's queues as Volcano does), written by
+`services.runtime.exposition` after the registry's own metrics.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from services.core.observe import MetricSpec, Series
+from services.runtime.exposition import GaugeText
 from services.runtime.health import Health, serve_probes
 
 
@@ -13,6 +22,7 @@ class ServiceMetrics:
     def __init__(self, service: str, registry: CollectorRegistry | None = None) -> None:
         self.service = service
         self.registry = registry or CollectorRegistry()
+        self.texts: list[Callable[[], str]] = []  # gauges written at scrape time (`export`)
         self.events = Counter(
             "tessera_events_processed_total",
             "Events handled, by type and outcome",
@@ -38,6 +48,24 @@ class ServiceMetrics:
             registry=self.registry,
         )
 
+    def export(self, specs: Sequence[MetricSpec], source: Callable[[], Iterable[Series]],
+               const: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
+        """Serve the gauges `source` computes at each scrape, beside the event counters.
+
+        The scrape runs on the probe server's thread while the event loop moves on: `source`
+        must read state that is replaced, never mutated in place (a tuple of the last
+        session's series), so a scrape sees one consistent version."""
+        text = GaugeText(specs, const)
+        self.texts.append(lambda: text.render([text.lines(source())]))
+
+    def export_text(self, render: Callable[[], str]) -> None:
+        """Serve text `render` writes in Prometheus' format (`GaugeText.render_each`)."""
+        self.texts.append(render)
+
+    def exposition(self) -> bytes:
+        """Everything `/metrics` serves: the registry, then the exported gauges."""
+        return generate_latest(self.registry) + "".join(t() for t in self.texts).encode()
+
     def count(self, kind: str, type_name: str = "") -> float:
         """Current value of a counter sample (tests and `get` commands read it)."""
         names = {
@@ -61,4 +89,4 @@ class ServiceMetrics:
     def serve(self, port: int, addr: str = "127.0.0.1", health: Health | None = None) -> WSGIServer:
         """`/metrics` with the probes beside it (a service without a `Health` is always live
         and never ready, so a probe cannot mistake it for one that is)."""
-        return serve_probes(health or Health(), self.registry, port, addr)
+        return serve_probes(health or Health(), self.exposition, port, addr)

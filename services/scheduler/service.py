@@ -21,6 +21,8 @@ from contracts.events import (
     JobPhaseChanged,
     PlacementProposed,
 )
+from services.core.observe import Series
+from services.core.observe.volcano import session_series
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
@@ -28,6 +30,7 @@ from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received
 from services.runtime.snapshot import Retention, Snapshots
+from services.scheduler.metrics import SessionMetrics
 from services.scheduler.view import SchedulerView, ViewFold
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,10 @@ class Scheduler:
             filter_subjects=[self.subjects.events],
             handlers=dict.fromkeys(ALL_EVENTS, self.on_event),  # type: ignore[arg-type]
         )
+        assert self.service.metrics is not None
+        self.session_metrics = SessionMetrics(self.service.metrics)
+        self.last_series: list[Series] = []  # the gauges of the last session's decisions
+        self.last_attempts = (0, 0)  # tasks (scheduled, unschedulable) of the last session
         self.snapshots = Snapshots(event_log, ViewFold(self.subjects.events),
                                    on_poison=self.service.park_once)  # fmt: skip
 
@@ -116,6 +123,7 @@ class Scheduler:
             decisions = decide(snap, self.conf)
             span.set_attribute("tessera.placements", len(decisions.placements))
             span.set_attribute("tessera.unschedulable", len(decisions.unschedulable))
+        self.last_series = session_series(snap, decisions)
         s = self.subjects
         out: list[Outgoing] = []
         for ph in decisions.phases:
@@ -124,10 +132,12 @@ class Scheduler:
         for ev in decisions.evictions:
             out.append(Outgoing(s.job(ev.namespace, ev.name), EvictionRequested(
                 namespace=ev.namespace, name=ev.name, task=ev.task, reason=ev.reason)))  # fmt: skip
+        scheduled = 0
         for jp in decisions.placements:
             key = f"{jp.namespace}/{jp.name}"
             if jp.pipelined or key in self.outstanding:
                 continue  # pipelined = reserved in-session only; outstanding = allocator deciding
+            scheduled += len(jp.placements)
             out.append(Outgoing(s.job(jp.namespace, jp.name), PlacementProposed(
                 namespace=jp.namespace, name=jp.name, based_on=decisions.based_on,
                 placements=jp.placements, session=self.sessions)))  # fmt: skip
@@ -137,6 +147,7 @@ class Scheduler:
                 self.unschedulable[key] = u.key
                 out.append(Outgoing(s.job(u.namespace, u.name),
                                     u.event(decisions.based_on, self.sessions)))  # fmt: skip
+        self.last_attempts = (scheduled, sum(u.tasks for u in decisions.unschedulable))
         return out
 
     async def run_sessions(self, stopping: asyncio.Event) -> None:
@@ -159,16 +170,21 @@ class Scheduler:
                 took = time.perf_counter() - started
             except Exception:  # the log is briefly unreachable, a bug in one session: go on
                 log.exception("session %d failed; retrying on the next trigger", self.sessions)
+                self.session_metrics.failed()
                 self._dirty.set()
                 await asyncio.sleep(self.period)
 
     async def _session(self) -> None:
         based_on = self.projection.seq
+        started = time.perf_counter()
         outs = [
             Outgoing(o.subject, o.event, msg_id=f"sched:{based_on}#{i}")  # same snapshot → same
             for i, o in enumerate(self.session_events())  # decisions → deduplicated ids
         ]
+        decided = time.perf_counter()
         results = await self.log.append_pipelined([self.service.entry(o) for o in outs])
+        self.session_metrics.session(decided - started, time.perf_counter() - decided,
+                                     *self.last_attempts, self.last_series)  # fmt: skip
         for out, result in zip(outs, results, strict=True):
             if isinstance(result, Appended) and not result.duplicate:
                 # Fold our own decision now, so the next session neither repeats a phase

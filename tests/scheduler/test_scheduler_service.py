@@ -130,3 +130,37 @@ async def test_an_answer_to_an_older_proposal_leaves_the_outstanding_one_alone()
     sched._fold(102, PlacementRejected(namespace="default", name="small", reason="x", proposal_seq=100))
     assert sched.outstanding == {}
     assert {t.status for t in sched.projection.tasks["default/small"].values()} == {st.PENDING}
+
+
+async def test_a_session_exports_volcanos_queue_and_job_metrics(event_log: EventLog) -> None:
+    """What a scrape of the scheduler shows after one session: Volcano's names, values that
+    follow from the jobs (one placed task, nine waiting ones of a gang that does not fit)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    await seed(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    await put(event_log, s.job("default", "huge"), JobSubmitted(spec=inference_job("huge", replicas=9)))
+    sched = Scheduler(event_log)
+    await sched.recover()
+    await sched._session()
+    assert sched.service.metrics is not None
+    text = sched.service.metrics.exposition().decode()  # what /metrics serves
+    got = {(x.name, tuple(sorted(x.labels.items()))): x.value
+           for f in text_string_to_metric_families(text) for x in f.samples}  # fmt: skip
+    assert got[("volcano_unschedule_job_count", ())] == 1
+    assert got[("volcano_unschedule_task_count", (("job_id", "default/huge"),))] == 9
+    assert sum(v for (n, _), v in got.items() if n == "tessera_unschedulable_jobs") == 1
+    assert got[("volcano_schedule_attempts_total", (("result", "scheduled"),))] == 1
+    assert got[("volcano_schedule_attempts_total", (("result", "unschedulable"),))] == 9
+    assert got[("volcano_e2e_scheduling_latency_milliseconds_count", ())] == 1
+    assert got[("tessera_session_seconds_count", (("stage", "decide"),))] == 1
+    q = (("queue_name", "default"),)
+    assert got[("volcano_queue_weight", q)] == 1
+    groups = sum(v for (n, labels), v in got.items()
+                 if n.startswith("volcano_queue_pod_group_") and labels == q)  # fmt: skip
+    assert groups == 2  # both jobs, each in one phase
+    small = inference_job("small").tasks[0]
+    assert got[("volcano_queue_allocated_milli_cpu", q)] == small.cpu_milli  # the placed task
+    assert got[("volcano_queue_allocated_memory_bytes", q)] == small.memory_mib * 2**20
+    assert got[("volcano_queue_allocated_scalar_resources", (*q, ("resource", "huawei.com/Ascend910B3")))] > 0

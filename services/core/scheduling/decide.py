@@ -86,22 +86,27 @@ def close_session(ssn: Session) -> Decisions:
     unschedulable = []
     words: dict[tuple[object, ...], Any] = {}  # explain.py's cache for this session
     for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
-        reason = _unschedulable_reason(ssn, job)
+        reason, code = _unschedulable_reason(ssn, job)
         if reason:
             why = explain_job(ssn, job, words)
+            pending = sum(1 for t in job.tasks.values() if t.status == st.PENDING)
             unschedulable.append(
                 Unschedulable(
                     job.namespace, job.name, reason, dict(sorted(job.node_errors.items())),
                     why=why.why, plugin=why.plugin, groups=why.groups,
-                    nodes=len(ssn.node_list), unblock=why.unblock,
+                    nodes=len(ssn.node_list), unblock=why.unblock, tasks=pending, code=code,
                 )
             )
     allocated = queue_allocated(ssn)
     deserved: dict[str, Mapping[str, int]] = {}
+    share: dict[str, float] = {}
     prop = ssn.plugins.get("proportion") or ssn.plugins.get("capacity")
     if prop is not None:
         for q in ssn.queues:
             deserved[q] = prop.deserved_of(q)  # type: ignore[attr-defined]
+            attr = prop.attrs.get(q)  # type: ignore[attr-defined]
+            if attr is not None:  # queues with jobs, as Volcano's plugins keep them
+                share[q] = attr.share
     return Decisions(
         based_on=ssn.snapshot.seq,
         placements=tuple(placements),
@@ -110,6 +115,7 @@ def close_session(ssn: Session) -> Decisions:
         phases=phases,
         queue_allocated=allocated,
         queue_deserved=deserved,
+        queue_share=share,
     )
 
 
@@ -127,21 +133,22 @@ def queue_allocated(ssn: Session) -> dict[str, dict[str, int]]:
             for q, r in sorted(out.items())}  # fmt: skip
 
 
-def _unschedulable_reason(ssn: Session, job: JobInfo) -> str:
+def _unschedulable_reason(ssn: Session, job: JobInfo) -> tuple[str, str]:
+    """(reason, code), or ("", "") when nothing of the job waits (see `Unschedulable.code`)."""
     pending = [t for t in job.tasks.values() if t.status == st.PENDING]
     if not pending:
-        return ""
+        return "", ""
     if job.phase == "Pending":
-        return job.job_fit_error or "PodGroup is Pending: not admitted by enqueue"
+        return job.job_fit_error or "PodGroup is Pending: not admitted by enqueue", "NotEnqueued"
     if job.job_fit_error and not job.fit_errors:
-        return job.job_fit_error
+        return job.job_fit_error, "NotEnoughTasks"
     errors = sorted({msg for msg in job.fit_errors.values()})
     ready = job.ready_task_num()
     if ssn.job_ready(job) and not errors:
-        return ""
+        return "", ""
     if not errors:
         errors = ["not enough resources (queue share or session order)"]
     missing = max(job.min_available - ready, 0)
     if ssn.job_ready(job):
-        return f"{len(pending)}/{len(job.tasks)} tasks unschedulable: {'; '.join(errors)}"
-    return f"{missing}/{len(job.tasks)} tasks in gang unschedulable: {'; '.join(errors)}"
+        return f"{len(pending)}/{len(job.tasks)} tasks unschedulable: {'; '.join(errors)}", "NotEnoughResources"
+    return f"{missing}/{len(job.tasks)} tasks in gang unschedulable: {'; '.join(errors)}", "NotEnoughResources"

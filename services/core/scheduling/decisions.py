@@ -48,6 +48,11 @@ class Unschedulable:
     groups: tuple[ReasonGroup, ...] = ()
     nodes: int = 0
     unblock: str = ""
+    #: pending tasks left unplaced (Volcano's `unschedule_task_count`)
+    tasks: int = 0
+    #: why, as one word for a metric label: NotEnqueued (the PodGroup stays Pending),
+    #: NotEnoughTasks (the job is not valid: fewer tasks than minAvailable), NotEnoughResources
+    code: str = ""
 
     @property
     def key(self) -> str:
@@ -80,3 +85,5 @@ class Decisions:
     phases: tuple[PhaseChange, ...] = ()
     queue_allocated: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     queue_deserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: Volcano's queue share: max over resources of allocated / deserved (proportion, capacity)
+    queue_share: Mapping[str, float] = field(default_factory=dict)

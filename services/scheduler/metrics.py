@@ -1,0 +1,61 @@
+"""The scheduler's session metrics: Volcano's names where Volcano has the metric, Tessera's
+where it does not (where a session's time goes).
+
+The gauges of queues and waiting jobs are computed from each session's decisions
+(`services.core.observe.volcano`) and exported at scrape time; the timings and attempt counts
+are measured here, in the shell, because they are about the clock, not the decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client import Counter, Histogram
+
+from services.core.observe import Series, volcano
+from services.runtime.metrics import ServiceMetrics
+
+
+def exponential_range(low: float, high: float, count: int) -> list[float]:
+    """client_golang's `ExponentialBucketsRange`: `count` buckets from `low` to `high`."""
+    factor = (high / low) ** (1 / (count - 1))
+    return [round(low * factor**i, 6) for i in range(count)]
+
+
+class SessionMetrics:
+    """Registered on the scheduler's registry; `series` holds the last session's gauges."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        registry = metrics.registry
+        # Volcano: one session from open to close, binding dispatch included, in ms
+        self.e2e = Histogram(
+            "volcano_e2e_scheduling_latency_milliseconds",
+            "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
+            buckets=exponential_range(1, 5000, 20), registry=registry,
+        )  # fmt: skip
+        self.attempts = Counter(
+            "volcano_schedule_attempts",  # the client appends _total, as Volcano's name has it
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
+            "could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result"], registry=registry,
+        )  # fmt: skip
+        self.stages = Histogram(
+            "tessera_session_seconds",
+            "Time of one scheduling session by stage: decide (the pure session over the "
+            "snapshot) and append (writing its decisions to the log)",
+            ["stage"], registry=registry,
+        )  # fmt: skip
+        self.series: tuple[Series, ...] = ()  # replaced whole, never mutated (scrape thread)
+        metrics.export(volcano.SPECS, lambda: self.series)
+
+    def session(self, decide_s: float, append_s: float, scheduled: int, unschedulable: int,
+                series: Sequence[Series]) -> None:  # fmt: skip
+        self.e2e.observe((decide_s + append_s) * 1000)
+        self.stages.labels("decide").observe(decide_s)
+        self.stages.labels("append").observe(append_s)
+        self.attempts.labels("scheduled").inc(scheduled)
+        self.attempts.labels("unschedulable").inc(unschedulable)
+        self.series = tuple(series)
+
+    def failed(self) -> None:
+        self.attempts.labels("error").inc()
