@@ -21,6 +21,7 @@ from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
+from services.cli.tables import OUTPUTS, amounts, render
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored
@@ -40,7 +41,6 @@ NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
 PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
-OUTPUTS = ["table", "json", "yaml"]
 #: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
 KINDS = {
     **dict.fromkeys(("pods", "pod", "po"), "pods"),
@@ -53,23 +53,9 @@ KINDS = {
 #: How often (in stream sequence) a replay redraws its progress: often enough to move, rarely
 #: enough that drawing costs nothing next to decoding.
 PROGRESS_EVERY = 1000
-QUEUE_COLUMNS = ("name", "state", "deserved", "allocated", "warning")
+#: `vcctl queue list`'s name, weight, state and parent, with the amounts side by side.
+QUEUE_COLUMNS = ("name", "state", "weight", "parent", "capability", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
-
-
-def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
-    if output == "json":
-        return json.dumps(rows, indent=2)
-    if output == "yaml":
-        return yaml.safe_dump(rows, sort_keys=False)
-    table = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [
-        max(len(c), *(len(row[i]) for row in table)) if table else len(c)
-        for i, c in enumerate(columns)
-    ]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in table]
-    return "\n".join(line.rstrip() for line in lines)
 
 
 async def fetch_cards(url: str, root: str) -> list[dict]:
@@ -140,20 +126,29 @@ async def fetch_report(url: str, root: str) -> dict:
     return build_report(await read_log(url, root))
 
 
+def device_text(d: dict) -> str:
+    """One booked card as the card has it (issue 13, item 7): a vNPU template's AI cores as
+    `5/20 cores` of the card, a soft slice's as a percentage, a whole card as `whole`."""
+    kind = d.get("kind") or ("template" if d.get("template") else "soft")
+    if kind == "template":
+        total = f"/{d['card_cores']}" if d.get("card_cores") else ""
+        return f"{d['uuid']}:{d['memory']}MB/{d['cores']}{total} cores[{d['template']}]"
+    if kind == "whole":
+        return f"{d['uuid']}:{d['memory']}MB/whole"
+    return f"{d['uuid']}:{d['memory']}MB/{d['cores']}%"
+
+
 def _table_view(what: str, rows: list[dict]) -> list[dict]:
     """Flatten nested fields for the table; -o json/yaml keep the records as they are."""
     out = []
     for r in rows:
         r = dict(r)
         if what == "pods":
-            r["devices"] = ",".join(
-                f"{d['uuid']}:{d['memory']}MB/{d['cores']}%" + (f"[{d['template']}]" if d["template"] else "")
-                for d in r["devices"]
-            )
+            r["devices"] = ",".join(device_text(d) for d in r["devices"])
             r["node"] = r["node"] or ""
         if what == "queues":
-            for k in ("deserved", "allocated"):
-                r[k] = " ".join(f"{res}={v}" for res, v in r[k].items())
+            for k in ("capability", "deserved", "allocated"):
+                r[k] = amounts(r.get(k) or {})
         out.append(r)
     return out
 
