@@ -15,8 +15,6 @@ import asyncio
 import json
 import sys
 
-import yaml
-
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.connection import connect, connection_args, nats_url, open_log
@@ -155,9 +153,23 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 
 def cmd_get(args: argparse.Namespace) -> int:
     what = KINDS[args.what]
+    if args.kubeconfig:
+        from services.cli import kubeverbs
+
+        if what not in kubeverbs.KUBE_KINDS:
+            print(f"error: with --kubeconfig, get lists {', '.join(kubeverbs.KUBE_KINDS)} "
+                  f"(not {what}: those come from the log)", file=sys.stderr)  # fmt: skip
+            return 2
+        ns = "" if args.all_namespaces else args.namespace
+        try:
+            rows = kubeverbs.rows(args.kubeconfig, what, ns)
+        except kubeverbs.Refused as exc:  # e.g. no Volcano CRDs: the chart's crds.install
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return _print(args, what, rows, COLUMNS[what])
     url = nats_url(args)
     if what == "nodes":
-        rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
+        rows, columns = asyncio.run(fetch_nodes(url, args.root)), COLUMNS["nodes"]
     else:
         report = asyncio.run(fetch_report(url, args.root))
         if warning := undecodable_warning(report):
@@ -165,8 +177,12 @@ def cmd_get(args: argparse.Namespace) -> int:
         rows = report["jobs" if what == "podgroups" else what]
         if what in ("pods", "jobs", "podgroups") and not args.all_namespaces:
             rows = [r for r in rows if r["namespace"] == args.namespace]
-        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
-                   "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}[what]  # fmt: skip
+        columns = COLUMNS[what]
+    return _print(args, what, rows, columns)
+
+
+def _print(args: argparse.Namespace, what: str, rows: list[dict], columns: tuple[str, ...]) -> int:
+    """The rows `args.names` picks (exit 1 naming the missing), in `args.output`'s form."""
     if args.names:
         key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
         missing = [n for n in args.names if not any(r[key] == n for r in rows)]
@@ -180,6 +196,16 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+COLUMNS = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
+           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": NODE_COLUMNS}  # fmt: skip
+
+
+def kubeconfig_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default="", metavar="PATH",
+                   help="act on the cluster's Volcano objects (Queue, Job, PodGroup, Command) "
+                        "through this kubeconfig, as vcctl does, instead of the log")  # fmt: skip
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     get = sub.add_parser("get", help="list queues, jobs, podgroups, pods, nodes or cards")
     get.add_argument("what", choices=list(KINDS), metavar="KIND",
@@ -189,4 +215,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")
     get.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or yaml")
     connection_args(get)
+    kubeconfig_arg(get)
     get.set_defaults(func=cmd_get)
