@@ -39,9 +39,11 @@ def _number(value: float) -> str:
 
 
 def _mebibytes(mib: float) -> str:
+    """The largest unit that holds it exactly (`64Gi`, `1536Mi`), as kubectl prints quantities:
+    a rounded `1.5Gi` would not parse back to the amount."""
     for unit, size in (("Ti", 1 << 20), ("Gi", 1 << 10)):
-        if mib >= size:
-            return f"{_number(mib / size)}{unit}"
+        if mib and mib % size == 0:
+            return f"{int(mib // size)}{unit}"
     return f"{_number(mib)}Mi"
 
 
