@@ -63,7 +63,7 @@ def report() -> dict:  # type: ignore[type-arg]
 
 
 def _row(table: str, first: str) -> list[str]:
-    header, *lines = table.splitlines()
+    _, *lines = table.splitlines()
     (line,) = [x for x in lines if x.split()[0] == first]
     return line.split()
 
