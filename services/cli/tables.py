@@ -1,11 +1,11 @@
 """How `get` and `describe` print rows: a table (rich), JSON or YAML, and amounts as people
 write them.
 
-Tables: `rich` lays the columns out (issue 13, item 15: no hand-padded columns). On a terminal
-the header is bold and long cells fold to the terminal's width; anywhere else (a pipe, `| head`,
-a file, a test) there is no colour, no box and no wrapping, so every row is one line that
-`grep`/`awk` read — the same text as kubectl's plain tables. rich is imported only when a table
-is drawn, so commands that print JSON, or nothing, start as fast as before.
+Tables (issue 13, item 15): on a terminal `rich` lays the columns out, the header bold and long
+cells folded to the terminal's width; anywhere else (a pipe, `| head`, a file, a test) there is
+no colour, no box and no wrapping, so every row is one line that `grep`/`awk` read — kubectl's
+plain layout, with widths measured by rich's `cell_len`. rich is imported only when a table is
+drawn, so commands that print JSON, or nothing, start as fast as before.
 
 Amounts: the core counts in its own units (`services/core/workload/quantity.py`: CPU in
 milli-cores, memory in MiB, every other resource in milli-units). People read cards as cards
@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 OUTPUTS = ["table", "json", "yaml"]
-#: Wide enough that no row of a pipe is ever wrapped or cut.
-UNWRAPPED = 1 << 16
+#: Above this many rows even a terminal gets the plain layout: rich's costs ~1 ms a row.
+RICH_MAX_ROWS = 200
 #: Device resources whose value is an amount of card memory (MB), not a count of cards.
 DEVICE_MEMORY_SUFFIXES = ("-memory", "/gpumem")
 #: Device resources whose value is a share of cores (%), not a count of cards.
@@ -70,22 +70,43 @@ def amounts(values: Mapping[str, int]) -> str:
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """Columns named in upper case, kubectl style; values as they are (no markup)."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    if sys.stdout.isatty() and len(cells) <= RICH_MAX_ROWS:
+        return _rich(cells, columns)
+    return _plain(cells, columns)
+
+
+def _rich(cells: list[list[str]], columns: Sequence[str]) -> str:
+    """For a person at a terminal: bold header, long cells folded to the terminal's width."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    tty = sys.stdout.isatty()
-    grid = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False,
-                 header_style="bold" if tty else "")  # fmt: skip
+    grid = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False, header_style="bold")
     for c in columns:
-        grid.add_column(Text(c.upper()), overflow="fold", no_wrap=not tty)
-    for r in rows:
-        grid.add_row(*(Text(_cell(r.get(c))) for c in columns))
+        grid.add_column(Text(c.upper()), overflow="fold")
+    for row in cells:
+        grid.add_row(*(Text(v) for v in row))
     out = io.StringIO()
-    width = shutil.get_terminal_size().columns if tty else UNWRAPPED
-    Console(file=out, width=width, force_terminal=tty, no_color=not tty, highlight=False,
-            color_system="auto" if tty else None).print(grid)  # fmt: skip
+    Console(file=out, width=shutil.get_terminal_size().columns, force_terminal=True,
+            highlight=False).print(grid)  # fmt: skip
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def _plain(cells: list[list[str]], columns: Sequence[str]) -> str:
+    """For a pipe (and very long lists): one row a line, columns two spaces apart, widths as
+    rich measures them (`cell_len`: a CJK character takes two columns) — rich's Table costs
+    about a millisecond a row, seconds for a large cluster's `get pods | grep`
+    (benchmarks/results/cli_tables.md)."""
+    from rich.cells import cell_len
+
+    header = [c.upper() for c in columns]
+    widths = [max([cell_len(h)] + [cell_len(row[i]) for row in cells]) for i, h in enumerate(header)]
+    lines = []
+    for row in [header, *cells]:
+        padded = (v + " " * (w - cell_len(v)) for v, w in zip(row, widths, strict=True))
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
 
 
 def _cell(value: Any) -> str:

@@ -119,10 +119,17 @@ def test_a_piped_table_has_no_colour_no_box_and_one_row_a_line() -> None:
     assert "\x1b" not in text and not set(text) & set("─│┃━┏┗")
 
 
-def test_on_a_terminal_the_header_is_bold(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_columns_align_by_display_width_not_by_characters() -> None:
+    text = tables.table([{"name": "训练队列", "state": "Open"}, {"name": "q", "state": "Closed"}], ("name", "state"))
+    assert text.splitlines() == ["NAME      STATE", "训练队列  Open", "q         Closed"]  # 训练队列: 8 columns
+
+
+def test_on_a_terminal_the_header_is_bold_unless_the_list_is_long(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     text = tables.table([{"name": "a"}], ("name",))
     assert "\x1b[1m" in text and "NAME" in text
+    long = tables.table([{"name": str(i)} for i in range(tables.RICH_MAX_ROWS + 1)], ("name",))
+    assert "\x1b" not in long and len(long.splitlines()) == tables.RICH_MAX_ROWS + 2
 
 
 def test_a_command_that_draws_no_table_does_not_import_rich() -> None:

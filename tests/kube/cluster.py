@@ -176,20 +176,16 @@ def _fast_contains(original: Any) -> Any:
     return contains
 
 
-def _named_on_create(original: Any) -> Any:
+def _named_on_create(request: Any) -> None:
     """What the API server does on every create and kmock does not: a `generateName` gets a
     random suffix as the name (vcctl's Commands are created so), and the object a `uid`."""
     import uuid
 
-    async def handle(self: Any, request: Any) -> Any:
-        meta = request.data.get("metadata") if isinstance(request.data, dict) else None
-        if request.resource is not None and request.action == kmock.action.CREATE and isinstance(meta, dict):
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-            meta.setdefault("uid", str(uuid.uuid4()))
-        return await original(self, request)
-
-    return handle
+    meta = request.data.get("metadata") if isinstance(request.data, dict) else None
+    if request.resource is not None and request.action == kmock.action.CREATE and isinstance(meta, dict):
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        meta.setdefault("uid", str(uuid.uuid4()))
 
 
 def emulator() -> Any:
@@ -211,8 +207,15 @@ def emulator() -> Any:
             return scan(self, request, strict)
 
         emu._KubernetesEmulator__get_objs = get_objs  # type: ignore[attr-defined]
-        emu._handle = _named_on_create(emu._handle)  # type: ignore[method-assign]
-    km = kmock.KubernetesEmulator()
+
+    class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
+        """This harness's emulator only: tests/kube/test_listwatch.py uses kmock's own."""
+
+        async def _handle(self, request: Any) -> Any:
+            _named_on_create(request)
+            return await super()._handle(request)
+
+    km = Emulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
     return km
 
