@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - kmock is a test dependency
 #: them once declared; a real API server once `volcano_crds` has installed the CRDs.
 VOLCANO_KINDS: dict[str, dict[str, Any]] = {
     "scheduling.volcano.sh/v1beta1/queues": {"kind": "Queue", "namespaced": False, "subresources": {"status"}},
-    "scheduling.volcano.sh/v1beta1/podgroups": {"kind": "PodGroup", "namespaced": True, "subresources": {"status"}},
+    "scheduling.volcano.sh/v1beta1/podgroups": {"kind": "PodGroup", "namespaced": True},  # status: no subresource
     "batch.volcano.sh/v1alpha1/jobs": {"kind": "Job", "namespaced": True, "subresources": {"status"}},
     "bus.volcano.sh/v1alpha1/commands": {"kind": "Command", "namespaced": True},
 }

@@ -45,12 +45,14 @@ async def tessera(cluster: Cluster, *args: str) -> Ran:
 
 
 async def _with_status(cluster: Cluster, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Create, then write the status through its subresource as Volcano's controllers do."""
+    """Create, then write the status as Volcano's controllers do: through the status
+    subresource for a Queue or Job, with the object itself for a PodGroup (its CRD has none)."""
     status = body.pop("status", None)
     created = await cluster.kube.create(path, body)
     if status:
         name = body["metadata"]["name"]
-        created = await cluster.kube.patch(f"{path}/{name}/status", {"status": status})
+        where = f"{path}/{name}" + ("" if body["kind"] == "PodGroup" else "/status")
+        created = await cluster.kube.patch(where, {"status": status})
     return created
 
 
