@@ -96,6 +96,7 @@ def test_helm_lint_strict_passes_with_default_and_cluster_values() -> None:
     ("services.scheduler.replicas=2", "/services/scheduler/replicas"),
     ("metrics.dashboard.enable=true", "/metrics/dashboard"),
     ("metrics.dashboard.labelValue=a b", "/metrics/dashboard/labelValue"),
+    ("crds.instal=true", "/crds"),
 ])  # fmt: skip
 def test_the_schema_refuses_a_typo_with_its_path(setting: str, path: str) -> None:
     out = helm("template", "rel", str(CHART), "--set", setting, check=False)
@@ -117,6 +118,28 @@ def test_every_rendered_object_is_valid_against_the_kubernetes_schemas(values: s
         kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
         checked += 1
     assert checked >= 20
+
+
+# ---- Volcano's CRDs, only when asked --------------------------------------------------------
+
+
+@needs_helm
+def test_volcanos_crds_are_rendered_only_when_asked_and_kept_on_uninstall(default: list[Obj]) -> None:
+    import kubernetes_validate
+
+    assert not of_kind(default, "CustomResourceDefinition")  # a cluster with Volcano has them
+    assert not of_kind(render(CLUSTER_VALUES), "CustomResourceDefinition")
+    rendered = of_kind(render(sets=("crds.install=true",)), "CustomResourceDefinition")
+    files = {(d := yaml.safe_load(p.read_text()))["metadata"]["name"]: d
+             for p in sorted((CHART / "files" / "crds").glob("*.yaml"))}  # fmt: skip
+    assert set(rendered) == set(files) == {"queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh",
+                                           "jobs.batch.volcano.sh", "commands.bus.volcano.sh"}  # fmt: skip
+    for name, crd in rendered.items():
+        assert crd["spec"] == files[name]["spec"], name  # the files as written, anchors resolved
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        kubernetes_validate.validate(crd, KUBE_VERSION, strict=True)
+    assert not (CHART / "crds").exists()  # Helm would install those unconditionally
 
 
 # ---- what the default values deploy --------------------------------------------------------
@@ -468,7 +491,7 @@ def test_a_real_api_server_accepts_the_chart(tmp_path: Path) -> None:
     kubectl = tool("kubectl")
     if not kubeconfig or kubectl is None:
         pytest.skip("no API server here (TESSERA_TEST_KUBECONFIG) or no kubectl")
-    docs = [d for d in render(CLUSTER_VALUES) if d["kind"] != "ServiceMonitor"]
+    docs = [d for d in render(CLUSTER_VALUES, sets=("crds.install=true",)) if d["kind"] != "ServiceMonitor"]
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(yaml.safe_dump_all(docs))
     out = subprocess.run([str(kubectl), "--kubeconfig", kubeconfig, "apply", "--dry-run=server",

@@ -31,6 +31,7 @@ from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from contracts.workloads import QueueSpec
 from services.cli.connection import Unreachable, connect, connection_args, nats_url
+from services.cli.get import kubeconfig_arg
 from services.runtime.eventlog.model import StoredMessage
 
 SERVICE_ERROR = "Nats-Service-Error"
@@ -193,6 +194,10 @@ def capability_arg(text: str) -> dict[str, str]:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        from services.cli import kubeverbs
+
+        return kubeverbs.queue(args)
     url = nats_url(args)
     if args.action in ("create", "update"):
         if args.action == "create":
@@ -220,6 +225,12 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        from services.cli import kubeverbs
+
+        return kubeverbs.job(args)
+    if args.action == "delete":
+        return command(args, "delete", args.name, args.namespace, shown=f"job {args.namespace}/{args.name} deleted")
     return command(args, args.action, args.name, args.namespace)
 
 
@@ -250,11 +261,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        help="upper limit, e.g. cpu=8,memory=64Gi,huawei.com/Ascend910B3=8 (update: replaces it)")  # fmt: skip
     queue.add_argument("--parent", default="", help="parent queue (create only; default: root)")
     connection_args(queue)
+    kubeconfig_arg(queue)
     queue.set_defaults(func=cmd_queue)
 
-    job = sub.add_parser("job", help="suspend or resume a job")
-    job.add_argument("action", choices=["suspend", "resume"], help="suspend evicts its pods; resume submits it again")
+    job = sub.add_parser("job", help="suspend, resume or delete a job")
+    job.add_argument("action", choices=["suspend", "resume", "delete"],
+                     help="suspend evicts its pods; resume submits it again; delete removes it and its pods")  # fmt: skip
     job.add_argument("name", metavar="NAME", help="the job's name")
     job.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     connection_args(job)
+    kubeconfig_arg(job)
     job.set_defaults(func=cmd_job)

@@ -16,12 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
+from services.cli.tables import OUTPUTS, amounts, render
 from services.cli.up import read_state
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
@@ -42,7 +41,6 @@ NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
 PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
-OUTPUTS = ["table", "json", "yaml"]
 #: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
 KINDS = {
     **dict.fromkeys(("pods", "pod", "po"), "pods"),
@@ -59,23 +57,9 @@ COMPONENT_COLUMNS = ("name", "state", "pid", "restarts", "last_error")
 #: How often (in stream sequence) a replay redraws its progress: often enough to move, rarely
 #: enough that drawing costs nothing next to decoding.
 PROGRESS_EVERY = 1000
-QUEUE_COLUMNS = ("name", "state", "deserved", "allocated", "warning")
+#: `vcctl queue list`'s name, weight, state and parent, with the amounts side by side.
+QUEUE_COLUMNS = ("name", "state", "weight", "parent", "capability", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
-
-
-def render(rows: list[dict], columns: tuple[str, ...], output: str) -> str:
-    if output == "json":
-        return json.dumps(rows, indent=2)
-    if output == "yaml":
-        return yaml.safe_dump(rows, sort_keys=False)
-    table = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [
-        max(len(c), *(len(row[i]) for row in table)) if table else len(c)
-        for i, c in enumerate(columns)
-    ]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in table]
-    return "\n".join(line.rstrip() for line in lines)
 
 
 async def fetch_cards(url: str, root: str) -> list[dict]:
@@ -146,20 +130,29 @@ async def fetch_report(url: str, root: str) -> dict:
     return build_report(await read_log(url, root))
 
 
+def device_text(d: dict) -> str:
+    """One booked card as the card has it (issue 13, item 7): a vNPU template's AI cores as
+    `5/20 cores` of the card, a soft slice's as a percentage, a whole card as `whole`."""
+    kind = d.get("kind") or ("template" if d.get("template") else "soft")
+    if kind == "template":
+        total = f"/{d['card_cores']}" if d.get("card_cores") else ""
+        return f"{d['uuid']}:{d['memory']}MB/{d['cores']}{total} cores[{d['template']}]"
+    if kind == "whole":
+        return f"{d['uuid']}:{d['memory']}MB/whole"
+    return f"{d['uuid']}:{d['memory']}MB/{d['cores']}%"
+
+
 def _table_view(what: str, rows: list[dict]) -> list[dict]:
     """Flatten nested fields for the table; -o json/yaml keep the records as they are."""
     out = []
     for r in rows:
         r = dict(r)
         if what == "pods":
-            r["devices"] = ",".join(
-                f"{d['uuid']}:{d['memory']}MB/{d['cores']}%" + (f"[{d['template']}]" if d["template"] else "")
-                for d in r["devices"]
-            )
+            r["devices"] = ",".join(device_text(d) for d in r["devices"])
             r["node"] = r["node"] or ""
         if what == "queues":
-            for k in ("deserved", "allocated"):
-                r[k] = " ".join(f"{res}={v}" for res, v in r[k].items())
+            for k in ("capability", "deserved", "allocated"):
+                r[k] = amounts(r.get(k) or {})
         out.append(r)
     return out
 
@@ -167,12 +160,40 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
 def cmd_get(args: argparse.Namespace) -> int:
     what = KINDS[args.what]
     if what == "components":
-        rows, columns = read_state(Path(args.state_dir)).get("components", []), COMPONENT_COLUMNS
-        key = "name"
+        return _print(args, what, read_state(Path(args.state_dir)).get("components", []),
+                      COMPONENT_COLUMNS)  # fmt: skip
+    if args.kubeconfig:
+        from services.cli import kubeverbs
+
+        if what not in kubeverbs.KUBE_KINDS:
+            print(f"error: with --kubeconfig, get lists {', '.join(kubeverbs.KUBE_KINDS)} "
+                  f"(not {what}: those come from the log)", file=sys.stderr)  # fmt: skip
+            return 2
+        ns = "" if args.all_namespaces else args.namespace
+        try:
+            rows = kubeverbs.rows(args.kubeconfig, what, ns)
+        except kubeverbs.Refused as exc:  # e.g. no Volcano CRDs: the chart's crds.install
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return _print(args, what, rows, COLUMNS[what])
+    url = nats_url(args)
+    if what == "nodes":
+        rows, columns = asyncio.run(fetch_nodes(url, args.root)), COLUMNS["nodes"]
     else:
-        rows, columns = _from_log(what, args)
-        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
+        report = asyncio.run(fetch_report(url, args.root))
+        if warning := undecodable_warning(report):
+            print(warning, file=sys.stderr)
+        rows = report["jobs" if what == "podgroups" else what]
+        if what in ("pods", "jobs", "podgroups") and not args.all_namespaces:
+            rows = [r for r in rows if r["namespace"] == args.namespace]
+        columns = COLUMNS[what]
+    return _print(args, what, rows, columns)
+
+
+def _print(args: argparse.Namespace, what: str, rows: list[dict], columns: tuple[str, ...]) -> int:
+    """The rows `args.names` picks (exit 1 naming the missing), in `args.output`'s form."""
     if args.names:
+        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
         missing = [n for n in args.names if not any(r[key] == n for r in rows)]
         if missing:
             print(f'error: {what} {", ".join(repr(n) for n in missing)} not found', file=sys.stderr)
@@ -184,20 +205,14 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def _from_log(what: str, args: argparse.Namespace) -> tuple[list[dict], tuple[str, ...]]:
-    url = nats_url(args)
-    if what == "nodes":
-        rows, columns = asyncio.run(fetch_nodes(url, args.root)), NODE_COLUMNS
-    else:
-        report = asyncio.run(fetch_report(url, args.root))
-        if warning := undecodable_warning(report):
-            print(warning, file=sys.stderr)
-        rows = report["jobs" if what == "podgroups" else what]
-        if what in ("pods", "jobs", "podgroups") and not args.all_namespaces:
-            rows = [r for r in rows if r["namespace"] == args.namespace]
-        columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
-                   "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}[what]  # fmt: skip
-    return rows, columns
+COLUMNS = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
+           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": NODE_COLUMNS}  # fmt: skip
+
+
+def kubeconfig_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", default="", metavar="PATH",
+                   help="act on the cluster's Volcano objects (Queue, Job, PodGroup, Command) "
+                        "through this kubeconfig, as vcctl does, instead of the log")  # fmt: skip
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -210,4 +225,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")
     get.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or yaml")
     connection_args(get)
+    kubeconfig_arg(get)
     get.set_defaults(func=cmd_get)

@@ -42,6 +42,18 @@ except ImportError:  # pragma: no cover - kmock is a test dependency
     kmock = None
 
 
+#: Volcano's kinds as the chart's CRDs declare them (charts/tessera/files/crds): kmock serves
+#: them once declared; a real API server once `volcano_crds` has installed the CRDs.
+VOLCANO_KINDS: dict[str, dict[str, Any]] = {
+    "scheduling.volcano.sh/v1beta1/queues": {"kind": "Queue", "namespaced": False, "subresources": {"status"}},
+    "scheduling.volcano.sh/v1beta1/podgroups": {"kind": "PodGroup", "namespaced": True},  # status: no subresource
+    "batch.volcano.sh/v1alpha1/jobs": {"kind": "Job", "namespaced": True, "subresources": {"status"}},
+    "bus.volcano.sh/v1alpha1/commands": {"kind": "Command", "namespaced": True},
+}
+CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
 @dataclass
 class Cluster:
     kind: str  # "kmock" | "real"
@@ -92,6 +104,36 @@ class Cluster:
     async def events(self, ns: str = "default") -> list[dict[str, Any]]:
         return list((await self.kube.get(f"/api/v1/namespaces/{ns}/events")).get("items") or [])
 
+    async def volcano_crds(self) -> None:
+        """Volcano's kinds served: kmock declares them already; a real API server gets the
+        chart's CRDs (unless it has them, e.g. from Volcano), and this returns once each is
+        Established — watched, not polled."""
+        if self.kind == "kmock":
+            return
+        import yaml
+
+        for path in sorted(CRD_DIR.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            name = crd["metadata"]["name"]
+            try:
+                await self.kube.create(CRDS, crd)
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+            query = {"fieldSelector": f"metadata.name={name}"}
+            listed = await self.kube.get(CRDS, **query)
+            if any(_established(o) for o in listed.get("items") or []):
+                continue
+            query["resourceVersion"] = listed["metadata"]["resourceVersion"]
+            async for ev in self.kube.watch(CRDS, query):
+                if _established(ev.get("object") or {}):
+                    break
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])  # fmt: skip
+
 
 def _kubeconfig(path: Path, server: str) -> None:
     path.write_text(json.dumps({
@@ -134,6 +176,18 @@ def _fast_contains(original: Any) -> Any:
     return contains
 
 
+def _named_on_create(request: Any) -> None:
+    """What the API server does on every create and kmock does not: a `generateName` gets a
+    random suffix as the name (vcctl's Commands are created so), and the object a `uid`."""
+    import uuid
+
+    meta = request.data.get("metadata") if isinstance(request.data, dict) else None
+    if request.resource is not None and request.action == kmock.action.CREATE and isinstance(meta, dict):
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        meta.setdefault("uid", str(uuid.uuid4()))
+
+
 def emulator() -> Any:
     """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
     history is bounded (the reactions here only look at the request in hand)."""
@@ -153,7 +207,15 @@ def emulator() -> Any:
             return scan(self, request, strict)
 
         emu._KubernetesEmulator__get_objs = get_objs  # type: ignore[attr-defined]
-    km = kmock.KubernetesEmulator()
+
+    class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
+        """This harness's emulator only: tests/kube/test_listwatch.py uses kmock's own."""
+
+        async def _handle(self, request: Any) -> Any:
+            _named_on_create(request)
+            return await super()._handle(request)
+
+    km = Emulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
     return km
 
@@ -200,6 +262,8 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
                     "scheduling.k8s.io/v1/priorityclasses"):
             km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
+        for res, info in VOLCANO_KINDS.items():  # what the chart's CRDs serve (volcano_crds)
+            km.resources[res] = info
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))

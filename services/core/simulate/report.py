@@ -244,6 +244,7 @@ def _device(cards: dict[str, tuple[CardSpec, CardUsage]], uuid: str, s: Any) -> 
         "uuid": uuid, "type": spec.type if spec else "", "index": spec.index if spec else -1,
         "memory": s.memory, "cores": s.cores,
         "template": s.template if s.kind == "template" else None,
+        "kind": s.kind, "card_cores": spec.cores if spec else 0,
     }  # fmt: skip
 
 
@@ -269,6 +270,9 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
         q["deserved"] = prop.deserved_of(name)  # type: ignore[attr-defined]
         q["allocated"] = dict(sorted(alloc.get(name, {}).items()))
         queue = ssn.queues.get(name)
+        if queue is not None:  # what `vcctl queue list` shows beside the shares
+            q.update(weight=queue.spec.weight, parent=queue.spec.parent or "root",
+                     capability=dict(sorted(queue.spec.capability.items())))  # fmt: skip
         missing = qs.unreported(queue.spec.capability) if queue is not None else []
         if missing:  # only then: other queue records stay as they were
             q["warning"] = f"capability names {', '.join(missing)}, which no node reports"
