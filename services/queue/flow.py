@@ -48,6 +48,8 @@ class Flow:
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
     restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
+    #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
+    shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
     task_seq: dict[tuple[str, str], int] = field(default_factory=dict)
     #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
@@ -83,11 +85,13 @@ class Flow:
                 self.restarting.discard(key)
                 self.suspended.pop(key, None)
                 self.retries.pop(key, None)
+                self.shown.pop(key, None)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
                 self._forget_tasks(key)
                 self.submitted.discard(key)
                 self.suspended.pop(key, None)
+                self.shown.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
@@ -98,6 +102,8 @@ class Flow:
                     self.suspended[job.key] = job.spec
             case _:
                 pass
+        if isinstance(event, JobPhaseChanged):
+            self.shown[f"{event.namespace}/{event.name}"] = event.phase
         self.projection.apply(seq, event)
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
@@ -126,6 +132,12 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
     if pg != job.phase and pg in ("Running", "Completed"):
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
+    elif flow.shown.get(key) == "Restarting" and key not in flow.restarting \
+            and sum(s == st.RUNNING for s in statuses) >= max(job.spec.min_available, 1):  # fmt: skip
+        # the PodGroup never left Running while its pods were replaced: the Job's Restarting
+        # ends when the restarted gang runs again, not at the next change of the PodGroup
+        out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
+                                   reason="restarted gang runs again"))  # fmt: skip
     terminal = lifecycle.job_phase(job.spec, statuses)
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, "all pods finished")

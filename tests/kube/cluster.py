@@ -24,6 +24,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,11 @@ try:
     import kmock
 except ImportError:  # pragma: no cover - kmock is a test dependency
     kmock = None
+
+
+#: Volcano's kinds, served as a cluster with Volcano's CRDs (or Tessera's chart) serves them
+VOLCANO_RESOURCES = ("scheduling.volcano.sh/v1beta1/queues", "scheduling.volcano.sh/v1beta1/podgroups",
+                     "batch.volcano.sh/v1alpha1/jobs", "bus.volcano.sh/v1alpha1/commands")  # fmt: skip
 
 
 @dataclass
@@ -153,6 +160,20 @@ def emulator() -> Any:
             return scan(self, request, strict)
 
         emu._KubernetesEmulator__get_objs = get_objs  # type: ignore[attr-defined]
+        handle = emu._handle
+
+        async def with_identity(self: Any, request: Any) -> Any:
+            """A created object gets its uid and creationTimestamp, as the API server gives
+            them (the job controller names a Job's PodGroup after the Job's uid)."""
+            from kmock._internal import enums
+
+            if request.action == enums.action.CREATE and isinstance(request.data, dict):
+                meta = request.data.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            return await handle(self, request)
+
+        emu._handle = with_identity  # type: ignore[method-assign]
     km = kmock.KubernetesEmulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
     return km
@@ -164,7 +185,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
     async with emulator() as km, kmock.Server(km) as srv:
         base = str(srv.url).rstrip("/")
         session = aiohttp.ClientSession()
-        bound: dict[tuple[str, str], str] = {}
+        bound: dict[tuple[str, str, str], str] = {}
         lock = asyncio.Lock()
         cluster_box: list[Cluster] = []
 
@@ -184,11 +205,12 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                 uid = (data.get("metadata") or {}).get("uid")
                 if uid and current["metadata"].get("uid") and uid != current["metadata"]["uid"]:
                     return kmock_status(409, "Conflict", "Precondition failed: UID mismatch")
-                if (current.get("spec") or {}).get("nodeName") or (ns, pod) in bound:
-                    return kmock_status(409, "Conflict",
-                                        f'pod {pod} is already assigned to node "{bound.get((ns, pod))}"')  # fmt: skip
+                incarnation = (ns, pod, current["metadata"].get("uid", ""))  # a pod re-created
+                if (current.get("spec") or {}).get("nodeName") or incarnation in bound:  # under its
+                    return kmock_status(409, "Conflict",  # name is another pod: bound afresh
+                                        f'pod {pod} is already assigned to node "{bound.get(incarnation)}"')  # fmt: skip
                 node = data["target"]["name"]
-                bound[(ns, pod)] = node
+                bound[incarnation] = node
                 cluster_box[0].bound.setdefault((ns, pod), []).append(node)
                 patch = {"spec": {"nodeName": node},
                          "metadata": {"annotations": (data.get("metadata") or {}).get("annotations") or {}}}
@@ -198,7 +220,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
 
         km["post", kmock.subresource("binding")] << binding
         for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
-                    "scheduling.k8s.io/v1/priorityclasses"):
+                    "scheduling.k8s.io/v1/priorityclasses", *VOLCANO_RESOURCES):
             km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
@@ -314,7 +336,7 @@ class Kubelet:
         self.max_allocating = 0
         self.exit_codes = run_for or {}  # pod name -> exit code to finish with at once
         self._task: asyncio.Task[None] | None = None
-        self._done: set[tuple[str, str]] = set()
+        self._done: set[tuple[str, str, str]] = set()
 
     async def __aenter__(self) -> Kubelet:
         self._task = asyncio.create_task(self._run())
@@ -343,7 +365,8 @@ class Kubelet:
             await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
                                                          "gracePeriodSeconds": 0})  # fmt: skip
             return
-        if not node or (ns, name) in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+        served = (ns, name, meta.get("uid", ""))  # a pod re-created under its name is served afresh
+        if not node or served in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
             return
         annotations = meta.get("annotations") or {}
         if annotations.get(hami.BIND_PHASE) == "allocating":
@@ -356,7 +379,7 @@ class Kubelet:
             await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": {hami.BIND_PHASE: "success"}}})
             await self.kube.patch(nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
             self.allocating[node].discard(name)
-        self._done.add((ns, name))
+        self._done.add(served)
         self.served.append((node, ns, name))
         await self.kube.patch(pods_path(ns, name, "status"), {"status": {"phase": "Running"}})
         if name in self.exit_codes:
