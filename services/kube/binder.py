@@ -85,6 +85,12 @@ def lock_holder(value: str) -> tuple[float, str, str] | None:
     return at, parts[1], parts[2]
 
 
+def _bound_for(pod: dict, stamp: str) -> bool:
+    """The pod was bound for the commit `stamp` names (no stamp: bound before stamps existed)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(volcano.PLACEMENT, stamp) == stamp
+
+
 class Binder:
     def __init__(
         self,
@@ -210,8 +216,8 @@ class Binder:
     async def _bind(self, key: TaskKey, p: TaskPlacement) -> None:
         ns, job, pod = key
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
-        annotations = {**pods.binding_annotations(p, spec, self.cards, self.clock()),
-                       volcano.PLACEMENT: str(self.commit_seq.get(key, 0))}  # fmt: skip
+        stamp = str(self.commit_seq.get(key, 0))
+        annotations = {**pods.binding_annotations(p, spec, self.cards, self.clock()), volcano.PLACEMENT: stamp}
         locked = self.node_lock and bool(p.slices)
         busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
         async with busy or contextlib.nullcontext():
@@ -230,7 +236,7 @@ class Binder:
                                        pods.binding(ns, pod, uid, p.node, annotations))  # fmt: skip
             except KubeError as exc:
                 self.stats.in_flight -= 1
-                await self._refused(key, p, exc, locked)
+                await self._refused(key, p, exc, locked, stamp)
                 return
             self.stats.in_flight -= 1
             now = time.perf_counter()
@@ -240,13 +246,13 @@ class Binder:
             self.stats.last_bind = now
             self.done.add(key)
 
-    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool) -> None:
+    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool, stamp: str) -> None:
         ns, job, pod = key
         current: dict | None = None
         if exc.status == 409:
             with contextlib.suppress(KubeError):
                 current = await self.kube.get(pods_path(ns, pod))
-            if current is not None and pods.node_name(current) == p.node and self._this_commit(key, current):
+            if current is not None and pods.node_name(current) == p.node and _bound_for(current, stamp):
                 self.stats.already += 1
                 self.done.add(key)
                 return  # bound by our earlier attempt (a restart re-issued it)
@@ -273,12 +279,6 @@ class Binder:
         self.stats.retries += 1
         await asyncio.sleep(0.5)
         self.queue.put_nowait(key)
-
-    def _this_commit(self, key: TaskKey, pod: dict) -> bool:
-        """The pod was bound for this very commit (no stamp: bound before stamps existed)."""
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        stamp = annotations.get(volcano.PLACEMENT)
-        return stamp is None or stamp == str(self.commit_seq.get(key, 0))
 
     # --- HAMi node lock --------------------------------------------------------------------------
 

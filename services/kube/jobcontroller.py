@@ -31,6 +31,7 @@ from typing import Any
 from contracts.base import Event
 from contracts.events import (
     ALL_EVENTS,
+    EvictionRequested,
     JobSubmitted,
     JobUnschedulable,
     PlacementCommitted,
@@ -69,7 +70,8 @@ class JobController:
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
         self.placed: set[str] = set()  # placed since its last verdict
-        self.reset: dict[tuple[str, str], int] = {}  # (job, pod) → seq its task went back to Pending
+        #: (job, pod) → seq of the last eviction or return to Pending: pods bound before it are stale
+        self.reset: dict[tuple[str, str], int] = {}
         self.last_tasks: dict[str, tuple[st.TaskSnap, ...]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}  # "ns/name" → Job object
         self.podgroups: dict[str, dict[str, Any]] = {}  # "ns/name" → PodGroup object
@@ -106,6 +108,8 @@ class JobController:
                 self.placed.add(key)  # type: ignore[arg-type]
             case TaskFinished() if event.reason in ("evicted", "restarted"):
                 self.reset[(key, event.task)] = seq  # type: ignore[index]
+            case EvictionRequested():  # the pod bound before it goes, even if the writer
+                self.reset[(key, event.task)] = seq  # type: ignore[index]  # missed it (a crash)
             case _:
                 pass
         if key is not None:

@@ -47,7 +47,9 @@ class Flow:
     retries: dict[str, int] = field(default_factory=dict)
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
-    restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
+    restarting: set[str] = field(default_factory=set)  # until its stopped pods are back to Pending
+    #: job → the pods a restart is stopping (evicted for it, not back to Pending yet)
+    stopping: dict[str, set[str]] = field(default_factory=dict)
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
     shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
@@ -77,8 +79,16 @@ class Flow:
             case _:
                 pass
         match event:
+            case EvictionRequested(reason="restarted"):
+                self.stopping.setdefault(f"{event.namespace}/{event.name}", set()).add(event.task)
+            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
+            case _:
+                pass
+        match event:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
+                self.stopping.pop(key, None)
                 self._forget_tasks(key)
                 self.finished.revived(key)
                 self.submitted.add(key)
@@ -92,6 +102,7 @@ class Flow:
                 self.submitted.discard(key)
                 self.suspended.pop(key, None)
                 self.shown.pop(key, None)
+                self.stopping.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
@@ -108,10 +119,11 @@ class Flow:
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)
-        if key in self.restarting:
-            tasks = self.projection.tasks.get(key, {})
-            if all(t.status == st.PENDING for t in tasks.values()):
-                self.restarting.discard(key)  # Restarting → Pending: failures count again
+        if key in self.restarting and not self.stopping.get(key):
+            # Restarting → Pending once every pod it stopped is back to Pending (some may be
+            # placed again before the last is): failures count again
+            self.restarting.discard(key)
+            self.stopping.pop(key, None)
 
 
 def job_key(event: Event) -> str | None:

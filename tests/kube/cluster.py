@@ -167,7 +167,7 @@ def emulator() -> Any:
             them (the job controller names a Job's PodGroup after the Job's uid)."""
             from kmock._internal import enums
 
-            if request.action == enums.action.CREATE and isinstance(request.data, dict):
+            if request.action == enums.action.CREATE and not request.subresource and isinstance(request.data, dict):
                 meta = request.data.setdefault("metadata", {})
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
