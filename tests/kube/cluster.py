@@ -141,6 +141,23 @@ def _fast_contains(original: Any) -> Any:
     return contains
 
 
+def _identified() -> Any:
+    """kmock's emulator whose created objects get a uid and creationTimestamp, as the API
+    server gives them (the job controller names a Job's PodGroup after the Job's uid)."""
+    from kmock._internal import enums
+
+    class Identified(kmock.KubernetesEmulator):  # type: ignore[misc]
+        async def _handle(self, request: Any) -> Any:
+            if request.action == enums.action.CREATE and not request.subresource \
+                    and isinstance(request.data, dict):  # fmt: skip
+                meta = request.data.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            return await super()._handle(request)
+
+    return Identified
+
+
 def emulator() -> Any:
     """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
     history is bounded (the reactions here only look at the request in hand)."""
@@ -160,21 +177,7 @@ def emulator() -> Any:
             return scan(self, request, strict)
 
         emu._KubernetesEmulator__get_objs = get_objs  # type: ignore[attr-defined]
-        handle = emu._handle
-
-        async def with_identity(self: Any, request: Any) -> Any:
-            """A created object gets its uid and creationTimestamp, as the API server gives
-            them (the job controller names a Job's PodGroup after the Job's uid)."""
-            from kmock._internal import enums
-
-            if request.action == enums.action.CREATE and not request.subresource and isinstance(request.data, dict):
-                meta = request.data.setdefault("metadata", {})
-                meta.setdefault("uid", str(uuid.uuid4()))
-                meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            return await handle(self, request)
-
-        emu._handle = with_identity  # type: ignore[method-assign]
-    km = kmock.KubernetesEmulator()
+    km = _identified()()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
     return km
 
