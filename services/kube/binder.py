@@ -15,6 +15,11 @@ So, as HAMi's scheduler does, a device pod is bound only while Tessera holds tha
 (a merge patch carrying the node's resourceVersion, so two binders cannot both take it); the
 plugin releases it when the allocation succeeded or failed. A lock older than the expiry, or
 held by a pod that already started or is gone, is taken over. Pods without devices need none.
+
+A binding carries the commit it is for (`tessera.io/placement`), so a 409 is "done already"
+only for a pod bound for that very commit. A Volcano Job's pods are the job controller's to
+make: a binding that meets no pod yet (404), or the previous pod of that name still bound
+(409, a restart under way), waits and is issued again rather than failing.
 """
 
 from __future__ import annotations
