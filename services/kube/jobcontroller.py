@@ -222,6 +222,9 @@ class JobController:
         ns = key.split("/", 1)[0]
         job = self.jobs.get(key)
         spec = self.specs.get(key)
+        tasks = self.flow.projection.tasks.get(key)
+        if tasks is not None:
+            self.last_tasks[key] = tuple(tasks.values())
         ours = job is not None and spec is not None and spec.kind == "Job" \
             and spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(job)  # fmt: skip
         for k, obj in self._owned(self.pods, key):
@@ -239,9 +242,6 @@ class JobController:
         live = self.flow.projection.jobs.get(key)
         if pg_key not in self.podgroups and live is not None:
             await self._create(volcano.podgroups_path(ns), volcano.podgroup_for(job, spec))
-        tasks = self.flow.projection.tasks.get(key)
-        if tasks is not None:
-            self.last_tasks[key] = tuple(tasks.values())
         if live is not None and tasks is not None and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
             for pod, role, index, _t in st.task_names(spec):

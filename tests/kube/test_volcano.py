@@ -270,3 +270,34 @@ async def test_rejected_job_gets_a_warning_and_a_condition(cluster: Cluster, tmp
         assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("lost-")]
     finally:
         await asyncio.to_thread(cp.stop)
+
+
+async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_path: Path) -> None:
+    """A PodGroup and two pods naming it (`scheduling.k8s.io/group-name`), all made by kubectl:
+    one gang of two, bound together, and the PodGroup's status says Running with Scheduled."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": "pair", "namespace": "default"}, "spec": {"minMember": 2, "queue": "default"}}  # fmt: skip
+    members = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"pair-{i}", "annotations": {"scheduling.k8s.io/group-name": "pair"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox", "resources": {
+                    "limits": {"huawei.com/Ascend910B3": "1"}}}]}} for i in range(2)]  # fmt: skip
+    async with Kubelet(cluster):
+        await _start(cp)
+        try:
+            await cluster.kube.create(volcano.podgroups_path("default"), pg)
+            for pod in members:
+                await cluster.create_pod(pod)
+
+            async def gang_runs() -> bool:
+                ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
+                st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+                return all(kpods.phase(ps.get(f"pair-{i}", {})) == "Running" for i in range(2)) \
+                    and st.get("phase") == "Running" and st.get("running") == 2 \
+                    and [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
+
+            await wait_until(gang_runs, 90, "both pods Running as one gang, the PodGroup Running")
+        finally:
+            await asyncio.to_thread(cp.stop)
