@@ -42,6 +42,7 @@ from services.core.scheduling import snapshot as st
 from services.kube import pods, reasons, volcano
 from services.kube.client import Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
+from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
 from services.queue import flow as fl
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
@@ -132,9 +133,8 @@ class JobController:
 
     # --- the API -----------------------------------------------------------------------------
 
-    async def _watch(self, what: str, path: str, store: dict[str, dict[str, Any]], kind: str,
-                     keep: Callable[[dict[str, Any]], bool] | None = None) -> None:  # fmt: skip
-        async for ch in Reflector(self.kube, path, keep=keep).changes():
+    async def _watch(self, what: str, reflector: Reflector, store: dict[str, dict[str, Any]], kind: str) -> None:
+        async for ch in reflector.changes():
             if ch.kind == "synced":
                 self.synced[what].set()
                 self._wake.set()
@@ -160,7 +160,7 @@ class JobController:
             self._wake.set()
 
     async def _commands(self) -> None:
-        async for ch in Reflector(self.kube, volcano.commands_path()).changes():
+        async for ch in Reflector(self.kube, commands_path()).changes():
             if ch.kind == "upsert":
                 try:
                     await self._consume(ch.obj)
@@ -183,7 +183,7 @@ class JobController:
             log.info("command %s/%s %s %s: %s", ns, name, obj.get("action"), target.get("name"),
                      getattr(reply, "message", reply))  # fmt: skip
         with contextlib.suppress(KubeError):
-            await self.kube.delete(volcano.commands_path(ns, name))
+            await self.kube.delete(commands_path(ns, name))
 
     # --- reconciling ---------------------------------------------------------------------------
 
@@ -197,18 +197,18 @@ class JobController:
         stamp = (volcano.meta(obj).get("annotations") or {}).get(volcano.PLACEMENT)
         return stamp is not None and stamp.isdigit() and int(stamp) < self.reset.get((key, pod), 0)
 
-    async def _create(self, path: str, body: dict[str, Any]) -> bool:
+    async def _created(self, make: Awaitable[Any]) -> bool:
         try:
-            await self.kube.create(path, body)
+            await make
             return True
         except KubeError as exc:
             if exc.status == 409:
                 return False  # there already (ours from before a restart, or not gone yet)
             raise
 
-    async def _delete(self, path: str) -> None:
+    async def _gone(self, delete: Awaitable[Any]) -> None:
         try:
-            await self.kube.delete(path)
+            await delete
         except KubeError as exc:
             if exc.status != 404:
                 raise
@@ -230,10 +230,10 @@ class JobController:
         for k, obj in self._owned(self.pods, key):
             pod = k.split("/", 1)[1]
             if (not ours or self._stale(key, pod, obj)) and not pods.terminating(obj):
-                await self._delete(pods_path(ns, pod))
+                await self._gone(self.kube.delete(pods_path(ns, pod)))
         if not ours:
             for k, _obj in self._owned(self.podgroups, key):
-                await self._delete(volcano.podgroups_path(ns, k.split("/", 1)[1]))
+                await self._gone(self.kube.delete(podgroups_path(ns, k.split("/", 1)[1])))
             if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
                 await self._podgroup_status(key, spec, self.podgroups[key])
             return
@@ -241,43 +241,49 @@ class JobController:
         pg_key = f"{ns}/{volcano.podgroup_name(job)}"
         live = self.flow.projection.jobs.get(key)
         if pg_key not in self.podgroups and live is not None:
-            await self._create(volcano.podgroups_path(ns), volcano.podgroup_for(job, spec))
+            await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
         if live is not None and tasks is not None and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
             for pod, role, index, _t in st.task_names(spec):
                 snap = tasks.get(pod)
                 obj = self.pods.get(f"{ns}/{pod}")
                 if obj is None and snap is not None and snap.status not in (st.SUCCEEDED, st.FAILED):
-                    if await self._create(pods_path(ns), volcano.pod_for(job, spec, role, index, retries)):
+                    body = volcano.pod_for(job, spec, role, index, retries)
+                    if await self._created(self.kube.create(pods_path(ns), body)):
                         self.created.append(f"{ns}/{pod}")
         elif live is None:  # ended: what still runs or waits is killed, finished pods are kept
             for k, obj in self._owned(self.pods, key):
                 if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
-                    await self._delete(pods_path(ns, k.split("/", 1)[1]))
+                    await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
 
     # --- status ----------------------------------------------------------------------------------
 
-    async def _write_status(self, path: str, obj: dict[str, Any], desired: dict[str, Any]) -> None:
+    async def _write_status(self, obj: dict[str, Any], desired: dict[str, Any]) -> None:
         current = obj.get("status") or {}
         if not volcano.status_differs(current, desired):
             return
         body = volcano.stamp(desired, current, _now(self.clock()))
-        await self.kube.patch(path, {"status": body})
+        m = volcano.meta(obj)
+        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        if obj.get("kind") == "Queue":
+            await self.kube.patch(queues_path(name, "status"), {"status": body})
+        elif obj.get("kind") == "PodGroup":
+            await self.kube.patch(podgroups_path(ns, name, "status"), {"status": body})
+        else:
+            await self.kube.patch(jobs_path(ns, name, "status"), {"status": body})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         self.writes += 1
 
     async def _job_status(self, key: str, spec: JobSpec, job: dict[str, Any]) -> None:
-        ns, name = key.split("/", 1)
         shown = self.flow.shown.get(key, "Pending")
         desired = volcano.job_status(spec, shown, self.last_tasks.get(key, ()), self.flow.retries.get(key, 0),
                                      shown == "Restarting")  # fmt: skip
-        await self._write_status(volcano.jobs_path(ns, name, "status"), job, desired)
+        await self._write_status(job, desired)
 
     async def _podgroup_status(self, key: str, spec: JobSpec, pg: dict[str, Any]) -> None:
-        m = volcano.meta(pg)
         live = self.flow.projection.jobs.get(key)
         phase = volcano.podgroup_phase(self.flow.shown.get(key, ""), live.phase if live else "")
         if live is None and phase != "Completed":
@@ -287,8 +293,7 @@ class JobController:
         if v is not None and v.reason:
             text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec)
         desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
-        await self._write_status(volcano.podgroups_path(str(m.get("namespace") or "default"),
-                                                        str(m.get("name")), "status"), pg, desired)  # fmt: skip
+        await self._write_status(pg, desired)
 
     async def queue_statuses(self) -> None:
         proj = self.flow.projection
@@ -309,7 +314,7 @@ class JobController:
                             if v:
                                 allocated[res] = allocated.get(res, 0) + v
             desired = volcano.queue_status(q.state, allocated, phases)
-            await self._write_status(volcano.queues_path(name) + "/status", obj, desired)
+            await self._write_status(obj, desired)
 
     # --- running -------------------------------------------------------------------------------
 
@@ -334,11 +339,11 @@ class JobController:
 
     async def run(self, stopping: asyncio.Event) -> None:
         tasks = [asyncio.create_task(c) for c in (
-            self._watch("job", volcano.jobs_path(), self.jobs, "Job"),
-            self._watch("podgroup", volcano.podgroups_path(), self.podgroups, "PodGroup"),
-            self._watch("pod", pods_path(), self.pods, "Pod",
-                        keep=lambda o: volcano.owner_job(o) is not None),
-            self._watch("queue", volcano.queues_path(), self.queues, "Queue"),
+            self._watch("job", Reflector(self.kube, jobs_path()), self.jobs, "Job"),
+            self._watch("podgroup", Reflector(self.kube, podgroups_path()), self.podgroups, "PodGroup"),
+            self._watch("pod", Reflector(self.kube, pods_path(), keep=lambda o: volcano.owner_job(o) is not None),
+                        self.pods, "Pod"),
+            self._watch("queue", Reflector(self.kube, queues_path()), self.queues, "Queue"),
             self._commands(),
             self._loop(),
         )]  # fmt: skip

@@ -32,6 +32,7 @@ from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.kube import pods, status, volcano
 from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
+from services.kube.volcano import jobs_path, podgroups_path, queues_path
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +68,15 @@ class PodSource:
         naming one is judged with it."""
         pcs, queues = asyncio.Event(), asyncio.Event()
         first = [asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES), pcs)),
-                 asyncio.create_task(self._feed("queue", Reflector(self.kube, volcano.queues_path()), queues))]  # fmt: skip
+                 asyncio.create_task(self._feed("queue", Reflector(self.kube, queues_path()), queues))]  # fmt: skip
         later: list[asyncio.Task[None]] = []
         try:
             with contextlib.suppress(TimeoutError):  # a server without them must not stall pods
                 await asyncio.wait_for(asyncio.gather(pcs.wait(), queues.wait()), 10.0)
-            later = [asyncio.create_task(self._feed(what, Reflector(self.kube, path, keep=keep), asyncio.Event()))
-                     for what, path, keep in (
-                         ("podgroup", volcano.podgroups_path(), lambda o: volcano.owner_job(o) is None),
-                         ("job", volcano.jobs_path(), self._our_job))]  # fmt: skip
+            groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
+            jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
+            later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
+                     asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
             await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), asyncio.Event())
         finally:
             for t in first + later:

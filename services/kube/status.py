@@ -34,9 +34,10 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec
 from services.core.scheduling.snapshot import task_names
-from services.kube import pods, reasons, volcano
+from services.kube import pods, reasons
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import Reflector
+from services.kube.volcano import jobs_path, podgroups_path, queues_path
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
 
@@ -107,17 +108,6 @@ async def refuse(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: flo
         await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
 
 
-def _status_path(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-    kind = obj.get("kind")
-    if kind == "Queue":
-        return volcano.queues_path(name) + "/status"
-    if kind == "PodGroup":
-        return volcano.podgroups_path(ns, name, "status")
-    return volcano.jobs_path(ns, name, "status")
-
-
 async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: float) -> None:
     """Admission refused a Queue, PodGroup or Job: a Warning Event and an `Admitted=False`
     condition, each naming every rule; nothing when the object says so already."""
@@ -129,7 +119,15 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
     cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
             "lastTransitionTime": _stamp(now)}  # fmt: skip
     others = [c for c in conditions if c.get("type") != "Admitted"]
-    await kube.patch(_status_path(obj), {"status": {"conditions": [*others, cond]}})
+    body = {"status": {"conditions": [*others, cond]}}
+    meta = obj.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+    if obj.get("kind") == "Queue":
+        await kube.patch(queues_path(name, "status"), body)
+    elif obj.get("kind") == "PodGroup":
+        await kube.patch(podgroups_path(ns, name, "status"), body)
+    else:
+        await kube.patch(jobs_path(ns, name, "status"), body)
     await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
 
 

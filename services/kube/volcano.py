@@ -40,8 +40,8 @@ PLACEMENT = "tessera.io/placement"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 
 
-def queues_path(name: str = "") -> str:
-    return f"{QUEUES}/{name}" if name else QUEUES
+def queues_path(name: str = "", sub: str = "") -> str:
+    return (f"{QUEUES}/{name}" + (f"/{sub}" if sub else "")) if name else QUEUES
 
 
 def _namespaced(group: str, plural: str, namespace: str, name: str, sub: str) -> str:
