@@ -68,6 +68,8 @@ class Flow:
             self.submitted.discard(old)
             self.retries.pop(old, None)
             self.restarting.discard(old)
+            self.stopping.pop(old, None)
+            self.shown.pop(old, None)
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
