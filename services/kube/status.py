@@ -120,6 +120,7 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
             "lastTransitionTime": _stamp(now)}  # fmt: skip
     others = [c for c in conditions if c.get("type") != "Admitted"]
     body = {"status": {"conditions": [*others, cond]}}
+    await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # first: the condition
     meta = obj.get("metadata") or {}
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     if obj.get("kind") == "Queue":
@@ -127,8 +128,7 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
     elif obj.get("kind") == "PodGroup":
         await kube.patch(podgroups_path(ns, name, "status"), body)
     else:
-        await kube.patch(jobs_path(ns, name, "status"), body)
-    await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
+        await kube.patch(jobs_path(ns, name, "status"), body)  # says it was all written
 
 
 class PodStatusWriter:
