@@ -359,7 +359,11 @@ def test_the_configmaps_hold_what_the_services_parse(default: list[Obj], cluster
 
 KUBE_DIR = ROOT / "services" / "kube"
 PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
-                "events_path": ("", "events"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses")}  # fmt: skip
+                "events_path": ("", "events"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses"),
+                "queues_path": ("scheduling.volcano.sh", "queues"),
+                "podgroups_path": ("scheduling.volcano.sh", "podgroups"),
+                "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands")}  # fmt: skip
+CLUSTER_SCOPED = ("nodes_path", "queues_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -376,8 +380,8 @@ def _resource(path: ast.expr, where: str) -> tuple[str, str, bool]:
     assert isinstance(path, ast.Call) and isinstance(path.func, ast.Name) \
         and path.func.id in PATH_HELPERS, f"{where}: an API path the test cannot read: {ast.unparse(path)}"  # fmt: skip
     group, resource = PATH_HELPERS[path.func.id]
-    named_at = 0 if path.func.id == "nodes_path" else 1
-    sub = path.args[2] if len(path.args) > 2 else None
+    named_at = 0 if path.func.id in CLUSTER_SCOPED else 1
+    sub = path.args[named_at + 1] if len(path.args) > named_at + 1 else None
     if sub is not None:
         assert isinstance(sub, ast.Constant), where
         resource = f"{resource}/{sub.value}"

@@ -15,6 +15,11 @@ So, as HAMi's scheduler does, a device pod is bound only while Tessera holds tha
 (a merge patch carrying the node's resourceVersion, so two binders cannot both take it); the
 plugin releases it when the allocation succeeded or failed. A lock older than the expiry, or
 held by a pod that already started or is gone, is taken over. Pods without devices need none.
+
+A binding carries the commit it is for (`tessera.io/placement`), so a 409 is "done already"
+only for a pod bound for that very commit. A Volcano Job's pods are the job controller's to
+make: a binding that meets no pod yet (404), or the previous pod of that name still bound
+(409, a restart under way), waits and is issued again rather than failing.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from contracts.events import (
 )
 from contracts.workloads import TaskSpec
 from services.core.scheduling.snapshot import task_names
-from services.kube import pods
+from services.kube import pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import EventLog
@@ -61,6 +66,7 @@ class BinderStats:
     failed: int = 0
     retries: int = 0
     lock_waits: int = 0
+    pod_waits: int = 0  # a Volcano Job's pod not (re)created yet when its binding was due
     first_bind: float = 0.0
     last_bind: float = 0.0
     in_flight: int = 0
@@ -84,6 +90,12 @@ def lock_holder(value: str) -> tuple[float, str, str] | None:
     return at, parts[1], parts[2]
 
 
+def _bound_for(pod: dict, stamp: str) -> bool:
+    """The pod was bound for the commit `stamp` names (no stamp: bound before stamps existed)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(volcano.PLACEMENT, stamp) == stamp
+
+
 class Binder:
     def __init__(
         self,
@@ -104,6 +116,8 @@ class Binder:
         self.n_workers = workers
         self.cards: dict[str, CardSpec] = {}
         self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
+        self.controlled: set[tuple[str, str]] = set()  # Volcano Jobs: the job controller makes their pods
+        self._waits: dict[TaskKey, int] = {}
         self.owed: dict[TaskKey, TaskPlacement] = {}
         self.done: set[TaskKey] = set()  # bound, not yet started
         self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
@@ -132,6 +146,8 @@ class Binder:
                 self.specs[(spec.namespace, spec.name)] = {
                     pod: (t, t.annotations.get(pods.POD_UID, "")) for pod, _r, _i, t in task_names(spec)
                 }
+                if spec.kind == "Job":
+                    self.controlled.add((spec.namespace, spec.name))
                 for key in [k for k in self.owed if k[:2] == (spec.namespace, spec.name)]:
                     self._settle(key)  # a resubmitted job starts over
             case PlacementCommitted() if not event.existing:
@@ -146,6 +162,7 @@ class Binder:
                 self._settle((event.namespace, event.name, event.task))
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)
+                self.controlled.discard((event.namespace, event.name))
                 for key in [k for k in self.owed if k[:2] == (event.namespace, event.name)]:
                     self._settle(key)
             case _:
@@ -158,6 +175,7 @@ class Binder:
                 del self.gone[next(iter(self.gone))]
         self.commit_seq.pop(key, None)
         self.done.discard(key)
+        self._waits.pop(key, None)
 
     async def on_event(self, event: object, rx: Received) -> None:
         if rx.message.seq > self.watermark:
@@ -203,7 +221,8 @@ class Binder:
     async def _bind(self, key: TaskKey, p: TaskPlacement) -> None:
         ns, job, pod = key
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
-        annotations = pods.binding_annotations(p, spec, self.cards, self.clock())
+        stamp = str(self.commit_seq.get(key, 0))
+        annotations = {**pods.binding_annotations(p, spec, self.cards, self.clock()), volcano.PLACEMENT: stamp}
         locked = self.node_lock and bool(p.slices)
         busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
         async with busy or contextlib.nullcontext():
@@ -222,7 +241,7 @@ class Binder:
                                        pods.binding(ns, pod, uid, p.node, annotations))  # fmt: skip
             except KubeError as exc:
                 self.stats.in_flight -= 1
-                await self._refused(key, p, exc, locked)
+                await self._refused(key, p, exc, locked, stamp)
                 return
             self.stats.in_flight -= 1
             now = time.perf_counter()
@@ -232,17 +251,26 @@ class Binder:
             self.stats.last_bind = now
             self.done.add(key)
 
-    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool) -> None:
+    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool, stamp: str) -> None:
         ns, job, pod = key
+        current: dict | None = None
         if exc.status == 409:
             with contextlib.suppress(KubeError):
                 current = await self.kube.get(pods_path(ns, pod))
-                if pods.node_name(current) == p.node:
-                    self.stats.already += 1
-                    self.done.add(key)
-                    return  # bound by our earlier attempt (a restart re-issued it)
+            if current is not None and pods.node_name(current) == p.node and _bound_for(current, stamp):
+                self.stats.already += 1
+                self.done.add(key)
+                return  # bound by our earlier attempt (a restart re-issued it)
         if locked:
             await self._release(p.node, ns, pod)
+        if (ns, job) in self.controlled and exc.status in (404, 409):
+            # A Volcano Job's pod not created yet, or its previous incarnation (before a
+            # restart) not gone yet: the job controller is on it; bind once the pod is there.
+            n = self._waits.get(key, 0)
+            self._waits[key] = n + 1
+            self.stats.pod_waits += 1
+            asyncio.get_running_loop().call_later(min(0.1 * 2**n, 2.0), self.queue.put_nowait, key)
+            return
         if exc.status in (404, 409, 422, 400):
             self.stats.failed += 1
             reason = {404: "pod not found"}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")

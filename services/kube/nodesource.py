@@ -38,7 +38,7 @@ from services.core.devices import build_vendors
 from services.core.devices.catalogue import Catalogue, default_catalogue
 from services.core.workload import admit
 from services.core.workload.devicerequests import hami_parser
-from services.kube import nodes, pods
+from services.kube import nodes, pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import Conflict, EventLog
@@ -202,6 +202,9 @@ class KubeNodeAgent:
         state, seq = self.tasks.get(key, ("", 0))
         if state not in (COMMITTED, STARTED):
             return  # not (yet) committed in the log, or already finished
+        stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(volcano.PLACEMENT)
+        if stamp is not None and stamp != str(seq) and volcano.owner_job(obj):
+            return  # a Volcano Job's pod from before a restart, under the same name
         now = self.clock()
         event: TaskStarted | TaskFinished | None
         if deleted:

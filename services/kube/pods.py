@@ -2,7 +2,8 @@
 events its phase means, and the binding (with HAMi's annotations) that places it. Pure.
 
 A pod belongs to the PodGroup its `scheduling.k8s.io/group-name` (or Volcano's) annotation names;
-without one it is its own implied one-pod group named after the pod (volcano.md §1.4), and its
+a pod the job controller created belongs to its Volcano Job; without either it is its own
+implied one-pod group named after the pod (volcano.md §1.4), and its
 task is the pod itself, so the pod name is the task name in every event.
 """
 
@@ -18,6 +19,7 @@ from contracts.events import TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
 from services.core.workload import fields
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.kube import volcano
 
 POD_UID = "tessera.io/pod-uid"  # task annotation: the pod a task was admitted from
 
@@ -32,9 +34,12 @@ class PodRef:
 
 
 def ref(obj: Mapping[str, Any]) -> PodRef:
+    """A pod the job controller created for a Volcano Job belongs to that Job (its job in the
+    log), not to the PodGroup `<job>-<uid>` its annotation names."""
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO) or ""
+    owner = volcano.owner_job(obj)
+    group = owner[0] if owner else annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO) or ""
     name = str(meta.get("name") or "")
     return PodRef(str(meta.get("namespace") or "default"), name, str(meta.get("uid") or ""),
                   str(group) or name, bool(group))  # fmt: skip

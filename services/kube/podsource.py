@@ -7,6 +7,14 @@ pod gets a Warning Event and `PodScheduled=False` naming every rule, and nothing
 a pod deleted from the API server ends its implied job (`JobDeleted`). Changes are taken in
 batches (one plan, one pipelined append for everything that arrived together), and Running pods
 of a batch go first.
+
+Volcano's objects go through the same rules (volcano.md §1): Queues (a changed spec is
+`configured`), Jobs, and PodGroups created by kubectl, each judged once per object (its uid is
+kept with the admitted spec, so status writes and relists are not new submissions). A PodGroup
+is submitted with the pods that name it once it has `minMember` of them; pods naming an unknown
+PodGroup wait, as Volcano's scheduler ignores them. Pods and PodGroups the job controller made
+for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
+and an `Admitted=False` condition naming every rule; a deleted Job or PodGroup ends its job.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from typing import Any
 
 from contracts.api import REJECTED
 from services.admission.service import AdmissionService
-from services.kube import pods, status
+from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.kube import pods, status, volcano
 from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
+from services.kube.volcano import jobs_path, podgroups_path, queues_path
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,8 @@ class PodSource:
         self.admitted = 0
         self.refused = 0
         self.batches = 0
+        self.groups: dict[tuple[str, str], dict[str, Any]] = {}  # PodGroups made by kubectl
+        self.members: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # their pods
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -52,18 +64,86 @@ class PodSource:
                 synced.set()
 
     async def _feed_all(self) -> None:
-        """PriorityClasses are listed before the first pod, so a pod naming one is judged
-        with its value."""
-        pcs, listed = asyncio.Event(), asyncio.Event()
-        t = asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES), pcs))
+        """PriorityClasses and Queues are listed before the first pod or job, so an object
+        naming one is judged with it."""
+        pcs, queues = asyncio.Event(), asyncio.Event()
+        first = [asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES), pcs)),
+                 asyncio.create_task(self._feed("queue", Reflector(self.kube, queues_path()), queues))]  # fmt: skip
+        later: list[asyncio.Task[None]] = []
         try:
             with contextlib.suppress(TimeoutError):  # a server without them must not stall pods
-                await asyncio.wait_for(pcs.wait(), 10.0)
-            await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), listed)
+                await asyncio.wait_for(asyncio.gather(pcs.wait(), queues.wait()), 10.0)
+            groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
+            jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
+            later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
+                     asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
+            await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), asyncio.Event())
         finally:
-            t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+            for t in first + later:
+                t.cancel()
+            for t in first + later:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+
+    def _our_job(self, obj: dict[str, Any]) -> bool:
+        return str((obj.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
+
+    def _admitted(self, obj: dict[str, Any], job: str = "") -> bool:
+        """This very object (by uid) is in the log already, live or finished."""
+        m = volcano.meta(obj)
+        known = self.admission.known.jobs.get((str(m.get("namespace") or "default"), job or str(m.get("name"))))
+        return known is not None and known.spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(obj)
+
+    def _group_docs(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        """A PodGroup and its pods, once it has minMember of them and is not admitted yet."""
+        pg = self.groups.get(key)
+        if pg is None or self._admitted(pg):
+            return []
+        members = self.members.get(key, {})
+        want = int((pg.get("spec") or {}).get("minMember") or 0)
+        if len(members) < max(want, 1):
+            return []  # Volcano's gang: not valid before minMember pods exist
+        return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
+
+    async def _volcano(self, what: str, ch: Change, docs: list[dict[str, Any]],
+                       objs: dict[tuple[str, str, str], dict[str, Any]],
+                       touched: set[tuple[str, str]]) -> None:  # fmt: skip
+        kind = {"queue": "Queue", "job": "Job", "podgroup": "PodGroup"}[what]
+        ch = Change(ch.kind, ch.key, volcano.typed(ch.obj, kind))
+        m = volcano.meta(ch.obj)
+        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        if ch.kind == "delete":
+            if what != "queue" and self._admitted(ch.obj):
+                await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
+            if what == "podgroup":
+                self.groups.pop((ns, name), None)
+            return
+        if what == "queue":
+            docs.append(volcano.manifest(ch.obj))
+            objs[(kind, "", name)] = ch.obj
+        elif what == "job":
+            if not self._admitted(ch.obj):
+                docs.append(volcano.manifest(ch.obj))
+                objs[(kind, ns, name)] = ch.obj
+        else:
+            self.groups[(ns, name)] = ch.obj
+            objs[(kind, ns, name)] = ch.obj
+            touched.add((ns, name))
+
+    def _member(self, ch: Change, touched: set[tuple[str, str]]) -> bool:
+        """Keep a pod naming a PodGroup with its group; True if it is one."""
+        annotations = volcano.meta(ch.obj).get("annotations") or {}
+        group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
+        if not group:
+            return False
+        r = pods.ref(ch.obj)
+        key = (r.namespace, str(group))
+        if ch.kind == "delete" or not self._wanted(ch.obj):
+            self.members.get(key, {}).pop(r.name, None)
+        else:
+            self.members.setdefault(key, {})[r.name] = ch.obj
+        touched.add(key)
+        return True
 
     def _wanted(self, obj: dict[str, Any]) -> bool:
         r = pods.ref(obj)
@@ -78,8 +158,17 @@ class PodSource:
         self.batches += 1
         docs: list[dict[str, Any]] = []
         objs: dict[tuple[str, str], dict[str, Any]] = {}
+        others: dict[tuple[str, str, str], dict[str, Any]] = {}  # Volcano's objects, by kind
+        touched: set[tuple[str, str]] = set()  # PodGroups whose pods or object changed
         for what, ch in batch:
             if ch.kind == "synced":
+                continue
+            if what in ("queue", "job", "podgroup"):
+                await self._volcano(what, ch, docs, others, touched)
+                continue
+            if what == "pod" and volcano.owner_job(ch.obj) is not None:
+                continue  # the job controller's: its Job is the object admitted
+            if what == "pod" and self._member(ch, touched):
                 continue
             if what == "priorityclass":
                 if ch.kind == "upsert":
@@ -95,6 +184,8 @@ class PodSource:
                 continue
             if self._wanted(ch.obj):
                 objs[(r.namespace, r.name)] = ch.obj
+        for key in sorted(touched):
+            docs.extend(self._group_docs(key))
         running = [o for o in objs.values() if pods.node_name(o)]
         docs.extend(pods.manifest(o) for o in running)
         docs.extend(pods.manifest(o) for o in objs.values() if not pods.node_name(o))
@@ -102,6 +193,16 @@ class PodSource:
             return
         results = await self.admission.admit_documents(docs)
         for res in results:
+            if res.kind in ("Queue", "Job", "PodGroup"):
+                other = others.get((res.kind, res.namespace, res.name))
+                if other is not None and res.outcome == REJECTED:
+                    self.refused += 1
+                    with contextlib.suppress(KubeError):
+                        await status.refuse_object(self.kube, other, res.reasons, self.clock())
+                elif other is not None:
+                    self.admitted += 1
+                if res.kind != "PodGroup" or res.outcome != REJECTED:
+                    continue
             obj = objs.get((res.namespace, res.name)) if res.kind == "Pod" else None
             if res.outcome == REJECTED:
                 if obj is None:

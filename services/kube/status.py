@@ -37,6 +37,7 @@ from services.core.scheduling.snapshot import task_names
 from services.kube import pods, reasons
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import Reflector
+from services.kube.volcano import jobs_path, podgroups_path, queues_path
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
 
@@ -75,21 +76,26 @@ async def write_condition(kube: Kube, obj: dict[str, Any], reason: str, message:
 
 async def write_event(kube: Kube, obj: dict[str, Any], kind: str, reason: str, message: str,
                       now: float) -> None:  # fmt: skip
-    """A core/v1 Event about the pod; its name is derived from what it says, so the same
-    message twice is one Event."""
-    r = pods.ref(obj)
-    digest = hashlib.sha256(f"{r.uid}/{reason}/{message}".encode()).hexdigest()[:12]
+    """A core/v1 Event about the object (a Pod unless it says otherwise); its name is derived
+    from what it says, so the same message twice is one Event. A cluster-scoped object's
+    Events go to `default`, as kubectl looks for them there."""
+    meta = obj.get("metadata") or {}
+    name, uid = str(meta.get("name") or ""), str(meta.get("uid") or "")
+    api, what = str(obj.get("apiVersion") or "v1"), str(obj.get("kind") or "Pod")
+    namespace = str(meta.get("namespace") or ("default" if what in ("Pod", "Job", "PodGroup") else ""))
+    digest = hashlib.sha256(f"{uid}/{reason}/{message}".encode()).hexdigest()[:12]
+    involved = {"apiVersion": api, "kind": what, "name": name, **({"namespace": namespace} if namespace else {}),
+                **({"uid": uid} if uid else {})}  # fmt: skip
     body = {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{r.name}.{digest}", "namespace": r.namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": r.name,
-                           "namespace": r.namespace, **({"uid": r.uid} if r.uid else {})},
+        "metadata": {"name": f"{name}.{digest}", "namespace": namespace or "default"},
+        "involvedObject": involved,
         "reason": reason, "message": message, "type": kind, "count": 1,
         "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now),
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
     }  # fmt: skip
     try:
-        await kube.create(events_path(r.namespace), body)
+        await kube.create(events_path(namespace or "default"), body)
     except KubeError as exc:
         if exc.status != 409:  # 409: this very Event exists already
             raise
@@ -100,6 +106,29 @@ async def refuse(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: flo
     message = "; ".join(rules)
     if await write_condition(kube, obj, "Rejected", message, now):
         await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
+
+
+async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: float) -> None:
+    """Admission refused a Queue, PodGroup or Job: a Warning Event and an `Admitted=False`
+    condition, each naming every rule; nothing when the object says so already."""
+    message = "; ".join(rules)
+    conditions = list((obj.get("status") or {}).get("conditions") or [])
+    if any(c.get("type") == "Admitted" and c.get("status") == "False" and c.get("message") == message
+           for c in conditions):  # fmt: skip
+        return
+    cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
+            "lastTransitionTime": _stamp(now)}  # fmt: skip
+    others = [c for c in conditions if c.get("type") != "Admitted"]
+    body = {"status": {"conditions": [*others, cond]}}
+    await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # first: the condition
+    meta = obj.get("metadata") or {}
+    ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+    if obj.get("kind") == "Queue":
+        await kube.patch(queues_path(name, "status"), body)
+    elif obj.get("kind") == "PodGroup":
+        await kube.patch(podgroups_path(ns, name, "status"), body)
+    else:
+        await kube.patch(jobs_path(ns, name, "status"), body)  # says it was all written
 
 
 class PodStatusWriter:

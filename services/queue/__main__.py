@@ -8,7 +8,7 @@ import sys
 
 from services.nodeagent.monitor import NodeMonitor
 from services.queue.service import QueueService
-from services.runtime.bootstrap import App, common_parser, run_service, scheduler_names
+from services.runtime.bootstrap import App, Edges, common_parser, run_service, scheduler_names
 from services.runtime.eventlog import EventLog
 
 
@@ -35,10 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(app, QueueService)
         return {"command": app.api_command}
 
-    def edge(_app: App, event_log: EventLog, kube: object) -> object:
+    def edge(app: App, event_log: EventLog, kube: object) -> object:
+        from services.kube.jobcontroller import JobController
         from services.kube.status import PodStatusWriter
 
-        return PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args))  # type: ignore[arg-type]
+        assert isinstance(app, QueueService)
+        return Edges(PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
+                     JobController(event_log, kube, app.command))  # type: ignore[arg-type]
 
     return asyncio.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
 

@@ -47,7 +47,11 @@ class Flow:
     retries: dict[str, int] = field(default_factory=dict)
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
-    restarting: set[str] = field(default_factory=set)  # until every pod is back to Pending
+    restarting: set[str] = field(default_factory=set)  # until its stopped pods are back to Pending
+    #: job → the pods a restart is stopping (evicted for it, not back to Pending yet)
+    stopping: dict[str, set[str]] = field(default_factory=dict)
+    #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
+    shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
     task_seq: dict[tuple[str, str], int] = field(default_factory=dict)
     #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
@@ -64,6 +68,8 @@ class Flow:
             self.submitted.discard(old)
             self.retries.pop(old, None)
             self.restarting.discard(old)
+            self.stopping.pop(old, None)
+            self.shown.pop(old, None)
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
@@ -75,19 +81,30 @@ class Flow:
             case _:
                 pass
         match event:
+            case EvictionRequested(reason="restarted"):
+                self.stopping.setdefault(f"{event.namespace}/{event.name}", set()).add(event.task)
+            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
+            case _:
+                pass
+        match event:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
+                self.stopping.pop(key, None)
                 self._forget_tasks(key)
                 self.finished.revived(key)
                 self.submitted.add(key)
                 self.restarting.discard(key)
                 self.suspended.pop(key, None)
                 self.retries.pop(key, None)
+                self.shown.pop(key, None)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
                 self._forget_tasks(key)
                 self.submitted.discard(key)
                 self.suspended.pop(key, None)
+                self.shown.pop(key, None)
+                self.stopping.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
@@ -98,14 +115,17 @@ class Flow:
                     self.suspended[job.key] = job.spec
             case _:
                 pass
+        if isinstance(event, JobPhaseChanged):
+            self.shown[f"{event.namespace}/{event.name}"] = event.phase
         self.projection.apply(seq, event)
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)
-        if key in self.restarting:
-            tasks = self.projection.tasks.get(key, {})
-            if all(t.status == st.PENDING for t in tasks.values()):
-                self.restarting.discard(key)  # Restarting → Pending: failures count again
+        if key in self.restarting and not self.stopping.get(key):
+            # Restarting → Pending once every pod it stopped is back to Pending (some may be
+            # placed again before the last is): failures count again
+            self.restarting.discard(key)
+            self.stopping.pop(key, None)
 
 
 def job_key(event: Event) -> str | None:
@@ -126,6 +146,12 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
     if pg != job.phase and pg in ("Running", "Completed"):
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
+    elif flow.shown.get(key) == "Restarting" and key not in flow.restarting \
+            and sum(s == st.RUNNING for s in statuses) >= max(job.spec.min_available, 1):  # fmt: skip
+        # the PodGroup never left Running while its pods were replaced: the Job's Restarting
+        # ends when the restarted gang runs again, not at the next change of the PodGroup
+        out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
+                                   reason="restarted gang runs again"))  # fmt: skip
     terminal = lifecycle.job_phase(job.spec, statuses)
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, "all pods finished")

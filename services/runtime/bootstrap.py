@@ -45,6 +45,20 @@ class Edge(Protocol):
     async def run(self, stopping: asyncio.Event) -> None: ...
 
 
+class Edges:
+    """Several parts at the edge of one service, recovered in order and run together."""
+
+    def __init__(self, *parts: Edge) -> None:
+        self.parts = parts
+
+    async def recover(self) -> None:
+        for part in self.parts:
+            await part.recover()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        await asyncio.gather(*(part.run(stopping) for part in self.parts))
+
+
 EdgeFactory = Callable[[App, EventLog, object], Edge]
 T = TypeVar("T")
 

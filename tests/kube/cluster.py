@@ -24,6 +24,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,14 +180,17 @@ def _fast_contains(original: Any) -> Any:
 
 def _named_on_create(request: Any) -> None:
     """What the API server does on every create and kmock does not: a `generateName` gets a
-    random suffix as the name (vcctl's Commands are created so), and the object a `uid`."""
-    import uuid
+    random suffix as the name (vcctl's Commands are created so), and the object a `uid` and a
+    `creationTimestamp`."""
 
     meta = request.data.get("metadata") if isinstance(request.data, dict) else None
-    if request.resource is not None and request.action == kmock.action.CREATE and isinstance(meta, dict):
+    if request.resource is not None and request.action == kmock.action.CREATE \
+            and not request.subresource and isinstance(meta, dict):  # fmt: skip
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         meta.setdefault("uid", str(uuid.uuid4()))
+        # the job controller names a Job's PodGroup after the Job's uid; ages come from this
+        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 def emulator() -> Any:
@@ -226,7 +231,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
     async with emulator() as km, kmock.Server(km) as srv:
         base = str(srv.url).rstrip("/")
         session = aiohttp.ClientSession()
-        bound: dict[tuple[str, str], str] = {}
+        bound: dict[tuple[str, str, str], str] = {}
         lock = asyncio.Lock()
         cluster_box: list[Cluster] = []
 
@@ -246,11 +251,12 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                 uid = (data.get("metadata") or {}).get("uid")
                 if uid and current["metadata"].get("uid") and uid != current["metadata"]["uid"]:
                     return kmock_status(409, "Conflict", "Precondition failed: UID mismatch")
-                if (current.get("spec") or {}).get("nodeName") or (ns, pod) in bound:
-                    return kmock_status(409, "Conflict",
-                                        f'pod {pod} is already assigned to node "{bound.get((ns, pod))}"')  # fmt: skip
+                incarnation = (ns, pod, current["metadata"].get("uid", ""))  # a pod re-created
+                if (current.get("spec") or {}).get("nodeName") or incarnation in bound:  # under its
+                    return kmock_status(409, "Conflict",  # name is another pod: bound afresh
+                                        f'pod {pod} is already assigned to node "{bound.get(incarnation)}"')  # fmt: skip
                 node = data["target"]["name"]
-                bound[(ns, pod)] = node
+                bound[incarnation] = node
                 cluster_box[0].bound.setdefault((ns, pod), []).append(node)
                 patch = {"spec": {"nodeName": node},
                          "metadata": {"annotations": (data.get("metadata") or {}).get("annotations") or {}}}
@@ -378,7 +384,7 @@ class Kubelet:
         self.max_allocating = 0
         self.exit_codes = run_for or {}  # pod name -> exit code to finish with at once
         self._task: asyncio.Task[None] | None = None
-        self._done: set[tuple[str, str]] = set()
+        self._done: set[tuple[str, str, str]] = set()
 
     async def __aenter__(self) -> Kubelet:
         self._task = asyncio.create_task(self._run())
@@ -407,7 +413,8 @@ class Kubelet:
             await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
                                                          "gracePeriodSeconds": 0})  # fmt: skip
             return
-        if not node or (ns, name) in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+        served = (ns, name, meta.get("uid", ""))  # a pod re-created under its name is served afresh
+        if not node or served in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
             return
         annotations = meta.get("annotations") or {}
         if annotations.get(hami.BIND_PHASE) == "allocating":
@@ -420,7 +427,7 @@ class Kubelet:
             await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": {hami.BIND_PHASE: "success"}}})
             await self.kube.patch(nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
             self.allocating[node].discard(name)
-        self._done.add((ns, name))
+        self._done.add(served)
         self.served.append((node, ns, name))
         await self.kube.patch(pods_path(ns, name, "status"), {"status": {"phase": "Running"}})
         if name in self.exit_codes:

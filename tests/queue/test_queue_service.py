@@ -224,3 +224,29 @@ async def test_queue_delete_follows_volcanos_webhook(event_log: EventLog) -> Non
     assert deleted == ["child", "team"]
     assert "team" not in (await started(event_log)).flow.projection.queues  # a restart agrees
     assert not (await svc.command("delete", "", "team", "queue")).ok
+
+
+async def test_restarting_ends_when_the_restarted_gang_runs_again(event_log: EventLog) -> None:
+    """The PodGroup stays Running through a restart, so the Job's `Restarting` must end on
+    its own once the restarted pods run — also when the failed pod is placed again before the
+    evicted one is gone (the order a cluster gives)."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    job = spec("g", policies=(("PodFailed", "RestartJob"),))
+    await put(event_log, s.job("ns", "g"), JobSubmitted(spec=job))
+    await run_tasks(event_log, "g", ["g-w-0", "g-w-1"])
+    await put(event_log, s.job("ns", "g"),
+              TaskFinished(namespace="ns", name="g", task="g-w-0", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)
+    await run_tasks(event_log, "g", ["g-w-0"])  # placed again while g-w-1 is still stopping
+    await put(event_log, s.job("ns", "g"), TaskFinished(namespace="ns", name="g", task="g-w-1",
+                                                        node="n1", exit_code=-1, reason="pod deleted"))  # fmt: skip
+    await drain(svc)
+    phases = [e.phase for e in await job_events(event_log, "g") if isinstance(e, JobPhaseChanged)]
+    assert phases[-1] == "Restarting"  # one pod runs, the gang of two does not yet
+    await run_tasks(event_log, "g", ["g-w-1"])
+    await drain(svc)
+    await started(event_log)  # a restart owes nothing more
+    phases = [(e.phase, e.reason) for e in await job_events(event_log, "g") if isinstance(e, JobPhaseChanged)]
+    assert phases == [("Running", ""), ("Restarting", "RestartJob: retry 1/3"),
+                      ("Running", "restarted gang runs again")]  # fmt: skip

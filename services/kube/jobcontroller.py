@@ -1,0 +1,357 @@
+"""Volcano's job controller on a cluster, hosted by the queue service (DESIGN §8).
+
+For a Volcano Job admitted into the log it creates the PodGroup `<job>-<uid>`, and once that
+PodGroup has left Pending the pods `<job>-<task>-<index>` (volcano.md §1.3); the lifecycle
+decisions stay the queue service's (`flow`): a restart there makes the job's pods an earlier
+incarnation, which this controller deletes and creates again with the new retry count; a job
+that ended has its unfinished pods deleted (Succeeded and Failed ones are kept, as Volcano's
+soft kill keeps them); a deleted Job takes its pods and PodGroup with it (owner references on a
+cluster with a garbage collector, explicit deletions without one). It consumes bus Commands
+(`vcctl job suspend|resume`, `vcctl queue operate`) through the queue service's own command
+path and deletes them, and writes the status of Jobs, PodGroups and Queues, only on change.
+
+Level-triggered and idempotent against the API server: names are deterministic, a create that
+meets 409 is "there already", a delete that meets 404 is "gone already", and a status equal to
+what the object shows (timestamps aside) is not written. A pod's incarnation is told by the
+commit it was bound for (`tessera.io/placement`, from the binding): one bound before the log
+last sent its task back to Pending is stale. So a restart of this process mid-restart of a job
+recomputes the same actions from the log and the API and creates no pod twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts.base import Event
+from contracts.events import (
+    ALL_EVENTS,
+    EvictionRequested,
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementCommitted,
+    TaskFinished,
+)
+from contracts.workloads import JobSpec
+from services.core.scheduling import snapshot as st
+from services.kube import pods, reasons, volcano
+from services.kube.client import Kube, KubeError, pods_path
+from services.kube.listwatch import Change, Reflector
+from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
+from services.queue import flow as fl
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService, Received, replay_decoded
+
+log = logging.getLogger(__name__)
+
+#: bus Command actions → the queue service's commands (what vcctl creates)
+COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "CloseQueue": "close"}
+Command = Callable[[str, str, str, str], Awaitable[Any]]
+LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
+
+
+def _now(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobController:
+    def __init__(self, event_log: EventLog, kube: Kube, command: Command | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.log = event_log
+        self.subjects = event_log.subjects
+        self.kube = kube
+        self.command = command
+        self.clock = clock
+        self.flow = fl.Flow()
+        self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
+        self.verdict: dict[str, JobUnschedulable] = {}
+        self.placed: set[str] = set()  # placed since its last verdict
+        #: (job, pod) → seq of the last eviction or return to Pending: pods bound before it are stale
+        self.reset: dict[tuple[str, str], int] = {}
+        self.last_tasks: dict[str, tuple[st.TaskSnap, ...]] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}  # "ns/name" → Job object
+        self.podgroups: dict[str, dict[str, Any]] = {}  # "ns/name" → PodGroup object
+        self.pods: dict[str, dict[str, Any]] = {}  # "ns/name" → pod of a Volcano Job
+        self.queues: dict[str, dict[str, Any]] = {}
+        self.watermark = 0
+        self.dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
+        self.created: list[str] = []  # every pod this process created (tests, benchmarks)
+        self.writes = 0
+        self.service = EventService(
+            name="kube-jobs", log=event_log,
+            filter_subjects=[self.subjects.all_queues(), self.subjects.all_jobs(), self.subjects.all_nodes()],
+            handlers=dict.fromkeys(ALL_EVENTS, self.on_event),  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    # --- the log -----------------------------------------------------------------------------
+
+    def fold(self, seq: int, event: Event) -> None:
+        self.flow.apply(seq, event)
+        key = fl.job_key(event)
+        match event:
+            case JobSubmitted():
+                self.specs[key] = event.spec  # type: ignore[index]
+                self.verdict.pop(key, None)  # type: ignore[arg-type]
+                self.placed.discard(key)  # type: ignore[arg-type]
+                for pod, _r, _i, _t in st.task_names(event.spec):
+                    self.reset[(key, pod)] = seq  # type: ignore[index]
+            case JobUnschedulable():
+                self.verdict[key] = event  # type: ignore[index]
+                self.placed.discard(key)  # type: ignore[arg-type]
+            case PlacementCommitted() if not event.existing:
+                self.placed.add(key)  # type: ignore[arg-type]
+            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self.reset[(key, event.task)] = seq  # type: ignore[index]
+            case EvictionRequested():  # the pod bound before it goes, even if the writer
+                self.reset[(key, event.task)] = seq  # type: ignore[index]  # missed it (a crash)
+            case _:
+                pass
+        if key is not None:
+            self._mark(key)
+        else:
+            self._wake.set()  # queues and nodes: the queue statuses
+
+    async def on_event(self, event: Event, rx: Received) -> None:
+        if rx.message.seq > self.watermark:
+            self.fold(rx.message.seq, event)
+
+    async def recover(self) -> None:
+        self.watermark = await self.log.last_sequence()
+        async for msg, event in replay_decoded(self.log, self.service.filter_subjects, self.watermark):
+            self.fold(msg.seq, event)
+
+    def _mark(self, key: str) -> None:
+        self.dirty.add(key)
+        self._wake.set()
+
+    # --- the API -----------------------------------------------------------------------------
+
+    async def _watch(self, what: str, reflector: Reflector, store: dict[str, dict[str, Any]], kind: str) -> None:
+        async for ch in reflector.changes():
+            if ch.kind == "synced":
+                self.synced[what].set()
+                self._wake.set()
+                continue
+            obj = ch.obj if kind == "Pod" else volcano.typed(ch.obj, kind)
+            self._observe(what, ch, obj, store)
+
+    def _observe(self, what: str, ch: Change, obj: dict[str, Any], store: dict[str, dict[str, Any]]) -> None:
+        if ch.kind == "delete":
+            store.pop(ch.key, None)
+        else:
+            store[ch.key] = obj
+        m = volcano.meta(obj)
+        ns = str(m.get("namespace") or "default")
+        if what == "pod":
+            self._mark(f"{ns}/{pods.ref(obj).job}")
+        elif what == "podgroup":
+            owner = volcano.owner_job(obj)
+            self._mark(f"{ns}/{owner[0] if owner else m.get('name')}")
+        elif what == "job":
+            self._mark(f"{ns}/{m.get('name')}")
+        else:
+            self._wake.set()
+
+    async def _commands(self) -> None:
+        async for ch in Reflector(self.kube, commands_path()).changes():
+            if ch.kind == "upsert":
+                try:
+                    await self._consume(ch.obj)
+                except KubeError as exc:
+                    log.warning("command %s not consumed: %s", ch.key, exc)
+
+    async def _consume(self, obj: dict[str, Any]) -> None:
+        """Apply the Command through the queue service's command path, then delete it (as
+        Volcano's controllers do). A command applied before a crash meets "already so" on its
+        second delivery, which is what it asked for."""
+        m = volcano.meta(obj)
+        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        target = obj.get("target") or {}
+        action = COMMANDS.get(str(obj.get("action") or ""))
+        if action is None or self.command is None:
+            log.warning("command %s/%s: action %r is not served", ns, name, obj.get("action"))
+        else:
+            kind = "queue" if target.get("kind") == "Queue" else ""
+            reply = await self.command(action, ns, str(target.get("name") or ""), kind)
+            log.info("command %s/%s %s %s: %s", ns, name, obj.get("action"), target.get("name"),
+                     getattr(reply, "message", reply))  # fmt: skip
+        with contextlib.suppress(KubeError):
+            await self.kube.delete(commands_path(ns, name))
+
+    # --- reconciling ---------------------------------------------------------------------------
+
+    def _stale(self, key: str, pod: str, obj: dict[str, Any]) -> bool:
+        """A pod of an earlier incarnation: bound for a commit before its task was last sent
+        back to Pending, or made for another Job object under the same name."""
+        owner = volcano.owner_job(obj)
+        job = self.jobs.get(key)
+        if owner is None or job is None or owner[1] != volcano.uid(job):
+            return True
+        stamp = (volcano.meta(obj).get("annotations") or {}).get(volcano.PLACEMENT)
+        return stamp is not None and stamp.isdigit() and int(stamp) < self.reset.get((key, pod), 0)
+
+    async def _created(self, make: Awaitable[Any]) -> bool:
+        try:
+            await make
+            return True
+        except KubeError as exc:
+            if exc.status == 409:
+                return False  # there already (ours from before a restart, or not gone yet)
+            raise
+
+    async def _gone(self, delete: Awaitable[Any]) -> None:
+        try:
+            await delete
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+    def _owned(self, store: dict[str, dict[str, Any]], key: str) -> list[tuple[str, dict[str, Any]]]:
+        ns, name = key.split("/", 1)
+        return [(k, o) for k, o in store.items()
+                if k.startswith(f"{ns}/") and (volcano.owner_job(o) or ("",))[0] == name]  # fmt: skip
+
+    async def reconcile(self, key: str) -> None:
+        ns = key.split("/", 1)[0]
+        job = self.jobs.get(key)
+        spec = self.specs.get(key)
+        tasks = self.flow.projection.tasks.get(key)
+        if tasks is not None:
+            self.last_tasks[key] = tuple(tasks.values())
+        ours = job is not None and spec is not None and spec.kind == "Job" \
+            and spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(job)  # fmt: skip
+        for k, obj in self._owned(self.pods, key):
+            pod = k.split("/", 1)[1]
+            if (not ours or self._stale(key, pod, obj)) and not pods.terminating(obj):
+                await self._gone(self.kube.delete(pods_path(ns, pod)))
+        if not ours:
+            for k, _obj in self._owned(self.podgroups, key):
+                await self._gone(self.kube.delete(podgroups_path(ns, k.split("/", 1)[1])))
+            if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
+                await self._podgroup_status(key, spec, self.podgroups[key])
+            return
+        assert job is not None and spec is not None
+        pg_key = f"{ns}/{volcano.podgroup_name(job)}"
+        live = self.flow.projection.jobs.get(key)
+        if pg_key not in self.podgroups and live is not None:
+            await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
+        if live is not None and tasks is not None and (live.phase != "Pending" or key in self.placed):
+            retries = self.flow.retries.get(key, 0)
+            for pod, role, index, _t in st.task_names(spec):
+                snap = tasks.get(pod)
+                obj = self.pods.get(f"{ns}/{pod}")
+                if obj is None and snap is not None and snap.status not in (st.SUCCEEDED, st.FAILED):
+                    body = volcano.pod_for(job, spec, role, index, retries)
+                    if await self._created(self.kube.create(pods_path(ns), body)):
+                        self.created.append(f"{ns}/{pod}")
+        elif live is None:  # ended: what still runs or waits is killed, finished pods are kept
+            for k, obj in self._owned(self.pods, key):
+                if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
+                    await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
+        await self._job_status(key, spec, job)
+        if pg_key in self.podgroups:
+            await self._podgroup_status(key, spec, self.podgroups[pg_key])
+
+    # --- status ----------------------------------------------------------------------------------
+
+    async def _write_status(self, obj: dict[str, Any], desired: dict[str, Any]) -> None:
+        current = obj.get("status") or {}
+        if not volcano.status_differs(current, desired):
+            return
+        body = volcano.stamp(desired, current, _now(self.clock()))
+        m = volcano.meta(obj)
+        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        if obj.get("kind") == "Queue":
+            await self.kube.patch(queues_path(name, "status"), {"status": body})
+        elif obj.get("kind") == "PodGroup":
+            await self.kube.patch(podgroups_path(ns, name, "status"), {"status": body})
+        else:
+            await self.kube.patch(jobs_path(ns, name, "status"), {"status": body})
+        obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
+        self.writes += 1
+
+    async def _job_status(self, key: str, spec: JobSpec, job: dict[str, Any]) -> None:
+        shown = self.flow.shown.get(key, "Pending")
+        desired = volcano.job_status(spec, shown, self.last_tasks.get(key, ()), self.flow.retries.get(key, 0),
+                                     shown == "Restarting")  # fmt: skip
+        await self._write_status(job, desired)
+
+    async def _podgroup_status(self, key: str, spec: JobSpec, pg: dict[str, Any]) -> None:
+        live = self.flow.projection.jobs.get(key)
+        phase = volcano.podgroup_phase(self.flow.shown.get(key, ""), live.phase if live else "")
+        if live is None and phase != "Completed":
+            return  # ended otherwise (aborted, deleted): the PodGroup keeps its last phase
+        v = self.verdict.get(key)
+        text = ""
+        if v is not None and v.reason:
+            text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec)
+        desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
+        await self._write_status(pg, desired)
+
+    async def queue_statuses(self) -> None:
+        proj = self.flow.projection
+        for name, obj in list(self.queues.items()):
+            q = proj.queues.get(name)
+            if q is None:
+                continue
+            allocated: dict[str, int] = {}
+            phases = []
+            for key, job in proj.jobs.items():
+                if job.spec.queue != name:
+                    continue
+                phases.append(job.phase)
+                for t in proj.tasks.get(key, {}).values():
+                    if t.status in (st.BOUND, st.RUNNING):
+                        for res, v in (("cpu", t.spec.cpu_milli), ("memory", t.spec.memory_mib),
+                                       *t.spec.scalars.items()):  # fmt: skip
+                            if v:
+                                allocated[res] = allocated.get(res, 0) + v
+            desired = volcano.queue_status(q.state, allocated, phases)
+            await self._write_status(obj, desired)
+
+    # --- running -------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        for ev in self.synced.values():
+            await ev.wait()
+        self.dirty.update(self.specs)
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            keys, self.dirty = sorted(self.dirty), set()
+            for key in keys:
+                try:
+                    await self.reconcile(key)
+                except KubeError as exc:
+                    log.warning("job %s not reconciled (%s): again shortly", key, exc)
+                    asyncio.get_running_loop().call_later(1.0, self._mark, key)
+            try:
+                await self.queue_statuses()
+            except KubeError as exc:
+                log.warning("queue status not written (%s)", exc)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        tasks = [asyncio.create_task(c) for c in (
+            self._watch("job", Reflector(self.kube, jobs_path()), self.jobs, "Job"),
+            self._watch("podgroup", Reflector(self.kube, podgroups_path()), self.podgroups, "PodGroup"),
+            self._watch("pod", Reflector(self.kube, pods_path(), keep=lambda o: volcano.owner_job(o) is not None),
+                        self.pods, "Pod"),
+            self._watch("queue", Reflector(self.kube, queues_path()), self.queues, "Queue"),
+            self._commands(),
+            self._loop(),
+        )]  # fmt: skip
+        try:
+            await self.service.run(stopping)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t

@@ -1,0 +1,265 @@
+"""Volcano's objects as the API server holds them (volcano.md §1): where they live, what the
+job controller creates for a Job (its PodGroup `<job>-<uid>` and its pods
+`<job>-<task>-<index>` with Volcano's labels, annotations and owner references), and the status
+each kind shows, computed from the log. Pure: objects and projections in, objects out.
+
+Status is compared without its timestamps (`status_differs`), so a restart that recomputes the
+same status writes nothing; only a real change is patched.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from contracts.workloads import JobSpec
+from services.core.scheduling import snapshot as st
+from services.core.workload.admission import GROUP_NAME
+from services.core.workload.quantity import from_units
+
+QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
+SCHEDULING = "scheduling.volcano.sh/v1beta1"
+BATCH = "batch.volcano.sh/v1alpha1"
+BUS = "bus.volcano.sh/v1alpha1"
+
+JOB_NAME = "volcano.sh/job-name"
+JOB_NAMESPACE = "volcano.sh/job-namespace"
+QUEUE_NAME = "volcano.sh/queue-name"
+TASK_SPEC = "volcano.sh/task-spec"
+TASK_INDEX = "volcano.sh/task-index"
+JOB_VERSION = "volcano.sh/job-version"
+RETRY_COUNT = "volcano.sh/job-retry-count"
+#: the object a job was admitted from (its uid): a status write or relist of the same object
+#: is not a new submission, a Job re-created under the name is
+OBJECT_UID = "tessera.io/object-uid"
+#: the commit a pod was bound for (the binder puts it on the binding): a pod of an earlier
+#: incarnation under the same name (before a restart) is told apart from the current one
+PLACEMENT = "tessera.io/placement"
+
+SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
+
+
+def queues_path(name: str = "", sub: str = "") -> str:
+    return (f"{QUEUES}/{name}" + (f"/{sub}" if sub else "")) if name else QUEUES
+
+
+def _namespaced(group: str, plural: str, namespace: str, name: str, sub: str) -> str:
+    base = f"/apis/{group}/namespaces/{namespace}/{plural}" if namespace else f"/apis/{group}/{plural}"
+    if not name:
+        return base
+    return f"{base}/{name}" + (f"/{sub}" if sub else "")
+
+
+def podgroups_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    return _namespaced(SCHEDULING, "podgroups", namespace, name, sub)
+
+
+def jobs_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    return _namespaced(BATCH, "jobs", namespace, name, sub)
+
+
+def commands_path(namespace: str = "", name: str = "") -> str:
+    return _namespaced(BUS, "commands", namespace, name, "")
+
+
+API_VERSIONS = {"Queue": SCHEDULING, "PodGroup": SCHEDULING, "Job": BATCH, "Command": BUS}
+
+
+def typed(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The object with its apiVersion and kind (a list's items carry neither)."""
+    return {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind}
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def uid(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the Volcano Job controlling this object, if one does."""
+    for ref in meta(obj).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+            return str(ref.get("name") or ""), str(ref.get("uid") or "")
+    return None
+
+
+def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as `tessera apply` reads it from a file: no status (it is what Tessera
+    writes), no server fields, its uid kept as an annotation."""
+    doc = {k: copy.deepcopy(v) for k, v in obj.items() if k in ("apiVersion", "kind", "spec")}
+    m = meta(obj)
+    kept = {k: copy.deepcopy(m[k]) for k in ("name", "namespace", "labels", "annotations") if m.get(k)}
+    if m.get("uid"):
+        kept["annotations"] = {**(kept.get("annotations") or {}), OBJECT_UID: str(m["uid"])}
+    doc["metadata"] = kept
+    return doc
+
+
+def _owner(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": BATCH, "kind": "Job", "name": meta(job).get("name"), "uid": uid(job),
+            "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def podgroup_name(job: Mapping[str, Any]) -> str:
+    """Volcano's `generateRelatedPodGroupName`: `<job>-<uid>`."""
+    return f"{meta(job).get('name')}-{uid(job)}"
+
+
+def _quantities(units: Mapping[str, int]) -> dict[str, str]:
+    out = {}
+    for name, value in sorted(units.items()):
+        if name in ("cpu", "memory"):
+            out[name] = from_units(name, value)
+        else:
+            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    return out
+
+
+def podgroup_for(job: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
+    """The PodGroup the job controller creates: minMember, minTaskMember, queue, priority class
+    and minResources of the admitted spec; labels and annotations copied from the Job."""
+    m = meta(job)
+    body: dict[str, Any] = {
+        "minMember": spec.min_available,
+        "minTaskMember": {t.name: t.min_available if t.min_available is not None else t.replicas
+                          for t in spec.tasks},
+        "queue": spec.queue,
+    }  # fmt: skip
+    if spec.priority_class:
+        body["priorityClassName"] = spec.priority_class
+    if spec.min_resources:
+        body["minResources"] = _quantities(spec.min_resources)
+    annotations = {k: v for k, v in (m.get("annotations") or {}).items()
+                   if not k.startswith("kubectl.kubernetes.io/")}  # fmt: skip
+    return {"apiVersion": SCHEDULING, "kind": "PodGroup",
+            "metadata": {"name": podgroup_name(job), "namespace": m.get("namespace") or "default",
+                         "labels": dict(m.get("labels") or {}), "annotations": annotations,
+                         "ownerReferences": [_owner(job)]},
+            "spec": body}  # fmt: skip
+
+
+def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retries: int) -> dict[str, Any]:
+    """Pod `<job>-<task>-<index>` from the task's template (Volcano `createJobPod`)."""
+    m = meta(job)
+    name, ns = str(m.get("name")), str(m.get("namespace") or "default")
+    raw = next((t for t in (job.get("spec") or {}).get("tasks") or []
+                if str(t.get("name") or "") == task), {})  # fmt: skip
+    if not raw:  # tasks without a name were admitted as default<i>
+        tasks = (job.get("spec") or {}).get("tasks") or []
+        i = int(task.removeprefix("default")) if task.startswith("default") and task[7:].isdigit() else -1
+        raw = tasks[i] if 0 <= i < len(tasks) else {}
+    template = copy.deepcopy(raw.get("template") or {})
+    tmeta = template.get("metadata") or {}
+    pod_spec = template.get("spec") or {}
+    job_spec = job.get("spec") or {}
+    pod_spec["schedulerName"] = pod_spec.get("schedulerName") or job_spec.get("schedulerName") or "volcano"
+    if spec.priority_class and not pod_spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec.priority_class
+    ours = {JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue, TASK_SPEC: task,
+            TASK_INDEX: str(index), JOB_VERSION: str(retries), RETRY_COUNT: str(retries)}  # fmt: skip
+    labels = {**(tmeta.get("labels") or {}), JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue,
+              TASK_SPEC: task, TASK_INDEX: str(index)}  # fmt: skip
+    annotations = {**(tmeta.get("annotations") or {}), **ours, GROUP_NAME: podgroup_name(job)}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{task}-{index}", "namespace": ns, "labels": labels,
+                         "annotations": annotations, "ownerReferences": [_owner(job)]},
+            "spec": pod_spec}  # fmt: skip
+
+
+# --- status ------------------------------------------------------------------------------------
+
+_TIMES = ("lastTransitionTime", "lastProbeTime", "lastUpdateTime", "transitionID")
+
+
+def _untimed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in _TIMES}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def status_differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether writing `desired` would change what the object shows (timestamps aside); only
+    the fields Tessera writes are compared."""
+    have = _untimed(dict(current or {}))
+    want = _untimed(dict(desired))
+    return any(have.get(k) != v for k, v in want.items())
+
+
+def stamp(desired: dict[str, Any], current: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+    """Timestamps on the conditions that changed; unchanged ones keep theirs."""
+    old = {c.get("type"): c for c in (current or {}).get("conditions") or []}
+    for c in desired.get("conditions") or []:
+        prev = old.get(c.get("type"))
+        same = prev is not None and _untimed(prev) == _untimed(c)
+        c["lastTransitionTime"] = prev.get("lastTransitionTime") if same and prev else now
+    if isinstance(desired.get("state"), dict):
+        prev_state = (current or {}).get("state") or {}
+        same = prev_state.get("phase") == desired["state"].get("phase")
+        desired["state"]["lastTransitionTime"] = prev_state.get("lastTransitionTime") if same else now
+    return desired
+
+
+def _counts(tasks: Iterable[st.TaskSnap]) -> dict[str, int]:
+    statuses = [t.status for t in tasks]
+    return {
+        "running": sum(s in (st.RUNNING,) for s in statuses),
+        "succeeded": sum(s == st.SUCCEEDED for s in statuses),
+        "failed": sum(s == st.FAILED for s in statuses),
+    }
+
+
+def podgroup_phase(log_phase: str, pg_phase: str) -> str:
+    """The PodGroup phase from the log: the projection's (Pending/Inqueue/Running/Unknown/
+    Completed) while the job lives, Completed once it finished."""
+    if pg_phase:
+        return pg_phase
+    return "Completed" if log_phase in ("Completed", "Failed", "Terminated", "Aborted") else "Pending"
+
+
+def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: str,
+                    placed: bool) -> dict[str, Any]:  # fmt: skip
+    """phase, running/succeeded/failed and the gang's condition: `Scheduled` once placed,
+    `Unschedulable` (reason NotEnoughResources, the gang message) while it waits."""
+    out: dict[str, Any] = {"phase": pg_phase, **_counts(tasks)}
+    if unschedulable and not placed:
+        out["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                              "message": unschedulable}]  # fmt: skip
+    elif placed:
+        out["conditions"] = [{"type": "Scheduled", "status": "True", "reason": SCHEDULED_REASON,
+                              "message": ""}]  # fmt: skip
+    return out
+
+
+#: the log's job phases as a Volcano Job shows them (Inqueue is the PodGroup's business)
+JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running"}
+
+
+def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,
+               restarting: bool) -> dict[str, Any]:  # fmt: skip
+    """state.phase, retryCount, minAvailable and the pod counts of `vcctl job list`."""
+    tasks = list(tasks)
+    shown = "Restarting" if restarting else JOB_PHASES.get(phase, phase or "Pending")
+    counts = _counts(tasks)
+    return {
+        "state": {"phase": shown},
+        "minAvailable": spec.min_available,
+        "retryCount": retries,
+        "pending": sum(t.status in (st.PENDING, st.BOUND) for t in tasks),
+        **counts,
+    }
+
+
+def queue_status(state: str, allocated: Mapping[str, int], phases: Iterable[str]) -> dict[str, Any]:
+    """state, allocated (quantities) and how many PodGroups are in each phase."""
+    counts = {"pending": 0, "inqueue": 0, "running": 0, "unknown": 0, "completed": 0}
+    for ph in phases:
+        key = ph.lower()
+        if key in counts:
+            counts[key] += 1
+    return {"state": state, "allocated": _quantities(allocated), **counts}

@@ -1,0 +1,303 @@
+"""Volcano's objects on a cluster (issue 14): the article's Queue and `npu-train-job` created as
+`kubectl apply` creates them → the PodGroup `<job>-<uid>` → Inqueue → the two pods created and
+bound on whole cards → PodGroup Running with `Scheduled`, Job Running; a pod fails → RestartJob
+→ the pods recreated with retry count 1 → Job Running again; a Command closes the queue →
+Closing → Closed once the Job is deleted (its pods and PodGroup with it). Against kmock's
+emulator, and a real API server with Volcano's CRDs when one is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from services.cli.up import ControlPlane
+from services.kube import pods as kpods
+from services.kube import volcano
+from services.kube.client import KubeError, pods_path
+from services.kube.listwatch import Reflector
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.workload import EXAMPLES, hami_nodes
+from tests.processes import ROOT, wait_until
+
+JOB = "npu-train-job"
+WORKERS = (f"{JOB}-worker-0", f"{JOB}-worker-1")
+
+
+def article(kind: str) -> dict[str, Any]:
+    return next(d for d in yaml.safe_load_all((EXAMPLES / "article.yaml").read_text()) if d["kind"] == kind)
+
+
+async def volcano_served(cluster: Cluster) -> None:
+    """kmock serves the kinds (harness); a real server needs the CRDs: the chart's if this
+    tree has them, else the test is skipped."""
+    if cluster.kind == "kmock":
+        return
+    try:
+        await cluster.kube.get(volcano.queues_path())
+        return
+    except KubeError as exc:
+        if exc.status != 404:
+            raise
+    crds = sorted((ROOT / "charts" / "tessera" / "crds").glob("*.yaml"))
+    if not crds:
+        pytest.skip("the API server has no Volcano CRDs and this tree has none to install")
+    for path in crds:
+        for doc in yaml.safe_load_all(path.read_text()):
+            with contextlib.suppress(KubeError):
+                await cluster.kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+
+    async def served() -> bool:
+        try:
+            await cluster.kube.get(volcano.queues_path())
+            return True
+        except KubeError:
+            return False
+
+    await wait_until(served, 30, "Volcano's CRDs served")
+
+
+class Incarnations:
+    """Every uid each pod name had, seen by a watch: a pod created twice shows two uids for
+    one retry count."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.kube = cluster.kube
+        self.uids: dict[str, dict[str, str]] = collections.defaultdict(dict)  # name → uid → retry
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Incarnations:
+        async def watch() -> None:
+            async for ch in Reflector(self.kube, pods_path()).changes():
+                if ch.kind == "upsert" and volcano.owner_job(ch.obj):
+                    m = ch.obj["metadata"]
+                    retry = (m.get("annotations") or {}).get(volcano.RETRY_COUNT, "")
+                    self.uids[m["name"]].setdefault(m.get("uid", ""), retry)
+
+        self._task = asyncio.create_task(watch())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
+    try:
+        return await cluster.kube.get(path)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+async def _job(cluster: Cluster) -> dict[str, Any]:
+    job = await _get(cluster, volcano.jobs_path("default", JOB))
+    assert job is not None
+    return job
+
+
+async def _phase(cluster: Cluster) -> str:
+    return str(((await _job(cluster)).get("status") or {}).get("state", {}).get("phase", ""))
+
+
+async def _workers(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in await cluster.pods() if p["metadata"]["name"] in WORKERS}
+
+
+async def _start(cp: ControlPlane) -> None:
+    await asyncio.to_thread(cp.start, lambda _line: None)
+
+
+@pytest.mark.parametrize("restart_queue", [False, True], ids=["steady", "queue-restarted-mid-restart"])
+async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: Path, restart_queue: bool) -> None:
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster) as kubelet, Incarnations(cluster) as seen:
+        await _start(cp)
+        try:
+            await cluster.kube.create(volcano.queues_path(), article("Queue"))
+            job = article("Job")
+            job["metadata"]["namespace"] = "default"
+            await cluster.kube.create(volcano.jobs_path("default"), job)
+            uid = (await _job(cluster))["metadata"]["uid"]
+            pg_path = volcano.podgroups_path("default", f"{JOB}-{uid}")
+
+            async def gang_runs(retry: int) -> bool:
+                ws = await _workers(cluster)
+                return len(ws) == 2 and all(
+                    kpods.phase(p) == "Running"
+                    and p["metadata"]["annotations"].get(volcano.RETRY_COUNT) == str(retry)
+                    for p in ws.values()) and await _phase(cluster) == "Running"  # fmt: skip
+
+            await wait_until(lambda: gang_runs(0), 90, "the job's two pods Running, the Job Running")
+            pg = await _get(cluster, pg_path)
+            assert pg is not None
+            assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "train-queue"
+            assert pg["spec"]["minTaskMember"] == {"worker": 2}
+            assert pg["metadata"]["ownerReferences"][0]["uid"] == uid
+
+            async def pg_running() -> bool:
+                st = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                return st.get("phase") == "Running" and st.get("running") == 2 and \
+                    [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
+
+            await wait_until(pg_running, 30, "PodGroup Running with Scheduled")
+            ws = await _workers(cluster)
+            for i, name in enumerate(WORKERS):
+                m = ws[name]["metadata"]
+                assert m["labels"][volcano.JOB_NAME] == JOB and m["labels"][volcano.TASK_SPEC] == "worker"
+                assert m["annotations"][volcano.TASK_INDEX] == str(i)
+                assert m["annotations"]["scheduling.k8s.io/group-name"] == f"{JOB}-{uid}"
+                assert m["ownerReferences"][0]["kind"] == "Job" and m["ownerReferences"][0]["uid"] == uid
+                assert ws[name]["spec"]["schedulerName"] == "volcano"
+                allocated = [v for k, v in m["annotations"].items() if k.endswith("-devices-allocated")]
+                assert allocated and allocated[0].endswith(",65536,20:;"), allocated  # one whole card
+            before = {n: p["metadata"]["uid"] for n, p in ws.items()}
+
+            await kubelet.finish("default", WORKERS[0], 1)  # PodFailed → RestartJob
+            if restart_queue:
+                cp.kill("queue")
+                cp.restart("queue")
+            await wait_until(lambda: gang_runs(1), 90, "both pods recreated with retry count 1, Job Running")
+            job_status = (await _job(cluster))["status"]
+            assert job_status["retryCount"] == 1 and job_status["running"] == 2
+            ws = await _workers(cluster)
+            assert all(ws[n]["metadata"]["uid"] != before[n] for n in WORKERS)
+            for name in WORKERS:  # one pod per name and incarnation, whatever restarted
+                assert sorted(seen.uids[name].values()) == ["0", "1"], seen.uids[name]
+
+            async def queue_state(state: str) -> bool:
+                q = await _get(cluster, volcano.queues_path("train-queue"))
+                return ((q or {}).get("status") or {}).get("state") == state
+
+            await wait_until(lambda: queue_state("Open"), 30, "the Queue's status written")
+            q = await _get(cluster, volcano.queues_path("train-queue"))
+            assert q is not None and q["status"]["running"] == 1
+            command = {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
+                       "metadata": {"name": "close-train", "namespace": "default"}, "action": "CloseQueue",
+                       "target": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                  "name": "train-queue", "uid": q["metadata"].get("uid", "")}}  # fmt: skip
+            await cluster.kube.create(volcano.commands_path("default"), command)
+            await wait_until(lambda: queue_state("Closing"), 30, "the queue Closing (a PodGroup left)")
+
+            async def consumed() -> bool:
+                return await _get(cluster, volcano.commands_path("default", "close-train")) is None
+
+            await wait_until(consumed, 30, "the Command consumed and deleted")
+            await cluster.kube.delete(volcano.jobs_path("default", JOB))
+
+            async def children_gone() -> bool:
+                return not await _workers(cluster) and await _get(cluster, pg_path) is None
+
+            await wait_until(children_gone, 60, "the Job's pods and PodGroup deleted with it")
+            await wait_until(lambda: queue_state("Closed"), 30, "the queue Closed once empty")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cluster, tmp_path: Path) -> None:
+    """Four pods of eight whole cards each: more than the cluster holds, so the PodGroup stays
+    Pending with the scheduler's reason as its Unschedulable condition and no pod is made."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    job = article("Job")
+    job["metadata"] = {"name": "huge", "namespace": "default"}
+    job["spec"]["queue"] = "default"
+    job["spec"]["minAvailable"] = 4
+    task = job["spec"]["tasks"][0]
+    task["replicas"] = 4
+    task["template"]["spec"]["containers"][0]["resources"]["limits"] = {"huawei.com/Ascend910B3": "8"}
+    async with Kubelet(cluster):
+        await _start(cp)
+        try:
+            await cluster.kube.create(volcano.jobs_path("default"), job)
+            uid = (await _get(cluster, volcano.jobs_path("default", "huge")) or {})["metadata"]["uid"]
+            pg_path = volcano.podgroups_path("default", f"huge-{uid}")
+
+            async def unschedulable() -> bool:
+                st = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                return st.get("phase") == "Pending" and any(
+                    c["type"] == "Unschedulable" and c["status"] == "True" for c in st.get("conditions") or [])
+
+            await wait_until(unschedulable, 60, "PodGroup Pending with Unschedulable")
+            pg = await _get(cluster, pg_path)
+            assert pg is not None
+            cond = next(c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable")
+            assert cond["reason"] == "NotEnoughResources" and cond["message"]
+            assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("huge-")]
+            job_status = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("status") or {}
+            assert job_status.get("state", {}).get("phase") == "Pending"
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_rejected_job_gets_a_warning_and_a_condition(cluster: Cluster, tmp_path: Path) -> None:
+    """A Job into a queue that does not exist: refused by the rules `tessera apply` uses, with
+    a Warning Event and an `Admitted=False` condition naming the rule; nothing is created."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    job = article("Job")
+    job["metadata"] = {"name": "lost", "namespace": "default"}
+    job["spec"]["queue"] = "no-such-queue"
+    await _start(cp)
+    try:
+        await cluster.kube.create(volcano.jobs_path("default"), job)
+
+        async def refused() -> bool:
+            st = ((await _get(cluster, volcano.jobs_path("default", "lost"))) or {}).get("status") or {}
+            return any(c.get("type") == "Admitted" and c.get("status") == "False"
+                       for c in st.get("conditions") or [])  # fmt: skip
+
+        await wait_until(refused, 60, "the Job refused on the API")
+        st = (await _get(cluster, volcano.jobs_path("default", "lost")) or {})["status"]
+        cond = next(c for c in st["conditions"] if c["type"] == "Admitted")
+        assert "spec.queue" in cond["message"] and "no-such-queue" in cond["message"]
+        warnings = [e for e in await cluster.events() if e["involvedObject"].get("name") == "lost"]
+        assert [e["type"] for e in warnings] == ["Warning"] and warnings[0]["message"] == cond["message"]
+        assert warnings[0]["involvedObject"]["kind"] == "Job"
+        assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("lost-")]
+    finally:
+        await asyncio.to_thread(cp.stop)
+
+
+async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_path: Path) -> None:
+    """A PodGroup and two pods naming it (`scheduling.k8s.io/group-name`), all made by kubectl:
+    one gang of two, bound together, and the PodGroup's status says Running with Scheduled."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": "pair", "namespace": "default"}, "spec": {"minMember": 2, "queue": "default"}}  # fmt: skip
+    members = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"pair-{i}", "annotations": {"scheduling.k8s.io/group-name": "pair"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox", "resources": {
+                    "limits": {"huawei.com/Ascend910B3": "1"}}}]}} for i in range(2)]  # fmt: skip
+    async with Kubelet(cluster):
+        await _start(cp)
+        try:
+            await cluster.kube.create(volcano.podgroups_path("default"), pg)
+            for pod in members:
+                await cluster.create_pod(pod)
+
+            async def gang_runs() -> bool:
+                ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
+                st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+                return all(kpods.phase(ps.get(f"pair-{i}", {})) == "Running" for i in range(2)) \
+                    and st.get("phase") == "Running" and st.get("running") == 2 \
+                    and [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
+
+            await wait_until(gang_runs, 90, "both pods Running as one gang, the PodGroup Running")
+        finally:
+            await asyncio.to_thread(cp.stop)

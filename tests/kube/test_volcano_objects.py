@@ -1,0 +1,50 @@
+"""What the job controller writes, as pure functions: the PodGroup and pods of a Job (names,
+Volcano's labels and annotations, owner references, minResources as quantities) and status
+compared without timestamps, so an unchanged status is never written again."""
+
+from __future__ import annotations
+
+from contracts.workloads import JobSpec, TaskSpec
+from services.core.scheduling import snapshot as st
+from services.kube import pods, volcano
+
+JOB = {"apiVersion": volcano.BATCH, "kind": "Job",
+       "metadata": {"name": "train", "namespace": "ml", "uid": "u-1", "labels": {"team": "a"}},
+       "spec": {"tasks": [{"name": "worker", "replicas": 2, "template": {
+           "metadata": {"labels": {"app": "t"}},
+           "spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}}]}}  # fmt: skip
+SPEC = JobSpec(namespace="ml", name="train", queue="q", kind="Job", min_available=2,
+               tasks=(TaskSpec(name="worker", replicas=2, min_available=2),),
+               min_resources={"cpu": 2500, "memory": 2048, "huawei.com/Ascend910": 2000})  # fmt: skip
+
+
+def test_podgroup_of_a_job() -> None:
+    pg = volcano.podgroup_for(JOB, SPEC)
+    assert pg["metadata"]["name"] == "train-u-1" and pg["metadata"]["namespace"] == "ml"
+    assert pg["metadata"]["ownerReferences"] == [{"apiVersion": volcano.BATCH, "kind": "Job", "name": "train",
+                                                  "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    assert pg["spec"] == {"minMember": 2, "minTaskMember": {"worker": 2}, "queue": "q",
+                          "minResources": {"cpu": "2500m", "huawei.com/Ascend910": "2", "memory": "2048Mi"}}  # fmt: skip
+
+
+def test_pod_of_a_job_belongs_to_the_job() -> None:
+    pod = volcano.pod_for(JOB, SPEC, "worker", 1, retries=2)
+    m = pod["metadata"]
+    assert m["name"] == "train-worker-1" and m["labels"]["app"] == "t"
+    assert m["labels"][volcano.TASK_SPEC] == "worker" and m["annotations"][volcano.RETRY_COUNT] == "2"
+    assert m["annotations"]["scheduling.k8s.io/group-name"] == "train-u-1"
+    assert pod["spec"]["schedulerName"] == "volcano" and pod["spec"]["restartPolicy"] == "Never"
+    r = pods.ref(pod)
+    assert (r.job, r.name, r.grouped) == ("train", "train-worker-1", True)  # the Job, not the PodGroup
+
+
+def test_status_compared_without_timestamps() -> None:
+    tasks = [st.TaskSnap("train-worker-0", "worker", 0, SPEC.tasks[0], status=st.RUNNING)]
+    desired = volcano.podgroup_status("Running", tasks, "", placed=True)
+    written = volcano.stamp(dict(desired, conditions=[dict(c) for c in desired["conditions"]]), None,
+                            "2026-12-01T00:00:00Z")  # fmt: skip
+    assert written["conditions"][0]["lastTransitionTime"] == "2026-12-01T00:00:00Z"
+    assert not volcano.status_differs(written, volcano.podgroup_status("Running", tasks, "", placed=True))
+    assert volcano.status_differs(written, volcano.podgroup_status("Running", [], "", placed=True))
+    job = volcano.job_status(SPEC, "Inqueue", tasks, 0, restarting=False)
+    assert job["state"] == {"phase": "Pending"} and job["running"] == 1 and job["minAvailable"] == 2
