@@ -291,7 +291,8 @@ class JobController:
         v = self.verdict.get(key)
         text = ""
         if v is not None and v.reason:
-            text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec)
+            text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec,
+                                   v.why)
         desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
         await self._write_status(pg, desired)
 

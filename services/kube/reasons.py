@@ -73,11 +73,13 @@ def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
-def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None) -> str:
-    """The whole text: per-node reasons when the scheduler gave them, else its reason as is
-    (queue quota, gang, closed queue...)."""
+def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
+            why: str = "") -> str:  # fmt: skip
+    """The whole text: per-node reasons when the scheduler gave them, else the first rule that
+    failed in words (`JobUnschedulable.why`: the queue, resource and amounts), else its reason
+    as is (an older log)."""
     if node_reasons:
         line = nodes_line(node_reasons, total, spec)
         gang = reason.split(":", 1)[0] if "tasks in gang unschedulable" in reason else ""
         return f"{gang}: {line}" if gang else line
-    return reason
+    return why or reason

@@ -149,3 +149,6 @@ def test_why_a_pod_waits_in_words() -> None:
                            {"a": "8/8 NodeInsufficientDevice"}, 1, spec)  # fmt: skip
     assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 have no free Ascend910B3 card."
     assert reasons.message("queue q is Closed", {}, 3, spec) == "queue q is Closed"
+    # a job refused before any node was tried says the rule in words when the scheduler gave them
+    why = "queue train-queue: Ascend910B3 1 requested, capability 8, allocated 8 (capacity)"
+    assert reasons.message("queue resource quota insufficient", {}, 3, spec, why) == why
