@@ -41,12 +41,13 @@ async def test_the_processes_log_verifies_and_an_altered_one_does_not(plane: Con
 
     await wait_until(as_expected, timeout=60, what="the demo workload's expected outcomes")
 
-    live = tessera("replay", "--verify", "--nats", plane.url)
+    as_cli = ("--nats", plane.url, "--nats-creds", plane.creds("cli"))  # the log's reader
+    live = tessera("replay", "--verify", *as_cli)
     assert live.returncode == 0, live.stdout + live.stderr
     assert live.stdout.startswith("verified: ") and " 0 decisions" not in live.stdout
 
     log = tmp_path / "log.jsonl"
-    dumped = tessera("events", "--output-file", str(log), "--nats", plane.url)
+    dumped = tessera("events", "--output-file", str(log), *as_cli)
     assert dumped.returncode == 0, dumped.stderr
     assert tessera("replay", "--verify", "--from", str(log)).returncode == 0
 

@@ -128,7 +128,8 @@ async def test_one_job_one_trace_through_every_service(receiver: Receiver, tmp_p
     plane.start(report=lambda _line: None)
     try:
         (tmp_path / "pod.yaml").write_text(POD)
-        applied = tessera("apply", "-f", str(tmp_path / "pod.yaml"), "--nats", plane.url, env=env)
+        applied = tessera("apply", "-f", str(tmp_path / "pod.yaml"), "--nats", plane.url,
+                          "--nats-creds", plane.creds("cli"), env=env)  # fmt: skip
         assert applied.returncode == 0, applied.stderr
         trace_id = await job_trace_id(plane.url, "traced-infer")
 
