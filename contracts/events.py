@@ -205,6 +205,24 @@ class JobDeleted(Event, frozen=True, tag="JobDeleted"):
     name: str
 
 
+# --- scheduler aggregate -----------------------------------------------------------------------
+
+
+class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
+    """The configuration a scheduler decides with, as its operator wrote it: appended when a
+    scheduler starts with a configuration the log does not end with, and referenced (by its
+    sequence) from every decision it appends, so `tessera replay --verify` re-runs each session
+    with the configuration it ran with — never with the replaying binary's defaults."""
+
+    scheduler: str  # which scheduler (one subject each): `scheduler` for the service
+    conf: str  # volcano-scheduler.conf text (the built-in default written out when none given)
+    device_config: str = ""  # HAMi device-config.yaml text; "" = the built-in catalogue
+    #: how the shell turns a session's decisions into events: `service` (outstanding
+    #: proposals assumed, pipelined jobs not proposed) or `simulate` (commits in the session,
+    #: pipelined reservations proposed when they change)
+    mode: str = "service"
+
+
 # --- node aggregate ----------------------------------------------------------------------------
 
 
@@ -299,4 +317,5 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     SliceReleased,
     CardHealthChanged,
     CardRetired,
+    SchedulerConfigured,
 )

@@ -26,7 +26,7 @@ from contracts.subjects import Subjects
 APPENDS: dict[str, tuple[str, ...]] = {
     "admission": ("queue", "pc", "job"),  # QueueCreated/Updated/…, PriorityClassCreated, JobSubmitted
     "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
-    "scheduler": ("job",),  # PlacementProposed, EvictionRequested, JobUnschedulable
+    "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
     "allocator": ("card", "job"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed
     "nodeagent": ("node", "job"),  # NodeRegistered/Lost, TaskStarted/Finished
 }

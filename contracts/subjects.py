@@ -88,6 +88,10 @@ class Subjects:
     def all_queues(self) -> str:
         return f"{self.root}.ev.queue.>"
 
+    def scheduler(self, name: str) -> str:
+        """A scheduler's configuration history (`SchedulerConfigured`)."""
+        return f"{self.root}.ev.sched.{escape(name)}"
+
     def dlq(self, service: str) -> str:
         return f"{self.root}.dlq.{escape(service)}"
 
@@ -112,6 +116,8 @@ def subject_of(subjects: Subjects, event: Event) -> str:
             return subjects.queue(event.spec.name)
         case ev.QueueStateChanged() | ev.QueueDeleted():
             return subjects.queue(event.queue)
+        case ev.SchedulerConfigured():
+            return subjects.scheduler(event.scheduler)
         case ev.PriorityClassCreated():
             return subjects.priority_class(event.name)
         case ev.JobSubmitted():

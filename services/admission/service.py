@@ -13,7 +13,8 @@ import asyncio
 import logging
 
 import msgspec
-from opentelemetry import trace
+from opentelemetry import context, trace
+from opentelemetry.trace import SpanKind
 
 from contracts.api import (
     REJECTED,
@@ -54,6 +55,7 @@ from services.runtime.service import (
     TransientError,
 )
 from services.runtime.snapshot import Retention, Snapshots
+from services.runtime.telemetry import subject_template
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
@@ -224,7 +226,7 @@ class AdmissionService:
             # different object under the same name has another id and meets the sequence check
             body = self.service.registry.encode(w.event)
             mid = f"admit:{subject}:{expected}:{content_id(w.kind, body)}"
-            outs.append((w, Outgoing(subject, w.event, expected, mid)))
+            outs.append((w, Outgoing(subject, w.event, expected, mid, context=admit_span(subject, w.event))))
         appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
         for (w, out), res in zip(outs, appended, strict=True):
             if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
@@ -240,6 +242,22 @@ class AdmissionService:
             if getattr(res, "duplicate", False):  # the very same write landed already
                 results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
             self._fold(getattr(res, "seq", 0), out.subject, out.event)
+
+
+def admit_span(subject: str, event: Event) -> context.Context | None:
+    """A job's trace starts where it is admitted: a span per submitted job, in the request's
+    trace (`tessera apply`), or the root of a trace of its own (a pod the Kubernetes watch
+    brought, many at once), which every service's handling of the job then continues."""
+    if not isinstance(event, JobSubmitted):
+        return None
+    key = f"{event.spec.namespace}/{event.spec.name}"
+    with tracer.start_as_current_span(
+        f"admit {subject_template(subject)}", kind=SpanKind.PRODUCER,
+        attributes={"messaging.system": "nats", "messaging.operation.type": "send",
+                    "messaging.operation.name": "admit", "messaging.destination.template": subject_template(subject),
+                    "tessera.job": key, "tessera.queue": event.spec.queue, "tessera.kind": event.spec.kind},
+    ) as span:  # fmt: skip
+        return trace.set_span_in_context(span)
 
 
 def _first_reason(result: ObjectResult) -> tuple[str, ...]:

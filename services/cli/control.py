@@ -42,10 +42,24 @@ DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup"
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
                   timeout: float = 60.0) -> bytes:  # fmt: skip
-    """One request/reply; a service error or no responder becomes `Unreachable` with why."""
+    """One request/reply; a service error or no responder becomes `Unreachable` with why.
+    The request carries a trace context: what the service appends for it (a job's
+    `JobSubmitted`) starts that job's trace here (exported with `TESSERA_TRACE_EXPORTER` /
+    `OTEL_TRACES_EXPORTER`)."""
+    from opentelemetry.trace import SpanKind
+
+    from services.runtime.telemetry import cli_tracer, inject, subject_template
+
+    subject = f"{Subjects(root).api(service)}.{endpoint}"
     nc = await connect(url)
     try:
-        msg = await nc.request(f"{Subjects(root).api(service)}.{endpoint}", body, timeout=timeout)
+        with cli_tracer().start_as_current_span(
+            f"send {subject_template(subject)}", kind=SpanKind.CLIENT,
+            attributes={"messaging.system": "nats", "messaging.destination.name": subject},
+        ):  # fmt: skip
+            headers: dict[str, str] = {}
+            inject(headers)
+            msg = await nc.request(subject, body, timeout=timeout, headers=headers)
     except NoRespondersError:
         raise Unreachable(f"the {service} service is not running (no responder)") from None
     except NatsTimeout:

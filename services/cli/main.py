@@ -33,7 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
     nats.set_defaults(func=_cmd_nats)
     version = sub.add_parser("version", help="print the versions of tessera and its nats-server")
     version.set_defaults(func=_cmd_version)
-    from services.cli import compact, control, demo, describe, events, explain, get, simulate, up
+    from services.cli import (
+        compact,
+        control,
+        demo,
+        describe,
+        events,
+        explain,
+        get,
+        replay,
+        simulate,
+        up,
+    )
 
     demo.add_parsers(sub)
     up.add_parsers(sub)
@@ -43,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_parser(sub)
     explain.add_parser(sub)
     simulate.add_parser(sub)
+    replay.add_parser(sub)
     compact.add_parsers(sub)
     return parser
 

@@ -88,22 +88,26 @@ def summary(report: dict[str, Any]) -> str:
 def _build(args: argparse.Namespace) -> Any:
     from services.core.devices import CatalogueError, DeviceConfig, build_vendors, load_catalogue
     from services.core.scheduling.config import ConfigError, default_conf, parse_conf
+    from services.core.scheduling.record import configured
     from services.core.simulate.engine import load_simulation
     from services.core.simulate.inventory import InventoryError, load_inventory
     from services.core.workload import ManifestError, admit, load_documents
     from services.core.workload.devicerequests import hami_parser
 
     catalogue = None
+    device_text = conf_text = ""
     if args.device_config:
         try:
-            catalogue = load_catalogue(_read(args.device_config, "device config"))
+            device_text = _read(args.device_config, "device config")
+            catalogue = load_catalogue(device_text)
         except (CatalogueError, ValueError) as exc:
             raise InputError(f"{args.device_config}: {exc}") from None
     vendors = build_vendors(catalogue)
     conf = default_conf()
     if args.scheduler_conf:
         try:
-            conf = parse_conf(_read(args.scheduler_conf, "scheduler configuration"))
+            conf_text = _read(args.scheduler_conf, "scheduler configuration")
+            conf = parse_conf(conf_text)
         except ConfigError as exc:
             raise InputError(f"{args.scheduler_conf}: {exc}") from None
     if catalogue is not None:
@@ -129,7 +133,8 @@ def _build(args: argparse.Namespace) -> Any:
             node_policy=str(ds.arguments.get("deviceshare.NodeSchedulePolicy") or "binpack"),
         )
     return load_simulation(conf, vendors, nodes, workload, until=args.until, cycles=args.cycles,
-                           device_config=dev_conf)  # fmt: skip
+                           device_config=dev_conf,
+                           config=configured(conf_text, device_text, scheduler="simulate", mode="simulate"))  # fmt: skip
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -448,7 +448,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                          kubeconfig=str(Path(args.kubeconfig).resolve()) if args.kubeconfig else "",
                          extra=extra, auth=not args.no_nats_auth and not args.nats,
                          nats_cluster=args.nats_cluster, tls=args.nats_tls,
-                         credentials=args.nats_creds_dir)  # fmt: skip
+                         credentials=args.nats_creds_dir,
+                         env={"TESSERA_TRACE_EXPORTER": args.trace_exporter} if args.trace_exporter else None)  # fmt: skip
     if args.kubeconfig:
         print(f"scheduling the cluster of {args.kubeconfig} (pods with schedulerName "
               f"{', '.join(args.scheduler_name or ['volcano', 'tessera'])})")  # fmt: skip
@@ -590,6 +591,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="our NATS without users (anyone on the port may append or purge)")
     up.add_argument("--nats-creds-dir", default="",
                     help="with --nats: the directory of the users' credential files (<user>.json)")
+    up.add_argument("--trace-exporter", default="", choices=("", "none", "console", "otlp"),
+                    help="every service's spans: console (into its log) or otlp (OTEL_EXPORTER_OTLP_*; "
+                         "Jaeger in docker-compose.yml); default TESSERA_TRACE_EXPORTER / OTEL_TRACES_EXPORTER")  # fmt: skip
     up.add_argument("--fresh", action="store_true", help="start with an empty log (drops what it holds)")
     up.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
     up.set_defaults(func=cmd_up)

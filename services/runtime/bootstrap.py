@@ -26,7 +26,7 @@ from services.runtime.eventlog.model import EventLog
 from services.runtime.health import Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
 from services.runtime.snapshot import ObjectStoreSnapshots, Retention, Snapshots
-from services.runtime.telemetry import configure_logging, make_provider
+from services.runtime.telemetry import EXPORTERS, configure_logging, default_exporter, make_provider
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,9 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--health-stall", type=float,
                         default=float(env("TESSERA_HEALTH_STALL", "60")),
                         help="/healthz fails when the event loop has not turned for this long, s")  # fmt: skip
-    parser.add_argument("--trace-exporter", default=env("TESSERA_TRACE_EXPORTER", "none"))
+    parser.add_argument("--trace-exporter", default=default_exporter(), choices=EXPORTERS,
+                        help="where spans go: none, console (stderr) or otlp (OTEL_EXPORTER_OTLP_*); "
+                             "default TESSERA_TRACE_EXPORTER, else OTEL_TRACES_EXPORTER")  # fmt: skip
     parser.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     parser.add_argument("--durable", default=env("TESSERA_DURABLE", name))
     parser.add_argument("--ack-wait", type=float, default=float(env("TESSERA_ACK_WAIT", "30")))

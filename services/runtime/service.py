@@ -14,9 +14,9 @@ import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from contracts.base import Event
@@ -47,6 +47,9 @@ class Received:
 
     message: StoredMessage
     envelope: Envelope
+    #: the trace its effects continue when they are not appended inside its own handling span
+    #: (a group handler appends many causes' effects at once)
+    trace: context.Context | None = None
 
     @property
     def cause(self) -> str:
@@ -59,6 +62,10 @@ class Outgoing:
     event: Event
     expected_last_subject_seq: int | None = None
     msg_id: str = ""
+    #: extra headers (a session's `record.SessionRef`); the envelope's own win
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: the trace this event continues (default: the current span's, else the cause's)
+    context: context.Context | None = None
 
 
 Handler = Callable[[Event, Received], Awaitable[None]]
@@ -106,8 +113,8 @@ class EventService:
             correlation_id=cause.envelope.correlation_id or cause.cause if cause else "",
             causation_id=cause.cause if cause else "",
         )
-        headers = env.to_headers()
-        inject(headers)
+        headers = {**out.headers, **env.to_headers()}
+        inject(headers, out.context or (cause.trace if cause is not None else None))
         return Entry(
             out.subject, self.registry.encode(out.event), headers, out.expected_last_subject_seq
         )
@@ -146,15 +153,7 @@ class EventService:
             event = self.registry.decode(env.type, msg.data)
         except (UndecodableEvent, UnknownEventType) as exc:
             return await self._park(delivery, f"undecodable {env.type}: {exc}")
-        attributes = {
-            "messaging.system": "nats",
-            "messaging.operation.type": "process",
-            "messaging.destination.name": msg.subject,
-            "messaging.message.id": env.msg_id,
-            "messaging.consumer.group.name": self.durable,
-            "tessera.event.type": env.type,
-            "tessera.stream.seq": msg.seq,
-        }
+        attributes = self._attributes(msg, env)
         started = time.perf_counter()
         with self.tracer.start_as_current_span(
             f"process {subject_template(msg.subject)}",
@@ -181,6 +180,19 @@ class EventService:
         metrics.events.labels(self.name, env.type, "handled").inc()
         metrics.handle_seconds.labels(self.name, env.type).observe(time.perf_counter() - started)
         return "handled"
+
+    def _attributes(self, msg: StoredMessage, env: Envelope) -> dict[str, str | int]:
+        return {
+            "messaging.system": "nats",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": msg.subject,
+            "messaging.destination.template": subject_template(msg.subject),
+            "messaging.message.id": env.msg_id,
+            "messaging.consumer.group.name": self.durable,
+            "tessera.event.type": env.type,
+            "tessera.stream.seq": msg.seq,
+        }
 
     async def _park(self, delivery: Delivery, reason: str) -> str:
         await self.park_once(delivery.message, reason)
@@ -276,18 +288,28 @@ class EventService:
                 break
         done = 0
         if len(items) > 1:
-            # one span for the group, linked to every producer's span (a batch has many parents)
+            # one span for the group, linked to every producer's span (a batch has many
+            # parents), and one per message in its producer's trace, which its effects continue
             links = [Link(sc) for _, rx in items
                      if (sc := trace.get_current_span(extract(rx.message.headers)).get_span_context()).is_valid]  # fmt: skip
             with self.tracer.start_as_current_span(  # type: ignore[union-attr]
                 f"process {kind} ×{len(items)}", kind=SpanKind.CONSUMER, links=links,
                 attributes={"tessera.event.type": kind, "tessera.group.size": len(items)},
-            ):  # fmt: skip
+            ) as group_span:  # fmt: skip
+                spans = [self.tracer.start_span(  # type: ignore[union-attr]
+                    f"process {subject_template(rx.message.subject)}", context=extract(rx.message.headers),
+                    kind=SpanKind.CONSUMER, links=[Link(group_span.get_span_context())],
+                    attributes=self._attributes(rx.message, rx.envelope)) for _, rx in items]  # fmt: skip
+                items = [(e, replace(rx, trace=trace.set_span_in_context(sp)))
+                         for (e, rx), sp in zip(items, spans, strict=True)]  # fmt: skip
                 try:
                     done = await self._groups[kind](items)
                 except Exception:
                     log.exception("group handler for %d %s failed; one by one", len(items), kind)
                     done = 0
+                finally:
+                    for sp in spans:
+                        sp.end()
         for d in group[:done]:
             await _settle(d.ack)
             self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]
@@ -386,14 +408,22 @@ async def serve_api(
     from nats.micro.request import Request
 
     svc = await add_service(nc, name=f"tessera-{service}", version=version)  # type: ignore[arg-type]
+    tracer = trace.get_tracer(f"tessera.{service}")
     group = svc.add_group(name=subject_prefix)
     for name, fn in endpoints.items():
 
-        async def handler(req: Request, fn: Callable[[bytes], Awaitable[bytes]] = fn) -> None:
-            try:
-                await req.respond(await fn(req.data))
-            except Exception as exc:
-                await req.respond_error("500", str(exc))
+        async def handler(req: Request, fn: Callable[[bytes], Awaitable[bytes]] = fn,
+                          subject: str = f"{subject_prefix}.{name}") -> None:  # fmt: skip
+            # the caller's trace (`tessera apply`) goes on through what the request appends
+            with tracer.start_as_current_span(
+                f"process {subject_template(subject)}", context=extract(req.headers),
+                kind=SpanKind.SERVER, attributes={"messaging.system": "nats", "rpc.system": "nats",
+                                                  "messaging.destination.name": subject},
+            ):  # fmt: skip
+                try:
+                    await req.respond(await fn(req.data))
+                except Exception as exc:
+                    await req.respond_error("500", str(exc))
 
         await group.add_endpoint(name=name, handler=handler)
     return svc

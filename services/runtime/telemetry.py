@@ -2,20 +2,27 @@
 
 Span names follow the messaging conventions with subject *templates*
 (`process tessera.ev.job.{ns}.{job}`), never ids, so traces group by kind; decision facts go into
-attributes. No exporter is configured unless asked for (console, or OTLP when its package is
-installed), so the default costs almost nothing.
+attributes. No exporter is configured unless asked for: `console` (to stderr: a service's stdout
+is the pipe its supervisor reads the ready line from, and may be closed after it) or `otlp`
+(HTTP/protobuf, or gRPC when `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`; endpoint, headers, timeouts and
+batching from the standard `OTEL_*` variables), so the default costs almost nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import sys
 from collections.abc import Mapping, MutableMapping
+from functools import cache
 
 from opentelemetry import context, trace
 from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
     ConsoleSpanExporter,
     SimpleSpanProcessor,
     SpanExporter,
@@ -25,6 +32,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 _PROPAGATOR: TextMapPropagator = TraceContextTextMapPropagator()
 
 _TEMPLATES = {
+    "sched": "{scheduler}",
+    "pc": "{priorityclass}",
     "queue": "{queue}",
     "job": "{ns}.{job}",
     "node": "{node}",
@@ -42,30 +51,54 @@ def subject_template(subject: str) -> str:
     return subject
 
 
+EXPORTERS = ("none", "console", "otlp")
+
+
+def default_exporter() -> str:
+    """`TESSERA_TRACE_EXPORTER`, else OpenTelemetry's own `OTEL_TRACES_EXPORTER`, else none."""
+    value = os.environ.get("TESSERA_TRACE_EXPORTER") or os.environ.get("OTEL_TRACES_EXPORTER", "none")
+    return value.split(",")[0].strip() or "none"
+
+
+def _otlp_exporter() -> SpanExporter:
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                      os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")) == "grpc":  # fmt: skip
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore
+                OTLPSpanExporter as GrpcExporter,
+            )
+        except ImportError as exc:  # pragma: no cover - depends on the optional extra
+            raise RuntimeError("OTLP over gRPC needs the otlp extra (pip install 'tessera[otlp]')") from exc
+        return GrpcExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
 def make_provider(
     service: str, exporter: str = "none", extra: SpanExporter | None = None
 ) -> TracerProvider:
-    """Build (not install) a provider; services install theirs in their bootstrap."""
+    """Build (not install) a provider; services install theirs in their bootstrap.
+    `OTEL_RESOURCE_ATTRIBUTES` are kept; `service.name` is always `tessera-<service>`, so a
+    trace shows which service did what."""
     provider = TracerProvider(resource=Resource.create({"service.name": f"tessera-{service}"}))
     if exporter == "console":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     elif exporter == "otlp":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore
-                OTLPSpanExporter,
-            )
-        except ImportError as exc:  # pragma: no cover - depends on optional package
-            raise RuntimeError(
-                "OTLP export needs opentelemetry-exporter-otlp (pip install it)"
-            ) from exc
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
     elif exporter != "none":
-        raise ValueError(f"unknown trace exporter {exporter!r} (none, console, otlp)")
+        raise ValueError(f"unknown trace exporter {exporter!r} ({', '.join(EXPORTERS)})")
     if extra is not None:
         provider.add_span_processor(SimpleSpanProcessor(extra))
     return provider
+
+
+@cache
+def cli_tracer() -> trace.Tracer:
+    """The `tessera` command's tracer: a provider of its own (spans get real ids even with no
+    exporter, so a service continues the command's trace), exported as the services' are;
+    built on first use, so commands that send no request never load it."""
+    return make_provider("cli", default_exporter()).get_tracer("tessera.cli")
 
 
 def inject(headers: MutableMapping[str, str], ctx: context.Context | None = None) -> None:
@@ -89,16 +122,27 @@ class TraceIdFilter(logging.Filter):
         return True
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (ts, level, service, logger, trace_id, msg, and the
+    exception), so a log shipper parses it and a trace id joins it to its trace."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        row = {"ts": self.formatTime(record), "level": record.levelname, "service": self.service,
+               "logger": record.name, "trace_id": getattr(record, "trace_id", ""),
+               "msg": record.getMessage()}  # fmt: skip
+        if record.exc_info:
+            row["exc"] = self.formatException(record.exc_info)
+        return json.dumps(row)
+
+
 def configure_logging(service: str, level: str = "INFO") -> None:
     handler = logging.StreamHandler()
     handler.addFilter(TraceIdFilter())
-    handler.setFormatter(
-        logging.Formatter(
-            '{"ts":"%(asctime)s","level":"%(levelname)s","service":"'
-            + service
-            + '","logger":"%(name)s","trace_id":"%(trace_id)s","msg":%(message)r}'
-        )
-    )
+    handler.setFormatter(JsonFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import sys
+from collections.abc import Callable
 
-from services.core.devices import build_vendors
-from services.core.scheduling.config import default_conf, parse_conf
-from services.runtime.bootstrap import common_parser, config_file, device_catalogue, run_service
+from services.core.devices import load_catalogue
+from services.core.scheduling.config import parse_conf
+from services.core.scheduling.record import configured
+from services.runtime.bootstrap import common_parser, config_file, run_service
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.lease import Lease
@@ -32,13 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-ttl", type=float, default=float(os.environ.get("TESSERA_LEASE_TTL", "2")),
                         help="seconds a killed leader's lease outlives it (replicas take over after)")  # fmt: skip
     args = parser.parse_args(argv)
-    conf = config_file("--scheduler-conf", args.scheduler_conf, parse_conf) if args.scheduler_conf else None
-    catalogue = device_catalogue(args.device_config)
-    if catalogue is not None:  # the scheduler fits on the same catalogue admission parses with
-        conf = dataclasses.replace(conf or default_conf(), vendors=build_vendors(catalogue))
+    conf_text = config_file("--scheduler-conf", args.scheduler_conf, _valid(parse_conf)) if args.scheduler_conf else ""
+    # the scheduler fits on the same catalogue admission parses with
+    device_text = config_file("--device-config", args.device_config, _valid(load_catalogue)) if args.device_config else ""
+    config = configured(conf_text, device_text)  # recorded in the log for `replay --verify`
     return asyncio.run(
-        run_service("scheduler", args, lambda log: Scheduler(log, conf, args.period, lease=lease_of(log, args)))
+        run_service("scheduler", args, lambda log: Scheduler(log, config, args.period, lease=lease_of(log, args)))
     )
+
+
+def _valid(parse: Callable[[str], object]) -> Callable[[str], str]:
+    """The text itself once `parse` accepts it (the scheduler records the text)."""
+
+    def check(text: str) -> str:
+        parse(text)
+        return text
+
+    return check
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The scheduler's shell: fold every event into the projection, run a session when something
 relevant arrived (debounced) or on a period, and append what the session concluded.
 
-The session itself is the pure `decide(snapshot, conf)`; this shell only keeps the projection,
-remembers which proposals are outstanding (so a job is not proposed twice while the allocator
-decides) and appends `JobUnschedulable` only when a job's reason changes (DESIGN §3).
+The session itself is the pure `decide(snapshot, conf)` over a `SchedulerView` of the log (the
+projection with outstanding proposals assumed); `record.decision_events` says which conclusions
+become events (a job is not proposed twice while the allocator decides, `JobUnschedulable` only
+when a job's reason changes, DESIGN §3). Every decision carries its session's headers
+(`record.SessionRef`) and a session opens only on a view that is exactly the log up to its
+`based_on`: `tessera replay --verify` rebuilds that view and must reach the same decisions.
 """
 
 from __future__ import annotations
@@ -11,53 +14,60 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 
 from opentelemetry import trace
 
 from contracts.base import Event
-from contracts.events import (
-    ALL_EVENTS,
-    EvictionRequested,
-    JobPhaseChanged,
-    PlacementProposed,
-)
+from contracts.events import ALL_EVENTS, PlacementProposed, SchedulerConfigured
+from contracts.subjects import subject_of
 from services.core.observe import Series
 from services.core.observe.volcano import session_series
+from services.core.scheduling import record
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decide import decide
+from services.core.scheduling.view import SchedulerView
 from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
-from services.runtime.service import EventService, Outgoing, Received
+from services.runtime.service import EventService, Outgoing, Received, decode_stored
 from services.runtime.snapshot import Retention, Snapshots
 from services.scheduler.metrics import SessionMetrics
-from services.scheduler.view import SchedulerView, ViewFold
+from services.scheduler.tracing import JobTraces, decision_spans
+from services.scheduler.view import ViewFold
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.scheduler")
 
 
 class Scheduler:
+    """`config` is the record of the configuration (texts as the operator wrote them): it is
+    what the scheduler decides with and what it writes into the log for replays."""
+
     def __init__(
         self,
         event_log: EventLog,
-        conf: SchedulerConf | None = None,
+        config: SchedulerConfigured | None = None,
         period: float = 1.0,
         debounce: float = 0.05,
         lease: Lease | None = None,
     ) -> None:
         self.log = event_log
         self.subjects = event_log.subjects
-        self.conf = conf or default_conf()
+        self.config = config or record.configured()
+        self.conf = record.conf_of(self.config)
         self.period = period
         self.debounce = debounce
         #: with replicas, only the lease holder runs sessions; without one (in-process tests,
         #: a single replica) this scheduler always does
         self.lease = lease
         self.view = SchedulerView()
+        self.traces = JobTraces()  # the trace each job's decisions continue
         self.sessions = 0
+        self.conf_seq = 0  # the SchedulerConfigured our sessions reference
         self.recovered_seq = 0  # events at or below were folded by `recover`
-        self.own: set[int] = set()  # our appends, folded when written, skipped when delivered
+        #: the last sequence we appended: no session opens before the log delivered it back,
+        #: so every snapshot is exactly the log up to its `based_on` (what a replay rebuilds)
+        self.written = 0
         self._dirty = asyncio.Event()
         self.service = EventService(
             name="scheduler",
@@ -76,7 +86,6 @@ class Scheduler:
         """Snapshots (before `recover`); the view forgets ended jobs by itself."""
         self.snapshots.store, self.snapshots.every = retention.store, retention.snapshot_every
 
-    # the view's parts, as the session code and tests read them
     @property
     def projection(self) -> st.ClusterProjection:
         return self.view.projection
@@ -89,18 +98,18 @@ class Scheduler:
     def unschedulable(self) -> dict[str, str]:
         return self.view.unschedulable
 
-    def _apply(self, seq: int, event: Event) -> None:
-        self.view.apply(seq, event)
-
     def _fold(self, seq: int, event: Event) -> None:
         if seq <= self.recovered_seq:
             return  # already folded during recovery
-        if seq in self.own:
-            self.own.discard(seq)
-            return  # folded when we wrote it
         self._apply(seq, event)
 
+    def _apply(self, seq: int, event: Event) -> None:
+        self.view.apply(seq, event)
+        if isinstance(event, SchedulerConfigured) and event == self.config:
+            self.conf_seq = self.conf_seq or seq  # ours is in the log already (another replica)
+
     async def on_event(self, event: Event, rx: Received) -> None:
+        self.traces.observe(rx.message, event)
         self._fold(rx.message.seq, event)
         self._dirty.set()
 
@@ -110,45 +119,60 @@ class Scheduler:
         from half the log places pods on cards that are taken and never learns why others
         wait (issue 12 item 6)."""
         self.recovered_seq = await self.log.last_sequence()
+        # from a snapshot plus the tail: jobs submitted before the snapshot start their
+        # decisions' spans under the session (their JobSubmitted's trace is not re-read)
         self.view = await self.snapshots.recover(self.recovered_seq)
         self.service.follow_from = self.recovered_seq + 1
+        await self._record_config()
         self._dirty.set()
+
+    async def _record_config(self) -> None:
+        """Append our configuration unless the log's last one for this scheduler is ours:
+        sessions reference it by sequence (`record.CONF`), so a replay re-runs them with it."""
+        last = await self.log.last_per_subject(self.subjects.scheduler(self.config.scheduler))
+        if last:
+            recorded = await decode_stored(last[-1], self.service.park_once)
+            if recorded == self.config:
+                self.conf_seq = last[-1].seq
+                return
+        result = await self.service.publish(Outgoing(
+            self.subjects.scheduler(self.config.scheduler), self.config,
+            msg_id=f"sched-conf:{record.conf_digest(self.config)}"))  # fmt: skip
+        if isinstance(result, Appended):
+            self.conf_seq = result.seq
+            self.written = max(self.written, result.seq)
 
     def session_events(self) -> list[Outgoing]:
         """One session: freeze, decide, and the events to append (pure apart from counters)."""
         self.sessions += 1
-        snap = self.projection.snapshot()
+        view = self.view
+        snap = view.snapshot()
         with tracer.start_as_current_span("session", attributes={"tessera.session": self.sessions,
                                                                   "tessera.based_on": snap.seq}) as span:  # fmt: skip
+            started = time.time_ns()
             decisions = decide(snap, self.conf)
             span.set_attribute("tessera.placements", len(decisions.placements))
             span.set_attribute("tessera.unschedulable", len(decisions.unschedulable))
-        self.last_series = session_series(snap, decisions)
-        s = self.subjects
-        out: list[Outgoing] = []
-        for ph in decisions.phases:
-            out.append(Outgoing(s.job(ph.namespace, ph.name), JobPhaseChanged(
-                namespace=ph.namespace, name=ph.name, phase=ph.phase, reason=ph.reason)))  # fmt: skip
-        for ev in decisions.evictions:
-            out.append(Outgoing(s.job(ev.namespace, ev.name), EvictionRequested(
-                namespace=ev.namespace, name=ev.name, task=ev.task, reason=ev.reason)))  # fmt: skip
-        scheduled = 0
-        for jp in decisions.placements:
-            key = f"{jp.namespace}/{jp.name}"
-            if jp.pipelined or key in self.outstanding:
-                continue  # pipelined = reserved in-session only; outstanding = allocator deciding
-            scheduled += len(jp.placements)
-            out.append(Outgoing(s.job(jp.namespace, jp.name), PlacementProposed(
-                namespace=jp.namespace, name=jp.name, based_on=decisions.based_on,
-                placements=jp.placements, session=self.sessions)))  # fmt: skip
-        for u in decisions.unschedulable:
-            key = f"{u.namespace}/{u.name}"
-            if self.unschedulable.get(key) != u.key:
-                self.unschedulable[key] = u.key
-                out.append(Outgoing(s.job(u.namespace, u.name),
-                                    u.event(decisions.based_on, self.sessions)))  # fmt: skip
-        self.last_attempts = (scheduled, sum(u.tasks for u in decisions.unschedulable))
-        return out
+            events = record.decision_events(
+                decisions, session=self.sessions, mode=self.config.mode, outstanding=view.outstanding,
+                last_reasons=view.unschedulable, proposed={},
+            )  # fmt: skip
+            self.last_series = session_series(snap, decisions)
+            scheduled = sum(len(e.placements) for e in events if isinstance(e, PlacementProposed))
+            self.last_attempts = (scheduled, sum(u.tasks for u in decisions.unschedulable))
+            if not events:
+                return []
+            contexts = decision_spans(tracer, span, started, events, view, self.traces, self.subjects)
+        ref = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
+                                record.input_digests(snap, self.config))  # fmt: skip
+        headers = ref.headers()
+        return [Outgoing(subject_of(self.subjects, e), e, headers=headers,
+                         context=contexts[f"{e.namespace}/{e.name}"])  # type: ignore[attr-defined]
+                for e in events]  # fmt: skip
+
+    def caught_up(self) -> bool:
+        """Whether the log delivered back everything we appended (see `written`)."""
+        return self.view.seq >= self.written
 
     async def run_sessions(self, stopping: asyncio.Event) -> None:
         """Session loop: on new events (after a short debounce) or every `period` seconds."""
@@ -164,6 +188,8 @@ class Scheduler:
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides
+            if not self.caught_up():
+                continue  # our last decisions are on their way back: decide on them, not before
             started = time.perf_counter()
             try:
                 await self._session()
@@ -178,19 +204,16 @@ class Scheduler:
         based_on = self.projection.seq
         started = time.perf_counter()
         outs = [
-            Outgoing(o.subject, o.event, msg_id=f"sched:{based_on}#{i}")  # same snapshot → same
-            for i, o in enumerate(self.session_events())  # decisions → deduplicated ids
+            replace(o, msg_id=f"sched:{based_on}#{i}")  # same snapshot → same decisions →
+            for i, o in enumerate(self.session_events())  # deduplicated ids
         ]
         decided = time.perf_counter()
         results = await self.log.append_pipelined([self.service.entry(o) for o in outs])
         self.session_metrics.session(decided - started, time.perf_counter() - decided,
                                      *self.last_attempts, self.last_series)  # fmt: skip
-        for out, result in zip(outs, results, strict=True):
-            if isinstance(result, Appended) and not result.duplicate:
-                # Fold our own decision now, so the next session neither repeats a phase
-                # change nor re-proposes a job before the log delivers it back to us.
-                self.own.add(result.seq)
-                self._apply(result.seq, out.event)
+        for result in results:
+            if isinstance(result, Appended):
+                self.written = max(self.written, result.seq)
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.lease is None:

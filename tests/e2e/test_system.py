@@ -23,10 +23,12 @@ from contracts.events import (
     TaskFinished,
     TaskStarted,
 )
+from services.cli import replay
 from services.cli.control import request
 from services.cli.demo import check
 from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
+from services.core.scheduling.verify import verify
 from services.runtime.eventlog.jetstream import JetStreamLog
 from tests.allocator.scenario import decoded
 from tests.processes import ROOT, wait_until
@@ -85,17 +87,23 @@ async def test_demo_workload_then_kill_allocator_and_scheduler(plane: ControlPla
     assert not check(expected, replies, report)  # the demo pods still run where they were
 
     events: list = []
+    messages: list = []
     log = await JetStreamLog.connect(plane.url)
 
     async def released() -> bool:  # the allocator releases after it reads each TaskFinished
-        nonlocal events
-        events = decoded([m async for m in log.replay()])
+        nonlocal events, messages
+        messages = [m async for m in log.replay()]
+        events = decoded(messages)
         return holders(events) == running_owners(report)
 
     try:
         await wait_until(released, timeout=60, what="ledgers to hold exactly the running pods")
     finally:
         await log.close()
+    # every session, before and after the scheduler's kill -9, re-runs from the log to the
+    # decisions it appended (the restarted one records its own session numbers)
+    verdict = verify(replay.decoded(messages)[0])
+    assert verdict.ok and verdict.sessions > 1, replay.verdict_text(verdict, 0)
     wave_jobs = {f"wave-{i}" for i in range(WAVE)}
     commits = collections.Counter(e.name for e in events if isinstance(e, PlacementCommitted))
     starts = collections.Counter(e.task for e in events if isinstance(e, TaskStarted))

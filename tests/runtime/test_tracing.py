@@ -1,5 +1,6 @@
 """Decisions are watchable as traces: a handled event's span continues the trace of the span
-that appended it, and a group commit's span links every proposal it carried."""
+that appended it, and a group commit's span links every proposal it carried, while what it
+appends for each proposal continues that proposal's trace."""
 
 from __future__ import annotations
 
@@ -49,8 +50,13 @@ async def test_group_span_links_every_producer() -> None:
     async def one(event: PlacementProposed, rx: Received) -> None:
         raise AssertionError("the group handler takes all of them")
 
+    answered: list[str] = []
+
     async def group(items: list) -> int:
         got.append(len(items))
+        for event, rx in items:  # what the group appends for each continues that one's trace
+            out = Outgoing(log.subjects.job("ns", event.name), NodeLost(node=event.name))
+            answered.append(svc.entry(out, rx).headers["traceparent"].split("-")[1])
         return len(items)
 
     svc = EventService("alloc", log, [log.subjects.all_jobs()], {PlacementProposed: one},  # type: ignore[dict-item]
@@ -71,3 +77,4 @@ async def test_group_span_links_every_producer() -> None:
     assert got == [3]
     (span,) = [s for s in exporter.get_finished_spans() if "×3" in s.name]
     assert sorted(link.context.trace_id for link in span.links) == sorted(roots)
+    assert answered == [f"{r:032x}" for r in roots]

@@ -25,6 +25,7 @@ from contracts.events import (
     PlacementProposed,
     PlacementRejected,
     QueueCreated,
+    SchedulerConfigured,
     SliceAssignment,
     TaskFinished,
     TaskPlacement,
@@ -36,10 +37,11 @@ from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, QueueSpec
 from services.core import ledger
 from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
-from services.core.scheduling import lifecycle
+from services.core.scheduling import lifecycle, record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
 from services.core.scheduling.decide import decide
+from services.core.scheduling.view import SchedulerView
 from services.core.workload import RunningPod, Workload
 from services.runtime.eventlog.memory import MemoryLog
 from services.runtime.eventlog.model import Entry
@@ -57,17 +59,21 @@ class Simulation:
     until: float | None = None
     max_cycles: int | None = None
     log: MemoryLog = field(default_factory=MemoryLog)
+    #: the configuration's texts: recorded first in the log, and referenced by every session's
+    #: decisions, so `tessera replay --verify` can re-run them (None: sessions not recorded)
+    config: SchedulerConfigured | None = None
 
     def __post_init__(self) -> None:
         self.registry = default_registry()
-        self.projection = st.ClusterProjection()
+        self.view = SchedulerView(assume=False)  # the decisions' view; commits are immediate
+        self.projection = self.view.projection
+        self.conf_seq = 0
         self.cards: dict[str, ledger.CardState] = {}
         self.now = 0.0
         self.sessions = 0
         self.arrivals: list[tuple[float, int, JobSpec, tuple[RunningPod, ...]]] = []
         self.warnings: dict[tuple[str, str], tuple[str, ...]] = {}  # admission's clamps, per job
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
-        self.unsched: dict[str, str] = {}
         self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
         self.retries: dict[str, int] = {}
         self.job_done: set[str] = set()
@@ -76,20 +82,19 @@ class Simulation:
 
     # --- log ------------------------------------------------------------------------------
 
-    def _headers(self, event: Event) -> dict[str, str]:
-        headers = self.registry.envelope(event).to_headers()
+    def _headers(self, event: Event, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = {**(extra or {}), **self.registry.envelope(event).to_headers()}
         headers[TIME_HEADER] = repr(self.now)
         if self._session_tag:
             headers[SESSION_HEADER] = str(self._session_tag)
         return headers
 
-    def emit(self, event: Event) -> int:
-        entry = Entry(
-            subject_of(self.log.subjects, event), self.registry.encode(event), self._headers(event)
-        )
+    def emit(self, event: Event, extra: Mapping[str, str] | None = None) -> int:
+        entry = Entry(subject_of(self.log.subjects, event), self.registry.encode(event),
+                      self._headers(event, extra))  # fmt: skip
         result = self.log.append_now(entry)
         seq = getattr(result, "seq", 0)
-        self.projection.apply(seq, event)
+        self.view.apply(seq, event)
         return seq
 
     def emit_batch(self, events: Sequence[Event]) -> None:
@@ -100,11 +105,13 @@ class Simulation:
         result = self.log.append_batch_now(entries)
         first = getattr(result, "first_seq", None) or getattr(result, "first", 0)
         for i, e in enumerate(events):
-            self.projection.apply(int(first) + i, e)
+            self.view.apply(int(first) + i, e)
 
     # --- setup ----------------------------------------------------------------------------
 
     def load(self, nodes: Sequence[NodeRegistered], workload: Workload) -> None:
+        if self.config is not None:
+            self.conf_seq = self.emit(self.config)
         for node in nodes:
             self.emit(node)
             for card in node.cards:
@@ -246,49 +253,33 @@ class Simulation:
         snap = self.projection.snapshot()
         snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs)
         d = decide(snap, self.conf)
+        events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
+                                        last_reasons=self.view.unschedulable, proposed=self.proposed)  # fmt: skip
+        headers: dict[str, str] = {}
+        if self.config is not None and events:
+            headers = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
+                                        record.input_digests(snap, self.config)).headers()  # fmt: skip
+        # a proposal holds its JobPlacement's own tuple: whether it commits now or was only
+        # reserved in the session (pipelined) is that placement's
+        pipelined = {id(jp.placements): jp.pipelined for jp in d.placements}
         changed = False
-        for ph in d.phases:
-            self.emit(
-                JobPhaseChanged(
-                    namespace=ph.namespace, name=ph.name, phase=ph.phase, reason=ph.reason
-                )
-            )
-            changed = True
-        for ev in d.evictions:
-            key = f"{ev.namespace}/{ev.name}"
-            self.emit(
-                EvictionRequested(
-                    namespace=ev.namespace, name=ev.name, task=ev.task, reason=ev.reason
-                )
-            )
-            kind = self.projection.jobs[key].spec.kind if key in self.projection.jobs else "Job"
-            self._finish(
-                ev.namespace,
-                ev.name,
-                ev.task,
-                137,
-                "evicted" if kind != "Pod" else "evicted-deleted",
-            )
-            changed = True
-        for jp in d.placements:
-            key = f"{jp.namespace}/{jp.name}"
-            if jp.pipelined:
-                if self.proposed.get(key) != jp.placements:
-                    self.proposed[key] = jp.placements
-                    self.emit(PlacementProposed(namespace=jp.namespace, name=jp.name, based_on=d.based_on,
-                                                placements=jp.placements, session=self.sessions))  # fmt: skip
-                continue
-            seq = self.emit(PlacementProposed(namespace=jp.namespace, name=jp.name, based_on=d.based_on,
-                                              placements=jp.placements, session=self.sessions))  # fmt: skip
-            self.proposed.pop(key, None)
-            if self._commit(jp.namespace, jp.name, jp.placements, d.based_on, seq):
-                self._start(self.projection.jobs[key].spec, jp.placements)
-                changed = True
-        for u in d.unschedulable:
-            key = f"{u.namespace}/{u.name}"
-            if self.unsched.get(key) != u.key:
-                self.unsched[key] = u.key
-                self.emit(u.event(d.based_on, self.sessions))
+        for e in events:
+            seq = self.emit(e, headers)
+            match e:
+                case JobPhaseChanged():
+                    changed = True
+                case EvictionRequested():
+                    key = f"{e.namespace}/{e.name}"
+                    kind = self.projection.jobs[key].spec.kind if key in self.projection.jobs else "Job"
+                    self._finish(e.namespace, e.name, e.task, 137,
+                                 "evicted" if kind != "Pod" else "evicted-deleted")  # fmt: skip
+                    changed = True
+                case PlacementProposed() if not pipelined[id(e.placements)]:
+                    if self._commit(e.namespace, e.name, e.placements, d.based_on, seq):
+                        self._start(self.projection.jobs[f"{e.namespace}/{e.name}"].spec, e.placements)
+                        changed = True
+                case _:
+                    pass
         self._sync_lifecycle()
         self._session_tag = 0
         return changed
@@ -380,10 +371,9 @@ class Simulation:
 def load_simulation(
     conf: SchedulerConf, vendors: VendorRegistry, nodes: Sequence[NodeRegistered], workload: Workload,
     *, until: float | None = None, cycles: int | None = None, device_config: DeviceConfig | None = None,
+    config: SchedulerConfigured | None = None,
 ) -> Simulation:  # fmt: skip
-    sim = Simulation(conf, vendors, device_config or DeviceConfig(), until, cycles)
+    sim = Simulation(conf, vendors, device_config or DeviceConfig(), until, cycles, config=config)
     sim.load(nodes, workload)
     return sim
 
-
-_ = Mapping

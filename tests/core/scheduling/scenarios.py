@@ -29,11 +29,13 @@ from services.core.devices import build_vendors
 from services.core.scheduling.config import DEFAULT_CONF, SWITCHES, parse_conf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.record import configured
 from services.core.simulate.engine import Simulation, load_simulation
 from services.core.simulate.inventory import load_inventory
 from services.core.simulate.report import build_report
 from services.core.workload import Workload, admit, load_documents
 from services.core.workload.devicerequests import hami_parser
+from services.runtime.eventlog.model import StoredMessage
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 
@@ -106,7 +108,7 @@ def _simulation(sc: Scenario, cycles: int | None) -> Simulation:
     reg = vendors()
     return load_simulation(
         parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), _admit(sc),
-        cycles=cycles, until=sc.until,
+        cycles=cycles, until=sc.until, config=configured(sc.conf, scheduler="simulate", mode="simulate"),
     )  # fmt: skip
 
 
@@ -126,9 +128,13 @@ def run_core(sc: Scenario) -> CoreResult:
 
 def run_engine(sc: Scenario) -> dict[str, Any]:
     """The whole simulation in-process (multi-step tables); the report as the CLI writes it."""
+    return build_report(engine_log(sc))
+
+
+def engine_log(sc: Scenario) -> list[StoredMessage]:
     sim = _simulation(sc, cycles=None)
     sim.run()
-    return build_report(sim.log.messages())
+    return sim.log.messages()
 
 
 def bound_of(d: Decisions) -> dict[str, str]:

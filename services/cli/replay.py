@@ -1,0 +1,196 @@
+"""`tessera replay`: the recorded log, re-run (`--verify`) or rebuilt at a point (`--until`).
+
+    tessera replay --verify [--from LOG.jsonl]       # exit 0: every decision reproduced
+    tessera replay --until SEQ|TIME [--from LOG.jsonl] [-o table|json|yaml]
+
+`--verify` re-runs every recorded scheduling session from the state the log held at its
+`based_on` sequence, with the configuration it ran with (`services.core.scheduling.verify`), and
+stops at the first decision it does not reproduce: exit 1 with the session, the job, both
+events, the fields that differ and the inputs whose digest differs from what the scheduler saw.
+`--until` folds the log up to a sequence (or the last event at or before a time: `90s` on the
+log's clock, or an ISO 8601 instant) and prints pods, jobs, queues and cards as `tessera get` does.
+Exit 2 when the log cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from contracts.envelope import TYPE
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from services.cli.connection import connection_args, nats_url
+from services.core.scheduling.verify import Stored, Verdict, verify
+from services.runtime.eventlog.model import StoredMessage
+
+#: The simulation's clock on every event it writes (`services.core.simulate.engine`).
+TIME_HEADER = "Tessera-Time"
+SECTIONS = ("pods", "jobs", "queues", "cards")
+
+
+class LogUnreadable(Exception):
+    pass
+
+
+def load(args: argparse.Namespace) -> list[StoredMessage]:
+    if args.from_file:
+        from services.core.simulate.jsonl import read_jsonl
+
+        try:
+            return read_jsonl(Path(args.from_file))
+        except (OSError, ValueError, KeyError) as exc:
+            raise LogUnreadable(f"{args.from_file}: cannot read events: {exc}") from None
+    from services.cli.get import read_log
+
+    return asyncio.run(read_log(nats_url(args), args.root))
+
+
+def decoded(messages: Iterable[StoredMessage]) -> tuple[list[Stored], int]:
+    """What a service folds: unknown types skipped, undecodable bodies counted and skipped
+    (the scheduler parks those and goes on, so its sessions never saw them either)."""
+    registry = default_registry()
+    out: list[Stored] = []
+    poisoned = 0
+    for m in messages:
+        kind = m.headers.get(TYPE, "")
+        if kind not in registry:
+            continue
+        try:
+            out.append((m.seq, m.headers, registry.decode(kind, m.data)))
+        except (UndecodableEvent, UnknownEventType):
+            poisoned += 1
+    return out, poisoned
+
+
+def purged(messages: Sequence[StoredMessage]) -> int:
+    """Sequences missing from the log (`tessera compact` purged them): a session based on a
+    state that held them cannot be rebuilt."""
+    return messages[-1].seq - len(messages) if messages else 0
+
+
+def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
+    d = v.divergence
+    lines = []
+    if d is None:
+        lines.append(f"verified: {v.decisions} decisions of {v.sessions} sessions reproduced "
+                     f"({v.events} events folded)")  # fmt: skip
+    else:
+        lines.append(f"diverged after {v.decisions} reproduced decisions ({v.sessions} whole sessions):")
+        lines += d.lines()
+    for name, n in sorted(v.input_notes.items()):
+        lines.append(f"note: {n} sessions reproduced although their {name} digest differs")
+    if v.unrecorded:
+        lines.append(f"note: {v.unrecorded} decisions carry no session record (written by a "
+                     "scheduler before sessions were recorded): not verified")  # fmt: skip
+    if poisoned:
+        lines.append(f"note: {poisoned} undecodable events skipped, as the services skip them")
+    if missing:
+        lines.append(f"note: {missing} sequences are missing (the log was compacted): a session "
+                     "whose state held them cannot be rebuilt from what is left")  # fmt: skip
+    return lines
+
+
+def cut(messages: Sequence[StoredMessage], until: str) -> list[StoredMessage]:
+    """The log up to a sequence, or up to the last message at or before a time (the clock is
+    the latest `at` an event carried, or the simulation's `Tessera-Time`)."""
+    if until.isdigit():
+        return [m for m in messages if m.seq <= int(until)]
+    limit = _instant(until)
+    registry = default_registry()
+    clock = 0.0
+    out = []
+    for m in messages:
+        at = float(m.headers.get(TIME_HEADER, "0") or 0)
+        kind = m.headers.get(TYPE, "")
+        if kind in registry:
+            try:
+                at = max(at, float(getattr(registry.decode(kind, m.data), "at", 0.0) or 0.0))
+            except (UndecodableEvent, UnknownEventType):
+                pass
+        clock = max(clock, at)
+        if clock > limit:
+            break
+        out.append(m)
+    return out
+
+
+def _instant(text: str) -> float:
+    """`90s` (seconds on the log's clock: the simulation's virtual one, or epoch seconds) or
+    an ISO 8601 instant; a bare number is a sequence (`cut`)."""
+    if text.endswith("s"):
+        try:
+            return float(text[:-1])
+        except ValueError:
+            pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise LogUnreadable(
+            f"--until {text!r}: not a sequence, seconds (90s), or an ISO 8601 time"
+        ) from None
+
+
+def state_text(messages: list[StoredMessage], output: str) -> str:
+    from services.cli.get import (
+        CARD_COLUMNS,
+        JOB_COLUMNS,
+        POD_COLUMNS,
+        QUEUE_COLUMNS,
+        _table_view,
+        render,
+    )
+    from services.core.simulate.report import build_report
+
+    report = build_report(messages)
+    at = messages[-1].seq if messages else 0
+    records = {k: report[k] for k in SECTIONS}
+    if output == "json":
+        return json.dumps({"seq": at, **records}, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump({"seq": at, **records}, sort_keys=False).rstrip()
+    columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}
+    parts = [f"state at #{at}"]
+    for k in SECTIONS:
+        parts.append(f"\n{k.upper()}\n" + render(_table_view(k, records[k]), columns[k], "table"))
+    return "\n".join(parts)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if not args.verify and args.until is None:
+        print("tessera replay: say --verify or --until SEQ|TIME", file=sys.stderr)
+        return 2
+    try:
+        messages = load(args)
+        if args.until is not None:  # with --verify: the sessions up to that point
+            messages = cut(messages, args.until)
+            print(state_text(messages, args.output))
+            if not args.verify:
+                return 0
+        stored, poisoned = decoded(messages)
+    except LogUnreadable as exc:
+        print(f"tessera replay: {exc}", file=sys.stderr)
+        return 2
+    v = verify(stored)
+    print("\n".join(verdict_text(v, poisoned, purged(messages))))
+    return 0 if v.ok else 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="re-run the recorded sessions (--verify) or rebuild a point (--until)")
+    p.add_argument("--verify", action="store_true",
+                   help="re-run every recorded session; exit 1 at the first decision not reproduced")  # fmt: skip
+    p.add_argument("--until", metavar="SEQ|TIME",
+                   help="print the state (pods, jobs, queues, cards) the log held at this sequence, or time (90s, ISO 8601)")  # fmt: skip
+    p.add_argument("--from", dest="from_file", metavar="LOG.jsonl",
+                   help="a log written by `events --output-file` or `simulate --events` (default: the live NATS)")  # fmt: skip
+    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table",
+                   help="format of --until's state")  # fmt: skip
+    connection_args(p)
+    p.set_defaults(func=cmd_replay)

@@ -1,0 +1,168 @@
+"""What a session writes about itself next to its decisions, so the log alone can re-run it.
+
+Every decision event a session appends (`JobPhaseChanged` Inqueue, `EvictionRequested`,
+`PlacementProposed`, `JobUnschedulable`) carries headers naming the session: its number, the
+stream sequence its snapshot is based on, its clock, the `SchedulerConfigured` event it ran with,
+and digests of each input (configuration, nodes, cards, queues, jobs, clock). A re-run that
+differs can then say which input differs, not only that something did.
+
+`decision_events` is the one rule, shared by the scheduler service, the simulation and
+`tessera replay --verify`, for which of a session's conclusions become events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from contracts.base import Event
+from contracts.events import (
+    EvictionRequested,
+    JobPhaseChanged,
+    JobUnschedulable,
+    PlacementProposed,
+    SchedulerConfigured,
+    TaskPlacement,
+)
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import SchedulerConf
+from services.core.scheduling.decisions import Decisions
+
+SESSION = "Tessera-Session"
+BASED_ON = "Tessera-Based-On"
+NOW = "Tessera-Now"
+CONF = "Tessera-Conf"
+INPUTS = "Tessera-Inputs"
+
+#: The event types a session decides; any other event in a session's span is a consequence.
+DECISION_TYPES = frozenset(
+    t.type_name() for t in (JobPhaseChanged, EvictionRequested, PlacementProposed, JobUnschedulable)
+)
+#: The inputs a digest is kept of, in the order a divergence names them.
+INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs")
+
+_ENCODER = msgspec.msgpack.Encoder(order="deterministic")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    session: int
+    based_on: int
+    now: float
+    conf_seq: int
+    inputs: Mapping[str, str] = field(default_factory=dict)
+
+    def headers(self) -> dict[str, str]:
+        return {
+            SESSION: str(self.session),
+            BASED_ON: str(self.based_on),
+            NOW: repr(self.now),
+            CONF: str(self.conf_seq),
+            INPUTS: " ".join(f"{k}={v}" for k, v in self.inputs.items()),
+        }
+
+
+def ref_of(headers: Mapping[str, str]) -> SessionRef | None:
+    """The session a stored decision came from; None for a message no session wrote (or one
+    written before sessions recorded themselves)."""
+    if BASED_ON not in headers or CONF not in headers:
+        return None
+    try:
+        inputs = dict(p.split("=", 1) for p in headers.get(INPUTS, "").split() if "=" in p)
+        return SessionRef(int(headers.get(SESSION, "0")), int(headers[BASED_ON]),
+                          float(headers.get(NOW, "0")), int(headers[CONF]), inputs)  # fmt: skip
+    except ValueError:
+        return None
+
+
+def _digest(value: object) -> str:
+    return hashlib.blake2b(_ENCODER.encode(value), digest_size=6).hexdigest()
+
+
+def conf_digest(conf: SchedulerConfigured) -> str:
+    return _digest((conf.conf, conf.device_config, conf.mode))
+
+
+def input_digests(snap: st.Snapshot, conf: SchedulerConfigured) -> dict[str, str]:
+    """One short digest per input of a session (`INPUT_NAMES`)."""
+    nodes = [(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints, n.ready)
+             for n in snap.nodes]  # fmt: skip
+    cards = [(c.spec, c.usage, c.seq) for n in snap.nodes for c in n.cards]
+    return {
+        "conf": conf_digest(conf),
+        "now": _digest(snap.now),
+        "nodes": _digest(nodes),
+        "cards": _digest(cards),
+        "queues": _digest(list(snap.queues)),
+        "jobs": _digest(list(snap.jobs)),
+    }
+
+
+def decision_events(
+    decisions: Decisions,
+    *,
+    session: int,
+    mode: str,
+    outstanding: Mapping[str, int],
+    last_reasons: Mapping[str, str],
+    proposed: MutableMapping[str, tuple[TaskPlacement, ...]],
+) -> list[Event]:
+    """The events a session appends, in order: phase changes, evictions, proposals, pending
+    reasons (a reason only when it, or the rule its `why` names, differs from the job's last
+    one in the log: `unschedulable_key`).
+
+    `service`: a pipelined job (reserved in the session only) is not proposed, nor a job whose
+    proposal the allocator has not answered yet. `simulate`: every committed placement is
+    proposed (it commits at once), a pipelined one when it changed (`proposed` remembers)."""
+    out: list[Event] = []
+    for ph in decisions.phases:
+        out.append(JobPhaseChanged(namespace=ph.namespace, name=ph.name, phase=ph.phase,
+                                   reason=ph.reason))  # fmt: skip
+    for ev in decisions.evictions:
+        out.append(EvictionRequested(namespace=ev.namespace, name=ev.name, task=ev.task,
+                                     reason=ev.reason))  # fmt: skip
+    for jp in decisions.placements:
+        key = f"{jp.namespace}/{jp.name}"
+        if mode == "simulate":
+            if jp.pipelined:
+                if proposed.get(key) == jp.placements:
+                    continue
+                proposed[key] = jp.placements
+            else:
+                proposed.pop(key, None)
+        elif jp.pipelined or key in outstanding:
+            continue
+        out.append(PlacementProposed(namespace=jp.namespace, name=jp.name,
+                                     based_on=decisions.based_on, placements=jp.placements,
+                                     session=session))  # fmt: skip
+    for u in decisions.unschedulable:
+        if last_reasons.get(f"{u.namespace}/{u.name}") != u.key:
+            out.append(u.event(decisions.based_on, session))
+    return out
+
+
+def configured(conf_text: str = "", device_config: str = "", *, scheduler: str = "scheduler",
+               mode: str = "service") -> SchedulerConfigured:  # fmt: skip
+    """The record of a configuration; no text = the built-in default, written out in full so a
+    later binary with other defaults still re-runs these sessions as they ran."""
+    from services.core.scheduling.config import DEFAULT_CONF
+
+    return SchedulerConfigured(scheduler=scheduler, conf=conf_text or DEFAULT_CONF,
+                               device_config=device_config, mode=mode)  # fmt: skip
+
+
+def conf_of(record: SchedulerConfigured) -> SchedulerConf:
+    """The configuration a record describes, as the scheduler built it from the same texts
+    (`ConfigError` / `CatalogueError` for a record that is not a valid configuration)."""
+    import dataclasses
+
+    from services.core.devices import build_vendors, load_catalogue
+    from services.core.scheduling.config import parse_conf
+
+    conf = parse_conf(record.conf)
+    if record.device_config:
+        conf = dataclasses.replace(conf, vendors=build_vendors(load_catalogue(record.device_config)))
+    return conf

@@ -1,0 +1,153 @@
+"""What a scheduler knows when it opens a session, folded from the log alone.
+
+The scheduler service and `tessera replay --verify` both fold the log through this one class,
+so a session re-run from the log sees the very snapshot the service saw: the projection, plus
+the proposals still waiting for the allocator's answer booked as if committed (Volcano's cache
+"assume"), plus the last pending reason recorded per job (a reason is appended only when it
+changes). Nothing here reads a clock or the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from contracts.base import Event
+from contracts.devices import SliceSpec
+from contracts.events import (
+    JobDeleted,
+    JobPhaseChanged,
+    JobUnschedulable,
+    PlacementCommitted,
+    PlacementProposed,
+    PlacementRejected,
+    SliceReleased,
+    SliceReserved,
+)
+from contracts.owners import job_prefix, owner_key
+from services.core import ledger
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.decisions import unschedulable_key
+
+
+@dataclass
+class SchedulerView:
+    """`assume=False` is the simulation's view: it commits in the session, so nothing is ever
+    outstanding and the projection alone is what its sessions decide on.
+
+    Every field is a fold of the log, so a snapshot of it plus the log's tail equals a replay
+    from #1 (`services.scheduler.view`). A job that ends leaves `unschedulable` with the
+    projection: the memory is bounded by what is live."""
+
+    projection: st.ClusterProjection = field(default_factory=st.ClusterProjection)
+    outstanding: dict[str, int] = field(default_factory=dict)  # job key -> seq of its unanswered proposal
+    assumed_tasks: dict[str, set[str]] = field(default_factory=dict)  # job key -> pods its proposal assumed
+    assumed: dict[str, dict[str, SliceSpec]] = field(default_factory=dict)  # card -> owner -> slice
+    unschedulable: dict[str, str] = field(default_factory=dict)  # job key -> its last reason logged (unschedulable_key)
+    assume: bool = True
+
+    @property
+    def seq(self) -> int:
+        return self.projection.seq
+
+    def snapshot(self) -> st.Snapshot:
+        return self.projection.snapshot()
+
+    def apply(self, seq: int, event: Event) -> None:
+        self.projection.apply(seq, event)
+        if isinstance(event, JobDeleted | JobPhaseChanged):
+            key = f"{event.namespace}/{event.name}"
+            if key not in self.projection.jobs:  # ended: no session decides about it again
+                self.unschedulable.pop(key, None)
+        match event:
+            case JobUnschedulable():
+                self.unschedulable[f"{event.namespace}/{event.name}"] = unschedulable_key(
+                    event.reason, event.why)
+            case _ if not self.assume:
+                pass
+            case PlacementProposed():
+                self.outstanding[f"{event.namespace}/{event.name}"] = seq
+                self._assume(event)
+            case PlacementCommitted():
+                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
+                    self._settled(event.namespace, event.name)
+            case PlacementRejected():
+                if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
+                    self._forget(event.namespace, event.name)
+            case SliceReserved() | SliceReleased():
+                # the ledger's usage is authoritative but does not know our outstanding
+                # proposals yet: book them on top again
+                for owner, sl in self.assumed.get(event.card, {}).items():
+                    self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
+            case _:
+                pass
+
+    def _answers_outstanding(self, namespace: str, name: str, proposal_seq: int) -> bool:
+        """Whether an answer is the one to the job's outstanding proposal (then it is no longer
+        outstanding). The allocator also answers stale proposals — an older one of the job, or
+        one of a job deleted meanwhile — with a rejection; undoing the current proposal's
+        assumptions for those would unbind tasks the allocator is committing or has committed.
+        `proposal_seq` 0 is an answer from an older writer: taken as the outstanding one."""
+        key = f"{namespace}/{name}"
+        if key not in self.outstanding or proposal_seq not in (0, self.outstanding[key]):
+            return False
+        del self.outstanding[key]
+        return True
+
+    def _assume(self, event: PlacementProposed) -> None:
+        """Book a proposal in the projection as if committed — tasks Bound, slices on the cards'
+        usage — so later sessions neither re-decide the job nor hand its slices to another one
+        while the allocator decides. The allocator's ledger events overwrite the usage with the
+        authoritative one; a rejection undoes the booking (`_forget`)."""
+        key = f"{event.namespace}/{event.name}"
+        tasks = self.projection.tasks.get(key)
+        if tasks is None:
+            return
+        assumed = self.assumed_tasks[key] = set()
+        for p in event.placements:
+            if p.task not in tasks or tasks[p.task].status != st.PENDING:
+                continue
+            tasks[p.task] = replace(tasks[p.task], status=st.BOUND, node=p.node, slices=p.slices)
+            assumed.add(p.task)
+            owner = owner_key(event.namespace, event.name, p.task)
+            for a in p.slices:
+                self.assumed.setdefault(a.card, {})[owner] = a.slice
+                self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))
+
+    def _settled(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """Drop a job's assumed slices (committed: the ledger has them; rejected: undone)."""
+        self.assumed_tasks.pop(f"{namespace}/{name}", None)
+        prefix = job_prefix(namespace, name)
+        dropped = []
+        for card in list(self.assumed):
+            owners = self.assumed[card]
+            for owner in [o for o in owners if o.startswith(prefix)]:
+                del owners[owner]
+                dropped.append((card, owner))
+            if not owners:
+                del self.assumed[card]
+        return dropped
+
+    def _forget(self, namespace: str, name: str) -> None:
+        """Undo a rejected proposal's assumptions: its slices, and its tasks back to Pending —
+        only the tasks it assumed, not those an earlier commit of the job bound."""
+        key = f"{namespace}/{name}"
+        assumed = self.assumed_tasks.get(key, set())
+        for card, owner in self._settled(namespace, name):
+            self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="rejected"))
+        tasks = self.projection.tasks.get(key, {})
+        for pod in assumed:
+            t = tasks.get(pod)
+            if t is not None and t.status == st.BOUND:
+                tasks[pod] = replace(t, status=st.PENDING, node="", slices=())
+
+    def _card_usage(self, uuid: str, command: ledger.Command) -> None:
+        snap = self.projection.cards.get(uuid)
+        if snap is None:
+            return
+        state = ledger.CardState(uuid=uuid, spec=snap.spec, usage=snap.usage)
+        events = ledger.decide(state, command)
+        if isinstance(events, ledger.Rejection):
+            return  # the allocator will refuse it; nothing to book
+        for e in events:
+            state = ledger.evolve(state, e)
+        self.projection.cards[uuid] = replace(snap, usage=state.usage)

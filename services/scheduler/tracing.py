@@ -1,0 +1,138 @@
+"""One trace per job through the scheduler: the span of a job's decision continues the trace
+its `JobSubmitted` carried (from `tessera apply` or the Kubernetes pod watch), so the allocator's
+commit and the node agent's start, which continue the decision's, land in that trace too.
+
+The session is one span of its own (a session decides many jobs, so it belongs to no job's
+trace), linked to the decision span of every job it decided. Names are subject templates
+(`decide tessera.ev.job.{ns}.{job}`), ids go into attributes (DESIGN §10).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from contracts.base import Event
+from contracts.envelope import TRACEPARENT, TRACESTATE
+from contracts.events import (
+    EvictionRequested,
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementProposed,
+)
+from contracts.subjects import Subjects, subject_of
+from services.core.scheduling.view import SchedulerView
+from services.runtime.eventlog.model import StoredMessage
+from services.runtime.telemetry import extract, subject_template
+
+log = logging.getLogger(__name__)
+
+
+class JobTraces:
+    """The trace context each job's `JobSubmitted` was appended in (headers as stored)."""
+
+    def __init__(self) -> None:
+        self._headers: dict[str, dict[str, str]] = {}
+
+    def observe(self, msg: StoredMessage, event: Event) -> None:
+        match event:
+            case JobSubmitted():
+                key = f"{event.spec.namespace}/{event.spec.name}"
+                kept = {h: msg.headers[h] for h in (TRACEPARENT, TRACESTATE) if h in msg.headers}
+                if kept:
+                    self._headers[key] = kept
+            case JobDeleted():
+                self._headers.pop(f"{event.namespace}/{event.name}", None)
+            case _:
+                pass
+
+    def context(self, key: str) -> context.Context | None:
+        headers = self._headers.get(key)
+        return extract(headers) if headers else None
+
+
+def rejecting_plugin(reason: str) -> str:
+    """Which plugin the session's pending reason comes from (the gang plugin words its message;
+    enqueue refuses a Pending PodGroup)."""
+    if "in gang unschedulable" in reason:
+        return "gang"
+    if reason.startswith("PodGroup is Pending"):
+        return "enqueue"
+    return ""
+
+
+def attributes(events: Sequence[Event], view: SchedulerView, key: str) -> dict[str, object]:
+    """The facts of one job's decisions in a session: queue, node(s), cards, score, evictions,
+    or why it waits."""
+    job = view.projection.jobs.get(key)
+    out: dict[str, object] = {"tessera.job": key, "tessera.queue": job.spec.queue if job else ""}
+    outcome = []
+    for e in events:
+        match e:
+            case PlacementProposed():
+                outcome.append("placed")
+                nodes = list(dict.fromkeys(p.node for p in e.placements))
+                out["tessera.node"] = ",".join(nodes)
+                out["tessera.nodes"] = [p.node for p in e.placements]
+                out["tessera.tasks"] = [p.task for p in e.placements]
+                out["tessera.cards"] = [s.card for p in e.placements for s in p.slices]
+                out["tessera.scores"] = [float(p.score) for p in e.placements]
+                out["tessera.score"] = float(e.placements[0].score) if e.placements else 0.0
+            case JobUnschedulable():
+                outcome.append("unschedulable")
+                out["tessera.reason"] = e.reason
+                if plugin := getattr(e, "plugin", "") or rejecting_plugin(e.reason):
+                    out["tessera.rejecting_plugin"] = plugin
+                out["tessera.nodes_rejecting"] = len(e.node_reasons)
+            case EvictionRequested():
+                outcome.append("evict")
+                out.setdefault("tessera.evicted", [])
+                out["tessera.evicted"].append(e.task)  # type: ignore[union-attr]
+                out["tessera.eviction_reason"] = e.reason
+            case JobPhaseChanged():
+                outcome.append(e.phase.lower())
+            case _:
+                pass
+    out["tessera.decision"] = ",".join(outcome)
+    return out
+
+
+def summary(key: str, facts: Mapping[str, object]) -> str:
+    """One log line per job decided: what Volcano's scheduler logs, with the facts' names."""
+    parts = [f"{key}: {facts.get('tessera.decision', '')}"]
+    if "tessera.node" in facts:
+        parts.append(f"on {facts['tessera.node']} cards {','.join(facts.get('tessera.cards', ())) or '-'} "  # type: ignore[arg-type]
+                     f"score {facts.get('tessera.score', 0.0)}")
+    if "tessera.reason" in facts:
+        parts.append(str(facts["tessera.reason"]))
+    return " ".join(parts)
+
+
+def decision_spans(tracer: Tracer, session: Span, started: int, events: Sequence[Event],
+                   view: SchedulerView, traces: JobTraces, subjects: Subjects) -> dict[str, context.Context]:  # fmt: skip
+    """One span per job decided (from the session's start to now), in the job's trace; the
+    session links to each. Returns the context each job's events are appended in."""
+    by_job: dict[str, list[Event]] = {}
+    for e in events:
+        by_job.setdefault(f"{e.namespace}/{e.name}", []).append(e)  # type: ignore[attr-defined]
+    contexts = {}
+    for key, evs in by_job.items():
+        subject = subject_template(subject_of(subjects, evs[0]))
+        parent = traces.context(key) or trace.set_span_in_context(session)
+        facts = attributes(evs, view, key)
+        span = tracer.start_span(
+            f"decide {subject}", context=parent, kind=SpanKind.PRODUCER, start_time=started,
+            attributes={"messaging.system": "nats", "messaging.operation.type": "send",
+                        "messaging.operation.name": "decide", "messaging.destination.template": subject,
+                        **facts},  # type: ignore[dict-item]
+        )  # fmt: skip
+        session.add_link(span.get_span_context(), {"tessera.job": key})
+        with trace.use_span(span, end_on_exit=True):  # the log line carries the job's trace id
+            log.info("%s", summary(key, facts))
+        contexts[key] = trace.set_span_in_context(span)
+    return contexts

@@ -1,0 +1,67 @@
+"""`verify` re-runs every recorded session of a log and compares whole decision events: the
+scenario tables' simulations (enqueue, allocate, backfill, preempt, reclaim, devices) all
+reproduce; an altered decision and a missing one are named (tests/cli/test_replay.py alters a
+configuration)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from contracts.events import JobUnschedulable, PlacementProposed
+from services.cli.replay import decoded
+from services.core.scheduling.verify import Stored, verify
+from tests.core.scheduling.scenarios import engine_log, load_tables
+from tests.core.scheduling.test_scenarios import TABLES
+
+CASES = load_tables(*TABLES)
+
+
+def stored_with(*kinds: type) -> list[Stored]:
+    """The log of the first scenario whose sessions decided each of `kinds`."""
+    for sc in CASES:
+        log = decoded(engine_log(sc))[0]
+        if all(any(isinstance(e, k) for _, _, e in log) for k in kinds):
+            return log
+    raise AssertionError("no scenario decides all of " + ", ".join(k.__name__ for k in kinds))
+
+
+@pytest.mark.parametrize("sc", CASES, ids=[f"{c.table}-{c.name}" for c in CASES])
+def test_every_recorded_session_of_a_scenario_reproduces(sc) -> None:
+    verdict = verify(decoded(engine_log(sc))[0])
+    assert verdict.ok, "\n".join(verdict.divergence.lines())  # type: ignore[union-attr]
+    assert verdict.unrecorded == 0  # every decision carries its session (some tables decide none)
+
+
+def _alter(log: list[Stored], kind: type, change) -> tuple[list[Stored], int]:
+    for i, (seq, headers, event) in enumerate(log):
+        if isinstance(event, kind) and (new := change(event)) is not None:
+            return [*log[:i], (seq, headers, new), *log[i + 1:]], seq
+    raise AssertionError(f"no {kind.__name__} to alter")
+
+
+def test_an_altered_placement_is_the_divergence_named() -> None:
+    log = stored_with(PlacementProposed, JobUnschedulable)
+    assert verify(log).decisions > 0
+
+    def elsewhere(p: PlacementProposed) -> PlacementProposed:
+        first = p.placements[0]
+        return msgspec.structs.replace(p, placements=(msgspec.structs.replace(first, node="nowhere"),
+                                                      *p.placements[1:]))  # fmt: skip
+
+    altered, seq = _alter(log, PlacementProposed, elsewhere)
+    d = verify(altered).divergence
+    assert d is not None and d.seq == seq and d.inputs == ()
+    assert isinstance(d.recorded, PlacementProposed) and d.recorded.placements[0].node == "nowhere"
+    assert any(f.startswith("placements[0].node: \"nowhere\" → ") for f in d.fields), d.fields
+
+
+def test_an_altered_reason_and_a_dropped_decision_are_named() -> None:
+    log = stored_with(PlacementProposed, JobUnschedulable)
+    altered, seq = _alter(log, JobUnschedulable,
+                          lambda u: msgspec.structs.replace(u, reason="because"))  # fmt: skip
+    d = verify(altered).divergence
+    assert d is not None and d.seq == seq and d.fields[0].startswith('reason: "because" → ')
+    dropped = [m for m in log if m[0] != seq]
+    d = verify(dropped).divergence
+    assert d is not None and d.recorded is None and isinstance(d.rederived, JobUnschedulable)
