@@ -66,3 +66,25 @@ async def wait_until(
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"timed out waiting for {what or condition}")
         await asyncio.sleep(0.05)
+
+
+def stop_mentioning(path: Path) -> list[int]:
+    """SIGKILL every process of ours whose command line names `path` (a test's state dir: `up`'s
+    supervisor, its nats-server store, the services' credential files), and return their PIDs.
+    The fallback when `down` cannot: the state file is gone or `down` failed half-way."""
+    mark = str(path)
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if any(mark in a.decode(errors="replace") for a in args):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed

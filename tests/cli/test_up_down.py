@@ -14,7 +14,7 @@ import pytest
 from services.cli.up import read_state
 from services.runtime.eventlog.jetstream import JetStreamLog
 from tests.allocator.scenario import ascend_node, put
-from tests.processes import ROOT, wait_until
+from tests.processes import ROOT, stop_mentioning, wait_until
 
 
 def tessera(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,6 +47,7 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
     if (tmp_path / "up.json").exists():  # the test failed half-way: stop by PID anyway
         tessera("down", "--state-dir", str(tmp_path))
+    stop_mentioning(tmp_path)  # and whatever `down` could not find (state file gone, down failed)
 
 
 async def test_up_get_down(state_dir: Path) -> None:
