@@ -51,6 +51,7 @@ from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -198,11 +199,7 @@ class Binder:
         try:
             await self.service.run(stopping)
         finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+            await cancel_all(tasks)
 
     async def _worker(self) -> None:
         while True:

@@ -46,6 +46,7 @@ from services.kube.volcano import commands_path, jobs_path, podgroups_path, queu
 from services.queue import flow as fl
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -351,8 +352,4 @@ class JobController:
         try:
             await self.service.run(stopping)
         finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+            await cancel_all(tasks)

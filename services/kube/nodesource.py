@@ -43,6 +43,7 @@ from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +255,4 @@ class KubeNodeAgent:
     async def background(self, stopping: asyncio.Event) -> None:
         tasks = [asyncio.create_task(self._nodes_loop()), asyncio.create_task(self._pods_loop())]
         await stopping.wait()
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_all(tasks)

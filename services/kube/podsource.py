@@ -33,6 +33,7 @@ from services.kube import pods, status, volcano
 from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import jobs_path, podgroups_path, queues_path
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +80,7 @@ class PodSource:
                      asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
             await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), asyncio.Event())
         finally:
-            for t in first + later:
-                t.cancel()
-            for t in first + later:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+            await cancel_all(first + later)
 
     def _our_job(self, obj: dict[str, Any]) -> bool:
         return str((obj.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
@@ -239,8 +236,4 @@ class PodSource:
                     for item in batch:
                         self.changes.put_nowait(item)
         finally:
-            for t in feeders:
-                t.cancel()
-            for t in feeders:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+            await cancel_all(feeders)
