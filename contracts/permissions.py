@@ -16,10 +16,10 @@ optimistic concurrency of DESIGN §4), so subject permissions cannot tell those 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.generated import write_or_check
 from contracts.subjects import Subjects
 
 #: The aggregate kinds each service appends to (token 3 of `<root>.ev.<kind>.…`).
@@ -154,16 +154,7 @@ def render_chart_copy() -> str:
 
 def main() -> int:
     """`python -m contracts.permissions` rewrites the chart's copy; `--check` says if it is stale."""
-    text = render_chart_copy()
-    if "--check" in sys.argv:
-        if not CHART_COPY.exists() or CHART_COPY.read_text() != text:
-            print(f"{CHART_COPY} is stale: run `python -m contracts.permissions`", file=sys.stderr)
-            return 1
-        return 0
-    CHART_COPY.parent.mkdir(parents=True, exist_ok=True)
-    CHART_COPY.write_text(text)
-    print(f"wrote {CHART_COPY}")
-    return 0
+    return write_or_check(CHART_COPY, render_chart_copy(), "python -m contracts.permissions")
 
 
 if __name__ == "__main__":

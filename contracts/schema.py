@@ -6,12 +6,12 @@ The committed file is what non-Python consumers read; a test fails when code and
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import msgspec
 
 from contracts.events import ALL_EVENTS
+from contracts.generated import write_or_check
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "events.json"
 
@@ -28,17 +28,7 @@ def render() -> str:
 
 
 def main() -> int:
-    text = render()
-    if "--check" in sys.argv:
-        current = SCHEMA_PATH.read_text() if SCHEMA_PATH.exists() else ""
-        if current != text:
-            print(f"{SCHEMA_PATH} is stale: run `python -m contracts.schema`", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_PATH.write_text(text)
-    print(f"wrote {SCHEMA_PATH}")
-    return 0
+    return write_or_check(SCHEMA_PATH, render(), "python -m contracts.schema")
 
 
 if __name__ == "__main__":
