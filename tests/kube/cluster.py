@@ -37,6 +37,7 @@ import aiohttp.web
 from contracts import hami
 from services.kube.client import Kube, KubeError, Limits, configuration, nodes_path, pods_path
 from services.kube.listwatch import Reflector
+from services.runtime.tasks import cancel_all
 
 try:
     import kmock
@@ -392,9 +393,7 @@ class Kubelet:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_all([self._task])
 
     async def _run(self) -> None:
         async for ch in Reflector(self.kube, pods_path()).changes():

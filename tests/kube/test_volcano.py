@@ -22,6 +22,7 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import KubeError, pods_path
 from services.kube.listwatch import Reflector
+from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.workload import EXAMPLES, hami_nodes
 from tests.processes import ROOT, wait_until
@@ -85,9 +86,7 @@ class Incarnations:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_all([self._task])
 
 
 async def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
