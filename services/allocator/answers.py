@@ -18,6 +18,16 @@ applies only to a task whose last commit is older than `s`.
 
 Pure: `apply(seq, event)` folds, the queries read; the allocator's shell feeds it from a bounded
 scan at start (the job subjects above its consumer's ack floor) and from its consumer.
+
+Bounded like every service's memory of finished jobs (`services/core/retention.py`): a job is
+forgotten once `keep` other jobs ended after it. Forgetting is safe because every answer is
+appended with the job subject's expected last sequence: a proposal of a forgotten job redelivered
+later looks open, its commit meets a subject that moved on (the answer or the ending came after
+it), and the allocator reads the subject from the proposal on (`_catch_up`), learning again that
+it is answered or stale. A release of a forgotten job applies, which frees nothing its own run
+still holds (a newer run of the name records its commit anew, and older releases stay stale).
+A forgotten job that shows up again without a commit (a late `TaskFinished` of the ended run) is
+presumed ended straight away, so it is not kept for ever; a commit makes it live again.
 """
 
 from __future__ import annotations
@@ -31,12 +41,15 @@ from contracts.events import (
     PlacementCommitted,
     PlacementRejected,
 )
-from services.core.retention import ended
+from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder, ended
 
 #: Event types this projection folds (the shell decodes only these while scanning).
 FOLDED = frozenset(
     cls.type_name() for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged)
 )
+
+#: at least this many forgotten job names are remembered (`Answers.forgotten`)
+TOMBSTONES = 1000
 
 OPEN = "open"
 ANSWERED = "answered"
@@ -49,18 +62,37 @@ class JobAnswers:
     why: str = ""  # what set the floor
     answered: set[int] = field(default_factory=set)
     placed: dict[str, int] = field(default_factory=dict)  # task -> sequence of its last commit
+    ended_at: int = 0  # sequence of its latest ending
+
+
+Key = tuple[str, str]
 
 
 class Answers:
-    def __init__(self) -> None:
-        self.jobs: dict[tuple[str, str], JobAnswers] = {}
+    def __init__(self, keep: int = DEFAULT_KEEP_FINISHED) -> None:
+        self.jobs: dict[Key, JobAnswers] = {}
+        self.order: FinishedOrder[Key] = FinishedOrder(keep)
+        #: jobs forgotten lately (names only, so many more of them): seen again, they are
+        #: presumed ended — late messages of an ended run come within a few other endings
+        self.forgotten: FinishedOrder[Key] = FinishedOrder(max(10 * keep, TOMBSTONES))
 
     def _job(self, namespace: str, name: str) -> JobAnswers:
         key = (namespace, name)
         job = self.jobs.get(key)
         if job is None:
             job = self.jobs[key] = JobAnswers()
+            if key in self.forgotten.order:
+                self._ended(key)
         return job
+
+    def _ended(self, key: Key) -> None:
+        for old in self.order.finished(key):
+            self.jobs.pop(old, None)
+            self.forgotten.finished(old)
+
+    def _live(self, key: Key) -> None:
+        self.order.revived(key)
+        self.forgotten.revived(key)
 
     def seen(self, namespace: str, name: str, seq: int) -> None:
         """A message of any type on the job's subject."""
@@ -74,6 +106,8 @@ class Answers:
             return
         job = self._job(ns, name)
         job.last_seq = max(job.last_seq, seq)
+        if isinstance(event, PlacementCommitted) and seq > job.ended_at:  # a late fold revives nothing
+            self._live((ns, name))
         match event:
             case PlacementCommitted() | PlacementRejected():
                 job.answered.add(event.proposal_seq)
@@ -87,6 +121,9 @@ class Answers:
                 why = ended(event)
                 if why and seq > job.floor:
                     job.floor, job.why = seq, f"{why} (#{seq})"
+                if why and seq > job.ended_at:
+                    job.ended_at = seq
+                    self._ended((ns, name))
 
     # --- queries -------------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ from services.runtime.service import (
     TransientError,
     decode_stored,
 )
+from services.runtime.snapshot import Retention
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,11 @@ class Allocator:
         if state.spec is not None:
             self.specs[card] = state.spec
         self._set(card, state, msg.seq)
+
+    def retain(self, retention: Retention) -> None:
+        """`--keep-finished` bounds the answers as it bounds every service's finished jobs (the
+        allocator keeps no snapshot: its recovery scans only above its ack floor)."""
+        self.answers = Answers(retention.keep_finished)
 
     async def recover(self) -> None:
         """Rebuild the ledgers from the last node and card messages only, and what the log has
