@@ -99,6 +99,7 @@ class Emission:
 
     msg_id: str
     event: TaskStarted | TaskFinished
+    cause: str = ""  # the commit of the run it reports (its trace is the one to continue)
 
 
 def pod_profiles(spec: JobSpec) -> dict[str, TaskProfile]:
@@ -235,7 +236,7 @@ def decide(state: NodeRuntime, now: float) -> list[Emission]:
             started = TaskStarted(
                 namespace=run.namespace, name=run.job, task=run.task, node=run.node, at=now
             )
-            out.append(Emission(run.msg_id("started"), started))
+            out.append(Emission(run.msg_id("started"), started, run.cause))
             run = replace(run, started_at=now)
         end = run.ends_at
         if end is not None and end <= now:
@@ -253,7 +254,7 @@ def _finish(run: Run, exit_code: int, reason: str, at: float) -> Emission:
         reason=reason,
         at=at,
     )
-    return Emission(run.msg_id("finished"), event)
+    return Emission(run.msg_id("finished"), event, run.cause)
 
 
 def next_deadline(state: NodeRuntime) -> float | None:

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from opentelemetry import context as otel_context
+
 from contracts.base import Event
 from contracts.events import (
     EvictionRequested,
@@ -67,6 +69,10 @@ RUNTIME_EVENTS: tuple[type[Event], ...] = (
 _RUNTIME_TYPES = frozenset(cls.type_name() for cls in RUNTIME_EVENTS)
 
 MAX_REGISTER_ATTEMPTS = 5
+#: commits whose trace is remembered for their pods' reports (oldest forgotten first)
+MAX_TRACES = 10_000
+#: an explicit empty context: a report with no known trace must not join the current span's
+NO_TRACE = otel_context.Context()
 
 
 class NodeAgent:
@@ -95,6 +101,7 @@ class NodeAgent:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self.traces: dict[str, otel_context.Context] = {}  # commit → the trace it continues
         handlers: dict[type[Event], Handler] = {
             cls: self.on_job_event  # type: ignore[misc]
             for cls in RUNTIME_EVENTS
@@ -183,11 +190,22 @@ class NodeAgent:
     # --- handlers ------------------------------------------------------------------------------
 
     async def on_job_event(self, event: Event, rx: Received) -> None:
+        if isinstance(event, PlacementCommitted):
+            self._trace_of(rx)
         if rx.message.seq > self.applied_seq:
             async with self._lock:
                 self.state = evolve(self.state, event, rx.cause)
                 self.applied_seq = rx.message.seq
         await self._act(rx)  # also after a skipped redelivery: retries a failed report
+
+    def _trace_of(self, rx: Received) -> None:
+        """Remember the commit's trace: its pods' reports continue it, whenever they fall due
+        and whichever event's handling (or timer) appends them. Not state: after a restart
+        reports of older runs start no trace rather than join a wrong one."""
+        self.traces.pop(rx.cause, None)
+        self.traces[rx.cause] = rx.trace or otel_context.get_current()
+        while len(self.traces) > MAX_TRACES:
+            del self.traces[next(iter(self.traces))]
 
     async def on_node_lost(self, event: NodeLost, rx: Received) -> None:
         node = self.nodes.get(event.node)
@@ -204,9 +222,12 @@ class NodeAgent:
         async with self._lock:
             emissions = decide(self.state, self.clock())
             subject = self.subjects.job
-            outs = [Outgoing(subject(e.event.namespace, e.event.name), e.event, msg_id=e.msg_id)
+            outs = [Outgoing(subject(e.event.namespace, e.event.name), e.event, msg_id=e.msg_id,
+                             context=self.traces.get(e.cause, NO_TRACE))
                     for e in emissions]  # fmt: skip
-            entries = [self.service.entry(o, cause) for o in outs]
+            # a burst reports many jobs: only the cause's own job names it as its cause
+            mine = cause.message.subject if cause is not None else None
+            entries = [self.service.entry(o, cause if o.subject == mine else None) for o in outs]
             await self.log.append_pipelined(entries)  # one round trip for a burst of reports
             for e in emissions:
                 self.state = evolve(self.state, e.event)

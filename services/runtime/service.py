@@ -114,7 +114,7 @@ class EventService:
             causation_id=cause.cause if cause else "",
         )
         headers = {**out.headers, **env.to_headers()}
-        inject(headers, out.context or (cause.trace if cause is not None else None))
+        inject(headers, out.context if out.context is not None else (cause.trace if cause is not None else None))
         return Entry(
             out.subject, self.registry.encode(out.event), headers, out.expected_last_subject_seq
         )

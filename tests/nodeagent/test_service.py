@@ -162,3 +162,48 @@ async def drain(agent: NodeAgent) -> int:
         n += 1
     await consumer.close()
     return n
+
+
+async def test_reports_continue_their_own_commits_trace_whoever_appends_them(event_log: EventLog) -> None:
+    """Two jobs' pods fall due together and are reported by one timer pass or by another
+    job's delivery: each `TaskStarted`/`TaskFinished` continues the trace of its own commit,
+    never the one being handled when it was appended."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from contracts.envelope import TYPE
+    from contracts.registry import default_registry
+    from services.runtime.eventlog import Entry
+    from services.runtime.telemetry import inject
+
+    tracer = TracerProvider().get_tracer("test")
+    agent = NodeAgent(event_log, [node("n1"), node("n2")])
+    agent.service.tracer = tracer
+    await agent.recover()
+    stopping = asyncio.Event()
+    loop = asyncio.create_task(agent.service.run(stopping, poll=0.1))
+    s, reg = event_log.subjects, default_registry()
+    traces: dict[str, str] = {}
+    try:
+        for name in ("a", "b"):
+            await put(event_log, s.job("ns", name), job(name, 0.05))
+        for name in ("a", "b"):
+            ev = commit(name, (f"{name}-w-0", "n1"), (f"{name}-w-1", "n2"))
+            headers = reg.envelope(ev, msg_id=f"commit-{name}").to_headers()
+            with tracer.start_as_current_span(f"allocate {name}") as span:
+                inject(headers)
+                traces[name] = f"{span.get_span_context().trace_id:032x}"
+            await event_log.append(Entry(s.job("ns", name), reg.encode(ev), headers))
+        watcher = Watcher(event_log, s.all_jobs())
+        for name in ("a", "b"):
+            for i in range(2):
+                await watcher.until(lambda e, n=name, i=i: isinstance(e, TaskFinished) and e.task == f"{n}-w-{i}")
+    finally:
+        stopping.set()
+        await loop
+        await agent.aclose()
+    reports = [m async for m in event_log.replay(1, s.all_jobs())
+               if m.headers.get(TYPE) in ("TaskStarted", "TaskFinished")]  # fmt: skip
+    assert len(reports) == 8
+    for m in reports:
+        job_name = s.parse(m.subject)[1][1]
+        assert m.headers["traceparent"].split("-")[1] == traces[job_name], (m.subject, m.headers.get(TYPE))
