@@ -267,14 +267,7 @@ class JobController:
         if not volcano.status_differs(current, desired):
             return
         body = volcano.stamp(desired, current, _now(self.clock()))
-        m = volcano.meta(obj)
-        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
-        if obj.get("kind") == "Queue":
-            await self.kube.patch(queues_path(name, "status"), {"status": body})
-        elif obj.get("kind") == "PodGroup":
-            await self.kube.patch(podgroups_path(ns, name, "status"), {"status": body})
-        else:
-            await self.kube.patch(jobs_path(ns, name, "status"), {"status": body})
+        await self.kube.patch(volcano.status_path(obj), {"status": body})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         self.writes += 1
 

@@ -66,6 +66,20 @@ def commands_path(namespace: str = "", name: str = "") -> str:
 API_VERSIONS = {"Queue": SCHEDULING, "PodGroup": SCHEDULING, "Job": BATCH, "Command": BUS}
 
 
+def status_path(obj: Mapping[str, Any]) -> str:
+    """Where the object's status is written. Queue and Job have a `status` subresource (a
+    write to the object itself drops its status); Volcano's PodGroup CRD has none, so its
+    status is a field of the object (`…/status` is 404 on a real API server)."""
+    m = meta(obj)
+    ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+    kind = obj.get("kind")
+    if kind == "Queue":
+        return queues_path(name, "status")
+    if kind == "PodGroup":
+        return podgroups_path(ns, name)
+    return jobs_path(ns, name, "status")
+
+
 def typed(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The object with its apiVersion and kind (a list's items carry neither)."""
     return {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind}

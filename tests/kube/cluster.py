@@ -194,6 +194,30 @@ def _named_on_create(request: Any) -> None:
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
+#: kinds whose `status` is a subresource on a real API server (core kinds and the chart's CRDs)
+STATUS_SUBRESOURCE = frozenset({("", "pods"), ("", "nodes"), *(
+    (res.split("/")[0], res.split("/")[2]) for res, info in VOLCANO_KINDS.items() if "status" in info.get("subresources", ()))})  # fmt: skip
+WITHOUT_STATUS = frozenset((res.split("/")[0], res.split("/")[2]) for res, info in VOLCANO_KINDS.items()
+                           if "status" not in info.get("subresources", ()))  # fmt: skip
+
+
+def _as_subresources_serve(request: Any) -> None:
+    """What a real API server does and kmock does not: `…/status` of a kind without a status
+    subresource (Volcano's PodGroup) is 404, and a write to the main resource of a kind with
+    one ignores the `status` it carries (only `…/status` changes it)."""
+    from kmock._internal.k8s import KubernetesNotFoundError
+
+    res = request.resource
+    if res is None or request.action not in (kmock.action.UPDATE, kmock.action.FETCH):
+        return
+    kind = (res.group or "", res.plural)
+    if request.subresource == "status" and kind in WITHOUT_STATUS:
+        raise KubernetesNotFoundError()
+    if request.subresource is None and request.action == kmock.action.UPDATE and kind in STATUS_SUBRESOURCE \
+            and isinstance(request.data, dict):  # fmt: skip
+        request.data.pop("status", None)
+
+
 def emulator() -> Any:
     """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
     history is bounded (the reactions here only look at the request in hand)."""
@@ -219,6 +243,7 @@ def emulator() -> Any:
 
         async def _handle(self, request: Any) -> Any:
             _named_on_create(request)
+            _as_subresources_serve(request)
             return await super()._handle(request)
 
     km = Emulator()

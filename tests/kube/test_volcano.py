@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from services.kube.listwatch import Reflector
 from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.workload import EXAMPLES, hami_nodes
-from tests.processes import ROOT, wait_until
+from tests.processes import wait_until
 
 JOB = "npu-train-job"
 WORKERS = (f"{JOB}-worker-0", f"{JOB}-worker-1")
@@ -36,32 +35,8 @@ def article(kind: str) -> dict[str, Any]:
 
 
 async def volcano_served(cluster: Cluster) -> None:
-    """kmock serves the kinds (harness); a real server needs the CRDs: the chart's if this
-    tree has them, else the test is skipped."""
-    if cluster.kind == "kmock":
-        return
-    try:
-        await cluster.kube.get(volcano.queues_path())
-        return
-    except KubeError as exc:
-        if exc.status != 404:
-            raise
-    crds = sorted((ROOT / "charts" / "tessera" / "crds").glob("*.yaml"))
-    if not crds:
-        pytest.skip("the API server has no Volcano CRDs and this tree has none to install")
-    for path in crds:
-        for doc in yaml.safe_load_all(path.read_text()):
-            with contextlib.suppress(KubeError):
-                await cluster.kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
-
-    async def served() -> bool:
-        try:
-            await cluster.kube.get(volcano.queues_path())
-            return True
-        except KubeError:
-            return False
-
-    await wait_until(served, 30, "Volcano's CRDs served")
+    """kmock serves the kinds (harness); a real API server gets the chart's CRDs."""
+    await cluster.volcano_crds()
 
 
 class Incarnations:
