@@ -373,6 +373,16 @@ def _is_kube(node: ast.expr) -> bool:
         (isinstance(node, ast.Attribute) and node.attr == "kube")  # fmt: skip
 
 
+#: `volcano.status_path(obj)`: where a Queue's, Job's or PodGroup's status is written (the
+#: PodGroup CRD has no status subresource: its status is written on the object)
+STATUS_PATHS = (("scheduling.volcano.sh", "queues/status"), ("batch.volcano.sh", "jobs/status"),
+                ("scheduling.volcano.sh", "podgroups"))  # fmt: skip
+
+
+def _status_path(path: ast.expr) -> bool:
+    return isinstance(path, ast.Call) and isinstance(path.func, ast.Attribute) and path.func.attr == "status_path"
+
+
 def _resource(path: ast.expr, where: str) -> tuple[str, str, bool]:
     """(group, resource[/sub], names one object) of a path helper call."""
     if isinstance(path, ast.Name) and path.id in PATH_HELPERS:
@@ -399,6 +409,9 @@ def _api_calls(fn: ast.AST, where: str) -> set[Rule]:
             rules |= {(group, resource, "list"), (group, resource, "watch")}
         elif isinstance(f, ast.Attribute) and f.attr in KUBE_CALLS and _is_kube(f.value):
             assert f.attr != "request", f"{where}: a raw request; teach the RBAC test its verb"
+            if _status_path(node.args[0]):
+                rules |= {(group, resource, f.attr) for group, resource in STATUS_PATHS}
+                continue
             group, resource, named = _resource(node.args[0], where)
             verb = {"get": "get" if named else "list"}.get(f.attr, f.attr)
             rules.add((group, resource, verb))

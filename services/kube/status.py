@@ -34,10 +34,9 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec
 from services.core.scheduling.snapshot import task_names
-from services.kube import pods, reasons
+from services.kube import pods, reasons, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import Reflector
-from services.kube.volcano import status_path as volcano_status_path
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
 
@@ -121,7 +120,7 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
     others = [c for c in conditions if c.get("type") != "Admitted"]
     body = {"status": {"conditions": [*others, cond]}}
     await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # first: the condition
-    await kube.patch(volcano_status_path(obj), body)  # says it was all written
+    await kube.patch(volcano.status_path(obj), body)  # says it was all written
 
 
 class PodStatusWriter:
