@@ -223,3 +223,45 @@ def test_what_kubectl_would_refuse_is_refused_by_field_path() -> None:
     queue = article("Queue")
     queue["spec"]["capability"]["cpu"] = "64 cores"
     assert errors(queue) and errors(queue)[0].startswith("spec.capability.cpu: '64 cores' does not match")
+
+
+def test_every_status_tessera_writes_survives_the_servers_pruning() -> None:
+    """A real API server keeps only the fields a CRD declares: each status the job controller
+    and admission write must come back whole, or it would vanish on a cluster (and be written
+    again on every pass)."""
+    from contracts.workloads import JobSpec, TaskSpec
+    from services.kube import volcano
+    from services.kube.status import refusal_status
+    from tests.kube.pruning import pruned_status
+
+    spec = JobSpec(namespace="default", name="j", tasks=(TaskSpec(name="worker", replicas=2),), min_available=2)
+    now = "2026-12-01T00:00:00Z"
+    written = {
+        ("batch.volcano.sh", "jobs"): [
+            volcano.stamp(volcano.job_status(spec, "Running", (), 1, False), None, now),
+            volcano.stamp(volcano.job_status(spec, "Inqueue", (), 0, True), None, now),
+            refusal_status({"kind": "Job"}, "spec.queue: no queue", 0.0),
+        ],
+        ("scheduling.volcano.sh", "podgroups"): [
+            volcano.stamp(volcano.podgroup_status("Pending", (), "2/2 tasks in gang unschedulable: x", False), None, now),
+            volcano.stamp(volcano.podgroup_status("Running", (), "", True), None, now),
+            refusal_status({"kind": "PodGroup"}, "spec.minMember: negative", 0.0),
+        ],
+        ("scheduling.volcano.sh", "queues"): [
+            volcano.queue_status("Open", {"cpu": 4000, "memory": 8192, "huawei.com/Ascend910B3": 2000},
+                                 ["Running", "Pending", "Inqueue"]),
+        ],
+    }
+    for (group, plural), statuses in written.items():
+        for status in statuses:
+            assert status
+            assert pruned_status(group, plural, status) == status, (plural, status)
+    assert refusal_status({"kind": "Queue"}, "spec.weight: 0", 0.0) is None  # no room: the Event
+
+
+def test_the_pruning_drops_what_a_crd_does_not_declare() -> None:
+    from tests.kube.pruning import pruned_status
+
+    kept = pruned_status("batch.volcano.sh", "jobs", {"state": {"phase": "Running"},
+                                                      "conditions": [{"type": "Admitted", "status": "False"}]})  # fmt: skip
+    assert kept == {"state": {"phase": "Running"}, "conditions": [{"status": "False"}]}

@@ -14,7 +14,8 @@ kept with the admitted spec, so status writes and relists are not new submission
 is submitted with the pods that name it once it has `minMember` of them; pods naming an unknown
 PodGroup wait, as Volcano's scheduler ignores them. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
-and an `Admitted=False` condition naming every rule; a deleted Job or PodGroup ends its job.
+naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
+ends its job.
 """
 
 from __future__ import annotations

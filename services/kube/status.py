@@ -107,20 +107,41 @@ async def refuse(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: flo
         await write_event(kube, obj, "Warning", "FailedAdmission", message, now)
 
 
+def refusal_status(obj: dict[str, Any], message: str, now: float) -> dict[str, Any] | None:
+    """What a refused object's status says, in fields its CRD has (a real API server prunes
+    any other): a PodGroup an `Admitted=False` condition; a Job `state.phase: Failed` with
+    reason `Rejected` (Volcano's Job conditions carry only a phase, and a job refused once per
+    uid never runs); a Queue nothing (its status has no place for words: the Event says it).
+    None when the status says so already, or has nowhere to say it."""
+    status = obj.get("status") or {}
+    kind = obj.get("kind")
+    if kind == "PodGroup":
+        conditions = list(status.get("conditions") or [])
+        if any(c.get("type") == "Admitted" and c.get("status") == "False" and c.get("message") == message
+               for c in conditions):  # fmt: skip
+            return None
+        cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
+                "lastTransitionTime": _stamp(now)}  # fmt: skip
+        return {"conditions": [*(c for c in conditions if c.get("type") != "Admitted"), cond]}
+    if kind == "Job":
+        state = status.get("state") or {}
+        if state.get("reason") == "Rejected" and state.get("message") == message:
+            return None
+        return {"state": {"phase": "Failed", "reason": "Rejected", "message": message,
+                          "lastTransitionTime": _stamp(now)}}  # fmt: skip
+    return None
+
+
 async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: float) -> None:
-    """Admission refused a Queue, PodGroup or Job: a Warning Event and an `Admitted=False`
-    condition, each naming every rule; nothing when the object says so already."""
+    """Admission refused a Queue, PodGroup or Job: a Warning Event naming every rule, and the
+    refusal in its status where the kind has room for it (`refusal_status`)."""
     message = "; ".join(rules)
-    conditions = list((obj.get("status") or {}).get("conditions") or [])
-    if any(c.get("type") == "Admitted" and c.get("status") == "False" and c.get("message") == message
-           for c in conditions):  # fmt: skip
-        return
-    cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
-            "lastTransitionTime": _stamp(now)}  # fmt: skip
-    others = [c for c in conditions if c.get("type") != "Admitted"]
-    body = {"status": {"conditions": [*others, cond]}}
-    await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # first: the condition
-    await kube.patch(volcano.status_path(obj), body)  # says it was all written
+    status = refusal_status(obj, message, now)
+    if status is None and obj.get("kind") != "Queue":
+        return  # said already
+    await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # 409: said already
+    if status is not None:
+        await kube.patch(volcano.status_path(obj), {"status": status})  # says it was all written
 
 
 class PodStatusWriter:

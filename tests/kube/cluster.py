@@ -38,6 +38,7 @@ from contracts import hami
 from services.kube.client import Kube, KubeError, Limits, configuration, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.tasks import cancel_all
+from tests.kube.pruning import pruned_object
 
 try:
     import kmock
@@ -203,12 +204,13 @@ WITHOUT_STATUS = frozenset((res.split("/")[0], res.split("/")[2]) for res, info 
 
 def _as_subresources_serve(request: Any) -> None:
     """What a real API server does and kmock does not: `…/status` of a kind without a status
-    subresource (Volcano's PodGroup) is 404, and a write to the main resource of a kind with
-    one ignores the `status` it carries (only `…/status` changes it)."""
+    subresource (Volcano's PodGroup) is 404, a write to the main resource of a kind with one
+    ignores the `status` it carries (only `…/status` changes it), and a custom object keeps only
+    the fields its CRD declares."""
     from kmock._internal.k8s import KubernetesNotFoundError
 
     res = request.resource
-    if res is None or request.action not in (kmock.action.UPDATE, kmock.action.FETCH):
+    if res is None or request.action not in (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.FETCH):
         return
     kind = (res.group or "", res.plural)
     if request.subresource == "status" and kind in WITHOUT_STATUS:
@@ -216,6 +218,11 @@ def _as_subresources_serve(request: Any) -> None:
     if request.subresource is None and request.action == kmock.action.UPDATE and kind in STATUS_SUBRESOURCE \
             and isinstance(request.data, dict):  # fmt: skip
         request.data.pop("status", None)
+    if isinstance(request.data, dict) and request.subresource in (None, "status") \
+            and request.action in (kmock.action.CREATE, kmock.action.UPDATE):  # fmt: skip
+        kept = pruned_object(kind[0], kind[1], request.data)  # the CRD's schema (tests/kube/pruning.py)
+        request.data.clear()
+        request.data.update(kept)
 
 
 def emulator() -> Any:
