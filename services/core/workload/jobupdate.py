@@ -54,6 +54,8 @@ class JobChange:
 
 def judge_update(old: JobSpec, new: JobSpec) -> JobChange:
     """The live job `old` as the edited object `new` describes it, if Volcano allows the edit."""
+    if old == new:
+        return JobChange()
     if old.kind != new.kind or old.kind not in ("Job", "PodGroup") or (
         old.annotations.get(OBJECT_UID, "") != new.annotations.get(OBJECT_UID, "")
     ):  # a plain pod is immutable; another object under the name is a new submission
