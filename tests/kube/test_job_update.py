@@ -2,7 +2,7 @@
 edited 2 → 3 → 2 (`kubectl edit vcjob`) creates and binds the third pod, then deletes it, the
 Job's counts following; a field Volcano's update webhook does not allow is refused with a
 Warning and a condition naming it; a third pod named into a running kubectl PodGroup joins its
-gang. Against kmock's emulator, and a real API server with Volcano's CRDs when one is given."""
+gang, and leaves it again when deleted. Against kmock's emulator, and a real API server with Volcano's CRDs when one is given."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
+from services.kube.client import pods_path as kpods_path
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import _get, _job, _start, article, volcano_served
 from tests.kube.workload import hami_nodes
@@ -118,5 +119,12 @@ async def test_a_pod_named_into_a_running_podgroup_joins_it(cluster: Cluster, tm
             await wait_until(lambda: group_runs(2), 90, "the gang of two Running")
             await cluster.create_pod(member(2))
             await wait_until(lambda: group_runs(3), 60, "the third pod bound and Running in the group")
+            await cluster.kube.delete(kpods_path("default", "pair-2"))  # it leaves; the gang goes on
+
+            async def left() -> bool:
+                names = {p["metadata"]["name"] for p in await cluster.pods()}
+                return "pair-2" not in names and await group_runs(2)
+
+            await wait_until(left, 60, "the deleted member gone, the PodGroup Running with 2")
         finally:
             await asyncio.to_thread(cp.stop)

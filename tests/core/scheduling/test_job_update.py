@@ -55,9 +55,9 @@ class Log:
 
     def run(self, *pods: int) -> None:
         for i in pods:
-            self.add(PlacementCommitted(namespace=NS, name=NAME, placements=(
-                TaskPlacement(task=pod(i), node=f"n{i}"),)),  # fmt: skip
-                TaskStarted(namespace=NS, name=NAME, task=pod(i), node=f"n{i}"))
+            placed = TaskPlacement(task=pod(i), node=f"n{i}")
+            self.add(PlacementCommitted(namespace=NS, name=NAME, placements=(placed,)),
+                     TaskStarted(namespace=NS, name=NAME, task=pod(i), node=f"n{i}"))
 
     @property
     def tasks(self) -> dict[str, str]:
