@@ -16,7 +16,7 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import pods_path as kpods_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get, _job, _start, article, volcano_served
+from tests.kube.test_volcano import _get, _job, _start, create_article_job, volcano_served
 from tests.kube.workload import hami_nodes
 from tests.processes import wait_until
 
@@ -43,12 +43,7 @@ async def test_scaling_a_running_job_creates_and_deletes_its_pods(cluster: Clust
     async with Kubelet(cluster):
         await _start(cp)
         try:
-            await cluster.kube.create(volcano.queues_path(), article("Queue"))
-            job = article("Job")
-            job["metadata"]["namespace"] = "default"
-            await cluster.kube.create(volcano.jobs_path("default"), job)
-            uid = (await _job(cluster))["metadata"]["uid"]
-            pg_path = volcano.podgroups_path("default", f"{JOB}-{uid}")
+            pg_path = await create_article_job(cluster)
             workers = {f"{JOB}-worker-{i}" for i in range(3)}
 
             async def runs(n: int) -> bool:
