@@ -85,6 +85,7 @@ class JobController:
         self._wake = asyncio.Event()
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
         self.created: list[str] = []  # every pod this process created (tests, benchmarks)
+        self.pg_specs: dict[str, dict[str, Any]] = {}  # PodGroup → the spec fields last patched
         self.writes = 0
         self.service = EventService(
             name="kube-jobs", log=event_log,
@@ -289,9 +290,12 @@ class JobController:
         want = volcano.podgroup_for(job, spec)["spec"]
         have = (pg or {}).get("spec") or {}
         changed = {k: v for k, v in want.items() if have.get(k) != v}
-        if pg is not None and changed:
+        if pg is not None and changed and self.pg_specs.get(pg_key) != changed:
+            # once per difference: a server that shows a value in another form is not patched
+            # again at every reconcile
             await self.kube.patch(podgroups_path(ns, pg_key.split("/", 1)[1]), {"spec": changed})
             pg["spec"] = {**have, **changed}  # what the watch will show; no second patch meanwhile
+            self.pg_specs[pg_key] = changed
             self.writes += 1
 
     # --- status ----------------------------------------------------------------------------------
