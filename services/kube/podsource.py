@@ -15,7 +15,8 @@ is submitted with the pods that name it once it has `minMember` of them; pods na
 PodGroup wait, as Volcano's scheduler ignores them. A live object edited on the cluster is
 judged again (`kubectl edit vcjob`: replicas, minAvailable, priorityClassName; a PodGroup's
 minMember, and pods naming it after it was admitted, or deleted from it): an allowed change is
-its job's `JobUpdated`, any other is refused like a bad object; each version once. Pods and PodGroups the job controller made
+its job's `JobUpdated`, any other gets a Warning Event naming the rule (the job runs on as
+admitted); each version once. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job.
@@ -152,6 +153,15 @@ class PodSource:
             objs[(kind, ns, name)] = ch.obj
             touched.add((ns, name))
 
+    async def _refuse(self, obj: dict[str, Any], reasons: tuple[str, ...]) -> None:
+        """A refused object; an edit of a live one only gets the Warning Event: its job runs on
+        as admitted, and its status (a Job's Failed for a refusal) must not say otherwise."""
+        m = volcano.meta(obj)
+        if self._admitted(obj) and self._live((str(m.get("namespace") or "default"), str(m.get("name")))):
+            await status.write_event(self.kube, obj, "Warning", "FailedUpdate", "; ".join(reasons), self.clock())
+        else:
+            await status.refuse_object(self.kube, obj, reasons, self.clock())
+
     def _member(self, ch: Change, touched: set[tuple[str, str]]) -> bool:
         """Keep a pod naming a PodGroup with its group; True if it is one."""
         annotations = volcano.meta(ch.obj).get("annotations") or {}
@@ -222,7 +232,7 @@ class PodSource:
                 if other is not None and res.outcome == REJECTED:
                     self.refused += 1
                     with contextlib.suppress(KubeError):
-                        await status.refuse_object(self.kube, other, res.reasons, self.clock())
+                        await self._refuse(other, res.reasons)
                 elif other is not None:
                     self.admitted += 1
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
