@@ -58,6 +58,19 @@ class JobSubmitted(Event, frozen=True, tag="JobSubmitted"):
     warnings: tuple[str, ...] = ()
 
 
+class JobUpdated(Event, frozen=True, tag="JobUpdated"):
+    """A live job's object changed the way Volcano lets it change after admission (its job
+    webhook: `minAvailable`, `tasks[*].replicas`, `priorityClassName`; a kubectl PodGroup: its
+    minMember and the pods that name it). Only admission appends it, with the whole new spec:
+    added pods start Pending, removed pods that still run are stopped ("scaled down") and
+    leave the job once finished, the rest of the job's state is kept."""
+
+    namespace: str
+    name: str
+    spec: JobSpec
+    reason: str = ""  # what changed, in words (`tasks[worker].replicas 2 → 3`)
+
+
 class JobRejected(Event, frozen=True, tag="JobRejected"):
     namespace: str
     name: str
@@ -301,6 +314,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     JobSubmitted,
     JobRejected,
     JobPhaseChanged,
+    JobUpdated,
     PlacementProposed,
     PlacementCommitted,
     PlacementRejected,

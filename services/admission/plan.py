@@ -4,9 +4,11 @@ The rules are the same `admit` that `tessera simulate` runs, seeded with what th
 holds (existing queues with their current state, live jobs) so "queue does not exist / is not
 Open / is not a leaf" are judged against the running system. Re-applying an identical object is
 `unchanged` (nothing written), like `kubectl apply`; a different object under a live name is
-refused rather than silently replacing a job that may be running — except a Queue, which
-Volcano lets `kubectl apply` change (weight, capability, …): that is `configured`, a
-`QueueUpdated` (root excepted: Volcano's root-queue protection).
+refused rather than silently replacing a job that may be running — except the changes Volcano
+allows: a Queue's spec (weight, capability, …) is `configured`, a `QueueUpdated` (root
+excepted: Volcano's root-queue protection), and a live Job's `minAvailable`,
+`tasks[*].replicas` and `priorityClassName` (a PodGroup's minMember and member pods) are
+`configured`, a `JobUpdated` (`core.workload.jobupdate`); any other change names the field.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from contracts.events import (
     JobPhaseChanged,
     JobRejected,
     JobSubmitted,
+    JobUpdated,
     PlacementProposed,
     PriorityClassCreated,
     QueueCreated,
@@ -39,6 +42,7 @@ from services.core.retention import FinishedOrder
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.jobupdate import judge_update
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.rejection import Rejection
 
@@ -205,11 +209,17 @@ def plan_documents(
         have_job = known.jobs.get(key)
         warnings = tuple(warned.get((kind, job.namespace, job.name), ()))
         if have_job is not None and have_job.live:
-            same = have_job.spec == job
-            results.append(_result(kind, job.namespace, job.name, UNCHANGED if same else REJECTED,
-                                   () if same else ("metadata.name: a live job of this name exists "
-                                                    "with a different spec (delete it first)",),
-                                   warnings if same else ()))  # fmt: skip
+            change = judge_update(have_job.spec, job)
+            if change.refusals:
+                results.append(_result(kind, job.namespace, job.name, REJECTED, change.refusals))
+            elif change.spec is None:
+                results.append(_result(kind, job.namespace, job.name, UNCHANGED, (), warnings))
+            else:
+                event = JobUpdated(namespace=job.namespace, name=job.name, spec=change.spec,
+                                   reason=change.what)  # fmt: skip
+                if fits(kind, job.namespace, job.name, event):
+                    writes.append(Write(len(results), "Job", key, event, have_job.seq))
+                    results.append(_result(kind, job.namespace, job.name, CONFIGURED, (), warnings))
             continue
         manifest = workload.manifests.get(key, "")
         seq = have_job.seq if have_job else known.refused.get(key, (None, 0))[1]
@@ -303,6 +313,10 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
             known.refused.pop((event.spec.namespace, event.spec.name), None)
             known.finished.revived((event.spec.namespace, event.spec.name))
+        case JobUpdated():
+            j = known.jobs.get((event.namespace, event.name))
+            if j is not None:
+                known.jobs[(event.namespace, event.name)] = replace(j, spec=event.spec, seq=seq)
         case JobRejected():
             known.refused[(event.namespace, event.name)] = (event, seq)
             _job_seq(known, (event.namespace, event.name), seq, live=None)

@@ -8,8 +8,8 @@ subjects is what recognises such a proposal instead (DESIGN §4 "idempotency com
 log"). A proposal at sequence `p` of a job is
 
 * **answered** when a `PlacementCommitted` / `PlacementRejected` with `proposal_seq == p` exists;
-* **stale** when a later proposal of the job was answered, or the job was deleted or ended
-  after it: it must not be committed, and is answered with a rejection (the scheduler re-plans);
+* **stale** when a later proposal of the job was answered, or the job was deleted, ended or
+  updated (`JobUpdated`: the pods it names may be gone) after it: it must not be committed, and is answered with a rejection (the scheduler re-plans);
 * **open** otherwise: the ledgers decide.
 
 Releases have the same hazard the other way round: a `TaskFinished` or `JobDeleted` delivered
@@ -38,6 +38,7 @@ from contracts.base import Event
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
+    JobUpdated,
     PlacementCommitted,
     PlacementRejected,
 )
@@ -45,7 +46,7 @@ from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder, ended
 
 #: Event types this projection folds (the shell decodes only these while scanning).
 FOLDED = frozenset(
-    cls.type_name() for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged)
+    cls.type_name() for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged, JobUpdated)
 )
 
 #: at least this many forgotten job names are remembered (`Answers.forgotten`)
@@ -117,6 +118,9 @@ class Answers:
                 if isinstance(event, PlacementCommitted):
                     for p in event.placements:
                         job.placed[p.task] = max(job.placed.get(p.task, 0), seq)
+            case JobUpdated() if seq > job.floor:
+                # its pods changed (a removed one must not be bound): the scheduler re-plans
+                job.floor, job.why = seq, f"the job was updated (#{seq}): {event.reason}"
             case _:
                 why = ended(event)
                 if why and seq > job.floor:

@@ -26,6 +26,7 @@ from contracts.events import (
     BindingFailed,
     JobDeleted,
     JobPhaseChanged,
+    JobUpdated,
     NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
@@ -104,6 +105,7 @@ class Allocator:
                 PlacementCommitted: self.on_answer,  # type: ignore[dict-item]
                 PlacementRejected: self.on_answer,  # type: ignore[dict-item]
                 JobPhaseChanged: self.on_answer,  # type: ignore[dict-item]
+                JobUpdated: self.on_answer,  # type: ignore[dict-item]
                 TaskFinished: self.on_task_finished,  # type: ignore[dict-item]
                 BindingFailed: self.on_binding_failed,  # type: ignore[dict-item]
                 JobDeleted: self.on_job_deleted,  # type: ignore[dict-item]

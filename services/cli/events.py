@@ -19,7 +19,7 @@ import msgspec
 import yaml
 
 from contracts.envelope import TYPE
-from contracts.events import JobSubmitted
+from contracts.events import JobSubmitted, JobUpdated
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import connection_args, nats_url
@@ -48,11 +48,11 @@ def summary(msg: StoredMessage) -> str:
         return f"(undecodable: {body!r})"
     parts = []
     spec = body.get("spec")
-    if isinstance(spec, dict) and "tasks" in spec:  # JobSubmitted: what was asked for
+    if isinstance(spec, dict) and "tasks" in spec:  # JobSubmitted/Updated: what was asked for
         tasks = ", ".join(f"{t.get('name')}×{t.get('replicas', 1)}" for t in spec["tasks"])
         # the decoded spec, not the body: msgspec omits fields at their default (minAvailable 1)
         decoded = default_registry().decode(msg.headers.get(TYPE, ""), msg.data)
-        js = decoded.spec if isinstance(decoded, JobSubmitted) else None
+        js = decoded.spec if isinstance(decoded, JobSubmitted | JobUpdated) else None
         parts.append(f"queue={spec.get('queue', 'default')} minAvailable="
                      f"{js.min_available if js else spec.get('min_available', 1)} tasks=[{tasks}]")  # fmt: skip
     elif isinstance(spec, dict):  # QueueCreated

@@ -30,6 +30,7 @@ from contracts.events import (
     CardRetired,
     JobDeleted,
     JobSubmitted,
+    JobUpdated,
     NodeRegistered,
     PlacementCommitted,
     SliceReleased,
@@ -95,7 +96,7 @@ class Audit:
                     self.specs[spec.uuid] = spec
             case CardRegistered() | SliceReserved() | SliceReleased() | CardHealthChanged() | CardRetired():
                 self._ledger(seq, event)
-            case JobSubmitted(spec=spec):
+            case JobSubmitted(spec=spec) | JobUpdated(spec=spec):
                 self.min_available[(spec.namespace, spec.name)] = spec.min_available
             case PlacementCommitted():
                 self._commit(seq, event)

@@ -24,6 +24,7 @@ from contracts.events import (
     JobRejected,
     JobSubmitted,
     JobUnschedulable,
+    JobUpdated,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
@@ -115,6 +116,9 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
             tasks = ", ".join(f"{t.name}×{t.replicas}" for t in ev.spec.tasks)
             return "submitted", (f"queue {ev.spec.queue}, minAvailable {ev.spec.min_available}, "
                                  f"tasks [{tasks}]")  # fmt: skip
+        case JobUpdated():
+            tasks = ", ".join(f"{t.name}×{t.replicas}" for t in ev.spec.tasks)
+            return "updated", f"{ev.reason}; minAvailable {ev.spec.min_available}, tasks [{tasks}]"
         case JobRejected():
             return "rejected", "; ".join(ev.reasons)
         case JobPhaseChanged():
@@ -194,7 +198,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             timeline.append({"seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
                              "event": line[0], "details": line[1]})  # fmt: skip
         match ev:
-            case JobSubmitted():
+            case JobSubmitted() | JobUpdated():
                 spec = ev.spec
             case JobUnschedulable():
                 last_unschedulable = (msg, ev)

@@ -38,6 +38,7 @@ from contracts.events import (
     BindingFailed,
     JobDeleted,
     JobSubmitted,
+    JobUpdated,
     NodeRegistered,
     PlacementCommitted,
     TaskFinished,
@@ -56,7 +57,7 @@ from services.runtime.tasks import cancel_all
 log = logging.getLogger(__name__)
 
 TaskKey = tuple[str, str, str]  # namespace, job, task (= pod name)
-_FOLDED = (JobSubmitted, JobDeleted, NodeRegistered, PlacementCommitted, TaskStarted,
+_FOLDED = (JobSubmitted, JobUpdated, JobDeleted, NodeRegistered, PlacementCommitted, TaskStarted,
            TaskFinished, BindingFailed)  # fmt: skip
 
 
@@ -151,6 +152,10 @@ class Binder:
                     self.controlled.add((spec.namespace, spec.name))
                 for key in [k for k in self.owed if k[:2] == (spec.namespace, spec.name)]:
                     self._settle(key)  # a resubmitted job starts over
+            case JobUpdated() if (event.namespace, event.name) in self.specs:
+                # the added pods' templates; a removed pod keeps its own until it is gone
+                self.specs[(event.namespace, event.name)].update(
+                    (pod, (t, t.annotations.get(pods.POD_UID, ""))) for pod, _r, _i, t in task_names(event.spec))
             case PlacementCommitted() if not event.existing:
                 for p in event.placements:
                     key = (event.namespace, event.name, p.task)

@@ -34,6 +34,7 @@ from contracts.events import (
     EvictionRequested,
     JobSubmitted,
     JobUnschedulable,
+    JobUpdated,
     PlacementCommitted,
     TaskFinished,
 )
@@ -84,6 +85,7 @@ class JobController:
         self._wake = asyncio.Event()
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
         self.created: list[str] = []  # every pod this process created (tests, benchmarks)
+        self.pg_specs: dict[str, dict[str, Any]] = {}  # PodGroup → the spec fields last patched
         self.writes = 0
         self.service = EventService(
             name="kube-jobs", log=event_log,
@@ -103,6 +105,8 @@ class JobController:
                 self.placed.discard(key)  # type: ignore[arg-type]
                 for pod, _r, _i, _t in st.task_names(event.spec):
                     self.reset[(key, pod)] = seq  # type: ignore[index]
+            case JobUpdated():
+                self._updated(key, seq, event.spec)  # type: ignore[arg-type]
             case JobUnschedulable():
                 self.verdict[key] = event  # type: ignore[index]
                 self.placed.discard(key)  # type: ignore[arg-type]
@@ -118,6 +122,16 @@ class JobController:
             self._mark(key)
         else:
             self._wake.set()  # queues and nodes: the queue statuses
+
+    def _updated(self, key: str, seq: int, spec: JobSpec) -> None:
+        """A live job's new spec: a pod it adds under a name used before (3 → 2 → 3 replicas)
+        must not be taken for the earlier one still terminating."""
+        before = self.specs.get(key)
+        had = {pod for pod, _r, _i, _t in st.task_names(before)} if before is not None else set()
+        self.specs[key] = spec
+        for pod, _r, _i, _t in st.task_names(spec):
+            if pod not in had:
+                self.reset[(key, pod)] = seq
 
     async def on_event(self, event: Event, rx: Received) -> None:
         if rx.message.seq > self.watermark:
@@ -243,6 +257,8 @@ class JobController:
         live = self.flow.projection.jobs.get(key)
         if pg_key not in self.podgroups and live is not None:
             await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
+        elif live is not None:
+            await self._scaled(key, job, spec, pg_key)
         if live is not None and tasks is not None and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
             for pod, role, index, _t in st.task_names(spec):
@@ -259,6 +275,28 @@ class JobController:
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
+
+    async def _scaled(self, key: str, job: dict[str, Any], spec: JobSpec, pg_key: str) -> None:
+        """After a `JobUpdated`: the pods its spec no longer names are deleted (Volcano deletes
+        the pods beyond the new replicas; one still running is stopped by the queue's
+        eviction too, whichever comes first), and the PodGroup takes the new minMember,
+        minTaskMember, minResources and priorityClassName. Both only on a difference."""
+        ns = key.split("/", 1)[0]
+        named = {pod for pod, _r, _i, _t in st.task_names(spec)}
+        for k, obj in self._owned(self.pods, key):
+            if k.split("/", 1)[1] not in named and not pods.terminating(obj):
+                await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
+        pg = self.podgroups.get(pg_key)
+        want = volcano.podgroup_for(job, spec)["spec"]
+        have = (pg or {}).get("spec") or {}
+        changed = {k: v for k, v in want.items() if have.get(k) != v}
+        if pg is not None and changed and self.pg_specs.get(pg_key) != changed:
+            # once per difference: a server that shows a value in another form is not patched
+            # again at every reconcile
+            await self.kube.patch(podgroups_path(ns, pg_key.split("/", 1)[1]), {"spec": changed})
+            pg["spec"] = {**have, **changed}  # what the watch will show; no second patch meanwhile
+            self.pg_specs[pg_key] = changed
+            self.writes += 1
 
     # --- status ----------------------------------------------------------------------------------
 

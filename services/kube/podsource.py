@@ -12,7 +12,11 @@ Volcano's objects go through the same rules (volcano.md §1): Queues (a changed 
 `configured`), Jobs, and PodGroups created by kubectl, each judged once per object (its uid is
 kept with the admitted spec, so status writes and relists are not new submissions). A PodGroup
 is submitted with the pods that name it once it has `minMember` of them; pods naming an unknown
-PodGroup wait, as Volcano's scheduler ignores them. Pods and PodGroups the job controller made
+PodGroup wait, as Volcano's scheduler ignores them. A live object edited on the cluster is
+judged again (`kubectl edit vcjob`: replicas, minAvailable, priorityClassName; a PodGroup's
+minMember, and pods naming it after it was admitted, or deleted from it): an allowed change is
+its job's `JobUpdated`, any other gets a Warning Event naming the rule (the job runs on as
+admitted); each version once. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job.
@@ -26,6 +30,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import msgspec
 
 from contracts.api import REJECTED
 from services.admission.service import AdmissionService
@@ -55,6 +61,9 @@ class PodSource:
         self.batches = 0
         self.groups: dict[tuple[str, str], dict[str, Any]] = {}  # PodGroups made by kubectl
         self.members: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # their pods
+        #: live objects' last version judged (manifest; a group's with its members' names), so
+        #: status writes and member pods' own changes are not judged again
+        self.judged: dict[tuple[str, str], object] = {}
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -92,12 +101,28 @@ class PodSource:
         known = self.admission.known.jobs.get((str(m.get("namespace") or "default"), job or str(m.get("name"))))
         return known is not None and known.spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(obj)
 
+    def _live(self, key: tuple[str, str]) -> bool:
+        known = self.admission.known.jobs.get(key)
+        return known is not None and known.live
+
+    def _edited(self, key: tuple[str, str], version: object) -> bool:
+        """A live admitted object at a version not judged yet (after a restart: once again)."""
+        if not self._live(key) or self.judged.get(key) == version:
+            return False
+        self.judged[key] = version
+        return True
+
     def _group_docs(self, key: tuple[str, str]) -> list[dict[str, Any]]:
-        """A PodGroup and its pods, once it has minMember of them and is not admitted yet."""
+        """A PodGroup and its pods, once it has minMember of them and is not admitted yet; an
+        admitted live one again when it or its set of pods changed (`JobUpdated`)."""
         pg = self.groups.get(key)
-        if pg is None or self._admitted(pg):
+        if pg is None:
             return []
         members = self.members.get(key, {})
+        if self._admitted(pg):
+            if not self._edited(key, (_version(pg), tuple(sorted(members)))):
+                return []
+            return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
         want = int((pg.get("spec") or {}).get("minMember") or 0)
         if len(members) < max(want, 1):
             return []  # Volcano's gang: not valid before minMember pods exist
@@ -120,13 +145,22 @@ class PodSource:
             docs.append(volcano.manifest(ch.obj))
             objs[(kind, "", name)] = ch.obj
         elif what == "job":
-            if not self._admitted(ch.obj):
+            if not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
         else:
             self.groups[(ns, name)] = ch.obj
             objs[(kind, ns, name)] = ch.obj
             touched.add((ns, name))
+
+    async def _refuse(self, obj: dict[str, Any], reasons: tuple[str, ...]) -> None:
+        """A refused object; an edit of a live one only gets the Warning Event: its job runs on
+        as admitted, and its status (a Job's Failed for a refusal) must not say otherwise."""
+        m = volcano.meta(obj)
+        if self._admitted(obj) and self._live((str(m.get("namespace") or "default"), str(m.get("name")))):
+            await status.write_event(self.kube, obj, "Warning", "FailedUpdate", "; ".join(reasons), self.clock())
+        else:
+            await status.refuse_object(self.kube, obj, reasons, self.clock())
 
     def _member(self, ch: Change, touched: set[tuple[str, str]]) -> bool:
         """Keep a pod naming a PodGroup with its group; True if it is one."""
@@ -136,7 +170,9 @@ class PodSource:
             return False
         r = pods.ref(ch.obj)
         key = (r.namespace, str(group))
-        if ch.kind == "delete" or not self._wanted(ch.obj):
+        # a live group's pods stay its members until deleted (finished ones too: their tasks)
+        keep = not pods.terminating(ch.obj) if self._live(key) else self._wanted(ch.obj)
+        if ch.kind == "delete" or not keep:
             self.members.get(key, {}).pop(r.name, None)
         else:
             self.members.setdefault(key, {})[r.name] = ch.obj
@@ -196,7 +232,7 @@ class PodSource:
                 if other is not None and res.outcome == REJECTED:
                     self.refused += 1
                     with contextlib.suppress(KubeError):
-                        await status.refuse_object(self.kube, other, res.reasons, self.clock())
+                        await self._refuse(other, res.reasons)
                 elif other is not None:
                     self.admitted += 1
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
@@ -238,3 +274,8 @@ class PodSource:
                         self.changes.put_nowait(item)
         finally:
             await cancel_all(feeders)
+
+
+def _version(obj: dict[str, Any]) -> bytes:
+    """What admission judges of a Volcano object (no status, no server fields)."""
+    return msgspec.json.encode(volcano.manifest(obj))

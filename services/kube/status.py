@@ -24,6 +24,7 @@ from contracts.events import (
     JobDeleted,
     JobSubmitted,
     JobUnschedulable,
+    JobUpdated,
     NodeLost,
     NodeRegistered,
     PlacementCommitted,
@@ -161,7 +162,7 @@ class PodStatusWriter:
         self.synced = asyncio.Event()
         self.watermark = 0
         self.written = 0
-        folded = (JobSubmitted, JobUnschedulable, PlacementProposed, PlacementCommitted, BindingFailed,
+        folded = (JobSubmitted, JobUpdated, JobUnschedulable, PlacementProposed, PlacementCommitted, BindingFailed,
                   PlacementRejected, TaskStarted, TaskFinished, JobDeleted, EvictionRequested,
                   NodeRegistered, NodeLost)  # fmt: skip
         self._types = frozenset(c.type_name() for c in folded)
@@ -178,6 +179,8 @@ class PodStatusWriter:
                 self.specs[key] = event.spec
                 self.verdict.pop(key, None)
                 self.placed = {t for t in self.placed if t[:2] != key}
+            case JobUpdated() if (event.namespace, event.name) in self.specs:
+                self.specs[(event.namespace, event.name)] = event.spec
             case JobUnschedulable():
                 self.verdict[(event.namespace, event.name)] = event
             case PlacementProposed() | PlacementCommitted():

@@ -16,6 +16,7 @@ from typing import Any
 from contracts.workloads import JobSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import GROUP_NAME
+from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.quantity import from_units
 
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
@@ -30,9 +31,6 @@ TASK_SPEC = "volcano.sh/task-spec"
 TASK_INDEX = "volcano.sh/task-index"
 JOB_VERSION = "volcano.sh/job-version"
 RETRY_COUNT = "volcano.sh/job-retry-count"
-#: the object a job was admitted from (its uid): a status write or relist of the same object
-#: is not a new submission, a Job re-created under the name is
-OBJECT_UID = "tessera.io/object-uid"
 #: the commit a pod was bound for (the binder puts it on the binding): a pod of an earlier
 #: incarnation under the same name (before a restart) is told apart from the current one
 PLACEMENT = "tessera.io/placement"

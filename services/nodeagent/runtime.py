@@ -27,6 +27,7 @@ from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    JobUpdated,
     PlacementCommitted,
     TaskFinished,
     TaskStarted,
@@ -121,6 +122,10 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
             if job in state.ended:  # submitted again: live, not to be forgotten
                 return replace(state, profiles=profiles, ended=tuple(k for k in state.ended if k != job))
             return replace(state, profiles=profiles)
+        case JobUpdated(spec=spec) if (spec.namespace, spec.name) in state.profiles:
+            # added pods' profiles; a removed pod keeps its run until it is stopped
+            job = (spec.namespace, spec.name)
+            return replace(state, profiles=state.profiles.set(job, {**state.profiles[job], **pod_profiles(spec)}))
         case PlacementCommitted():
             return _committed(state, event, cause)
         case TaskStarted():

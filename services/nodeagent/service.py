@@ -29,6 +29,7 @@ from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    JobUpdated,
     NodeLost,
     NodeRegistered,
     PlacementCommitted,
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 #: Job-subject events the runtime folds.
 RUNTIME_EVENTS: tuple[type[Event], ...] = (
     JobSubmitted,
+    JobUpdated,
     PlacementCommitted,
     EvictionRequested,
     JobDeleted,

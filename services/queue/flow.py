@@ -142,7 +142,7 @@ def job_events(flow: Flow, key: str) -> list[Event]:
         return []
     tasks = flow.projection.tasks.get(key, {})
     statuses = [t.status for t in tasks.values()]
-    out: list[Event] = []
+    out: list[Event] = scaled_down(flow, key)
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
     if pg != job.phase and pg in ("Running", "Completed"):
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
@@ -156,6 +156,22 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, "all pods finished")
     return out
+
+
+SCALED_DOWN = "scaled down"
+
+
+def scaled_down(flow: Flow, key: str) -> list[Event]:
+    """Pods a `JobUpdated` removed that still run are stopped, as Volcano's job controller
+    deletes the pods beyond the new replicas; once asked they are Releasing, so asking again
+    gives nothing."""
+    leaving = flow.projection.leaving.get(key)
+    if not leaving:
+        return []
+    ns, name = key.split("/", 1)
+    tasks = flow.projection.tasks.get(key, {})
+    return [EvictionRequested(namespace=ns, name=name, task=pod, reason=SCALED_DOWN)
+            for pod in sorted(leaving) if tasks[pod].status in LIVE_TASK]  # fmt: skip
 
 
 def terminate(flow: Flow, key: str, phase: str, reason: str) -> list[Event]:

@@ -82,10 +82,10 @@ async def test_accepts_writes_once_and_reapply_is_unchanged(event_log: EventLog)
     # a fresh service instance (a restart) knows the same from the log
     restarted = await started(event_log)
     assert [r.outcome for r in (await restarted.apply(job("team-a"))).results] == [UNCHANGED]
-    changed = job("team-a").replace("replicas: 2", "replicas: 3")
+    changed = job("team-a").replace("minAvailable: 2", "minAvailable: 2\n  maxRetry: 5")
     refused = await restarted.apply(changed)
     assert refused.results[0].outcome == REJECTED
-    assert "live job of this name exists" in refused.results[0].reasons[0]
+    assert refused.results[0].reasons[0].startswith("spec.maxRetry: Forbidden: job updates may not change")
     assert len(await events_of(event_log)) == 2
 
 

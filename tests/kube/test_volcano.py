@@ -87,6 +87,17 @@ async def _workers(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in await cluster.pods() if p["metadata"]["name"] in WORKERS}
 
 
+async def create_article_job(cluster: Cluster) -> str:
+    """The article's Queue and `npu-train-job`, as `kubectl apply` creates them; the path of
+    the PodGroup the job controller makes for it."""
+    await cluster.kube.create(volcano.queues_path(), article("Queue"))
+    job = article("Job")
+    job["metadata"]["namespace"] = "default"
+    await cluster.kube.create(volcano.jobs_path("default"), job)
+    uid = (await _job(cluster))["metadata"]["uid"]
+    return volcano.podgroups_path("default", f"{JOB}-{uid}")
+
+
 async def _start(cp: ControlPlane) -> None:
     await asyncio.to_thread(cp.start, lambda _line: None)
 
@@ -99,12 +110,8 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
     async with Kubelet(cluster) as kubelet, Incarnations(cluster) as seen:
         await _start(cp)
         try:
-            await cluster.kube.create(volcano.queues_path(), article("Queue"))
-            job = article("Job")
-            job["metadata"]["namespace"] = "default"
-            await cluster.kube.create(volcano.jobs_path("default"), job)
+            pg_path = await create_article_job(cluster)
             uid = (await _job(cluster))["metadata"]["uid"]
-            pg_path = volcano.podgroups_path("default", f"{JOB}-{uid}")
 
             async def gang_runs(retry: int) -> bool:
                 ws = await _workers(cluster)

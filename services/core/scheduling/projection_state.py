@@ -13,6 +13,7 @@ from services.core.scheduling.snapshot import (
     NodeSnap,
     QueueSnap,
     TaskSnap,
+    leaving_of,
 )
 
 
@@ -39,4 +40,5 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.seq, p.now = s.seq, s.now
     p.nodes, p.cards, p.node_cards = s.nodes, s.cards, s.node_cards
     p.queues, p.jobs, p.tasks = s.queues, s.jobs, s.tasks
+    p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

@@ -19,6 +19,7 @@ from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
+    JobUpdated,
     NodeLost,
     NodeRegistered,
     PlacementCommitted,
@@ -105,6 +106,23 @@ class Snapshot:
     jobs: tuple[JobSnap, ...] = ()
 
 
+#: statuses of a pod that holds a node: a removed one stays in its job until it ends
+HOLDING = frozenset({BOUND, RUNNING, RELEASING})
+
+
+def leaving_of(jobs: dict[str, JobSnap], tasks: dict[str, dict[str, TaskSnap]]) -> dict[str, set[str]]:
+    """`ClusterProjection.leaving` recomputed from the jobs' specs and tasks (a restored state)."""
+    out: dict[str, set[str]] = {}
+    for key, job in jobs.items():
+        have = tasks.get(key, {})
+        if len(have) <= sum(t.replicas if not t.pod_names else len(t.pod_names) for t in job.spec.tasks):
+            continue  # the common case: no more pods than the spec names
+        gone = set(have) - {pod for pod, _r, _i, _t in task_names(job.spec)}
+        if gone:
+            out[key] = gone
+    return out
+
+
 def task_names(spec: JobSpec) -> list[tuple[str, str, int, TaskSpec]]:
     """(pod, role, index, task) for every replica: `<job>-<task>-<i>` or the explicit pod names."""
     out = []
@@ -120,6 +138,10 @@ class ClusterProjection:
 
     Terminal tasks (Succeeded/Failed) stay in the job for gang and phase accounting; an evicted
     or restarted task goes back to Pending (Volcano's job controller recreates the pod).
+
+    A `JobUpdated` keeps what its pods did: added pods start Pending, removed ones that never
+    ran or have finished go at once, removed ones that still hold a node stay (`leaving`) until
+    they finish — Releasing once their eviction was asked — and then leave the job.
     """
 
     def __init__(self) -> None:
@@ -131,6 +153,8 @@ class ClusterProjection:
         self.queues: dict[str, QueueSnap] = {}
         self.jobs: dict[str, JobSnap] = {}
         self.tasks: dict[str, dict[str, TaskSnap]] = {}
+        #: job → its pods no longer in its spec that still hold a node (derived: `leaving_of`)
+        self.leaving: dict[str, set[str]] = {}
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -182,6 +206,9 @@ class ClusterProjection:
                 self.tasks[key] = {
                     pod: TaskSnap(pod, role, i, t) for pod, role, i, t in task_names(event.spec)
                 }
+                self.leaving.pop(key, None)
+            case JobUpdated():
+                self._updated(f"{event.namespace}/{event.name}", event.spec)
             case JobPhaseChanged():
                 key = f"{event.namespace}/{event.name}"
                 if (key in self.jobs and event.phase in ("Failed", "Aborted", "Terminated")) or (
@@ -189,6 +216,7 @@ class ClusterProjection:
                 ):
                     self.jobs.pop(key, None)  # terminal: the scheduler no longer sees it
                     self.tasks.pop(key, None)
+                    self.leaving.pop(key, None)
                 elif key in self.jobs and event.phase in (
                     "Pending", "Inqueue", "Running", "Unknown", "Completed"
                 ):  # fmt: skip
@@ -197,6 +225,7 @@ class ClusterProjection:
                 key = f"{event.namespace}/{event.name}"
                 self.jobs.pop(key, None)
                 self.tasks.pop(key, None)
+                self.leaving.pop(key, None)
             case PlacementCommitted():
                 tasks = self.tasks.get(f"{event.namespace}/{event.name}")
                 if tasks is not None:
@@ -207,6 +236,8 @@ class ClusterProjection:
                             )
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
+            case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
+                pass  # a removed pod finished: it left the job
             case BindingFailed():  # the API server refused the binding: the pod waits again
                 self._task_status(event.namespace, event.name, event.task, PENDING, "")
             case TaskFinished():
@@ -216,9 +247,42 @@ class ClusterProjection:
                     status = SUCCEEDED if event.exit_code == 0 else FAILED
                     self._task_status(event.namespace, event.name, event.task, status, event.node)
             case EvictionRequested():
-                pass
+                key = f"{event.namespace}/{event.name}"
+                if event.task in self.leaving.get(key, ()):  # a removed pod asked to stop
+                    t = self.tasks[key][event.task]
+                    self.tasks[key][event.task] = replace(t, status=RELEASING)
             case _:
                 pass
+
+    def _updated(self, key: str, spec: JobSpec) -> None:
+        job = self.jobs.get(key)
+        if job is None:
+            return  # ended or never admitted: nothing to change
+        self.jobs[key] = replace(job, spec=spec)
+        before = self.tasks.get(key, {})
+        tasks: dict[str, TaskSnap] = {}
+        for pod, role, i, t in task_names(spec):
+            had = before.pop(pod, None)
+            tasks[pod] = TaskSnap(pod, role, i, t) if had is None else replace(had, role=role, index=i, spec=t)
+        leaving = {pod for pod, t in before.items() if t.status in HOLDING}
+        tasks.update((pod, before[pod]) for pod in before if pod in leaving)
+        self.tasks[key] = tasks
+        if leaving:
+            self.leaving[key] = leaving
+        else:
+            self.leaving.pop(key, None)
+
+    def _left(self, ns: str, job: str, pod: str) -> bool:
+        """A removed pod's run ended: it leaves the job (True), or it is one of the job's pods."""
+        key = f"{ns}/{job}"
+        leaving = self.leaving.get(key)
+        if not leaving or pod not in leaving:
+            return False
+        leaving.discard(pod)
+        if not leaving:
+            del self.leaving[key]
+        self.tasks[key].pop(pod, None)
+        return True
 
     def _card(self, card: CardSpec, usage: CardUsage, seq: int) -> None:
         if card.uuid not in self.cards:

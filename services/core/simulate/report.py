@@ -20,6 +20,7 @@ from contracts.events import (
     JobRejected,
     JobSubmitted,
     JobUnschedulable,
+    JobUpdated,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
@@ -109,6 +110,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     pods[(spec.namespace, spec.name, pod)] = _pod(
                         spec.namespace, pod, spec.name, "Pending", ""
                     )
+            case JobUpdated():
+                _scaled(pods, projection, ev)
             case JobPhaseChanged():
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
@@ -161,6 +164,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                         p["phase"] = "Succeeded" if ev.exit_code == 0 else "Failed"
                         if ev.exit_code:
                             p["reason"] = f"exit code {ev.exit_code}"
+                    if ev.task not in projection.tasks.get(f"{ev.namespace}/{ev.name}", {ev.task: None}):
+                        del pods[(ev.namespace, ev.name, ev.task)]  # scaled down: it left its job
             case EvictionRequested():
                 evictions.append(
                     {
@@ -276,3 +281,17 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
         missing = qs.unreported(queue.spec.capability) if queue is not None else []
         if missing:  # only then: other queue records stay as they were
             q["warning"] = f"capability names {', '.join(missing)}, which no node reports"
+
+
+def _scaled(pods: dict[tuple[str, str, str], dict[str, Any]], projection: st.ClusterProjection,
+            ev: JobUpdated) -> None:  # fmt: skip
+    """A job's pods after its update, as the projection keeps them: added ones Pending, removed
+    ones gone unless they still run (they go when they finish)."""
+    tasks = projection.tasks.get(f"{ev.namespace}/{ev.name}")
+    if tasks is None:
+        return
+    for key in [k for k in pods if k[:2] == (ev.namespace, ev.name) and k[2] not in tasks]:
+        del pods[key]
+    for pod in tasks:
+        if (ev.namespace, ev.name, pod) not in pods:
+            pods[(ev.namespace, ev.name, pod)] = _pod(ev.namespace, pod, ev.name, "Pending", "")

@@ -1,0 +1,47 @@
+"""`tessera apply` of a changed Volcano Job: the changes Volcano's update webhook allows are
+`configured` (one `JobUpdated`, once), any other is refused naming the field, nothing written."""
+
+from __future__ import annotations
+
+from contracts.api import CONFIGURED, REJECTED, UNCHANGED
+from contracts.events import JobSubmitted, JobUpdated
+from services.runtime.eventlog import EventLog
+from tests.admission.test_admission import JOB, QUEUE, events_of, started
+
+
+def job(replicas: int = 2, min_available: int = 2, extra: str = "") -> str:
+    return JOB.replace("{queue}", "team-a").replace("replicas: 2", f"replicas: {replicas}") \
+        .replace("minAvailable: 2", f"minAvailable: {min_available}{extra}")  # fmt: skip
+
+
+async def test_scaling_a_live_job_is_configured_once_and_survives_a_restart(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    await svc.apply(QUEUE + "---" + job())
+    reply = await svc.apply(job(replicas=3, min_available=3))
+    assert [(r.name, r.outcome, r.reasons) for r in reply.results] == [("train", CONFIGURED, ())]
+    written = await events_of(event_log)
+    assert [type(e) for e in written][1:] == [JobSubmitted, JobUpdated]
+    update = written[-1]
+    assert (update.namespace, update.name) == ("ml", "train")
+    assert update.spec.tasks[0].replicas == 3 and update.spec.min_available == 3
+    assert update.reason == "tasks[worker].replicas 2 → 3; minAvailable 2 → 3"
+    assert (await svc.apply(job(replicas=3, min_available=3))).results[0].outcome == UNCHANGED
+    restarted = await started(event_log)  # knows the updated spec from the log
+    assert (await restarted.apply(job(replicas=3, min_available=3))).results[0].outcome == UNCHANGED
+    assert (await restarted.apply(job())).results[0].outcome == CONFIGURED  # and back to 2
+    assert len(await events_of(event_log)) == 4
+
+
+async def test_a_forbidden_change_is_refused_naming_the_field_and_writes_nothing(event_log: EventLog) -> None:
+    svc = await started(event_log)
+    await svc.apply(QUEUE + "---" + job())
+    before = len(await events_of(event_log))
+    reply = await svc.apply(job(replicas=3, min_available=3, extra="\n  maxRetry: 7"))
+    [result] = reply.results
+    assert result.outcome == REJECTED
+    assert result.reasons == ("spec.maxRetry: Forbidden: job updates may not change fields other than "
+                              "`minAvailable`, `tasks[*].replicas` and `priorityClassName` under spec",)  # fmt: skip
+    assert len(await events_of(event_log)) == before
+    bad = await svc.apply(job(replicas=1, min_available=2))  # the create rules hold on update too
+    assert bad.results[0].outcome == REJECTED and "spec.minAvailable" in bad.results[0].reasons[0]
+    assert len(await events_of(event_log)) == before
