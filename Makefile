@@ -8,6 +8,14 @@ STAMP := $(VENV)/.installed
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 IMAGE ?= ghcr.io/tessera/tessera:$(VERSION)
 
+# pytest-xdist workers: most of the suite waits on nats-server, the services and the emulated API
+# server rather than computing, so two workers overlap those waits on a 2-core CI machine
+# (benchmarks/results/ci.md). TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
+# This checkout's own pytest temp root (wiped at each run): another checkout's pytest cannot
+# rotate it away under a detached `tessera up` (its state file lives there).
+TEST_TMP ?= $(CURDIR)/build/pytest
+
 .PHONY: run test lint bench clean image
 
 $(STAMP): pyproject.toml
@@ -23,7 +31,8 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m contracts.schema --check
 	$(PY) -m contracts.permissions --check
-	$(PY) -m pytest
+	mkdir -p $(TEST_TMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --basetemp=$(TEST_TMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -71,8 +72,10 @@ async def wait_until(
 def stop_mentioning(path: Path) -> list[int]:
     """SIGKILL every process of ours whose command line names `path` (a test's state dir: `up`'s
     supervisor, its nats-server store, the services' credential files), and return their PIDs.
-    The fallback when `down` cannot: the state file is gone or `down` failed half-way."""
-    mark = str(path)
+    The fallback when `down` cannot: the state file is gone or `down` failed half-way.
+    `path` matches whole path components only: under parallel workers `.../test_x1` must not
+    sweep the processes of `.../test_x10`."""
+    mark = re.compile(re.escape(str(path)) + r"(?=/|$)")
     killed = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -81,7 +84,7 @@ def stop_mentioning(path: Path) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if any(mark in a.decode(errors="replace") for a in args):
+        if any(mark.search(a.decode(errors="replace")) for a in args):
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed.append(int(entry.name))
