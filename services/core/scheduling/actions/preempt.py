@@ -19,7 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.actions.victims import validate_victims, victim_queue
+from services.core.scheduling.actions.victims import (
+    fits_future,
+    pipeline_on,
+    validate_victims,
+    victim_queue,
+)
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -109,14 +114,13 @@ def preempt(
         return False
     for node in candidate_nodes(ssn, task):
         victims = ssn.preemptable(task, [t for t in node.tasks.values() if keep(t)])
-        if not victims or not validate_victims(task, node, victims):
+        if not victims or not validate_victims(ssn, task, node, victims):
             continue
         sub = Statement(ssn)
         pq = victim_queue(ssn, task, victims)
         while not pq.empty() and not _placeable(ssn, queue, task, node):
             sub.evict(pq.pop(), "preempt")
-        if _placeable(ssn, queue, task, node):
-            sub.pipeline(task, node, ssn.bind_devices(task, node))
+        if _placeable(ssn, queue, task, node) and pipeline_on(ssn, sub, task, node):
             stmt.merge(sub)
             return True
         sub.discard()
@@ -124,15 +128,16 @@ def preempt(
 
 
 def _placeable(ssn: Session, queue: QueueInfo, task: TaskInfo, node: NodeInfo) -> bool:
-    return ssn.allocatable(queue, task) and not ssn.fits_resources(task, node, future=True)
+    return ssn.allocatable(queue, task) and fits_future(ssn, task, node)
 
 
 def candidate_nodes(ssn: Session, task: TaskInfo) -> list[NodeInfo]:
-    """Nodes passing the non-resource predicates, in descending score order (stable);
-    resource fit is checked per node after evictions."""
+    """Nodes a predicate does not rule out for good (`Session.predicate_for_preempt`: cards
+    taken by other tasks do not), in descending score order (stable); the fit, cards included,
+    is checked per node against its victims and after evictions."""
     out = []
     for node in ssn.node_list:
-        if ssn.predicate(task, node) is None:
+        if ssn.predicate_for_preempt(task, node) is None:
             out.append((ssn.node_score(task, node), node.order, node))
     out.sort(key=lambda x: (-x[0], x[1]))
     return [n for _, _, n in out]
