@@ -233,8 +233,9 @@ class Session:
                     node.tasks[info.uid] = info
                     node.idle.sub(info.resreq)
                     node.used.add(info.resreq)
-                    if t.status == st.RELEASING:
+                    if t.status == st.RELEASING:  # its cards are free in the future view
                         node.releasing.add(info.resreq)
+                        self._book_releasing(node, info.slices, +1)
                 if t.status in ALLOCATED_STATUSES:
                     job.allocated.add(info.resreq)
             self.jobs[j.key] = job

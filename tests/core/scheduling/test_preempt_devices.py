@@ -190,8 +190,9 @@ SLICE_OF = {
 
 def random_cluster(seed: int) -> st.Snapshot:
     """Nodes of 1-4 cards, most of them taken by running pods of low or middle priority
-    (preemptable or not, in two queues, q1 reclaimable) whose slices are on the ledgers; pending
-    pods of every priority asking for whole cards, two cards or template slices."""
+    (preemptable or not, in two queues, q1 reclaimable; some releasing) whose slices are on the
+    ledgers, beside cpu-only ones; pending pods of every priority asking for whole cards, two
+    cards or template slices."""
     rng = random.Random(seed)
     inv = [{"name": f"n{i}", "cpu": rng.choice([4, 8, 64]), "memory": "256Gi",
             "devices": [{"type": CARD, "count": rng.randint(1, 4)}]}
@@ -215,6 +216,8 @@ def random_cluster(seed: int) -> st.Snapshot:
         elif running:
             snap = _booked(rng, cards, registered, spec, snap, SLICE_OF[id(device)])
         phase = "Running" if snap.status == st.RUNNING else "Inqueue"
+        if snap.status == st.RUNNING and rng.random() < 0.15:  # being deleted, its slice booked
+            snap = dataclasses.replace(snap, status=st.RELEASING)
         jobs.append(st.JobSnap(spec, created=j + 1, phase=phase, tasks=(snap,)))
     nodes = tuple(
         st.NodeSnap(ev.node, ev.cpu_milli, ev.memory_mib, ev.pods,
