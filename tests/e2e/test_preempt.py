@@ -89,7 +89,8 @@ async def test_a_card_pod_preempts_the_holder_of_the_only_card(one_card_plane: C
     assert {r.outcome for r in reply.results} == {"accepted"}, [r.reasons for r in reply.results]
     await wait_until(lambda: phase_is("preemptor", "Running"), timeout=60, what="the preemptor to run")
     pods = _pods(report)
-    assert pods["holder"]["phase"] == "Evicted"
+    # the node agent stops it as evicted: recreated, it waits (lower priority) rather than runs
+    assert pods["holder"]["phase"] in ("Evicted", "Pending"), pods["holder"]
     assert [d["uuid"] for d in pods["preemptor"]["devices"]] == [CARD]
 
     registry = default_registry()
