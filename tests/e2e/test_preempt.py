@@ -20,25 +20,11 @@ from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
 from services.core.audit import audit
 from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.core.scheduling.test_preempt_devices import CONF  # preempt and reclaim, deviceshare on
 from tests.e2e.test_system import apply
 from tests.processes import wait_until
 
 CARD = "n1-Ascend910B3-0"
-CONF = """
-actions: "enqueue, allocate, preempt, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - {name: gang, enablePreemptable: false}
-  - name: conformance
-- plugins:
-  - {name: drf, enablePreemptable: false}
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: deviceshare
-    arguments: {deviceshare.AscendHAMiVNPUEnable: true}
-"""
 HOLDER = """
 {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high-priority}, value: 100000}
 ---
