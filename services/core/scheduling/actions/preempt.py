@@ -5,9 +5,11 @@ pending tasks (TaskOrder) preempt one after another while the job is still starv
 with `preemptionPolicy: Never` is skipped. Candidates on each node (nodes tried in descending
 score order) are Bound/Running `volcano.sh/preemptable` tasks of other jobs in the same queue
 (a BestEffort preemptor never takes a non-BestEffort victim); `Preemptable` filters them and
-`ValidateVictims` needs FutureIdle + victims to cover the request. Victims are evicted
-lowest-first until the queue is Allocatable for the task (evictions in the same queue free
-its share — volcano #3161) and the task fits FutureIdle; then it is pipelined there. A
+`ValidateVictims` needs FutureIdle + victims to cover the request, cards included. Victims are
+evicted lowest-first until the queue is Allocatable for the task (evictions in the same queue
+free its share — volcano #3161) and the task fits FutureIdle (cards: the evicted tasks' slices
+free, pipelined ones taken, `victims.py`); then it is pipelined there, on cards no remaining
+task holds. A
 per-node sub-statement is merged only on success. The job's statement is committed only if
 JobPipelined, else discarded; a job that got a task placed is pushed back. After each queue,
 every starving job's pending tasks may evict lower-priority tasks of the same job (Volcano

@@ -4,9 +4,9 @@ Queues in QueueOrder; an Overused or non-Open queue is skipped. Per queue its be
 job (JobOrder), per pending task (TaskOrder): skip `preemptionPolicy: Never`;
 `Preemptive(queue, task)` must hold; on each candidate node (score order), reclaimees are
 Running preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
-them, `ValidateVictims` needs FutureIdle + victims to cover the request; victims are evicted
-in victim order while the task does not fit FutureIdle; the task is pipelined on the first
-node that works. The job's statement is committed if JobPipelined, else discarded; the queue
+them, `ValidateVictims` needs FutureIdle + victims to cover the request (cards included);
+victims are evicted in victim order while the task does not fit FutureIdle (cards: see
+`victims.py`); the task is pipelined on the first node that works. The job's statement is committed if JobPipelined, else discarded; the queue
 is pushed back so its next job gets a turn.
 """
 
