@@ -136,6 +136,9 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                                  devices=[_device(cards, s.card, s.slice) for s in tp.slices])
             case PlacementRejected():
                 rejected_placements += 1
+                for key, p in pods.items():  # a refused proposal reserves nothing: they wait
+                    if key[:2] == (ev.namespace, ev.name) and p["phase"] == "Pipelined":
+                        p.update(phase="Pending", node=None, devices=[])
             case PlacementCommitted():
                 for tp in ev.placements:
                     p = pods.get((ev.namespace, ev.name, tp.task))
