@@ -7,6 +7,7 @@ combines them with that hook's own rule (volcano.md §2.4, implemented in `sessi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from services.core.scheduling.status import Status
@@ -45,6 +46,17 @@ class PrePredicate(Protocol):
 
 class Predicate(Protocol):
     def predicate(self, task: TaskInfo, node: NodeInfo) -> Status | None: ...
+
+
+class FuturePredicate(Protocol):
+    """A predicate that reads what tasks hold (deviceshare: card slices) also answers for the
+    node's future state: the Releasing tasks' holdings and `without`'s free, pipelined ones
+    taken. The session asks it through `predicate(..., future=True)` under the predicate's
+    own switch; a predicate plugin without it answers the same either way."""
+
+    def predicate_future(
+        self, task: TaskInfo, node: NodeInfo, without: Sequence[TaskInfo] = ()
+    ) -> Status | None: ...
 
 
 class NodeOrder(Protocol):

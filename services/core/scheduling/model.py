@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from msgspec.structs import replace
+
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import NodeScore, ScorePart, SliceAssignment
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
@@ -58,13 +60,39 @@ def queue_request(spec: TaskSpec) -> Resource:
     return Resource(spec.cpu_milli, spec.memory_mib, 0, spec.scalars)
 
 
+NO_USAGE = CardUsage()
+
+
 @dataclass(slots=True)
 class CardInfo:
-    """A card in the session: its spec, ledger usage (rebuilt on every in-session booking)."""
+    """A card in the session: its spec and ledger usage, rebuilt on every in-session booking.
+
+    `usage` is what the card holds now (the ledger plus this session's allocated and pipelined
+    slices): what an allocation must fit, since the allocator's ledger still holds an evicted
+    task's slice until it is released. `releasing` is the part of it held by tasks evicted in
+    this session; the future view (`future_usage`) counts it free, as Volcano's FutureIdle =
+    Idle + Releasing − Pipelined does for cpu and memory. A pipelined slice may therefore sit on
+    a card beside a releasing one, so exclusivity is counted (`exclusive`), not flagged: undoing
+    one of two exclusive bookings must leave the card exclusive."""
 
     spec: CardSpec
     usage: CardUsage
     seq: int = 0
+    exclusive: int = 0  # exclusive slices in `usage`
+    releasing: CardUsage = NO_USAGE  # counters only; at most one exclusive (a ledger holder)
+
+    def future_usage(self) -> CardUsage:
+        r = self.releasing
+        if not r.slices_used:
+            return self.usage
+        u = self.usage
+        return replace(
+            u,
+            memory_used=u.memory_used - r.memory_used,
+            cores_used=u.cores_used - r.cores_used,
+            slices_used=u.slices_used - r.slices_used,
+            exclusive=self.exclusive - r.exclusive > 0,
+        )
 
 
 @dataclass(slots=True, eq=False)

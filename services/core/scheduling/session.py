@@ -12,13 +12,15 @@ votes (any reject ⇒ false, a permit in a tier short-circuits, all abstain ⇒ 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from contracts.devices import CardSpec, CardUsage
 from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices.policies import PLACEMENT_POLICIES
+from services.core.ledger import is_exclusive
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
 from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
@@ -33,7 +35,7 @@ from services.core.scheduling.model import (
     task_request,
 )
 from services.core.scheduling.resources import Resource
-from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Status
+from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Code, Status
 
 T = TypeVar("T")
 
@@ -98,6 +100,17 @@ class _Entry(Generic[T]):
         return self.n < other.n
 
 
+def _moved(u: CardUsage, s: SliceAssignment, sign: int, exclusive: bool) -> CardUsage:
+    """`u` with one slice added (`sign` +1) or taken away (−1); `exclusive` is the flag after."""
+    return msgspec.structs.replace(
+        u,
+        memory_used=u.memory_used + sign * s.slice.memory,
+        cores_used=u.cores_used + sign * s.slice.cores,
+        slices_used=u.slices_used + sign,
+        exclusive=exclusive,
+    )
+
+
 def _parse_taint(raw: str) -> tuple[str, str, str]:
     """`key=value:Effect` or `key:Effect` (kubectl taint syntax)."""
     body, _, effect = raw.rpartition(":")
@@ -157,6 +170,15 @@ class Session:
                         continue
                     self._fns[hook][-1].append((pconf.name, fn))
         self._job_order_fns = [fn for tier in self._fns["job_order"] for _, fn in tier]
+        #: the predicate tiers as the future view asks them (`predicate(..., future=True)`)
+        self._future_predicates: list[list[tuple[Any, bool]]] = [
+            [
+                (future, True) if (future := getattr(self.plugins[name], "predicate_future", None))
+                else (fn, False)
+                for name, fn in tier
+            ]
+            for tier in self._fns["predicate"]
+        ]
         #: cache predicate/score results per node and task shape (actions/nodes.py); False
         #: gives the straightforward evaluation the cached one must always agree with
         self.node_cache = node_cache and all(
@@ -177,7 +199,7 @@ class Session:
             if not n.ready:
                 continue
             alloc = Resource(n.cpu_milli, n.memory_mib, n.pods)
-            cards = [CardInfo(c.spec, c.usage, c.seq) for c in n.cards]
+            cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
             node = NodeInfo(
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards,
@@ -211,8 +233,9 @@ class Session:
                     node.tasks[info.uid] = info
                     node.idle.sub(info.resreq)
                     node.used.add(info.resreq)
-                    if t.status == st.RELEASING:
+                    if t.status == st.RELEASING:  # its cards are free in the future view
                         node.releasing.add(info.resreq)
+                        self._book_releasing(node, info.slices, +1)
                 if t.status in ALLOCATED_STATUSES:
                     job.allocated.add(info.resreq)
             self.jobs[j.key] = job
@@ -265,11 +288,36 @@ class Session:
                     return status
         return None
 
-    def predicate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+    def predicate(
+        self, task: TaskInfo, node: NodeInfo, future: bool = False,
+        without: Sequence[TaskInfo] = (),
+    ) -> Status | None:  # fmt: skip
+        """The first failing predicate. `future`: on the node as it will be once its Releasing
+        tasks are gone, and `without`'s too (the victims preempt/reclaim weigh): a plugin that
+        reads what tasks hold (deviceshare: their card slices) answers through its
+        `predicate_future(task, node, without)`."""
+        if not future:
+            for tier in self._fns["predicate"]:
+                for _, fn in tier:
+                    status = fn(task, node)
+                    if status is not None and not status.ok:
+                        return status
+            return None
+        for tier in self._future_predicates:
+            for fn, aware in tier:
+                status = fn(task, node, without) if aware else fn(task, node)
+                if status is not None and not status.ok:
+                    return status
+        return None
+
+    def predicate_for_preempt(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        """Volcano `PredicateForPreemptAction`: a node stays a candidate for evictions unless a
+        predicate fails it for good (UnschedulableAndUnresolvable, Error); a plain Unschedulable,
+        such as cards taken by other tasks, is what evicting them may resolve."""
         for tier in self._fns["predicate"]:
             for _, fn in tier:
                 status = fn(task, node)
-                if status is not None and not status.ok:
+                if status is not None and status.code not in (Code.SUCCESS, Code.UNSCHEDULABLE):
                     return status
         return None
 
@@ -448,6 +496,7 @@ class Session:
         node = self.nodes[task.node]
         self._touch(node)
         node.releasing.add(task.resreq)
+        self._book_releasing(node, task.slices, +1)
         task.status = st.RELEASING
         self.jobs[task.job].status_changed()
         self.eviction_reasons[task.uid] = reason
@@ -460,6 +509,8 @@ class Session:
         node = self.nodes[task.node]
         self._touch(node)
         node.releasing.sub(task.resreq)
+        self._book_releasing(node, task.slices, -1)
+        self.eviction_reasons.pop(task.uid, None)
         task.status = prev_status
         self.jobs[task.job].status_changed()
         self.jobs[task.job].allocated.add(task.resreq)
@@ -479,21 +530,50 @@ class Session:
         by_uuid = {c.spec.uuid: c for c in node.cards}
         for s in slices:
             card = by_uuid[s.card]
-            u = card.usage
-            card.usage = msgspec.structs.replace(
-                u,
-                memory_used=u.memory_used + sign * s.slice.memory,
-                cores_used=u.cores_used + sign * s.slice.cores,
-                slices_used=u.slices_used + sign,
-                exclusive=(s.slice.exclusive or s.slice.kind == "whole") if sign > 0 else False,
-            )
+            card.exclusive += sign * is_exclusive(s.slice)
+            card.usage = _moved(card.usage, s, sign, card.exclusive > 0)
+
+    def _book_releasing(
+        self, node: NodeInfo, slices: tuple[SliceAssignment, ...], sign: int
+    ) -> None:
+        """An evicted task's slices stay in `CardInfo.usage` (its ledger still holds them) and
+        are counted in `CardInfo.releasing`, free in the future view; undone by `sign` −1."""
+        if not slices:
+            return
+        by_uuid = {c.spec.uuid: c for c in node.cards}
+        for s in slices:
+            card = by_uuid.get(s.card)
+            if card is None:  # a card the node no longer reports: nothing to free on it
+                continue
+            card.releasing = _moved(card.releasing, s, sign, sign > 0 and is_exclusive(s.slice))
+
+    def card_view(
+        self, node: NodeInfo, future: bool = False, without: Sequence[TaskInfo] = ()
+    ) -> list[tuple[CardSpec, CardUsage]]:
+        """The node's cards as a fit reads them: held now, or in the future view (slices of
+        Releasing tasks free, pipelined ones taken) with `without`'s slices freed as well."""
+        if not future:
+            return [(c.spec, c.usage) for c in node.cards]
+        view = {c.spec.uuid: (c.spec, c.future_usage()) for c in node.cards}
+        for t in without:
+            if t.status == st.RELEASING:
+                continue  # already free in the future view
+            for s in t.slices:
+                if s.card in view:
+                    spec, u = view[s.card]
+                    view[s.card] = (spec, _moved(u, s, -1, u.exclusive and not is_exclusive(s.slice)))
+        return list(view.values())
 
     # --- node selection --------------------------------------------------------------------
 
-    def bind_devices(self, task: TaskInfo, node: NodeInfo) -> tuple[SliceAssignment, ...]:
+    def bind_devices(
+        self, task: TaskInfo, node: NodeInfo, future: bool = False
+    ) -> tuple[SliceAssignment, ...]:
+        """The cards the task gets on the node; `future`: in the future view (`card_view`), for
+        a task pipelined behind evictions."""
         if self.device_binder is None or not task.spec.devices:
             return ()
-        return tuple(self.device_binder(task, node))
+        return tuple(self.device_binder(task, node, future))
 
     def fits_resources(self, task: TaskInfo, node: NodeInfo, future: bool) -> list[str]:
         """Resource-fit reasons (kube-scheduler wording); empty when the task fits."""

@@ -130,11 +130,15 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             case PlacementProposed():
                 for tp in ev.placements:
                     p = pods.get((ev.namespace, ev.name, tp.task))
-                    if p is not None and p["phase"] == "Pending":
-                        p["phase"] = "Pipelined"
-                        p["node"] = tp.node
+                    if p is not None and p["phase"] in ("Pending", "Pipelined"):
+                        # reserved in the session: the node and the cards it waits for
+                        p.update(phase="Pipelined", node=tp.node,
+                                 devices=[_device(cards, s.card, s.slice) for s in tp.slices])
             case PlacementRejected():
                 rejected_placements += 1
+                for key, p in pods.items():  # a refused proposal reserves nothing: they wait
+                    if key[:2] == (ev.namespace, ev.name) and p["phase"] == "Pipelined":
+                        p.update(phase="Pending", node=None, devices=[])
             case PlacementCommitted():
                 for tp in ev.placements:
                     p = pods.get((ev.namespace, ev.name, tp.task))

@@ -17,7 +17,7 @@ from tests.core.scheduling.scenarios import (
 
 TABLES = tuple(
     t
-    for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "e2e")
+    for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "preempt_devices", "e2e")
     if (FIXTURES / f"{t}.yaml").exists()
 )
 CASES = load_tables(*TABLES)

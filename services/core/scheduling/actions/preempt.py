@@ -5,9 +5,11 @@ pending tasks (TaskOrder) preempt one after another while the job is still starv
 with `preemptionPolicy: Never` is skipped. Candidates on each node (nodes tried in descending
 score order) are Bound/Running `volcano.sh/preemptable` tasks of other jobs in the same queue
 (a BestEffort preemptor never takes a non-BestEffort victim); `Preemptable` filters them and
-`ValidateVictims` needs FutureIdle + victims to cover the request. Victims are evicted
-lowest-first until the queue is Allocatable for the task (evictions in the same queue free
-its share — volcano #3161) and the task fits FutureIdle; then it is pipelined there. A
+`ValidateVictims` needs FutureIdle + victims to cover the request, cards included. Victims are
+evicted lowest-first until the queue is Allocatable for the task (evictions in the same queue
+free its share — volcano #3161) and the task fits FutureIdle (cards: the evicted tasks' slices
+free, pipelined ones taken, `victims.py`); then it is pipelined there, on cards no remaining
+task holds. A
 per-node sub-statement is merged only on success. The job's statement is committed only if
 JobPipelined, else discarded; a job that got a task placed is pushed back. After each queue,
 every starving job's pending tasks may evict lower-priority tasks of the same job (Volcano
@@ -19,7 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.actions.victims import validate_victims, victim_queue
+from services.core.scheduling.actions.victims import (
+    fits_future,
+    pipeline_on,
+    validate_victims,
+    victim_queue,
+)
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -109,14 +116,13 @@ def preempt(
         return False
     for node in candidate_nodes(ssn, task):
         victims = ssn.preemptable(task, [t for t in node.tasks.values() if keep(t)])
-        if not victims or not validate_victims(task, node, victims):
+        if not victims or not validate_victims(ssn, task, node, victims):
             continue
         sub = Statement(ssn)
         pq = victim_queue(ssn, task, victims)
         while not pq.empty() and not _placeable(ssn, queue, task, node):
             sub.evict(pq.pop(), "preempt")
-        if _placeable(ssn, queue, task, node):
-            sub.pipeline(task, node, ssn.bind_devices(task, node))
+        if _placeable(ssn, queue, task, node) and pipeline_on(ssn, sub, task, node):
             stmt.merge(sub)
             return True
         sub.discard()
@@ -124,15 +130,16 @@ def preempt(
 
 
 def _placeable(ssn: Session, queue: QueueInfo, task: TaskInfo, node: NodeInfo) -> bool:
-    return ssn.allocatable(queue, task) and not ssn.fits_resources(task, node, future=True)
+    return ssn.allocatable(queue, task) and fits_future(ssn, task, node)
 
 
 def candidate_nodes(ssn: Session, task: TaskInfo) -> list[NodeInfo]:
-    """Nodes passing the non-resource predicates, in descending score order (stable);
-    resource fit is checked per node after evictions."""
+    """Nodes a predicate does not rule out for good (`Session.predicate_for_preempt`: cards
+    taken by other tasks do not), in descending score order (stable); the fit, cards included,
+    is checked per node against its victims and after evictions."""
     out = []
     for node in ssn.node_list:
-        if ssn.predicate(task, node) is None:
+        if ssn.predicate_for_preempt(task, node) is None:
             out.append((ssn.node_score(task, node), node.order, node))
     out.sort(key=lambda x: (-x[0], x[1]))
     return [n for _, _, n in out]

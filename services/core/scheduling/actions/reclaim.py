@@ -4,9 +4,9 @@ Queues in QueueOrder; an Overused or non-Open queue is skipped. Per queue its be
 job (JobOrder), per pending task (TaskOrder): skip `preemptionPolicy: Never`;
 `Preemptive(queue, task)` must hold; on each candidate node (score order), reclaimees are
 Running preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
-them, `ValidateVictims` needs FutureIdle + victims to cover the request; victims are evicted
-in victim order while the task does not fit FutureIdle; the task is pipelined on the first
-node that works. The job's statement is committed if JobPipelined, else discarded; the queue
+them, `ValidateVictims` needs FutureIdle + victims to cover the request (cards included);
+victims are evicted in victim order while the task does not fit FutureIdle (cards: see
+`victims.py`); the task is pipelined on the first node that works. The job's statement is committed if JobPipelined, else discarded; the queue
 is pushed back so its next job gets a turn.
 """
 
@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.preempt import candidate_nodes
-from services.core.scheduling.actions.victims import evict_until_fits, validate_victims
+from services.core.scheduling.actions.victims import (
+    evict_until_fits,
+    pipeline_on,
+    validate_victims,
+)
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -65,11 +69,12 @@ def reclaim_for(ssn: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo)
             and ssn.queues[ssn.jobs[t.job].queue].reclaimable
         ]  # fmt: skip
         victims = ssn.reclaimable(task, candidates)
-        if not victims or not validate_victims(task, node, victims):
+        if not victims or not validate_victims(ssn, task, node, victims):
             continue
         sub = Statement(ssn)
-        if evict_until_fits(ssn, task, node, victims, sub, "reclaim"):
-            sub.pipeline(task, node, ssn.bind_devices(task, node))
+        if evict_until_fits(ssn, task, node, victims, sub, "reclaim") and pipeline_on(
+            ssn, sub, task, node
+        ):
             stmt.merge(sub)
             return True
         sub.discard()

@@ -1,5 +1,11 @@
-"""Shared preempt/reclaim machinery: victim ordering (Volcano `BuildVictimsPriorityQueue`) and
-evicting on one node until the task fits FutureIdle."""
+"""Shared preempt/reclaim machinery: victim ordering (Volcano `BuildVictimsPriorityQueue`), the
+FutureIdle fit, evicting on one node until the task fits it, and pipelining the task there.
+
+"Fits FutureIdle" covers cards too: the card slices of tasks evicted in this session count as
+free, pipelined ones as taken (`Session.card_view`), as Volcano's FutureIdle = Idle + Releasing
+− Pipelined does for cpu and memory. Without that, a node whose cards are all held by
+preemptable pods would never be a place to preempt on, however low their priority.
+"""
 
 from __future__ import annotations
 
@@ -28,12 +34,24 @@ def victim_queue(
     return PriorityQueue(less, victims)
 
 
-def validate_victims(task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
-    """FutureIdle + Σ victims must cover the request (Volcano `ValidateVictims`)."""
+def validate_victims(ssn: Session, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo]) -> bool:
+    """FutureIdle + Σ victims must cover the request (Volcano `ValidateVictims`), and the task's
+    cards must fit once the victims' slices are free as well: evicting pods whose slices cannot
+    make room for it would only lose their work."""
     avail = node.future_idle()
     for v in victims:
         avail.add(v.resreq)
-    return task.resreq.less_equal(avail)
+    if not task.resreq.less_equal(avail):
+        return False
+    return ssn.predicate(task, node, future=True, without=victims) is None
+
+
+def fits_future(ssn: Session, task: TaskInfo, node: NodeInfo) -> bool:
+    """The task fits the node's FutureIdle, cards included (Volcano: `request ≤ FutureIdle` and
+    `PredicateFn` passes once the evicted tasks' devices are released)."""
+    if ssn.fits_resources(task, node, future=True):
+        return False
+    return ssn.predicate(task, node, future=True) is None
 
 
 def evict_until_fits(
@@ -43,8 +61,18 @@ def evict_until_fits(
     """Evict victims lowest-first while the task does not fit FutureIdle (checked before each
     eviction, so nothing is evicted when it already fits)."""
     pq = victim_queue(ssn, task, victims)
-    while ssn.fits_resources(task, node, future=True):
+    while not fits_future(ssn, task, node):
         if pq.empty():
             return False
         stmt.evict(pq.pop(), reason)
+    return True
+
+
+def pipeline_on(ssn: Session, stmt: Statement, task: TaskInfo, node: NodeInfo) -> bool:
+    """Pipeline the task on the node with cards from the future view; False (nothing done) when
+    the cards it needs are not there, so a device task is never pipelined without its cards."""
+    slices = ssn.bind_devices(task, node, future=True)
+    if task.spec.devices and not slices and ssn.device_binder is not None:
+        return False
+    stmt.pipeline(task, node, slices)
     return True

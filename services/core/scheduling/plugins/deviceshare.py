@@ -29,6 +29,7 @@ Volcano's sample of feasible nodes (`actions/nodes.num_to_find`), the replay sco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 
@@ -189,10 +190,26 @@ class DeviceSharePlugin:
             self._prepared[task.uid] = got
         return got
 
-    def _cards(self, node: NodeInfo) -> list[tuple[CardSpec, CardUsage]]:
-        return [(c.spec, c.usage) for c in node.cards]
+    def _cards(
+        self, node: NodeInfo, future: bool = False, without: Sequence[TaskInfo] = ()
+    ) -> list[tuple[CardSpec, CardUsage]]:
+        if self.ssn is None:
+            return [(c.spec, c.usage) for c in node.cards]
+        return self.ssn.card_view(node, future, without)
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        return self._fit(task, node, self._cards(node), keep=True)
+
+    def predicate_future(
+        self, task: TaskInfo, node: NodeInfo, without: Sequence[TaskInfo] = ()
+    ) -> Status | None:
+        """The fit on the node's future cards (`Session.card_view`): what preempt and reclaim
+        need to know before and after evicting, where the cards of Releasing tasks are free."""
+        return self._fit(task, node, self._cards(node, True, without), keep=False)
+
+    def _fit(
+        self, task: TaskInfo, node: NodeInfo, cards: list[tuple[CardSpec, CardUsage]], keep: bool
+    ) -> Status | None:
         if not task.spec.devices:
             return None
         for req in task.spec.devices:
@@ -201,12 +218,12 @@ class DeviceSharePlugin:
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
-        cards = self._cards(node)
         result = fit_node(prepared, cards, node.annotations)
         if not isinstance(result, NodeFit):
             need = max((r.memory for r in task.spec.devices), default=0)
             return unschedulable(self.name, *result.explained(cards, need))
-        self._fits[(task.uid, node.name)] = result
+        if keep:  # node_order scores the fit of the cards as they are now
+            self._fits[(task.uid, node.name)] = result
         return None
 
     def node_order(self, task: TaskInfo, node: NodeInfo) -> float:
@@ -222,14 +239,18 @@ class DeviceSharePlugin:
             return 0.0
         return node_preference(prepared.node_policy, fit.score) * self.weight
 
-    def bind(self, task: TaskInfo, node: NodeInfo) -> tuple[SliceAssignment, ...]:
+    def bind(
+        self, task: TaskInfo, node: NodeInfo, future: bool = False
+    ) -> tuple[SliceAssignment, ...]:
+        """The task's cards on the node; `future`: chosen among the future view's cards (a task
+        pipelined behind evictions), so they never overlap a slice a remaining task holds."""
         prepared = self._task(task)
         if isinstance(prepared, str):
             return ()
         chosen = self.placement_cards(task, node) if self.placement else ()
         if chosen and prepared.ranker is not None:
             prepared = replace(prepared, ranker=preferring(chosen, prepared.ranker))
-        result = fit_node(prepared, self._cards(node), node.annotations)
+        result = fit_node(prepared, self._cards(node, future), node.annotations)
         self._fits.clear()
         if not isinstance(result, NodeFit):
             return ()
