@@ -26,6 +26,7 @@ from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
 from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
 from services.core.scheduling.session import PluginFactory, Session
+from services.core.scheduling.trial import gang_trials, with_trial
 
 
 @cache
@@ -85,14 +86,18 @@ def close_session(ssn: Session) -> Decisions:
     phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)
     unschedulable = []
     words: dict[tuple[object, ...], Any] = {}  # explain.py's cache for this session
+    trials = gang_trials(ssn)  # jobs enqueue refused, tried on the nodes and thrown away
     for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
         reason, code = _unschedulable_reason(ssn, job)
         if reason:
             why = explain_job(ssn, job, words)
+            node_reasons = dict(sorted(job.node_errors.items()))
+            if job.key in trials:
+                reason, node_reasons, why = with_trial(job, reason, why, trials[job.key])
             pending = sum(1 for t in job.tasks.values() if t.status == st.PENDING)
             unschedulable.append(
                 Unschedulable(
-                    job.namespace, job.name, reason, dict(sorted(job.node_errors.items())),
+                    job.namespace, job.name, reason, node_reasons,
                     why=why.why, plugin=why.plugin, groups=why.groups,
                     nodes=len(ssn.node_list), unblock=why.unblock, tasks=pending, code=code,
                 )
