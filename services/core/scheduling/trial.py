@@ -120,20 +120,19 @@ def with_trial(
     line after enqueue's words and the nodes' groups under the rule, or the rule saying the
     nodes are not the reason. A job without a trial (over the budget) keeps enqueue's words."""
     if trial.summary:
-        missing = max(job.min_available - job.ready_task_num() - job.waiting_task_num()
-                      - trial.placed, 0)  # fmt: skip
-        gang = f"{missing}/{len(job.tasks)} tasks in gang unschedulable: {trial.summary}"
+        missing = job.min_available - job.ready_task_num() - job.waiting_task_num() - trial.placed
+        gang = f"{max(missing, 0)}/{len(job.tasks)} tasks in gang unschedulable: {trial.summary}"
         if reason.startswith(ENQUEUE_REFUSED):
             gang = f"{reason}; {gang}"
-        return gang, trial.node_errors, dataclasses.replace(
-            why, groups=trial.groups, unblock=why.unblock or trial.fix)
+        words = dataclasses.replace(why, groups=trial.groups, unblock=why.unblock or trial.fix)
+        return gang, trial.node_errors, words
     if trial.fits and why.why:
-        pods = "the pod fits" if job.min_available <= 1 else \
-            f"the gang's {job.min_available} pods fit"  # fmt: skip
-        return reason, {}, dataclasses.replace(
-            why, why=f"{why.why}; the nodes are not the reason: {pods} on them now")
+        pods = (
+            "the pod fits" if job.min_available <= 1 else f"the gang's {job.min_available} pods fit"
+        )
+        said = f"{why.why}; the nodes are not the reason: {pods} on them now"
+        return reason, {}, dataclasses.replace(why, why=said)
     return reason, {}, why
 
 
 __all__ = ["TRIALS_PER_SESSION", "Trial", "gang_trials", "with_trial"]
-
