@@ -123,6 +123,10 @@ class CaseResult:
     rss_before_mib: float
     rss_peak_mib: float
     mix: dict[str, int]
+    #: of the unschedulable jobs, those enqueue left Pending, and those of them whose reasons
+    #: name the nodes (a trial placement, services/core/scheduling/trial.py)
+    refused_jobs: int = 0
+    refused_named: int = 0
 
     @property
     def pods_per_s(self) -> float:
@@ -181,6 +185,8 @@ def run_case(nodes: int, jobs: int, gangs: int, profile_top: int = 0) -> tuple[C
         pipelined=pipelined, unschedulable_jobs=len(d.unschedulable), setup_s=t1 - t0,
         snapshot_s=t2 - t1, session_s=t4 - t3, session_cpu_s=c4 - c3, rss_before_mib=rss_before,
         rss_peak_mib=_rss_mib(), mix=dict(mix),
+        refused_jobs=sum(1 for u in d.unschedulable if u.code == "NotEnqueued"),
+        refused_named=sum(1 for u in d.unschedulable if u.code == "NotEnqueued" and u.node_reasons),
     )  # fmt: skip
     text = ""
     if prof is not None:
@@ -225,14 +231,16 @@ def report(results: list[CaseResult], profile: tuple[int, str], args: argparse.N
         "(`time.process_time`), which other processes on the machine disturb less. Peak RSS is",
         "the whole case process (cluster, workload, log, snapshot and session).",
         "",
-        "| nodes × 8 × 910B3 | pods | bound | pipelined | unschedulable jobs | session s (CPU s) | "
-        "**pods/s** (per CPU s) | snapshot s | setup s | RSS before / peak MiB |",
+        "| nodes × 8 × 910B3 | pods | bound | pipelined | unschedulable jobs (refused at enqueue, "
+        "of them naming nodes) | session s (CPU s) | **pods/s** (per CPU s) | snapshot s | setup s "
+        "| RSS before / peak MiB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r.nodes:,} | {r.pods:,} | {r.bound:,} | {r.pipelined:,} | "
-            f"{r.unschedulable_jobs:,} | {r.session_s:.2f} ({r.session_cpu_s:.2f}) | "
+            f"{r.unschedulable_jobs:,} ({r.refused_jobs:,}, {r.refused_named:,}) | "
+            f"{r.session_s:.2f} ({r.session_cpu_s:.2f}) | "
             f"**{r.pods_per_s:,.0f}** ({r.pods_per_cpu_s:,.0f}) | "
             f"{r.snapshot_s:.2f} | {r.setup_s:.1f} | {r.rss_before_mib:,.0f} / "
             f"{r.rss_peak_mib:,.0f} |"
@@ -275,7 +283,8 @@ def main() -> int:
         print(f"{n:>6} nodes: {r.bound + r.pipelined:,}/{r.pods:,} pods placed in "
               f"{r.session_s:.2f} s = {r.pods_per_s:,.0f} pods/s "
               f"({r.session_cpu_s:.2f} CPU s = {r.pods_per_cpu_s:,.0f}) "
-              f"(unschedulable jobs {r.unschedulable_jobs}, peak RSS {r.rss_peak_mib:,.0f} MiB)")  # fmt: skip
+              f"(unschedulable jobs {r.unschedulable_jobs}, refused at enqueue {r.refused_jobs}, "
+              f"of them naming nodes {r.refused_named}, peak RSS {r.rss_peak_mib:,.0f} MiB)")  # fmt: skip
     prof_nodes = args.profile or max(r.nodes for r in results)
     text = ""
     if not args.no_profile:

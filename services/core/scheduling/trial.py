@@ -49,7 +49,11 @@ class Trial:
 
 
 def _ordered(ssn: Session, job: JobInfo) -> list[TaskInfo]:
-    tasks = PriorityQueue(ssn.task_order, [t for t in job.pending_tasks() if not t.best_effort])
+    """The pending tasks allocate would try, in its order (TaskOrder)."""
+    pending = [t for t in job.pending_tasks() if not t.best_effort]
+    if len(pending) < 2:  # most waiting jobs are single pods: no heap needed
+        return pending
+    tasks = PriorityQueue(ssn.task_order, pending)
     return [tasks.pop() for _ in range(len(tasks))]
 
 
@@ -101,9 +105,10 @@ def gang_trials(ssn: Session, budget: int = TRIALS_PER_SESSION) -> dict[str, Tri
         tasks = _ordered(ssn, job)
         if not tasks:
             continue
-        key = (job.min_available, tuple(sorted(job.min_task_member.items())),
-               job.ready_task_num(), job.waiting_task_num(),
-               tuple((t.role, shape_of(t)) for t in tasks))  # fmt: skip
+        roles = job.min_task_member  # a role name matters only with a minimum of its own
+        key = (job.min_available, tuple(sorted(roles.items())), job.ready_task_num(),
+               job.waiting_task_num(),
+               tuple((t.role if t.role in roles else "", shape_of(t)) for t in tasks))  # fmt: skip
         trial = seen.get(key)
         if trial is None:
             if len(seen) >= budget:
@@ -124,14 +129,14 @@ def with_trial(
         gang = f"{max(missing, 0)}/{len(job.tasks)} tasks in gang unschedulable: {trial.summary}"
         if reason.startswith(ENQUEUE_REFUSED):
             gang = f"{reason}; {gang}"
-        words = dataclasses.replace(why, groups=trial.groups, unblock=why.unblock or trial.fix)
-        return gang, trial.node_errors, words
+        return gang, trial.node_errors, Explanation(why.why, why.plugin, trial.groups,
+                                                    why.unblock or trial.fix)  # fmt: skip
     if trial.fits and why.why:
         pods = (
             "the pod fits" if job.min_available <= 1 else f"the gang's {job.min_available} pods fit"
         )
         said = f"{why.why}; the nodes are not the reason: {pods} on them now"
-        return reason, {}, dataclasses.replace(why, why=said)
+        return reason, {}, Explanation(said, why.plugin, why.groups, why.unblock)
     return reason, {}, why
 
 
