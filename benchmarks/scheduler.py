@@ -196,6 +196,32 @@ def run_case(nodes: int, jobs: int, gangs: int, profile_top: int = 0) -> tuple[C
     return result, text
 
 
+def compare_trials(nodes: int, jobs: int, gangs: int, runs: int) -> str:
+    """The session's CPU time with and without the enqueue refusals' trial placements
+    (services/core/scheduling/trial.py), alternating on one snapshot; the least of `runs` each,
+    the least disturbed by other work on the machine."""
+    from services.core.scheduling import decide as decide_module
+
+    projection, conf, _ = build(nodes, jobs, gangs)
+    snap = projection.snapshot()
+    real = decide_module.gang_trials
+    cpu: dict[str, list[float]] = {"with": [], "without": []}
+    refused = named = 0
+    for _ in range(runs):
+        for mode in cpu:
+            decide_module.gang_trials = real if mode == "with" else (lambda ssn: {})  # type: ignore[assignment]
+            c0 = time.process_time()
+            d = decide_module.decide(snap, conf)
+            cpu[mode].append(time.process_time() - c0)
+            if mode == "with":
+                refused = sum(1 for u in d.unschedulable if u.code == "NotEnqueued")
+                named = sum(1 for u in d.unschedulable if u.code == "NotEnqueued" and u.node_reasons)
+    decide_module.gang_trials = real
+    best = {k: min(v) for k, v in cpu.items()}
+    return (f"| {nodes:,} | {refused:,} | {named:,} | {best['without']:.2f} | {best['with']:.2f} | "
+            f"{best['with'] - best['without']:+.2f} |")  # fmt: skip
+
+
 def _child(nodes: int, jobs: int, gangs: int) -> CaseResult:
     """One case in a fresh interpreter, so peak RSS is that case's alone."""
     out = subprocess.run(
@@ -271,7 +297,15 @@ def main() -> int:
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--compare-trials", type=int, default=0, metavar="RUNS",
+                        help="print CPU s with and without enqueue's trial placements (no file)")
     args = parser.parse_args()
+    if args.compare_trials:
+        print("| nodes | refused at enqueue | naming nodes | CPU s without trials | with | Δ |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for n in (int(x) for x in args.nodes.split(",")):
+            print(compare_trials(n, args.jobs, args.gangs, args.compare_trials), flush=True)
+        return 0
     if args.case:
         result, _ = run_case(args.case, args.jobs, args.gangs)
         print(json.dumps(asdict(result)))

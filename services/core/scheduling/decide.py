@@ -3,7 +3,8 @@
 Open a session over the frozen snapshot, run the configured actions in order, close it and
 report per job: committed placements (to bind), pipelined reservations (not bound), evictions,
 PodGroups promoted to Inqueue, and unschedulable jobs with the gang plugin's message
-`"<minAvailable − ready>/<tasks> tasks in gang unschedulable: <fit errors>"` and per-node reasons.
+`"<minAvailable − ready>/<tasks> tasks in gang unschedulable: <fit errors>"` and per-node reasons
+(for a job enqueue refused, from a trial placement thrown away after the decisions: trial.py).
 """
 
 from __future__ import annotations
