@@ -209,20 +209,22 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             uid = (await _get(cluster, volcano.jobs_path("default", "huge")) or {})["metadata"]["uid"]
             pg_path = volcano.podgroups_path("default", f"huge-{uid}")
 
-            async def unschedulable() -> bool:
-                st = ((await _get(cluster, pg_path)) or {}).get("status") or {}
-                return st.get("phase") == "Pending" and any(
-                    c["type"] == "Unschedulable" and c["status"] == "True" and "nodes are available" in c["message"]
-                    for c in st.get("conditions") or [])  # a session before the nodes' cards says only the rule
+            # every node named: a session before all four nodes (and their cards) registered
+            # says fewer; the condition is rewritten as the nodes' words change
+            want = ("2/4 tasks in gang unschedulable: 0/4 nodes are available: 3 have fewer than 8 free "
+                    "Ascend910B3 cards, 1 is cordoned. Gang needs 32 whole Ascend910B3 cards, the cluster has 24.")
+            seen: dict[str, Any] = {}
 
-            await wait_until(unschedulable, 60, "PodGroup Pending with Unschedulable naming the nodes")
-            pg = await _get(cluster, pg_path)
-            assert pg is not None
-            cond = next(c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable")
-            assert cond["reason"] == "NotEnoughResources"
-            assert cond["message"] == (
-                "2/4 tasks in gang unschedulable: 0/4 nodes are available: 3 have fewer than 8 free "
-                "Ascend910B3 cards, 1 is cordoned. Gang needs 32 whole Ascend910B3 cards, the cluster has 24."), cond
+            async def unschedulable() -> bool:
+                st = seen["status"] = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                return st.get("phase") == "Pending" and any(
+                    c["type"] == "Unschedulable" and c["status"] == "True" and c["reason"] == "NotEnoughResources"
+                    and c["message"] == want for c in st.get("conditions") or [])
+
+            try:
+                await wait_until(unschedulable, 60, "PodGroup Pending with Unschedulable naming every node")
+            except TimeoutError as exc:
+                raise AssertionError(f"PodGroup status {seen.get('status')!r}, wanted the message {want!r}") from exc
             assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("huge-")]
             job_status = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("status") or {}
             assert job_status.get("state", {}).get("phase") == "Pending"
