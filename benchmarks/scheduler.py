@@ -123,6 +123,10 @@ class CaseResult:
     rss_before_mib: float
     rss_peak_mib: float
     mix: dict[str, int]
+    #: of the unschedulable jobs, those enqueue left Pending, and those of them whose reasons
+    #: name the nodes (a trial placement, services/core/scheduling/trial.py)
+    refused_jobs: int = 0
+    refused_named: int = 0
 
     @property
     def pods_per_s(self) -> float:
@@ -181,6 +185,8 @@ def run_case(nodes: int, jobs: int, gangs: int, profile_top: int = 0) -> tuple[C
         pipelined=pipelined, unschedulable_jobs=len(d.unschedulable), setup_s=t1 - t0,
         snapshot_s=t2 - t1, session_s=t4 - t3, session_cpu_s=c4 - c3, rss_before_mib=rss_before,
         rss_peak_mib=_rss_mib(), mix=dict(mix),
+        refused_jobs=sum(1 for u in d.unschedulable if u.code == "NotEnqueued"),
+        refused_named=sum(1 for u in d.unschedulable if u.code == "NotEnqueued" and u.node_reasons),
     )  # fmt: skip
     text = ""
     if prof is not None:
@@ -188,6 +194,32 @@ def run_case(nodes: int, jobs: int, gangs: int, profile_top: int = 0) -> tuple[C
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile_top)
         text = buf.getvalue()
     return result, text
+
+
+def compare_trials(nodes: int, jobs: int, gangs: int, runs: int) -> str:
+    """The session's CPU time with and without the enqueue refusals' trial placements
+    (services/core/scheduling/trial.py), alternating on one snapshot; the least of `runs` each,
+    the least disturbed by other work on the machine."""
+    from services.core.scheduling import decide as decide_module
+
+    projection, conf, _ = build(nodes, jobs, gangs)
+    snap = projection.snapshot()
+    real = decide_module.gang_trials
+    cpu: dict[str, list[float]] = {"with": [], "without": []}
+    refused = named = 0
+    for _ in range(runs):
+        for mode in cpu:
+            decide_module.gang_trials = real if mode == "with" else (lambda ssn: {})  # type: ignore[assignment]
+            c0 = time.process_time()
+            d = decide_module.decide(snap, conf)
+            cpu[mode].append(time.process_time() - c0)
+            if mode == "with":
+                refused = sum(1 for u in d.unschedulable if u.code == "NotEnqueued")
+                named = sum(1 for u in d.unschedulable if u.code == "NotEnqueued" and u.node_reasons)
+    decide_module.gang_trials = real
+    best = {k: min(v) for k, v in cpu.items()}
+    return (f"| {nodes:,} | {refused:,} | {named:,} | {best['without']:.2f} | {best['with']:.2f} | "
+            f"{best['with'] - best['without']:+.2f} |")  # fmt: skip
 
 
 def _child(nodes: int, jobs: int, gangs: int) -> CaseResult:
@@ -225,14 +257,16 @@ def report(results: list[CaseResult], profile: tuple[int, str], args: argparse.N
         "(`time.process_time`), which other processes on the machine disturb less. Peak RSS is",
         "the whole case process (cluster, workload, log, snapshot and session).",
         "",
-        "| nodes × 8 × 910B3 | pods | bound | pipelined | unschedulable jobs | session s (CPU s) | "
-        "**pods/s** (per CPU s) | snapshot s | setup s | RSS before / peak MiB |",
+        "| nodes × 8 × 910B3 | pods | bound | pipelined | unschedulable jobs (refused at enqueue, "
+        "of them naming nodes) | session s (CPU s) | **pods/s** (per CPU s) | snapshot s | setup s "
+        "| RSS before / peak MiB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r.nodes:,} | {r.pods:,} | {r.bound:,} | {r.pipelined:,} | "
-            f"{r.unschedulable_jobs:,} | {r.session_s:.2f} ({r.session_cpu_s:.2f}) | "
+            f"{r.unschedulable_jobs:,} ({r.refused_jobs:,}, {r.refused_named:,}) | "
+            f"{r.session_s:.2f} ({r.session_cpu_s:.2f}) | "
             f"**{r.pods_per_s:,.0f}** ({r.pods_per_cpu_s:,.0f}) | "
             f"{r.snapshot_s:.2f} | {r.setup_s:.1f} | {r.rss_before_mib:,.0f} / "
             f"{r.rss_peak_mib:,.0f} |"
@@ -263,7 +297,15 @@ def main() -> int:
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--compare-trials", type=int, default=0, metavar="RUNS",
+                        help="print CPU s with and without enqueue's trial placements (no file)")
     args = parser.parse_args()
+    if args.compare_trials:
+        print("| nodes | refused at enqueue | naming nodes | CPU s without trials | with | Δ |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for n in (int(x) for x in args.nodes.split(",")):
+            print(compare_trials(n, args.jobs, args.gangs, args.compare_trials), flush=True)
+        return 0
     if args.case:
         result, _ = run_case(args.case, args.jobs, args.gangs)
         print(json.dumps(asdict(result)))
@@ -275,7 +317,8 @@ def main() -> int:
         print(f"{n:>6} nodes: {r.bound + r.pipelined:,}/{r.pods:,} pods placed in "
               f"{r.session_s:.2f} s = {r.pods_per_s:,.0f} pods/s "
               f"({r.session_cpu_s:.2f} CPU s = {r.pods_per_cpu_s:,.0f}) "
-              f"(unschedulable jobs {r.unschedulable_jobs}, peak RSS {r.rss_peak_mib:,.0f} MiB)")  # fmt: skip
+              f"(unschedulable jobs {r.unschedulable_jobs}, refused at enqueue {r.refused_jobs}, "
+              f"of them naming nodes {r.refused_named}, peak RSS {r.rss_peak_mib:,.0f} MiB)")  # fmt: skip
     prof_nodes = args.profile or max(r.nodes for r in results)
     text = ""
     if not args.no_profile:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from contracts.workloads import DeviceRequest, JobSpec
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
+_GANG = re.compile(r"\d+/\d+ tasks (?:in gang )?unschedulable")
 
 
 def _ask(spec: JobSpec | None) -> DeviceRequest | None:
@@ -46,6 +47,8 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     m = _CODE.search(reason)
     code = m.group(3) if m else ""
     card = _card(d)
+    if code == "CardInsufficientMemory" and d is not None and _whole(d):
+        code = "NodeInsufficientDevice"  # HAMi: every card's memory is taken; the ask is cards
     if code == "CardInsufficientMemory" and d is not None:
         amount = f"{d.memory} MB" if d.memory else f"{d.memory_pct}% of its memory"
         return f"have no {card} card with {amount} free"
@@ -65,21 +68,44 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     return reason.rstrip(".")
 
 
+_SINGULAR = (("are ", "is "), ("have ", "has "), ("do not ", "does not "))
+
+
+def _one(p: str) -> str:
+    """The phrase for one node ("1 is cordoned", "1 has no free … card")."""
+    for many, one in _SINGULAR:
+        if p.startswith(many):
+            return one + p.removeprefix(many).replace("their ", "its ", 1)
+    return p
+
+
+def _whole(d: DeviceRequest) -> bool:
+    """A request for whole cards (no memory amount): short memory means short free cards."""
+    return d.exclusive or (not d.memory and d.memory_pct >= 100)
+
+
 def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None) -> str:
     """`0/4 nodes are available: 2 have no …, 2 are cordoned.` (largest groups first)."""
     counts = Counter(phrase(r, spec) for r in node_reasons.values())
-    parts = ", ".join(f"{n} {p}" for p, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))
+    parts = ", ".join(f"{n} {p if n > 1 else _one(p)}"
+                      for p, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))  # fmt: skip
     total = max(total, len(node_reasons))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
 def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
             why: str = "") -> str:  # fmt: skip
-    """The whole text: per-node reasons when the scheduler gave them, else the first rule that
-    failed in words (`JobUnschedulable.why`: the queue, resource and amounts), else its reason
-    as is (an older log)."""
+    """The whole text: per-node reasons when the scheduler gave them, after Volcano's gang
+    count ("2/4 tasks in gang unschedulable: 0/2 nodes are available: …") and followed by the
+    first rule that failed in words when that is a job-level rule (`JobUnschedulable.why`: the
+    queue, the gang against the cluster's cards); else that rule alone, else the scheduler's
+    reason as is (an older log)."""
     if node_reasons:
-        line = nodes_line(node_reasons, total, spec)
-        gang = reason.split(":", 1)[0] if "tasks in gang unschedulable" in reason else ""
-        return f"{gang}: {line}" if gang else line
+        text = nodes_line(node_reasons, total, spec)
+        gang = _GANG.search(reason)
+        if gang:
+            text = f"{gang.group(0)}: {text}"
+        if why and not why.startswith("0/"):  # a nodes line says what the line above says
+            text = f"{text} {why[:1].upper()}{why[1:].rstrip('.')}."
+        return text
     return why or reason

@@ -147,7 +147,7 @@ def test_why_a_pod_waits_in_words() -> None:
     assert reasons.phrase("Insufficient cpu", spec) == "have too little free cpu"
     gang = reasons.message("1/2 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 8/8 NodeInsufficientDevice.",
                            {"a": "8/8 NodeInsufficientDevice"}, 1, spec)  # fmt: skip
-    assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 have no free Ascend910B3 card."
+    assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 has no free Ascend910B3 card."
     assert reasons.message("queue q is Closed", {}, 3, spec) == "queue q is Closed"
     # a job refused before any node was tried says the rule in words when the scheduler gave them
     why = "queue train-queue: Ascend910B3 1 requested, capability 8, allocated 8 (capacity)"

@@ -188,7 +188,10 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
 
 async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cluster, tmp_path: Path) -> None:
     """Four pods of eight whole cards each: more than the cluster holds, so the PodGroup stays
-    Pending with the scheduler's reason as its Unschedulable condition and no pod is made."""
+    Pending and no pod is made. Its Unschedulable condition names the rule (the gang against
+    the cluster's cards) and the nodes, as enqueue's trial placement found them: two pods fill
+    node-a and node-b, the third finds fewer than eight free cards there and on gpu-1, and
+    node-c is cordoned (its cards still count in the cluster's 24)."""
     await volcano_served(cluster)
     await hami_nodes(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
@@ -206,16 +209,22 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             uid = (await _get(cluster, volcano.jobs_path("default", "huge")) or {})["metadata"]["uid"]
             pg_path = volcano.podgroups_path("default", f"huge-{uid}")
 
-            async def unschedulable() -> bool:
-                st = ((await _get(cluster, pg_path)) or {}).get("status") or {}
-                return st.get("phase") == "Pending" and any(
-                    c["type"] == "Unschedulable" and c["status"] == "True" for c in st.get("conditions") or [])
+            # every node named: a session before all four nodes (and their cards) registered
+            # says fewer; the condition is rewritten as the nodes' words change
+            want = ("2/4 tasks in gang unschedulable: 0/4 nodes are available: 3 have fewer than 8 free "
+                    "Ascend910B3 cards, 1 is cordoned. Gang needs 32 whole Ascend910B3 cards, the cluster has 24.")
+            seen: dict[str, Any] = {}
 
-            await wait_until(unschedulable, 60, "PodGroup Pending with Unschedulable")
-            pg = await _get(cluster, pg_path)
-            assert pg is not None
-            cond = next(c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable")
-            assert cond["reason"] == "NotEnoughResources" and cond["message"]
+            async def unschedulable() -> bool:
+                st = seen["status"] = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                return st.get("phase") == "Pending" and any(
+                    c["type"] == "Unschedulable" and c["status"] == "True" and c["reason"] == "NotEnoughResources"
+                    and c["message"] == want for c in st.get("conditions") or [])
+
+            try:
+                await wait_until(unschedulable, 60, "PodGroup Pending with Unschedulable naming every node")
+            except TimeoutError as exc:
+                raise AssertionError(f"PodGroup status {seen.get('status')!r}, wanted the message {want!r}") from exc
             assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("huge-")]
             job_status = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("status") or {}
             assert job_status.get("state", {}).get("phase") == "Pending"

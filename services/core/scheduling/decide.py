@@ -3,7 +3,8 @@
 Open a session over the frozen snapshot, run the configured actions in order, close it and
 report per job: committed placements (to bind), pipelined reservations (not bound), evictions,
 PodGroups promoted to Inqueue, and unschedulable jobs with the gang plugin's message
-`"<minAvailable − ready>/<tasks> tasks in gang unschedulable: <fit errors>"` and per-node reasons.
+`"<minAvailable − ready>/<tasks> tasks in gang unschedulable: <fit errors>"` and per-node reasons
+(for a job enqueue refused, from a trial placement thrown away after the decisions: trial.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
 from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
 from services.core.scheduling.session import PluginFactory, Session
+from services.core.scheduling.trial import gang_trials, with_trial
 
 
 @cache
@@ -85,14 +87,18 @@ def close_session(ssn: Session) -> Decisions:
     phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)
     unschedulable = []
     words: dict[tuple[object, ...], Any] = {}  # explain.py's cache for this session
+    trials = gang_trials(ssn)  # jobs enqueue refused, tried on the nodes and thrown away
     for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
         reason, code = _unschedulable_reason(ssn, job)
         if reason:
             why = explain_job(ssn, job, words)
+            node_reasons = dict(sorted(job.node_errors.items()))
+            if job.key in trials:
+                reason, node_reasons, why = with_trial(job, reason, why, trials[job.key])
             pending = sum(1 for t in job.tasks.values() if t.status == st.PENDING)
             unschedulable.append(
                 Unschedulable(
-                    job.namespace, job.name, reason, dict(sorted(job.node_errors.items())),
+                    job.namespace, job.name, reason, node_reasons,
                     why=why.why, plugin=why.plugin, groups=why.groups,
                     nodes=len(ssn.node_list), unblock=why.unblock, tasks=pending, code=code,
                 )

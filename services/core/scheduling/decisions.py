@@ -29,11 +29,18 @@ class Eviction:
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
+#: Volcano's words for a PodGroup `enqueue` leaves Pending (actions/enqueue.go)
+ENQUEUE_REFUSED = "queue resource quota insufficient or cluster overused"
+
 
 def unschedulable_key(reason: str, why: str) -> str:
     """What must change for a waiting job's `JobUnschedulable` to be appended again (DESIGN §3:
     only on change): the scheduler's reason, or the rule `why` names — not its amounts, which
-    move with every placement elsewhere and would append an event per pending job each time."""
+    move with every placement elsewhere and would append an event per pending job each time.
+    The same holds of the gang line a trial adds to an enqueue refusal (trial.py): how many of
+    the gang's pods the nodes would take now moves with every other job, its words do not."""
+    if reason.startswith(ENQUEUE_REFUSED):
+        reason = _NUMBER.sub("#", reason)
     return f"{reason}\x00{_NUMBER.sub('#', why)}"
 
 

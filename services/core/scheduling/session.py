@@ -12,7 +12,8 @@ votes (any reject ⇒ false, a permit in a tier short-circuits, all abstain ⇒ 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -142,6 +143,9 @@ class Session:
         self.committed_evictions: list[TaskInfo] = []
         self.eviction_reasons: dict[str, str] = {}
         self.enqueued: list[JobInfo] = []
+        #: Pending jobs `enqueue` refused, in the order it considered them (trial.py explains
+        #: the first of them node by node)
+        self.refused: list[JobInfo] = []
         self.device_binder: Any = None
         #: task uid → why the device binder chose its cards (words; decisions never read it)
         self.cards_why: dict[str, str] = {}
@@ -563,6 +567,32 @@ class Session:
                     spec, u = view[s.card]
                     view[s.card] = (spec, _moved(u, s, -1, u.exclusive and not is_exclusive(s.slice)))
         return list(view.values())
+
+    @contextmanager
+    def trial(self, shapes: Iterable[tuple[object, ...]]) -> Iterator[None]:
+        """A throw-away placement (trial.py) that must leave the session as it found it once
+        its statement is discarded: the plugins' allocate/deallocate hooks are not called (the
+        queue tallies are float sums, which adding and taking away a task need not bring back
+        bit for bit), and the node search's rotating start and the per-shape counts it bumps
+        (`shapes`: those of the tasks tried) are put back."""
+        hooks = {h: self._fns[h] for h in ("on_allocate", "on_deallocate")}
+        start = self.__dict__.get("_next_start")
+        counts = {s: self.shape_counts.get(s) for s in shapes}
+        for h in hooks:
+            self._fns[h] = []
+        try:
+            yield
+        finally:
+            self._fns.update(hooks)
+            if start is None:
+                self.__dict__.pop("_next_start", None)
+            else:
+                self.__dict__["_next_start"] = start
+            for s, n in counts.items():
+                if n is None:
+                    self.shape_counts.pop(s, None)
+                else:
+                    self.shape_counts[s] = n
 
     # --- node selection --------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ the plugins' inqueue tallies at once (JobEnqueued) so later jobs in the cycle se
 
 from __future__ import annotations
 
+from services.core.scheduling.decisions import ENQUEUE_REFUSED
 from services.core.scheduling.model import JobInfo, QueueInfo
 from services.core.scheduling.session import PriorityQueue, Session
 
@@ -30,6 +31,7 @@ class EnqueueAction:
                 job.phase = "Inqueue"
                 ssn.enqueued.append(job)
             else:
-                job.job_fit_error = "queue resource quota insufficient or cluster overused"
+                job.job_fit_error = ENQUEUE_REFUSED
                 job.why_plugin, job.why, job.unblock = ssn.enqueue_reason(job)
+                ssn.refused.append(job)
             queues.push(queue)
