@@ -449,7 +449,7 @@ class JobController:
             q = self.flow.projection.queues.get(name)
             body = volcano.queue_object(q.spec) if q is not None else volcano.manifest(gone)
             try:
-                await self.kube.create(queues_path(), body)
+                created = await self.kube.create(queues_path(), body)
             except KubeError as exc:
                 if exc.status != 409:  # 409: created again meanwhile (by kubectl): it stays
                     self.deleted_queues.setdefault(name, gone)
@@ -459,7 +459,6 @@ class JobController:
                        f"{getattr(reply, 'message', reply)}; created again from Tessera's log")  # fmt: skip
             log.warning("%s", message)
             with contextlib.suppress(KubeError):
-                created = await self.kube.get(queues_path(name))
                 await status.write_event(self.kube, volcano.typed(created, "Queue"), "Warning", "QueueRecreated",
                                          message, self.clock())  # fmt: skip
 
