@@ -228,7 +228,8 @@ class JobController:
         is deleted too, with a Warning Event on its target saying why (a Command is a one-off
         request: left in place it would only be refused again at every relist). A command
         applied before a crash meets "already so" on its second delivery, which is what it
-        asked for; its Warning is the same Event, not a second one."""
+        asked for (its Warning says so); a refused one delivered again writes the same Event,
+        not a second one."""
         m = volcano.meta(obj)
         ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
         target = obj.get("target") or {}

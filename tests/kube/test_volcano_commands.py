@@ -17,7 +17,6 @@ from typing import Any
 
 from contracts.permissions import CLI
 from services.cli.up import ControlPlane
-from services.kube import pods as kpods
 from services.kube import volcano
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import (
@@ -29,7 +28,9 @@ from tests.kube.test_volcano import (
     _phase,
     _start,
     _workers,
-    article,
+    article_gang_runs,
+    create_article_job,
+    huge_job,
     volcano_served,
 )
 from tests.kube.workload import hami_nodes
@@ -71,22 +72,12 @@ async def test_restart_and_terminate_commands_and_ones_that_do_not_apply(cluster
     async with Kubelet(cluster), Incarnations(cluster) as seen:
         await _start(cp)
         try:
-            await cluster.kube.create(volcano.queues_path(), article("Queue"))
-            job = article("Job")
-            job["metadata"]["namespace"] = "default"
-            await cluster.kube.create(volcano.jobs_path("default"), job)
-
-            async def gang_runs(retry: int) -> bool:
-                ws = await _workers(cluster)
-                return len(ws) == 2 and all(
-                    kpods.phase(p) == "Running"
-                    and p["metadata"]["annotations"].get(volcano.RETRY_COUNT) == str(retry)
-                    for p in ws.values()) and await _phase(cluster) == "Running"  # fmt: skip
-
-            await wait_until(lambda: gang_runs(0), 90, "the job's two pods Running")
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the job's two pods Running")
             target = await _job(cluster)
             await cluster.kube.create(volcano.commands_path("default"), command("restart-it", "RestartJob", target))
-            await wait_until(lambda: gang_runs(1), 90, "both pods recreated with retry count 1, Job Running")
+            await wait_until(lambda: article_gang_runs(cluster, 1), 90,
+                             "both pods recreated with retry count 1, Job Running")  # fmt: skip
             assert await consumed(cluster, "restart-it")
             assert (await _job(cluster))["status"]["retryCount"] == 1
 
@@ -157,14 +148,7 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
             return set(names) <= set(await log_queues(cp))
 
         await wait_until(lambda: in_log("scratch", "busy"), 60, "both queues admitted into the log")
-        job = article("Job")  # more than the cluster holds: it stays Pending in its queue
-        job["metadata"] = {"name": "huge", "namespace": "default"}
-        job["spec"]["queue"] = "busy"
-        job["spec"]["minAvailable"] = 4
-        task = job["spec"]["tasks"][0]
-        task["replicas"] = 4
-        task["template"]["spec"]["containers"][0]["resources"]["limits"] = {"huawei.com/Ascend910B3": "8"}
-        await cluster.kube.create(volcano.jobs_path("default"), job)
+        await cluster.kube.create(volcano.jobs_path("default"), huge_job("busy"))  # stays Pending in busy
 
         async def has_podgroup() -> bool:
             uid = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
