@@ -278,9 +278,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     kubeconfig_arg(queue)
     queue.set_defaults(func=cmd_queue)
 
-    job = sub.add_parser("job", help="suspend, resume or delete a job")
-    job.add_argument("action", choices=["suspend", "resume", "delete"],
-                     help="suspend evicts its pods; resume submits it again; delete removes it and its pods")  # fmt: skip
+    job = sub.add_parser("job", help="suspend, resume, restart, terminate, complete or delete a job")
+    job.add_argument("action", choices=["suspend", "resume", "restart", "terminate", "complete", "delete"],
+                     help="suspend evicts its pods; resume submits it again; restart kills its pods and "
+                          "runs them again (retry count +1, Failed at maxRetry); terminate / complete "
+                          "kill its unfinished pods and end it Terminated / Completed (finished pods "
+                          "are kept); delete removes it and its pods")  # fmt: skip
     job.add_argument("name", metavar="NAME", help="the job's name")
     job.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     connection_args(job)

@@ -2,7 +2,8 @@
 
 What vcctl does, through the API server (volcano.md §7): `get` lists Queues, Volcano Jobs,
 PodGroups and pods; `queue create|update|delete` write the Queue; `queue open|close` and
-`job suspend|resume` create a bus `Command` (`OpenQueue`/`CloseQueue`/`AbortJob`/`ResumeJob`)
+`job suspend|resume|restart|terminate|complete` create a bus `Command` (`OpenQueue`/`CloseQueue`/
+`AbortJob`/`ResumeJob`/`RestartJob`/`TerminateJob`/`CompleteJob`)
 owned by and targeting the object, named `<object>-<action>-` plus the server's suffix, which
 the controllers consume and delete; `job delete` deletes the Job (its PodGroup and pods go with
 it by owner reference). Queue Commands live in namespace `default`, as vcctl creates them: a
@@ -31,7 +32,8 @@ KUBE_KINDS = ("queues", "jobs", "podgroups", "pods")
 COMMAND_NAMESPACE_OF_QUEUES = "default"
 PROTECTED_QUEUES = ("default", "root")
 QUEUE_ACTIONS = {"open": "OpenQueue", "close": "CloseQueue"}
-JOB_ACTIONS = {"suspend": "AbortJob", "resume": "ResumeJob"}
+JOB_ACTIONS = {"suspend": "AbortJob", "resume": "ResumeJob", "restart": "RestartJob",
+               "terminate": "TerminateJob", "complete": "CompleteJob"}  # fmt: skip
 
 
 class Refused(Exception):
@@ -237,5 +239,6 @@ def queue(args: argparse.Namespace) -> int:
 
 
 def job(args: argparse.Namespace) -> int:
-    """`job suspend|resume|delete NAME --kubeconfig PATH`; exit 1 when refused."""
+    """`job suspend|resume|restart|terminate|complete|delete NAME --kubeconfig PATH`; exit 1
+    when refused."""
     return _say(lambda kube: _job(kube, args), args.kubeconfig)

@@ -7,8 +7,20 @@ incarnation, which this controller deletes and creates again with the new retry 
 that ended has its unfinished pods deleted (Succeeded and Failed ones are kept, as Volcano's
 soft kill keeps them); a deleted Job takes its pods and PodGroup with it (owner references on a
 cluster with a garbage collector, explicit deletions without one). It consumes bus Commands
-(`vcctl job suspend|resume`, `vcctl queue operate`) through the queue service's own command
-path and deletes them, and writes the status of Jobs, PodGroups and Queues, only on change.
+(`vcctl job suspend|resume`, `vcctl queue operate`, and RestartJob / TerminateJob / CompleteJob)
+through the queue service's own command path and deletes them — a Command that does not apply
+(its job is not found or has ended) or names an action not served leaves a Warning Event on
+its target saying why — and writes the status of Jobs, PodGroups and Queues, only on change; a
+queue's status is recomputed only when one of its jobs, or the queue, changed.
+
+Queues on the API server: `root` and `default` are created when absent (Volcano's scheduler
+does so at start), so `kubectl get queue` shows them with their status. Tessera has no
+admission webhook, so a Queue deleted with kubectl is already gone when the watch says so; what
+Volcano's webhook would have refused is undone instead, so that the API server and the log keep
+saying the same thing: an empty leaf queue is deleted in the log too (`QueueDeleted`); `root`,
+`default`, a queue that still holds jobs (the log would keep them in a queue the cluster no
+longer shows, and they could never be admitted again) or one with child queues is created again
+from the log's spec, with a Warning Event naming why (the jobs, the children).
 
 Level-triggered and idempotent against the API server: names are deterministic, a create that
 meets 409 is "there already", a delete that meets 404 is "gone already", and a status equal to
@@ -36,11 +48,14 @@ from contracts.events import (
     JobUnschedulable,
     JobUpdated,
     PlacementCommitted,
+    QueueCreated,
+    QueueUpdated,
     TaskFinished,
 )
 from contracts.workloads import JobSpec
+from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
-from services.kube import pods, reasons, volcano
+from services.kube import pods, reasons, status, volcano
 from services.kube.client import Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
@@ -52,7 +67,8 @@ from services.runtime.tasks import cancel_all
 log = logging.getLogger(__name__)
 
 #: bus Command actions → the queue service's commands (what vcctl creates)
-COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "CloseQueue": "close"}
+COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "CloseQueue": "close",
+            **{action: verb for verb, action in fl.JOB_ACTIONS.items()}}  # fmt: skip
 Command = Callable[[str, str, str, str], Awaitable[Any]]
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 
@@ -82,6 +98,8 @@ class JobController:
         self.queues: dict[str, dict[str, Any]] = {}
         self.watermark = 0
         self.dirty: set[str] = set()
+        self.dirty_queues: set[str] = set()  # queues whose status may have changed
+        self.deleted_queues: dict[str, dict[str, Any]] = {}  # Queue objects deleted on the API
         self._wake = asyncio.Event()
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
         self.created: list[str] = []  # every pod this process created (tests, benchmarks)
@@ -98,6 +116,7 @@ class JobController:
     def fold(self, seq: int, event: Event) -> None:
         self.flow.apply(seq, event)
         key = fl.job_key(event)
+        self._queue_touched(key, event)
         match event:
             case JobSubmitted():
                 self.specs[key] = event.spec  # type: ignore[index]
@@ -146,6 +165,21 @@ class JobController:
         self.dirty.add(key)
         self._wake.set()
 
+    def _queue_touched(self, key: str | None, event: Event) -> None:
+        """The queues whose status an event may change: a job's (both, when it was submitted
+        again into another), or the queue an event is about; node events change none."""
+        name = getattr(event, "queue", None)
+        if isinstance(name, str):
+            self.dirty_queues.add(name)
+        elif isinstance(event, QueueCreated | QueueUpdated):
+            self.dirty_queues.add(event.spec.name)
+        if key is None:
+            return
+        if key in self.specs:
+            self.dirty_queues.add(self.specs[key].queue)
+        if isinstance(event, JobSubmitted):
+            self.dirty_queues.add(event.spec.queue)
+
     # --- the API -----------------------------------------------------------------------------
 
     async def _watch(self, what: str, reflector: Reflector, store: dict[str, dict[str, Any]], kind: str) -> None:
@@ -172,6 +206,12 @@ class JobController:
         elif what == "job":
             self._mark(f"{ns}/{m.get('name')}")
         else:
+            name = str(m.get("name") or "")
+            self.dirty_queues.add(name)
+            if ch.kind == "delete":
+                self.deleted_queues[name] = obj
+            else:
+                self.deleted_queues.pop(name, None)
             self._wake.set()
 
     async def _commands(self) -> None:
@@ -184,21 +224,43 @@ class JobController:
 
     async def _consume(self, obj: dict[str, Any]) -> None:
         """Apply the Command through the queue service's command path, then delete it (as
-        Volcano's controllers do). A command applied before a crash meets "already so" on its
-        second delivery, which is what it asked for."""
+        Volcano's controllers do). One that does not apply, or names an action not served,
+        is deleted too, with a Warning Event on its target saying why (a Command is a one-off
+        request: left in place it would only be refused again at every relist). A command
+        applied before a crash meets "already so" on its second delivery, which is what it
+        asked for (its Warning says so); a refused one delivered again writes the same Event,
+        not a second one."""
         m = volcano.meta(obj)
         ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
         target = obj.get("target") or {}
-        action = COMMANDS.get(str(obj.get("action") or ""))
-        if action is None or self.command is None:
-            log.warning("command %s/%s: action %r is not served", ns, name, obj.get("action"))
+        asked = str(obj.get("action") or "")
+        action = COMMANDS.get(asked)
+        if self.command is None:
+            log.warning("command %s/%s: no command path here; deleted unapplied", ns, name)
+        elif action is None:
+            served = ", ".join(sorted(COMMANDS))
+            await self._warn_target(target, ns, "UnknownCommandAction",
+                                    f"Command {ns}/{name}: action {asked!r} is not served (served: {served})")  # fmt: skip
         else:
             kind = "queue" if target.get("kind") == "Queue" else ""
             reply = await self.command(action, ns, str(target.get("name") or ""), kind)
-            log.info("command %s/%s %s %s: %s", ns, name, obj.get("action"), target.get("name"),
-                     getattr(reply, "message", reply))  # fmt: skip
+            message = str(getattr(reply, "message", reply))
+            log.info("command %s/%s %s %s: %s", ns, name, asked, target.get("name"), message)
+            if getattr(reply, "ok", True) is False:
+                await self._warn_target(target, ns, "CommandNotApplied", f"Command {ns}/{name} ({asked}): {message}")
         with contextlib.suppress(KubeError):
             await self.kube.delete(commands_path(ns, name))
+
+    async def _warn_target(self, target: dict[str, Any], ns: str, reason: str, message: str) -> None:
+        """A Warning Event about the Command's target (whether or not it still exists: that
+        is where `kubectl describe` and `kubectl get events` look for it)."""
+        kind = str(target.get("kind") or "Job")
+        about = {"apiVersion": str(target.get("apiVersion") or volcano.API_VERSIONS.get(kind, volcano.BATCH)),
+                 "kind": kind, "metadata": {"name": str(target.get("name") or ""), "uid": str(target.get("uid") or ""),
+                                            **({} if kind == "Queue" else {"namespace": ns})}}  # fmt: skip
+        log.warning("%s", message)
+        with contextlib.suppress(KubeError):
+            await status.write_event(self.kube, about, "Warning", reason, message, self.clock())
 
     # --- reconciling ---------------------------------------------------------------------------
 
@@ -259,7 +321,8 @@ class JobController:
             await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
         elif live is not None:
             await self._scaled(key, job, spec, pg_key)
-        if live is not None and tasks is not None and (live.phase != "Pending" or key in self.placed):
+        ending = live is not None and live.phase in fl.ENDING
+        if live is not None and tasks is not None and not ending and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
             for pod, role, index, _t in st.task_names(spec):
                 snap = tasks.get(pod)
@@ -268,7 +331,7 @@ class JobController:
                     body = volcano.pod_for(job, spec, role, index, retries)
                     if await self._created(self.kube.create(pods_path(ns), body)):
                         self.created.append(f"{ns}/{pod}")
-        elif live is None:  # ended: what still runs or waits is killed, finished pods are kept
+        elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
             for k, obj in self._owned(self.pods, key):
                 if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
                     await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
@@ -329,25 +392,76 @@ class JobController:
         await self._write_status(pg, desired)
 
     async def queue_statuses(self) -> None:
+        """The status of the queues marked since the last pass, from one walk over the jobs
+        (not one per queue); a queue whose write failed is marked again for the next pass."""
         proj = self.flow.projection
-        for name, obj in list(self.queues.items()):
-            q = proj.queues.get(name)
-            if q is None:
+        names = sorted(n for n in self.dirty_queues if n in self.queues and n in proj.queues)
+        self.dirty_queues.clear()
+        if not names:
+            return
+        allocated: dict[str, dict[str, int]] = {n: {} for n in names}
+        phases: dict[str, list[str]] = {n: [] for n in names}
+        for key, job in proj.jobs.items():
+            acc = allocated.get(job.spec.queue)
+            if acc is None:
                 continue
-            allocated: dict[str, int] = {}
-            phases = []
-            for key, job in proj.jobs.items():
-                if job.spec.queue != name:
-                    continue
-                phases.append(job.phase)
-                for t in proj.tasks.get(key, {}).values():
-                    if t.status in (st.BOUND, st.RUNNING):
-                        for res, v in (("cpu", t.spec.cpu_milli), ("memory", t.spec.memory_mib),
-                                       *t.spec.scalars.items()):  # fmt: skip
-                            if v:
-                                allocated[res] = allocated.get(res, 0) + v
-            desired = volcano.queue_status(q.state, allocated, phases)
-            await self._write_status(obj, desired)
+            phases[job.spec.queue].append(job.phase)
+            for t in proj.tasks.get(key, {}).values():
+                if t.status in (st.BOUND, st.RUNNING):
+                    for res, v in (("cpu", t.spec.cpu_milli), ("memory", t.spec.memory_mib),
+                                   *t.spec.scalars.items()):  # fmt: skip
+                        if v:
+                            acc[res] = acc.get(res, 0) + v
+        for i, name in enumerate(names):
+            desired = volcano.queue_status(proj.queues[name].state, allocated[name], phases[name])
+            try:
+                await self._write_status(self.queues[name], desired)
+            except KubeError:
+                self.dirty_queues.update(names[i:])
+                raise
+
+    # --- Queue objects ----------------------------------------------------------------------------
+
+    async def default_queue_objects(self) -> None:
+        """`root` and `default` on the API server when absent (Volcano's scheduler creates
+        them at start), from the log's spec — or the one the queue service is about to append
+        when this process's fold has not seen it yet; 409 is "there already"."""
+        await self.synced["queue"].wait()
+        fallback = {q.name: q for q in lifecycle.default_queues(())}
+        for name in ("root", "default"):
+            if name in self.queues:
+                continue
+            known = self.flow.projection.queues.get(name)
+            body = volcano.queue_object(known.spec if known is not None else fallback[name])
+            if await self._created(self.kube.create(queues_path(), body)):
+                log.info("queue %s created on the API server", name)
+
+    async def queues_deleted(self) -> None:
+        """Queue objects deleted on the API server (see the module docstring): the queue
+        service's delete decides; what it refuses is created again from the log's spec."""
+        for name in sorted(self.deleted_queues):
+            gone = self.deleted_queues.pop(name)
+            if self.command is None or name not in self.flow.projection.queues:
+                continue  # never in the log (refused, or made while Tessera was away) or gone there
+            reply = await self.command("delete", "", name, "queue")
+            if getattr(reply, "ok", False):
+                log.info("queue %s deleted on the API server: deleted in the log", name)
+                continue
+            q = self.flow.projection.queues.get(name)
+            body = volcano.queue_object(q.spec) if q is not None else volcano.manifest(gone)
+            try:
+                created = await self.kube.create(queues_path(), body)
+            except KubeError as exc:
+                if exc.status != 409:  # 409: created again meanwhile (by kubectl): it stays
+                    self.deleted_queues.setdefault(name, gone)
+                    raise
+                continue
+            message = (f"queue {name} was deleted on the API server, which Volcano's webhook refuses: "
+                       f"{getattr(reply, 'message', reply)}; created again from Tessera's log")  # fmt: skip
+            log.warning("%s", message)
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, volcano.typed(created, "Queue"), "Warning", "QueueRecreated",
+                                         message, self.clock())  # fmt: skip
 
     # --- running -------------------------------------------------------------------------------
 
@@ -355,9 +469,16 @@ class JobController:
         for ev in self.synced.values():
             await ev.wait()
         self.dirty.update(self.specs)
+        self.dirty_queues.update(self.queues)
+        await self.default_queue_objects()
         while True:
             await self._wake.wait()
             self._wake.clear()
+            try:
+                await self.queues_deleted()
+            except KubeError as exc:
+                log.warning("a deleted queue not handled (%s): again shortly", exc)
+                asyncio.get_running_loop().call_later(1.0, self._wake.set)
             keys, self.dirty = sorted(self.dirty), set()
             for key in keys:
                 try:
@@ -368,7 +489,8 @@ class JobController:
             try:
                 await self.queue_statuses()
             except KubeError as exc:
-                log.warning("queue status not written (%s)", exc)
+                log.warning("queue status not written (%s): again shortly", exc)
+                asyncio.get_running_loop().call_later(1.0, self._wake.set)
 
     async def run(self, stopping: asyncio.Event) -> None:
         tasks = [asyncio.create_task(c) for c in (

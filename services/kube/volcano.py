@@ -13,7 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contracts.workloads import JobSpec
+from contracts.workloads import JobSpec, QueueSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
@@ -101,14 +101,37 @@ def owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The object as `tessera apply` reads it from a file: no status (it is what Tessera
-    writes), no server fields, its uid kept as an annotation."""
+    writes), no server fields, a Job's or PodGroup's uid kept as an annotation. A Queue is
+    cluster-scoped and known by its name alone: the same spec under a new uid (a queue
+    created again, `root` and `default` made by Tessera) is the same queue, not a change."""
     doc = {k: copy.deepcopy(v) for k, v in obj.items() if k in ("apiVersion", "kind", "spec")}
     m = meta(obj)
     kept = {k: copy.deepcopy(m[k]) for k in ("name", "namespace", "labels", "annotations") if m.get(k)}
-    if m.get("uid"):
+    if m.get("uid") and obj.get("kind") != "Queue":
         kept["annotations"] = {**(kept.get("annotations") or {}), OBJECT_UID: str(m["uid"])}
     doc["metadata"] = kept
     return doc
+
+
+def queue_object(spec: QueueSpec) -> dict[str, Any]:
+    """A queue of the log as the Queue object that admits to exactly that spec again (every
+    field written, quantities that parse back to the same units, its annotations); the state
+    is the status' business, written by the job controller."""
+    def amounts(values: Mapping[str, int]) -> dict[str, str]:
+        return {res: from_units(res, v) for res, v in sorted(values.items())}
+
+    body: dict[str, Any] = {"weight": spec.weight, "reclaimable": spec.reclaimable, "priority": spec.priority}
+    for name, values in (("capability", spec.capability), ("deserved", spec.deserved)):
+        if values:
+            body[name] = amounts(values)
+    if spec.guarantee:
+        body["guarantee"] = {"resource": amounts(spec.guarantee)}
+    if spec.parent:
+        body["parent"] = spec.parent
+    m: dict[str, Any] = {"name": spec.name}
+    if spec.annotations:
+        m["annotations"] = dict(spec.annotations)
+    return {"apiVersion": SCHEDULING, "kind": "Queue", "metadata": m, "spec": body}
 
 
 def _owner(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,7 +251,10 @@ def _counts(tasks: Iterable[st.TaskSnap]) -> dict[str, int]:
 
 def podgroup_phase(log_phase: str, pg_phase: str) -> str:
     """The PodGroup phase from the log: the projection's (Pending/Inqueue/Running/Unknown/
-    Completed) while the job lives, Completed once it finished."""
+    Completed) while the job lives — Running while it is being ended (its pods are still
+    being killed) — and Completed once it finished."""
+    if pg_phase in ("Terminating", "Completing"):
+        return "Running"
     if pg_phase:
         return pg_phase
     return "Completed" if log_phase in ("Completed", "Failed", "Terminated", "Aborted") else "Pending"

@@ -10,6 +10,13 @@ Stopping pods goes through `EvictionRequested` (the node agent owns running pods
 that only has to go back to Pending gets `TaskFinished{reason: "restarted"}` directly, as the
 simulator does. Everything derives from the log: retries are the job's `Restarting` phases,
 suspended specs are remembered from the job's `Aborted` phase with the suspend reason.
+
+TerminateJob and CompleteJob (a policy's action or a bus Command) go through Volcano's
+intermediate phases (`state/terminating.go`, `completing.go`): `Terminating`/`Completing` is
+appended with an eviction for every unfinished pod, and the job ends (`Terminated`/`Completed`)
+once none of them runs; pods that finished before are kept as they are. While it ends, the job
+stays in the projection (its running pods still hold their cards) but nothing of it is placed
+again, and a pod it is killing that reports a failure is a kill, not a failure for the policies.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ SUSPENDED = "suspended by user"
 #: TaskFinished reasons that are the system stopping a pod, not the pod failing.
 STOPPED_BY_SYSTEM = frozenset({"evicted", "restarted", "deleted", "killed"})
 LIVE_TASK = (st.RUNNING, st.BOUND)
+#: the phases a job ends through → the phase it ends in
+ENDING = {"Terminating": "Terminated", "Completing": "Completed"}
+#: the actions that end a job through one of them
+ENDING_ACTIONS = {"TerminateJob": "Terminating", "CompleteJob": "Completing"}
 
 
 @dataclass
@@ -50,6 +61,8 @@ class Flow:
     restarting: set[str] = field(default_factory=set)  # until its stopped pods are back to Pending
     #: job → the pods a restart is stopping (evicted for it, not back to Pending yet)
     stopping: dict[str, set[str]] = field(default_factory=dict)
+    #: job → (Terminating | Completing, why) while its unfinished pods are being killed
+    ending: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
     shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
@@ -70,6 +83,7 @@ class Flow:
             self.restarting.discard(old)
             self.stopping.pop(old, None)
             self.shown.pop(old, None)
+            self.ending.pop(old, None)
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
@@ -81,7 +95,7 @@ class Flow:
             case _:
                 pass
         match event:
-            case EvictionRequested(reason="restarted"):
+            case EvictionRequested() if event.reason == "restarted" or job_key(event) in self.ending:
                 self.stopping.setdefault(f"{event.namespace}/{event.name}", set()).add(event.task)
             case TaskFinished() if event.reason in ("evicted", "restarted"):
                 self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
@@ -98,6 +112,7 @@ class Flow:
                 self.suspended.pop(key, None)
                 self.retries.pop(key, None)
                 self.shown.pop(key, None)
+                self.ending.pop(key, None)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
                 self._forget_tasks(key)
@@ -105,6 +120,7 @@ class Flow:
                 self.suspended.pop(key, None)
                 self.shown.pop(key, None)
                 self.stopping.pop(key, None)
+                self.ending.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
@@ -116,7 +132,13 @@ class Flow:
             case _:
                 pass
         if isinstance(event, JobPhaseChanged):
-            self.shown[f"{event.namespace}/{event.name}"] = event.phase
+            key = f"{event.namespace}/{event.name}"
+            self.shown[key] = event.phase
+            if event.phase in ENDING:
+                self.ending[key] = (event.phase, event.reason)
+                self.restarting.discard(key)  # what it was stopping for a restart, it now kills
+            else:
+                self.ending.pop(key, None)
         self.projection.apply(seq, event)
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
@@ -140,6 +162,8 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     job = flow.projection.jobs.get(key)
     if job is None:
         return []
+    if key in flow.ending:
+        return ending_events(flow, key)
     tasks = flow.projection.tasks.get(key, {})
     statuses = [t.status for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
@@ -186,6 +210,60 @@ def terminate(flow: Flow, key: str, phase: str, reason: str) -> list[Event]:
     return out
 
 
+def end_job(flow: Flow, key: str, action: str, reason: str) -> list[Event]:
+    """TerminateJob / CompleteJob: `Terminating` / `Completing` and an eviction for every
+    unfinished pod; ended at once when none runs (Volcano's next sync would find none)."""
+    job = flow.projection.jobs[key]
+    ns, name = job.spec.namespace, job.spec.name
+    phase = ENDING_ACTIONS[action]
+    live = [pod for pod, t in flow.projection.tasks.get(key, {}).items() if t.status in LIVE_TASK]
+    out: list[Event] = [JobPhaseChanged(namespace=ns, name=name, phase=phase, reason=reason)]
+    out += [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}") for pod in live]
+    if not live:
+        out.append(JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase], reason=reason))
+    return out
+
+
+def ending_events(flow: Flow, key: str) -> list[Event]:
+    """A Terminating/Completing job: a pod placed since (a proposal answered late) is evicted
+    too; once none runs and none is still being stopped, the job ends."""
+    job = flow.projection.jobs[key]
+    ns, name = job.spec.namespace, job.spec.name
+    phase, reason = flow.ending[key]
+    stopping = flow.stopping.get(key, set())
+    live = [pod for pod, t in flow.projection.tasks.get(key, {}).items() if t.status in LIVE_TASK]
+    if live or stopping:
+        return [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
+                for pod in live if pod not in stopping]  # fmt: skip
+    return [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],
+                            reason=f"{reason}; no unfinished pod left")]  # fmt: skip
+
+
+def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code: int, why: str) -> list[Event]:
+    """Stop `targets` (live ones evicted, failed ones straight back to Pending) and go
+    Restarting with the retry count one up — or Failed once the job has used maxRetry
+    restarts (`lifecycle.restart_phase`, the rule a policy-driven restart follows)."""
+    job = flow.projection.jobs[key]
+    ns, name = job.spec.namespace, job.spec.name
+    retry = flow.retries.get(key, 0)
+    if lifecycle.restart_phase(job.spec, retry) == "Failed":
+        return terminate(flow, key, "Failed", f"{action} {why}")
+    tasks = flow.projection.tasks.get(key, {})
+    out: list[Event] = []
+    for pod in targets:
+        t = tasks.get(pod)
+        if t is None:
+            continue
+        if t.status in LIVE_TASK:
+            out.append(EvictionRequested(namespace=ns, name=name, task=pod, reason="restarted"))
+        elif t.status == st.FAILED:
+            out.append(TaskFinished(namespace=ns, name=name, task=pod, node="",
+                                    exit_code=exit_code, reason="restarted"))  # fmt: skip
+    out.append(JobPhaseChanged(namespace=ns, name=name, phase="Restarting",
+                               reason=f"{action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
+    return out
+
+
 def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
     """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost).
 
@@ -199,16 +277,21 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
         return []
     if flow.task_seq.get((key, event.task)) != seq:
         return []
+    if key in flow.ending:
+        # a pod the job's end is killing reports its kill (a deleted pod exits -1): stopped,
+        # not failed; one that failed on its own meanwhile is a finished pod, kept as it is
+        if event.task not in flow.stopping.get(key, set()):
+            return []
+        return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
+                             exit_code=event.exit_code, reason="evicted")]  # fmt: skip
     if key in flow.restarting:
         # Volcano's Restarting state waits for its pods to stop: a pod failing meanwhile is one
         # of those it is stopping anyway — back to Pending with it, no second restart
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
-    retry = flow.retries.get(key, 0)
-    decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, retry)
-    ns, name = job.spec.namespace, job.spec.name
-    if decision.phase == "Restarting":
+    decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, flow.retries.get(key, 0))
+    if decision.phase in ("Restarting", "Failed") and decision.action in lifecycle.RESTARTS:
         tasks = flow.projection.tasks.get(key, {})
         if decision.action == "RestartPod":
             targets = [event.task]
@@ -216,19 +299,9 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
             targets = [p for p, t in tasks.items() if spec is not None and t.role == spec.name]
         else:
             targets = list(tasks)
-        out: list[Event] = []
-        for pod in targets:
-            t = tasks.get(pod)
-            if t is None:
-                continue
-            if t.status in LIVE_TASK:
-                out.append(EvictionRequested(namespace=ns, name=name, task=pod, reason="restarted"))
-            elif t.status == st.FAILED:
-                out.append(TaskFinished(namespace=ns, name=name, task=pod, node="",
-                                        exit_code=event.exit_code, reason="restarted"))  # fmt: skip
-        out.append(JobPhaseChanged(namespace=ns, name=name, phase="Restarting",
-                                   reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
-        return out
+        return restart_job(flow, key, targets, decision.action, event.exit_code, "on PodFailed")
+    if decision.action in ENDING_ACTIONS:
+        return end_job(flow, key, decision.action, f"{decision.action} on PodFailed")
     if decision.phase:
         return terminate(flow, key, decision.phase, f"{decision.action} on PodFailed")
     return []
@@ -248,7 +321,7 @@ def queue_events(flow: Flow) -> list[Event]:
     ]
 
 
-# --- commands (vcctl queue open/close, job suspend/resume, delete) -------------------------------
+# --- commands (vcctl queue open/close; job suspend/resume/restart/terminate/complete/delete) ---
 
 #: Volcano's webhook never lets these go (`validate_queue.go`).
 UNDELETABLE_QUEUES = frozenset({"default", "root"})
@@ -292,7 +365,32 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "") 
         if key not in flow.submitted:
             raise Refused(f"job {key} not found")
         return [JobDeleted(namespace=namespace, name=name)]
+    if action in JOB_ACTIONS:
+        return job_action(flow, key, JOB_ACTIONS[action])
     raise Refused(f"unknown action {action!r}")
+
+
+#: `tessera job restart|terminate|complete` → Volcano's action (what a bus Command names)
+JOB_ACTIONS = {"restart": "RestartJob", "terminate": "TerminateJob", "complete": "CompleteJob"}
+
+
+def job_action(flow: Flow, key: str, action: str) -> list[Event]:
+    """RestartJob, TerminateJob or CompleteJob asked for by a user (vcctl's Command): the very
+    events the lifecycle policies append, refused with why when the job's state has no such
+    transition (Volcano's terminal states take no action; Restarting and the ending phases
+    are on their way already)."""
+    if key not in flow.projection.jobs:
+        shown = flow.shown.get(key)
+        if shown:
+            raise Refused(f"job {key} is {shown}: {action} does not apply to a job that ended")
+        raise Refused(f"job {key} not found")
+    if key in flow.ending:
+        raise Refused(f"job {key} is {flow.ending[key][0]} already: {action} does not apply")
+    if key in flow.restarting:
+        raise Refused(f"job {key} is Restarting already: {action} waits until its pods stopped")
+    if action == "RestartJob":
+        return restart_job(flow, key, list(flow.projection.tasks.get(key, {})), action, 0, "requested by user")
+    return end_job(flow, key, action, f"{action} requested by user")
 
 
 def delete_queue(flow: Flow, name: str) -> list[Event]:

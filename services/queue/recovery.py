@@ -35,6 +35,11 @@ class StoredQueue(msgspec.Struct, frozen=True, kw_only=True):
     task_seq: dict[tuple[str, str], int]
     finished: list[str]
     tasks: dict[TaskKey, str]
+    #: what a restart is stopping, the phase each job shows, the jobs being ended: without
+    #: them a service started from a snapshot would wait for nothing or show another phase
+    stopping: dict[str, list[str]] = {}
+    shown: dict[str, str] = {}
+    ending: dict[str, tuple[str, str]] = {}
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -66,13 +71,17 @@ class QueueFold:
             projection=state_of(f.projection), retries=f.retries, suspended=f.suspended,
             submitted=sorted(f.submitted), restarting=sorted(f.restarting), task_seq=f.task_seq,
             finished=list(f.finished.order), tasks=state.tasks,
+            stopping={k: sorted(v) for k, v in sorted(f.stopping.items())}, shown=dict(sorted(f.shown.items())),
+            ending=dict(sorted(f.ending.items())),
         ))  # fmt: skip
 
     def decode(self, data: bytes) -> QueueState:
         s = _DECODER.decode(data)
         flow = Flow(projection=projection_of(s.projection), retries=s.retries, suspended=s.suspended,
                     submitted=set(s.submitted), restarting=set(s.restarting), task_seq=s.task_seq,
-                    finished=FinishedOrder(self.keep_finished, dict.fromkeys(s.finished)))  # fmt: skip
+                    finished=FinishedOrder(self.keep_finished, dict.fromkeys(s.finished)),
+                    stopping={k: set(v) for k, v in s.stopping.items()}, shown=dict(s.shown),
+                    ending={k: (v[0], v[1]) for k, v in s.ending.items()})  # fmt: skip
         return QueueState(flow, s.tasks)
 
 

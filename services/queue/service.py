@@ -6,7 +6,8 @@ Its own appends are folded at once (so a second event for the same job does not 
 thing again before the first answer comes back) and skipped when the consumer delivers them.
 At start it creates `root` and `default` when the log has none, and sweeps every job once so
 anything owed from before a crash is appended. It hosts the `NodeMonitor` (heartbeats → NodeLost
-and the lost node's tasks failed), and answers vcctl-style commands over request/reply.
+and the lost node's tasks failed), and answers vcctl-style commands over request/reply (queue
+open/close/delete; job suspend, resume, restart, terminate, complete, delete).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contracts.api import CommandReply, CommandRequest, decode, encode
 from contracts.base import Event
 from contracts.events import (
     ALL_EVENTS,
+    JobPhaseChanged,
     QueueCreated,
     TaskFinished,
 )
@@ -179,6 +181,9 @@ class QueueService:
                 await self._publish(self._outgoing(events))
         queue = action in ("open", "close") or kind == "queue"
         what = f"queue {name}" if queue else f"job {namespace}/{name}"
+        if action in fl.JOB_ACTIONS:  # where it went: Restarting, Failed at maxRetry, Terminating, …
+            phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
+            return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
         done = {"open": "opened", "close": "closed", "suspend": "suspended",
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
         return CommandReply(ok=True, message=f"{what} {done}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,26 @@ async def _start(cp: ControlPlane) -> None:
     await asyncio.to_thread(cp.start, lambda _line: None)
 
 
+def huge_job(queue: str) -> dict[str, Any]:
+    """The article's Job as `huge`: four pods of eight whole cards, more than the cluster holds."""
+    job = article("Job")
+    job["metadata"] = {"name": "huge", "namespace": "default"}
+    job["spec"]["queue"] = queue
+    job["spec"]["minAvailable"] = 4
+    task = job["spec"]["tasks"][0]
+    task["replicas"] = 4
+    task["template"]["spec"]["containers"][0]["resources"]["limits"] = {"huawei.com/Ascend910B3": "8"}
+    return job
+
+
+async def article_gang_runs(cluster: Cluster, retry: int) -> bool:
+    """Both workers Running with retry count `retry`, and the Job Running."""
+    ws = await _workers(cluster)
+    return len(ws) == 2 and all(
+        kpods.phase(p) == "Running" and p["metadata"]["annotations"].get(volcano.RETRY_COUNT) == str(retry)
+        for p in ws.values()) and await _phase(cluster) == "Running"  # fmt: skip
+
+
 @pytest.mark.parametrize("restart_queue", [False, True], ids=["steady", "queue-restarted-mid-restart"])
 async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: Path, restart_queue: bool) -> None:
     await volcano_served(cluster)
@@ -113,12 +134,8 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
             pg_path = await create_article_job(cluster)
             uid = (await _job(cluster))["metadata"]["uid"]
 
-            async def gang_runs(retry: int) -> bool:
-                ws = await _workers(cluster)
-                return len(ws) == 2 and all(
-                    kpods.phase(p) == "Running"
-                    and p["metadata"]["annotations"].get(volcano.RETRY_COUNT) == str(retry)
-                    for p in ws.values()) and await _phase(cluster) == "Running"  # fmt: skip
+            def gang_runs(retry: int) -> Awaitable[bool]:
+                return article_gang_runs(cluster, retry)
 
             await wait_until(lambda: gang_runs(0), 90, "the job's two pods Running, the Job Running")
             pg = await _get(cluster, pg_path)
@@ -195,13 +212,7 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
     await volcano_served(cluster)
     await hami_nodes(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
-    job = article("Job")
-    job["metadata"] = {"name": "huge", "namespace": "default"}
-    job["spec"]["queue"] = "default"
-    job["spec"]["minAvailable"] = 4
-    task = job["spec"]["tasks"][0]
-    task["replicas"] = 4
-    task["template"]["spec"]["containers"][0]["resources"]["limits"] = {"huawei.com/Ascend910B3": "8"}
+    job = huge_job("default")
     async with Kubelet(cluster):
         await _start(cp)
         try:

@@ -79,14 +79,22 @@ def policy_action(job: JobSpec, task: TaskSpec | None, event: str, exit_code: in
     return "SyncJob"
 
 
+RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
+
+
+def restart_phase(job: JobSpec, retry_count: int) -> str:
+    """Where a restart takes a job that restarted `retry_count` times: Restarting, or Failed
+    once maxRetry restarts are spent (`state/restarting.go`: retryCount ≥ maxRetry → Failed).
+    A policy and a `RestartJob` Command follow the same rule."""
+    return "Failed" if retry_count >= job.max_retry else "Restarting"
+
+
 def on_pod_failed(
     job: JobSpec, task: TaskSpec | None, exit_code: int, retry_count: int
 ) -> PolicyDecision:
     action = policy_action(job, task, "PodFailed", exit_code)
-    if action in ("RestartJob", "RestartTask", "RestartPod"):
-        if retry_count + 1 > job.max_retry or retry_count >= job.max_retry:
-            return PolicyDecision(action, "Failed")
-        return PolicyDecision(action, "Restarting")
+    if action in RESTARTS:
+        return PolicyDecision(action, restart_phase(job, retry_count))
     if action == "AbortJob":
         return PolicyDecision(action, "Aborted")
     if action == "TerminateJob":

@@ -7,6 +7,7 @@ and `decide(snapshot, conf)` is a pure function of it. Time enters only as `Snap
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from contracts.base import Event
@@ -218,7 +219,7 @@ class ClusterProjection:
                     self.tasks.pop(key, None)
                     self.leaving.pop(key, None)
                 elif key in self.jobs and event.phase in (
-                    "Pending", "Inqueue", "Running", "Unknown", "Completed"
+                    "Pending", "Inqueue", "Running", "Unknown", "Completed", *ENDING_PHASES
                 ):  # fmt: skip
                     self.jobs[key] = replace(self.jobs[key], phase=event.phase)
             case JobDeleted():
@@ -304,8 +305,20 @@ class ClusterProjection:
             replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())))
             for n in self.nodes.values()
         )
-        jobs = tuple(replace(j, tasks=tuple(self.tasks[k].values())) for k, j in self.jobs.items())
+        jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs)
+
+
+#: a job being ended (TerminateJob, CompleteJob): its running pods are being killed
+ENDING_PHASES = ("Terminating", "Completing")
+
+
+def _schedulable(phase: str, tasks: Iterable[TaskSnap]) -> tuple[TaskSnap, ...]:
+    """What a session sees of a job: all of it, but of a job being ended only the pods that
+    still hold their node (they count until they stop); its waiting ones are never placed."""
+    if phase not in ENDING_PHASES:
+        return tuple(tasks)
+    return tuple(t for t in tasks if t.status != PENDING)
 
 
 def slice_spec(kind: str, memory: int, cores: int, template: str | None) -> SliceSpec:

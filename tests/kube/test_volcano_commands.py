@@ -1,0 +1,188 @@
+"""Commands and Queue objects on a cluster (issue 14 gaps): RestartJob and TerminateJob
+Commands consumed through the queue service's command path; a Command that does not apply, or
+names an action not served, is deleted with a Warning Event on its target; `root` and `default`
+exist on the API server once Tessera runs; deleting an empty queue deletes it in the log,
+deleting `default` or a queue that holds a job makes the object come back with a Warning.
+Against kmock's emulator, and a real API server with Volcano's CRDs when one is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from contracts.permissions import CLI
+from services.cli.up import ControlPlane
+from services.kube import volcano
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_volcano import (
+    JOB,
+    WORKERS,
+    Incarnations,
+    _get,
+    _job,
+    _phase,
+    _start,
+    _workers,
+    article_gang_runs,
+    create_article_job,
+    huge_job,
+    volcano_served,
+)
+from tests.kube.workload import hami_nodes
+from tests.processes import ROOT, wait_until
+
+
+def command(name: str, action: str, target: dict[str, Any]) -> dict[str, Any]:
+    """A bus Command as vcctl creates it, targeting `target` (an object as the server has it)."""
+    m = target["metadata"]
+    ref = {"apiVersion": target.get("apiVersion") or volcano.BATCH, "kind": target.get("kind") or "Job",
+           "name": m["name"], "uid": m.get("uid", "")}  # fmt: skip
+    return {"apiVersion": volcano.BUS, "kind": "Command", "metadata": {"name": name, "namespace": "default"},
+            "action": action, "target": ref}  # fmt: skip
+
+
+async def warnings_about(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    return [e for e in await cluster.events() if e["involvedObject"].get("name") == name and e["type"] == "Warning"]
+
+
+async def consumed(cluster: Cluster, name: str) -> bool:
+    return await _get(cluster, volcano.commands_path("default", name)) is None
+
+
+async def log_queues(cp: ControlPlane) -> list[str]:
+    """`tessera get queues -o json` against the running system: the log's queues."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "get", "queues", "-o", "json", "--nats", cp.url,
+        *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return sorted(q["name"] for q in json.loads(out))
+
+
+async def test_restart_and_terminate_commands_and_ones_that_do_not_apply(cluster: Cluster, tmp_path: Path) -> None:
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster), Incarnations(cluster) as seen:
+        await _start(cp)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the job's two pods Running")
+            target = await _job(cluster)
+            await cluster.kube.create(volcano.commands_path("default"), command("restart-it", "RestartJob", target))
+            await wait_until(lambda: article_gang_runs(cluster, 1), 90,
+                             "both pods recreated with retry count 1, Job Running")  # fmt: skip
+            assert await consumed(cluster, "restart-it")
+            assert (await _job(cluster))["status"]["retryCount"] == 1
+
+            async def watched() -> bool:  # the watch may lag behind the reads above
+                return all("1" in seen.uids[name].values() for name in WORKERS)
+
+            await wait_until(watched, 30, "the recreated pods seen by the watch")
+            for name in WORKERS:  # one pod per name and incarnation
+                assert sorted(seen.uids[name].values()) == ["0", "1"], seen.uids[name]
+
+            await cluster.kube.create(volcano.commands_path("default"), command("end-it", "TerminateJob", target))
+
+            async def terminated() -> bool:
+                return await _phase(cluster) == "Terminated" and not await _workers(cluster)
+
+            await wait_until(terminated, 60, "the Job Terminated, its pods gone")
+            await wait_until(lambda: consumed(cluster, "end-it"), 30, "the TerminateJob Command deleted")
+
+            # the job has ended: a second TerminateJob does not apply, and says so on the Job
+            await cluster.kube.create(volcano.commands_path("default"), command("again", "TerminateJob", target))
+            ghost = {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": "ghost", "uid": "no-such-uid"}}
+            await cluster.kube.create(volcano.commands_path("default"), command("for-ghost", "RestartJob", ghost))
+            await cluster.kube.create(volcano.commands_path("default"), command("odd", "RestartPartition", target))
+            for name in ("again", "for-ghost", "odd"):
+                await wait_until(lambda n=name: consumed(cluster, n), 30, f"Command {name} deleted")
+
+            async def warned() -> bool:
+                return len(await warnings_about(cluster, JOB)) >= 2 and bool(await warnings_about(cluster, "ghost"))
+
+            await wait_until(warned, 30, "Warning Events on the targets")
+            (missing,) = await warnings_about(cluster, "ghost")
+            assert missing["reason"] == "CommandNotApplied" and "job default/ghost not found" in missing["message"]
+            assert missing["involvedObject"]["kind"] == "Job"
+            about_job = {e["reason"]: e["message"] for e in await warnings_about(cluster, JOB)}
+            assert "TerminateJob does not apply to a job that ended" in about_job["CommandNotApplied"]
+            assert "is Terminated" in about_job["CommandNotApplied"]
+            unknown = about_job["UnknownCommandAction"]
+            assert "'RestartPartition' is not served" in unknown and "RestartJob" in unknown and "CloseQueue" in unknown
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_path: Path) -> None:
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await _start(cp)
+    try:
+        async def shown(name: str, state: str = "Open") -> bool:
+            q = await _get(cluster, volcano.queues_path(name))
+            return ((q or {}).get("status") or {}).get("state") == state
+
+        for name in ("root", "default"):
+            await wait_until(lambda n=name: shown(n), 60, f"queue {name} on the API server with its status")
+        root = await _get(cluster, volcano.queues_path("root"))
+        default = await _get(cluster, volcano.queues_path("default"))
+        assert root is not None and root["spec"]["reclaimable"] is False and root["spec"]["weight"] == 1
+        assert default is not None and default["spec"]["reclaimable"] is True and default["spec"]["weight"] == 1
+        assert default["spec"]["parent"] == "root"
+
+        scratch = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "scratch"},
+                   "spec": {"weight": 3}}  # fmt: skip
+        busy = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "busy"}, "spec": {"weight": 1}}
+        for q in (scratch, busy):
+            await cluster.kube.create(volcano.queues_path(), q)
+
+        async def in_log(*names: str) -> bool:
+            return set(names) <= set(await log_queues(cp))
+
+        await wait_until(lambda: in_log("scratch", "busy"), 60, "both queues admitted into the log")
+        await cluster.kube.create(volcano.jobs_path("default"), huge_job("busy"))  # stays Pending in busy
+
+        async def has_podgroup() -> bool:
+            uid = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
+            return bool(uid) and await _get(cluster, volcano.podgroups_path("default", f"huge-{uid}")) is not None
+
+        await wait_until(has_podgroup, 60, "the job in queue busy (its PodGroup made)")
+
+        await cluster.kube.delete(volcano.queues_path("scratch"))
+
+        async def scratch_gone() -> bool:
+            return "scratch" not in await log_queues(cp)
+
+        await wait_until(scratch_gone, 60, "the empty queue deleted in the log")
+        assert await _get(cluster, volcano.queues_path("scratch")) is None
+
+        for name in ("default", "busy"):
+            old_uid = (await _get(cluster, volcano.queues_path(name)) or {})["metadata"]["uid"]
+            await cluster.kube.delete(volcano.queues_path(name))
+
+            async def back(n: str = name, uid: str = old_uid) -> bool:
+                q = await _get(cluster, volcano.queues_path(n))
+                return q is not None and q["metadata"].get("uid") != uid and bool(await warnings_about(cluster, n))
+
+            await wait_until(back, 60, f"queue {name} created again with a Warning")
+        assert {"default", "busy", "root"} <= set(await log_queues(cp))
+        (why,) = await warnings_about(cluster, "busy")
+        assert why["reason"] == "QueueRecreated" and "default/huge" in why["message"]
+        assert why["involvedObject"]["kind"] == "Queue"
+        (why,) = await warnings_about(cluster, "default")
+        assert "queue `default` can not be deleted" in why["message"]
+        again = await _get(cluster, volcano.queues_path("busy"))
+        assert again is not None and again["spec"]["weight"] == 1
+        await wait_until(lambda: shown("busy"), 30, "the recreated queue's status written")
+        assert not [e for e in await cluster.events() if e["involvedObject"].get("kind") == "Queue"
+                    and e["reason"] == "FailedAdmission"]  # fmt: skip
+    finally:
+        await asyncio.to_thread(cp.stop)
