@@ -70,13 +70,19 @@ async def test_killing_the_stream_leader_mid_wave_loses_nothing(cluster_plane: C
         assert after[: len(acknowledged)] == acknowledged  # every acknowledged event, in place
         assert (await log.js.stream_info(log.stream)).cluster.leader != leader
 
+        last: list[str] = []
+
         async def settled() -> bool:
             events = [(m.seq, registry.decode(m.headers["Tessera-Type"], m.data))
                       async for m in log.replay()]  # fmt: skip
             findings = audit(events, report["pods"])
             assert not findings.broken, findings.broken
+            last[:] = findings.unsettled
             return not findings.unsettled
 
-        await wait_until(settled, timeout=60, what="the log to settle (ledgers = running pods)")
+        try:
+            await wait_until(settled, timeout=60, what="the log to settle (ledgers = running pods)")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {last[:8]}") from None
     finally:
         await log.close()
