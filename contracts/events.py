@@ -176,7 +176,11 @@ class JobUnschedulable(Event, frozen=True, tag="JobUnschedulable"):
     namespace: str
     name: str
     reason: str
+    #: node → why it failed; a sample when more nodes failed than `MAX_NODE_REASONS` (one event
+    #: per node would outgrow a NATS message on a large cluster): then `reason_counts` says how
+    #: many nodes gave each reason
     node_reasons: dict[str, str] = {}
+    reason_counts: dict[str, int] = {}
     #: the first rule that failed, in words: resource, asked, free or allowed, plugin, switch
     why: str = ""
     plugin: str = ""  # the plugin whose rule `why` is

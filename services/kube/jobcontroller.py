@@ -387,7 +387,7 @@ class JobController:
         text = ""
         if v is not None and v.reason:
             text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec,
-                                   v.why)
+                                   v.why, v.reason_counts)
         desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
         await self._write_status(pg, desired)
 

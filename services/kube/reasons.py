@@ -84,24 +84,31 @@ def _whole(d: DeviceRequest) -> bool:
     return d.exclusive or (not d.memory and d.memory_pct >= 100)
 
 
-def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None) -> str:
-    """`0/4 nodes are available: 2 have no …, 2 are cordoned.` (largest groups first)."""
-    counts = Counter(phrase(r, spec) for r in node_reasons.values())
+def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
+               reason_counts: Mapping[str, int] | None = None) -> str:  # fmt: skip
+    """`0/4 nodes are available: 2 have no …, 2 are cordoned.` (largest groups first); counted
+    from `reason_counts` when the scheduler sent a sample of the nodes."""
+    counts: Counter[str] = Counter()
+    if reason_counts:
+        for r, n in reason_counts.items():
+            counts[phrase(r, spec)] += n
+    else:
+        counts.update(phrase(r, spec) for r in node_reasons.values())
     parts = ", ".join(f"{n} {p if n > 1 else _one(p)}"
                       for p, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))  # fmt: skip
-    total = max(total, len(node_reasons))
+    total = max(total, sum(counts.values()))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
 def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
-            why: str = "") -> str:  # fmt: skip
+            why: str = "", reason_counts: Mapping[str, int] | None = None) -> str:  # fmt: skip
     """The whole text: per-node reasons when the scheduler gave them, after Volcano's gang
     count ("2/4 tasks in gang unschedulable: 0/2 nodes are available: …") and followed by the
     first rule that failed in words when that is a job-level rule (`JobUnschedulable.why`: the
     queue, the gang against the cluster's cards); else that rule alone, else the scheduler's
     reason as is (an older log)."""
     if node_reasons:
-        text = nodes_line(node_reasons, total, spec)
+        text = nodes_line(node_reasons, total, spec, reason_counts)
         gang = _GANG.search(reason)
         if gang:
             text = f"{gang.group(0)}: {text}"

@@ -202,7 +202,7 @@ class PodStatusWriter:
 
     def message(self, v: JobUnschedulable) -> str:
         spec = self.specs.get((v.namespace, v.name))
-        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why)
+        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts)
 
     async def on_event(self, event: object, rx: Received) -> None:
         if rx.message.seq <= self.watermark:

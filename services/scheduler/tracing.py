@@ -88,7 +88,7 @@ def attributes(events: Sequence[Event], view: SchedulerView, key: str) -> dict[s
                 out["tessera.reason"] = e.reason
                 if plugin := getattr(e, "plugin", "") or rejecting_plugin(e.reason):
                     out["tessera.rejecting_plugin"] = plugin
-                out["tessera.nodes_rejecting"] = len(e.node_reasons)
+                out["tessera.nodes_rejecting"] = sum(e.reason_counts.values()) or len(e.node_reasons)
             case EvictionRequested():
                 outcome.append("evict")
                 out.setdefault("tessera.evicted", [])

@@ -21,6 +21,7 @@ from services.core.scheduling.decisions import (
     JobPlacement,
     PhaseChange,
     Unschedulable,
+    bounded_reasons,
 )
 from services.core.scheduling.explain import explain_job
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
@@ -96,9 +97,10 @@ def close_session(ssn: Session) -> Decisions:
             if job.key in trials:
                 reason, node_reasons, why = with_trial(job, reason, why, trials[job.key])
             pending = sum(1 for t in job.tasks.values() if t.status == st.PENDING)
+            node_reasons, counts = bounded_reasons(node_reasons)
             unschedulable.append(
                 Unschedulable(
-                    job.namespace, job.name, reason, node_reasons,
+                    job.namespace, job.name, reason, node_reasons, reason_counts=counts,
                     why=why.why, plugin=why.plugin, groups=why.groups,
                     nodes=len(ssn.node_list), unblock=why.unblock, tasks=pending, code=code,
                 )
