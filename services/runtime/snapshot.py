@@ -252,6 +252,11 @@ async def periodically(stopping: asyncio.Event, period: float, action: Callable[
             log.exception("%s failed; again in %g s", what, period)
 
 
+#: one read of a snapshot object; a few MB at most, on loopback or in the cluster
+LOAD_TIMEOUT = 10.0
+LOAD_ATTEMPTS = 3
+
+
 class ObjectStoreSnapshots:
     """`SnapshotStore` on a JetStream object store beside the log's stream."""
 
@@ -285,14 +290,28 @@ class ObjectStoreSnapshots:
         return f"{self.log.stream}@{info.created}"
 
     async def load(self, name: str) -> bytes | None:
+        """The stored bytes, or None (never written, deleted, or not readable now: the caller
+        then replays the log in full, which is always right).
+
+        nats-py's object get reads the object's info, then follows its chunks with no end but
+        the last chunk: when the object is replaced in between (a service saving its next
+        snapshot deletes the old chunks) the chunks never come and the get waits for ever. Each
+        attempt is bounded and reads the info anew."""
         import nats.js.errors
 
         store = await self._obj()
-        try:
-            result = await store.get(name)  # type: ignore[attr-defined]
-        except nats.js.errors.NotFoundError:  # never written, or deleted
-            return None
-        return bytes(result.data or b"")
+        for _attempt in range(LOAD_ATTEMPTS):
+            try:
+                async with asyncio.timeout(LOAD_TIMEOUT):
+                    result = await store.get(name)  # type: ignore[attr-defined]
+            except nats.js.errors.NotFoundError:  # never written, or deleted
+                return None
+            except TimeoutError:
+                log.warning("snapshot %s: not read within %.0f s (replaced meanwhile?); again",
+                            name, LOAD_TIMEOUT)  # fmt: skip
+                continue
+            return bytes(result.data or b"")
+        return None
 
     async def save(self, name: str, data: bytes) -> None:
         store = await self._obj()
