@@ -97,6 +97,7 @@ class JobController:
         self.pods: dict[str, dict[str, Any]] = {}  # "ns/name" → pod of a Volcano Job
         self.queues: dict[str, dict[str, Any]] = {}
         self.watermark = 0
+        self.read_seq = 0  # the log folded up to here (stamped on the pods made: `MADE_AFTER`)
         self.dirty: set[str] = set()
         self.dirty_queues: set[str] = set()  # queues whose status may have changed
         self.deleted_queues: dict[str, dict[str, Any]] = {}  # Queue objects deleted on the API
@@ -115,6 +116,7 @@ class JobController:
 
     def fold(self, seq: int, event: Event) -> None:
         self.flow.apply(seq, event)
+        self.read_seq = max(self.read_seq, seq)
         key = fl.job_key(event)
         self._queue_touched(key, event)
         match event:
@@ -328,7 +330,7 @@ class JobController:
                 snap = tasks.get(pod)
                 obj = self.pods.get(f"{ns}/{pod}")
                 if obj is None and snap is not None and snap.status not in (st.SUCCEEDED, st.FAILED):
-                    body = volcano.pod_for(job, spec, role, index, retries)
+                    body = volcano.pod_for(job, spec, role, index, retries, self.read_seq)
                     if await self._created(self.kube.create(pods_path(ns), body)):
                         self.created.append(f"{ns}/{pod}")
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept

@@ -212,7 +212,7 @@ class PodStatusWriter:
             await self.synced.wait()
             await self._write_verdict(event)
         elif isinstance(event, EvictionRequested):
-            await self._evict(event)
+            await self._evict(event, rx.message.seq)
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
@@ -239,9 +239,9 @@ class PodStatusWriter:
                 if exc.status != 404:
                     log.warning("status of %s/%s not written: %s", v.namespace, pod, exc)
 
-    async def _evict(self, e: EvictionRequested) -> None:
+    async def _evict(self, e: EvictionRequested, seq: int) -> None:
         obj = self.pods.get((e.namespace, e.task))
-        if obj is None or pods.terminating(obj):
+        if obj is None or pods.terminating(obj) or not pods.stop_concerns(obj, seq):
             return
         with contextlib.suppress(KubeError):
             await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in e.reason else "Evicted",

@@ -34,6 +34,9 @@ RETRY_COUNT = "volcano.sh/job-retry-count"
 #: the commit a pod was bound for (the binder puts it on the binding): a pod of an earlier
 #: incarnation under the same name (before a restart) is told apart from the current one
 PLACEMENT = "tessera.io/placement"
+#: the last log sequence the job controller had read when it made the pod: a stop the log asked
+#: for at or before it (an eviction handled late by another service) is not about this pod
+MADE_AFTER = "tessera.io/made-after"
 
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 
@@ -177,7 +180,8 @@ def podgroup_for(job: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
             "spec": body}  # fmt: skip
 
 
-def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retries: int) -> dict[str, Any]:
+def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retries: int,
+            made_after: int = 0) -> dict[str, Any]:
     """Pod `<job>-<task>-<index>` from the task's template (Volcano `createJobPod`)."""
     m = meta(job)
     name, ns = str(m.get("name")), str(m.get("namespace") or "default")
@@ -198,7 +202,8 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
             TASK_INDEX: str(index), JOB_VERSION: str(retries), RETRY_COUNT: str(retries)}  # fmt: skip
     labels = {**(tmeta.get("labels") or {}), JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue,
               TASK_SPEC: task, TASK_INDEX: str(index)}  # fmt: skip
-    annotations = {**(tmeta.get("annotations") or {}), **ours, GROUP_NAME: podgroup_name(job)}
+    annotations = {**(tmeta.get("annotations") or {}), **ours, GROUP_NAME: podgroup_name(job),
+                   MADE_AFTER: str(made_after)}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{name}-{task}-{index}", "namespace": ns, "labels": labels,
                          "annotations": annotations, "ownerReferences": [_owner(job)]},

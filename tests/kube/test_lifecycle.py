@@ -18,6 +18,7 @@ from contracts.events import (
 from contracts.registry import default_registry
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
+from services.kube import volcano
 from services.kube.client import pods_path
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import Entry
@@ -106,32 +107,41 @@ async def test_finish_delete_and_refused_binding(cluster: Cluster, tmp_path: Pat
 async def test_eviction_is_a_graceful_deletion_with_an_event(cluster: Cluster, tmp_path: Path) -> None:
     """The scheduler's `EvictionRequested` (preempt, reclaim) becomes a deletion through the
     API — the pod's grace period applies — with a `Preempted` Event, and the card is freed
-    once the pod is gone. The eviction is appended here as the scheduler appends it."""
+    once the pod is gone. The eviction is appended here as the scheduler appends it.
+
+    A pod the job controller made after reading an eviction (a restarted gang's next run
+    under the same name) is not the one the eviction is about, however late it is handled."""
     await hami_nodes(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     async with Kubelet(cluster):
         await asyncio.to_thread(cp.start, lambda _line: None)
         try:
             await cluster.create_pod(whole("victim"))
+            reborn = whole("reborn")
+            reborn["metadata"]["annotations"] = {volcano.MADE_AFTER: str(10**9)}  # made after any stop
+            await cluster.create_pod(reborn)
 
             async def runs() -> bool:
-                pod = await cluster.pod("default", "victim")
-                return pod is not None and kpods.phase(pod) == "Running"
+                pods = [await cluster.pod("default", n) for n in ("victim", "reborn")]
+                return all(p is not None and kpods.phase(p) == "Running" for p in pods)
 
-            await wait_until(runs, 60, "the victim runs")
+            await wait_until(runs, 60, "the victim and the next run run")
             log = await JetStreamLog.connect(cp.url)
             try:
-                event = EvictionRequested(namespace="default", name="victim", task="victim",
-                                          reason="preempted by default/urgent")  # fmt: skip
-                entry = Entry(log.subjects.job("default", "victim"), default_registry().encode(event),
-                              default_registry().envelope(event, msg_id="test-evict").to_headers())  # fmt: skip
-                await log.append(entry)
+                for name in ("reborn", "victim"):  # handled in this order: reborn's is judged first
+                    event = EvictionRequested(namespace="default", name=name, task=name,
+                                              reason="preempted by default/urgent")  # fmt: skip
+                    entry = Entry(log.subjects.job("default", name), default_registry().encode(event),
+                                  default_registry().envelope(event, msg_id=f"test-evict-{name}").to_headers())  # fmt: skip
+                    await log.append(entry)
 
                 async def gone() -> bool:
                     return await cluster.pod("default", "victim") is None
 
                 await wait_until(gone, 60, "the victim deleted")
                 events = await cluster.events()
+                survivor = await cluster.pod("default", "reborn")
+                assert survivor is not None, "the next run was deleted by the eviction of the one before"
 
                 async def released() -> bool:
                     evs = decoded([m async for m in log.replay()])
@@ -144,4 +154,5 @@ async def test_eviction_is_a_graceful_deletion_with_an_event(cluster: Cluster, t
             await asyncio.to_thread(cp.stop)
     preempted = [e for e in events if e["reason"] == "Preempted"]
     assert [e["involvedObject"]["name"] for e in preempted] == ["victim"]
+    assert kpods.phase(survivor) == "Running"
     assert preempted[0]["type"] == "Normal" and "preempted by default/urgent" in preempted[0]["message"]

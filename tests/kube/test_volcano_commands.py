@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from contracts.permissions import CLI
 from services.cli.up import ControlPlane
 from services.kube import volcano
@@ -87,10 +85,9 @@ async def test_restart_and_terminate_commands_and_ones_that_do_not_apply(cluster
                 return all("1" in seen.uids[name].values() for name in WORKERS)
 
             await wait_until(watched, 30, "the recreated pods seen by the watch")
-            twice = {name: seen.uids[name] for name in WORKERS if sorted(seen.uids[name].values()) != ["0", "1"]}
-            if twice:  # one pod per name and incarnation — except for a known, open race
-                pytest.xfail(f"known race: a pod recreated twice after a RestartJob Command (seen once in "
-                             f"three CI runs; the policy-driven restart does not show it): {twice}")
+            # one pod per name and incarnation: the restart's evictions, handled late by the
+            # status writer, once deleted the restarted pod made meanwhile (`pods.stop_concerns`)
+            assert all(sorted(seen.uids[name].values()) == ["0", "1"] for name in WORKERS), dict(seen.uids)
 
             await cluster.kube.create(volcano.commands_path("default"), command("end-it", "TerminateJob", target))
 

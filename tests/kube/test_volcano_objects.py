@@ -48,3 +48,18 @@ def test_status_compared_without_timestamps() -> None:
     assert volcano.status_differs(written, volcano.podgroup_status("Running", [], "", placed=True))
     job = volcano.job_status(SPEC, "Inqueue", tasks, 0, restarting=False)
     assert job["state"] == {"phase": "Pending"} and job["running"] == 1 and job["minAvailable"] == 2
+
+
+def test_a_stop_concerns_the_run_it_was_asked_for() -> None:
+    """An eviction at #50 stops a pod bound or made before it, never a later run's pod under
+    the same name (bound for commit #60, or made by the controller after reading #50)."""
+    pod = volcano.pod_for(JOB, SPEC, "worker", 1, retries=1, made_after=50)
+    assert pod["metadata"]["annotations"][volcano.MADE_AFTER] == "50"
+    assert not pods.stop_concerns(pod, 50) and pods.stop_concerns(pod, 51)
+
+    assert pods.stop_concerns({"metadata": {}}, 50)  # neither stamp: a pod from before stamps
+    assert pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "40"}}}, 50)
+    assert pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "50"}}}, 50)
+    assert not pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "60"}}}, 50)
+    assert not pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "40", volcano.MADE_AFTER: "55"}}}, 50)
+    assert pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "x"}}}, 50)  # not a stamp
