@@ -162,7 +162,10 @@ class EventService:
             attributes=attributes,
         ) as span:
             try:
-                await handler(event, Received(msg, env))
+                try:
+                    await handler(event, Received(msg, env))
+                except self.log.unavailable as exc:  # a failover: later, however often it takes
+                    raise TransientError(f"the log is out of reach: {exc!r}") from exc
             except TransientError as exc:
                 span.record_exception(exc)
                 await _settle(delivery.nak, self.retry_delay * delivery.attempt)

@@ -73,6 +73,8 @@ async def test_killing_the_stream_leader_mid_wave_loses_nothing(cluster_plane: C
         last: list[str] = []
 
         async def settled() -> bool:
+            # a service that ended on the failover (a fetch answered 503 once did) is the cause
+            assert not plane.exited(), {k: plane._why(k, rc) for k, rc in plane.exited().items()}
             events = [(m.seq, registry.decode(m.headers["Tessera-Type"], m.data))
                       async for m in log.replay()]  # fmt: skip
             findings = audit(events, report["pods"])
@@ -84,5 +86,6 @@ async def test_killing_the_stream_leader_mid_wave_loses_nothing(cluster_plane: C
             await wait_until(settled, timeout=60, what="the log to settle (ledgers = running pods)")
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}: {last[:8]}") from None
+        assert not plane.exited(), "every service rode out the failover"
     finally:
         await log.close()

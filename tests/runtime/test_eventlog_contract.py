@@ -282,3 +282,41 @@ async def test_follow_reads_from_a_sequence_then_waits_for_what_comes(event_log:
     nxt = await asyncio.wait_for(pending, 10)
     assert (nxt.seq, nxt.subject) == (5, s.node("n3"))  # the job event is not on the filter
     await reader.aclose()
+
+
+async def test_a_handler_meeting_an_unreachable_log_is_retried_past_its_attempts_never_parked(
+    event_log: EventLog,
+) -> None:
+    """A failover (no stream leader for seconds, publish acks timing out) fails every handler
+    that appends; parking those after `max_attempts` would lose the events (a `TaskFinished`
+    whose release never happens), so each kind of 'unreachable' is a retry however often."""
+    s = event_log.subjects
+    kinds = list(event_log.unavailable)
+    assert kinds, "the backend names what an unreachable log raises"
+    seen: list[str] = []
+
+    async def on_lost(event: NodeLost, rx: Received) -> None:
+        if kinds:
+            raise kinds.pop(0)()
+        seen.append(event.node)
+
+    svc = EventService("probe", event_log, [s.all_nodes()], {NodeLost: on_lost}, max_attempts=2, retry_delay=0.01)
+    await event_log.append(ev_entry(event_log, s.node("n"), NodeLost(node="n")))
+    consumer = await event_log.consumer(svc.durable, svc.filter_subjects)
+    outcomes = []
+    while not seen:
+        d = await consumer.next(timeout=5)
+        assert d is not None, outcomes
+        outcomes.append(await svc.handle(d))
+    assert outcomes == ["retried"] * len(event_log.unavailable) + ["handled"]
+    assert await event_log.dead_letters("probe") == []
+
+    async def bug(event: NodeLost, rx: Received) -> None:
+        raise ValueError("a bug, not the log")
+
+    buggy = EventService("buggy", event_log, [s.all_nodes()], {NodeLost: bug}, max_attempts=2, retry_delay=0.01)
+    mine = await event_log.consumer(buggy.durable, buggy.filter_subjects)
+    outcomes = [await buggy.handle(await mine.next(timeout=5)) for _ in range(2)]  # type: ignore[arg-type]
+    assert outcomes == ["retried", "parked"]  # other failures still end parked
+    await consumer.close()
+    await mine.close()

@@ -41,6 +41,7 @@ from services.runtime.eventlog.model import (
     Duplicate,
     Entry,
     LogError,
+    LogUnavailable,
     StoredMessage,
 )
 from services.runtime.natsauth import connect_options, servers
@@ -177,6 +178,13 @@ class JetStreamDelivery:
             await self._msg.term()
 
 
+#: what a request raises while the consumer or stream elects a leader (status 503, nobody
+#: subscribed to the API subject yet) or the connection is being re-established
+UNAVAILABLE = (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError,
+               nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, LogUnavailable)
+UNAVAILABLE_PAUSE = 0.25  # seconds before asking again: an election takes a few seconds
+
+
 class JetStreamConsumer:
     def __init__(self, sub: JetStreamContext.PullSubscription, batch: int = 64) -> None:
         self._sub = sub
@@ -195,6 +203,12 @@ class JetStreamConsumer:
             try:
                 self._buffer = await self._sub.fetch(self._batch, timeout=timeout)
             except (nats.errors.TimeoutError, TimeoutError):
+                return None
+            except UNAVAILABLE:
+                # the consumer has no leader for a moment (a clustered server died and the
+                # rest elect one): nothing to deliver yet — raising here ended the service,
+                # and an allocator gone this way left finished pods' slices held for good
+                await asyncio.sleep(min(timeout, UNAVAILABLE_PAUSE))
                 return None
             if not self._buffer:
                 return None
@@ -242,6 +256,7 @@ async def _connect_or_refused(url: str, options: dict) -> Client:
 
 
 class JetStreamLog:
+    unavailable = UNAVAILABLE
     def __init__(
         self,
         nc: Client,
@@ -299,6 +314,7 @@ class JetStreamLog:
                 num_replicas=self.replicas,
             )
         )
+        await self.wait_ready()  # a replicated stream answers once its members elected a leader
 
     async def _ensure_stream(self, config: StreamConfig) -> None:
         try:
@@ -351,7 +367,7 @@ class JetStreamLog:
         except PublishError as err:
             return self._conflict_or_raise(err, entry)
         except TimeoutError:
-            raise LogError(f"no publish ack for {entry.subject} within {self.timeout}s") from None
+            raise LogUnavailable(f"no publish ack for {entry.subject} within {self.timeout}s") from None
         return Appended(ack.seq, duplicate=ack.duplicate)
 
     async def append(self, entry: Entry) -> AppendResult:
@@ -396,7 +412,7 @@ class JetStreamLog:
                 raise LogError(f"atomic batch failed: {err}") from err
             return await self._which_conflict(entries, _actual_from(err.description))
         except TimeoutError:
-            raise LogError(f"no commit ack for a batch of {len(entries)}") from None
+            raise LogUnavailable(f"no commit ack for a batch of {len(entries)}") from None
         count = ack.count or len(entries)
         return BatchCommitted(ack.seq - count + 1, ack.seq, count)
 
@@ -429,7 +445,12 @@ class JetStreamLog:
 
     async def last(self, subject: str) -> StoredMessage | None:
         try:
-            raw = await self.js.get_last_msg(self.stream, subject, direct=True)
+            try:
+                raw = await self.js.get_last_msg(self.stream, subject, direct=True)
+            except nats.errors.NoRespondersError:
+                # no replica serves direct gets yet (an R3 stream just created, or its
+                # members catching up after a failover): the stream leader answers instead
+                raw = await self.js.get_last_msg(self.stream, subject)
         except nats.js.errors.NotFoundError:
             return None
         return StoredMessage(

@@ -21,6 +21,7 @@ from services.runtime.eventlog.model import (
     Conflict,
     Duplicate,
     Entry,
+    LogUnavailable,
     StoredMessage,
     subject_matches,
 )
@@ -109,6 +110,7 @@ class MemoryConsumer:
 
 
 class MemoryLog:
+    unavailable: tuple[type[BaseException], ...] = (LogUnavailable,)
     def __init__(self, subjects: Subjects | None = None, dedup: bool = True) -> None:
         self.subjects = subjects or Subjects()
         self._messages: list[StoredMessage] = []

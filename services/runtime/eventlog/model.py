@@ -94,6 +94,12 @@ class LogError(RuntimeError):
     """A backend failure that is not a concurrency conflict (server gone, bad request)."""
 
 
+class LogUnavailable(LogError):
+    """The log did not answer for now (no acknowledgement in time, no stream leader while a
+    cluster elects one). Whatever met it is tried again however often it takes: a message
+    parked for it would be an event lost to a few seconds of failover."""
+
+
 class Delivery(Protocol):
     """One message handed to a durable consumer; settle it exactly once."""
 
@@ -119,6 +125,8 @@ class Consumer(Protocol):
 
 class EventLog(Protocol):
     subjects: Subjects
+    #: errors meaning the log is briefly out of reach: a handler meeting one is retried, never parked
+    unavailable: tuple[type[BaseException], ...]
 
     async def ensure(self) -> None: ...
 
