@@ -398,9 +398,26 @@ def _resource(path: ast.expr, where: str) -> tuple[str, str, bool]:
     return group, resource, len(path.args) > named_at
 
 
+#: owners our objects name with blockOwnerDeletion: the API server's OwnerReferencesPermission-
+#: Enforcement admits such a reference only from a writer that may update the owner's finalizers
+OWNER_KINDS = {"Job": ("batch.volcano.sh", "jobs")}
+
+
+def _blocking_owner(node: ast.Dict) -> Rule | None:
+    fields = {k.value: v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)}
+    block, kind = fields.get("blockOwnerDeletion"), fields.get("kind")
+    if not (isinstance(block, ast.Constant) and block.value is True):
+        return None
+    assert isinstance(kind, ast.Constant) and kind.value in OWNER_KINDS, f"an owner reference to {kind}"
+    group, plural = OWNER_KINDS[kind.value]
+    return group, f"{plural}/finalizers", "update"
+
+
 def _api_calls(fn: ast.AST, where: str) -> set[Rule]:
     rules: set[Rule] = set()
     for node in ast.walk(fn):
+        if isinstance(node, ast.Dict) and (owner := _blocking_owner(node)) is not None:
+            rules.add(owner)
         if not isinstance(node, ast.Call):
             continue
         f = node.func
@@ -469,6 +486,7 @@ def test_the_code_reading_finds_the_edges_calls() -> None:
     assert ("", "pods/binding", "create") in rules["allocator"]
     assert ("", "events", "create") in rules["admission"]  # through status.refuse
     assert rules["scheduler"] == set()
+    assert ("batch.volcano.sh", "jobs/finalizers", "update") in rules["queue"]  # pods owned by Jobs
 
 
 @needs_helm

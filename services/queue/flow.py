@@ -216,10 +216,11 @@ def end_job(flow: Flow, key: str, action: str, reason: str) -> list[Event]:
     job = flow.projection.jobs[key]
     ns, name = job.spec.namespace, job.spec.name
     phase = ENDING_ACTIONS[action]
-    live = [pod for pod, t in flow.projection.tasks.get(key, {}).items() if t.status in LIVE_TASK]
+    tasks = flow.projection.tasks.get(key, {})
+    live = [pod for pod, t in tasks.items() if t.status in LIVE_TASK]
     out: list[Event] = [JobPhaseChanged(namespace=ns, name=name, phase=phase, reason=reason)]
     out += [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}") for pod in live]
-    if not live:
+    if not any(t.status in st.HOLDING for t in tasks.values()):  # a pod evicted before still runs
         out.append(JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase], reason=reason))
     return out
 
@@ -231,8 +232,9 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
     ns, name = job.spec.namespace, job.spec.name
     phase, reason = flow.ending[key]
     stopping = flow.stopping.get(key, set())
-    live = [pod for pod, t in flow.projection.tasks.get(key, {}).items() if t.status in LIVE_TASK]
-    if live or stopping:
+    tasks = flow.projection.tasks.get(key, {})
+    live = [pod for pod, t in tasks.items() if t.status in LIVE_TASK]
+    if live or stopping or any(t.status == st.RELEASING for t in tasks.values()):  # evicted before, not gone yet
         return [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
                 for pod in live if pod not in stopping]  # fmt: skip
     return [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],

@@ -248,10 +248,12 @@ class ClusterProjection:
                     status = SUCCEEDED if event.exit_code == 0 else FAILED
                     self._task_status(event.namespace, event.name, event.task, status, event.node)
             case EvictionRequested():
-                key = f"{event.namespace}/{event.name}"
-                if event.task in self.leaving.get(key, ()):  # a removed pod asked to stop
-                    t = self.tasks[key][event.task]
-                    self.tasks[key][event.task] = replace(t, status=RELEASING)
+                # asked to stop, its pod runs on (a grace period) until TaskFinished: Releasing,
+                # as Volcano's cache shows a pod with a deletion timestamp — no victim again,
+                # its resources the node's future idle (a removed pod's too: it leaves the job)
+                t = self.tasks.get(f"{event.namespace}/{event.name}", {}).get(event.task)
+                if t is not None and t.status in (BOUND, RUNNING):
+                    self.tasks[f"{event.namespace}/{event.name}"][event.task] = replace(t, status=RELEASING)
             case _:
                 pass
 
