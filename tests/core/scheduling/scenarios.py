@@ -39,6 +39,24 @@ from services.runtime.eventlog.model import StoredMessage
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 
+#: Volcano's Helm tiers with preempt and reclaim (gang and drf do not vote on victims: priority
+#: decides), deviceshare on with HAMi vNPU templates, binpack
+PREEMPT_CONF = """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - {name: gang, enablePreemptable: false}
+  - name: conformance
+- plugins:
+  - {name: drf, enablePreemptable: false}
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: deviceshare
+    arguments: {deviceshare.AscendHAMiVNPUEnable: true, deviceshare.SchedulePolicy: binpack}
+"""
+
 
 @dataclass(frozen=True)
 class Scenario:

@@ -22,20 +22,9 @@ from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions
 from services.core.scheduling.record import decision_events
 from services.queue import flow as fl
+from tests.core.scheduling.scenarios import PREEMPT_CONF
 
-CONF = parse_conf("""
-actions: "enqueue, allocate, preempt, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - {name: gang, enablePreemptable: false}
-  - name: conformance
-- plugins:
-  - {name: drf, enablePreemptable: false}
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-""")
+CONF = parse_conf(PREEMPT_CONF)  # one queue: reclaim finds nothing; no cards: deviceshare neither
 
 
 def job(name: str, priority: int) -> JobSpec:

@@ -37,6 +37,7 @@ from services.core.scheduling.statement import Statement
 from services.core.simulate.inventory import load_inventory
 from services.core.simulate.report import build_report
 from services.runtime.eventlog.model import StoredMessage
+from tests.core.scheduling.scenarios import PREEMPT_CONF as CONF
 from tests.core.scheduling.scenarios import Scenario, _simulation, engine_log, load_table
 
 TABLE = {sc.name: sc for sc in load_table("preempt_devices")}
@@ -160,21 +161,6 @@ def _decoded(messages: list[StoredMessage]) -> Iterator[tuple[int, object]]:
 
 # --- seeded random clusters of running card pods -----------------------------------------------
 
-CONF = """
-actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - {name: gang, enablePreemptable: false}
-  - name: conformance
-- plugins:
-  - {name: drf, enablePreemptable: false}
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: deviceshare
-    arguments: {deviceshare.AscendHAMiVNPUEnable: true, deviceshare.SchedulePolicy: binpack}
-"""
 WHOLE = DeviceRequest(vendor="huawei", type=CARD, count=1, memory_pct=100, exclusive=True)
 VIR05 = DeviceRequest(vendor="huawei", type=CARD, count=1, memory=16384, cores=5,
                       template="vir05_1c_16g")  # fmt: skip
