@@ -53,6 +53,7 @@ from services.runtime.service import decode_stored
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results" / "chaos.md"
+CLUSTER_RESULTS = Path(__file__).parent / "results" / "chaos-cluster.md"
 INVENTORY = ROOT / "examples" / "inventory.yaml"
 NAMESPACE = "chaos"
 KINDS = ("random", "commit", "nats")
@@ -124,6 +125,7 @@ class Round:
 @dataclass
 class ChaosRun:
     seed: int
+    nats_cluster: int = 1
     rounds: list[Round] = field(default_factory=list)
     events: int = 0
     stream_bytes: int = 0
@@ -153,12 +155,29 @@ class Chaos:
     # --- faults --------------------------------------------------------------------------------
 
     def targets(self) -> list[str]:
+        if self.plane.cluster > 1:
+            return [*sorted(self.plane.procs), *(f"nats:{s.name}" for s in self.plane.servers)]
         return [*sorted(self.plane.procs), "nats"]
+
+    async def leader(self) -> str:
+        """`nats` of a clustered plane: the stream leader (the member whose loss is a failover)."""
+        assert self.log is not None
+        info = await self.log.js.stream_info(self.log.stream)
+        return f"nats:{info.cluster.leader}" if info.cluster and info.cluster.leader else self.rng.choice(self.targets())
 
     async def kill(self, key: str) -> None:
         """SIGKILL one process and start it again; how long the restart took (to ready) is kept
         per service: the restart cost under a growing history (item 7)."""
-        if key == "nats":
+        if key == "nats" and self.plane.cluster > 1:
+            key = await self.leader()
+        if key.startswith("nats:"):  # one member of a cluster, back on its store and ports
+            server = next(s for s in self.plane.servers if s.name == key.split(":", 1)[1])
+            await asyncio.to_thread(server.kill)
+            started = time.monotonic()
+            await asyncio.to_thread(server.start)
+            assert self.log is not None
+            await self.log.wait_ready()
+        elif key == "nats":
             await asyncio.to_thread(self.plane.kill_nats)
             started = time.monotonic()
             await asyncio.to_thread(self.plane.restart_nats)
@@ -168,7 +187,8 @@ class Chaos:
             await asyncio.to_thread(self.plane.kill, key)
             started = time.monotonic()
             await asyncio.to_thread(self.plane.restart, key)
-        self.restarts.setdefault(service_of(key), []).append(time.monotonic() - started)
+        self.restarts.setdefault("nats" if key.startswith("nats") else service_of(key), []).append(
+            time.monotonic() - started)
 
     async def kill_on_commit(self, after: int, timeout: float = 20.0) -> str:
         """Kill an allocator the moment a `PlacementCommitted` above `after` is in the log."""
@@ -199,8 +219,8 @@ class Chaos:
             done.append(await self.kill_on_commit(after))
         elif kind == "nats":
             await asyncio.sleep(self.rng.uniform(0.0, 2.0))  # a random moment, not a wait for state
-            await self.kill("nats")
-            done.append("nats")
+            done.append(await self.leader() if self.plane.cluster > 1 else "nats")
+            await self.kill(done[-1])
         for _ in range(self.rng.randint(1, 3)):
             await asyncio.sleep(self.rng.uniform(0.0, 1.5))
             victim = self.rng.choice(self.targets())
@@ -328,13 +348,14 @@ def rss_mb(pid: int) -> float:
 
 
 async def run_chaos(state_dir: Path, rounds: int, seed: int = 0, replicas_from: int | None = None,
-                    settle: float = 60.0, report: Callable[[str], None] = print) -> ChaosRun:  # fmt: skip
+                    settle: float = 60.0, report: Callable[[str], None] = print,
+                    nats_cluster: int = 1) -> ChaosRun:  # fmt: skip
     """Start a plane, play `rounds` rounds, stop every process by PID (pass or fail)."""
     started = time.monotonic()
     replicas_from = rounds // 2 if replicas_from is None else replicas_from
-    plane = ControlPlane(state_dir, inventory=str(INVENTORY), env=ENV)
+    plane = ControlPlane(state_dir, inventory=str(INVENTORY), env=ENV, nats_cluster=nats_cluster)
     plane.lifeline = False  # nats-server is killed and restarted on its store every few rounds
-    run = ChaosRun(seed)
+    run = ChaosRun(seed, nats_cluster)
     chaos = Chaos(plane, seed, settle)
     plane.start(report=lambda _line: None)
     try:
@@ -370,6 +391,9 @@ def markdown(run: ChaosRun) -> str:
         "(nats-server included) restarted at once, then the whole log audited "
         "(`services/core/audit.py`).",
         "",
+        *([f"Clustered: {run.nats_cluster} nats-servers routed on loopback, R3 streams; a `nats` round kills "
+           "the stream's leader (a failover), a random kill may hit any member; each comes back on its "
+           "store and ports.", ""] if run.nats_cluster > 1 else []),
         f"seed {run.seed}: **{len(run.rounds)} rounds, {run.kills} kills, "
         f"{len(run.violations)} violations**, "
         f"{sum(r.pods for r in run.rounds)} pods, {sum(r.commits for r in run.rounds[-1:])} commits "
@@ -432,8 +456,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="first round with two allocators and two schedulers (default: half-way)")  # fmt: skip
     parser.add_argument("--settle", type=float, default=60.0, help="seconds a round may take to settle")
     parser.add_argument("--state-dir", default="", help="default: a temporary directory")
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--nats-cluster", type=int, default=1,
+                        help="nats-servers in one cluster (R3 streams from 3): `nats` kills are of the stream leader")  # fmt: skip
+    parser.add_argument("--out", default="", help=f"default: {RESULTS} ({CLUSTER_RESULTS} with --nats-cluster)")
     args = parser.parse_args(argv)
+    args.out = args.out or str(CLUSTER_RESULTS if args.nats_cluster > 1 else RESULTS)
     import logging
     import tempfile
 
@@ -441,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="tessera-chaos-") as tmp:
         state = Path(args.state_dir) if args.state_dir else Path(tmp)
-        run = asyncio.run(run_chaos(state, args.rounds, args.seed, args.replicas_from, args.settle))
+        run = asyncio.run(run_chaos(state, args.rounds, args.seed, args.replicas_from, args.settle,
+                                    nats_cluster=args.nats_cluster))  # fmt: skip
     Path(args.out).write_text(markdown(run))
     print(f"{len(run.rounds)} rounds, {run.kills} kills, {len(run.violations)} violations → {args.out}")
     return 1 if run.violations else 0
