@@ -183,6 +183,7 @@ class JetStreamDelivery:
 UNAVAILABLE = (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError,
                nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, LogUnavailable)
 UNAVAILABLE_PAUSE = 0.25  # seconds before asking again: an election takes a few seconds
+ENSURE_PATIENCE = 30.0  # seconds a connecting client waits for the streams to answer
 
 
 class JetStreamConsumer:
@@ -289,8 +290,16 @@ class JetStreamLog:
         from the start, so losing the one it first reached is a reconnect, not an outage."""
         nc = await _connect_or_refused(url, connect_options(credentials, ca, url))
         log = cls(nc, **kwargs)  # type: ignore[arg-type]
-        await log.ensure()
-        return log
+        deadline = asyncio.get_running_loop().time() + ENSURE_PATIENCE
+        while True:  # a cluster electing its leaders answers nothing for a few seconds
+            try:
+                await log.ensure()
+                return log
+            except UNAVAILABLE:
+                if asyncio.get_running_loop().time() > deadline:
+                    await nc.close()
+                    raise
+                await asyncio.sleep(UNAVAILABLE_PAUSE)
 
     async def ensure(self) -> None:
         """Create or upgrade the streams; idempotent, safe for every service to call at start."""
@@ -335,7 +344,7 @@ class JetStreamLog:
                 return
             except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise LogError(f"stream {self.stream} unavailable: {exc}") from exc
+                    raise LogUnavailable(f"stream {self.stream} unavailable: {exc}") from exc
                 await asyncio.sleep(0.1)
 
     async def close(self) -> None:
