@@ -170,12 +170,10 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
     if pg != job.phase and pg in ("Running", "Completed"):
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
-    elif flow.shown.get(key) == "Restarting" and key not in flow.restarting \
-            and sum(s == st.RUNNING for s in statuses) >= max(job.spec.min_available, 1):  # fmt: skip
-        # the PodGroup never left Running while its pods were replaced: the Job's Restarting
-        # ends when the restarted gang runs again, not at the next change of the PodGroup
+    elif key not in flow.restarting and lifecycle.restarted_gang_runs(flow.shown.get(key, ""), statuses,
+                                                                       job.spec.min_available):  # fmt: skip
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
-                                   reason="restarted gang runs again"))  # fmt: skip
+                                   reason=lifecycle.RESTART_OVER))  # fmt: skip
     terminal = lifecycle.job_phase(job.spec, statuses)
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, "all pods finished")
@@ -242,7 +240,7 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
 
 
 def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code: int, why: str) -> list[Event]:
-    """Stop `targets` (live ones evicted, failed ones straight back to Pending) and go
+    """Stop `targets` (live ones evicted, finished ones straight back to Pending) and go
     Restarting with the retry count one up — or Failed once the job has used maxRetry
     restarts (`lifecycle.restart_phase`, the rule a policy-driven restart follows)."""
     job = flow.projection.jobs[key]
@@ -258,7 +256,7 @@ def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code
             continue
         if t.status in LIVE_TASK:
             out.append(EvictionRequested(namespace=ns, name=name, task=pod, reason="restarted"))
-        elif t.status == st.FAILED:
+        elif t.status in (st.FAILED, st.SUCCEEDED):  # Volcano kills them all (PodRetainPhaseNone): they run again
             out.append(TaskFinished(namespace=ns, name=name, task=pod, node="",
                                     exit_code=exit_code, reason="restarted"))  # fmt: skip
     out.append(JobPhaseChanged(namespace=ns, name=name, phase="Restarting",

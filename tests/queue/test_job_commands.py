@@ -47,6 +47,23 @@ async def test_restart_kills_every_pod_and_counts_a_retry(event_log: EventLog) -
         ("Restarting", "RestartJob: retry 1/3"), ("Running", "restarted gang runs again")]  # fmt: skip
 
 
+async def test_restart_runs_a_succeeded_pod_again(event_log: EventLog) -> None:
+    """Volcano's RestartJob kills every pod (PodRetainPhaseNone), unlike Terminate/Abort which
+    keep finished ones: a pod that succeeded before the restart runs again in the next try."""
+    svc = await started(event_log)
+    await put(event_log, event_log.subjects.job("ns", "s"), JobSubmitted(spec=spec("s", replicas=3)))
+    await run_tasks(event_log, "s", ["s-w-0", "s-w-1", "s-w-2"])
+    await put(event_log, event_log.subjects.job("ns", "s"), TaskFinished(namespace="ns", name="s", task="s-w-0", node="n1"))
+    await drain(svc)
+    assert svc.flow.projection.tasks["ns/s"]["s-w-0"].status == st.SUCCEEDED
+    assert (await svc.command("restart", "ns", "s")).ok
+    events = await job_events(event_log, "s")
+    assert sorted(e.task for e in events if isinstance(e, EvictionRequested)) == ["s-w-1", "s-w-2"]
+    again = [e for e in events if isinstance(e, TaskFinished) and e.reason == "restarted"]
+    assert [e.task for e in again] == ["s-w-0"]
+    assert svc.flow.projection.tasks["ns/s"]["s-w-0"].status == st.PENDING
+
+
 async def test_restart_at_max_retry_fails_the_job(event_log: EventLog) -> None:
     svc = await started(event_log)
     await put(event_log, event_log.subjects.job("ns", "m"), JobSubmitted(spec=spec("m", max_retry=1)))

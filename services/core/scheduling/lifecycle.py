@@ -61,6 +61,17 @@ def pod_group_phase(min_member: int, statuses: Sequence[str], current: str) -> s
     )
 
 
+#: why a Job shown Restarting is Running again (`restarted_gang_runs`)
+RESTART_OVER = "restarted gang runs again"
+
+
+def restarted_gang_runs(shown: str, statuses: Sequence[str], min_available: int) -> bool:
+    """A Job shown `Restarting` whose restarted pods run again (at least minAvailable): its
+    PodGroup never left Running while the pods were replaced, so no PodGroup change ends the
+    restart — this does (volcano.md §1.3, Restarting → Running once the gang is back)."""
+    return shown == "Restarting" and sum(s == st.RUNNING for s in statuses) >= max(min_available, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
     action: str  # SyncJob | RestartJob | RestartTask | RestartPod | AbortJob | TerminateJob | CompleteJob

@@ -76,6 +76,7 @@ class Simulation:
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
         self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
         self.retries: dict[str, int] = {}
+        self.shown: dict[str, str] = {}  # job → the phase its last JobPhaseChanged showed
         self.job_done: set[str] = set()
         self.pg_phase: dict[str, str] = {}
         self._session_tag = 0
@@ -95,6 +96,8 @@ class Simulation:
         result = self.log.append_now(entry)
         seq = getattr(result, "seq", 0)
         self.view.apply(seq, event)
+        if isinstance(event, JobPhaseChanged):
+            self.shown[f"{event.namespace}/{event.name}"] = event.phase
         return seq
 
     def emit_batch(self, events: Sequence[Event]) -> None:
@@ -294,6 +297,9 @@ class Simulation:
                 self.emit(
                     JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
                 )
+            elif lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses, job.spec.min_available):
+                self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
+                                          reason=lifecycle.RESTART_OVER))  # fmt: skip
             terminal = lifecycle.job_phase(job.spec, statuses)
             if terminal in ("Completed", "Failed"):
                 self._terminate(key, terminal, "all pods finished")
@@ -331,7 +337,7 @@ class Simulation:
                 t = self.projection.tasks[key][p]
                 if t.status in (st.RUNNING, st.BOUND):
                     self._finish(job.spec.namespace, job.spec.name, p, 137, "restarted")
-                elif t.status == st.FAILED:
+                elif t.status in (st.FAILED, st.SUCCEEDED):  # as the queue service: all run again
                     self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=p,
                                            node="", exit_code=code, reason="restarted", at=self.now))  # fmt: skip
             self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Restarting",
