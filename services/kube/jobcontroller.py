@@ -55,6 +55,7 @@ from contracts.events import (
 from contracts.workloads import JobSpec
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
+from services.core.scheduling.resources import requested
 from services.kube import pods, reasons, status, volcano
 from services.kube.client import Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
@@ -273,8 +274,8 @@ class JobController:
         job = self.jobs.get(key)
         if owner is None or job is None or owner[1] != volcano.uid(job):
             return True
-        stamp = (volcano.meta(obj).get("annotations") or {}).get(volcano.PLACEMENT)
-        return stamp is not None and stamp.isdigit() and int(stamp) < self.reset.get((key, pod), 0)
+        bound = pods.seq_annotation(obj, volcano.PLACEMENT)
+        return bound is not None and bound < self.reset.get((key, pod), 0)
 
     async def _created(self, make: Awaitable[Any]) -> bool:
         try:
@@ -410,10 +411,8 @@ class JobController:
             phases[job.spec.queue].append(job.phase)
             for t in proj.tasks.get(key, {}).values():
                 if t.status in (st.BOUND, st.RUNNING):
-                    for res, v in (("cpu", t.spec.cpu_milli), ("memory", t.spec.memory_mib),
-                                   *t.spec.scalars.items()):  # fmt: skip
-                        if v:
-                            acc[res] = acc.get(res, 0) + v
+                    for res, v in requested(t.spec):
+                        acc[res] = acc.get(res, 0) + v
         for i, name in enumerate(names):
             desired = volcano.queue_status(proj.queues[name].state, allocated[name], phases[name])
             try:

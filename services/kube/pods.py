@@ -57,7 +57,8 @@ def phase(obj: Mapping[str, Any]) -> str:
     return str((obj.get("status") or {}).get("phase") or "Pending")
 
 
-def _seq_annotation(obj: Mapping[str, Any], key: str) -> int | None:
+def seq_annotation(obj: Mapping[str, Any], key: str) -> int | None:
+    """A log sequence Tessera stamped on the pod (`volcano.PLACEMENT`, `volcano.MADE_AFTER`)."""
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
@@ -67,8 +68,8 @@ def stop_concerns(obj: Mapping[str, Any], seq: int) -> bool:
     the same name: a pod bound for a later commit, or made by the job controller after reading
     the stop, is the task's next run (a restarted gang's pod must survive the restart's
     eviction handled late)."""
-    bound = _seq_annotation(obj, volcano.PLACEMENT)
-    made = _seq_annotation(obj, volcano.MADE_AFTER)
+    bound = seq_annotation(obj, volcano.PLACEMENT)
+    made = seq_annotation(obj, volcano.MADE_AFTER)
     return not ((bound is not None and bound > seq) or (made is not None and made >= seq))
 
 

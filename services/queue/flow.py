@@ -232,7 +232,7 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
     stopping = flow.stopping.get(key, set())
     tasks = flow.projection.tasks.get(key, {})
     live = [pod for pod, t in tasks.items() if t.status in LIVE_TASK]
-    if live or stopping or any(t.status == st.RELEASING for t in tasks.values()):  # evicted before, not gone yet
+    if stopping or any(t.status in st.HOLDING for t in tasks.values()):  # also one evicted before, not gone yet
         return [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
                 for pod in live if pod not in stopping]  # fmt: skip
     return [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],

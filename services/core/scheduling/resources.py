@@ -7,7 +7,9 @@ decides how a dimension missing on one side counts: `missing_is_zero` mirrors th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+
+from contracts.workloads import TaskSpec
 
 #: Resource names booked on cards by the device layer, never as node scalars.
 DEVICE_PREFIXES = ("huawei.com/", "nvidia.com/", "volcano.sh/vgpu", "hygon.com/", "cambricon.com/",
@@ -17,6 +19,14 @@ DEVICE_PREFIXES = ("huawei.com/", "nvidia.com/", "volcano.sh/vgpu", "hygon.com/"
 
 def is_device_resource(name: str) -> bool:
     return name.startswith(DEVICE_PREFIXES)
+
+
+def requested(task: TaskSpec) -> Iterator[tuple[str, int]]:
+    """One pod's requests by Kubernetes resource name (cpu, memory and the extended ones, zero
+    ones left out): what a PodGroup's minResources and a Queue's allocated add up."""
+    for name, value in (("cpu", task.cpu_milli), ("memory", task.memory_mib), *task.scalars.items()):
+        if value:
+            yield name, value
 
 
 class Resource:

@@ -251,9 +251,10 @@ class ClusterProjection:
                 # asked to stop, its pod runs on (a grace period) until TaskFinished: Releasing,
                 # as Volcano's cache shows a pod with a deletion timestamp — no victim again,
                 # its resources the node's future idle (a removed pod's too: it leaves the job)
-                t = self.tasks.get(f"{event.namespace}/{event.name}", {}).get(event.task)
+                tasks = self.tasks.get(f"{event.namespace}/{event.name}", {})
+                t = tasks.get(event.task)
                 if t is not None and t.status in (BOUND, RUNNING):
-                    self.tasks[f"{event.namespace}/{event.name}"][event.task] = replace(t, status=RELEASING)
+                    tasks[event.task] = replace(t, status=RELEASING)
             case _:
                 pass
 

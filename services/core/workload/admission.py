@@ -30,6 +30,7 @@ from contracts.workloads import (
     Toleration,
 )
 from services.core.devices.requests import unknown_device_names
+from services.core.scheduling.resources import requested
 from services.core.workload import fields, names
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -811,13 +812,8 @@ class Admission:
         for task in sorted(tasks, key=lambda t: -t.priority):
             n = min(left, task.replicas)
             left -= n
-            for res, value in (
-                ("cpu", task.cpu_milli),
-                ("memory", task.memory_mib),
-                *task.scalars.items(),
-            ):
-                if value:
-                    min_res[res] = min_res.get(res, 0) + value * n
+            for res, value in requested(task):
+                min_res[res] = min_res.get(res, 0) + value * n
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Job", min_available=min_available,
             priority=priority, priority_class=pc_name, tasks=tuple(tasks), max_retry=max_retry,

@@ -258,6 +258,7 @@ async def _connect_or_refused(url: str, options: dict) -> Client:
 
 class JetStreamLog:
     unavailable = UNAVAILABLE
+
     def __init__(
         self,
         nc: Client,

@@ -111,6 +111,7 @@ class MemoryConsumer:
 
 class MemoryLog:
     unavailable: tuple[type[BaseException], ...] = (LogUnavailable,)
+
     def __init__(self, subjects: Subjects | None = None, dedup: bool = True) -> None:
         self.subjects = subjects or Subjects()
         self._messages: list[StoredMessage] = []
