@@ -30,6 +30,7 @@ from pathlib import Path
 
 from contracts.subjects import Subjects
 from services.cli.supervise import Component, due, on_exit, started
+from services.runtime.health import PORT_TAKEN
 from services.runtime.lifeline import alive
 from services.runtime.natsauth import (
     authorization,
@@ -224,12 +225,23 @@ class ControlPlane:
         proc = self.procs[name]
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
+        ports_left = PORT_TRIES
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
+                code = proc.wait()
+                if code == PORT_TAKEN and ports_left > 1:
+                    # the free port we chose was taken before the service bound it (another
+                    # process on this machine probing ports too): another port, again
+                    ports_left -= 1
+                    proc.stdout.close()
+                    self.metrics_ports[name] = free_port()
+                    proc = self.procs[name] = self._spawn(name)
+                    assert proc.stdout is not None
+                    continue
                 log_path = self.log_dir / f"{name}.log"
                 cause = failure_cause(log_path, self._log_start.get(name, 0))
-                raise SystemExit(f"{name} exited ({proc.wait()}) before it was ready: {cause}\n"
+                raise SystemExit(f"{name} exited ({code}) before it was ready: {cause}\n"
                                  f"  (full log: {log_path})")  # fmt: skip
             if "ready" in line:
                 return
@@ -340,6 +352,10 @@ class ControlPlane:
         for server in self.servers:
             server.stop()
         self.servers.clear()
+
+
+#: metrics ports tried per service start before its failure is reported
+PORT_TRIES = 3
 
 
 def distinct_ports(count: int) -> list[int]:

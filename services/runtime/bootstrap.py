@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime import lifeline
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
-from services.runtime.health import Health
+from services.runtime.health import PORT_TAKEN, Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
 from services.runtime.snapshot import ObjectStoreSnapshots, Retention, Snapshots
 from services.runtime.telemetry import EXPORTERS, configure_logging, default_exporter, make_provider
@@ -208,7 +209,17 @@ async def _run_service(
     beat = asyncio.create_task(health.beat(stopping))  # from the start: recovery is alive too
     if args.metrics_port:  # before recovery: a long replay is live but not ready
         assert app.service.metrics is not None
-        app.service.metrics.serve(args.metrics_port, args.metrics_addr, health)
+        try:
+            app.service.metrics.serve(args.metrics_port, args.metrics_addr, health)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            log.error("%s: --metrics-port %d is taken (%s)", name, args.metrics_port, exc)
+            beat.cancel()
+            if args.kube is not None:
+                await args.kube.close()
+            await event_log.close()
+            return PORT_TAKEN
     await app.recover()
     at_edge = edge(app, event_log, args.kube) if edge is not None and args.kube is not None else None
     if at_edge is not None:

@@ -26,6 +26,10 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+#: exit status of a service whose --metrics-port another process holds: whoever chose the port
+#: (`tessera up` probes free ports before its services bind them) may choose another
+PORT_TAKEN = 98
+
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 

@@ -66,3 +66,27 @@ def test_policy_backs_off_then_gives_up_with_the_reason() -> None:
     assert c.last_error == f"gave up after {MAX_QUICK} quick failures: exited (1): ConfigError: x"
     assert not due(c, t + 1000)
     assert [backoff(n) for n in (1, 2, 3, 6, 9)] == [0.5, 1.0, 2.0, 10.0, 10.0]
+
+
+def test_a_metrics_port_taken_before_the_service_binds_it_is_chosen_anew(tmp_path: Path) -> None:
+    """`up` probes free ports, then its services bind them: another process on the machine
+    (a parallel test worker) may take one in between. The service says so by its exit status
+    and gets another port, instead of the whole start failing."""
+    import socket
+
+    from services.cli.up import ControlPlane
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    cp = ControlPlane(tmp_path / "state")  # no inventory: no node agent
+    cp.metrics_ports["admission"] = taken
+    try:
+        cp.start(report=lambda _line: None)
+        assert cp.running()
+        assert cp.metrics_ports["admission"] != taken
+        assert "is taken" in (cp.log_dir / "admission.log").read_text()
+    finally:
+        cp.stop()
+        holder.close()
