@@ -441,8 +441,15 @@ class Kubelet:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         ns, name, node = meta.get("namespace"), meta.get("name"), spec.get("nodeName")
         if meta.get("deletionTimestamp") and node:  # the kubelet confirms a graceful deletion
+            # of this very pod, as a kubelet does (a UID precondition): a late event of a pod
+            # deleted already must not remove the next pod made under its name (kmock ignores
+            # preconditions, hence the look first)
+            current = await self.kube.get(pods_path(ns, name))
+            if ((current or {}).get("metadata") or {}).get("uid") != meta.get("uid"):
+                return
             await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                         "gracePeriodSeconds": 0})  # fmt: skip
+                                                         "gracePeriodSeconds": 0,
+                                                         "preconditions": {"uid": meta.get("uid")}})  # fmt: skip
             return
         served = (ns, name, meta.get("uid", ""))  # a pod re-created under its name is served afresh
         if not node or served in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
