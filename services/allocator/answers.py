@@ -12,6 +12,16 @@ log"). A proposal at sequence `p` of a job is
   updated (`JobUpdated`: the pods it names may be gone) after it: it must not be committed, and is answered with a rejection (the scheduler re-plans);
 * **open** otherwise: the ledgers decide.
 
+A cardless proposal (cpu, memory, other extended resources only) books no slice, so the ledgers
+cannot tell that its tasks are placed already: the log can. Each task's last commit (and node)
+and its last end (`TaskFinished`, `BindingFailed`) say whether it holds a node now
+(`placed_on`); a proposal of a task placed there already is a duplicate, one placed elsewhere a
+conflict — never the vacuous "every slice booked" of a proposal with no slices (issue 27).
+A restarted allocator folds the job subjects only from above its ack floor (`since`), but a
+proposal's own snapshot (`based_on`) already showed every commit before it — the scheduler
+proposes only tasks its view has waiting — so what it may not have seen lies after `based_on`:
+`history_needed` names the part of one job's subject to read first, once.
+
 Releases have the same hazard the other way round: a `TaskFinished` or `JobDeleted` delivered
 again after the task was placed anew would free the new run's slices. A release at sequence `s`
 applies only to a task whose last commit is older than `s`.
@@ -36,17 +46,21 @@ from dataclasses import dataclass, field
 
 from contracts.base import Event
 from contracts.events import (
+    BindingFailed,
     JobDeleted,
     JobPhaseChanged,
     JobUpdated,
     PlacementCommitted,
     PlacementRejected,
+    TaskFinished,
 )
 from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder, ended
 
 #: Event types this projection folds (the shell decodes only these while scanning).
 FOLDED = frozenset(
-    cls.type_name() for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged, JobUpdated)
+    cls.type_name()
+    for cls in (PlacementCommitted, PlacementRejected, JobDeleted, JobPhaseChanged, JobUpdated,
+                TaskFinished, BindingFailed)
 )
 
 #: at least this many forgotten job names are remembered (`Answers.forgotten`)
@@ -63,7 +77,10 @@ class JobAnswers:
     why: str = ""  # what set the floor
     answered: set[int] = field(default_factory=set)
     placed: dict[str, int] = field(default_factory=dict)  # task -> sequence of its last commit
+    nodes: dict[str, str] = field(default_factory=dict)  # task -> node of its last commit
+    finished: dict[str, int] = field(default_factory=dict)  # task -> sequence of its last end
     ended_at: int = 0  # sequence of its latest ending
+    known_from: int = 1  # its subject is folded from here on (a restart scans from the ack floor)
 
 
 Key = tuple[str, str]
@@ -76,12 +93,14 @@ class Answers:
         #: jobs forgotten lately (names only, so many more of them): seen again, they are
         #: presumed ended — late messages of an ended run come within a few other endings
         self.forgotten: FinishedOrder[Key] = FinishedOrder(max(10 * keep, TOMBSTONES))
+        #: the job subjects are folded from this sequence on (the recovery scan's start)
+        self.since = 1
 
     def _job(self, namespace: str, name: str) -> JobAnswers:
         key = (namespace, name)
         job = self.jobs.get(key)
         if job is None:
-            job = self.jobs[key] = JobAnswers()
+            job = self.jobs[key] = JobAnswers(known_from=self.since)
             if key in self.forgotten.order:
                 self._ended(key)
         return job
@@ -117,7 +136,11 @@ class Answers:
                     job.why = f"proposal #{event.proposal_seq} of the job was answered after it"
                 if isinstance(event, PlacementCommitted):
                     for p in event.placements:
-                        job.placed[p.task] = max(job.placed.get(p.task, 0), seq)
+                        if seq >= job.placed.get(p.task, 0):
+                            job.placed[p.task] = seq
+                            job.nodes[p.task] = p.node
+            case TaskFinished() | BindingFailed():
+                job.finished[event.task] = max(job.finished.get(event.task, 0), seq)
             case JobUpdated() if seq > job.floor:
                 # its pods changed (a removed one must not be bound): the scheduler re-plans
                 job.floor, job.why = seq, f"the job was updated (#{seq}): {event.reason}"
@@ -148,6 +171,26 @@ class Answers:
         commit fails and the allocator reads what it missed."""
         job = self.jobs.get((namespace, name))
         return max(job.last_seq if job else 0, proposal_seq)
+
+    def history_needed(self, namespace: str, name: str, based_on: int) -> int:
+        """Where to read the job's subject from before judging a proposal made on the snapshot
+        at `based_on`, or 0 when everything after it is folded already."""
+        job = self._job(namespace, name)
+        start = based_on + 1
+        return start if start < job.known_from else 0
+
+    def known(self, namespace: str, name: str, start: int) -> None:
+        """The job's subject was read from `start`."""
+        job = self._job(namespace, name)
+        job.known_from = min(job.known_from, start)
+
+    def placed_on(self, namespace: str, name: str, task: str) -> str | None:
+        """The node the log has the task committed to and not ended since, else None."""
+        job = self.jobs.get((namespace, name))
+        at = job.placed.get(task, 0) if job is not None else 0
+        if job is None or not at or job.ended_at > at or job.finished.get(task, 0) > at:
+            return None
+        return job.nodes.get(task)
 
     def release_applies(self, namespace: str, name: str, task: str, seq: int) -> bool:
         """Whether a release at `seq` is about the task's current run (not an older one)."""

@@ -9,7 +9,7 @@ for a proposal that fails anywhere (DESIGN §6, invariant "a gang is bound whole
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -30,7 +30,17 @@ class CardWrite:
 class CommitPlan:
     writes: tuple[CardWrite, ...]
     committed: PlacementCommitted
-    already_done: bool = False  # every slice is already booked for its owner: a redelivery
+    #: every task already holds what is proposed — its slices (the ledgers) or, with no slices,
+    #: its node (the log: `placed_on`) — so committing again would start the pods twice
+    already_done: bool = False
+
+
+#: task → the node the log has it placed on now (committed, not ended), or None
+PlacedOn = Callable[[str], "str | None"]
+
+
+def _nowhere(_task: str) -> str | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +53,22 @@ def plan_commit(
     cards: Mapping[str, CardState],
     holdings: Mapping[str, AbstractSet[str]],
     proposal_seq: int = 0,
+    placed_on: PlacedOn = _nowhere,
 ) -> CommitPlan | Refusal:
-    """Decide a proposal. `holdings`: owner → cards it holds now (to refuse double placement)."""
+    """Decide a proposal. `holdings`: owner → cards it holds now (to refuse double placement);
+    `placed_on`: where the log has a task of this job placed now (cardless tasks hold no card,
+    so only the log knows)."""
     staged: dict[str, CardState] = {}
     writes: list[CardWrite] = []
     proposed_owners: dict[str, set[str]] = {}
+    done = bool(proposal.placements)
     for placement in proposal.placements:
         owner = owner_key(proposal.namespace, proposal.name, placement.task)
+        if not placement.slices:
+            node = placed_on(placement.task)
+            if node is not None and node != placement.node:
+                return Refusal(f"{owner} is already placed on node {node}")
+            done = done and node is not None
         wanted = proposed_owners.setdefault(owner, set())
         for assignment in placement.slices:
             wanted.add(assignment.card)
@@ -80,7 +99,7 @@ def plan_commit(
         proposal_seq=proposal_seq,
     )
     already = (
-        bool(proposed_owners)
+        done
         and not writes
         and all(holdings.get(o, frozenset()) == w for o, w in proposed_owners.items() if w)
     )
@@ -114,6 +133,7 @@ def plan_commits(
     cards: Mapping[str, CardState],
     holdings: Mapping[str, AbstractSet[str]],
     max_messages: int = 900,
+    placed_on: Callable[[PlacementProposed], PlacedOn] | None = None,
 ) -> list[CommitPlan]:
     """Plan consecutive proposals as if committed one after another (each sees the slices the
     earlier ones took), for ONE atomic batch. Stops before the first proposal that would be
@@ -126,7 +146,8 @@ def plan_commits(
     plans: list[CommitPlan] = []
     size = 0
     for proposal, seq in proposals:
-        plan = plan_commit(proposal, view_cards, view_holdings, seq)
+        where = placed_on(proposal) if placed_on is not None else _nowhere
+        plan = plan_commit(proposal, view_cards, view_holdings, seq, where)
         if isinstance(plan, Refusal) or plan.already_done:
             break
         size += len(plan.writes) + 1

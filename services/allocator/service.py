@@ -40,6 +40,7 @@ from services.allocator.answers import FOLDED as ANSWER_TYPES
 from services.allocator.commit import (
     CardWrite,
     CommitPlan,
+    PlacedOn,
     Refusal,
     plan_commit,
     plan_commits,
@@ -170,6 +171,7 @@ class Allocator:
         new durable starts at 0 and scans the whole job history, once.)"""
         self.view_seq = await self.log.last_sequence()  # what `follow_view` starts after
         floor = await self.log.ack_floor(self.service.durable)
+        self.answers.since = floor + 1
         await self._scan(self.subjects.all_jobs(), floor + 1)
         for msg in await self.log.last_per_subject(self.subjects.all_nodes()):
             node = await decode_stored(msg, self.service.park_once, NODE_REGISTERED)
@@ -372,9 +374,20 @@ class Allocator:
             self.answers.seen(*key, rx.message.seq)
             if key in jobs or self.answers.verdict(*key, rx.message.seq) != OPEN:
                 break
+            if self._history_needed(event):
+                break  # read that job's subject first (`on_proposal`)
             jobs.add(key)
             run.append((event, rx))
         return run
+
+    def _history_needed(self, event: PlacementProposed) -> int:
+        if all(p.slices for p in event.placements):
+            return 0  # the ledgers say what carded tasks hold
+        return self.answers.history_needed(event.namespace, event.name, event.based_on)
+
+    def _placed_on(self, event: PlacementProposed) -> PlacedOn:
+        ns, name = event.namespace, event.name
+        return lambda task: self.answers.placed_on(ns, name, task)
 
     def _committed_out(self, plan: CommitPlan, event: PlacementProposed, rx: Received) -> Outgoing:
         """The `PlacementCommitted`, expecting the job subject unchanged since we last saw it:
@@ -394,7 +407,8 @@ class Allocator:
                 break  # booked one at a time (its slices are resolved against the ledgers first)
             fresh.append((e, rx))
         items = fresh
-        plans = plan_commits([(e, rx.message.seq) for e, rx in items], self.cards, self.holdings)
+        plans = plan_commits([(e, rx.message.seq) for e, rx in items], self.cards, self.holdings,
+                             placed_on=self._placed_on)  # fmt: skip
         if len(plans) < 2:
             return 0
         entries, writes, seen, commits = [], [], set(), []
@@ -444,6 +458,9 @@ class Allocator:
         ns, name, seq = event.namespace, event.name, rx.message.seq
         await self._seen_up_to(seq)
         self.answers.seen(ns, name, seq)
+        if start := self._history_needed(event):  # a cardless task's commit may lie below the floor
+            await self._scan(self.subjects.job(ns, name), start)
+            self.answers.known(ns, name, start)
         original = event
         touched = {a.card for p in event.placements for a in p.slices}
         refreshed = False
@@ -465,17 +482,18 @@ class Allocator:
                 if isinstance(resolved, PlacementProposed):
                     event = resolved
                     touched = {a.card for p in event.placements for a in p.slices}
-            plan = plan_commit(event, self.cards, self.holdings, seq)
+            where = self._placed_on(event)
+            plan = plan_commit(event, self.cards, self.holdings, seq, where)
             if isinstance(plan, Refusal) and not refreshed:
                 await self._refresh(touched)  # refuse only on a fresh view of the cards
                 refreshed = True
-                plan = plan_commit(event, self.cards, self.holdings, seq)
+                plan = plan_commit(event, self.cards, self.holdings, seq, where)
             if isinstance(plan, CommitPlan) and original.existing:
                 plan = replace(plan, committed=msgspec.structs.replace(plan.committed, existing=True),
                                already_done=False)  # booked with its node: still answer it  # fmt: skip
             if isinstance(plan, Refusal) or plan.already_done:
-                # already_done: every slice is booked for its task by an earlier commit, so a
-                # second commit would start the pods again; the scheduler forgets this one
+                # already_done: every task holds what is proposed by an earlier commit (its
+                # slices, or its node), so a second commit would start the pods again
                 reason = plan.reason if isinstance(plan, Refusal) else "already placed as proposed"
                 if await self._reject(event, rx, reason):
                     return
@@ -505,13 +523,16 @@ class Allocator:
         ns, name, seq = event.namespace, event.name, rx.message.seq
         await self._seen_up_to(seq)  # the commit of the run it ends, by whichever replica
         self.answers.seen(ns, name, seq)
-        if not self.answers.release_applies(ns, name, event.task, seq):
+        applies = self.answers.release_applies(ns, name, event.task, seq)
+        self.answers.apply(seq, event)  # the task no longer holds its node (cardless ones too)
+        if not applies:
             return  # an older run's end, redelivered after the task was placed again
         owner = owner_key(ns, name, event.task)
         await self._release({owner}, event.reason or f"exit {event.exit_code}", rx)
 
     async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
         await self._seen_up_to(rx.message.seq)
+        self.answers.apply(rx.message.seq, event)
         owner = owner_key(event.namespace, event.name, event.task)
         await self._release({owner}, f"binding failed: {event.reason}", rx)
 
