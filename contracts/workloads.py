@@ -28,7 +28,7 @@ class DeviceRequest(Record, frozen=True):
     nouse_types: tuple[str, ...] = ()  # card type must contain none of these
     numa_bind: bool = False  # all cards of the container on one NUMA node
     resource: str = ""  # the count resource name it was parsed from, for explanations
-    container: int = 0  # index in spec.containers: HAMi's pod annotations have a slot per container
+    container: int = 0  # index in spec.containers: HAMi's pod annotations have a slot per container; negative: an init container's (slot init_containers + container)
 
 
 class Toleration(Record, frozen=True):

@@ -70,6 +70,8 @@ def print_placements(report: dict[str, Any]) -> None:
             + (f" {d['template']}" if d.get("template") else f" {d['cores']}c")
             for d in p["devices"]
         )
+        if not devices and p["node"] and not p["reason"]:
+            devices = "no card (cpu and memory only)"
         print(
             f"      {p['name']:28s} {p['phase']:9s} {p['node'] or '-':7s} {devices or p['reason']}"
         )

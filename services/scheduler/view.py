@@ -13,6 +13,7 @@ import msgspec
 from contracts.base import Event
 from contracts.devices import SliceSpec
 from services.core.scheduling.projection_state import ProjectionState, projection_of, state_of
+from services.core.scheduling.snapshot import Refused
 from services.core.scheduling.view import SchedulerView
 from services.runtime.eventlog import StoredMessage
 from services.runtime.snapshot import shape_of
@@ -24,6 +25,8 @@ class StoredView(msgspec.Struct, frozen=True, kw_only=True):
     assumed_tasks: dict[str, list[str]]  # sets, sorted: the same bytes in every process
     assumed: dict[str, dict[str, SliceSpec]]
     unschedulable: dict[str, str]
+    proposed_nodes: dict[str, list[str]] = {}
+    refused: dict[str, Refused] = {}
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -52,10 +55,12 @@ class ViewFold:
             projection=state_of(state.projection), outstanding=state.outstanding,
             assumed_tasks={k: sorted(v) for k, v in state.assumed_tasks.items()},
             assumed=state.assumed, unschedulable=state.unschedulable,
+            proposed_nodes=state.proposed_nodes, refused=state.refused,
         ))  # fmt: skip
 
     def decode(self, data: bytes) -> SchedulerView:
         s = _DECODER.decode(data)
         return SchedulerView(projection_of(s.projection), s.outstanding,
                              {k: set(v) for k, v in s.assumed_tasks.items()}, s.assumed,
-                             s.unschedulable)  # fmt: skip
+                             s.unschedulable, proposed_nodes=s.proposed_nodes,
+                             refused=s.refused)  # fmt: skip

@@ -325,6 +325,20 @@ class Session:
                     return status
         return None
 
+    def nodes_for(self, job: JobInfo) -> tuple[list[NodeInfo], dict[str, str]]:
+        """The nodes a job's tasks may be placed on, and why the others may not: the allocator
+        refused its proposals there (snapshot.Refused; the log says since when nothing changed)."""
+        refused = self.snapshot.refused.get(job.key)
+        if refused is None:
+            return self.node_list, {}
+        why = {n: f"placement refused by the allocator: {r}" for n, r in refused.nodes.items()
+               if n in self.nodes}  # fmt: skip
+        if refused.everywhere:
+            held = (f"held back: the allocator refused the job on {len(refused.nodes)} nodes "
+                    f"({refused.everywhere}); tried again when one of them or the job changes")  # fmt: skip
+            return [], {n.name: why.get(n.name, held) for n in self.node_list}
+        return [n for n in self.node_list if n.name not in why], why
+
     def has_predicates(self) -> bool:
         return any(self._fns["predicate"])
 

@@ -99,12 +99,24 @@ class QueueSnap:
 
 
 @dataclass(frozen=True, slots=True)
+class Refused:
+    """Where the allocator refused a job's proposals since anything they depend on changed
+    (services/core/scheduling/view.py): a session places the job on other nodes, and on none
+    once `everywhere` says why — so a refusal that the next session cannot change is not
+    proposed again unchanged (issue 27)."""
+
+    nodes: dict[str, str] = field(default_factory=dict)  # node → the allocator's reason there
+    everywhere: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     seq: int = 0
     now: float = 0.0
     nodes: tuple[NodeSnap, ...] = ()
     queues: tuple[QueueSnap, ...] = ()
     jobs: tuple[JobSnap, ...] = ()
+    refused: dict[str, Refused] = field(default_factory=dict)  # job key → its refusals
 
 
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends

@@ -4,7 +4,15 @@ The scheduler service and `tessera replay --verify` both fold the log through th
 so a session re-run from the log sees the very snapshot the service saw: the projection, plus
 the proposals still waiting for the allocator's answer booked as if committed (Volcano's cache
 "assume"), plus the last pending reason recorded per job (a reason is appended only when it
-changes). Nothing here reads a clock or the network.
+changes), plus the nodes where the allocator refused a job's proposal (`refused`).
+
+A refusal stands until something it may depend on changes: the job (submitted again, updated,
+committed, ended), or one of its nodes (registered or lost, a card released, registered or
+changing health, a pod there finished, its binding refused, a job on it ended). Until then a
+session places the job elsewhere; refused on `MAX_REFUSED_NODES` nodes in a row, nowhere
+(a new node lifts that). So a proposal refused for a reason the next session cannot change is
+never proposed again unchanged — the loop of issue 27 — and the pod waits with the refusal as
+its reason. Nothing here reads a clock or the network.
 """
 
 from __future__ import annotations
@@ -14,19 +22,34 @@ from dataclasses import dataclass, field, replace
 from contracts.base import Event
 from contracts.devices import SliceSpec
 from contracts.events import (
+    BindingFailed,
+    CardHealthChanged,
+    CardRegistered,
+    CardRetired,
     JobDeleted,
     JobPhaseChanged,
+    JobSubmitted,
     JobUnschedulable,
+    JobUpdated,
+    NodeLost,
+    NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
     SliceReleased,
     SliceReserved,
+    TaskFinished,
 )
 from contracts.owners import job_prefix, owner_key
 from services.core import ledger
+from services.core.retention import ended
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.decisions import unschedulable_key
+
+#: a job refused on this many nodes since anything changed is placed on none until it does
+MAX_REFUSED_NODES = 3
+#: answers to a proposal made stale by the log (the job updated, answered, ended): no refusal
+STALE = "stale proposal"
 
 
 @dataclass
@@ -44,16 +67,22 @@ class SchedulerView:
     assumed: dict[str, dict[str, SliceSpec]] = field(default_factory=dict)  # card -> owner -> slice
     unschedulable: dict[str, str] = field(default_factory=dict)  # job key -> its last reason logged (unschedulable_key)
     assume: bool = True
+    proposed_nodes: dict[str, list[str]] = field(default_factory=dict)  # job key -> nodes of its outstanding proposal
+    refused: dict[str, st.Refused] = field(default_factory=dict)  # job key -> where the allocator refused it
 
     @property
     def seq(self) -> int:
         return self.projection.seq
 
     def snapshot(self) -> st.Snapshot:
-        return self.projection.snapshot()
+        snap = self.projection.snapshot()
+        return replace(snap, refused=dict(self.refused)) if self.refused else snap
 
     def apply(self, seq: int, event: Event) -> None:
+        changed = self._changes(event) if self.refused else None
         self.projection.apply(seq, event)
+        if changed is not None:
+            self._lift(*changed)
         if isinstance(event, JobDeleted | JobPhaseChanged):
             key = f"{event.namespace}/{event.name}"
             if key not in self.projection.jobs:  # ended: no session decides about it again
@@ -65,14 +94,18 @@ class SchedulerView:
             case _ if not self.assume:
                 pass
             case PlacementProposed():
-                self.outstanding[f"{event.namespace}/{event.name}"] = seq
+                key = f"{event.namespace}/{event.name}"
+                self.outstanding[key] = seq
+                self.proposed_nodes[key] = sorted({p.node for p in event.placements})
                 self._assume(event)
             case PlacementCommitted():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
                     self._settled(event.namespace, event.name)
+                    self.proposed_nodes.pop(f"{event.namespace}/{event.name}", None)
             case PlacementRejected():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
                     self._forget(event.namespace, event.name)
+                    self._refuse(f"{event.namespace}/{event.name}", event.reason)
             case SliceReserved() | SliceReleased():
                 # the ledger's usage is authoritative but does not know our outstanding
                 # proposals yet: book them on top again
@@ -80,6 +113,56 @@ class SchedulerView:
                     self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
             case _:
                 pass
+
+    # --- refusals ------------------------------------------------------------------------------
+
+    def _refuse(self, key: str, reason: str) -> None:
+        nodes = self.proposed_nodes.pop(key, [])
+        if reason.startswith(STALE) or not nodes or key not in self.projection.jobs:
+            return  # the log moved under the proposal: nothing about its nodes
+        before = self.refused.get(key)
+        there = dict(before.nodes) if before else {}
+        there.update((n, reason) for n in nodes)
+        everywhere = reason if len(there) >= MAX_REFUSED_NODES else ""
+        self.refused[key] = st.Refused(there, everywhere)
+
+    def _changes(self, event: Event) -> tuple[set[str], str, bool] | None:
+        """(nodes that changed, the job that changed, whether a node joined), read before the
+        projection folds `event` (an ended job's pods still name their nodes then)."""
+        match event:
+            case NodeRegistered():
+                return {event.node}, "", event.node not in self.projection.nodes
+            case NodeLost():
+                return {event.node}, "", False
+            case SliceReleased() | CardHealthChanged() | CardRetired():
+                return {event.node}, "", False
+            case CardRegistered():
+                return {event.card.node}, "", False
+            case TaskFinished() | BindingFailed():
+                return {event.node}, f"{event.namespace}/{event.name}", False
+            case JobSubmitted():
+                return set(), f"{event.spec.namespace}/{event.spec.name}", False
+            case JobUpdated() | PlacementCommitted():
+                return set(), f"{event.namespace}/{event.name}", False
+            case JobDeleted() | JobPhaseChanged() if ended(event):
+                key = f"{event.namespace}/{event.name}"
+                tasks = self.projection.tasks.get(key, {})
+                return {t.node for t in tasks.values() if t.node and t.status in st.HOLDING}, key, False
+            case _:
+                return None
+
+    def _lift(self, nodes: set[str], job: str, joined: bool) -> None:
+        """Drop the refusals the change may have made wrong: the job's own, and every job's on
+        the changed nodes; a node that joined is a place no refusal has seen."""
+        self.refused.pop(job, None)
+        if not nodes and not joined:
+            return
+        for key, r in list(self.refused.items()):
+            left = {n: why for n, why in r.nodes.items() if n not in nodes}
+            if not left:
+                del self.refused[key]
+            elif len(left) < len(r.nodes) or joined:
+                self.refused[key] = st.Refused(left)
 
     def _answers_outstanding(self, namespace: str, name: str, proposal_seq: int) -> bool:
         """Whether an answer is the one to the job's outstanding proposal (then it is no longer

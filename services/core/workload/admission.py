@@ -33,6 +33,7 @@ from services.core.devices.requests import unknown_device_names
 from services.core.scheduling.resources import requested
 from services.core.workload import fields, names
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
@@ -101,7 +102,8 @@ class Workload:
 
 
 def _no_devices(
-    containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+    containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str,
+    field: str = "containers",
 ) -> tuple[tuple[DeviceRequest, ...], tuple[Any, ...]]:
     return (), ()
 
@@ -507,11 +509,16 @@ class Admission:
             ).items():
                 total[res] = max(total.get(res, 0), value)
         devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
-        for err in errors:
+        inits, init_errors = self.parser(list(init_containers), annotations, f"{path}.spec",
+                                         field="initContainers")  # fmt: skip
+        for err in (*errors, *init_errors):
             if err.warning:
                 ctx.warn(err.path, err.value, err.rule)
             else:
                 ctx.reject(err.path, err.value, err.rule)
+        devices, booked = with_init_devices(devices, inits, len(init_containers), f"{path}.spec")
+        for e in booked:
+            ctx.reject(e.path, e.value, e.rule)
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:

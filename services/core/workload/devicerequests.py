@@ -28,14 +28,17 @@ class DeviceRequestError:
 
 class DeviceRequestParser(Protocol):
     def __call__(
-        self, containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+        self, containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str,
+        field: str = "containers",
     ) -> tuple[tuple[DeviceRequest, ...], tuple[DeviceRequestError, ...]]: ...
 
 
 def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
     def parse(
-        containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str
+        containers: Sequence[Mapping[str, Any]], annotations: Mapping[str, str], path: str,
+        field: str = "containers",
     ) -> tuple[tuple[DeviceRequest, ...], tuple[DeviceRequestError, ...]]:
+        """`field`: containers or initContainers (the paths errors name)."""
         out: list[DeviceRequest] = []
         errors: list[DeviceRequestError] = []
         for i, c in enumerate(containers):
@@ -47,7 +50,7 @@ def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
             for v in violations:
                 where = "limits" if v.resource in limits else "requests"
                 errors.append(DeviceRequestError(
-                    f"{path}.containers[{i}].resources.{where}.{v.resource}", v.value, v.rule,
+                    f"{path}.{field}[{i}].resources.{where}.{v.resource}", v.value, v.rule,
                     v.warning))  # fmt: skip
         return tuple(out), tuple(errors)
 

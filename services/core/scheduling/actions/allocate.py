@@ -71,6 +71,7 @@ class AllocateAction:
         stmt: Statement,
     ) -> None:  # fmt: skip
         failed_roles: set[str] = set()
+        nodes, refused = ssn.nodes_for(job)
         while not tasks.empty():
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
@@ -87,8 +88,9 @@ class AllocateAction:
                 if need_continue(ssn, job):
                     continue
                 break
-            node, idle, fit = select_node(ssn, task, ssn.node_list)
+            node, idle, fit = select_node(ssn, task, nodes)
             if node is None:
+                fit.errors.update(refused)
                 job.fit_errors[task.uid] = fit.summary(len(ssn.node_list))
                 job.node_errors.update(fit.errors)
                 failed_roles.add(task.role)

@@ -15,11 +15,13 @@ class BackfillAction:
         for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
             if job.phase == "Pending" or ssn.job_valid(job):
                 continue
+            nodes, refused = ssn.nodes_for(job)
             for task in sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid)):
                 if not task.best_effort:
                     continue
-                fit = predicate_nodes(ssn, task, ssn.node_list, sample=False)
+                fit = predicate_nodes(ssn, task, nodes, sample=False)
                 if not fit.idle:
+                    fit.errors.update(refused)
                     job.fit_errors[task.uid] = fit.summary(len(ssn.node_list))
                     continue
                 node = best_node(ssn, task, fit.idle)
