@@ -272,6 +272,21 @@ class NodeLost(Event, frozen=True, tag="NodeLost"):
     reason: str = ""
 
 
+class NodeUsage(Event, frozen=True, tag="NodeUsage"):
+    """What the pods Tessera does not schedule hold on a node: every non-terminal pod bound to
+    it under another scheduler's name (default-scheduler, DaemonSets, static/mirror pods),
+    summed as kube-scheduler's NodeInfo sums requests (containers, the largest init container,
+    overhead). The whole figure, appended when it changes, on the node's `use` subject (the
+    node subject's last message stays its registration, which recovery reads). Sessions place
+    Tessera's pods only in what is left (issue 28)."""
+
+    node: str
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    pods: int = 0
+    scalars: dict[str, int] = {}  # other extended resources (milli-units)
+
+
 # --- card aggregate (the per-card slice ledger) ------------------------------------------------
 
 
@@ -329,6 +344,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     TaskFinished,
     JobDeleted,
     NodeRegistered,
+    NodeUsage,
     NodeLost,
     CardRegistered,
     SliceReserved,

@@ -28,7 +28,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
     "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
     "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
     "allocator": ("card", "job"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed
-    "nodeagent": ("node", "job"),  # NodeRegistered/Lost, TaskStarted/Finished
+    "nodeagent": ("node", "job", "use"),  # NodeRegistered/Lost, TaskStarted/Finished, NodeUsage
 }
 #: Request/reply endpoints each service serves (`<root>.api.<service>.*`).
 SERVES = frozenset({"admission", "queue", "allocator"})

@@ -73,6 +73,13 @@ class Subjects:
     def node(self, node: str) -> str:
         return f"{self.root}.ev.node.{escape(node)}"
 
+    def usage(self, node: str) -> str:
+        """What other schedulers' pods hold on a node (`NodeUsage`)."""
+        return f"{self.root}.ev.use.{escape(node)}"
+
+    def all_usage(self) -> str:
+        return f"{self.root}.ev.use.>"
+
     def card(self, node: str, uuid: str) -> str:
         return f"{self.root}.ev.card.{escape(node)}.{escape(uuid)}"
 
@@ -124,6 +131,8 @@ def subject_of(subjects: Subjects, event: Event) -> str:
             return subjects.job(event.spec.namespace, event.spec.name)
         case ev.NodeRegistered() | ev.NodeLost():
             return subjects.node(event.node)
+        case ev.NodeUsage():
+            return subjects.usage(event.node)
         case ev.CardRegistered():
             return subjects.card(event.card.node, event.card.uuid)
         case ev.SliceReserved() | ev.SliceReleased() | ev.CardHealthChanged() | ev.CardRetired():

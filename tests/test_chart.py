@@ -334,7 +334,7 @@ def test_each_service_parses_its_rendered_args_and_configuration(
         assert args.in_cluster is (name != "scheduler"), name
         if name != "scheduler":
             wanted = ["tessera"] if values == "cluster" else ["volcano", "tessera"]
-            assert args.scheduler_name == wanted and args.kube_qps == 1000
+            assert args.scheduler_name == wanted and (args.kube_qps, args.kube_burst) == (50, 100)  # kube-scheduler's
         if name in ("admission", "scheduler", "allocator", "node-agent"):
             assert bool(args.device_config) is (values == "cluster"), name
         if name == "scheduler":
@@ -364,7 +364,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "podgroups_path": ("scheduling.volcano.sh", "podgroups"),
                 "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path")  # the name comes first, then the subresource
-KUBE_CALLS = {"get", "create", "patch", "delete", "watch", "request"}
+KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 
@@ -430,7 +430,7 @@ def _api_calls(fn: ast.AST, where: str) -> set[Rule]:
                 rules |= {(group, resource, f.attr) for group, resource in STATUS_PATHS}
                 continue
             group, resource, named = _resource(node.args[0], where)
-            verb = {"get": "get" if named else "list"}.get(f.attr, f.attr)
+            verb = {"get": "get" if named else "list", "delete_this": "delete"}.get(f.attr, f.attr)
             rules.add((group, resource, verb))
     return rules
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from contracts import hami
 from contracts.devices import CardSpec
@@ -342,11 +343,29 @@ class Binder:
                 self.nodes.pop(node, None)  # someone else wrote the node: read it again
 
     async def _release(self, node: str, ns: str, pod: str) -> None:
-        obj = self.nodes.get(node) or {}
-        current = ((obj.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK, "")
-        holder = lock_holder(current) if current else None
-        if holder is not None and holder[1:] != (ns, pod):
-            return
-        with contextlib.suppress(KubeError):
-            self.nodes[node] = await self.kube.patch(
-                nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})  # fmt: skip
+        """Erase the lock if it is still ours, with the resourceVersion it was read at: a 409
+        means the node changed (the plugin released it, another binder took it), so the node is
+        read again and the lock erased only if it still names this pod — never another holder's."""
+        for _attempt in range(5):
+            obj = self.nodes.get(node) or {}
+            meta = obj.get("metadata") or {}
+            current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
+            holder = lock_holder(current) if current else None
+            if holder is None or holder[1:] != (ns, pod):
+                return
+            patch: dict[str, Any] = {"metadata": {"annotations": {hami.NODE_LOCK: None}}}
+            if meta.get("resourceVersion"):
+                patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+            try:
+                self.nodes[node] = await self.kube.patch(nodes_path(node), patch)
+                return
+            except KubeError as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409:
+                    log.warning("node lock of %s not released: %s", node, exc)
+                    return
+            try:
+                self.nodes[node] = await self.kube.get(nodes_path(node))
+            except KubeError:
+                return

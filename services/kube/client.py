@@ -4,7 +4,11 @@ config, its auth and TLS) with raw JSON bodies and a client-side QPS limit.
 Raw JSON rather than generated models: a list of 10,000 pods decoded into model objects costs
 seconds; msgspec decodes it in milliseconds, and the edge's translations (`nodes`, `pods`) read
 plain dicts either way. The QPS limit is a token bucket like client-go's (`--kube-qps`,
-`--kube-burst`), so operators can keep Tessera within what their API server tolerates.
+`--kube-burst`; by default kube-scheduler's 50/100), so operators can keep Tessera within what
+their API server tolerates; a 429 (API priority and fairness, or a max-inflight limit) or a
+5xx is answered as client-go answers it — wait as `Retry-After` says (else back off) and ask
+again, a few times — and a watch has a read timeout beyond its `timeoutSeconds`, so a
+half-open connection cannot freeze it (issue 28).
 """
 
 from __future__ import annotations
@@ -28,15 +32,32 @@ _json = msgspec.json.Decoder()
 class KubeError(Exception):
     """A non-2xx answer: `status` (409 conflict, 404 gone, 410 expired…) and the API's message."""
 
-    def __init__(self, status: int, reason: str, body: str = "") -> None:
+    def __init__(self, status: int, reason: str, body: str = "", headers: Mapping[str, str] | None = None) -> None:
         super().__init__(f"{status} {reason}: {body[:300]}")
         self.status, self.reason, self.body = status, reason, body
+        self.headers = dict(headers or {})
+
+
+#: answers that mean "not now": asked again after Retry-After, or a backoff
+RETRIED = frozenset({429, 500, 502, 503, 504})
+RETRIES = 4
+
+
+def retry_after(headers: Mapping[str, str] | None, attempt: int) -> float:
+    """Seconds to wait before asking again: the server's `Retry-After` (seconds), else
+    0.2 · 2^attempt; at most 10 s."""
+    raw = (headers or {}).get("Retry-After", "")
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = 0.2 * 2**attempt
+    return max(0.0, min(wait, 10.0))
 
 
 @dataclass
 class Limits:
-    qps: float = 1000.0  # requests per second, sustained (0 = unlimited)
-    burst: int = 1000
+    qps: float = 50.0  # requests per second, sustained (0 = unlimited); kube-scheduler's default
+    burst: int = 100
     connections: int = 128  # HTTP connections in the pool: requests in flight at once
 
 
@@ -86,6 +107,7 @@ class Kube:
         self.api = ApiClient(configuration=cfg)
         self.bucket = TokenBucket(self.limits.qps, self.limits.burst)
         self.requests = 0
+        self.retried = 0  # requests asked again after a 429 or 5xx
 
     @classmethod
     async def connect(cls, kubeconfig: str = "", limits: Limits | None = None) -> Kube:
@@ -96,7 +118,19 @@ class Kube:
 
     async def _call(self, method: str, path: str, query: Mapping[str, Any] | None = None,
                     body: object = None, content_type: str = "application/json",
-                    timeout: float | None = 30.0) -> Any:  # fmt: skip
+                    timeout: float | tuple[float, float] | None = 30.0) -> Any:  # fmt: skip
+        for attempt in range(RETRIES + 1):
+            try:
+                return await self._once(method, path, query, body, content_type, timeout)
+            except KubeError as exc:
+                if exc.status not in RETRIED or attempt == RETRIES:
+                    raise
+                self.retried += 1
+                await asyncio.sleep(retry_after(exc.headers, attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _once(self, method: str, path: str, query: Mapping[str, Any] | None, body: object,
+                    content_type: str, timeout: float | tuple[float, float] | None) -> Any:  # fmt: skip
         await self.bucket.take()
         self.requests += 1
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -107,13 +141,14 @@ class Kube:
                 _preload_content=False, _request_timeout=timeout,
             )  # fmt: skip
         except ApiException as exc:
-            raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or "")) from None
+            raise KubeError(int(exc.status or 0), str(exc.reason or ""), str(exc.body or ""),
+                            dict(exc.headers or {})) from None  # fmt: skip
         if not 200 <= resp.status < 300:  # unread bodies do not raise by themselves
             try:
-                body = (await resp.read()).decode(errors="replace")
+                text = (await resp.read()).decode(errors="replace")
             finally:
                 resp.release()
-            raise KubeError(resp.status, str(resp.reason or ""), body)
+            raise KubeError(resp.status, str(resp.reason or ""), text, dict(resp.headers or {}))
         return resp
 
     async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
@@ -137,9 +172,25 @@ class Kube:
     async def delete(self, path: str, body: object = None) -> Any:
         return await self.request("DELETE", path, body=body)
 
-    async def watch(self, path: str, query: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        """The events of one watch request, one JSON object per line, until the server ends it."""
-        resp = await self._call("GET", path, {**query, "watch": "true"}, timeout=None)
+    async def delete_this(self, path: str, uid: str) -> bool:
+        """Delete the object at `path` only if it is still the one with `uid` (a precondition:
+        an object made anew under the name is another one, never ours to delete). True when
+        deleted or being deleted; False when gone already or the name holds another object."""
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            await self.delete(path, options if uid else None)
+            return True
+        except KubeError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+
+    async def watch(self, path: str, query: Mapping[str, Any],
+                    read_timeout: float | None = None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
+        """The events of one watch request, one JSON object per line, until the server ends it
+        (or `read_timeout` seconds pass: a connection the server no longer answers on)."""
+        timeout = (30.0, read_timeout) if read_timeout else None  # (connect, between two reads)
+        resp = await self._call("GET", path, {**query, "watch": "true"}, timeout=timeout)
         try:
             async for line in resp.content:
                 if line.strip():

@@ -22,6 +22,15 @@ saying the same thing: an empty leaf queue is deleted in the log too (`QueueDele
 longer shows, and they could never be admitted again) or one with child queues is created again
 from the log's spec, with a Warning Event naming why (the jobs, the children).
 
+Only what Tessera admitted is Tessera's to change (issue 28): a Job the log has no spec for —
+another scheduler's, one made before Tessera ran and never admitted, a finished one whose
+subject compaction forgot — is never touched, nor its PodGroup or pods; pods are touched only
+when their `schedulerName` is one of Tessera's and they are owned by the very Job object (uid)
+the log admitted. When that Job object is gone or was replaced under its name, its pods and
+PodGroup are deleted (what the garbage collector does on a cluster with one). Every delete
+carries the object's uid as a precondition, so an object made anew under the same name is
+never the one deleted.
+
 Level-triggered and idempotent against the API server: names are deterministic, a create that
 meets 409 is "there already", a delete that meets 404 is "gone already", and a status equal to
 what the object shows (timestamps aside) is not written. A pod's incarnation is told by the
@@ -36,7 +45,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,8 +89,10 @@ def _now(now: float) -> str:
 
 class JobController:
     def __init__(self, event_log: EventLog, kube: Kube, command: Command | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.time,
+                 scheduler_names: Iterable[str] = ("volcano", "tessera")) -> None:  # fmt: skip
         self.log = event_log
+        self.scheduler_names = frozenset(scheduler_names)
         self.subjects = event_log.subjects
         self.kube = kube
         self.command = command
@@ -134,7 +145,7 @@ class JobController:
                 self.placed.discard(key)  # type: ignore[arg-type]
             case PlacementCommitted() if not event.existing:
                 self.placed.add(key)  # type: ignore[arg-type]
-            case TaskFinished() if event.reason in ("evicted", "restarted"):
+            case TaskFinished() if event.reason in st.BACK_TO_PENDING:
                 self.reset[(key, event.task)] = seq  # type: ignore[index]
             case EvictionRequested():  # the pod bound before it goes, even if the writer
                 self.reset[(key, event.task)] = seq  # type: ignore[index]  # missed it (a crash)
@@ -218,6 +229,7 @@ class JobController:
             self._wake.set()
 
     async def _commands(self) -> None:
+        await self.synced["job"].wait()  # whose a Command's target is must be known first
         async for ch in Reflector(self.kube, commands_path()).changes():
             if ch.kind == "upsert":
                 try:
@@ -238,6 +250,8 @@ class JobController:
         target = obj.get("target") or {}
         asked = str(obj.get("action") or "")
         action = COMMANDS.get(asked)
+        if not self._commands_ours(target, ns):
+            return  # another scheduler's Job: its controller consumes the Command (issue 28)
         if self.command is None:
             log.warning("command %s/%s: no command path here; deleted unapplied", ns, name)
         elif action is None:
@@ -253,6 +267,18 @@ class JobController:
                 await self._warn_target(target, ns, "CommandNotApplied", f"Command {ns}/{name} ({asked}): {message}")
         with contextlib.suppress(KubeError):
             await self.kube.delete(commands_path(ns, name))
+
+    def _commands_ours(self, target: dict[str, Any], ns: str) -> bool:
+        """Whether a Command's target is Tessera's to act on: a Job on the API whose
+        schedulerName (Volcano's default: volcano) is not one of Tessera's is left, Command and
+        all, to the scheduler it names; Queues are shared, and a target that no longer exists
+        is answered (deleted with a Warning)."""
+        if target.get("kind", "Job") != "Job":
+            return True
+        job = self.jobs.get(f"{ns}/{target.get('name') or ''}")
+        if job is None:
+            return True
+        return str((job.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
 
     async def _warn_target(self, target: dict[str, Any], ns: str, reason: str, message: str) -> None:
         """A Warning Event about the Command's target (whether or not it still exists: that
@@ -286,17 +312,20 @@ class JobController:
                 return False  # there already (ours from before a restart, or not gone yet)
             raise
 
-    async def _gone(self, delete: Awaitable[Any]) -> None:
-        try:
-            await delete
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
-
-    def _owned(self, store: dict[str, dict[str, Any]], key: str) -> list[tuple[str, dict[str, Any]]]:
+    def _owned(self, store: dict[str, dict[str, Any]], key: str, job_uid: str) -> list[tuple[str, dict[str, Any]]]:
+        """The objects of `store` owned by the Job object `key` with uid `job_uid` (pods: only
+        those one of Tessera's scheduler names schedules)."""
         ns, name = key.split("/", 1)
         return [(k, o) for k, o in store.items()
-                if k.startswith(f"{ns}/") and (volcano.owner_job(o) or ("",))[0] == name]  # fmt: skip
+                if k.startswith(f"{ns}/") and volcano.owner_job(o) == (name, job_uid)
+                and (store is not self.pods or pods.scheduler_name(o) in self.scheduler_names)]  # fmt: skip
+
+    def admitted_uid(self, key: str) -> str:
+        """The uid of the Job object the log admitted under `key` ("" if none: not ours)."""
+        spec = self.specs.get(key)
+        if spec is None or spec.kind != "Job":
+            return ""
+        return spec.annotations.get(volcano.OBJECT_UID, "")
 
     async def reconcile(self, key: str) -> None:
         ns = key.split("/", 1)[0]
@@ -305,18 +334,22 @@ class JobController:
         tasks = self.flow.projection.tasks.get(key)
         if tasks is not None:
             self.last_tasks[key] = tuple(tasks.values())
-        ours = job is not None and spec is not None and spec.kind == "Job" \
-            and spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(job)  # fmt: skip
-        for k, obj in self._owned(self.pods, key):
-            pod = k.split("/", 1)[1]
-            if (not ours or self._stale(key, pod, obj)) and not pods.terminating(obj):
-                await self._gone(self.kube.delete(pods_path(ns, pod)))
+        admitted = self.admitted_uid(key)
+        ours = job is not None and bool(admitted) and admitted == volcano.uid(job)
         if not ours:
-            for k, _obj in self._owned(self.podgroups, key):
-                await self._gone(self.kube.delete(podgroups_path(ns, k.split("/", 1)[1])))
+            if admitted:  # the Job object Tessera admitted is gone, or another took its name
+                for k, obj in self._owned(self.pods, key, admitted):
+                    if not pods.terminating(obj):
+                        await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
+                for k, obj in self._owned(self.podgroups, key, admitted):
+                    await self.kube.delete_this(podgroups_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
             if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
                 await self._podgroup_status(key, spec, self.podgroups[key])
             return
+        for k, obj in self._owned(self.pods, key, admitted):
+            pod = k.split("/", 1)[1]
+            if self._stale(key, pod, obj) and not pods.terminating(obj):
+                await self.kube.delete_this(pods_path(ns, pod), volcano.uid(obj))
         assert job is not None and spec is not None
         pg_key = f"{ns}/{volcano.podgroup_name(job)}"
         live = self.flow.projection.jobs.get(key)
@@ -330,14 +363,18 @@ class JobController:
             for pod, role, index, _t in st.task_names(spec):
                 snap = tasks.get(pod)
                 obj = self.pods.get(f"{ns}/{pod}")
-                if obj is None and snap is not None and snap.status not in (st.SUCCEEDED, st.FAILED):
+                # made only for a task the log has waiting (or committed before its pod was
+                # made): one the log still has running or releasing lost its pod, and the log
+                # decides what follows (its TaskFinished, then a policy) — a pod made before that
+                # would carry the old retry count and race the restart (issue 28)
+                if obj is None and snap is not None and snap.status in (st.PENDING, st.BOUND):
                     body = volcano.pod_for(job, spec, role, index, retries, self.read_seq)
                     if await self._created(self.kube.create(pods_path(ns), body)):
                         self.created.append(f"{ns}/{pod}")
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
-            for k, obj in self._owned(self.pods, key):
+            for k, obj in self._owned(self.pods, key, admitted):
                 if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
-                    await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
+                    await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
@@ -349,9 +386,9 @@ class JobController:
         minTaskMember, minResources and priorityClassName. Both only on a difference."""
         ns = key.split("/", 1)[0]
         named = {pod for pod, _r, _i, _t in st.task_names(spec)}
-        for k, obj in self._owned(self.pods, key):
+        for k, obj in self._owned(self.pods, key, volcano.uid(job)):
             if k.split("/", 1)[1] not in named and not pods.terminating(obj):
-                await self._gone(self.kube.delete(pods_path(ns, k.split("/", 1)[1])))
+                await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
         pg = self.podgroups.get(pg_key)
         want = volcano.podgroup_for(job, spec)["spec"]
         have = (pg or {}).get("spec") or {}
@@ -371,7 +408,7 @@ class JobController:
         if not volcano.status_differs(current, desired):
             return
         body = volcano.stamp(desired, current, _now(self.clock()))
-        await self.kube.patch(volcano.status_path(obj), {"status": body})
+        await self.kube.patch(volcano.status_path(obj), {"status": volcano.removals(current, body)})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         self.writes += 1
 
@@ -497,8 +534,9 @@ class JobController:
         tasks = [asyncio.create_task(c) for c in (
             self._watch("job", Reflector(self.kube, jobs_path()), self.jobs, "Job"),
             self._watch("podgroup", Reflector(self.kube, podgroups_path()), self.podgroups, "PodGroup"),
-            self._watch("pod", Reflector(self.kube, pods_path(), keep=lambda o: volcano.owner_job(o) is not None),
-                        self.pods, "Pod"),
+            self._watch("pod", Reflector(self.kube, pods_path(), query={"labelSelector": volcano.JOB_NAME},
+                                         keep=lambda o: volcano.owner_job(o) is not None),
+                        self.pods, "Pod"),  # Volcano Jobs' pods only (their label), not every pod
             self._watch("queue", Reflector(self.kube, queues_path()), self.queues, "Queue"),
             self._commands(),
             self._loop(),

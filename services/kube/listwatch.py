@@ -103,7 +103,9 @@ class Reflector:
                          "timeoutSeconds": str(self.watch_timeout)}  # fmt: skip
                 if self.rv:
                     query["resourceVersion"] = self.rv
-                async for ev in self.kube.watch(self.path, query):
+                # the server ends the watch after timeoutSeconds; a connection silent past that
+                # (half-open) is given up on and the watch resumed
+                async for ev in self.kube.watch(self.path, query, read_timeout=self.watch_timeout + 60):
                     kind, obj = ev.get("type"), ev.get("object") or {}
                     if kind == "ERROR":
                         code = int(obj.get("code") or 0)

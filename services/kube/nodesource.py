@@ -6,6 +6,11 @@ Each report is appended only when the log says otherwise (the last node event pe
 task's state as folded from the log), with an id derived from the commit it follows, so a
 restart — a fresh list of the API server against a replayed log — reports only what changed.
 A pod that is deleted while it runs finishes with exit code -1 ("pod deleted").
+
+Every pod bound to a node counts there, as kube-scheduler's NodeInfo counts it: one watch of
+the bound pods (`spec.nodeName!=`), and what the pods of other schedulers hold (default-scheduler,
+DaemonSets, static pods) is summed per node and appended as `NodeUsage` when it changes, so
+sessions place Tessera's pods only in what is left (issue 28).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from contracts.events import (
     JobSubmitted,
     NodeLost,
     NodeRegistered,
+    NodeUsage,
     PlacementCommitted,
     RunningTask,
     TaskFinished,
@@ -36,6 +42,7 @@ from contracts.events import (
 from contracts.registry import default_registry
 from services.core.devices import build_vendors
 from services.core.devices.catalogue import Catalogue, default_catalogue
+from services.core.scheduling.snapshot import POD_DELETED
 from services.core.workload import admit
 from services.core.workload.devicerequests import hami_parser
 from services.kube import nodes, pods, volcano
@@ -79,6 +86,11 @@ class KubeNodeAgent:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
+        #: node -> (ns, pod) -> what each pod of another scheduler bound there requests
+        self.foreign: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        self.usage_last: dict[str, tuple[NodeUsage, int]] = {}  # node -> last appended, its seq
+        self._usage_dirty: set[str] = set()
+        self._usage_wake = asyncio.Event()
         self.pods_listed = asyncio.Event()
         vendors = build_vendors(self.catalogue)
         self.parser = hami_parser(vendors)
@@ -137,6 +149,10 @@ class KubeNodeAgent:
             if kind in ("NodeRegistered", "NodeLost"):
                 ev = self.registry.decode(kind, msg.data)
                 self.node_last[ev.node] = ev  # type: ignore[attr-defined]
+        for msg in await self.log.last_per_subject(self.subjects.all_usage()):
+            if msg.headers.get(TYPE, "") == NodeUsage.type_name():
+                use = self.registry.decode(NodeUsage.type_name(), msg.data)
+                self.usage_last[use.node] = (use, msg.seq)  # type: ignore[attr-defined]
         log.info("kube node agent: %d nodes, %d tasks known", len(self.node_last), len(self.tasks))
 
     # --- nodes ---------------------------------------------------------------------------------
@@ -193,6 +209,9 @@ class KubeNodeAgent:
         if not view.ready:
             await self._append_node(NodeLost(node=name, reason="node is not Ready"))
         elif not _same(self.node_last.get(name), view.registered):
+            # what other schedulers' pods hold there goes first: no session may see the node
+            # without it (the pods were listed before any node is reported)
+            await self._append_usage(name)
             await self._append_node(view.registered)
 
     # --- pods ----------------------------------------------------------------------------------
@@ -210,7 +229,7 @@ class KubeNodeAgent:
         event: TaskStarted | TaskFinished | None
         if deleted:
             event = TaskFinished(namespace=r.namespace, name=r.job, task=r.name,
-                                 node=pods.node_name(obj), exit_code=-1, reason="pod deleted", at=now)  # fmt: skip
+                                 node=pods.node_name(obj), exit_code=-1, reason=POD_DELETED, at=now)  # fmt: skip
         else:
             event = pods.task_event(obj, now)
         if event is None or (isinstance(event, TaskStarted) and state == STARTED):
@@ -225,6 +244,62 @@ class KubeNodeAgent:
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
 
+    # --- other schedulers' pods ----------------------------------------------------------------
+
+    def _foreign(self, kind: str, obj: dict[str, Any]) -> None:
+        r, node = pods.ref(obj), pods.node_name(obj)
+        held = self.foreign.setdefault(node, {})
+        before = held.get((r.namespace, r.name))
+        if kind == "delete" or not pods.holds_node(obj):
+            held.pop((r.namespace, r.name), None)
+        else:
+            held[(r.namespace, r.name)] = pods.requests_of(obj)
+        if held.get((r.namespace, r.name)) != before:
+            self._usage_dirty.add(node)
+            self._usage_wake.set()
+
+    def usage(self, node: str) -> NodeUsage:
+        total: dict[str, int] = {}
+        for req in self.foreign.get(node, {}).values():
+            for k, v in req.items():
+                total[k] = total.get(k, 0) + v
+        cpu, mem, count = total.pop("cpu", 0), total.pop("memory", 0), total.pop("pods", 0)
+        scalars = {k: v for k, v in sorted(total.items()) if v and k != "ephemeral-storage"}
+        return NodeUsage(node=node, cpu_milli=cpu, memory_mib=mem, pods=count, scalars=scalars)
+
+    async def _append_usage(self, node: str) -> None:
+        use = self.usage(node)
+        last, after = self.usage_last.get(node, (None, 0))
+        if last == use or (last is None and not any((use.cpu_milli, use.memory_mib, use.pods))):
+            return
+        mid = f"kube-use:{node}:{after}:{content_id('NodeUsage', self.registry.encode(use))}"
+        result = await self.service.publish(Outgoing(self.subjects.usage(node), use, after, mid))
+        if isinstance(result, Conflict):  # another writer: read what is there, decide again
+            msg = await self.log.last(self.subjects.usage(node))
+            if msg is not None:
+                seen = self.registry.decode(NodeUsage.type_name(), msg.data)
+                self.usage_last[node] = (seen, msg.seq)  # type: ignore[assignment]
+            self._usage_dirty.add(node)
+            self._usage_wake.set()
+            return
+        self.usage_last[node] = (use, getattr(result, "seq", after))
+
+    async def _usage_loop(self) -> None:
+        """Append the usage of the nodes whose foreign pods changed, a pass at a time (a burst
+        of pod changes becomes one event per node)."""
+        await self.pods_listed.wait()
+        while True:
+            await self._usage_wake.wait()
+            await asyncio.sleep(0.1)  # coalesce the burst (not a synchronisation)
+            self._usage_wake.clear()
+            dirty, self._usage_dirty = sorted(self._usage_dirty), set()
+            for node in dirty:
+                try:
+                    await self._append_usage(node)
+                except Exception:
+                    log.exception("usage of node %s not appended", node)
+                    self._usage_dirty.add(node)
+
     async def _nodes_loop(self) -> None:
         await self.pods_listed.wait()  # a node's running pods are known before it registers
         async for ch in Reflector(self.kube, nodes_path()).changes():
@@ -235,9 +310,17 @@ class KubeNodeAgent:
                     log.exception("node %s not reported", ch.key)
 
     async def _pods_loop(self) -> None:
-        async for ch in Reflector(self.kube, pods_path(), keep=self._ours).changes():
-            if ch.kind == "synced":
+        """One watch of every bound pod: Tessera's report their phases, the others' count."""
+        bound = Reflector(self.kube, pods_path(), query={"fieldSelector": "spec.nodeName!="},
+                          keep=lambda o: bool(pods.node_name(o)))  # fmt: skip
+        async for ch in bound.changes():
+            if ch.kind == "synced":  # (re)listed: a node whose last usage is stale is written anew
                 self.pods_listed.set()
+                self._usage_dirty.update(self.usage_last)
+                self._usage_wake.set()
+                continue
+            if not self._ours(ch.obj):
+                self._foreign(ch.kind, ch.obj)
                 continue
             r = pods.ref(ch.obj)
             key = (r.namespace, r.name)
@@ -253,6 +336,6 @@ class KubeNodeAgent:
                 log.exception("pod %s not reported", ch.key)
 
     async def background(self, stopping: asyncio.Event) -> None:
-        tasks = [asyncio.create_task(self._nodes_loop()), asyncio.create_task(self._pods_loop())]
+        tasks = [asyncio.create_task(c) for c in (self._nodes_loop(), self._pods_loop(), self._usage_loop())]
         await stopping.wait()
         await cancel_all(tasks)

@@ -17,7 +17,7 @@ from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
-from services.core.workload import fields
+from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.kube import volcano
 
@@ -71,6 +71,45 @@ def stop_concerns(obj: Mapping[str, Any], seq: int) -> bool:
     bound = seq_annotation(obj, volcano.PLACEMENT)
     made = seq_annotation(obj, volcano.MADE_AFTER)
     return not ((bound is not None and bound > seq) or (made is not None and made >= seq))
+
+
+def _quantities(raw: object) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for name, value in raw.items():
+        try:
+            out[str(name)] = quantity.to_units(str(name), value)
+        except (ValueError, ArithmeticError):
+            continue  # the API server validated it; a form we cannot read counts as 0
+    return out
+
+
+def requests_of(obj: Mapping[str, Any]) -> dict[str, int]:
+    """What a bound pod holds of its node, as kube-scheduler's NodeInfo counts it: per
+    resource the sum over containers (a missing request defaults to its limit), at least the
+    largest init container's, plus the pod's overhead; `pods` 1. Units: cpu milli, memory MiB,
+    other resources milli."""
+    spec = obj.get("spec") or {}
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        for name, v in {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}.items():
+            total[name] = total.get(name, 0) + v
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        for name, v in {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}.items():
+            total[name] = max(total.get(name, 0), v)
+    for name, v in _quantities(spec.get("overhead")).items():
+        total[name] = total.get(name, 0) + v
+    total["pods"] = 1
+    return total
+
+
+def holds_node(obj: Mapping[str, Any]) -> bool:
+    """Bound and not terminal: its requests count on its node (a terminating pod's too, until
+    it is gone)."""
+    return bool(node_name(obj)) and phase(obj) not in ("Succeeded", "Failed")
 
 
 def terminating(obj: Mapping[str, Any]) -> bool:

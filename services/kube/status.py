@@ -34,7 +34,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import JobSpec
-from services.core.scheduling.snapshot import task_names
+from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
 from services.kube import pods, reasons, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import Reflector
@@ -59,19 +59,33 @@ def scheduled_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 async def write_condition(kube: Kube, obj: dict[str, Any], reason: str, message: str,
                           now: float) -> bool:  # fmt: skip
-    """`PodScheduled=False` with `reason`/`message`, unless the pod already says exactly so.
-    The whole condition list is sent (the real API merges by type; simpler servers replace)."""
-    current = scheduled_condition(obj)
-    if current and current.get("status") == "False" and current.get("reason") == reason \
-            and current.get("message") == message:  # fmt: skip
-        return False
+    """`PodScheduled=False` with `reason`/`message`, unless the pod already says exactly so —
+    never on a pod that is bound or being deleted. A strategic merge patch carrying only this
+    condition (the API server merges conditions by type: the kubelet's stay as they are) and
+    the resourceVersion it was decided on: a pod bound meanwhile answers 409, is read again,
+    and gets nothing (issue 28)."""
     r = pods.ref(obj)
-    others = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
-    cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-            "lastTransitionTime": _stamp(now), "lastProbeTime": None}  # fmt: skip
-    await kube.patch(pods_path(r.namespace, r.name, "status"),
-                     {"status": {"conditions": [*others, cond]}}, STRATEGIC_PATCH)  # fmt: skip
-    return True
+    for _attempt in range(3):
+        current = scheduled_condition(obj)
+        if pods.node_name(obj) or pods.terminating(obj) or (current and current.get("status") == "True"):
+            return False
+        if current and current.get("status") == "False" and current.get("reason") == reason \
+                and current.get("message") == message:  # fmt: skip
+            return False
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastTransitionTime": _stamp(now), "lastProbeTime": None}  # fmt: skip
+        body: dict[str, Any] = {"status": {"conditions": [cond]}}
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            body["metadata"] = {"resourceVersion": rv}
+        try:
+            await kube.patch(pods_path(r.namespace, r.name, "status"), body, STRATEGIC_PATCH)
+            return True
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            obj = await kube.get(pods_path(r.namespace, r.name))  # changed meanwhile: decide again
+    return False
 
 
 async def write_event(kube: Kube, obj: dict[str, Any], kind: str, reason: str, message: str,
@@ -188,7 +202,7 @@ class PodStatusWriter:
                     self.placed.add((event.namespace, event.name, p.task))
             case PlacementRejected():
                 self.placed = {t for t in self.placed if t[:2] != (event.namespace, event.name)}
-            case TaskFinished() if event.reason in ("evicted", "restarted"):
+            case TaskFinished() if event.reason in BACK_TO_PENDING:
                 self.placed.discard((event.namespace, event.name, event.task))
             case BindingFailed():
                 self.placed.discard((event.namespace, event.name, event.task))
@@ -246,11 +260,11 @@ class PodStatusWriter:
         with contextlib.suppress(KubeError):
             await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in e.reason else "Evicted",
                               f"evicted by Tessera: {e.reason}", self.clock())  # fmt: skip
-        try:
-            await self.kube.delete(pods_path(e.namespace, e.task))  # graceful: the pod's period
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        try:  # graceful (the pod's period), and this very pod: never a successor under its name
+            await self.kube.delete_this(pods_path(e.namespace, e.task), uid)
         except KubeError as exc:
-            if exc.status != 404:
-                log.warning("eviction of %s/%s failed: %s", e.namespace, e.task, exc)
+            log.warning("eviction of %s/%s failed: %s", e.namespace, e.task, exc)
 
     async def _pods_loop(self) -> None:
         def ours(o: dict[str, Any]) -> bool:

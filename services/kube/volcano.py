@@ -231,6 +231,19 @@ def status_differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any]
     return any(have.get(k) != v for k, v in want.items())
 
 
+def removals(current: Mapping[str, Any] | None, desired: dict[str, Any]) -> dict[str, Any]:
+    """`desired` as a merge patch over `current`: inside each map it writes (a Queue's
+    `allocated`), a key the object has and `desired` lacks is sent as `null`, which deletes it
+    — a merge patch only ever adds keys otherwise, and a drained queue would show its last
+    allocation for ever (issue 28). Top-level fields it does not write stay as they are."""
+    out = dict(desired)
+    for key, want in desired.items():
+        have = (current or {}).get(key)
+        if isinstance(want, dict) and isinstance(have, dict):
+            out[key] = {**{k: None for k in have if k not in want}, **removals(have, want)}
+    return out
+
+
 def stamp(desired: dict[str, Any], current: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
     """Timestamps on the conditions that changed; unchanged ones keep theirs."""
     old = {c.get("type"): c for c in (current or {}).get("conditions") or []}

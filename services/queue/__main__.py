@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
         assert isinstance(app, QueueService)
         return Edges(PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
-                     JobController(event_log, kube, app.command))  # type: ignore[arg-type]
+                     JobController(event_log, kube, app.command, scheduler_names=scheduler_names(args)))  # type: ignore[arg-type]
 
     return asyncio.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
 

@@ -265,7 +265,8 @@ def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code
 
 
 def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
-    """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost).
+    """Volcano's lifecycle policies for a pod that failed on its own (exit ≠ 0, node lost), or
+    was deleted from the API server while it held its node (PodEvicted, issue 28).
 
     Edge-triggered, unlike the rest: it acts only if the failure at `seq` is still the pod's
     latest event. A failure delivered again after the job was restarted for it (a restart of
@@ -290,7 +291,10 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
-    decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, flow.retries.get(key, 0))
+    cause = "PodEvicted" if event.reason == st.POD_DELETED else "PodFailed"
+    decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, flow.retries.get(key, 0), cause)
+    if cause == "PodEvicted" and decision.action == "SyncJob":
+        return []  # back to Pending already (snapshot.BACK_TO_PENDING): the pod is made again
     if decision.phase in ("Restarting", "Failed") and decision.action in lifecycle.RESTARTS:
         tasks = flow.projection.tasks.get(key, {})
         if decision.action == "RestartPod":
@@ -299,11 +303,11 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
             targets = [p for p, t in tasks.items() if spec is not None and t.role == spec.name]
         else:
             targets = list(tasks)
-        return restart_job(flow, key, targets, decision.action, event.exit_code, "on PodFailed")
+        return restart_job(flow, key, targets, decision.action, event.exit_code, f"on {cause}")
     if decision.action in ENDING_ACTIONS:
-        return end_job(flow, key, decision.action, f"{decision.action} on PodFailed")
+        return end_job(flow, key, decision.action, f"{decision.action} on {cause}")
     if decision.phase:
-        return terminate(flow, key, decision.phase, f"{decision.action} on PodFailed")
+        return terminate(flow, key, decision.phase, f"{decision.action} on {cause}")
     return []
 
 

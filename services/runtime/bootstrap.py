@@ -140,10 +140,11 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     kube.add_argument("--scheduler-name", action="append", default=[],
                       help="pods with this schedulerName are Tessera's (repeatable; "
                            "default: volcano and tessera)")  # fmt: skip
-    kube.add_argument("--kube-qps", type=float, default=float(env("TESSERA_KUBE_QPS", "1000")),
-                      help="client-side API request rate limit (0: none)")  # fmt: skip
-    kube.add_argument("--kube-burst", type=int, default=int(env("TESSERA_KUBE_BURST", "1000")),
-                      help="requests allowed at once above the rate")  # fmt: skip
+    kube.add_argument("--kube-qps", type=float, default=float(env("TESSERA_KUBE_QPS", "50")),
+                      help="client-side API request rate limit per service (0: none; default "
+                           "kube-scheduler's 50)")  # fmt: skip
+    kube.add_argument("--kube-burst", type=int, default=int(env("TESSERA_KUBE_BURST", "100")),
+                      help="requests allowed at once above the rate (default kube-scheduler's 100)")  # fmt: skip
     return parser
 
 

@@ -225,6 +225,82 @@ def _as_subresources_serve(request: Any) -> None:
         request.data.update(kept)
 
 
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+#: the field selectors the harness evaluates for pods (the API server's pod field label set)
+POD_FIELDS = {"spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName") or "",
+              "spec.schedulerName": lambda o: (o.get("spec") or {}).get("schedulerName") or "default-scheduler",
+              "status.phase": lambda o: (o.get("status") or {}).get("phase") or "",
+              "metadata.name": lambda o: (o.get("metadata") or {}).get("name") or "",
+              "metadata.namespace": lambda o: (o.get("metadata") or {}).get("namespace") or ""}  # fmt: skip
+
+
+def field_selector_matches(selector: str, obj: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """`a=b,c!=d` (also `==`) on the fields the server knows for the kind; any other field is
+    the API server's 400, here an AssertionError so a test names the selector it sent."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        negate = "!=" in term
+        key, _, want = term.partition("!=") if negate else term.replace("==", "=").partition("=")
+        assert key in fields, f"field selector {key!r} is not one the API server supports for this kind"
+        if (fields[key](obj) == want) == negate:
+            return False
+    return True
+
+
+def label_selector_matches(selector: str, obj: dict[str, Any]) -> bool:
+    """Equality-based label selectors (`a=b,c!=d`, `key`, `!key`), as Tessera sends them."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            k, _, v = term.partition("!=")
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, _, v = term.replace("==", "=").partition("=")
+            if labels.get(k) != v:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass
+class ServerRules:
+    """What a real API server does that kmock does not, where Tessera depends on it (README
+    "What the tests model"): resourceVersions and 409 on a stale one, delete preconditions,
+    graceful deletion of bound pods (deletionTimestamp until the kubelet confirms), the
+    not-ready taint on new Nodes (lifted once Ready), field and label selectors."""
+
+    rv: int = 0
+    graceful: bool = True
+    deletes: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, grace) asked
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+
+def _strategic_conditions(stored: Any, patch: dict[str, Any]) -> None:
+    """A strategic merge patch merges a pod's `status.conditions` by `type` (its patchMergeKey):
+    the conditions the patch does not name stay. kmock replaces lists, so the harness merges."""
+    sent = (patch.get("status") or {}).get("conditions")
+    if stored is None or not isinstance(sent, list):
+        return
+    have = list(((stored.raw.get("status") or {}).get("conditions")) or [])
+    by_type = {c.get("type"): c for c in sent}
+    merged = [{**c, **by_type.pop(c.get("type"))} if c.get("type") in by_type else c for c in have]
+    patch["status"]["conditions"] = [*merged, *by_type.values()]
+
+
+def _conflict(message: str) -> Exception:
+    """The API server's 409 Conflict, rendered by kmock as a `Status` with this message."""
+    from kmock._internal.k8s import KubernetesObjectConflictError
+
+    return KubernetesObjectConflictError(reason="Conflict", message=message, details={})  # type: ignore[call-arg]
+
+
 def emulator() -> Any:
     """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
     history is bounded (the reactions here only look at the request in hand)."""
@@ -248,13 +324,121 @@ def emulator() -> Any:
     class Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         """This harness's emulator only: tests/kube/test_listwatch.py uses kmock's own."""
 
+        def _stored(self, request: Any) -> Any:
+            key = (request.resource, request.namespace, request.name)
+            obj = self._objects._objects.get(key)
+            return None if obj is None or obj.deleted else obj
+
         async def _handle(self, request: Any) -> Any:
             _named_on_create(request)
             _as_subresources_serve(request)
-            return await super()._handle(request)
+            rules: ServerRules = self._tessera_rules
+            res = request.resource
+            kind = (res.group or "", res.plural) if res is not None else ("", "")
+            if res is not None and request.action == kmock.action.DELETE and request.name:
+                early = await self._delete(request, kind, rules)
+                if early is not None:
+                    return early
+            if res is not None and isinstance(request.data, dict) and \
+                    request.action in (kmock.action.CREATE, kmock.action.UPDATE):  # fmt: skip
+                meta = request.data.setdefault("metadata", {})
+                if request.action == kmock.action.UPDATE and request.name:
+                    stored = self._stored(request)
+                    have = str(((stored.raw if stored is not None else {}).get("metadata") or {}).get("resourceVersion") or "")
+                    sent = str(meta.get("resourceVersion") or "")
+                    if sent and have and sent != have:
+                        raise _conflict(f'Operation cannot be fulfilled on {res.plural} "{request.name}": the object '
+                                        "has been modified; please apply your changes to the latest version and try again")  # fmt: skip
+                if request.action == kmock.action.UPDATE and kind == ("", "pods") and "strategic" in \
+                        str((request.headers or {}).get("Content-Type", "")):  # fmt: skip
+                    _strategic_conditions(self._stored(request), request.data)
+                if request.action == kmock.action.CREATE and kind == ("", "nodes"):
+                    taints = (request.data.setdefault("spec", {}).get("taints")) or []
+                    if not any(t.get("key") == NOT_READY_TAINT["key"] for t in taints):
+                        request.data["spec"]["taints"] = [*taints, dict(NOT_READY_TAINT)]
+                meta["resourceVersion"] = rules.next_rv()
+            response = await super()._handle(request)
+            if kind == ("", "nodes") and request.subresource == "status" and request.action == kmock.action.UPDATE:
+                await self._node_lifecycle(request, rules)
+            return response
+
+        async def _delete(self, request: Any, kind: tuple[str, str], rules: ServerRules) -> Any:
+            """Preconditions, and a bound pod's graceful deletion; None: delete at once."""
+            stored = self._stored(request)
+            if stored is None:
+                return None  # kmock's 404
+            raw = stored.raw
+            meta = raw.get("metadata") or {}
+            options = request.data if isinstance(request.data, dict) else {}
+            pre = options.get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != meta.get("uid"):
+                raise _conflict(f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+                raise _conflict(f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                                f"ResourceVersion in object meta: {meta.get('resourceVersion')}")  # fmt: skip
+            if kind != ("", "pods") or not rules.graceful:
+                return None
+            spec, phase = raw.get("spec") or {}, (raw.get("status") or {}).get("phase")
+            grace = options.get("gracePeriodSeconds")
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            rules.deletes.append((request.namespace, request.name, int(grace)))
+            if not spec.get("nodeName") or phase in ("Succeeded", "Failed") or int(grace) <= 0:
+                return None  # unscheduled or finished pods, and the kubelet's own confirmation, go at once
+            if not meta.get("deletionTimestamp"):
+                async with self._lock:
+                    now = time.time()
+                    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + int(grace)))
+                    stored.patch({"metadata": {"deletionTimestamp": stamp, "deletionGracePeriodSeconds": int(grace),
+                                               "resourceVersion": rules.next_rv()}})  # fmt: skip
+                    await self._buses[request.resource].put({"type": "MODIFIED", "object": stored.raw})
+            return aiohttp.web.json_response(stored.raw)
+
+        async def _node_lifecycle(self, request: Any, rules: ServerRules) -> None:
+            """The node lifecycle controller: a Node whose kubelet reports Ready loses the
+            not-ready taint (and gets it back when it stops being Ready)."""
+            stored = self._stored(request)
+            if stored is None:
+                return
+            raw = stored.raw
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (raw.get("status") or {}).get("conditions") or [])  # fmt: skip
+            taints = list((raw.get("spec") or {}).get("taints") or [])
+            has = any(t.get("key") == NOT_READY_TAINT["key"] for t in taints)
+            if ready == (not has):
+                return
+            kept = [t for t in taints if t.get("key") != NOT_READY_TAINT["key"]]
+            new = kept if ready else [*kept, dict(NOT_READY_TAINT)]
+            async with self._lock:
+                stored.patch({"spec": {"taints": new or None}, "metadata": {"resourceVersion": rules.next_rv()}})
+                await self._buses[request.resource].put({"type": "MODIFIED", "object": stored.raw})
+
+        def _selected(self, request: Any, obj: dict[str, Any]) -> bool:
+            params = request.params or {}
+            fs, ls = params.get("fieldSelector", ""), params.get("labelSelector", "")
+            res = request.resource
+            if fs:
+                fields = POD_FIELDS if res is not None and (res.group or "", res.plural) == ("", "pods") else {
+                    "metadata.name": POD_FIELDS["metadata.name"], "metadata.namespace": POD_FIELDS["metadata.namespace"]}
+                if not field_selector_matches(fs, obj, fields):
+                    return False
+            return not ls or label_selector_matches(ls, obj)
+
+        async def _serve_list(self, request: Any) -> Any:
+            body = await super()._serve_list(request)
+            body["items"] = [o for o in body.get("items") or [] if self._selected(request, o)]
+            body["metadata"] = {"resourceVersion": str(self._tessera_rules.rv)}
+            return body
+
+        async def _serve_watch(self, request: Any) -> Any:
+            async for ev in super()._serve_watch(request):
+                if isinstance(ev, dict) and not self._selected(request, ev.get("object") or {}):
+                    continue
+                yield ev
 
     km = Emulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
+    object.__setattr__(km, "_tessera_rules", ServerRules())
     return km
 
 
@@ -278,6 +462,12 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                     if r.status == 404:
                         return kmock_status(404, "NotFound", f'pods "{pod}" not found')
                     current = await r.json()
+                if (current.get("metadata") or {}).get("deletionTimestamp"):  # the API server's words
+                    return kmock_status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{pod}": '
+                                        f"pod {pod} is being deleted, cannot be assigned to a host")  # fmt: skip
+                if (current.get("spec") or {}).get("schedulingGates"):
+                    return kmock_status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{pod}": '
+                                        f"pod {pod} has non-empty .spec.schedulingGates")  # fmt: skip
                 if pod in cluster_box[0].refuse_once:  # as for a pod recreated under its name
                     cluster_box[0].refuse_once.discard(pod)
                     return kmock_status(409, "Conflict", "Precondition failed: UID in precondition")
@@ -293,9 +483,15 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                 cluster_box[0].bound.setdefault((ns, pod), []).append(node)
                 patch = {"spec": {"nodeName": node},
                          "metadata": {"annotations": (data.get("metadata") or {}).get("annotations") or {}}}
+                scheduled = {"status": {"conditions": [  # the API server sets PodScheduled=True
+                    *[c for c in (current.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"],
+                    {"type": "PodScheduled", "status": "True"}]}}  # fmt: skip
                 async with session.patch(f"{base}/api/v1/namespaces/{ns}/pods/{pod}", json=patch) as r:
                     assert r.status == 200, await r.text()
-            return {"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}
+                async with session.patch(f"{base}/api/v1/namespaces/{ns}/pods/{pod}/status", json=scheduled) as r:
+                    assert r.status == 200, await r.text()
+            return kmock.Response(status=201, payload={"apiVersion": "v1", "kind": "Status", "status": "Success",
+                                                      "code": 201})  # a fresh response: kmock keeps the last one it served
 
         km["post", kmock.subresource("binding")] << binding
         for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
@@ -408,8 +604,14 @@ async def open_cluster(backend: str) -> AsyncIterator[Cluster]:
 class Kubelet:
     """HAMi's device plugin and the kubelet for every node (see the module docstring)."""
 
-    def __init__(self, cluster: Cluster, run_for: dict[str, int] | None = None) -> None:
+    def __init__(self, cluster: Cluster, run_for: dict[str, int] | None = None, *,
+                 hold_deletions: bool = False) -> None:  # fmt: skip
+        """`hold_deletions`: a pod being deleted keeps running (its grace period) until the test
+        calls `confirm`; otherwise the kubelet confirms at once, as for containers that stop
+        on SIGTERM."""
         self.cluster = cluster
+        self.hold_deletions = hold_deletions
+        self.terminating: dict[tuple[str, str], str] = {}  # (ns, pod) -> uid, held
         self.kube = cluster.kube
         self.served: list[tuple[str, str, str]] = []  # (node, ns, pod) in order served
         self.violations: list[str] = []
@@ -441,15 +643,10 @@ class Kubelet:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         ns, name, node = meta.get("namespace"), meta.get("name"), spec.get("nodeName")
         if meta.get("deletionTimestamp") and node:  # the kubelet confirms a graceful deletion
-            # of this very pod, as a kubelet does (a UID precondition): a late event of a pod
-            # deleted already must not remove the next pod made under its name (kmock ignores
-            # preconditions, hence the look first)
-            current = await self.kube.get(pods_path(ns, name))
-            if ((current or {}).get("metadata") or {}).get("uid") != meta.get("uid"):
+            if self.hold_deletions:
+                self.terminating[(ns, name)] = meta.get("uid", "")
                 return
-            await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                         "gracePeriodSeconds": 0,
-                                                         "preconditions": {"uid": meta.get("uid")}})  # fmt: skip
+            await self.confirm(ns, name, meta.get("uid", ""))
             return
         served = (ns, name, meta.get("uid", ""))  # a pod re-created under its name is served afresh
         if not node or served in self._done or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
@@ -470,6 +667,15 @@ class Kubelet:
         await self.kube.patch(pods_path(ns, name, "status"), {"status": {"phase": "Running"}})
         if name in self.exit_codes:
             await self.finish(ns, name, self.exit_codes[name])
+
+    async def confirm(self, ns: str, name: str, uid: str = "") -> None:
+        """The containers stopped: delete this very pod (a UID precondition, as a kubelet does:
+        a late event of a pod deleted already must not remove the next one made under its name)."""
+        uid = uid or self.terminating.get((ns, name), "")
+        self.terminating.pop((ns, name), None)
+        with contextlib.suppress(KubeError):  # 409: another pod has the name now; 404: gone
+            await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                         "gracePeriodSeconds": 0, "preconditions": {"uid": uid}})  # fmt: skip
 
     async def finish(self, ns: str, name: str, code: int) -> None:
         phase = "Succeeded" if code == 0 else "Failed"

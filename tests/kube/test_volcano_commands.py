@@ -175,7 +175,9 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
 
             await wait_until(back, 60, f"queue {name} created again with a Warning")
         assert {"default", "busy", "root"} <= set(await log_queues(cp))
-        (why,) = await warnings_about(cluster, "busy")
+        whys = await warnings_about(cluster, "busy")
+        assert len(whys) == 1, [f"{w['reason']}: {w['message']}" for w in whys]
+        why = whys[0]
         assert why["reason"] == "QueueRecreated" and "default/huge" in why["message"]
         assert why["involvedObject"]["kind"] == "Queue"
         (why,) = await warnings_about(cluster, "default")

@@ -101,9 +101,12 @@ def restart_phase(job: JobSpec, retry_count: int) -> str:
 
 
 def on_pod_failed(
-    job: JobSpec, task: TaskSpec | None, exit_code: int, retry_count: int
+    job: JobSpec, task: TaskSpec | None, exit_code: int, retry_count: int, event: str = "PodFailed"
 ) -> PolicyDecision:
-    action = policy_action(job, task, "PodFailed", exit_code)
+    """`event`: PodFailed, or PodEvicted for a pod deleted while it held its node (Volcano's
+    job controller sends PodEvicted from its pod-delete handler; exitCode policies do not
+    apply to it)."""
+    action = policy_action(job, task, event, exit_code if event == "PodFailed" else None)
     if action in RESTARTS:
         return PolicyDecision(action, restart_phase(job, retry_count))
     if action == "AbortJob":

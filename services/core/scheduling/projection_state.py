@@ -26,12 +26,13 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     queues: dict[str, QueueSnap] = {}
     jobs: dict[str, JobSnap] = {}
     tasks: dict[str, dict[str, TaskSnap]] = {}
+    held: dict[str, tuple[int, int, int]] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
     """A view for encoding at once (shares the projection's dicts, copies nothing)."""
     return ProjectionState(seq=p.seq, now=p.now, nodes=p.nodes, cards=p.cards, node_cards=p.node_cards,
-                           queues=p.queues, jobs=p.jobs, tasks=p.tasks)  # fmt: skip
+                           queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -40,5 +41,6 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.seq, p.now = s.seq, s.now
     p.nodes, p.cards, p.node_cards = s.nodes, s.cards, s.node_cards
     p.queues, p.jobs, p.tasks = s.queues, s.jobs, s.tasks
+    p.held = dict(s.held)
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

@@ -208,6 +208,10 @@ class Session:
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards,
             )  # fmt: skip
+            if any(n.held):  # other schedulers' pods (NodeUsage): what is left is ours to place
+                held = Resource(*n.held)
+                node.idle.sub(held)
+                node.used.add(held)
             node.pos = len(self.node_list)
             self.nodes[n.name] = node
             self.node_list.append(node)

@@ -23,6 +23,7 @@ from contracts.events import (
     JobUpdated,
     NodeLost,
     NodeRegistered,
+    NodeUsage,
     PlacementCommitted,
     QueueCreated,
     QueueDeleted,
@@ -66,6 +67,8 @@ class NodeSnap:
     taints: tuple[str, ...] = ()
     cards: tuple[CardSnap, ...] = ()
     ready: bool = True
+    #: held by pods of other schedulers (NodeUsage): cpu milli, memory MiB, pods
+    held: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,14 @@ class Snapshot:
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends
 HOLDING = frozenset({BOUND, RUNNING, RELEASING})
 
+#: what the node agent on a cluster reports for a pod deleted from the API server while it
+#: held its node — whoever deleted it (kubectl, an eviction, the pod GC of a lost node)
+POD_DELETED = "pod deleted"
+#: task ends that send the pod back to Pending: it is made and placed again. A deleted pod is
+#: Volcano's PodEvicted, not PodFailed: without a PodEvicted policy the job controller makes
+#: it again (SyncJob), the retry count unchanged (services/queue/flow.py `pod_failed`)
+BACK_TO_PENDING = frozenset({"evicted", "restarted", POD_DELETED})
+
 
 def leaving_of(jobs: dict[str, JobSnap], tasks: dict[str, dict[str, TaskSnap]]) -> dict[str, set[str]]:
     """`ClusterProjection.leaving` recomputed from the jobs' specs and tasks (a restored state)."""
@@ -168,6 +179,8 @@ class ClusterProjection:
         self.tasks: dict[str, dict[str, TaskSnap]] = {}
         #: job → its pods no longer in its spec that still hold a node (derived: `leaving_of`)
         self.leaving: dict[str, set[str]] = {}
+        #: node → what other schedulers' pods hold there (NodeUsage: cpu milli, memory MiB, pods)
+        self.held: dict[str, tuple[int, int, int]] = {}
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -188,6 +201,12 @@ class ClusterProjection:
                     known = self.cards.get(card.uuid)  # a re-registration keeps the bookings
                     self.cards[card.uuid] = CardSnap(card, known.usage if known else CardUsage(), seq)
                 self.node_cards[event.node] = listed
+            case NodeUsage():
+                held = (event.cpu_milli, event.memory_mib, event.pods)
+                if any(held):
+                    self.held[event.node] = held
+                else:
+                    self.held.pop(event.node, None)
             case NodeLost():
                 if event.node in self.nodes:
                     self.nodes[event.node] = replace(self.nodes[event.node], ready=False)
@@ -254,7 +273,7 @@ class ClusterProjection:
             case BindingFailed():  # the API server refused the binding: the pod waits again
                 self._task_status(event.namespace, event.name, event.task, PENDING, "")
             case TaskFinished():
-                if event.reason in ("evicted", "restarted"):
+                if event.reason in BACK_TO_PENDING:
                     self._task_status(event.namespace, event.name, event.task, PENDING, "")
                 else:
                     status = SUCCEEDED if event.exit_code == 0 else FAILED
@@ -316,10 +335,12 @@ class ClusterProjection:
         )
 
     def snapshot(self) -> Snapshot:
+        held = self.held
         nodes = tuple(
-            replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())))
+            replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())),
+                    held=held.get(n.name, (0, 0, 0)))
             for n in self.nodes.values()
-        )
+        )  # fmt: skip
         jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs)
 

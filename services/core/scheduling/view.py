@@ -33,6 +33,7 @@ from contracts.events import (
     JobUpdated,
     NodeLost,
     NodeRegistered,
+    NodeUsage,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
@@ -132,7 +133,7 @@ class SchedulerView:
         match event:
             case NodeRegistered():
                 return {event.node}, "", event.node not in self.projection.nodes
-            case NodeLost():
+            case NodeLost() | NodeUsage():
                 return {event.node}, "", False
             case SliceReleased() | CardHealthChanged() | CardRetired():
                 return {event.node}, "", False

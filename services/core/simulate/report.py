@@ -158,7 +158,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     if ev.reason in ("evicted", "deleted") and job and job["phase"] in ENDED:
                         # stopped because its job ended (suspended, failed): not recreated
                         p.update(phase="Evicted", reason=job["reason"] or job["phase"])
-                    elif ev.reason in ("evicted", "restarted"):
+                    elif ev.reason in st.BACK_TO_PENDING:
                         p.update(phase="Pending", node=None, devices=[], reason=ev.reason)
                     elif ev.reason == "evicted-deleted":
                         p.update(phase="Evicted", reason="evicted")

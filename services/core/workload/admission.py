@@ -624,9 +624,13 @@ class Admission:
         node = spec.get("nodeName")
         if not node:
             return []
-        if status.get("phase") != "Running":
+        phase = status.get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return []  # finished where it ran: it holds nothing
+        if phase not in ("Running", "Pending"):  # bound and Pending: starting (pulling its image)
             ctx.reject("spec.nodeName", node,
-                       "only a Running pod may carry spec.nodeName (pre-existing placement)")  # fmt: skip
+                       "only a bound pod (status.phase Pending or Running) may carry spec.nodeName "
+                       "(pre-existing placement)")  # fmt: skip
             return []
         namespace, name, _, annotations = _meta(doc)
         return [RunningPod(namespace, job, name, str(node), annotations, task.devices)]

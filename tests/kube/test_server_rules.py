@@ -1,0 +1,107 @@
+"""The API server's behaviours Tessera depends on, each shown on the harness's emulator and on
+a real API server where one is given (issue 28): code written to kmock's leniency fails here.
+
+Graceful deletion (a bound pod keeps a deletionTimestamp until the kubelet confirms), 409 on a
+stale resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
+not-ready taint on a new Node (lifted once it is Ready), bindings refused for gated or deleting
+pods, and the field selectors Tessera's watches use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.kube.client import KubeError, nodes_path, pods_path
+from tests.kube.cluster import NOT_READY_TAINT, Cluster
+
+
+def pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}  # fmt: skip
+
+
+async def bind(cluster: Cluster, name: str, node: str) -> None:
+    await cluster.kube.create(pods_path("default", name, "binding"), {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})  # fmt: skip
+
+
+async def test_a_bound_pod_is_deleted_gracefully_and_gone_once_the_kubelet_confirms(cluster: Cluster) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod(pod("bound", terminationGracePeriodSeconds=30))
+    await bind(cluster, "bound", "n1")
+    await cluster.kube.delete(pods_path("default", "bound"))
+    held = await cluster.pod("default", "bound")
+    assert held is not None, "a bound pod went at once: no grace period"
+    assert held["metadata"].get("deletionTimestamp") and held["metadata"].get("deletionGracePeriodSeconds") == 30
+    await cluster.kube.delete(pods_path("default", "bound"), {
+        "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+        "preconditions": {"uid": held["metadata"]["uid"]}})  # fmt: skip  # the kubelet's confirmation
+    assert await cluster.pod("default", "bound") is None
+    await cluster.create_pod(pod("unbound"))
+    await cluster.kube.delete(pods_path("default", "unbound"))
+    assert await cluster.pod("default", "unbound") is None, "an unscheduled pod is deleted at once"
+
+
+async def test_a_delete_whose_uid_precondition_fails_is_409_and_deletes_nothing(cluster: Cluster) -> None:
+    await cluster.create_pod(pod("p"))
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.delete(pods_path("default", "p"), {
+            "apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "not-its-uid"}})  # fmt: skip
+    assert exc.value.status == 409
+    assert await cluster.pod("default", "p") is not None
+    assert await cluster.kube.delete_this(pods_path("default", "p"), "not-its-uid") is False
+
+
+async def test_a_write_with_a_stale_resource_version_is_409(cluster: Cluster) -> None:
+    await cluster.create_node("n1")
+    first = await cluster.kube.get(nodes_path("n1"))
+    rv = first["metadata"]["resourceVersion"]
+    await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {"a": "1"}, "resourceVersion": rv}})
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {"a": "2"}, "resourceVersion": rv}})
+    assert exc.value.status == 409
+    assert (await cluster.kube.get(nodes_path("n1")))["metadata"]["annotations"]["a"] == "1"
+
+
+async def test_null_in_a_merge_patch_deletes_the_key(cluster: Cluster) -> None:
+    await cluster.create_node("n1", annotations={"keep": "1", "drop": "2"})
+    await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {"drop": None}}})
+    annotations = (await cluster.kube.get(nodes_path("n1")))["metadata"]["annotations"]
+    assert "drop" not in annotations and annotations["keep"] == "1"
+
+
+async def test_a_new_node_is_tainted_not_ready_until_its_kubelet_reports_ready(cluster: Cluster) -> None:
+    await cluster.create_node("down", ready=False)
+    taints = (await cluster.kube.get(nodes_path("down")))["spec"].get("taints") or []
+    assert any(t["key"] == NOT_READY_TAINT["key"] and t["effect"] == "NoSchedule" for t in taints), taints
+    await cluster.create_node("up")
+    taints = (await cluster.kube.get(nodes_path("up")))["spec"].get("taints") or []
+    assert not any(t["key"] == NOT_READY_TAINT["key"] for t in taints), taints
+
+
+async def test_bindings_are_refused_for_gated_and_for_deleting_pods(cluster: Cluster) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod(pod("gated", schedulingGates=[{"name": "example.com/wait"}]))
+    with pytest.raises(KubeError) as exc:
+        await bind(cluster, "gated", "n1")
+    assert exc.value.status == 409 and "schedulingGates" in exc.value.body
+    await cluster.create_pod(pod("leaving", nodeName="", finalizers=None))
+    await cluster.kube.patch(pods_path("default", "leaving"), {"metadata": {"finalizers": ["example.com/hold"]}})
+    await cluster.kube.delete(pods_path("default", "leaving"))  # held by its finalizer
+    with pytest.raises(KubeError) as exc:
+        await bind(cluster, "leaving", "n1")
+    assert exc.value.status == 409 and "is being deleted" in exc.value.body
+    await cluster.kube.patch(pods_path("default", "leaving"), {"metadata": {"finalizers": None}})
+
+
+async def test_a_field_selector_on_the_node_name_lists_bound_pods_only(cluster: Cluster) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod(pod("free"))
+    await cluster.create_pod(pod("placed"))
+    await bind(cluster, "placed", "n1")
+    listed = await cluster.kube.get(pods_path(), fieldSelector="spec.nodeName!=")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["placed"]
+    listed = await cluster.kube.get(pods_path(), fieldSelector="spec.nodeName=n1,metadata.name=placed")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["placed"]

@@ -1,0 +1,221 @@
+"""Tessera on a cluster it shares (issue 28): what other schedulers run there is theirs.
+
+A Volcano Job of another scheduler, its PodGroup, its Running pod (owner references and labels
+as Volcano's controller makes them) and a Command for it exist before `tessera up --kubeconfig`;
+Tessera then runs the article's job beside them. Nothing of theirs is deleted or written."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+from services.cli.up import ControlPlane
+from services.kube import volcano
+from services.kube.client import KubeError, pods_path
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_volcano import article, article_gang_runs, create_article_job, volcano_served
+from tests.kube.workload import hami_nodes
+from tests.processes import wait_until
+
+
+def foreign_job() -> dict[str, Any]:
+    job = copy.deepcopy(article("Job"))
+    job["metadata"] = {"name": "theirs", "namespace": "default"}
+    job["spec"]["schedulerName"] = "other-scheduler"
+    job["spec"]["queue"] = "default"
+    job["spec"]["minAvailable"] = 1
+    job["spec"]["tasks"][0]["name"] = "w"
+    job["spec"]["tasks"][0]["replicas"] = 1
+    job["spec"]["tasks"][0]["template"]["spec"]["schedulerName"] = "other-scheduler"
+    return job
+
+
+async def make_foreign(cluster: Cluster) -> dict[str, str]:
+    """Their Job, PodGroup `theirs-<uid>` and Running pod `theirs-w-0`: the paths."""
+    created = await cluster.kube.create(volcano.jobs_path("default"), foreign_job())
+    uid = created["metadata"]["uid"]
+    owner = [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "theirs", "uid": uid,
+              "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+          "metadata": {"name": f"theirs-{uid}", "namespace": "default", "ownerReferences": owner},
+          "spec": {"minMember": 1, "queue": "default"}}  # fmt: skip
+    await cluster.kube.create(volcano.podgroups_path("default"), pg)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "theirs-w-0", "namespace": "default", "ownerReferences": owner,
+                        "labels": {volcano.JOB_NAME: "theirs", volcano.TASK_SPEC: "w"},
+                        "annotations": {"scheduling.k8s.io/group-name": f"theirs-{uid}",
+                                        volcano.RETRY_COUNT: "0", volcano.TASK_INDEX: "0"}},
+           "spec": {"schedulerName": "other-scheduler", "nodeName": "node-b",
+                    "containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"limits": {"huawei.com/Ascend910B3": "1"}}}]},
+           "status": {"phase": "Running"}}  # fmt: skip
+    await cluster.create_pod(pod)
+    command = {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
+               "metadata": {"name": "theirs-restartjob", "namespace": "default", "ownerReferences": owner},
+               "action": "RestartJob", "target": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                                  "name": "theirs", "uid": uid}}  # fmt: skip
+    await cluster.kube.create(volcano.commands_path("default"), command)  # for their controller
+    return {"job": volcano.jobs_path("default", "theirs"), "podgroup": volcano.podgroups_path("default", f"theirs-{uid}"),
+            "pod": pods_path("default", "theirs-w-0"),
+            "command": volcano.commands_path("default", "theirs-restartjob")}  # fmt: skip
+
+
+async def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
+    try:
+        return await cluster.kube.get(path)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+async def test_another_schedulers_volcano_job_its_podgroup_and_pod_are_left_alone(cluster: Cluster, tmp_path: Path) -> None:
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    paths = await make_foreign(cluster)
+    before = {k: await _get(cluster, p) for k, p in paths.items()}
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)  # Tessera's own work beside theirs
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+            # its own job's pods made, bound and Running, its PodGroup written: every reconcile
+            # of the controller has run at least once over their objects too
+            after = {k: await _get(cluster, p) for k, p in paths.items()}
+        finally:
+            await asyncio.to_thread(cp.stop)
+    for kind in paths:
+        assert after[kind] is not None, f"their {kind} was deleted"
+        assert after[kind] == before[kind], f"their {kind} was written"
+
+
+def cpu_pod(name: str, cpu: str, *, scheduler: str = "volcano", node: str = "") -> dict[str, Any]:
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                           "spec": {"schedulerName": scheduler, "containers": [
+                               {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}  # fmt: skip
+    if node:
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running"}
+    return pod
+
+
+async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster, tmp_path: Path) -> None:
+    """Another scheduler's 190-cpu pods on node-a and node-b (192 cpu each) leave 2 cpu there:
+    Tessera's 40-cpu pods go to gpu-1 (4 fit), the fifth waits saying so — until their pod on
+    node-a is deleted; then it runs there."""
+    await hami_nodes(cluster)
+    for node in ("node-a", "node-b"):
+        await cluster.create_pod(cpu_pod(f"big-{node}", "190", scheduler="default-scheduler", node=node))
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            names = [f"forty-{i}" for i in range(5)]
+            for n in names:
+                await cluster.create_pod(cpu_pod(n, "40"))
+
+            async def placed() -> dict[str, str]:
+                return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in await cluster.pods()
+                        if p["metadata"]["name"] in names}  # fmt: skip
+
+            async def four_on_gpu1_one_waiting() -> bool:
+                got = await placed()
+                waiting = [n for n, node in got.items() if not node]
+                if len(waiting) != 1 or sorted(set(got.values()) - {""}) != ["gpu-1"]:
+                    return False
+                cond = [c for c in ((await cluster.pod("default", waiting[0])) or {}).get("status", {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled"]  # fmt: skip
+                return bool(cond) and cond[0]["status"] == "False" and "cpu" in cond[0].get("message", "")
+
+            await wait_until(four_on_gpu1_one_waiting, 90, "four 40-cpu pods on gpu-1, the fifth Pending for cpu")
+            got = await placed()
+            assert not {"node-a", "node-b"} & set(got.values()), got
+            waiting = next(n for n, node in got.items() if not node)
+            await cluster.kube.delete(pods_path("default", "big-node-a"))
+
+            async def fifth_on_node_a() -> bool:
+                return (await placed())[waiting] == "node-a"
+
+            await wait_until(fifth_on_node_a, 90, "the fifth pod on node-a once their pod there is gone")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_a_deleted_worker_of_a_running_job_is_made_again_once_it_is_gone(cluster: Cluster, tmp_path: Path) -> None:
+    """`kubectl delete pod npu-train-job-worker-0` on a real server: the pod keeps running with a
+    deletionTimestamp until its kubelet confirms. Meanwhile no replacement is made and its card
+    stays held; once it is gone the job controller makes it again — Volcano's PodEvicted, which
+    the article's policies (PodFailed → RestartJob) leave to SyncJob: the same retry count —
+    and the Job runs again with one pod per task index."""
+    from tests.kube.test_volcano import WORKERS, Incarnations, _workers
+
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, hold_deletions=True) as kubelet, Incarnations(cluster) as seen:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+            old = (await _workers(cluster))[WORKERS[0]]
+            await cluster.kube.delete(pods_path("default", WORKERS[0]))
+
+            async def held() -> bool:
+                return ("default", WORKERS[0]) in kubelet.terminating
+
+            await wait_until(held, 30, "the deleted worker terminating on its node")
+            # a pod created after the deletion runs: the services have read past its watch event
+            await cluster.create_pod(cpu_pod("probe", "1"))
+
+            async def probe_runs() -> bool:
+                return ((await cluster.pod("default", "probe")) or {}).get("status", {}).get("phase") == "Running"
+
+            await wait_until(probe_runs, 60, "a pod created after the deletion Running")
+            still = (await _workers(cluster))[WORKERS[0]]
+            assert still["metadata"]["uid"] == old["metadata"]["uid"], "replaced before it was gone"
+            await kubelet.confirm("default", WORKERS[0])
+
+            async def made_again() -> bool:
+                ws = await _workers(cluster)
+                return WORKERS[0] in ws and ws[WORKERS[0]]["metadata"]["uid"] != old["metadata"]["uid"] \
+                    and await article_gang_runs(cluster, 0)  # fmt: skip
+
+            await wait_until(made_again, 90, "worker-0 made again and the Job Running, retry count 0")
+            for name in WORKERS:  # one pod per task index at any time: worker-1 never replaced
+                assert len(seen.uids[name]) == (2 if name == WORKERS[0] else 1), seen.uids
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_a_queue_drained_to_empty_shows_nothing_allocated(cluster: Cluster, tmp_path: Path) -> None:
+    """A Queue's `status.allocated` follows its jobs down as well as up: the merge patch writes
+    `null` for what is no longer allocated (a patch that only adds keys kept the last
+    allocation for ever)."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+
+            async def allocated() -> dict[str, Any]:
+                q = await _get(cluster, volcano.queues_path("train-queue"))
+                return dict(((q or {}).get("status") or {}).get("allocated") or {})
+
+            async def holds_cards() -> bool:  # the article asks `huawei.com/Ascend910` (a family)
+                return any(v == "2" for k, v in (await allocated()).items() if k.startswith("huawei.com/"))
+
+            await wait_until(holds_cards, 30, "train-queue allocated its two cards")
+            await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
+
+            async def drained() -> bool:
+                return not {k: v for k, v in (await allocated()).items() if v not in ("0", 0)}
+
+            await wait_until(drained, 60, "train-queue's allocated empty once its job is gone")
+        finally:
+            await asyncio.to_thread(cp.stop)
