@@ -13,9 +13,15 @@ from typing import Any
 
 from services.cli.up import ControlPlane
 from services.kube import volcano
-from services.kube.client import KubeError, pods_path
+from services.kube.client import pods_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import article, article_gang_runs, create_article_job, volcano_served
+from tests.kube.test_volcano import (
+    _get,
+    article,
+    article_gang_runs,
+    create_article_job,
+    volcano_served,
+)
 from tests.kube.workload import hami_nodes
 from tests.processes import wait_until
 
@@ -60,15 +66,6 @@ async def make_foreign(cluster: Cluster) -> dict[str, str]:
     return {"job": volcano.jobs_path("default", "theirs"), "podgroup": volcano.podgroups_path("default", f"theirs-{uid}"),
             "pod": pods_path("default", "theirs-w-0"),
             "command": volcano.commands_path("default", "theirs-restartjob")}  # fmt: skip
-
-
-async def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
-    try:
-        return await cluster.kube.get(path)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 async def test_another_schedulers_volcano_job_its_podgroup_and_pod_are_left_alone(cluster: Cluster, tmp_path: Path) -> None:
