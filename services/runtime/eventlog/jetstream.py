@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 import nats
@@ -182,6 +183,7 @@ class JetStreamDelivery:
 #: subscribed to the API subject yet) or the connection is being re-established
 UNAVAILABLE = (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError,
                nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, LogUnavailable)
+T = TypeVar("T")
 UNAVAILABLE_PAUSE = 0.25  # seconds before asking again: an election takes a few seconds
 ENSURE_PATIENCE = 30.0  # seconds a connecting client waits for the streams to answer
 
@@ -453,14 +455,33 @@ class JetStreamLog:
 
     # --- reads ---------------------------------------------------------------------------------
 
-    async def last(self, subject: str) -> StoredMessage | None:
-        try:
+    async def _answered(self, call: Callable[[], Awaitable[T]], what: str, wait: float = 30.0) -> T:
+        """`call()`, asked again for up to `wait` s while the stream answers nothing: a clustered
+        stream electing its leader times out or says 503 for a few seconds, and a service
+        starting mid-failover once exited on its first unanswered read (a CI run of
+        test_cluster: the node agent's registration read)."""
+        deadline = asyncio.get_running_loop().time() + wait
+        pause = UNAVAILABLE_PAUSE
+        while True:
             try:
-                raw = await self.js.get_last_msg(self.stream, subject, direct=True)
+                return await call()
+            except UNAVAILABLE as exc:
+                if asyncio.get_running_loop().time() + pause > deadline:
+                    raise LogUnavailable(f"stream {self.stream}: no answer to {what}: {exc!r}") from exc
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    async def last(self, subject: str) -> StoredMessage | None:
+        async def get() -> Any:
+            try:
+                return await self.js.get_last_msg(self.stream, subject, direct=True)
             except nats.errors.NoRespondersError:
-                # no replica serves direct gets yet (an R3 stream just created, or its
-                # members catching up after a failover): the stream leader answers instead
-                raw = await self.js.get_last_msg(self.stream, subject)
+                # no replica serves direct gets yet (an R3 stream just created, or its members
+                # catching up after a failover): the stream leader answers instead
+                return await self.js.get_last_msg(self.stream, subject)
+
+        try:
+            raw = await self._answered(get, f"the last message of {subject}")
         except nats.js.errors.NotFoundError:
             return None
         return StoredMessage(
@@ -468,7 +489,7 @@ class JetStreamLog:
         )
 
     async def last_sequence(self) -> int:
-        info = await self.js.stream_info(self.stream)
+        info = await self._answered(lambda: self.js.stream_info(self.stream), "stream info")
         return info.state.last_seq
 
     async def ack_floor(self, durable: str) -> int:
