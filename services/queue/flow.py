@@ -292,9 +292,12 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
                              exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
     cause = "PodEvicted" if event.reason == st.POD_DELETED else "PodFailed"
+    if cause == "PodEvicted" and job.spec.kind != "Job":
+        return []  # nobody makes it again: a Pod's deletion ends its job, a member leaves its PodGroup
     decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, flow.retries.get(key, 0), cause)
-    if cause == "PodEvicted" and decision.action == "SyncJob":
-        return []  # back to Pending already (snapshot.BACK_TO_PENDING): the pod is made again
+    if cause == "PodEvicted" and decision.action == "SyncJob":  # made again, same retry count
+        return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
+                             exit_code=event.exit_code, reason="evicted")]  # fmt: skip
     if decision.phase in ("Restarting", "Failed") and decision.action in lifecycle.RESTARTS:
         tasks = flow.projection.tasks.get(key, {})
         if decision.action == "RestartPod":

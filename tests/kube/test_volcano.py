@@ -178,9 +178,14 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
                 q = await _get(cluster, volcano.queues_path("train-queue"))
                 return ((q or {}).get("status") or {}).get("state") == state
 
-            await wait_until(lambda: queue_state("Open"), 30, "the Queue's status written")
+            async def queue_shows_the_job() -> bool:  # written as it converges, at most once a second
+                q = await _get(cluster, volcano.queues_path("train-queue"))
+                st = (q or {}).get("status") or {}
+                return st.get("state") == "Open" and st.get("running") == 1
+
+            await wait_until(queue_shows_the_job, 30, "the Queue's status written: Open, one PodGroup Running")
             q = await _get(cluster, volcano.queues_path("train-queue"))
-            assert q is not None and q["status"]["running"] == 1
+            assert q is not None
             command = {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
                        "metadata": {"name": "close-train", "namespace": "default"}, "action": "CloseQueue",
                        "target": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
