@@ -25,7 +25,6 @@ class StoredView(msgspec.Struct, frozen=True, kw_only=True):
     assumed_tasks: dict[str, list[str]]  # sets, sorted: the same bytes in every process
     assumed: dict[str, dict[str, SliceSpec]]
     unschedulable: dict[str, str]
-    proposed_nodes: dict[str, list[str]] = {}
     refused: dict[str, Refused] = {}
 
 
@@ -55,12 +54,11 @@ class ViewFold:
             projection=state_of(state.projection), outstanding=state.outstanding,
             assumed_tasks={k: sorted(v) for k, v in state.assumed_tasks.items()},
             assumed=state.assumed, unschedulable=state.unschedulable,
-            proposed_nodes=state.proposed_nodes, refused=state.refused,
+            refused=state.refused,
         ))  # fmt: skip
 
     def decode(self, data: bytes) -> SchedulerView:
         s = _DECODER.decode(data)
         return SchedulerView(projection_of(s.projection), s.outstanding,
                              {k: set(v) for k, v in s.assumed_tasks.items()}, s.assumed,
-                             s.unschedulable, proposed_nodes=s.proposed_nodes,
-                             refused=s.refused)  # fmt: skip
+                             s.unschedulable, refused=s.refused)  # fmt: skip

@@ -68,7 +68,6 @@ class SchedulerView:
     assumed: dict[str, dict[str, SliceSpec]] = field(default_factory=dict)  # card -> owner -> slice
     unschedulable: dict[str, str] = field(default_factory=dict)  # job key -> its last reason logged (unschedulable_key)
     assume: bool = True
-    proposed_nodes: dict[str, list[str]] = field(default_factory=dict)  # job key -> nodes of its outstanding proposal
     refused: dict[str, st.Refused] = field(default_factory=dict)  # job key -> where the allocator refused it
     #: job owner prefix -> the cards its outstanding proposal assumed (derived from `assumed`,
     #: not stored): settling a job visits its own cards, not every card with an assumption —
@@ -103,18 +102,17 @@ class SchedulerView:
             case _ if not self.assume:
                 pass
             case PlacementProposed():
-                key = f"{event.namespace}/{event.name}"
-                self.outstanding[key] = seq
-                self.proposed_nodes[key] = sorted({p.node for p in event.placements})
+                self.outstanding[f"{event.namespace}/{event.name}"] = seq
                 self._assume(event)
             case PlacementCommitted():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
                     self._settled(event.namespace, event.name)
-                    self.proposed_nodes.pop(f"{event.namespace}/{event.name}", None)
             case PlacementRejected():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
+                    key = f"{event.namespace}/{event.name}"
+                    nodes = self._assumed_nodes(key)  # where the proposal put them, before undone
                     self._forget(event.namespace, event.name)
-                    self._refuse(f"{event.namespace}/{event.name}", event.reason)
+                    self._refuse(key, event.reason, nodes)
             case SliceReserved() | SliceReleased():
                 # the ledger's usage is authoritative but does not know our outstanding
                 # proposals yet: book them on top again
@@ -125,8 +123,11 @@ class SchedulerView:
 
     # --- refusals ------------------------------------------------------------------------------
 
-    def _refuse(self, key: str, reason: str) -> None:
-        nodes = self.proposed_nodes.pop(key, [])
+    def _assumed_nodes(self, key: str) -> list[str]:
+        tasks = self.projection.tasks.get(key, {})
+        return sorted({tasks[p].node for p in self.assumed_tasks.get(key, ()) if p in tasks and tasks[p].node})
+
+    def _refuse(self, key: str, reason: str, nodes: list[str]) -> None:
         if reason.startswith(STALE) or not nodes or key not in self.projection.jobs:
             return  # the log moved under the proposal: nothing about its nodes
         before = self.refused.get(key)
