@@ -298,11 +298,7 @@ class JobController:
 
     def _stale(self, key: str, pod: str, obj: dict[str, Any]) -> bool:
         """A pod of an earlier incarnation: bound for a commit before its task was last sent
-        back to Pending, or made for another Job object under the same name."""
-        owner = volcano.owner_job(obj)
-        job = self.jobs.get(key)
-        if owner is None or job is None or owner[1] != volcano.uid(job):
-            return True
+        back to Pending (`_owned` has already kept only the pods of this very Job object)."""
         bound = pods.seq_annotation(obj, volcano.PLACEMENT)
         return bound is not None and bound < self.reset.get((key, pod), 0)
 

@@ -17,6 +17,7 @@ from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
+from services.core.scheduling.resources import pod_request
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.kube import volcano
@@ -91,15 +92,12 @@ def requests_of(obj: Mapping[str, Any]) -> dict[str, int]:
     largest init container's, plus the pod's overhead; `pods` 1. Units: cpu milli, memory MiB,
     other resources milli."""
     spec = obj.get("spec") or {}
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
+
+    def asks(c: Mapping[str, Any]) -> dict[str, int]:
         res = c.get("resources") or {}
-        for name, v in {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}.items():
-            total[name] = total.get(name, 0) + v
-    for c in spec.get("initContainers") or []:
-        res = c.get("resources") or {}
-        for name, v in {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}.items():
-            total[name] = max(total.get(name, 0), v)
+        return {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}
+
+    total = pod_request(map(asks, spec.get("containers") or []), map(asks, spec.get("initContainers") or []))
     for name, v in _quantities(spec.get("overhead")).items():
         total[name] = total.get(name, 0) + v
     total["pods"] = 1

@@ -21,6 +21,20 @@ def is_device_resource(name: str) -> bool:
     return name.startswith(DEVICE_PREFIXES)
 
 
+def pod_request(app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, int]] = ()) -> dict[str, int]:
+    """A pod's request from its containers' (Kubernetes' rule, kube-scheduler's NodeInfo and
+    admission alike): per resource the sum over the app containers, at least the largest init
+    container's (they run one after another, before the app)."""
+    total: dict[str, int] = {}
+    for asks in app:
+        for name, value in asks.items():
+            total[name] = total.get(name, 0) + value
+    for asks in init:
+        for name, value in asks.items():
+            total[name] = max(total.get(name, 0), value)
+    return total
+
+
 def requested(task: TaskSpec) -> Iterator[tuple[str, int]]:
     """One pod's requests by Kubernetes resource name (cpu, memory and the extended ones, zero
     ones left out): what a PodGroup's minResources and a Queue's allocated add up."""

@@ -30,7 +30,7 @@ from contracts.workloads import (
     Toleration,
 )
 from services.core.devices.requests import unknown_device_names
-from services.core.scheduling.resources import requested
+from services.core.scheduling.resources import pod_request, requested
 from services.core.workload import fields, names
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.initdevices import with_init_devices
@@ -490,7 +490,6 @@ class Admission:
                        f"{self.limits.max_containers} containers and initContainers "
                        "(Tessera's limit for one pod)")  # fmt: skip
             ctx.check()
-        total: dict[str, int] = {}
         for kind_of, listed in (("containers", containers), ("initContainers", init_containers)):
             for i, c in enumerate(listed):
                 where = f"{path}.spec.{kind_of}[{i}]"
@@ -498,16 +497,11 @@ class Admission:
                     ctx.required(f"{where}.name")
                 if not c.get("image"):
                     ctx.required(f"{where}.image")  # ValidateContainers: image is required
-        for i, c in enumerate(containers):
-            for res, value in self._container_requests(
-                ctx, f"{path}.spec.containers[{i}]", c
-            ).items():
-                total[res] = total.get(res, 0) + value
-        for i, c in enumerate(init_containers):
-            for res, value in self._container_requests(
-                ctx, f"{path}.spec.initContainers[{i}]", c
-            ).items():
-                total[res] = max(total.get(res, 0), value)
+        total = pod_request(
+            [self._container_requests(ctx, f"{path}.spec.containers[{i}]", c) for i, c in enumerate(containers)],
+            [self._container_requests(ctx, f"{path}.spec.initContainers[{i}]", c)
+             for i, c in enumerate(init_containers)],
+        )  # fmt: skip
         devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
         inits, init_errors = self.parser(list(init_containers), annotations, f"{path}.spec",
                                          field="initContainers")  # fmt: skip

@@ -455,7 +455,7 @@ class JetStreamLog:
 
     # --- reads ---------------------------------------------------------------------------------
 
-    async def _answered(self, call: Callable[[], Awaitable[T]], what: str, wait: float = 30.0) -> T:
+    async def _answered(self, call: Callable[[], Awaitable[T]], what: str, wait: float = ENSURE_PATIENCE) -> T:
         """`call()`, asked again for up to `wait` s while the stream answers nothing: a clustered
         stream electing its leader times out or says 503 for a few seconds, and a service
         starting mid-failover once exited on its first unanswered read (a CI run of
