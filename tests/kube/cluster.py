@@ -352,6 +352,8 @@ def emulator() -> Any:
                 if request.action == kmock.action.UPDATE and kind == ("", "pods") and "strategic" in \
                         str((request.headers or {}).get("Content-Type", "")):  # fmt: skip
                     _strategic_conditions(self._stored(request), request.data)
+                if request.action == kmock.action.CREATE and kind == ("", "pods") and not request.subresource:
+                    request.data["status"] = {"phase": "Pending"}  # the pod strategy: a new pod's status
                 if request.action == kmock.action.CREATE and kind == ("", "nodes"):
                     taints = (request.data.setdefault("spec", {}).get("taints")) or []
                     if not any(t.get("key") == NOT_READY_TAINT["key"] for t in taints):

@@ -44,6 +44,12 @@ async def test_a_bound_pod_is_deleted_gracefully_and_gone_once_the_kubelet_confi
     assert await cluster.pod("default", "unbound") is None, "an unscheduled pod is deleted at once"
 
 
+async def test_a_new_pod_is_pending_whatever_status_it_was_created_with(cluster: Cluster) -> None:
+    made = await cluster.kube.create(pods_path("default"), {**pod("p"), "status": {"phase": "Running"}})
+    assert made["status"]["phase"] == "Pending"
+    assert (await cluster.pod("default", "p"))["status"]["phase"] == "Pending"  # type: ignore[index]
+
+
 async def test_a_delete_whose_uid_precondition_fails_is_409_and_deletes_nothing(cluster: Cluster) -> None:
     await cluster.create_pod(pod("p"))
     with pytest.raises(KubeError) as exc:
