@@ -134,10 +134,13 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         elapsed = time.perf_counter() - started
         cpu = {name: _cpu_seconds(proc.pid) for name, proc in plane.procs.items()}
         if args.dump_log:  # the log with its timestamps, to see where the time goes
-            await asyncio.to_thread(subprocess.run, [
-                sys.executable, "-m", "services.cli.main", "events", "-o",
-                f"{args.dump_log}-{shape}-{mode}.jsonl", "--nats", plane.url],
-                cwd=ROOT, check=False, capture_output=True)  # fmt: skip
+            done = await asyncio.to_thread(subprocess.run, [
+                sys.executable, "-m", "services.cli.main", "events", "--output-file",
+                f"{args.dump_log}-{shape}-{mode}.jsonl", "--nats", plane.url,
+                *(["--nats-creds", plane.creds("cli")] if plane.creds("cli") else [])],
+                cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
+            if done.returncode:
+                print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
         if args.emulator_pid:
             cpu["api server"] = _cpu_seconds(args.emulator_pid)
         cpu["driver"] = round(time.process_time(), 1)
@@ -217,6 +220,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if proc is not None:
                     proc.terminate()
                     proc.wait(30)
+                shutil.rmtree(work, ignore_errors=True)
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows

@@ -169,7 +169,9 @@ class PodStatusWriter:
         self.scheduler_names = frozenset(scheduler_names)
         self.clock = clock
         self.specs: dict[tuple[str, str], JobSpec] = {}
-        self.placed: set[tuple[str, str, str]] = set()  # tasks proposed/committed/started
+        #: each job's tasks proposed/committed/started (by job: a set of every job's tasks was
+        #: filtered whole at each submission, quadratic in a backlog — issue 29's profile)
+        self.placed: dict[tuple[str, str], set[str]] = {}
         self.verdict: dict[tuple[str, str], JobUnschedulable] = {}  # current, per job
         self.nodes: set[str] = set()
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
@@ -192,20 +194,20 @@ class PodStatusWriter:
                 key = (event.spec.namespace, event.spec.name)
                 self.specs[key] = event.spec
                 self.verdict.pop(key, None)
-                self.placed = {t for t in self.placed if t[:2] != key}
+                self.placed.pop(key, None)
             case JobUpdated() if (event.namespace, event.name) in self.specs:
                 self.specs[(event.namespace, event.name)] = event.spec
             case JobUnschedulable():
                 self.verdict[(event.namespace, event.name)] = event
             case PlacementProposed() | PlacementCommitted():
                 for p in event.placements:
-                    self.placed.add((event.namespace, event.name, p.task))
+                    self.placed.setdefault((event.namespace, event.name), set()).add(p.task)
             case PlacementRejected():
-                self.placed = {t for t in self.placed if t[:2] != (event.namespace, event.name)}
+                self.placed.pop((event.namespace, event.name), None)
             case TaskFinished() if event.reason in BACK_TO_PENDING:
-                self.placed.discard((event.namespace, event.name, event.task))
+                self.placed.get((event.namespace, event.name), set()).discard(event.task)
             case BindingFailed():
-                self.placed.discard((event.namespace, event.name, event.task))
+                self.placed.get((event.namespace, event.name), set()).discard(event.task)
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)
                 self.verdict.pop((event.namespace, event.name), None)
@@ -240,7 +242,7 @@ class PodStatusWriter:
             return
         text = self.message(v)
         for pod, _role, _i, _t in task_names(spec):
-            if (only and pod != only) or (v.namespace, v.name, pod) in self.placed:
+            if (only and pod != only) or pod in self.placed.get((v.namespace, v.name), ()):
                 continue
             obj = self.pods.get((v.namespace, pod))
             if obj is None or pods.node_name(obj):
