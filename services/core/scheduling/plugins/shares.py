@@ -7,10 +7,10 @@ of `huawei.com/<CW>` — one whole card even for a 4 GB slice — and keeps alia
 `huawei.com/Ascend910` as dimensions no node has, so a queue capped on the alias (the article's
 `train-queue`) and every alias request never fit. Tessera counts the *share of a card* a task
 holds (whole cards 1; slices max(memory, cores) as a fraction of the card; milli-units) under
-the card type's resource name and under every alias family that contains the type (the 910
-family for `huawei.com/Ascend910`); a pending request that names a family is counted on the
-family dimension until it lands. Queue limits written with a single-type alias
-(`huawei.com/Ascend910B` = 910B3) are read as that type.
+the card type's resource name. An alias is read as the one type of it the cluster has (the
+910 family on a 910B3 cluster is 910B3, in requests and in queue limits alike); only where the
+cluster has several types of a family is the family a dimension of its own, counting every
+member type (a pending request naming it is counted there until it lands).
 """
 
 from __future__ import annotations
@@ -84,10 +84,22 @@ class QueueShares:
         self.single = {alias: f"huawei.com/{types[0]}" for alias, types in aliases.items()
                        if len(types) == 1}  # fmt: skip
         self.single.update({n: "nvidia.com/gpu" for n in _NVIDIA_COUNT_NAMES})
+        nodes = list(nodes)
+        present = {c.spec.type for n in nodes for c in n.cards}
+        # A family alias (`huawei.com/Ascend910`) is a dimension of its own only where the
+        # cluster has more than one of its types (then "8 of any 910" is a real limit); where it
+        # has one, the alias is that type — a request for it lands there and nowhere else — so
+        # shares, capabilities and metrics speak only of what nodes have (issue 26 item 2: an
+        # `Ascend910` row beside `Ascend910B3`, deserved and allocated on its own).
         self.families: dict[str, tuple[str, ...]] = {}
         for alias, types in sorted(aliases.items()):
-            if len(types) > 1:
-                for t in types:
+            if len(types) <= 1:
+                continue
+            here = [t for t in types if t in present]
+            if len(here) == 1:
+                self.single[alias] = f"huawei.com/{here[0]}"
+            elif len(here) > 1:
+                for t in here:
                     self.families[t] = (*self.families.get(t, ()), alias)
         self.cards: dict[str, CardSpec] = {}
         self.card_memory: dict[str, int] = {}  # dimension → memory of its first card
