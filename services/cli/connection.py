@@ -17,7 +17,8 @@ from nats.aio.client import Client
 
 from contracts.permissions import CLI
 from contracts.subjects import Subjects
-from services.cli.up import STATE_DIR, STATE_HELP, read_state
+from services.cli import statedir
+from services.cli.up import read_state
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.natsauth import connect_options, remember, servers
 
@@ -82,6 +83,6 @@ def connection_args(p: argparse.ArgumentParser) -> None:
     """--nats / --root / --state-dir: how every command finds the running system."""
     p.add_argument("--nats", default="", help="NATS URL (default: the running `tessera up`)")
     p.add_argument("--root", default="tessera", help="subject root the services use (default: tessera)")
-    p.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
+    p.add_argument("--state-dir", default=str(statedir.find()), help=statedir.HELP)
     p.add_argument("--nats-creds", default="", help="with --nats: a NATS credential file")
     p.add_argument("--nats-ca", default="", help="with --nats: the CA of its TLS certificate")

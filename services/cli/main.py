@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     nats = sub.add_parser("nats", help="run the embedded nats-server with JetStream")
-    nats.add_argument("--data-dir", default=".tessera/nats", help="JetStream store directory")
+    from services.cli.statedir import for_up
+
+    nats.add_argument("--data-dir", default=str(for_up() / "nats"), help="JetStream store directory")
     nats.add_argument("--port", type=int, default=4222, help="client port (default: 4222)")
     nats.set_defaults(func=_cmd_nats)
     version = sub.add_parser("version", help="print the versions of tessera and its nats-server")

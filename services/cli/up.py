@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contracts.subjects import Subjects
+from services.cli import statedir
 from services.cli.supervise import Component, due, on_exit, started
 from services.runtime.health import PORT_TAKEN
 from services.runtime.lifeline import alive
@@ -42,18 +43,17 @@ from services.runtime.natsauth import (
 from services.runtime.natsserver import NatsServer, free_port
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
-STATE_DIR = Path(os.environ.get("TESSERA_HOME", ".tessera"))
-STATE_HELP = f"where the state file, logs and embedded NATS store live (default: {STATE_DIR})"
 
 
 def state_file(state_dir: Path) -> Path:
     return state_dir / "up.json"
 
 
-def read_state(state_dir: Path = STATE_DIR) -> dict:
-    path = state_file(state_dir)
+def read_state(state_dir: Path | None = None) -> dict:
+    path = state_file(statedir.find() if state_dir is None else state_dir)
     if not path.exists():
-        raise SystemExit(f"no running tessera found ({path} missing): run `tessera up` first")
+        raise SystemExit(f"no running tessera found ({path} missing): run `tessera up` first, "
+                         f"or say where it runs (--state-dir, ${statedir.ENV})")  # fmt: skip
     return json.loads(path.read_text())
 
 
@@ -439,7 +439,7 @@ def check_config(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     check_config(args)
-    state_dir = Path(args.state_dir)
+    state_dir = Path(args.state_dir).absolute()  # up.json's paths must hold from any directory
     if args.kubeconfig and args.inventory:
         raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")
     if args.nats and (args.nats_cluster > 1 or args.nats_tls):
@@ -464,7 +464,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                          kubeconfig=str(Path(args.kubeconfig).resolve()) if args.kubeconfig else "",
                          extra=extra, auth=not args.no_nats_auth and not args.nats,
                          nats_cluster=args.nats_cluster, tls=args.nats_tls,
-                         credentials=args.nats_creds_dir,
+                         credentials=str(Path(args.nats_creds_dir).absolute()) if args.nats_creds_dir else "",
                          env={"TESSERA_TRACE_EXPORTER": args.trace_exporter} if args.trace_exporter else None)  # fmt: skip
     if args.kubeconfig:
         print(f"scheduling the cluster of {args.kubeconfig} (pods with schedulerName "
@@ -611,9 +611,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="every service's spans: console (into its log) or otlp (OTEL_EXPORTER_OTLP_*; "
                          "Jaeger in docker-compose.yml); default TESSERA_TRACE_EXPORTER / OTEL_TRACES_EXPORTER")  # fmt: skip
     up.add_argument("--fresh", action="store_true", help="start with an empty log (drops what it holds)")
-    up.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
+    up.add_argument("--state-dir", default=str(statedir.for_up()), help=statedir.UP_HELP)
     up.set_defaults(func=cmd_up)
     down = sub.add_parser("down", help="stop what `tessera up --detach` started")
     down.add_argument("--purge", action="store_true", help="also delete the log, so the next `up` starts empty")
-    down.add_argument("--state-dir", default=str(STATE_DIR), help=STATE_HELP)
+    down.add_argument("--state-dir", default=str(statedir.find()), help=statedir.HELP)
     down.set_defaults(func=cmd_down)
