@@ -1,4 +1,4 @@
-"""`tessera demo` (what `make run` runs): the article's scenario on a running Tessera.
+"""`tessera demo` (what `make run` runs): the article's scenario on a Tessera it starts itself.
 
 It starts the embedded nats-server and the five services as separate processes (simulated
 nodes from examples/inventory.yaml), applies the article's manifests plus 8 inference pods and
@@ -55,7 +55,7 @@ def simulate(inventory: Path, docs: list[dict], tmp: Path, name: str) -> dict[st
 
     workload = tmp / f"{name}.yaml"
     workload.write_text(yaml.safe_dump_all(docs))
-    args = argparse.Namespace(inventory=str(inventory), workload=str(workload), scheduler_conf=None,
+    args = argparse.Namespace(inventory=str(inventory), workload=[str(workload)], scheduler_conf=None,
                               device_config=None, cycles=None, until=None)  # fmt: skip
     sim = _build(args)
     sim.run()
@@ -201,5 +201,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="the article's scenario on a running Tessera (make run)")
+    demo = sub.add_parser(
+        "demo", help="the article's scenario on a system of its own (make run); no `tessera up` first",
+        description="Starts its own embedded nats-server and the five services as separate processes "
+                    "(in a temporary directory, stopped at the end: no `tessera up` needed, and a running "
+                    "one is left alone), applies the article's manifests, follows the log to "
+                    "examples/expected.yaml and compares with whole-card placement.")  # fmt: skip
     demo.set_defaults(func=cmd_demo)

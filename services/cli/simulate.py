@@ -1,6 +1,7 @@
 """`tessera simulate`: run the scheduling cores in-process on an inventory and a workload.
 
-    tessera simulate --inventory INV.yaml --workload W.yaml [--scheduler-conf CONF.yaml]
+    tessera simulate --inventory INV.yaml --workload W.yaml [--workload W2.yaml …]
+                     [--scheduler-conf CONF.yaml]
                      [--device-config DEV.yaml] [--cycles N] [--until SECONDS]
                      [--report OUT.json] [--events OUT.jsonl] [-o table|json|yaml]
     tessera simulate --replay OUT.jsonl --report R2.json
@@ -92,6 +93,7 @@ def _build(args: argparse.Namespace) -> Any:
     from services.core.simulate.engine import load_simulation
     from services.core.simulate.inventory import InventoryError, load_inventory
     from services.core.workload import ManifestError, admit, load_documents
+    from services.core.workload.cardroom import largest_cards
     from services.core.workload.devicerequests import hami_parser
 
     catalogue = None
@@ -117,11 +119,16 @@ def _build(args: argparse.Namespace) -> Any:
         nodes = load_inventory(inv_doc, vendors.catalogue)
     except (yaml.YAMLError, InventoryError) as exc:
         raise InputError(f"{args.inventory}: {str(exc).splitlines()[0]}") from None
-    try:
-        docs = load_documents(_read(args.workload, "workload"))
-    except ManifestError as exc:
-        raise InputError(f"{args.workload}: {exc}") from None
-    workload = admit(docs, hami_parser(vendors), vendors.resource_names())
+    from services.cli.control import manifest_files
+
+    docs = []
+    for path in manifest_files(args.workload):  # in the order given, as `apply -f a -f b` reads them
+        try:
+            docs.extend(load_documents(_read(path, "workload")))
+        except ManifestError as exc:
+            raise InputError(f"{path}: {exc}") from None
+    largest = largest_cards(c for n in nodes for c in n.cards)  # as the admission service knows them
+    workload = admit(docs, hami_parser(vendors), vendors.resource_names(), largest=largest)
     ds = conf.plugin("deviceshare")
     dev_conf = DeviceConfig()
     if ds is not None:
@@ -142,7 +149,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "simulate", help="run the scheduler in-process on an inventory + workload"
     )
     p.add_argument("--inventory", help="nodes and their cards (YAML, as examples/inventory.yaml)")
-    p.add_argument("--workload", help="Queues, Jobs, PodGroups, Pods to submit (YAML)")
+    p.add_argument("--workload", action="append", metavar="FILE",
+                   help="Queues, Jobs, PodGroups, Pods to submit (YAML; a directory: every .yaml/.yml/.json "
+                        "in it); repeatable, submitted in the order given")  # fmt: skip
     p.add_argument("--scheduler-conf", help="volcano-scheduler.conf (default: Volcano's defaults)")
     p.add_argument("--device-config", help="HAMi device-config.yaml (default: HAMi's chart values)")
     p.add_argument("--cycles", type=int, help="stop after this many scheduling sessions")

@@ -65,7 +65,7 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     applied = run(system, "apply", "-f", inference)
     assert applied.returncode == 1  # bad-typo is rejected ...
     assert "pod/default/bad-typo rejected" in applied.stdout
-    assert "exceeds card capacity 65536 (value: 70000)" in applied.stdout
+    assert "huawei.com/Ascend910B3-memroy: unknown device resource" in applied.stdout  # its typo
     assert "pod/default/infer-0 accepted" in applied.stdout  # ... the rest is accepted
     again = run(system, "apply", "-f", inference)
     assert "pod/default/infer-0 unchanged" in again.stdout

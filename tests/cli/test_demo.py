@@ -13,7 +13,7 @@ def test_demo_reaches_every_expected_outcome() -> None:
     assert out.returncode == 0, text + out.stderr
     for name in ("allocator", "queue", "scheduler", "admission", "nodeagent"):
         assert f"{name:10s} ready" in text
-    assert "pod/default/bad-typo rejected" in text and "exceeds card capacity 65536" in text
+    assert "pod/default/bad-typo rejected" in text and "Ascend910B3-memroy: unknown device resource; did you mean huawei.com/Ascend910B3-memory?" in text
     assert "every object reached its expected outcome (15 objects" in text
     # the pod that asks no card runs (issue 27: it was proposed and refused for ever)
     [router] = [line.split() for line in text.splitlines() if line.strip().startswith("router ")]
