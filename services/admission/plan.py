@@ -22,12 +22,14 @@ import msgspec
 from contracts import hami
 from contracts.api import ACCEPTED, CONFIGURED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
+from contracts.devices import CardSpec
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
     JobRejected,
     JobSubmitted,
     JobUpdated,
+    NodeRegistered,
     PlacementProposed,
     PriorityClassCreated,
     QueueCreated,
@@ -41,6 +43,7 @@ from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex,
 from services.core.retention import FinishedOrder
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
+from services.core.workload.cardroom import largest_cards
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.jobupdate import judge_update
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -77,6 +80,8 @@ class Known:
     #: finished jobs (and deleted refused PodGroups), oldest first: beyond `keep` they are
     #: forgotten — a name admission no longer knows is judged by its subject's last sequence
     finished: FinishedOrder[tuple[str, str]] = field(default_factory=FinishedOrder)
+    #: each node's cards as last registered: a request no card can hold is refused here
+    node_cards: dict[str, tuple[CardSpec, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +148,9 @@ def plan_documents(
     }
     pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
+        largest = largest_cards(c for cards in known.node_cards.values() for c in cards)
         workload = admit(docs, parser, device_names, existing_queues=seed,
-                         existing_priority_classes=pcs, limits=workload_limits)  # fmt: skip
+                         existing_priority_classes=pcs, limits=workload_limits, largest=largest)  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
@@ -289,8 +295,10 @@ def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
 
 
 def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
-    """Keep `Known` current from one log event (queue and job subjects only)."""
+    """Keep `Known` current from one log event (queue, job and node subjects)."""
     match event:
+        case NodeRegistered():
+            known.node_cards[event.node] = event.cards
         case PriorityClassCreated():
             known.priority_classes.setdefault(event.name, PriorityClass(
                 event.name, event.value, event.global_default, event.preemption_policy))  # fmt: skip

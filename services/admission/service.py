@@ -33,6 +33,7 @@ from contracts.events import (
     JobRejected,
     JobSubmitted,
     JobUpdated,
+    NodeRegistered,
     PriorityClassCreated,
     QueueCreated,
     QueueDeleted,
@@ -72,6 +73,7 @@ FOLDED: tuple[type[Event], ...] = (
     JobRejected,
     JobDeleted,
     JobPhaseChanged,
+    NodeRegistered,
 )
 
 
@@ -106,6 +108,7 @@ class AdmissionService:
                 self.subjects.all_priority_classes(),
                 self.subjects.all_queues(),
                 self.subjects.all_jobs(),
+                self.subjects.all_nodes(),
             ],
             handlers=handlers,
         )

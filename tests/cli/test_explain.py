@@ -207,3 +207,26 @@ spec:
   containers:
     - {name: c, image: x, resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "8192"}}}
 """
+
+
+def test_advice_never_asks_to_free_more_than_a_card_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 3: 50000 MB on an A100-40G node and a busy H100-80G node. Freeing the
+    A100 cannot help (it holds 40960 MB): explain says so for that node, and the advice is
+    about the H100 — before, it read "free 9040 MB on one more NVIDIA card of gpu-a"."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n"
+                   "- {name: gpu-a, cpu: 16, memory: 64Gi, devices: [{type: NVIDIA-A100, count: 1, memory: 40960}]}\n"
+                   "- {name: gpu-h, cpu: 16, memory: 64Gi, devices: [{type: NVIDIA-H100, count: 1, memory: 81920}]}\n")  # fmt: skip
+    work = tmp_path / "w.yaml"
+    pod = ("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {n}}}\nspec:\n  containers: [{{name: c, image: busybox, "
+           "resources: {{limits: {{nvidia.com/gpu: '1', nvidia.com/gpumem: '{m}'}}}}}}]\n")  # fmt: skip
+    work.write_text(pod.format(n="holder", m=81920) + pod.format(n="big", m=50000))
+    conf = tmp_path / "vgpu.conf"
+    conf.write_text((FIXTURES / "no-enqueue.conf").read_text() + "      deviceshare.VGPUEnable: true\n")
+    log = simulate(tmp_path, inv, work, conf)
+    code, out, _ = explain(capsys, "pod", "big", "--from", str(log), "-o", "json")
+    assert code == 0
+    w = json.loads(out)["waiting"]
+    by_node = {g["examples"][0]: g["reason"] for g in w["groups"]}
+    assert "more than any card here holds (40960 MB)" in by_node["gpu-a"], by_node
+    assert "gpu-a" not in w["unblock"] and "gpu-h" in w["unblock"], w["unblock"]

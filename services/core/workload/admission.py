@@ -32,6 +32,7 @@ from contracts.workloads import (
 from services.core.devices.requests import unknown_device_names
 from services.core.scheduling.resources import pod_request, requested
 from services.core.workload import fields, names
+from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -241,8 +242,10 @@ class Admission:
         parser: DeviceRequestParser | None,
         device_names: frozenset[str],
         limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
+        largest: Largest | None = None,
     ) -> None:
         self.parser = parser or _no_devices
+        self.largest = largest or {}  # the cluster's largest card per vendor (cardroom.py)
         self.limits = limits
         self.device_names = device_names
         self.priority: dict[str, PriorityClass] = {}
@@ -513,6 +516,8 @@ class Admission:
         devices, booked = with_init_devices(devices, inits, len(init_containers), f"{path}.spec")
         for e in booked:
             ctx.reject(e.path, e.value, e.rule)
+        for v in beyond_every_card(devices, self.largest, f"{path}.spec"):
+            ctx.reject(v.resource, v.value, v.rule)
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:
@@ -848,6 +853,7 @@ def admit(
     existing_queues: Mapping[str, QueueSpec] | None = None,
     existing_priority_classes: Mapping[str, PriorityClass] | None = None,
     limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
+    largest: Largest | None = None,
 ) -> Workload:
     """Normalize and validate `docs`; never raises for bad input (rejections are returned).
 
@@ -856,7 +862,7 @@ def admit(
     `Workload.queues` / `Workload.priority_classes` too. `limits` bounds each object's counts
     and sizes (`limits.py`).
     """
-    admission = Admission(parser, device_names, limits)
+    admission = Admission(parser, device_names, limits, largest)
     admission.queues.update(existing_queues or {})
     for pc in (existing_priority_classes or {}).values():
         admission.priority[pc.name] = pc

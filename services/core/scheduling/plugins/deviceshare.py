@@ -329,6 +329,10 @@ class DeviceSharePlugin:
             need_mb = max((need for _, need in room), default=req.memory)
             amount = f"{req.memory} MB" if req.memory else f"{req.memory_pct}% of its memory"
             cores = f" and {req.cores}% cores" if req.cores else ""
+            largest = max(c.spec.memory for c in mine)
+            if request_memory_on(largest, req) > largest:  # no freeing makes room on these cards
+                return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, more than "
+                        f"any card here holds ({largest} MB) [{codes}]", "", INF)  # fmt: skip
             fix = (f"free {need_mb - most} MB on one more {kind} card of {node.name}" if room
                    else f"free a slice of a {kind} card on {node.name}")  # fmt: skip
             return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, {ok} of "
