@@ -93,7 +93,8 @@ def test_helm_lint_strict_passes_with_default_and_cluster_values() -> None:
     ("services.allocator.bindWorker=3", "/services/allocator"),
     ("nats.cluster.enabeld=true", "/nats/cluster"),
     ("tracing.exporter=jaeger", "/tracing/exporter"),
-    ("services.scheduler.replicas=2", "/services/scheduler/replicas"),
+    ("services.scheduler.replicas=-1", "/services/scheduler/replicas"),
+    ("services.allocator.replicas=2", "/services/allocator/replicas"),
     ("metrics.dashboard.enable=true", "/metrics/dashboard"),
     ("metrics.dashboard.labelValue=a b", "/metrics/dashboard/labelValue"),
     ("crds.instal=true", "/crds"),
@@ -164,6 +165,31 @@ def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]
         env = _env(d)
         assert env["TESSERA_NATS_URL"] == "nats://rel-tessera-nats.tessera-system.svc:4222"
         assert env["TESSERA_STREAM_REPLICAS"] == "1"
+
+
+@needs_helm
+def test_scheduler_replicas_are_a_leader_and_standbys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler's replicas hold a lease (services/runtime/lease.py), so 2 renders, and a
+    rollout keeps one running; the services without a lease stay one Recreate'd copy."""
+    docs = render(sets=("services.scheduler.replicas=2",))
+    deployments = {component(d): d for d in of_kind(docs, "Deployment").values()}
+    scheduler = deployments.pop("scheduler")
+    assert scheduler["spec"]["replicas"] == 2
+    assert scheduler["spec"]["strategy"] == {"type": "RollingUpdate",
+                                             "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}  # fmt: skip
+    assert all(d["spec"]["replicas"] == 1 and d["spec"]["strategy"]["type"] == "Recreate"
+               for d in deployments.values())  # fmt: skip
+    # what the standbys wait for: the lease's ttl, as the scheduler parses its rendered args
+    config = of_kind(docs, "ConfigMap")["rel-tessera-config"]["data"]
+    assert _parsed_args(scheduler, config, tmp_path, monkeypatch).lease_ttl > 0
+
+
+@needs_helm
+@pytest.mark.parametrize("name", ["admission", "queue", "allocator", "nodeAgent"])
+def test_a_second_copy_of_a_service_without_a_lease_is_refused_naming_the_field(name: str) -> None:
+    out = helm("template", "rel", str(CHART), "--set", f"services.{name}.replicas=2", check=False)
+    assert out.returncode != 0
+    assert f"at '/services/{name}/replicas': value must be one of 0, 1" in out.stderr, out.stderr
 
 
 @needs_helm
