@@ -41,6 +41,13 @@ class ServiceMetrics:
             ["service"],
             registry=self.registry,
         )
+        # Prometheus has no series for a label set never incremented, so a dashboard panel on
+        # these rare counters reads "No data" (not 0) on a healthy system, and `increase()`
+        # misses the first increment of a series born at 1. Their label sets are known here
+        # (the service; an unknown event's type is not, and an empty label is no label to
+        # PromQL), so every such series exists at 0 from the first scrape.
+        self.dead_letters.labels(service)
+        self.unknown.labels(service, "")
         self.handle_seconds = Histogram(
             "tessera_event_handle_seconds",
             "Time to handle one event, including appending its results",
