@@ -54,6 +54,15 @@ def _waiting_lines(w: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _cores(card: dict[str, Any]) -> str:
+    """Counted cores (Ascend aiCores: whole cards, vNPU templates) as `get po` prints them;
+    a percentage where the card's cores are 100 (NVIDIA, HAMi soft slices)."""
+    total = card.get("card_cores") or 0
+    if total and total != 100:
+        return f"{card['cores']}/{total} aiCores"
+    return f"{card['cores']}% cores"
+
+
 def _placed_lines(p: dict[str, Any]) -> list[str]:
     n = p.get("feasible") or 0
     among = " (the only feasible node)" if n == 1 else f" among {n} feasible nodes" if n else ""
@@ -63,7 +72,7 @@ def _placed_lines(p: dict[str, Any]) -> list[str]:
         width = max(len(k) for k in p["parts"])
         lines += [f"  {k.ljust(width)}  {v:g}" for k, v in p["parts"].items()]
     if p["cards"]:
-        cards = ", ".join(f"{c['uuid']} ({c['memory']} MB, {c['cores']}% cores"
+        cards = ", ".join(f"{c['uuid']} ({c['memory']} MB, {_cores(c)}"
                           + (f", {c['template']}" if c["template"] else "") + ")" for c in p["cards"])  # fmt: skip
         lines.append(f"Cards: {cards}")
         if p["cards_why"]:

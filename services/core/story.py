@@ -12,7 +12,7 @@ store time, as the direct get returns it). `at` cuts the log at a sequence or a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from contracts.events import (
     JobSubmitted,
     JobUnschedulable,
     JobUpdated,
+    NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
@@ -34,6 +35,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
+from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
 from services.runtime.eventlog.model import StoredMessage
 
@@ -96,10 +98,14 @@ def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
     return out
 
 
-def _placement(p: TaskPlacement) -> dict[str, Any]:
+def _placement(p: TaskPlacement, card_cores: Mapping[str, int]) -> dict[str, Any]:
+    """`card_cores`: each card's total cores — 100 where cores are a percentage (NVIDIA, HAMi
+    soft slices), the aiCore count (20 on a 910B3) where they are counted (whole cards, vNPU
+    templates): "5/20 aiCores" is what `vir05_1c_16g` holds, not "5% cores" (issue 26 item 4)."""
     return {
         "node": p.node,
         "cards": [{"uuid": s.card, "memory": s.slice.memory, "cores": s.slice.cores,
+                   "card_cores": card_cores.get(s.card, 0),
                    "kind": s.slice.kind, "template": s.slice.template or ""} for s in p.slices],
         "score": p.score,
         "parts": {part.plugin: part.score for part in p.parts},
@@ -186,11 +192,21 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     proposals: dict[int, PlacementProposed] = {}
     placed: tuple[StoredMessage, PlacementProposed, TaskPlacement] | None = None
     spec = None
+    card_cores: dict[str, int] = {}
     for msg in messages:
+        kind_of = msg.headers.get("Tessera-Type", "")
+        if kind_of in ("NodeRegistered", "CardRegistered") and msg.subject != subject:
+            try:
+                reg_ev = reg.decode(kind_of, msg.data)
+            except (UnknownEventType, UndecodableEvent):
+                continue
+            specs = reg_ev.cards if isinstance(reg_ev, NodeRegistered) else (reg_ev.card,)  # type: ignore[attr-defined]
+            card_cores.update((c.uuid, c.cores if c.mode != "hami-core" else 100) for c in specs)
+            continue
         if msg.subject != subject:
             continue
         try:
-            ev = reg.decode(msg.headers.get("Tessera-Type", ""), msg.data)
+            ev = reg.decode(kind_of, msg.data)
         except (UnknownEventType, UndecodableEvent):
             continue
         line = _line(ev, pod_name)
@@ -206,18 +222,23 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                 proposals[msg.seq] = ev
             case PlacementCommitted():
                 proposal = proposals.get(ev.proposal_seq)
+                # the latest commit: after a restart the job runs where its last commit put it
+                first = True
                 for p in (proposal or ev).placements:
-                    if (pod_name and p.task == pod_name) or (not pod_name and placed is None):
+                    if (pod_name and p.task == pod_name) or (not pod_name and first):
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
+                        first = False
                 last_unschedulable = None
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,
         "timeline": timeline[-TIMELINE_LIMIT:], "timeline_dropped": max(0, len(timeline) - TIMELINE_LIMIT),
     }  # fmt: skip
-    waiting = state["phase"] in ("Pending", "Pipelined") or (
+    # a job that ended waits for nothing, whatever its pods' last phases (issue 26 item 4)
+    ended = kind == "job" and state["phase"] in ENDED
+    waiting = not ended and (state["phase"] in ("Pending", "Pipelined") or (
         kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
-    )
+    ))  # fmt: skip
     if waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
         out["waiting"] = {
@@ -235,5 +256,5 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         msg, proposal, p = placed
         out["placed"] = {"seq": msg.seq, "time": message_time(msg), "session": proposal.session
                          if isinstance(proposal, PlacementProposed) else 0, "task": p.task,
-                         **_placement(p)}  # fmt: skip
+                         **_placement(p, card_cores)}  # fmt: skip
     return out

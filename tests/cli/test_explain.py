@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from services.cli.main import main
@@ -230,3 +231,73 @@ def test_advice_never_asks_to_free_more_than_a_card_holds(tmp_path: Path, capsys
     by_node = {g["examples"][0]: g["reason"] for g in w["groups"]}
     assert "more than any card here holds (40960 MB)" in by_node["gpu-a"], by_node
     assert "gpu-a" not in w["unblock"] and "gpu-h" in w["unblock"], w["unblock"]
+
+
+def _append(log: Path, subject: str, event: object, **headers: str) -> None:
+    """One event written after the simulation, as a service would append it."""
+    from contracts.registry import default_registry
+
+    lines = log.read_text().splitlines()
+    seq = json.loads(lines[-1])["seq"] + 1
+    reg = default_registry()
+    data = json.loads(reg.encode(event))  # type: ignore[arg-type]
+    lines.append(json.dumps({"seq": seq, "subject": subject, "data": data,
+                             "headers": {"Tessera-Type": type(event).type_name(), **headers}}))  # type: ignore[attr-defined]  # fmt: skip
+    log.write_text("\n".join(lines) + "\n")
+
+
+def test_explain_speaks_of_aicores_the_current_placement_and_not_of_waiting_once_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26 item 4: a whole 910B3 holds 20 of 20 aiCores (it said "20% cores"); after a
+    restart placed the job again, explain job speaks of the last placement, not the first;
+    a Terminated job has no "Why it waits"."""
+    from contracts.events import JobPhaseChanged, PlacementCommitted, PlacementProposed
+
+    log = simulate(tmp_path, EXAMPLES / "inventory.yaml", EXAMPLES / "article.yaml")
+    code, text, _ = explain(capsys, "pod", "npu-train-job-worker-0", "--from", str(log))
+    assert code == 0 and "65536 MB, 20/20 aiCores" in text, text
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    subject = next(r["subject"] for r in rows if r["subject"].endswith(".job.default.npu-train-job"))
+    first = next(r for r in rows if r["subject"] == subject and r["headers"]["Tessera-Type"] == "PlacementProposed")
+    from contracts.registry import default_registry
+
+    proposal = default_registry().decode("PlacementProposed", json.dumps(first["data"]).encode())
+    assert isinstance(proposal, PlacementProposed)
+    moved = tuple(msgspec.structs.replace(p, node="node-b") for p in proposal.placements)
+    again = msgspec.structs.replace(proposal, placements=moved)
+    _append(log, subject, again)
+    seq = json.loads(log.read_text().splitlines()[-1])["seq"]
+    _append(log, subject, PlacementCommitted(namespace="default", name="npu-train-job", proposal_seq=seq,
+                                             placements=moved))  # fmt: skip
+    code, out, _ = explain(capsys, "job", "npu-train-job", "--from", str(log), "-o", "json")
+    assert code == 0 and json.loads(out)["placed"]["node"] == "node-b"
+
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "gang-12.yaml")
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    subject = next(r["subject"] for r in rows if r["subject"].endswith(".job.default.big-train"))
+    _append(log, subject, JobPhaseChanged(namespace="default", name="big-train", phase="Terminated"))
+    code, out, _ = explain(capsys, "job", "big-train", "--from", str(log))
+    assert code == 0 and "Terminated" in out and "Why it waits" not in out and "What would unblock" not in out
+
+
+def test_replay_verify_does_not_call_the_queue_services_decisions_a_schedulers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26 item 4: the queue service writes EvictionRequested (a restart) and Running
+    phases; `replay --verify` noted them as "written by a scheduler before sessions were
+    recorded". Only a scheduler's decision without a session record is noted so."""
+    from contracts.events import EvictionRequested, JobPhaseChanged
+
+    log = simulate(tmp_path, EXAMPLES / "inventory.yaml", EXAMPLES / "article.yaml")
+    subject = next(json.loads(line)["subject"] for line in log.read_text().splitlines()
+                   if json.loads(line)["subject"].endswith(".job.default.npu-train-job"))  # fmt: skip
+    _append(log, subject, EvictionRequested(namespace="default", name="npu-train-job", task="npu-train-job-worker-0",
+                                            reason="job restart"), **{"Nats-Msg-Id": "queue:cmd-restart#0"})  # fmt: skip
+    capsys.readouterr()
+    assert main(["replay", "--verify", "--from", str(log)]) == 0
+    assert "before sessions were recorded" not in capsys.readouterr().out
+    _append(log, subject, JobPhaseChanged(namespace="default", name="npu-train-job", phase="Inqueue"),
+            **{"Nats-Msg-Id": "sched:3#9"})  # fmt: skip
+    assert main(["replay", "--verify", "--from", str(log)]) == 0
+    assert "note: 1 decisions carry no session record" in capsys.readouterr().out

@@ -80,6 +80,13 @@ class _Session:
     decisions: list[tuple[int, Event]] = field(default_factory=list)
 
 
+def _by_scheduler(headers: Mapping[str, str]) -> bool:
+    """Whether a decision type was written by a scheduler: its message id names the producer
+    (`sched:<based_on>#i`); another service's (`queue:…`) never came from a session."""
+    producer, sep, _ = headers.get("Nats-Msg-Id", "").partition(":")
+    return not sep or producer == "sched"
+
+
 def verify(messages: Iterable[Stored]) -> Verdict:
     """Every recorded session re-run; stops at the first divergence."""
     stored = list(messages)
@@ -92,7 +99,8 @@ def verify(messages: Iterable[Stored]) -> Verdict:
         elif event.type_name() in record.DECISION_TYPES:
             ref = record.ref_of(headers)
             if ref is None:
-                verdict.unrecorded += _decision(event)
+                if _by_scheduler(headers):  # the queue service's restarts and Running phases
+                    verdict.unrecorded += _decision(event)  # are no sessions' to replay
                 continue
             s = sessions.setdefault((ref.conf_seq, ref.based_on), _Session(ref))
             s.decisions.append((seq, event))
