@@ -6,7 +6,6 @@ stopped by PID whatever happens."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,9 +28,10 @@ def tessera(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[st
                           env={**base, "PYTHONPATH": str(ROOT), **env}, timeout=120, cwd=cwd)  # fmt: skip
 
 
-def node_names(out: subprocess.CompletedProcess[str]) -> set[str]:
+def reached(out: subprocess.CompletedProcess[str]) -> bool:
+    """`get nodes` answered from the running system: the inventory's nodes are listed."""
     assert out.returncode == 0, out.stderr
-    return {n["node"] for n in json.loads(out.stdout)}
+    return "node-a" in out.stdout and "node-b" in out.stdout
 
 
 @pytest.fixture
@@ -55,10 +55,9 @@ def test_found_up_the_tree_by_env_and_down_from_a_subdirectory(project: Path) ->
     deep = project / "src" / "pkg"
     deep.mkdir(parents=True)
     home = str(project / "home")
-    assert node_names(tessera("get", "nodes", "-o", "json", cwd=deep, HOME=home)) == {"node-a", "node-b"}
+    assert reached(tessera("get", "nodes", cwd=deep, HOME=home))
     elsewhere = project / "home"  # not under the project: only the variable can name it
-    assert node_names(tessera("get", "nodes", "-o", "json", cwd=elsewhere, HOME=home,
-                              TESSERA_STATE_DIR=str(state))) == {"node-a", "node-b"}  # fmt: skip
+    assert reached(tessera("get", "nodes", cwd=elsewhere, HOME=home, TESSERA_STATE_DIR=str(state)))
     # --state-dir still wins over both: an empty directory there has no system
     empty = project / "empty"
     empty.mkdir()
