@@ -38,6 +38,8 @@ SERVICE_ERROR = "Nats-Service-Error"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: `delete KIND NAME`: the names users type → the kind shown in "… deleted".
 DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup": "podgroup", "pg": "podgroup"}
+#: A deleted kind as the API server's NotFound names it (CRDs with their group), as `get` does.
+NOT_FOUND_RESOURCES = {"job": "jobs.batch.volcano.sh", "pod": "pods", "podgroup": "podgroups.scheduling.volcano.sh"}
 
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
@@ -126,14 +128,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def command(args: argparse.Namespace, action: str, name: str, namespace: str = "", kind: str = "",
-            shown: str = "") -> int:  # fmt: skip
+            shown: str = "", missing: str = "") -> int:  # fmt: skip
     """Send one command; print the service's answer (or `shown` for a success, when the CLI
-    names the object as the user did: `pod default/x deleted`)."""
+    names the object as the user did: `pod default/x deleted`; `missing` for a refusal because
+    there is no such job, in kubectl's words for the kind the user named)."""
     body = encode(CommandRequest(action=action, name=name, namespace=namespace, kind=kind))
     reply = decode(asyncio.run(request(nats_url(args), args.root, "queue", "command", body)), CommandReply)
     if reply.ok:
         print(shown or reply.message)
         return 0
+    if missing and reply.message == f"job {namespace}/{name} not found":  # the queue service's words
+        print(missing, file=sys.stderr)
+        return 1
     print(f"error: {reply.message}", file=sys.stderr)
     return 1
 
@@ -157,7 +163,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
         return 2
     worst = 0
     for kind, ns, name in targets:
-        worst = max(worst, command(args, "delete", name, ns, shown=f"{kind} {ns}/{name} deleted"))
+        missing = f'Error from server (NotFound): {NOT_FOUND_RESOURCES[kind]} "{name}" not found'
+        worst = max(worst, command(args, "delete", name, ns, shown=f"{kind} {ns}/{name} deleted", missing=missing))
     return worst
 
 
@@ -244,7 +251,9 @@ def cmd_job(args: argparse.Namespace) -> int:
 
         return kubeverbs.job(args)
     if args.action == "delete":
-        return command(args, "delete", args.name, args.namespace, shown=f"job {args.namespace}/{args.name} deleted")
+        missing = f'Error from server (NotFound): jobs.batch.volcano.sh "{args.name}" not found'
+        return command(args, "delete", args.name, args.namespace, shown=f"job {args.namespace}/{args.name} deleted",
+                       missing=missing)  # fmt: skip
     return command(args, args.action, args.name, args.namespace)
 
 

@@ -1,9 +1,13 @@
-"""`tessera describe pod|job|queue|node NAME`: everything known about one object, with its events.
+"""`tessera describe KIND NAME`: everything known about one object, with its events, for every
+kind `get` lists (pods, Volcano Jobs, PodGroups, queues, nodes, cards, components).
 
-kubectl habit: `get` lists, `describe` explains. The record is the one `get` prints (the
-simulate report built from a replay of the log), followed by what hangs off it (a job's pods, a
-queue's spec and jobs) and the object's own part of the log — the same lines `tessera events`
-prints — so "why does it wait" has its answer in one place.
+kubectl habit: `get` lists, `describe` explains. The object is the one `get` prints (the
+simulate report built from a replay of the log, shaped as `get -o yaml` shapes it), followed by
+what hangs off it (a job's or group's pods, a queue's jobs, a node's pods, a card's holders) and
+the object's own part of the log — the same lines `tessera events` prints — so "why does it
+wait" has its answer in one place. Everything is in people's units (issue 26, item 6): amounts
+as `get queues` prints them (`cpu=64,memory=256Gi,huawei.com/Ascend910B3=8`), times as RFC3339
+with an age, maps as `k=v`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from contracts.subjects import Subjects
+from services.cli import kubeobjects as ko
 from services.cli.connection import connection_args, nats_url
 from services.cli.control import queue_spec_of
 from services.cli.events import event_line
@@ -21,104 +28,208 @@ from services.cli.get import (
     JOB_COLUMNS,
     KINDS,
     POD_COLUMNS,
-    _table_view,
-    fetch_nodes,
+    Listing,
+    _names,
+    fetch_node_events,
+    listing,
+    node_row,
     read_log,
     render,
 )
+from services.cli.tables import amounts
 from services.runtime.eventlog.model import StoredMessage
 
-DESCRIBABLE = {alias: kind for alias, kind in KINDS.items() if kind in ("pods", "jobs", "queues", "nodes")}
+DESCRIBABLE = dict(KINDS)
+NONE = "<none>"
 
 
-def fields(record: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+def fields(pairs: list[tuple[str, Any]]) -> list[str]:
     """`Key:  value` lines, kubectl style; empty values shown as `<none>`."""
-    shown = {k: v for k, v in record.items() if k not in skip}
-    width = max((len(k) for k in shown), default=0) + 2
-    return [f"{(k.replace('_', ' ').capitalize() + ':').ljust(width)} {v if v not in ('', None, [], {}) else '<none>'}"
-            for k, v in shown.items()]  # fmt: skip
+    width = max((len(k) for k, _ in pairs), default=0) + 2
+    return [f"{(k + ':').ljust(width)}{_text(v)}" for k, v in pairs]
+
+
+def _text(v: Any) -> str:
+    if v in ("", None, [], {}):
+        return NONE
+    if isinstance(v, Mapping):
+        return ",".join(f"{k}={x}" for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return ", ".join(str(x) for x in v)
+    return str(v)
 
 
 def indent(text: str) -> list[str]:
     return [f"  {line}" for line in text.splitlines()]
 
 
-def queue_fields(messages: list[StoredMessage]) -> dict[str, Any]:
-    """The queue's spec as the log last set it, in the words of a Volcano Queue."""
-    s = queue_spec_of(messages)
-    if s is None:
-        return {}
-    return {"weight": s.weight, "capability": s.capability, "deserved": s.deserved,
-            "guarantee": s.guarantee, "reclaimable": s.reclaimable, "parent": s.parent or "root",
-            "priority": s.priority}  # fmt: skip
+def when(meta: Mapping[str, Any]) -> str:
+    """`2026-12-02T06:17:04Z (4m ago)`: the instant, and how long ago as AGE says it."""
+    stamp = meta.get("creationTimestamp", "")
+    return f"{stamp} ({ko.age(stamp, ko.now())} ago)" if stamp else ""
 
 
-def describe(kind: str, name: str, namespace: str, report: dict[str, Any],
-             messages: list[StoredMessage], subjects: Subjects) -> list[str] | None:  # fmt: skip
+def _pods_table(pods: list[dict]) -> list[str]:
+    if not pods:
+        return [f"  {NONE}"]
+    from services.cli.get import _table_view
+
+    return indent(render(_table_view("pods", pods), POD_COLUMNS[:-1], "table"))
+
+
+def _events(messages: list[StoredMessage], subject: str) -> list[str]:
+    events = [event_line(m) for m in messages if m.subject == subject]
+    return ["Events:", *([f"  {e}" for e in events] or [f"  {NONE}"])]
+
+
+def _one(got: Listing, name: str, namespace: str | None) -> tuple[dict, dict, dict] | None:
+    """(record, object, row) of the object `name` names; None when there is none."""
+    for rec, obj, row in zip(got.records, got.objects, got.rows, strict=True):
+        meta = obj.get("metadata") or {}
+        if name in _names(obj) and (namespace is None or meta.get("namespace") == namespace):
+            return rec, obj, row
+    return None
+
+
+def describe(kind: str, name: str, namespace: str, report: dict[str, Any], messages: list[StoredMessage],
+             subjects: Subjects, nodes: list | None = None) -> list[str] | None:  # fmt: skip
     """The lines of `describe`, or None when there is no such object (pure: report + log in)."""
-    lines: list[str]
+    cat = ko.catalog(messages)
+    pods = report["pods"]
     if kind == "pods":
-        pod = next((p for p in report["pods"] if p["name"] == name and p["namespace"] == namespace), None)
-        if pod is None:
+        return _pod(listing("pods", [p for p in pods if p["namespace"] == namespace], cat), name, messages, subjects)
+    if kind in ("jobs", "podgroups"):
+        jobs = [j for j in report["jobs"] if j["namespace"] == namespace and (kind == "podgroups" or j["kind"] == "Job")]
+        got = _one(listing(kind, jobs, cat, pods), name, namespace)
+        if got is None:
             return None
-        lines = fields(_table_view("pods", [pod])[0])
-        subject = subjects.job(namespace, pod["job"] or name)
-    elif kind == "jobs":
-        job = next((j for j in report["jobs"] if j["name"] == name and j["namespace"] == namespace), None)
-        if job is None:
-            return None
-        pods = [p for p in report["pods"] if p["job"] == name and p["namespace"] == namespace]
-        lines = [*fields(job), "Pods:", *indent(render(_table_view("pods", pods), POD_COLUMNS, "table"))]
-        subject = subjects.job(namespace, name)
-    else:  # queues
-        queue = next((q for q in report["queues"] if q["name"] == name), None)
-        if queue is None:
-            return None
-        subject = subjects.queue(name)
-        own = [m for m in messages if m.subject == subject]
-        jobs = [j for j in report["jobs"] if j["queue"] == name]
-        lines = [*fields(_table_view("queues", [queue])[0]), "Spec:", *indent("\n".join(fields(queue_fields(own)))),
-                 "Jobs:", *indent(render(jobs, JOB_COLUMNS, "table"))]  # fmt: skip
-    events = [event_line(m) for m in messages if m.subject == subject]
-    return [*lines, "Events:", *([f"  {e}" for e in events] or ["  <none>"])]
+        return _group(kind, *got, pods, messages, subjects)
+    if kind == "queues":
+        got = _one(listing("queues", report["queues"], cat), name, None)
+        return None if got is None else _queue(*got, report, messages, subjects)
+    if kind == "nodes":
+        events = nodes or []
+        got = _one(listing("nodes", [node_row(n, used) for n, used in events], cat, nodes=[n for n, _ in events]),
+                   name, None)  # fmt: skip
+        return None if got is None else _node(*got, pods, messages, subjects)
+    if kind == "cards":
+        got = _one(listing("cards", report["cards"], cat), name, None)
+        return None if got is None else _card(got[0], pods, messages, subjects)
+    return None
 
 
-def describe_node(name: str, nodes: list[dict], messages: list[StoredMessage], report: dict[str, Any],
-                  subjects: Subjects) -> list[str] | None:  # fmt: skip
-    node = next((n for n in nodes if n["node"] == name), None)
-    if node is None:
+def _pod(got: Listing, name: str, messages: list[StoredMessage], subjects: Subjects) -> list[str] | None:
+    one = _one(got, name, None)
+    if one is None:
         return None
-    pods = [p for p in report["pods"] if p["node"] == name]
-    subject = subjects.node(name)
-    events = [event_line(m) for m in messages if m.subject == subject]
-    return [*fields(node), "Pods:", *indent(render(_table_view("pods", pods), POD_COLUMNS, "table")),
-            "Events:", *([f"  {e}" for e in events] or ["  <none>"])]  # fmt: skip
+    pod, obj, row = one
+    meta, status = obj["metadata"], obj["status"]
+    lines = fields([
+        ("Name", pod["name"]), ("Namespace", pod["namespace"]), ("Job", pod["job"]),
+        ("PodGroup", row["podgroup"]), ("Queue", row["queue"]), ("Labels", meta.get("labels")),
+        ("Created", when(meta)), ("Status", pod["phase"]),
+        ("Kubernetes phase", status["phase"]), ("Reason", pod["reason"]), ("Node", pod["node"]),
+        ("Cards", row["devices"].split(",") if row["devices"] else ""),
+    ])  # fmt: skip
+    return [*lines, *_events(messages, subjects.job(pod["namespace"], pod["job"] or name))]
+
+
+def _group(kind: str, job: dict, obj: dict, row: dict, pods: list[dict], messages: list[StoredMessage],
+           subjects: Subjects) -> list[str]:  # fmt: skip
+    meta, spec = obj["metadata"], obj["spec"]
+    mine = [p for p in pods if p["namespace"] == job["namespace"] and (p["job"] or p["name"]) == job["name"]]
+    pairs: list[tuple[str, Any]] = [("Name", meta["name"]), ("Namespace", job["namespace"])]
+    if kind == "podgroups":
+        owners = [f"{o['kind']}/{o['name']}" for o in meta.get("ownerReferences") or []]
+        pairs += [("Owner", owners), ("Min member", spec.get("minMember"))]
+    else:
+        tasks = [f"{t['name']}×{t['replicas']}" for t in spec.get("tasks") or []]
+        pairs += [("Min available", spec.get("minAvailable")), ("Max retry", spec.get("maxRetry")),
+                  ("Tasks", tasks)]  # fmt: skip
+    pairs += [("Queue", job["queue"]), ("Priority class", spec.get("priorityClassName")),
+              ("Created", when(meta)), ("Phase", job["phase"]), ("Reason", job["reason"]),
+              ("Pods", f"{row['pods']} running"), ("Nodes", row["nodes"]), ("Cards", row["cards"])]  # fmt: skip
+    if job.get("warnings"):
+        pairs.append(("Warnings", job["warnings"]))
+    return [*fields(pairs), "Pods:", *_pods_table(mine),
+            *_events(messages, subjects.job(job["namespace"], job["name"]))]
+
+
+def _queue(queue: dict, obj: dict, row: dict, report: dict[str, Any], messages: list[StoredMessage],
+           subjects: Subjects) -> list[str]:  # fmt: skip
+    subject = subjects.queue(queue["name"])
+    spec = queue_spec_of(m for m in messages if m.subject == subject)
+    pairs: list[tuple[str, Any]] = [
+        ("Name", queue["name"]), ("State", queue["state"]), ("Weight", queue.get("weight", "")),
+        ("Parent", row.get("parent", "")), ("Created", when(obj["metadata"])),
+        ("Capability", row.get("capability", "")), ("Deserved", row.get("deserved", "")),
+        ("Allocated", row.get("allocated", "")),
+    ]  # fmt: skip
+    if spec is not None:
+        pairs += [("Spec deserved", amounts(spec.deserved)), ("Guarantee", amounts(spec.guarantee)),
+                  ("Reclaimable", spec.reclaimable), ("Priority", spec.priority)]  # fmt: skip
+    pairs += [("Reason", queue.get("reason", "")), ("Warning", queue.get("warning", ""))]
+    jobs = [j for j in report["jobs"] if j["queue"] == queue["name"]]
+    table = indent(render(jobs, JOB_COLUMNS[:-1], "table")) if jobs else [f"  {NONE}"]
+    return [*fields(pairs), "Jobs:", *table, *_events(messages, subject)]
+
+
+def _node(node: dict, obj: dict, row: dict, pods: list[dict], messages: list[StoredMessage],
+          subjects: Subjects) -> list[str]:  # fmt: skip
+    meta = obj["metadata"]
+    taints = [t["key"] for t in obj["spec"].get("taints") or []]
+    pairs = [("Name", node["node"]), ("Labels", meta.get("labels")), ("Taints", taints), ("Created", when(meta)),
+             ("CPU", node["cpu"]), ("Memory", node["memory"]), ("Pods", node["pods"]), ("Cards", node["cards"]),
+             ("Cards in use", node["cards_in_use"])]  # fmt: skip
+    mine = [p for p in pods if p["node"] == node["node"]]
+    return [*fields(pairs), "Pods:", *_pods_table(mine), *_events(messages, subjects.node(node["node"]))]
+
+
+def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects: Subjects) -> list[str]:
+    holders = [p for p in pods if any(d["uuid"] == card["uuid"] for d in p.get("devices") or [])]
+    unit = "%" if card["cores_total"] == 100 else f"/{card['cores_total']} cores"
+    pairs = [("Name", card["uuid"]), ("Node", card["node"]), ("Type", card["type"]), ("Index", card.get("index")),
+             ("Memory", f"{card['memory_used']}MB / {card['memory_total']}MB used"),
+             ("Cores", f"{card['cores_used']}{unit} used"),
+             ("Slices", f"{card['slices_used']}/{card['slices_total']} used")]  # fmt: skip
+    return [*fields(pairs), "Pods:", *_pods_table(holders),
+            *_events(messages, subjects.card(card["node"], card["uuid"]))]
+
+
+def _component(name: str, state_dir: str) -> list[str] | None:
+    from services.cli.up import read_state
+
+    c = next((c for c in read_state(Path(state_dir)).get("components", []) if c["name"] == name), None)
+    if c is None:
+        return None
+    return fields([(k.replace("_", " ").capitalize(), v) for k, v in c.items()])
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from services.cli.get import not_found
     from services.core.simulate.report import build_report
 
     kind = DESCRIBABLE[args.kind]
-    url = nats_url(args)
-    messages = asyncio.run(read_log(url, args.root))
-    report = build_report(messages)
-    subjects = Subjects(args.root)
-    if kind == "nodes":
-        lines = describe_node(args.name, asyncio.run(fetch_nodes(url, args.root)), messages, report, subjects)
+    if kind == "components":
+        lines = _component(args.name, args.state_dir)
     else:
-        lines = describe(kind, args.name, args.namespace, report, messages, subjects)
+        url = nats_url(args)
+        messages = asyncio.run(read_log(url, args.root))
+        nodes = asyncio.run(fetch_node_events(url, args.root)) if kind == "nodes" else None
+        lines = describe(kind, args.name, args.namespace, build_report(messages), messages, Subjects(args.root),
+                         nodes)  # fmt: skip
     if lines is None:
-        where = f" in namespace {args.namespace}" if kind in ("pods", "jobs") else ""
-        print(f"error: {kind[:-1]} {args.name!r} not found{where}", file=sys.stderr)
+        print(not_found(kind, args.name), file=sys.stderr)
         return 1
     print("\n".join(lines))
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("describe", help="everything known about one pod, job, queue or node, events included")
-    p.add_argument("kind", choices=list(DESCRIBABLE), metavar="KIND", help="pod|po, job|vcjob, queue|q, node|no")
-    p.add_argument("name", metavar="NAME", help="the object's name")
-    p.add_argument("-n", "--namespace", default="default", help="namespace of a pod or job (default: default)")
+    p = sub.add_parser("describe", help="everything known about one object (any kind `get` lists), events included")
+    p.add_argument("kind", choices=list(DESCRIBABLE), metavar="KIND",
+                   help="pod|po, job|vcjob, podgroup|pg, queue|q, node|no, card, component|cs")  # fmt: skip
+    p.add_argument("name", metavar="NAME", help="the object's name (a PodGroup also by its job's or pod's)")
+    p.add_argument("-n", "--namespace", default="default", help="namespace of a pod, job or podgroup (default: default)")
     connection_args(p)
     p.set_defaults(func=cmd_describe)

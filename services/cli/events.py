@@ -66,8 +66,48 @@ def summary(msg: StoredMessage) -> str:
                 for p in v)  # fmt: skip
         elif k == "node_reasons":
             v = "; ".join(f"{n}: {r}" for n, r in sorted(v.items()))
+        else:
+            k, v = _readable(k, v)
         parts.append(f"{k}={v}")
     return " ".join(parts)
+
+
+def _card(c: dict) -> str:
+    slices = f", {c['split_count']} slices" if c.get("split_count", 1) > 1 else ""
+    return f"{c.get('uuid')}({c.get('type')}, {c.get('memory', 0)}MB, {c.get('cores', 0)} cores{slices})"
+
+
+def _readable(key: str, value: object) -> tuple[str, object]:
+    """A field in people's units (issue 26, item 6): times as RFC3339, CPU in cores, memory
+    with its unit, cards by type, maps as `k=v` — never a Python repr or epoch seconds."""
+    from services.cli.kubeobjects import from_epoch
+    from services.cli.tables import amount
+
+    if key in ("at", "arrive_at", "time") and isinstance(value, int | float) and value > 0:
+        return key, from_epoch(float(value))
+    if key == "cpu_milli" and isinstance(value, int):
+        return "cpu", amount("cpu", value)
+    if key == "memory_mib" and isinstance(value, int):
+        return "memory", amount("memory", value)
+    if key == "cards" and isinstance(value, list) and all(isinstance(c, dict) for c in value):
+        by_type: dict[str, int] = {}
+        for c in value:
+            by_type[str(c.get("type"))] = by_type.get(str(c.get("type")), 0) + 1
+        return key, ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "none"
+    if key == "card" and isinstance(value, dict):
+        return key, _card(value)
+    if key == "slice" and isinstance(value, dict):
+        cores = f"/{value.get('cores')} cores" if value.get("cores") else ""
+        template = f"[{value['template']}]" if value.get("template") else ""
+        return key, f"{value.get('kind', '')}:{value.get('memory', 0)}MB{cores}{template}"
+    if isinstance(value, dict):
+        return key, "[" + ",".join(f"{k}={v}" for k, v in value.items()) + "]"
+    if isinstance(value, list):
+        return key, "[" + "; ".join(" ".join(f"{k}={v}" for k, v in i.items()) if isinstance(i, dict) else str(i)
+                                    for i in value) + "]"  # fmt: skip
+    if isinstance(value, str) and "\n" in value:
+        return key, value.strip().replace("\n", " ")
+    return key, value
 
 
 def event_line(msg: StoredMessage) -> str:

@@ -14,13 +14,17 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
+from services.cli import kubeobjects as ko
 from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
-from services.cli.tables import OUTPUTS, amounts, render
+from services.cli.tables import amounts, render
 from services.cli.up import read_state
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
@@ -37,10 +41,10 @@ CARD_COLUMNS = (
     "slices_used",
     "slices_total",
 )
-NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
-POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
-JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
-PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
+NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use", "age")
+POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason", "age")
+JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason", "age")
+PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase", "age")
 #: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
 KINDS = {
     **dict.fromkeys(("pods", "pod", "po"), "pods"),
@@ -74,6 +78,11 @@ async def fetch_cards(url: str, root: str) -> list[dict]:
 async def fetch_nodes(url: str, root: str) -> list[dict]:
     """Each node's allocatable (its last NodeRegistered) and its cards: how many of each type,
     and how many hold at least one slice now (from the ledger heads, no replay)."""
+    return [node_row(n, used) for n, used in await fetch_node_events(url, root)]
+
+
+async def fetch_node_events(url: str, root: str) -> list[tuple[NodeRegistered, int]]:
+    """Each node's last NodeRegistered and how many of its cards hold a slice, by node name."""
     log = await open_log(url, root)
     try:
         in_use: dict[str, int] = {}
@@ -87,8 +96,8 @@ async def fetch_nodes(url: str, root: str) -> list[dict]:
             node = await decode_stored(msg, types=NODE_REGISTERED)
             if not isinstance(node, NodeRegistered):
                 continue
-            rows.append(node_row(node, in_use.get(node.node, 0)))
-        return sorted(rows, key=lambda r: r["node"])
+            rows.append((node, in_use.get(node.node, 0)))
+        return sorted(rows, key=lambda r: r[0].node)
     finally:
         await log.close()
 
@@ -143,7 +152,7 @@ def device_text(d: dict) -> str:
 
 
 def _table_view(what: str, rows: list[dict]) -> list[dict]:
-    """Flatten nested fields for the table; -o json/yaml keep the records as they are."""
+    """Flatten nested fields for the table; `-o records` keeps the records as they are."""
     out = []
     for r in rows:
         r = dict(r)
@@ -153,15 +162,139 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
         if what == "queues":
             for k in ("capability", "deserved", "allocated"):
                 r[k] = amounts(r.get(k) or {})
+            if r["name"] == "root":  # the root of the tree has no parent (vcctl prints none)
+                r["parent"] = ""
         out.append(r)
     return out
 
 
+@dataclass
+class Listing:
+    """One kind as `get` read it: the records (`-o records`), the Kubernetes objects
+    (`-o json|yaml`) and the table rows, index for index."""
+
+    records: list[dict]
+    objects: list[dict]
+    rows: list[dict]
+
+    def pick(self, keep: list[int]) -> Listing:
+        return Listing([self.records[i] for i in keep], [self.objects[i] for i in keep],
+                       [self.rows[i] for i in keep])  # fmt: skip
+
+
+def _names(obj: dict) -> tuple[str, ...]:
+    """The names `get KIND NAME` finds an object by: its own, and for a PodGroup its owner's
+    (a Tessera user knows the job, Volcano names the group after a uid)."""
+    meta = obj.get("metadata") or {}
+    owners = tuple(o["name"] for o in meta.get("ownerReferences") or [] if obj.get("kind") == "PodGroup")
+    return (meta.get("name", ""), *owners)
+
+
+def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | None = None,
+            nodes: list[NodeRegistered] | None = None) -> Listing:  # fmt: skip
+    """Records → objects and rows (AGE and the wide columns come from the objects)."""
+    pods = pods or []
+    by_job: dict[tuple[str, str], list[dict]] = {}
+    for p in pods:
+        by_job.setdefault((p["namespace"], p["job"] or p["name"]), []).append(p)
+    jobs = {(j["namespace"], j["name"]): j for j in records} if what in ("jobs", "podgroups") else {}
+    objects: list[dict]
+    if what == "pods":
+        groups = cat_jobs(cat, records)
+        objects = [ko.pod_object(cat, p, groups) for p in records]
+    elif what == "jobs":
+        objects = [ko.job_object(cat, j, by_job.get(k, [])) for k, j in jobs.items()]
+    elif what == "podgroups":
+        objects = [ko.podgroup_object(cat, j, by_job.get(k, [])) for k, j in jobs.items()]
+    elif what == "queues":
+        objects = [ko.queue_object(cat, q) for q in records]
+    elif what == "nodes":
+        objects = [ko.node_object(cat, n) for n in nodes or []]
+    elif what == "cards":
+        objects = [ko.card_object(c) for c in records]
+    else:
+        objects = [ko.component_object(c) for c in records]
+    rows = _table_view(what, records) if what in ("pods", "jobs", "queues") else [dict(r) for r in records]
+    now = ko.now()
+    for row, obj, rec in zip(rows, objects, records, strict=True):
+        meta = obj.get("metadata") or {}
+        row["age"] = ko.age(meta.get("creationTimestamp", ""), now) if meta.get("creationTimestamp") else ""
+        if what == "podgroups":
+            row["name"] = meta["name"]
+            row["owner"] = ",".join(o["name"] for o in meta.get("ownerReferences") or [])
+        if what in ("jobs", "podgroups"):
+            mine = by_job.get((rec["namespace"], rec["name"]), [])
+            row["min"] = obj["spec"].get("minAvailable", obj["spec"].get("minMember", ""))
+            row["pods"] = f"{sum(p['phase'] == 'Running' for p in mine)}/{len(mine)}"
+            row["nodes"] = ",".join(sorted({p["node"] for p in mine if p.get("node")}))
+            row["cards"] = sum(len(p.get("devices") or []) for p in mine)
+        if what == "pods":
+            annotations = meta.get("annotations") or {}
+            row["podgroup"] = annotations.get(ko.GROUP_NAME, "")
+            row["queue"] = annotations.get(ko.QUEUE_NAME, "")
+            row["labels"] = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items()))
+    return Listing(list(records), objects, rows)
+
+
+def cat_jobs(cat: ko.Catalog, pods: list[dict]) -> dict[tuple[str, str], dict]:
+    """The job records pods hang off, rebuilt from the catalog (a pod's object names its group)."""
+    out: dict[tuple[str, str], dict] = {}
+    for p in pods:
+        key = (p["namespace"], p["job"] or p["name"])
+        born = cat.jobs.get(key)
+        if born is not None and born.spec is not None and key not in out:
+            out[key] = {"namespace": key[0], "name": key[1], "kind": born.spec.kind, "queue": born.spec.queue}
+    return out
+
+
+async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -> tuple[Listing, str]:
+    """Read the log once and list `what` (`namespace` None: every namespace); also the warning
+    about undecodable events, for stderr."""
+    from services.core.simulate.report import build_report
+
+    if what == "nodes":
+        log = await open_log(url, root)
+        try:
+            births = ko.catalog([m async for m in log.replay(1, log.subjects.all_nodes())])
+        finally:
+            await log.close()
+        nodes = await fetch_node_events(url, root)
+        return listing("nodes", [node_row(n, used) for n, used in nodes], births,
+                       nodes=[n for n, _ in nodes]), ""  # fmt: skip
+    messages = await read_log(url, root)
+    report = build_report(messages)
+    cat = ko.catalog(messages)
+    records = report["jobs" if what == "podgroups" else what]
+    pods = report["pods"]
+    if what == "jobs":  # Volcano Jobs only: a Pod's or PodGroup's job is no vcjob
+        records = [r for r in records if r.get("kind") == "Job"]
+    if namespace is not None and what in ("pods", "jobs", "podgroups"):
+        records = [r for r in records if r["namespace"] == namespace]
+    return listing(what, records, cat, pods), undecodable_warning(report)
+
+
+def kube_listing(kubeconfig: str, what: str, namespace: str) -> Listing:
+    from services.cli import kubeverbs
+
+    records = kubeverbs.rows(kubeconfig, what, namespace)
+    pods = kubeverbs.rows(kubeconfig, "pods", namespace) if what in ("jobs", "podgroups") else []
+    return listing(what, records, ko.Catalog(), pods)
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     what = KINDS[args.what]
+    try:
+        selector = ko.parse_selector(args.selector) if args.selector else []
+    except ko.SelectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.watch:
+        from services.cli.watch import watch
+
+        return watch(args, what, selector)
     if what == "components":
-        return _print(args, what, read_state(Path(args.state_dir)).get("components", []),
-                      COMPONENT_COLUMNS)  # fmt: skip
+        records = read_state(Path(args.state_dir)).get("components", [])
+        return _print(args, what, listing(what, records, ko.Catalog()), selector)
     if args.kubeconfig:
         from services.cli import kubeverbs
 
@@ -169,44 +302,79 @@ def cmd_get(args: argparse.Namespace) -> int:
             print(f"error: with --kubeconfig, get lists {', '.join(kubeverbs.KUBE_KINDS)} "
                   f"(not {what}: those come from the log)", file=sys.stderr)  # fmt: skip
             return 2
-        ns = "" if args.all_namespaces else args.namespace
         try:
-            rows = kubeverbs.rows(args.kubeconfig, what, ns)
+            got = kube_listing(args.kubeconfig, what, "" if args.all_namespaces else args.namespace)
         except kubeverbs.Refused as exc:  # e.g. no Volcano CRDs: the chart's crds.install
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        return _print(args, what, rows, COLUMNS[what])
-    url = nats_url(args)
-    if what == "nodes":
-        rows, columns = asyncio.run(fetch_nodes(url, args.root)), COLUMNS["nodes"]
-    else:
-        report = asyncio.run(fetch_report(url, args.root))
-        if warning := undecodable_warning(report):
-            print(warning, file=sys.stderr)
-        rows = report["jobs" if what == "podgroups" else what]
-        if what in ("pods", "jobs", "podgroups") and not args.all_namespaces:
-            rows = [r for r in rows if r["namespace"] == args.namespace]
-        columns = COLUMNS[what]
-    return _print(args, what, rows, columns)
+        return _print(args, what, got, selector)
+    got, warning = asyncio.run(fetch_listing(nats_url(args), args.root, what,
+                                             None if args.all_namespaces else args.namespace))  # fmt: skip
+    if warning:
+        print(warning, file=sys.stderr)
+    return _print(args, what, got, selector)
 
 
-def _print(args: argparse.Namespace, what: str, rows: list[dict], columns: tuple[str, ...]) -> int:
-    """The rows `args.names` picks (exit 1 naming the missing), in `args.output`'s form."""
+def select(got: Listing, selector: list[tuple[str, str, str]]) -> Listing:
+    if not selector:
+        return got
+    return got.pick([i for i, o in enumerate(got.objects)
+                     if ko.matches(selector, (o.get("metadata") or {}).get("labels") or {})])  # fmt: skip
+
+
+def not_found(what: str, name: str) -> str:
+    """kubectl's words for a missing object, the resource named as the API server names it."""
+    return f'Error from server (NotFound): {RESOURCES[what]} "{name}" not found'
+
+
+def columns_of(what: str, output: str) -> tuple[str, ...]:
+    return COLUMNS[what] + WIDE.get(what, ()) if output == "wide" else COLUMNS[what]
+
+
+def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tuple[str, str, str]]) -> int:
+    """The objects `args.names` picks (the ones that exist, and kubectl's NotFound line on
+    stderr for each that does not: exit 1), in `args.output`'s form."""
+    got = select(got, selector)
+    code = 0
     if args.names:
-        key = "uuid" if what == "cards" else "node" if what == "nodes" else "name"
-        missing = [n for n in args.names if not any(r[key] == n for r in rows)]
-        if missing:
-            print(f'error: {what} {", ".join(repr(n) for n in missing)} not found', file=sys.stderr)
-            return 1
-        rows = [r for n in args.names for r in rows if r[key] == n]
-    if args.output == "table" and what not in ("nodes", "podgroups", "components"):
-        rows = _table_view(what, rows)
-    print(render(rows, columns, args.output))
-    return 0
+        keep: list[int] = []
+        for n in args.names:
+            found = [i for i, o in enumerate(got.objects) if n in _names(o)]
+            if not found:
+                print(not_found(what, n), file=sys.stderr)
+                code = 1
+            keep += [i for i in found if i not in keep]
+        got = got.pick(keep)
+    if args.output in ("json", "yaml"):
+        single = len(args.names) == 1 and len(got.objects) == 1
+        doc = got.objects[0] if single else ko.as_list(got.objects)
+        if args.names and not got.objects:
+            return code  # kubectl prints no empty List after a NotFound
+        print(json.dumps(doc, indent=4) if args.output == "json" else yaml.safe_dump(doc, sort_keys=False).rstrip("\n"))
+    elif args.output == "records":
+        print(json.dumps(got.records, indent=2))
+    elif got.rows or not args.names:
+        if not got.rows and not args.names:
+            ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups") else f" in {args.namespace} namespace"
+            print(f"No resources found{ns}.", file=sys.stderr)
+            return code
+        print(render(got.rows, columns_of(what, args.output), "table"))
+    return code
 
 
 COLUMNS = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
-           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": NODE_COLUMNS}  # fmt: skip
+           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": NODE_COLUMNS,
+           "components": COMPONENT_COLUMNS}  # fmt: skip
+#: `-o wide`'s extra columns, kubectl's habit: what a second look needs.
+WIDE = {"pods": ("job", "podgroup", "queue", "labels"),
+        "jobs": ("min", "pods", "nodes", "cards"),
+        "podgroups": ("owner", "min", "pods", "nodes", "cards", "reason")}  # fmt: skip
+#: The resource a NotFound names, as the API server says it (CRDs with their group).
+RESOURCES = {"pods": "pods", "jobs": "jobs.batch.volcano.sh", "podgroups": "podgroups.scheduling.volcano.sh",
+             "queues": "queues.scheduling.volcano.sh", "nodes": "nodes", "cards": "cards.tessera.io",
+             "components": "componentstatuses"}  # fmt: skip
+#: `get -o`: a table (or a wider one), Kubernetes objects, or the simulate report's records.
+GET_OUTPUTS = ("table", "wide", "json", "yaml", "records")
 
 
 def kubeconfig_arg(p: argparse.ArgumentParser) -> None:
@@ -223,7 +391,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     get.add_argument("names", nargs="*", metavar="NAME", help="only these objects (exit 1 if one is missing)")
     get.add_argument("-n", "--namespace", default="default", help="namespace of pods and jobs (default: default)")
     get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")
-    get.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or yaml")
+    get.add_argument("-o", "--output", choices=GET_OUTPUTS, default="table",
+                     help="table (default); wide: more columns; json|yaml: Kubernetes objects (a List, or the "
+                          "one object named); records: the simulate report's records as JSON")  # fmt: skip
+    get.add_argument("-l", "--selector", default="", metavar="SELECTOR",
+                     help="label selector: k=v, k!=v, k, !k; comma-separated terms must all hold")  # fmt: skip
+    get.add_argument("-w", "--watch", action="store_true",
+                     help="print the list, then each object again whenever it changes, until Ctrl-C")  # fmt: skip
     connection_args(get)
     kubeconfig_arg(get)
     get.set_defaults(func=cmd_get)

@@ -46,7 +46,7 @@ def run(state: Path, *args: str):  # type: ignore[no-untyped-def]
 
 
 def pods(state: Path) -> dict[str, dict]:
-    out = run(state, "get", "pods", "-o", "json")
+    out = run(state, "get", "pods", "-o", "records")
     assert out.returncode == 0, out.stderr
     return {p["name"]: p for p in json.loads(out.stdout)}
 
@@ -73,9 +73,9 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     infer = wait_for(system, "infer-0", "Running")
     assert set(infer) == SIMULATE_POD_KEYS
     assert infer["devices"][0]["memory"] == 16384 and infer["devices"][0]["template"] == "vir05_1c_16g"
-    jobs = json.loads(run(system, "get", "jobs", "-o", "json").stdout)
+    jobs = json.loads(run(system, "get", "pg", "-o", "records").stdout)
     assert {j["name"] for j in jobs} >= {f"infer-{i}" for i in range(8)}
-    cards = json.loads(run(system, "get", "cards", "-o", "json").stdout)
+    cards = json.loads(run(system, "get", "cards", "-o", "records").stdout)
     assert set(cards[0]) == SIMULATE_CARD_KEYS and len(cards) == 16
     assert sum(c["memory_used"] for c in cards) >= 16384  # infer-0 runs: its slice is booked
     table = run(system, "get", "pods").stdout
@@ -89,7 +89,7 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
 
     assert run(system, "queue", "create", "team-a", "--weight", "2").returncode == 0
     assert run(system, "queue", "close", "team-a").returncode == 0
-    queues = {q["name"]: q for q in json.loads(run(system, "get", "queues", "-o", "json").stdout)}
+    queues = {q["name"]: q for q in json.loads(run(system, "get", "queues", "-o", "records").stdout)}
     assert queues["team-a"]["state"] == "Closed"
     closed = system / "to-closed.yaml"
     closed.write_text(LATE_POD)

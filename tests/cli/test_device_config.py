@@ -49,7 +49,7 @@ def test_running_system_uses_the_given_catalogue(tmp_path: Path) -> None:
     try:
         assert tessera("apply", "-f", str(tmp_path / "w.yaml"), "--state-dir", str(state)).returncode == 0
         for _ in range(200):  # poll `get pods` until the pod runs
-            pods = json.loads(tessera("get", "pods", "-o", "json", "--state-dir", str(state)).stdout)
+            pods = json.loads(tessera("get", "pods", "-o", "records", "--state-dir", str(state)).stdout)
             if pods and pods[0]["phase"] == "Running":
                 break
         assert pods[0]["phase"] == "Running", pods

@@ -57,7 +57,7 @@ def run(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def wait_pod(state: Path, name: str, phase: str | None, tries: int = 200) -> None:
     """Poll `get pod NAME` until it is in `phase` (None: until it is gone)."""
     for _ in range(tries):
-        got = run(state, "get", "po", name, "-o", "json")
+        got = run(state, "get", "po", name, "-o", "records")
         if phase is None and got.returncode == 1:
             return
         if phase is not None and got.returncode == 0 and json.loads(got.stdout)[0]["phase"] == phase:
@@ -76,27 +76,28 @@ def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
     assert "queue/team-x accepted" in applied.stdout and "pod/default/trainer accepted" in applied.stdout
     wait_pod(system, "trainer", "Running")
 
-    one = run(system, "get", "pod", "trainer", "-o", "json")
+    one = run(system, "get", "pod", "trainer", "-o", "records")
     assert [p["name"] for p in json.loads(one.stdout)] == ["trainer"]
     missing = run(system, "get", "pods", "nope")
-    assert missing.returncode == 1 and "'nope' not found" in missing.stderr
-    for alias in ("vcjob", "job", "jobs"):
-        assert "trainer" in run(system, "get", alias).stdout
+    assert missing.returncode == 1 and 'pods "nope" not found' in missing.stderr
+    for alias in ("vcjob", "job", "jobs"):  # a plain pod's job is no Volcano Job
+        listed = run(system, "get", alias)
+        assert listed.returncode == 0 and "trainer" not in listed.stdout
     assert "team-x" in run(system, "get", "q").stdout
-    pg = run(system, "get", "pg")
-    assert pg.stdout.splitlines()[0].split() == ["NAMESPACE", "NAME", "KIND", "QUEUE", "PHASE"]
-    assert "trainer" in pg.stdout
+    pg = run(system, "get", "pg", "-o", "wide")
+    assert pg.stdout.splitlines()[0].split()[:6] == ["NAMESPACE", "NAME", "KIND", "QUEUE", "PHASE", "AGE"]
+    assert "trainer" in pg.stdout  # the OWNER of its implied group
 
-    nodes = {n["node"]: n for n in json.loads(run(system, "get", "nodes", "-o", "json").stdout)}
+    nodes = {n["node"]: n for n in json.loads(run(system, "get", "nodes", "-o", "records").stdout)}
     assert nodes["node-a"]["cpu"] == "192" and nodes["node-a"]["memory"] == "1536Gi"
     assert nodes["node-a"]["cards"] == "8×Ascend910B3"
     assert sum(int(n["cards_in_use"].split("/")[0]) for n in nodes.values()) == 1  # trainer's slice
 
     pod = run(system, "describe", "po", "trainer")
     assert pod.returncode == 0, pod.stderr
-    assert "Name:" in pod.stdout and "Phase:" in pod.stdout and "Running" in pod.stdout
+    assert "Name:" in pod.stdout and "Status:" in pod.stdout and "Running" in pod.stdout
     assert "Events:" in pod.stdout and "JobSubmitted" in pod.stdout and "PlacementCommitted" in pod.stdout
-    job = run(system, "describe", "job", "trainer")
+    job = run(system, "describe", "pg", "trainer")  # a plain pod's implied group, by its pod's name
     assert "Pods:" in job.stdout and "TaskStarted" in job.stdout
     assert run(system, "describe", "pod", "nope").returncode == 1
 
@@ -105,7 +106,7 @@ def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
     assert "queue/team-x configured" in updated.stdout
     queue = run(system, "describe", "queue", "team-x")
     assert "Weight:" in queue.stdout and " 5" in queue.stdout.split("Weight:")[1].splitlines()[0]
-    assert "'cpu': 32000" in queue.stdout and "QueueUpdated" in queue.stdout
+    assert "cpu=32" in queue.stdout.split("Capability:")[1].splitlines()[0] and "QueueUpdated" in queue.stdout
     assert "trainer" in queue.stdout.split("Jobs:")[1]
     assert run(system, "queue", "update", "nope", "--weight", "2").returncode == 1
 
@@ -148,7 +149,7 @@ def closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_a_closed_pipe_is_not_an_error(system: Path) -> None:
-    for args in (("version",), ("get", "pods", "--state-dir", str(system))):
+    for args in (("version",), ("get", "queues", "--state-dir", str(system))):  # root and default: rows
         out = closed_pipe(*args)
         assert b"BrokenPipeError" not in out.stderr and b"Traceback" not in out.stderr, out.stderr
         assert out.returncode == 141

@@ -53,7 +53,7 @@ def wait_gone(pids: list[int], timeout: float = 30.0) -> list[int]:
 
 
 def node_names(state: Path) -> list[str]:
-    got = tessera("get", "nodes", "-o", "json", "--state-dir", str(state))
+    got = tessera("get", "nodes", "-o", "records", "--state-dir", str(state))
     assert got.returncode == 0, got.stderr
     return [n["node"] for n in json.loads(got.stdout)]
 

@@ -18,7 +18,7 @@ __all__ = ["state_dir"]
 
 
 def components(state: Path) -> dict[str, dict]:
-    got = tessera("get", "components", "-o", "json", "--state-dir", str(state))
+    got = tessera("get", "components", "-o", "records", "--state-dir", str(state))
     assert got.returncode == 0, got.stderr
     return {c["name"]: c for c in json.loads(got.stdout)}
 

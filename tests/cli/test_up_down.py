@@ -67,7 +67,7 @@ async def test_up_get_down(state_dir: Path) -> None:
 
     await wait_until(cards_registered, what="allocator to register the cards")
     await log.close()
-    got = tessera("get", "cards", "-o", "json", "--state-dir", str(state_dir))
+    got = tessera("get", "cards", "-o", "records", "--state-dir", str(state_dir))
     assert got.returncode == 0, got.stderr
     cards = json.loads(got.stdout)
     assert [c["uuid"] for c in cards][:2] == ["n1-Ascend910B3-0", "n1-Ascend910B3-1"]

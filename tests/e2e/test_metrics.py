@@ -73,7 +73,7 @@ async def test_scraping_the_demo_returns_hami_card_metrics_with_its_card_usage(
     pods: dict[str, dict] = {}
 
     async def all_running() -> bool:
-        got = tessera("get", "pods", "-o", "json", "--state-dir", str(state_dir))
+        got = tessera("get", "pods", "-o", "records", "--state-dir", str(state_dir))
         pods.clear()
         pods.update({p["name"]: p for p in json.loads(got.stdout)})
         return all(pods.get(n, {}).get("phase") == "Running" for n in running)
@@ -114,7 +114,7 @@ async def test_scraping_the_demo_returns_hami_card_metrics_with_its_card_usage(
         {ls["device_uuid"]: cores.get(ls["device_uuid"], 0) for ls, _ in allocated}  # fmt: skip
     assert {ls["device_uuid"]: v for ls, v in series(samples, "hami_gpu_shared_count")} == \
         {ls["device_uuid"]: holders.get(ls["device_uuid"], 0) for ls, _ in allocated}  # fmt: skip
-    cards = json.loads(tessera("get", "cards", "-o", "json", "--state-dir", str(state_dir)).stdout)
+    cards = json.loads(tessera("get", "cards", "-o", "records", "--state-dir", str(state_dir)).stdout)
     limits = {ls["device_uuid"]: v for ls, v in series(samples, "hami_gpu_memory_limit_bytes")}
     assert limits == {c["uuid"]: c["memory_total"] * MIB for c in cards}
     # each inference pod asked 8192 MB of one card, and holds at least that (template rounding)
@@ -134,7 +134,7 @@ async def test_scraping_the_demo_returns_hami_card_metrics_with_its_card_usage(
     assert sched[("volcano_queue_capacity_milli_cpu", frozenset({("queue_name", name)}))] == cap["cpu"]
     assert sched[("volcano_queue_capacity_memory_bytes", frozenset({("queue_name", name)}))] == cap["memory"] * MIB
     assert sched[("volcano_queue_weight", frozenset({("queue_name", name)}))] == queue["spec"]["weight"]
-    jobs = json.loads(tessera("get", "jobs", "-o", "json", "--state-dir", str(state_dir)).stdout)
+    jobs = json.loads(tessera("get", "pg", "-o", "records", "--state-dir", str(state_dir)).stdout)
     queue_of = {(j["namespace"], j["name"]): j["queue"] for j in jobs}
     by_queue: defaultdict[str, int] = defaultdict(int)
     for n in running:

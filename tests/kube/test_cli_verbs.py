@@ -125,16 +125,16 @@ async def test_get_queues_shows_weight_capability_deserved_allocated_as_cards_an
     assert "cpu=2,huawei.com/Ascend910=2.9,memory=16Gi" in train  # 2938m cards: 2.9 cards
     typo = next(line for line in lines if line.startswith("typo"))
     assert "capability names huawei.com/Ascend910B2-npu, which no node reports" in typo
-    records = {q["name"]: q for q in json.loads((await tessera(volcano, "get", "q", "-o", "json")).out)}
+    records = {q["name"]: q for q in json.loads((await tessera(volcano, "get", "q", "-o", "records")).out)}
     assert records["train-queue"]["allocated"] == {"cpu": 2000, "huawei.com/Ascend910": 2938, "memory": 16384}
     assert records["train-queue"]["weight"] == 2 and "warning" not in records["train-queue"]
 
 
 async def test_get_jobs_podgroups_pods_read_the_status_volcano_writes(volcano: Cluster) -> None:
     ns = volcano.namespace
-    jobs = json.loads((await tessera(volcano, "get", "vcjob", "-n", ns, "-o", "json")).out)
+    jobs = json.loads((await tessera(volcano, "get", "vcjob", "-n", ns, "-o", "records")).out)
     assert [(j["name"], j["queue"], j["phase"]) for j in jobs] == [("npu-train-job", "train-queue", "Running")]
-    listed = await tessera(volcano, "get", "pg", "-n", ns, "-o", "yaml")
+    listed = await tessera(volcano, "get", "pg", "-n", ns, "-o", "records")
     groups = {g["name"]: g for g in _yaml(listed.out)}
     assert groups["big-gang"]["phase"] == "Pending" and groups["big-gang"]["kind"] == "PodGroup"
     assert groups["big-gang"]["reason"].startswith("4/4 tasks in gang unschedulable")
@@ -146,10 +146,10 @@ async def test_get_jobs_podgroups_pods_read_the_status_volcano_writes(volcano: C
     assert "not-batch" not in rows  # the default scheduler's pod is not a batch pod
     assert "node-a-npu-0:65536MB/whole" in rows["npu-train-job-worker-0"]
     assert "node-a-npu-1:16384MB/5/20 cores[vir05_1c_16g]" in rows["npu-train-job-worker-1"]
-    one = json.loads((await tessera(volcano, "get", "pod", "npu-train-job-worker-1", "-n", ns, "-o", "json")).out)
+    one = json.loads((await tessera(volcano, "get", "pod", "npu-train-job-worker-1", "-n", ns, "-o", "records")).out)
     assert [(p["node"], p["devices"][0]["kind"], p["devices"][0]["card_cores"]) for p in one] == [("node-a", "template", 20)]
     missing = await tessera(volcano, "get", "pods", "nope", "-n", ns)
-    assert missing.code == 1 and "'nope' not found" in missing.err
+    assert missing.code == 1 and 'pods "nope" not found' in missing.err
 
 
 def _yaml(text: str) -> Any:

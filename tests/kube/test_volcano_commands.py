@@ -57,7 +57,7 @@ async def consumed(cluster: Cluster, name: str) -> bool:
 async def log_queues(cp: ControlPlane) -> list[str]:
     """`tessera get queues -o json` against the running system: the log's queues."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "get", "queues", "-o", "json", "--nats", cp.url,
+        sys.executable, "-m", "services.cli.main", "get", "queues", "-o", "records", "--nats", cp.url,
         *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
     out, err = await proc.communicate()

@@ -1,0 +1,411 @@
+"""The log's records → the Kubernetes objects `kubectl get -o json|yaml` would print (issue 26,
+items 6–8), so `jq '.items[].status.phase'` and other kubectl habits carry over.
+
+Pure: the simulate report's records and a `Catalog` of what the log says about each object's
+birth (its spec, its submission's sequence and NATS timestamp) in, dicts out. The shapes are
+the ones the API server serves: a Pod's `status.phase` is one of Kubernetes' five phases, and
+Tessera's finer phase (Pipelined, Bound, Rejected, Evicted) is its `status.reason`, as kubelet
+writes `Evicted`; PodGroups are `scheduling.volcano.sh/v1beta1`, Volcano Jobs
+`batch.volcano.sh/v1alpha1`, Queues `scheduling.volcano.sh/v1beta1`.
+
+Names: Volcano's podgroup controller names a plain pod's implied PodGroup `podgroup-<pod uid>`
+and the job controller a Job's `<job>-<job uid>` (`generateRelatedPodGroupName`). A pod that came
+from the API server carries its uid in the task annotation the pod source writes; one applied
+through `tessera apply` never had one, so its uid is derived from the submission's place in the
+log (stable for that incarnation, new after a delete and re-apply, as a real uid is).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts.envelope import TYPE
+from contracts.events import JobDeleted, JobSubmitted, JobUpdated, NodeRegistered
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from contracts.workloads import JobSpec, TaskSpec
+from services.runtime.eventlog.model import StoredMessage
+
+POD_API, JOB_API, SCHEDULING_API = "v1", "batch.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"
+#: Tessera's own kinds (cards) are no Kubernetes API's; they get a group of their own.
+TESSERA_API = "tessera.io/v1alpha1"
+#: Where the pod source keeps a Kubernetes pod's uid on its task (services/kube/pods.py).
+POD_UID = "tessera.io/pod-uid"
+GROUP_NAME = "scheduling.k8s.io/group-name"
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+#: The labels Volcano's job controller puts on the pods it creates.
+JOB_NAME_LABEL, TASK_LABEL = "volcano.sh/job-name", "volcano.sh/task-spec"
+#: Kubernetes' pod phases; every other phase Tessera knows is a kind of one of them.
+KUBE_PHASES = {"Pipelined": "Pending", "Bound": "Pending", "Rejected": "Pending", "Evicted": "Failed",
+               "Terminating": "Running"}  # fmt: skip
+#: The NATS header a stored message's time is in (direct gets carry it).
+TIME_HEADER = "Nats-Time-Stamp"
+#: The event types the catalog decodes; every other message is skipped by its header alone.
+_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "QueueCreated", "NodeRegistered"})
+
+
+@dataclass
+class Born:
+    """An object's current incarnation: when the log first said so, and its latest spec."""
+
+    seq: int
+    time: str
+    spec: JobSpec | None = None
+
+
+@dataclass
+class Catalog:
+    jobs: dict[tuple[str, str], Born] = field(default_factory=dict)
+    queues: dict[str, Born] = field(default_factory=dict)
+    nodes: dict[str, Born] = field(default_factory=dict)
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def catalog(messages: Iterable[StoredMessage]) -> Catalog:
+    """Births and specs from the log (a message that does not decode is skipped, as readers do)."""
+    reg = default_registry()
+    out = Catalog()
+    for m in messages:
+        kind = m.headers.get(TYPE, "")
+        if kind not in _BIRTHS:
+            continue
+        try:
+            ev = reg.decode(kind, m.data)
+        except (UnknownEventType, UndecodableEvent):
+            continue
+        when = m.headers.get(TIME_HEADER, "")
+        if isinstance(ev, JobSubmitted):
+            key = (ev.spec.namespace, ev.spec.name)
+            born = out.jobs.get(key)
+            if born is None:
+                out.jobs[key] = Born(m.seq, when, ev.spec)
+            else:  # submitted again (resume, a refused group accepted): the same object
+                born.spec = ev.spec
+        elif isinstance(ev, JobUpdated):
+            if (ev.spec.namespace, ev.spec.name) in out.jobs:
+                out.jobs[(ev.spec.namespace, ev.spec.name)].spec = ev.spec
+        elif isinstance(ev, JobDeleted):
+            out.jobs.pop((ev.namespace, ev.name), None)
+        elif isinstance(ev, NodeRegistered):
+            out.nodes.setdefault(ev.node, Born(m.seq, when))
+            out.node_labels[ev.node] = dict(ev.labels)
+        elif kind == "QueueCreated":
+            name = ev.spec.name  # type: ignore[attr-defined]
+            out.queues[name] = Born(m.seq, when)
+    return out
+
+
+def rfc3339(stamp: str) -> str:
+    """NATS's nanosecond timestamp as Kubernetes writes times: whole seconds, `Z`."""
+    if not stamp:
+        return ""
+    return stamp.split(".")[0].removesuffix("Z") + "Z"
+
+
+def from_epoch(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def age(stamp: str, now: datetime) -> str:
+    """How old, as kubectl's AGE column says it: exact while it is young, coarser as it ages."""
+    if not stamp:
+        return "<unknown>"
+    then = datetime.strptime(rfc3339(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    s = max(0, int((now - then).total_seconds()))
+    m, h, d = s // 60, s // 3600, s // 86400
+    if s < 120:
+        return f"{s}s"
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if h < 3:
+        return f"{m}m"
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    if d < 8:
+        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
+    if d < 365 * 2:
+        return f"{d}d"
+    return f"{d // 365}y"
+
+
+def _uid(born: Born | None, subject: str) -> str:
+    if born is None:
+        return ""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tessera:{subject}:{born.seq}"))
+
+
+def job_uid(cat: Catalog, namespace: str, name: str) -> str:
+    return _uid(cat.jobs.get((namespace, name)), f"{namespace}/{name}")
+
+
+def _task_of(born: Born | None, pod: str) -> TaskSpec | None:
+    if born is None or born.spec is None:
+        return None
+    from services.core.scheduling.snapshot import task_names
+
+    return next((t for p, _role, _i, t in task_names(born.spec) if p == pod), None)
+
+
+def pod_uid(cat: Catalog, namespace: str, job: str, pod: str) -> str:
+    """The Kubernetes pod's own uid when it came from one, else one derived from the log."""
+    born = cat.jobs.get((namespace, job or pod))
+    task = _task_of(born, pod)
+    if task is not None and task.annotations.get(POD_UID):
+        return task.annotations[POD_UID]
+    return _uid(born, f"{namespace}/{job or pod}/{pod}")
+
+
+def podgroup_name(cat: Catalog, job: Mapping[str, Any]) -> str:
+    """The name Volcano gives the job's PodGroup (module docstring)."""
+    ns, name, kind = job["namespace"], job["name"], job.get("kind", "")
+    if kind == "Pod":
+        uid = pod_uid(cat, ns, name, name)
+        return f"podgroup-{uid}" if uid else name
+    if kind == "Job":
+        uid = job_uid(cat, ns, name)
+        return f"{name}-{uid}" if uid else name
+    return name
+
+
+def pod_labels(cat: Catalog, pod: Mapping[str, Any]) -> dict[str, str]:
+    """The pod's own labels, and the two Volcano's job controller adds to a Job's pods."""
+    born = cat.jobs.get((pod["namespace"], pod["job"] or pod["name"]))
+    task = _task_of(born, pod["name"])
+    labels = dict(task.labels) if task is not None else {}
+    if born is not None and born.spec is not None and born.spec.kind == "Job" and task is not None:
+        labels.setdefault(JOB_NAME_LABEL, born.spec.name)
+        labels.setdefault(TASK_LABEL, task.name)
+    return labels
+
+
+def _meta(name: str, namespace: str | None, uid: str, born: Born | None, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if uid:
+        meta["uid"] = uid
+    if born is not None and born.time:
+        meta["creationTimestamp"] = rfc3339(born.time)
+    meta.update({k: v for k, v in extra.items() if v})
+    return meta
+
+
+def _cards_text(devices: Sequence[Mapping[str, Any]]) -> str:
+    from services.cli.get import device_text
+
+    return ",".join(device_text(d) for d in devices)
+
+
+def pod_object(cat: Catalog, pod: Mapping[str, Any], job_rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict:
+    ns, name, job = pod["namespace"], pod["name"], pod["job"]
+    born = cat.jobs.get((ns, job or name))
+    job_row = job_rows.get((ns, job or name), {})
+    annotations: dict[str, str] = {}
+    if job_row:
+        annotations[GROUP_NAME] = podgroup_name(cat, job_row)
+        if job_row.get("queue"):
+            annotations[QUEUE_NAME] = job_row["queue"]
+    if pod.get("devices"):
+        annotations["tessera.io/devices"] = _cards_text(pod["devices"])
+    owners = []
+    if job_row.get("kind") == "Job":
+        owners = [{"apiVersion": JOB_API, "kind": "Job", "name": job, "uid": job_uid(cat, ns, job),
+                   "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    meta = _meta(name, ns, pod_uid(cat, ns, job, name), born, labels=pod_labels(cat, pod),
+                 annotations=annotations, ownerReferences=owners)  # fmt: skip
+    phase = pod["phase"]
+    status: dict[str, Any] = {"phase": KUBE_PHASES.get(phase, phase)}
+    if phase in KUBE_PHASES:
+        status["reason"] = phase
+    if pod.get("reason"):
+        status["message"] = pod["reason"]
+    scheduled = pod.get("node") is not None and phase not in ("Pipelined", "Rejected")
+    condition: dict[str, Any] = {"type": "PodScheduled", "status": "True" if scheduled else "False"}
+    if not scheduled:
+        condition["reason"] = "Unschedulable"
+        if pod.get("reason"):
+            condition["message"] = pod["reason"]
+    status["conditions"] = [condition]
+    spec: dict[str, Any] = {"schedulerName": "volcano"}
+    if pod.get("node"):
+        spec["nodeName"] = pod["node"]
+    task = _task_of(born, name)
+    if task is not None and task.priority_class:
+        spec["priorityClassName"] = task.priority_class
+    return {"apiVersion": POD_API, "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _counts(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    out = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0}
+    for p in pods:
+        phase = KUBE_PHASES.get(p["phase"], p["phase"]).lower()
+        if phase in out:
+            out[phase] += 1
+    return {k: v for k, v in out.items() if v}
+
+
+def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
+    ns, name = job["namespace"], job["name"]
+    born = cat.jobs.get((ns, name))
+    spec: dict[str, Any] = {"queue": job.get("queue") or "default"}
+    if born is not None and born.spec is not None:
+        s = born.spec
+        spec.update(minAvailable=s.min_available, maxRetry=s.max_retry,
+                    tasks=[{"name": t.name, "replicas": t.replicas,
+                            **({"minAvailable": t.min_available} if t.min_available is not None else {})}
+                           for t in s.tasks])  # fmt: skip
+        if s.priority_class:
+            spec["priorityClassName"] = s.priority_class
+    state: dict[str, Any] = {"phase": job["phase"]}
+    if job.get("reason"):
+        state["message"] = job["reason"]
+    status: dict[str, Any] = {"state": state, **_counts(pods)}
+    if born is not None and born.spec is not None:
+        status["minAvailable"] = born.spec.min_available
+    return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born),
+            "spec": spec, "status": status}  # fmt: skip
+
+
+def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
+    """A job's PodGroup: its Volcano name, owned by the Job (or, implied, by its pod)."""
+    ns, name, kind = job["namespace"], job["name"], job.get("kind", "")
+    born = cat.jobs.get((ns, name))
+    owners = []
+    if kind == "Job":
+        owners = [{"apiVersion": JOB_API, "kind": "Job", "name": name, "uid": job_uid(cat, ns, name),
+                   "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    elif kind == "Pod":
+        owners = [{"apiVersion": POD_API, "kind": "Pod", "name": name, "uid": pod_uid(cat, ns, name, name),
+                   "controller": True}]  # fmt: skip
+    spec: dict[str, Any] = {"queue": job.get("queue") or "default"}
+    if born is not None and born.spec is not None:
+        spec["minMember"] = born.spec.min_available
+        if born.spec.priority_class:
+            spec["priorityClassName"] = born.spec.priority_class
+    status: dict[str, Any] = {"phase": job["phase"], **_counts(pods)}
+    if job.get("reason"):
+        status["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                                 "message": job["reason"]}]  # fmt: skip
+    uid = _uid(born, f"{ns}/{name}/podgroup")
+    return {"apiVersion": SCHEDULING_API, "kind": "PodGroup",
+            "metadata": _meta(podgroup_name(cat, job), ns, uid, born, ownerReferences=owners),
+            "spec": spec, "status": status}  # fmt: skip
+
+
+def quantities(values: Mapping[str, int]) -> dict[str, str]:
+    """Core units → the quantities a manifest writes (`64`, `256Gi`, `8`): CPU and memory as
+    `get queues` prints them (the largest exact unit), a device's as HAMi reads it."""
+    from services.cli.tables import amount
+    from services.core.workload.quantity import from_units
+
+    return {res: amount(res, int(v)) if res in ("cpu", "memory", "ephemeral-storage") else from_units(res, int(v))
+            for res, v in values.items()}  # fmt: skip
+
+
+def queue_object(cat: Catalog, queue: Mapping[str, Any]) -> dict:
+    name = queue["name"]
+    spec: dict[str, Any] = {"weight": queue.get("weight", 1)}
+    if queue.get("capability"):
+        spec["capability"] = quantities(queue["capability"])
+    if queue.get("parent") and name != "root":
+        spec["parent"] = queue["parent"]
+    status: dict[str, Any] = {"state": queue.get("state", "")}
+    if queue.get("allocated"):
+        status["allocated"] = quantities(queue["allocated"])
+    if queue.get("reason"):
+        status["reason"] = queue["reason"]
+    return {"apiVersion": SCHEDULING_API, "kind": "Queue", "metadata": _meta(name, None, "", cat.queues.get(name)),
+            "spec": spec, "status": status}  # fmt: skip
+
+
+def node_object(cat: Catalog, node: NodeRegistered) -> dict:
+    allocatable: dict[str, str] = {"cpu": f"{node.cpu_milli / 1000:g}", "memory": quantities({"memory": node.memory_mib})["memory"],
+                                   "pods": str(node.pods)}  # fmt: skip
+    for card in node.cards:
+        key = f"huawei.com/{card.type}" if card.vendor == "huawei" else "nvidia.com/gpu"
+        allocatable[key] = str(int(allocatable.get(key, "0")) + 1)
+    meta = _meta(node.node, None, "", cat.nodes.get(node.node), labels=dict(node.labels),
+                 annotations=dict(node.annotations))  # fmt: skip
+    spec: dict[str, Any] = {}
+    if node.taints:
+        spec["taints"] = [{"key": t} for t in node.taints]
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec,
+            "status": {"capacity": dict(allocatable), "allocatable": allocatable}}  # fmt: skip
+
+
+def card_object(card: Mapping[str, Any]) -> dict:
+    """A card ledger: no Kubernetes kind holds one, so it is Tessera's own."""
+    return {"apiVersion": TESSERA_API, "kind": "Card",
+            "metadata": {"name": card["uuid"], "labels": {"node": card["node"], "type": card["type"]}},
+            "spec": {"node": card["node"], "type": card["type"], "index": card.get("index", 0),
+                     "memory": card["memory_total"], "cores": card["cores_total"], "slices": card["slices_total"]},
+            "status": {"memoryUsed": card["memory_used"], "coresUsed": card["cores_used"],
+                       "slicesUsed": card["slices_used"]}}  # fmt: skip
+
+
+def component_object(c: Mapping[str, Any]) -> dict:
+    """What `up` supervises, as `kubectl get componentstatuses` shows the control plane."""
+    healthy = c.get("state") in ("ready", "running")
+    condition = {"type": "Healthy", "status": "True" if healthy else "False", "message": str(c.get("state", ""))}
+    if c.get("last_error"):
+        condition["error"] = str(c["last_error"])
+    return {"apiVersion": "v1", "kind": "ComponentStatus",
+            "metadata": {"name": c["name"], "annotations": {"tessera.io/pid": str(c.get("pid", "")),
+                                                            "tessera.io/restarts": str(c.get("restarts", 0))}},
+            "conditions": [condition]}  # fmt: skip
+
+
+def as_list(items: list[dict]) -> dict:
+    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+
+
+# --- label selectors (kubectl -l: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma = AND) ---
+
+
+class SelectorError(ValueError):
+    """A selector kubectl would not parse either."""
+
+
+def parse_selector(text: str) -> list[tuple[str, str, str]]:
+    """(key, op, value) terms; op is `=`, `!=`, `exists` or `!exists`."""
+    terms = []
+    for raw in (t.strip() for t in text.split(",")):
+        if not raw:
+            raise SelectorError(f"unable to parse requirement: found empty term in {text!r}")
+        if "!=" in raw:
+            key, value = raw.split("!=", 1)
+            op = "!="
+        elif "=" in raw:
+            key, value = raw.replace("==", "=", 1).split("=", 1)
+            op = "="
+        elif raw.startswith("!"):
+            key, value, op = raw[1:], "", "!exists"
+        else:
+            key, value, op = raw, "", "exists"
+        key, value = key.strip(), value.strip()
+        if not key or any(c in key for c in " =!") or any(c in value for c in " =!"):
+            raise SelectorError(f"unable to parse requirement: {raw!r}")
+        terms.append((key, op, value))
+    return terms
+
+
+def matches(terms: Sequence[tuple[str, str, str]], labels: Mapping[str, str]) -> bool:
+    for key, op, value in terms:
+        if op == "=" and labels.get(key) != value:
+            return False
+        if op == "!=" and labels.get(key) == value:  # kubectl: a missing key is not equal
+            return False
+        if op == "exists" and key not in labels:
+            return False
+        if op == "!exists" and key in labels:
+            return False
+    return True
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
