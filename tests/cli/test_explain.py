@@ -301,3 +301,43 @@ def test_replay_verify_does_not_call_the_queue_services_decisions_a_schedulers(
             **{"Nats-Msg-Id": "sched:3#9"})  # fmt: skip
     assert main(["replay", "--verify", "--from", str(log)]) == 0
     assert "note: 1 decisions carry no session record" in capsys.readouterr().out
+
+
+REASONS_INVENTORY = "nodes: [{name: node-a, cpu: 64, memory: 256Gi, devices: [{type: Ascend910B3, count: 4}]}]\n"
+
+
+def _pod_yaml(name: str, limits: str, annotations: str = "") -> str:
+    meta = f"{{name: {name}" + (f", annotations: {{{annotations}}}" if annotations else "") + "}"
+    return (f"---\napiVersion: v1\nkind: Pod\nmetadata: {meta}\nspec:\n  containers: [{{name: c, image: x, "
+            f"resources: {{limits: {{{limits}}}}}}}]\n")  # fmt: skip
+
+
+def test_reasons_name_what_keeps_a_pod_not_the_queue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 item 5: an NVIDIA pod on an Ascend-only cluster and a 5-card pod on 4 cards were
+    reported as "queue resource quota insufficient or cluster overused" (their queue has no
+    limit); a default queue without capability "exceeds its capability 4" (that is the
+    cluster); a use-uuid naming a missing card had "nothing the log can tell" to unblock it."""
+    inv, work = tmp_path / "inv.yaml", tmp_path / "w.yaml"
+    inv.write_text(REASONS_INVENTORY)
+    work.write_text(_pod_yaml("cuda", 'nvidia.com/gpu: "1"') + _pod_yaml("five", 'huawei.com/Ascend910B3: "5"')
+                    + _pod_yaml("pinned", 'huawei.com/Ascend910B3: "1"', 'hami.io/use-Ascend910B3-uuid: no-such-card')
+                    + _pod_yaml("three-a", 'huawei.com/Ascend910B3: "3"') + _pod_yaml("three-b", 'huawei.com/Ascend910B3: "3"'))  # fmt: skip
+    report, conf = tmp_path / "r.json", tmp_path / "proportion.conf"
+    conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n'
+                    "- plugins:\n  - name: proportion\n  - name: predicates\n  - name: nodeorder\n"
+                    "  - name: deviceshare\n    arguments:\n      deviceshare.AscendHAMiVNPUEnable: true\n")  # fmt: skip
+    assert main(["simulate", "--inventory", str(inv), "--workload", str(work), "--report", str(report),
+                 "--events", str(tmp_path / "l.jsonl"), "--cycles", "1", "--scheduler-conf", str(conf),
+                 "-o", "json"]) == 0  # fmt: skip
+    capsys.readouterr()
+    pods = {p["name"]: p for p in json.loads(report.read_text())["pods"]}
+    for name in ("cuda", "five"):
+        assert pods[name]["phase"] == "Pending" and "queue resource quota" not in pods[name]["reason"], pods[name]
+    code, out, _ = explain(capsys, "pod", "pinned", "--from", str(tmp_path / "l.jsonl"))
+    assert code == 0
+    assert "hami.io/use-Ascend910B3-uuid names no-such-card: no card of the cluster has that uuid" in out
+    assert "correct hami.io/use-Ascend910B3-uuid to cards the cluster has (e.g. node-a-Ascend910B3-0" in out
+    waiting = [n for n in ("three-a", "three-b") if pods[n]["phase"] == "Pending"]
+    assert len(waiting) == 1
+    code, out, _ = explain(capsys, "pod", waiting[0], "--from", str(tmp_path / "l.jsonl"))
+    assert "exceeds its capability" not in out and "exceeds the 4 the cluster has for it" in out, out

@@ -58,14 +58,17 @@ def bounded_reasons(node_errors: Mapping[str, str]) -> tuple[dict[str, str], dic
 ENQUEUE_REFUSED = "queue resource quota insufficient or cluster overused"
 
 
+GANG_LINE = "tasks in gang unschedulable"
+
+
 def unschedulable_key(reason: str, why: str) -> str:
     """What must change for a waiting job's `JobUnschedulable` to be appended again (DESIGN §3:
     only on change): the scheduler's reason, or the rule `why` names — not its amounts, which
     move with every placement elsewhere and would append an event per pending job each time.
     The same holds of the gang line a trial adds to an enqueue refusal (trial.py): how many of
     the gang's pods the nodes would take now moves with every other job, its words do not."""
-    if reason.startswith(ENQUEUE_REFUSED):
-        reason = _NUMBER.sub("#", reason)
+    if reason.startswith(ENQUEUE_REFUSED) or "; " in reason.partition(GANG_LINE)[0]:
+        reason = _NUMBER.sub("#", reason)  # (an enqueue refusal's words, then the trial's line)
     return f"{reason}\x00{_NUMBER.sub('#', why)}"
 
 

@@ -195,7 +195,7 @@ def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     return None
 
 
-def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     """A device type no node of the cluster has."""
     if task is None:
         return None
@@ -210,6 +210,25 @@ def _no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     return None
 
 
+def _pinned_to_missing_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A use-uuid annotation naming only cards the cluster does not have: every card answers
+    CardUuidMismatch and no node-by-node story says which annotation to correct — explain said
+    "nothing the log can tell" (issue 26 item 5)."""
+    if task is None:
+        return None
+    uuids = {c.spec.uuid: c.spec.type for n in ssn.node_list for c in n.cards}
+    for d in task.spec.devices:
+        if d.use_uuids and not any(u in uuids for u in d.use_uuids):
+            kind = d.type or d.vendor
+            like = sorted(u for u, t in uuids.items() if t == d.type or t.startswith(kind))[:3]
+            annotation = "nvidia.com/use-gpuuuid" if d.vendor == "nvidia" else f"hami.io/use-{kind}-uuid"
+            return Explanation(f"the pod's {annotation} names {', '.join(d.use_uuids)}: no card of the "
+                               "cluster has that uuid", "deviceshare",
+                               unblock=f"correct {annotation} to cards the cluster has"
+                               + (f" (e.g. {', '.join(like)})" if like else ""))  # fmt: skip
+    return None
+
+
 def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]) -> Explanation:
     """The first rule that keeps `job` waiting, in words; see the module docstring."""
     queue = ssn.queues.get(job.queue)
@@ -217,7 +236,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         return Explanation(f"queue {queue.name} is {queue.state}: it takes no new jobs", "queue",
                            unblock=f"open the queue: tessera queue open {queue.name}")  # fmt: skip
     task = _representative(job)
-    for rule in (_vendor_off, _no_such_cards):
+    for rule in (_vendor_off, no_such_cards, _pinned_to_missing_cards):
         got = rule(ssn, task)
         if got is not None:
             return got

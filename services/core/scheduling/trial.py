@@ -118,6 +118,13 @@ def gang_trials(ssn: Session, budget: int = TRIALS_PER_SESSION) -> dict[str, Tri
     return out
 
 
+#: the plugins whose enqueue refusal is the queue's or the cluster's share ("queue resource
+#: quota insufficient or cluster overused" is true of them); a job refused because no node
+#: can take it (no card of its kind, a gang larger than the cluster) is not the queue's fault,
+#: and saying so first sent users to their queue (issue 26 item 5)
+QUEUE_PLUGINS = frozenset({"proportion", "capacity", "overcommit", ""})
+
+
 def with_trial(
     job: JobInfo, reason: str, why: Explanation, trial: Trial
 ) -> tuple[str, dict[str, str], Explanation]:
@@ -128,7 +135,8 @@ def with_trial(
         missing = job.min_available - job.ready_task_num() - job.waiting_task_num() - trial.placed
         gang = f"{max(missing, 0)}/{len(job.tasks)} tasks in gang unschedulable: {trial.summary}"
         if reason.startswith(ENQUEUE_REFUSED):
-            gang = f"{reason}; {gang}"
+            # Volcano's words where the queue (or its share) is why; else the rule that is
+            gang = f"{reason if why.plugin in QUEUE_PLUGINS or not why.why else why.why}; {gang}"
         return gang, trial.node_errors, Explanation(why.why, why.plugin, trial.groups,
                                                     why.unblock or trial.fix)  # fmt: skip
     if trial.fits and why.why:

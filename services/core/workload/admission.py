@@ -36,6 +36,7 @@ from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
+from services.core.workload.pinning import mistyped_pins
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
 
@@ -518,6 +519,8 @@ class Admission:
             ctx.reject(e.path, e.value, e.rule)
         for v in beyond_every_card(devices, self.largest, f"{path}.spec"):
             ctx.reject(v.resource, v.value, v.rule)
+        for v in mistyped_pins(annotations, devices, f"{path}.metadata.annotations"):
+            ctx.warn(v.resource, v.value, v.rule)
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:

@@ -11,6 +11,7 @@ queue after every job, so shares are re-evaluated.
 from __future__ import annotations
 
 from services.core.scheduling.actions.nodes import select_node
+from services.core.scheduling.explain import no_such_cards
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -74,6 +75,12 @@ class AllocateAction:
         nodes, refused = ssn.nodes_for(job)
         while not tasks.empty():
             task = tasks.pop()
+            absent = no_such_cards(ssn, task) if task.spec.devices else None
+            if absent is not None:  # no queue limit is why: no node has such a card at all
+                job.fit_errors[task.uid] = absent.why  # (it read "queue resource quota
+                if not job.why:  # insufficient", issue 26 item 5)
+                    job.why_plugin, job.why, job.unblock = absent.plugin, absent.why, absent.unblock
+                continue
             if not ssn.allocatable(queue, task):
                 job.fit_errors[task.uid] = "queue resource quota insufficient"
                 if not job.why:

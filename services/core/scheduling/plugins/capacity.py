@@ -191,8 +191,9 @@ class CapacityPlugin:
             dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
                                 missing=sh.INF)  # fmt: skip
             if dim is not None:
+                own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
                 return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue,
-                                        a.real_capability, want, "capacity")
+                                        a.real_capability, want, "capacity", own=own)
         return None
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:

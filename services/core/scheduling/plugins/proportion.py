@@ -202,7 +202,7 @@ class ProportionPlugin:
         if dim is None:
             return None
         return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,
-                                attr.real_capability, want, "proportion")
+                                attr.real_capability, want, "proportion", own=attr.capability)
 
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]

@@ -265,11 +265,22 @@ def closed_queue(name: str, state: str, refuses: str, plugin: str) -> tuple[str,
 
 
 def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
-                  capability: Vec, want: Vec, plugin: str) -> tuple[str, str]:  # fmt: skip
-    """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`."""
+                  capability: Vec, want: Vec, plugin: str, own: Mapping[str, float] | None = None,
+                  ) -> tuple[str, str]:  # fmt: skip
+    """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`.
+
+    `capability` is the effective one (realCapability: the queue's own, else what the cluster
+    leaves it); `own` the queue's spec. A queue with no capability of its own on `dim` is held
+    by the cluster, and saying "exceeds its capability 4" blamed a limit nobody set (issue 26
+    item 5)."""
     a = amount
-    return (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
-            f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))} "
-            f"exceeds its capability {a(dim, capability.get(dim, INF))} ({plugin} enqueue)",
+    used = (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
+            f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))}")  # fmt: skip
+    limit = capability.get(dim, INF)
+    if own is not None and own.get(dim, INF) > limit + EPS:
+        return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
+                f"capability; {plugin} enqueue)",
+                f"add {dim_name(dim)} to the cluster, or let the admitted jobs finish")  # fmt: skip
+    return (f"{used} exceeds its capability {a(dim, limit)} ({plugin} enqueue)",
             f"raise queue {name}'s capability of {dim_name(dim)} to {a(dim, want[dim])}, or let "
             "its admitted jobs finish")  # fmt: skip

@@ -1,0 +1,35 @@
+"""HAMi's card-pinning annotations whose card type is mistyped.
+
+`hami.io/use-<type>-uuid` / `hami.io/no-use-<type>-uuid` are read only under the exact common
+word of the card type the pod asks for (HAMi's Ascend device reads its own type's key); `hami.io/use-Ascend910B-uuid` on a 910B3 pod is no
+key HAMi reads, so the pin was ignored without a word (issue 26 item 5). The pod is still
+accepted — HAMi accepts it — with a warning naming the key and the type it probably meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+
+from contracts.workloads import DeviceRequest
+from services.core.devices.violations import Violation
+
+_PIN = re.compile(r"^hami\.io/(no-)?use-(.+)-uuid$")
+
+
+def mistyped_pins(annotations: Mapping[str, str], devices: Iterable[DeviceRequest], where: str) -> list[Violation]:
+    """A warning for each pinning key that names a card type none of the pod's requests reads
+    (a 910B3 request reads `hami.io/use-Ascend910B3-uuid`, a family request its members')."""
+    read = sorted({t for d in devices if d.vendor == "huawei" for t in (d.allowed_types or (d.type,))})
+    out = []
+    for key, value in sorted(annotations.items()):
+        m = _PIN.match(key)
+        if m is None or m.group(2) in read:
+            continue
+        close = difflib.get_close_matches(m.group(2), read, n=1, cutoff=0.5)
+        meant = f"; did you mean hami.io/{m.group(1) or ''}use-{close[0]}-uuid?" if close else ""
+        asks = f"asks for {', '.join(read)}" if read else "asks for no Ascend card"
+        out.append(Violation(f"{where}[{key}]", value, f"is read by no request of the pod (it {asks}): "
+                             f"the pin is ignored{meant}", warning=True))  # fmt: skip
+    return out

@@ -1,0 +1,36 @@
+"""Issue 26 item 5: a pinning annotation under a card type the pod does not ask for is
+ignored by HAMi; admission accepts the pod and says so, naming the key and the likely one."""
+
+from __future__ import annotations
+
+from services.core.devices import build_vendors
+from services.core.workload import admit, load_documents
+from services.core.workload.devicerequests import hami_parser
+
+REG = build_vendors()
+
+
+def warnings(key: str) -> list[str]:
+    doc = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, annotations: {{{key}: node-a-Ascend910B3-0}}}}
+spec:
+  containers: [{{name: c, image: x, resources: {{limits: {{huawei.com/Ascend910B3: "1"}}}}}}]
+"""
+    work = admit(load_documents(doc), hami_parser(REG), REG.resource_names())
+    assert not work.rejections and len(work.jobs) == 1
+    return [w.line() for w in work.warnings]
+
+
+def test_a_mistyped_pin_is_accepted_with_a_warning_naming_the_key_it_meant() -> None:
+    (line,) = warnings("hami.io/use-Ascend910B-uuid")
+    assert "metadata.annotations[hami.io/use-Ascend910B-uuid]" in line
+    assert "did you mean hami.io/use-Ascend910B3-uuid?" in line and "ignored" in line
+    (line,) = warnings("hami.io/no-use-Ascend910b3-uuid")
+    assert "did you mean hami.io/no-use-Ascend910B3-uuid?" in line
+
+
+def test_the_pin_the_pod_reads_warns_of_nothing() -> None:
+    assert warnings("hami.io/use-Ascend910B3-uuid") == []
+    assert warnings("hami.io/no-use-Ascend910B3-uuid") == []
