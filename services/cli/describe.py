@@ -74,7 +74,7 @@ def _pods_table(pods: list[dict]) -> list[str]:
         return [f"  {NONE}"]
     from services.cli.get import _table_view
 
-    return indent(render(_table_view("pods", pods), POD_COLUMNS[:-1], "table"))
+    return indent(render(_table_view("pods", pods), POD_COLUMNS, "table"))
 
 
 def _events(messages: list[StoredMessage], subject: str) -> list[str]:
@@ -170,7 +170,7 @@ def _queue(queue: dict, obj: dict, row: dict, report: dict[str, Any], messages: 
                   ("Reclaimable", spec.reclaimable), ("Priority", spec.priority)]  # fmt: skip
     pairs += [("Reason", queue.get("reason", "")), ("Warning", queue.get("warning", ""))]
     jobs = [j for j in report["jobs"] if j["queue"] == queue["name"]]
-    table = indent(render(jobs, JOB_COLUMNS[:-1], "table")) if jobs else [f"  {NONE}"]
+    table = indent(render(jobs, JOB_COLUMNS, "table")) if jobs else [f"  {NONE}"]
     return [*fields(pairs), "Jobs:", *table, *_events(messages, subject)]
 
 

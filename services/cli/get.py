@@ -41,10 +41,10 @@ CARD_COLUMNS = (
     "slices_used",
     "slices_total",
 )
-NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use", "age")
-POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason", "age")
-JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason", "age")
-PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase", "age")
+NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
+POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
+JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
+PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
 #: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
 KINDS = {
     **dict.fromkeys(("pods", "pod", "po"), "pods"),
@@ -362,8 +362,10 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
     return code
 
 
-COLUMNS = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "podgroups": PODGROUP_COLUMNS,
-           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": NODE_COLUMNS,
+#: `get`'s tables: the report's columns (simulate and replay print those too) and, for the
+#: objects the log saw born, kubectl's AGE.
+COLUMNS = {"pods": (*POD_COLUMNS, "age"), "jobs": (*JOB_COLUMNS, "age"), "podgroups": (*PODGROUP_COLUMNS, "age"),
+           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": (*NODE_COLUMNS, "age"),
            "components": COMPONENT_COLUMNS}  # fmt: skip
 #: `-o wide`'s extra columns, kubectl's habit: what a second look needs.
 WIDE = {"pods": ("job", "podgroup", "queue", "labels"),

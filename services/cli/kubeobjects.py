@@ -54,6 +54,7 @@ class Born:
     seq: int
     time: str
     spec: JobSpec | None = None
+    tasks: tuple[JobSpec, dict[str, TaskSpec]] | None = None  # `_task_of`'s map, for `spec`
 
 
 @dataclass
@@ -144,11 +145,15 @@ def job_uid(cat: Catalog, namespace: str, name: str) -> str:
 
 
 def _task_of(born: Born | None, pod: str) -> TaskSpec | None:
+    """The pod's task, from a pod → task map made once per spec (a large job's pods would
+    otherwise each walk all of its replicas)."""
     if born is None or born.spec is None:
         return None
-    from services.core.scheduling.snapshot import task_names
+    if born.tasks is None or born.tasks[0] is not born.spec:
+        from services.core.scheduling.snapshot import task_names
 
-    return next((t for p, _role, _i, t in task_names(born.spec) if p == pod), None)
+        born.tasks = (born.spec, {p: t for p, _role, _i, t in task_names(born.spec)})
+    return born.tasks[1].get(pod)
 
 
 def pod_uid(cat: Catalog, namespace: str, job: str, pod: str) -> str:
