@@ -161,11 +161,26 @@ def cmd_delete(args: argparse.Namespace) -> int:
     else:
         print("error: give `delete job|pod|podgroup NAME` or `delete -f FILE`", file=sys.stderr)
         return 2
+    jobs = _podgroup_jobs(args) if any(kind == "podgroup" for kind, _, _ in targets) else {}
     worst = 0
     for kind, ns, name in targets:
         missing = f'Error from server (NotFound): {NOT_FOUND_RESOURCES[kind]} "{name}" not found'
-        worst = max(worst, command(args, "delete", name, ns, shown=f"{kind} {ns}/{name} deleted", missing=missing))
+        job = jobs.get((ns, name), name) if kind == "podgroup" else name
+        worst = max(worst, command(args, "delete", job, ns, shown=f"{kind} {ns}/{name} deleted", missing=missing))
     return worst
+
+
+def _podgroup_jobs(args: argparse.Namespace) -> dict[tuple[str, str], str]:
+    """(namespace, PodGroup name as `get pg` names it: Volcano's `podgroup-<pod uid>`,
+    `<job>-<job uid>`) → its job in the log; a name that is no such PodGroup is taken as the
+    job's own name by the caller."""
+    from services.cli import kubeobjects
+    from services.cli.get import read_log
+    from services.core.simulate.report import build_report
+
+    messages = asyncio.run(read_log(nats_url(args), args.root))
+    cat, jobs = kubeobjects.catalog(messages), build_report(messages)["jobs"]
+    return {(j["namespace"], kubeobjects.podgroup_name(cat, j)): j["name"] for j in jobs}
 
 
 def queue_manifest(spec: QueueSpec, weight: int | None = None, capability: dict[str, str] | None = None) -> dict:

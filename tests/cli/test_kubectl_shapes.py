@@ -215,6 +215,19 @@ def test_a_second_delete_is_not_found(system: Path) -> None:
     assert run(system, "get", "po", "gone").stderr.strip() == 'Error from server (NotFound): pods "gone" not found'
 
 
+def test_delete_a_podgroup_by_the_name_get_pg_prints(system: Path) -> None:
+    (system / "grouped.yaml").write_text(pod_yaml("grouped", {"app": "grouped"}))
+    assert run(system, "apply", "-f", str(system / "grouped.yaml")).returncode == 0
+    name = json.loads(run(system, "get", "pg", "grouped", "-o", "json").stdout)["metadata"]["name"]
+    assert name.startswith("podgroup-")
+    deleted = run(system, "delete", "pg", name)
+    assert deleted.returncode == 0 and deleted.stdout.strip() == f"podgroup default/{name} deleted", deleted.stderr
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline and run(system, "get", "po", "grouped").returncode == 0:
+        pass  # poll until the deletion is in the log
+    assert run(system, "get", "po", "grouped").returncode == 1
+
+
 def test_vcjob_and_pg_list_volcano_objects_and_root_has_no_parent(system: Path) -> None:
     jobs = run(system, "get", "vcjob")
     assert [line.split()[1] for line in jobs.stdout.splitlines()[1:]] == ["trainjob"]  # no plain pods
