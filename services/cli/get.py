@@ -274,11 +274,19 @@ async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -
 
 
 def kube_listing(kubeconfig: str, what: str, namespace: str) -> Listing:
+    """A cluster's objects: the records as `kuberows` reads them, and for `-o json|yaml` and
+    `-l` the objects the API server returned (their labels, uids and status as written)."""
     from services.cli import kubeverbs
 
-    records = kubeverbs.rows(kubeconfig, what, namespace)
-    pods = kubeverbs.rows(kubeconfig, "pods", namespace) if what in ("jobs", "podgroups") else []
-    return listing(what, records, ko.Catalog(), pods)
+    records, objects, pods = kubeverbs.listed(kubeconfig, what, namespace)
+    built = listing(what, records, ko.Catalog(), pods)
+    served = {_key(o): o for o in objects}
+    return Listing(built.records, [served.get(_key(o), o) for o in built.objects], built.rows)
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
 
 
 def cmd_get(args: argparse.Namespace) -> int:

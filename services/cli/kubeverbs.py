@@ -127,6 +127,31 @@ def rows(kubeconfig: str, what: str, namespace: str) -> list[dict[str, Any]]:
     return run(kubeconfig, lambda kube: _rows(kube, what, namespace))
 
 
+#: The list path and the (apiVersion, kind) of each kind's items: a list's items carry neither.
+_OBJECT_KINDS = {"queues": (QUEUE_API, "Queue"), "jobs": (JOB_API, "Job"), "podgroups": (QUEUE_API, "PodGroup"),
+                 "pods": ("v1", "Pod")}  # fmt: skip
+
+
+async def _objects(kube: Any, what: str, namespace: str) -> list[dict[str, Any]]:
+    from services.kube.client import pods_path
+
+    path = {"queues": queue_path(), "jobs": jobs_path(namespace), "podgroups": podgroups_path(namespace),
+            "pods": pods_path(namespace)}[what]  # fmt: skip
+    api, kind = _OBJECT_KINDS[what]
+    return [{"apiVersion": api, "kind": kind, **o} for o in await _items(kube, path)]
+
+
+def listed(kubeconfig: str, what: str, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(records, the objects as the API server has them, the pods' records) through one
+    client: `get -o json|yaml` and `-l` on a cluster read the objects themselves."""
+
+    async def work(kube: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        pods = await _rows(kube, "pods", namespace) if what in ("jobs", "podgroups") else []
+        return await _rows(kube, what, namespace), await _objects(kube, what, namespace), pods
+
+    return run(kubeconfig, work)
+
+
 def _controller_ref(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],

@@ -152,6 +152,19 @@ async def test_get_jobs_podgroups_pods_read_the_status_volcano_writes(volcano: C
     assert missing.code == 1 and 'pods "nope" not found' in missing.err
 
 
+async def test_get_o_json_prints_the_objects_the_api_server_holds(volcano: Cluster) -> None:
+    ns = volcano.namespace
+    served = await volcano.kube.get(f"/api/v1/namespaces/{ns}/pods/npu-train-job-worker-0")
+    one = json.loads((await tessera(volcano, "get", "pod", "npu-train-job-worker-0", "-n", ns, "-o", "json")).out)
+    assert (one["apiVersion"], one["kind"]) == ("v1", "Pod")
+    assert one["metadata"]["uid"] == served["metadata"]["uid"] and one["spec"]["nodeName"] == "node-a"
+    listed = json.loads((await tessera(volcano, "get", "pg", "-n", ns, "-o", "json")).out)
+    assert listed["kind"] == "List" and {g["kind"] for g in listed["items"]} == {"PodGroup"}
+    labelled = await tessera(volcano, "get", "po", "-n", ns, "-l", "volcano.sh/job-name=npu-train-job", "-o", "json")
+    names = {o["metadata"]["name"] for o in json.loads(labelled.out)["items"]}
+    assert names == {"npu-train-job-worker-0", "npu-train-job-worker-1"}
+
+
 def _yaml(text: str) -> Any:
     import yaml
 
