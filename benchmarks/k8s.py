@@ -36,6 +36,7 @@ from services.kube.client import Kube, KubeError, Limits, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 
 ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 RESULTS = ROOT / "benchmarks" / "results" / "k8s.md"
 NAMESPACE = "tessera-bench"
 MARK = "<!-- measured below: rewritten by benchmarks/k8s.py -->"
@@ -105,6 +106,43 @@ class Watch:
         await _gather_limited([one(p) for p in pods], 64)
 
 
+async def _delivered(url: str, creds: str) -> dict[str, int]:
+    """Messages each process took from the log: its durables' deliveries (JetStream's consumer
+    info, redeliveries included); the scheduler reads the whole log (direct gets, no durable)."""
+    import nats
+
+    from services.runtime.natsauth import connect_options
+
+    nc = await nats.connect(url, **connect_options(creds, "", url))
+    try:
+        js = nc.jetstream()
+        out: dict[str, int] = {"scheduler": (await js.stream_info("TESSERA")).state.last_seq}
+        for info in await js.consumers_info("TESSERA"):
+            key = _PRODUCERS.get(info.name)
+            if key is not None:  # (ordered consumers of readers come and go: not a service's)
+                out[key] = out.get(key, 0) + (info.delivered.consumer_seq if info.delivered else 0)
+        return out
+    finally:
+        await nc.close()
+
+
+#: message-id producers (contracts.envelope.msg_id) → the process that writes them
+_PRODUCERS = {"sched": "scheduler", "sched-conf": "scheduler", "queue": "queue", "kube-jobs": "queue",
+              "kube-status": "queue", "allocator": "allocator", "binder": "allocator", "admission": "admission",
+              "admit": "admission", "nodeagent": "nodeagent", "kube-node": "nodeagent"}  # fmt: skip
+
+
+def _written(path: Path) -> dict[str, int]:
+    """Messages each process appended, by the producer its message ids name."""
+    out: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        mid = json.loads(line).get("headers", {}).get("Nats-Msg-Id", "")
+        producer = mid.split(":", 1)[0] if ":" in mid else "other"
+        key = _PRODUCERS.get(producer, producer)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: str, work: Path) -> dict[str, Any]:
     kube = await Kube.connect(kubeconfig, Limits(qps=0, connections=128))
     state = Path(tempfile.mkdtemp(prefix="tessera-k8s-nats-", dir="/dev/shm")) if args.store == "tmpfs" \
@@ -133,14 +171,15 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
             pass
         elapsed = time.perf_counter() - started
         cpu = {name: _cpu_seconds(proc.pid) for name, proc in plane.procs.items()}
-        if args.dump_log:  # the log with its timestamps, to see where the time goes
-            done = await asyncio.to_thread(subprocess.run, [
-                sys.executable, "-m", "services.cli.main", "events", "--output-file",
-                f"{args.dump_log}-{shape}-{mode}.jsonl", "--nats", plane.url,
-                *(["--nats-creds", plane.creds("cli")] if plane.creds("cli") else [])],
-                cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
-            if done.returncode:
-                print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
+        reads = await _delivered(plane.url, plane.creds("admin"))
+        dump = Path(f"{args.dump_log}-{shape}-{mode}.jsonl") if args.dump_log else work / "log.jsonl"
+        done = await asyncio.to_thread(subprocess.run, [  # the log with its timestamps
+            sys.executable, "-m", "services.cli.main", "events", "--output-file", str(dump),
+            "--nats", plane.url, *(["--nats-creds", plane.creds("cli")] if plane.creds("cli") else [])],
+            cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
+        if done.returncode:
+            print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
+        writes = _written(dump) if dump.exists() else {}
         if args.emulator_pid:
             cpu["api server"] = _cpu_seconds(args.emulator_pid)
         cpu["driver"] = round(time.process_time(), 1)
@@ -155,7 +194,10 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
     times = sorted(watch.bound.values())
     lat = sorted(watch.bound[n] - watch.created[n] for n in watch.bound if n in watch.created)
     span = (times[-1] - times[0]) if len(times) > 1 else 0.0
-    return {"shape": shape, "mode": mode, "nodes": args.nodes, "pods": args.pods, "bound": len(times),
+    per_pod = max(len(times), 1)
+    return {"reads_per_pod": {k: round(v / per_pod, 1) for k, v in reads.items()},
+            "writes_per_pod": {k: round(v / per_pod, 2) for k, v in sorted(writes.items())},
+            "shape": shape, "mode": mode, "nodes": args.nodes, "pods": args.pods, "bound": len(times),
             "pods_per_s": round((len(times) - 1) / span, 1) if span else 0.0,
             "p50": round(statistics.median(lat), 2) if lat else None,
             "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2) if lat else None,
@@ -237,6 +279,15 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         cpu = ", ".join(f"{k} {v}" for k, v in r["cpu"].items())
         lines.append(f"| {r['nodes']} | {r['pods']} | {r['shape']} | {r['mode']} | {r['bound']} | "
                      f"{r['pods_per_s']} | {r['p50']} | {r['p99']} | {r['elapsed']} | {cpu} |")  # fmt: skip
+    lines += ["", "Per bound pod: CPU ms of the five services (start-up included), and the log messages "
+              "each process read (deliveries to its consumers) and wrote.", "",
+              "| nodes | shape | mode | services CPU ms/pod | read per pod | written per pod |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        services = sum(v for k, v in r["cpu"].items() if k in SERVICES)
+        ms = round(1000 * services / max(r["bound"], 1), 2)
+        read = ", ".join(f"{k} {v}" for k, v in r.get("reads_per_pod", {}).items())
+        wrote = ", ".join(f"{k} {v}" for k, v in r.get("writes_per_pod", {}).items())
+        lines.append(f"| {r['nodes']} | {r['shape']} | {r['mode']} | {ms} | {read} | {wrote} |")
     RESULTS.write_text(head.rstrip() + "\n\n" + "\n".join(lines) + "\n")
 
 

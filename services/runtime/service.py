@@ -146,7 +146,8 @@ class EventService:
                 metrics.unknown.labels(self.name, env.type).inc()
                 outcome = "unknown"
             else:
-                outcome = "ignored"
+                outcome = "ignored"  # counted: what a consumer reads only to skip is its cost
+                metrics.events.labels(self.name, env.type, outcome).inc()
             await _settle(delivery.ack)
             return outcome
         try:

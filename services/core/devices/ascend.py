@@ -79,6 +79,8 @@ class AscendVendor:
                 word = alias.split("/", 1)[-1]
                 self._entries.append((alias, f"{alias}-memory", f"{alias}-core", word, chips))
         self._resources = frozenset(n for e in self._entries for n in e[:3])
+        # asked once per container of every pod admitted: built here, not at each call
+        self._groups = tuple(frozenset(e[:3]) for e in self._entries)
 
     @property
     def name(self) -> str:
@@ -88,7 +90,7 @@ class AscendVendor:
         return self._resources
 
     def resource_groups(self) -> tuple[frozenset[str], ...]:
-        return tuple(frozenset(e[:3]) for e in self._entries)
+        return self._groups
 
     # --- parsing --------------------------------------------------------------------------
 
