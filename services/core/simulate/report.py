@@ -21,6 +21,7 @@ from contracts.events import (
     JobSubmitted,
     JobUnschedulable,
     JobUpdated,
+    NodeRegistered,
     PlacementCommitted,
     PlacementProposed,
     PlacementRejected,
@@ -185,6 +186,12 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     del pods[key]
             case CardRegistered():
                 cards[ev.card.uuid] = (ev.card, ev.usage)
+            case NodeRegistered():
+                # a node's cards as it registers them: after `compact`, a card in use keeps only
+                # its last ledger event (a SliceReserved), no CardRegistered to learn it from —
+                # `get cards` left such cards out and `get po` lost their aiCore totals
+                for c in ev.cards:
+                    cards[c.uuid] = (c, cards[c.uuid][1] if c.uuid in cards else CardUsage())
             case SliceReserved() | SliceReleased():
                 if ev.card in cards:
                     cards[ev.card] = (cards[ev.card][0], ev.usage)
