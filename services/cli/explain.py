@@ -128,6 +128,19 @@ def _messages(args: argparse.Namespace) -> list[StoredMessage]:
     return asyncio.run(read_log(nats_url(args), args.root))
 
 
+def _by_podgroup_name(messages: list[StoredMessage], args: argparse.Namespace) -> dict[str, Any] | None:
+    """The story of the job whose PodGroup `get pg` lists as `args.name` (Volcano's names:
+    `podgroup-<pod uid>`, `<job>-<job uid>`)."""
+    from services.cli import kubeobjects as ko
+    from services.core.simulate.report import build_report
+
+    cat = ko.catalog(messages)
+    for job in build_report(messages)["jobs"]:
+        if job["namespace"] == args.namespace and ko.podgroup_name(cat, job) == args.name:
+            return story(messages, "job", job["name"], args.namespace, args.root)
+    return None
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     try:
         messages = _messages(args)
@@ -141,6 +154,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     s = story(messages, args.kind, args.name, args.namespace, args.root)
+    if s is None and args.kind == "job":  # (pg, podgroup and vcjob are normalised to job)
+        s = _by_podgroup_name(messages, args)
     if s is None:
         print(f"error: {args.kind} {args.name!r} not found in namespace {args.namespace}"
               + (f" as of {args.at}" if args.at else ""), file=sys.stderr)  # fmt: skip

@@ -341,3 +341,19 @@ def test_reasons_name_what_keeps_a_pod_not_the_queue(tmp_path: Path, capsys: pyt
     assert len(waiting) == 1
     code, out, _ = explain(capsys, "pod", waiting[0], "--from", str(tmp_path / "l.jsonl"))
     assert "exceeds its capability" not in out and "exceeds the 4 the cluster has for it" in out, out
+
+
+def test_explain_pg_takes_the_names_get_pg_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`get pg` lists Volcano's names (`<job>-<uid>`, `podgroup-<pod uid>`): explain takes them."""
+    from services.cli import kubeobjects as ko
+    from services.core.simulate.jsonl import read_jsonl
+    from services.core.simulate.report import build_report
+
+    log = simulate(tmp_path, EXAMPLES / "inventory.yaml", EXAMPLES / "article.yaml")
+    messages = read_jsonl(log)
+    cat = ko.catalog(messages)
+    names = {j["name"]: ko.podgroup_name(cat, j) for j in build_report(messages)["jobs"]}
+    for job in ("npu-train-job", "npu-share-test"):
+        assert names[job] != job
+        code, out, _ = explain(capsys, "pg", names[job], "--from", str(log), "-o", "json")
+        assert code == 0 and json.loads(out)["job"] == job

@@ -287,8 +287,11 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
         q["allocated"] = dict(sorted(alloc.get(name, {}).items()))
         queue = ssn.queues.get(name)
         if queue is not None:  # what `vcctl queue list` shows beside the shares
+            # capability as the shares read it: a family alias is the one type of it the
+            # cluster has (issue 26 item 2: no `Ascend910` row beside `Ascend910B3`)
+            capability = {k: round(v) for k, v in qs.canonical(queue.spec.capability).items()}
             q.update(weight=queue.spec.weight, parent=queue.spec.parent or "root",
-                     capability=dict(sorted(queue.spec.capability.items())))  # fmt: skip
+                     capability=dict(sorted(capability.items())))  # fmt: skip
         missing = qs.unreported(queue.spec.capability) if queue is not None else []
         if missing:  # only then: other queue records stay as they were
             q["warning"] = f"capability names {', '.join(missing)}, which no node reports"

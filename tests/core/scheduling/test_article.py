@@ -53,6 +53,7 @@ def test_article_objects_all_run_where_the_article_expects() -> None:
     # the family the article names is the one 910 type this cluster has: counted as that type,
     # within the queue's capability of 8 written with the family name (issue 26 item 2)
     assert queues["train-queue"]["allocated"]["huawei.com/Ascend910B3"] == 2000
+    assert queues["train-queue"]["capability"]["huawei.com/Ascend910B3"] == 8000  # milli, as written
     assert not any(FAMILY in q["allocated"] or FAMILY in q.get("deserved", {}) for q in queues.values())
 
 
