@@ -114,6 +114,18 @@ def terminating(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
+#: kube-scheduler's words for a pod held back by `spec.schedulingGates` (PodScheduled=False)
+GATED_REASON = "SchedulingGated"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def gated(obj: Mapping[str, Any]) -> bool:
+    """Unbound with scheduling gates left: kube-scheduler does not try it, and the API server
+    refuses its binding (409) until whoever owns the gates has removed every one. Gates can
+    only be removed after creation, so a pod once seen ungated never becomes gated again."""
+    return not node_name(obj) and bool((obj.get("spec") or {}).get("schedulingGates"))
+
+
 def _prune(obj: object, schema: object) -> object:
     """Keep only what the schema knows: the API server adds fields admission has no rule for
     (managedFields, status details, newer API fields) and strict validation must not see them."""

@@ -162,8 +162,11 @@ class PodSource:
         else:
             await status.refuse_object(self.kube, obj, reasons, self.clock())
 
-    def _member(self, ch: Change, touched: set[tuple[str, str]]) -> bool:
-        """Keep a pod naming a PodGroup with its group; True if it is one."""
+    def _member(self, ch: Change, touched: set[tuple[str, str]],
+                held: dict[tuple[str, str], dict[str, Any]]) -> bool:  # fmt: skip
+        """Keep a pod naming a PodGroup with its group; True if it is one. A gated pod is not a
+        member yet (Volcano's gang counts only pods it may schedule): its group waits for
+        minMember ungated pods, or takes it in later as a `JobUpdated` once its gates are gone."""
         annotations = volcano.meta(ch.obj).get("annotations") or {}
         group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
         if not group:
@@ -172,6 +175,11 @@ class PodSource:
         key = (r.namespace, str(group))
         # a live group's pods stay its members until deleted (finished ones too: their tasks)
         keep = not pods.terminating(ch.obj) if self._live(key) else self._wanted(ch.obj)
+        if ch.kind != "delete" and keep and pods.gated(ch.obj):
+            held[(r.namespace, r.name)] = ch.obj
+            keep = False
+        else:
+            held.pop((r.namespace, r.name), None)  # ungated later in the same batch
         if ch.kind == "delete" or not keep:
             self.members.get(key, {}).pop(r.name, None)
         else:
@@ -194,6 +202,7 @@ class PodSource:
         objs: dict[tuple[str, str], dict[str, Any]] = {}
         others: dict[tuple[str, str, str], dict[str, Any]] = {}  # Volcano's objects, by kind
         touched: set[tuple[str, str]] = set()  # PodGroups whose pods or object changed
+        held: dict[tuple[str, str], dict[str, Any]] = {}  # gated pods: not submitted yet
         for what, ch in batch:
             if ch.kind == "synced":
                 continue
@@ -202,7 +211,7 @@ class PodSource:
                 continue
             if what == "pod" and volcano.owner_job(ch.obj) is not None:
                 continue  # the job controller's: its Job is the object admitted
-            if what == "pod" and self._member(ch, touched):
+            if what == "pod" and self._member(ch, touched, held):
                 continue
             if what == "priorityclass":
                 if ch.kind == "upsert":
@@ -217,7 +226,13 @@ class PodSource:
                     await self.admission.delete_job(r.namespace, r.job, r.uid or "pod")
                 continue
             if self._wanted(ch.obj):
-                objs[(r.namespace, r.name)] = ch.obj
+                if pods.gated(ch.obj):  # kube-scheduler's rule: not a job until ungated
+                    held[(r.namespace, r.name)] = ch.obj
+                    objs.pop((r.namespace, r.name), None)
+                else:
+                    objs[(r.namespace, r.name)] = ch.obj
+                    held.pop((r.namespace, r.name), None)
+        await self._hold(held.values())
         for key in sorted(touched):
             docs.extend(self._group_docs(key))
         running = [o for o in objs.values() if pods.node_name(o)]
@@ -250,6 +265,19 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
+
+    async def _hold(self, gated: Iterable[dict[str, Any]]) -> None:
+        """Say why a gated pod waits, in kube-scheduler's words, as it would: the pod is not in
+        the log until its gates are removed (the watch then brings it as any new pod), so no
+        session proposes it and nothing tries its binding, which the API server would refuse.
+        Written only when the pod does not say so already (its own update comes back here)."""
+        for obj in gated:
+            try:
+                await status.write_condition(self.kube, obj, pods.GATED_REASON, pods.GATED_MESSAGE, self.clock())
+            except KubeError as exc:
+                if exc.status != 404:
+                    log.warning("%s/%s: SchedulingGated not written: %s", pods.ref(obj).namespace,
+                                pods.ref(obj).name, exc)  # fmt: skip
 
     async def recover(self) -> None:
         pass  # what admission knows comes from the log; the pods from the first list
