@@ -133,6 +133,14 @@ def _reason(pod: Obj) -> str:
     return str(status.get("message") or status.get("reason") or "")
 
 
+def _gated(pod: Obj) -> bool:
+    """kubectl's STATUS for a pod kube-scheduler holds back (PodScheduled=False reason
+    SchedulingGated, issue 22): `SchedulingGated`, not `Pending`, so a user sees at a glance
+    that the pod waits for its gates, not for room."""
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "SchedulingGated"
+               for c in (pod.get("status") or {}).get("conditions") or [])  # fmt: skip
+
+
 def pod_rows(pods: Iterable[Obj], cards: Mapping[str, hami.RegisteredDevice]) -> list[dict[str, Any]]:
     """The batch pods (any scheduler but the default one), sorted as the log's report sorts."""
     rows = []
@@ -146,7 +154,7 @@ def pod_rows(pods: Iterable[Obj], cards: Mapping[str, hami.RegisteredDevice]) ->
         rows.append({
             "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
             "job": labels.get("volcano.sh/job-name") or annotations.get("scheduling.k8s.io/group-name") or "",
-            "phase": "Terminating" if meta.get("deletionTimestamp") else phase,
+            "phase": "Terminating" if meta.get("deletionTimestamp") else "SchedulingGated" if _gated(pod) else phase,
             "node": spec.get("nodeName") or None,
             "devices": [_device(d, cards.get(d.uuid), templates.get(d.uuid))
                         for d in hami.allocated_devices(annotations)],

@@ -6,6 +6,7 @@ a gated member keeps its PodGroup's gang incomplete, and removing the gates (a m
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from services.kube import volcano
 from services.kube.client import pods_path
 from services.kube.status import scheduled_condition
 from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_cli_verbs import tessera
 from tests.kube.test_volcano import volcano_served
 from tests.kube.workload import hami_nodes
 from tests.processes import wait_until
@@ -69,6 +71,10 @@ async def test_a_gated_pod_waits_as_scheduling_gated_and_is_bound_once_ungated(
             assert not kpods.node_name(ps["pair-0"]), "a gang of 2 bound with its second member gated"
             if cluster.kind == "kmock":  # never even tried: the API server would refuse it (409)
                 assert {b["pod"] for b in cluster.bindings} == {"free"}
+            got = await tessera(cluster, "get", "po", "gated", "-o", "records")  # kubectl's STATUS
+            assert got.code == 0, got.err
+            (row,) = json.loads(got.out)
+            assert row["phase"] == "SchedulingGated" and "non-empty scheduling gates" in row["reason"], row
 
             for name in gated_names:  # whoever owns the gates removes them
                 await cluster.kube.patch(pods_path("default", name), {"spec": {"schedulingGates": None}})
