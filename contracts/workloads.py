@@ -40,6 +40,15 @@ class Toleration(Record, frozen=True):
     effect: str = ""
 
 
+class HostPort(Record, frozen=True):
+    """One container port published on the node (`ports[].hostPort`), as kube-scheduler's
+    NodePorts reads it: protocol defaults to TCP and hostIP to 0.0.0.0 (every address)."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+
 class LabelRequirement(Record, frozen=True):
     """One `matchExpressions` entry of a required node-affinity term."""
 
@@ -71,6 +80,7 @@ class TaskSpec(Record, frozen=True):
     pod_names: tuple[str, ...] = ()  # explicit pod names (plain pods); else <job>-<task>-<i>
     containers: int = 1  # app containers (HAMi encodes one device slot per container)
     init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
+    host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
 
 
 class JobSpec(Record, frozen=True):

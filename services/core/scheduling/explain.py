@@ -25,6 +25,7 @@ from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
+from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
@@ -75,6 +76,18 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     status = ssn.predicate(task, node)
     if status is None or status.ok:
         return NodeWords("", "one pod fits here now")
+    if status.plugin == "predicates" and NODE_PORTS in status.reasons:
+        got_port = port_holder(task, node)
+        if got_port is not None:
+            want, other = got_port
+            holder = f"{other.namespace}/{other.pod}"
+            return NodeWords(
+                "predicates",
+                f"hostPort {want.protocol}/{want.port} on {want.ip}: held by {holder} "
+                f"({NODE_PORTS})",
+                f"end {holder} on {node.name}, or ask another hostPort",
+                1.0,
+            )
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]

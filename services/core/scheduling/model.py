@@ -42,7 +42,7 @@ SHAPE_ANNOTATION_PREFIXES = ("hami.io/", *DEVICE_PREFIXES)
 
 def task_shape(spec: TaskSpec) -> tuple[object, ...]:
     """Everything of a task that the node-local predicates and scores read (resource request,
-    device requests, device-policy annotations, selectors, affinity, tolerations) and nothing
+    device requests, device-policy annotations, selectors, affinity, tolerations, host ports) and nothing
     that only names it: two tasks with equal shapes get equal results on a node in an equal
     state."""
     annotations = sorted(
@@ -51,7 +51,7 @@ def task_shape(spec: TaskSpec) -> tuple[object, ...]:
     return (
         spec.cpu_milli, spec.memory_mib, tuple(sorted(spec.scalars.items())), spec.devices,
         tuple(annotations), tuple(sorted(spec.node_selector.items())), spec.affinity,
-        spec.tolerations,
+        spec.tolerations, spec.host_ports,
     )  # fmt: skip
 
 

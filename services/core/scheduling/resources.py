@@ -21,10 +21,14 @@ def is_device_resource(name: str) -> bool:
     return name.startswith(DEVICE_PREFIXES)
 
 
-def pod_request(app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, int]] = ()) -> dict[str, int]:
+def pod_request(
+    app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, int]] = (),
+    overhead: Mapping[str, int] | None = None,
+) -> dict[str, int]:  # fmt: skip
     """A pod's request from its containers' (Kubernetes' rule, kube-scheduler's NodeInfo and
     admission alike): per resource the sum over the app containers, at least the largest init
-    container's (they run one after another, before the app)."""
+    container's (they run one after another, before the app), plus the pod's `spec.overhead`
+    (the sandbox's cost RuntimeClass admission sets, held for the pod's whole life)."""
     total: dict[str, int] = {}
     for asks in app:
         for name, value in asks.items():
@@ -32,6 +36,8 @@ def pod_request(app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, in
     for asks in init:
         for name, value in asks.items():
             total[name] = max(total.get(name, 0), value)
+    for name, value in (overhead or {}).items():
+        total[name] = total.get(name, 0) + value
     return total
 
 

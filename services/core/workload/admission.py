@@ -34,6 +34,7 @@ from services.core.scheduling.resources import pod_request, requested
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.hostports import host_ports
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
@@ -505,7 +506,11 @@ class Admission:
             [self._container_requests(ctx, f"{path}.spec.containers[{i}]", c) for i, c in enumerate(containers)],
             [self._container_requests(ctx, f"{path}.spec.initContainers[{i}]", c)
              for i, c in enumerate(init_containers)],
+            _resources(ctx, f"{path}.spec.overhead", spec.get("overhead")),
         )  # fmt: skip
+        ports, port_problems = host_ports(spec, path)
+        for where, rule in port_problems:
+            ctx.reject(where, None, rule)
         devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
         inits, init_errors = self.parser(list(init_containers), annotations, f"{path}.spec",
                                          field="initContainers")  # fmt: skip
@@ -558,7 +563,7 @@ class Admission:
             preemption_policy=policy or "PreemptLowerPriority",
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
-            pod_names=pod_names,
+            pod_names=pod_names, host_ports=ports,
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

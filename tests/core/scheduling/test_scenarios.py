@@ -17,7 +17,8 @@ from tests.core.scheduling.scenarios import (
 
 TABLES = tuple(
     t
-    for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "preempt_devices", "e2e")
+    for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "preempt_devices", "e2e",
+              "nodeports")
     if (FIXTURES / f"{t}.yaml").exists()
 )
 CASES = load_tables(*TABLES)

@@ -275,8 +275,16 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
             _resource_key(node.pipelined),
             tuple((u.memory_used, u.cores_used, u.slices_used, u.exclusive, u.healthy, u.retired)
                   for u in (c.usage for c in node.cards)),
+            _ports_held(node),
         )  # fmt: skip
     return key
+
+
+def _ports_held(node: NodeInfo) -> tuple[tuple[str, str, int], ...]:
+    """The host ports the node's pods hold (NodePorts reads them): two nodes alike in all else
+    but these answer a pod asking a port differently."""
+    return tuple(sorted((p.protocol, p.ip, p.port) for t in node.tasks.values()
+                        for p in t.spec.host_ports))  # fmt: skip
 
 
 def _names_cards(task: TaskInfo) -> bool:
