@@ -68,6 +68,7 @@ from services.runtime.service import (
     decode_stored,
 )
 from services.runtime.snapshot import Retention
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -209,9 +210,7 @@ class Allocator:
         try:
             await stopping.wait()
         finally:
-            follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+            await cancel_all([follower])  # (a reader that retries: cancelled until it ends)
 
     async def _follow(self) -> None:
         while True:  # a follower that stopped would stall every handler behind the barrier

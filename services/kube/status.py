@@ -40,6 +40,7 @@ from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, 
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
+from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +294,4 @@ class PodStatusWriter:
         try:
             await self.service.run(stopping)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_all([task])

@@ -32,6 +32,7 @@ from services.runtime.eventlog.model import (
     StoredMessage,
 )
 from services.runtime.metrics import ServiceMetrics
+from services.runtime.tasks import cancel_all
 from services.runtime.telemetry import extract, inject, subject_template
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,7 @@ class EventService:
         try:
             await stopping.wait()
         finally:
-            await cancel_surely(readers)
+            await cancel_all(readers)
 
     async def handle_group(self, kind: str, group: list[Delivery]) -> None:
         """Decode a run of same-type deliveries, let the group handler take what it can, ack
@@ -317,20 +318,6 @@ class EventService:
             self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]
         for d in group[done:]:
             await self.handle(d)
-
-
-async def cancel_surely(tasks: Sequence[asyncio.Task[None]], patience: float = 0.5) -> None:
-    """Cancel `tasks` and wait for them, cancelling again those still running: on Python 3.11 a
-    cancellation arriving as an inner `wait_for` times out is swallowed (the caller sees only
-    TimeoutError), and a reader that catches that to read again never stopped — a scheduler
-    that would not shut down, once in a few runs of a test."""
-    pending = [t for t in tasks if not t.done()]
-    while pending:
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=patience)
-        pending = [t for t in pending if not t.done()]
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _settle(settle: Callable[..., Awaitable[None]], *args: float) -> None:
