@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from services.cli.main import build_parser
-from tests.cli.test_up_down import tessera
+from tests.cli.test_up_down import running, tessera
 from tests.processes import ROOT
 
 QUEUE = """
@@ -40,14 +40,8 @@ spec:
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    state = tmp_path_factory.mktemp("habits")
-    up = tessera("up", "--detach", "--state-dir", str(state), "--inventory",
-                 str(ROOT / "examples" / "inventory.yaml"))  # fmt: skip
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
+    with running(tmp_path_factory.mktemp("habits")) as state:
         yield state
-    finally:
-        tessera("down", "--state-dir", str(state))
 
 
 def run(state: Path, *args: str) -> subprocess.CompletedProcess[str]:

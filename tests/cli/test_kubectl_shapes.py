@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.cli.test_kubectl_habits import run
-from tests.cli.test_up_down import tessera
+from tests.cli.test_up_down import running
 from tests.processes import ROOT
 
 QUEUE = """
@@ -88,24 +88,18 @@ def wait_running(state: Path, names: set[str]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    state = tmp_path_factory.mktemp("shapes")
-    up = tessera("up", "--detach", "--state-dir", str(state), "--inventory",
-                 str(ROOT / "examples" / "inventory.yaml"))  # fmt: skip
-    assert up.returncode == 0, up.stdout + up.stderr
-    manifests = state / "m"
-    manifests.mkdir()
-    (manifests / "1-queue.yaml").write_text(QUEUE)
-    (manifests / "2-job.yaml").write_text(JOB)
-    (manifests / "3-a.yaml").write_text(pod_yaml("web-a", {"app": "web", "tier": "front"}))
-    (manifests / "4-b.yaml").write_text(pod_yaml("web-b", {"app": "web", "tier": "back"}))
-    (manifests / "5-c.yaml").write_text(pod_yaml("db", {"app": "db"}))
-    try:
+    with running(tmp_path_factory.mktemp("shapes")) as state:
+        manifests = state / "m"
+        manifests.mkdir()
+        (manifests / "1-queue.yaml").write_text(QUEUE)
+        (manifests / "2-job.yaml").write_text(JOB)
+        (manifests / "3-a.yaml").write_text(pod_yaml("web-a", {"app": "web", "tier": "front"}))
+        (manifests / "4-b.yaml").write_text(pod_yaml("web-b", {"app": "web", "tier": "back"}))
+        (manifests / "5-c.yaml").write_text(pod_yaml("db", {"app": "db"}))
         applied = run(state, "apply", "-f", str(manifests))
         assert applied.returncode == 0, applied.stdout + applied.stderr
         wait_running(state, FIXTURE_PODS)
         yield state
-    finally:
-        tessera("down", "--state-dir", str(state))
 
 
 def cell(table: str, row_name: str, column: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -27,6 +28,17 @@ def tessera(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         cwd=ROOT,
     )
+
+
+@contextlib.contextmanager
+def running(state: Path, inventory: Path = ROOT / "examples" / "inventory.yaml") -> Iterator[Path]:
+    """A detached `tessera up` on `state` for the block, brought down after it, pass or fail."""
+    up = tessera("up", "--detach", "--state-dir", str(state), "--inventory", str(inventory))
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield state
+    finally:
+        tessera("down", "--state-dir", str(state))
 
 
 def alive(pid: int) -> bool:
