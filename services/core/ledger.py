@@ -45,16 +45,19 @@ class CardState(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def core_capacity(self) -> int:
-        """100 on a hami-core (soft) card, else the registered cores (aiCore / 100·scaling)."""
-        if self.spec is None:
-            return 0
-        return 100 if self.spec.mode == "hami-core" else self.spec.cores
+        return 0 if self.spec is None else core_capacity(self.spec)
 
     def slice_of(self, owner: str) -> SliceSpec | None:
         for s in self.usage.slices:
             if s.owner == owner:
                 return s.slice
         return None
+
+
+def core_capacity(spec: CardSpec) -> int:
+    """100 on a hami-core (soft) card, where cores are a percentage; else the registered cores
+    (aiCores, or 100·scaling)."""
+    return 100 if spec.mode == "hami-core" else spec.cores
 
 
 def initial_state(uuid: str) -> CardState:

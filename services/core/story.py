@@ -35,6 +35,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
+from services.core.ledger import core_capacity
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
 from services.runtime.eventlog.model import StoredMessage
@@ -201,7 +202,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             except (UnknownEventType, UndecodableEvent):
                 continue
             specs = reg_ev.cards if isinstance(reg_ev, NodeRegistered) else (reg_ev.card,)  # type: ignore[attr-defined]
-            card_cores.update((c.uuid, c.cores if c.mode != "hami-core" else 100) for c in specs)
+            card_cores.update((c.uuid, core_capacity(c)) for c in specs)
             continue
         if msg.subject != subject:
             continue

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.events import ReasonGroup
+from services.core.devices.ascend import use_uuid_annotation
+from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
@@ -234,7 +236,7 @@ def _pinned_to_missing_cards(ssn: Session, task: TaskInfo | None) -> Explanation
         if d.use_uuids and not any(u in uuids for u in d.use_uuids):
             kind = d.type or d.vendor
             like = sorted(u for u, t in uuids.items() if t == d.type or t.startswith(kind))[:3]
-            annotation = "nvidia.com/use-gpuuuid" if d.vendor == "nvidia" else f"hami.io/use-{kind}-uuid"
+            annotation = NVIDIA_USE_UUID if d.vendor == "nvidia" else use_uuid_annotation(kind)
             return Explanation(f"the pod's {annotation} names {', '.join(d.use_uuids)}: no card of the "
                                "cluster has that uuid", "deviceshare",
                                unblock=f"correct {annotation} to cards the cluster has"

@@ -34,6 +34,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from services.core.ledger import core_capacity
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import conf_from_mapping
 from services.core.scheduling.decide import open_session
@@ -201,7 +202,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     card_rows = []
     mem_total = mem_used = core_total = core_used = 0
     for spec, usage in sorted(cards.values(), key=lambda c: (c[0].node, c[0].type, c[0].index)):
-        cap = 100 if spec.mode == "hami-core" else spec.cores
+        cap = core_capacity(spec)
         card_rows.append({
             "node": spec.node, "uuid": spec.uuid, "type": spec.type, "index": spec.index,
             "memory_total": spec.memory, "memory_used": usage.memory_used, "cores_total": cap,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from contracts.workloads import DeviceRequest
+from services.core.devices.ascend import nouse_uuid_annotation, use_uuid_annotation
 from services.core.devices.violations import Violation
 
 _PIN = re.compile(r"^hami\.io/(no-)?use-(.+)-uuid$")
@@ -28,7 +29,8 @@ def mistyped_pins(annotations: Mapping[str, str], devices: Iterable[DeviceReques
         if m is None or m.group(2) in read:
             continue
         close = difflib.get_close_matches(m.group(2), read, n=1, cutoff=0.5)
-        meant = f"; did you mean hami.io/{m.group(1) or ''}use-{close[0]}-uuid?" if close else ""
+        named = nouse_uuid_annotation if m.group(1) else use_uuid_annotation
+        meant = f"; did you mean {named(close[0])}?" if close else ""
         asks = f"asks for {', '.join(read)}" if read else "asks for no Ascend card"
         out.append(Violation(f"{where}[{key}]", value, f"is read by no request of the pod (it {asks}): "
                              f"the pin is ignored{meant}", warning=True))  # fmt: skip
