@@ -22,7 +22,6 @@ import msgspec
 from contracts import hami
 from contracts.api import ACCEPTED, CONFIGURED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
-from contracts.devices import CardSpec
 from contracts.events import (
     JobDeleted,
     JobPhaseChanged,
@@ -43,7 +42,7 @@ from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex,
 from services.core.retention import FinishedOrder
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
-from services.core.workload.cardroom import largest_cards
+from services.core.workload.cardroom import largest_cards, largest_of
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.jobupdate import judge_update
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -80,8 +79,9 @@ class Known:
     #: finished jobs (and deleted refused PodGroups), oldest first: beyond `keep` they are
     #: forgotten — a name admission no longer knows is judged by its subject's last sequence
     finished: FinishedOrder[tuple[str, str]] = field(default_factory=FinishedOrder)
-    #: each node's cards as last registered: a request no card can hold is refused here
-    node_cards: dict[str, tuple[CardSpec, ...]] = field(default_factory=dict)
+    #: each node's largest card per vendor, as last registered (`cardroom`): a request no card
+    #: can hold is refused here
+    node_largest: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ def plan_documents(
     }
     pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
-        largest = largest_cards(c for cards in known.node_cards.values() for c in cards)
+        largest = largest_of(known.node_largest.values())
         workload = admit(docs, parser, device_names, existing_queues=seed,
                          existing_priority_classes=pcs, limits=workload_limits, largest=largest)  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
@@ -298,7 +298,7 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
     """Keep `Known` current from one log event (queue, job and node subjects)."""
     match event:
         case NodeRegistered():
-            known.node_cards[event.node] = event.cards
+            known.node_largest[event.node] = largest_cards(event.cards)
         case PriorityClassCreated():
             known.priority_classes.setdefault(event.name, PriorityClass(
                 event.name, event.value, event.global_default, event.preemption_policy))  # fmt: skip

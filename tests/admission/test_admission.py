@@ -264,3 +264,32 @@ async def test_a_changed_queue_is_configured_and_a_deleted_one_can_come_back(eve
     again = await (await started(event_log)).apply(QUEUE)
     assert [r.outcome for r in again.results] == [ACCEPTED]  # its subject's sequence was known
     assert isinstance((await events_of(event_log))[-1], QueueCreated)
+
+
+GPU_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: big}
+spec:
+  containers:
+    - {name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "MEM"}}}
+"""
+
+
+async def test_memory_no_registered_card_holds_is_refused_naming_the_largest(event_log: EventLog) -> None:
+    """Issue 26 item 3 through the service: the cards it knows are the nodes' registrations in
+    the log (A100-40G and H100-80G): 90000 MB is refused, 81920 accepted."""
+    from contracts.devices import CardSpec
+    from contracts.events import NodeRegistered
+
+    s = event_log.subjects
+    for i, (kind, memory) in enumerate((("NVIDIA-A100-40G", 40960), ("NVIDIA-H100-80G", 81920))):
+        card = CardSpec(uuid=f"g{i}", node=f"gpu-{i}", index=0, type=kind, vendor="nvidia", memory=memory, cores=100)
+        await put(event_log, s.node(f"gpu-{i}"), NodeRegistered(node=f"gpu-{i}", cpu_milli=16000, memory_mib=65536,
+                                                                 cards=(card,)))  # fmt: skip
+    svc = await started(event_log)
+    (refused,) = (await svc.apply(GPU_POD.replace("MEM", "90000"))).results
+    assert refused.outcome == REJECTED
+    assert any("nvidia.com/gpumem" in r and "NVIDIA-H100-80G" in r and "81920 MB" in r for r in refused.reasons)
+    (accepted,) = (await svc.apply(GPU_POD.replace("MEM", "81920"))).results
+    assert accepted.outcome == ACCEPTED

@@ -26,6 +26,17 @@ def largest_cards(cards: Iterable[CardSpec]) -> dict[str, tuple[int, str]]:
     return out
 
 
+def largest_of(per_node: Iterable[Largest]) -> dict[str, tuple[int, str]]:
+    """The cluster's largest card per vendor from each node's (`largest_cards` of its cards):
+    what admission keeps per node, so a judgement walks nodes, not every card."""
+    out: dict[str, tuple[int, str]] = {}
+    for largest in per_node:
+        for vendor, top in largest.items():
+            if vendor not in out or top > out[vendor]:
+                out[vendor] = top
+    return out
+
+
 def beyond_every_card(devices: Iterable[DeviceRequest], largest: Largest, where: str) -> list[Violation]:
     """A refusal for each request whose per-card memory no card of its vendor holds; nothing
     while the cluster has no card of that vendor yet (its nodes may still be registering)."""
