@@ -229,8 +229,8 @@ def _pinned_to_missing_cards(ssn: Session, task: TaskInfo | None) -> Explanation
     """A use-uuid annotation naming only cards the cluster does not have: every card answers
     CardUuidMismatch and no node-by-node story says which annotation to correct — explain said
     "nothing the log can tell" (issue 26 item 5)."""
-    if task is None:
-        return None
+    if task is None or not any(d.use_uuids for d in task.spec.devices):
+        return None  # (asked of every waiting job each session: the cards only when pinned)
     uuids = {c.spec.uuid: c.spec.type for n in ssn.node_list for c in n.cards}
     for d in task.spec.devices:
         if d.use_uuids and not any(u in uuids for u in d.use_uuids):
