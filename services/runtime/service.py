@@ -147,8 +147,7 @@ class EventService:
                 metrics.unknown.labels(self.name, env.type).inc()
                 outcome = "unknown"
             else:
-                outcome = "ignored"  # counted: what a consumer reads only to skip is its cost
-                metrics.events.labels(self.name, env.type, outcome).inc()
+                outcome = "ignored"
             await _settle(delivery.ack)
             return outcome
         try:
