@@ -81,6 +81,7 @@ class TaskSpec(Record, frozen=True):
     containers: int = 1  # app containers (HAMi encodes one device slot per container)
     init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
     host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
 
 
 class JobSpec(Record, frozen=True):

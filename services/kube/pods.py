@@ -17,6 +17,7 @@ from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
+from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
@@ -115,8 +116,7 @@ def terminating(obj: Mapping[str, Any]) -> bool:
 
 
 #: kube-scheduler's words for a pod held back by `spec.schedulingGates` (PodScheduled=False)
-GATED_REASON = "SchedulingGated"
-GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+GATED_REASON, GATED_MESSAGE = gates.GATED_REASON, gates.GATED_MESSAGE
 
 
 def gated(obj: Mapping[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from services.core.scheduling.decisions import (
     bounded_reasons,
 )
 from services.core.scheduling.explain import explain_job
+from services.core.scheduling.gates import GATED_REASON, gated_reason
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
 from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
@@ -146,6 +147,9 @@ def _unschedulable_reason(ssn: Session, job: JobInfo) -> tuple[str, str]:
     pending = [t for t in job.tasks.values() if t.status == st.PENDING]
     if not pending:
         return "", ""
+    held = [t for t in pending if t.spec.scheduling_gates]
+    if len(held) == len(pending):  # no session tries them: not a matter of nodes or shares
+        return gated_reason(sorted(held, key=lambda t: t.pod)), GATED_REASON
     if job.phase == "Pending":
         return job.job_fit_error or "PodGroup is Pending: not admitted by enqueue", "NotEnqueued"
     if job.job_fit_error and not job.fit_errors:

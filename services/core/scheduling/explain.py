@@ -25,6 +25,7 @@ from services.core.devices.ascend import use_uuid_annotation
 from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
+from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
@@ -244,12 +245,24 @@ def _pinned_to_missing_cards(ssn: Session, task: TaskInfo | None) -> Explanation
     return None
 
 
+def _gated_words(held: list[TaskInfo]) -> Explanation:
+    """Gates before every other rule: no node, queue or share is even looked at for these."""
+    pods = ", ".join(f"{t.pod} by {' '.join(t.spec.scheduling_gates)}" for t in held)
+    return Explanation(
+        f"{GATED_REASON}: {GATED_MESSAGE}: gated {pods}", PLUGIN,
+        unblock="remove the gates from spec.schedulingGates (whoever owns them does)",
+    )
+
+
 def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]) -> Explanation:
     """The first rule that keeps `job` waiting, in words; see the module docstring."""
     queue = ssn.queues.get(job.queue)
     if queue is not None and queue.state != "Open":
         return Explanation(f"queue {queue.name} is {queue.state}: it takes no new jobs", "queue",
                            unblock=f"open the queue: tessera queue open {queue.name}")  # fmt: skip
+    held = [t for t in job.pending_tasks() if t.spec.scheduling_gates]
+    if held:
+        return _gated_words(sorted(held, key=lambda t: t.pod))
     task = _representative(job)
     for rule in (_vendor_off, no_such_cards, _pinned_to_missing_cards):
         got = rule(ssn, task)

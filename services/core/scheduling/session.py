@@ -24,6 +24,7 @@ from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.ledger import is_exclusive
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
+from services.core.scheduling.gates import gated
 from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
 from services.core.scheduling.model import (
     ALLOCATED_STATUSES,
@@ -289,6 +290,8 @@ class Session:
         return not self.queue_order(lhs, r)
 
     def pre_predicate(self, task: TaskInfo) -> Status | None:
+        if task.spec.scheduling_gates:  # always on, whatever the tiers (gates.py)
+            return gated(task)
         for tier in self._fns["pre_predicate"]:
             for _, fn in tier:
                 status = fn(task)

@@ -564,6 +564,8 @@ class Admission:
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
+            scheduling_gates=tuple(str(g.get("name") or "") for g in spec.get("schedulingGates") or []
+                                   if isinstance(g, Mapping)),
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

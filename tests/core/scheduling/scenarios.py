@@ -28,7 +28,7 @@ import yaml
 from services.core.devices import build_vendors
 from services.core.scheduling.config import DEFAULT_CONF, SWITCHES, parse_conf
 from services.core.scheduling.decide import decide
-from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.decisions import Decisions, Unschedulable
 from services.core.scheduling.record import configured
 from services.core.simulate.engine import Simulation, load_simulation
 from services.core.simulate.inventory import load_inventory
@@ -284,3 +284,9 @@ def check_report(sc: Scenario, report: dict[str, Any]) -> None:
     for c in report["cards"]:
         assert c["memory_used"] <= c["memory_total"], c
         assert c["slices_used"] <= c["slices_total"], c
+
+
+def unschedulable_of(sc: Scenario, job: str) -> Unschedulable:
+    """One job's `JobUnschedulable` after the scenario's session (explain's words, per table)."""
+    got = {f"{u.namespace}/{u.name}": u for u in run_core(sc).decisions.unschedulable}
+    return got[job]

@@ -3,16 +3,11 @@ free it, and kube-scheduler's reason counted per node, from the same rows as the
 
 from __future__ import annotations
 
-from contracts.events import JobUnschedulable
-from tests.core.scheduling.scenarios import Scenario, load_table, run_core
+from tests.core.scheduling.scenarios import load_table
+from tests.core.scheduling.scenarios import unschedulable_of as unschedulable
 
 ROWS = {sc.name: sc for sc in load_table("nodeports")}
 PORTS = "node(s) didn't have free ports for the requested pod ports"
-
-
-def unschedulable(sc: Scenario, job: str) -> JobUnschedulable:
-    got = {f"{u.namespace}/{u.name}": u for u in run_core(sc).decisions.unschedulable}
-    return got[job]
 
 
 def test_explain_names_the_port_and_the_pod_holding_it() -> None:

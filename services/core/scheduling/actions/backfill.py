@@ -19,6 +19,9 @@ class BackfillAction:
             for task in sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid)):
                 if not task.best_effort:
                     continue
+                if task.spec.scheduling_gates:
+                    job.fit_errors[task.uid] = ssn.pre_predicate(task).message()  # type: ignore[union-attr]
+                    continue
                 fit = predicate_nodes(ssn, task, nodes, sample=False)
                 if not fit.idle:
                     fit.errors.update(refused)
