@@ -19,6 +19,7 @@ from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
 from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
+from services.core.holdback import holdback_slices, unfitted_warning
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
 
 
@@ -29,9 +30,13 @@ def resolve_existing(
     vendors: VendorRegistry,
     holdings: Mapping[str, AbstractSet[str]] | None = None,
     config: DeviceConfig | None = None,
+    annotations: Mapping[str, Mapping[str, str]] | None = None,
+    warnings: list[str] | None = None,
 ) -> PlacementProposed | Refusal:
     """`holdings` (owner → cards): a pod booked already (with its node's registration) keeps
-    exactly what it holds."""
+    exactly what it holds. `annotations` (node → its annotations): requests are fitted in the
+    node's real mode (hami-core). A pod that runs but does not fit keeps its vendors' cards on
+    its node out of use (`holdback_slices`), and `warnings` gets a line naming it and its node."""
     staged: dict[str, CardState] = {}
     placements: list[TaskPlacement] = []
     for p in proposal.placements:
@@ -57,11 +62,16 @@ def resolve_existing(
             offered = [(s.spec, s.usage) for s in here if s.spec is not None]
             if not offered:
                 return Refusal(f"pod {p.task}: node {p.node} has no registered cards yet")
-            fit = fit_task(offered, p.fit, registry=vendors, config=config)
-            if not isinstance(fit, NodeFit):
-                return Refusal(f"pod {p.task} runs on {p.node}, but its devices do not fit the "
-                               f"node's free cards: {fit.message}")  # fmt: skip
-            slices = [SliceAssignment(card=a.card, node=p.node, slice=a.slice) for a in fit.assignments]
+            fit = fit_task(offered, p.fit, registry=vendors, config=config,
+                           node_annotations=(annotations or {}).get(p.node))  # fmt: skip
+            if isinstance(fit, NodeFit):
+                picked = [(a.card, a.slice) for a in fit.assignments]
+            else:
+                picked = holdback_slices(here, p.fit)
+                if warnings is not None:
+                    warnings.append(unfitted_warning(proposal.namespace, p.task, p.node, fit.message,
+                                                     [c for c, _ in picked]))  # fmt: skip
+            slices = [SliceAssignment(card=c, node=p.node, slice=sl) for c, sl in picked]
         owner = owner_key(proposal.namespace, proposal.name, p.task)
         for a in slices:  # later pods of this proposal see these slices taken
             state = staged.get(a.card) or cards[a.card]
