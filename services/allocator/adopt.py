@@ -18,8 +18,8 @@ from contracts.events import PlacementProposed, RunningTask, SliceAssignment, Ta
 from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
-from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
-from services.core.holdback import holdback_slices, unfitted_warning
+from services.core.devices.fit import DeviceConfig
+from services.core.holdback import book_running, unfitted_warning
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
 
 
@@ -59,18 +59,13 @@ def resolve_existing(
                     state.spec, a.slice.memory, a.slice.cores, a.slice.template)))
         elif p.fit:
             here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
-            offered = [(s.spec, s.usage) for s in here if s.spec is not None]
-            if not offered:
+            if not any(s.spec is not None for s in here):
                 return Refusal(f"pod {p.task}: node {p.node} has no registered cards yet")
-            fit = fit_task(offered, p.fit, registry=vendors, config=config,
-                           node_annotations=(annotations or {}).get(p.node))  # fmt: skip
-            if isinstance(fit, NodeFit):
-                picked = [(a.card, a.slice) for a in fit.assignments]
-            else:
-                picked = holdback_slices(here, p.fit)
-                if warnings is not None:
-                    warnings.append(unfitted_warning(proposal.namespace, p.task, p.node, fit.message,
-                                                     [c for c, _ in picked]))  # fmt: skip
+            picked, failed = book_running(here, p.fit, registry=vendors, config=config,
+                                          node_annotations=(annotations or {}).get(p.node))  # fmt: skip
+            if failed is not None and warnings is not None:
+                warnings.append(unfitted_warning(proposal.namespace, p.task, p.node, failed,
+                                                 [c for c, _ in picked]))  # fmt: skip
             slices = [SliceAssignment(card=c, node=p.node, slice=sl) for c, sl in picked]
         owner = owner_key(proposal.namespace, proposal.name, p.task)
         for a in slices:  # later pods of this proposal see these slices taken

@@ -5,11 +5,28 @@ waits rather than sharing a card the running pod may be using. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from contracts.devices import SliceSpec
 from contracts.workloads import DeviceRequest
+from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
 from services.core.ledger import CardState
+
+
+def book_running(
+    here: Sequence[CardState], requests: Sequence[DeviceRequest], *, registry: VendorRegistry,
+    config: DeviceConfig | None, node_annotations: Mapping[str, str] | None,
+    pod_annotations: Mapping[str, str] | None = None,
+) -> tuple[list[tuple[str, SliceSpec]], str | None]:
+    """A running pod's (card, slice) on its node's cards, fitted in the node's real mode (its
+    annotations), else the held-back cards and why the fit failed. One rule for simulate and
+    the allocator."""
+    fit = fit_task([(c.spec, c.usage) for c in here if c.spec is not None], requests,
+                   registry=registry, config=config, node_annotations=node_annotations,
+                   pod_annotations=pod_annotations)  # fmt: skip
+    if isinstance(fit, NodeFit):
+        return [(a.card, a.slice) for a in fit.assignments], None
+    return holdback_slices(here, requests), fit.message
 
 
 def holdback_slices(

@@ -36,8 +36,8 @@ from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, QueueSpec
 from services.core import ledger
-from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
-from services.core.holdback import holdback_slices, unfitted_warning
+from services.core.devices import DeviceConfig, VendorRegistry
+from services.core.holdback import book_running, unfitted_warning
 from services.core.scheduling import lifecycle, record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
@@ -171,15 +171,12 @@ class Simulation:
             if rp.devices and not slices:
                 here = [staged.get(u) or self.cards[u] for u in self.projection.node_cards.get(rp.node, ())]
                 node = self.projection.nodes.get(rp.node)
-                fit = fit_task([(c.spec, c.usage) for c in here if c.spec is not None], rp.devices,
-                               registry=self.vendors, config=self.device_config,
-                               node_annotations=node.annotations if node else None,
-                               pod_annotations=rp.annotations)  # fmt: skip
-                if isinstance(fit, NodeFit):
-                    picked = [(a.card, a.slice) for a in fit.assignments]
-                else:
-                    picked = holdback_slices(here, rp.devices)
-                    unfitted.append(unfitted_warning(job.namespace, rp.pod, rp.node, fit.message,
+                picked, failed = book_running(here, rp.devices, registry=self.vendors,
+                                              config=self.device_config,
+                                              node_annotations=node.annotations if node else None,
+                                              pod_annotations=rp.annotations)  # fmt: skip
+                if failed is not None:
+                    unfitted.append(unfitted_warning(job.namespace, rp.pod, rp.node, failed,
                                                      [c for c, _ in picked]))  # fmt: skip
                 slices = tuple(SliceAssignment(card=c, node=rp.node, slice=sl) for c, sl in picked)
             owner = owner_key(job.namespace, job.name, rp.pod)
