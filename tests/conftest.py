@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,21 @@ from contracts.subjects import Subjects
 from services.runtime.eventlog import MemoryLog
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.natsserver import NatsServer
+
+_COLLECTED: list[tuple[str, tuple[str, ...]]] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    """Print which ids differ where a worker collects other tests than the first one did."""
+    from tests.collected import differing
+
+    name = str(node.gateway.id)
+    _COLLECTED.append((name, tuple(ids)))
+    if len(_COLLECTED) > 1 and (lines := differing(_COLLECTED[0], _COLLECTED[-1])):
+        reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines[:200]:
+            reporter.write_line(f"xdist collection: {line}")
 
 
 def _docker_nats() -> Iterator[str] | None:  # pragma: no cover - needs a Docker engine

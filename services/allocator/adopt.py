@@ -18,7 +18,8 @@ from contracts.events import PlacementProposed, RunningTask, SliceAssignment, Ta
 from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
-from services.core.devices.fit import DeviceConfig, NodeFit, fit_task
+from services.core.devices.fit import DeviceConfig
+from services.core.holdback import book_running, unfitted_warning
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
 
 
@@ -29,9 +30,13 @@ def resolve_existing(
     vendors: VendorRegistry,
     holdings: Mapping[str, AbstractSet[str]] | None = None,
     config: DeviceConfig | None = None,
+    annotations: Mapping[str, Mapping[str, str]] | None = None,
+    warnings: list[str] | None = None,
 ) -> PlacementProposed | Refusal:
     """`holdings` (owner → cards): a pod booked already (with its node's registration) keeps
-    exactly what it holds."""
+    exactly what it holds. `annotations` (node → its annotations): requests are fitted in the
+    node's real mode (hami-core). A pod that runs but does not fit keeps its vendors' cards on
+    its node out of use (`holdback_slices`), and `warnings` gets a line naming it and its node."""
     staged: dict[str, CardState] = {}
     placements: list[TaskPlacement] = []
     for p in proposal.placements:
@@ -54,14 +59,14 @@ def resolve_existing(
                     state.spec, a.slice.memory, a.slice.cores, a.slice.template)))
         elif p.fit:
             here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
-            offered = [(s.spec, s.usage) for s in here if s.spec is not None]
-            if not offered:
+            if not any(s.spec is not None for s in here):
                 return Refusal(f"pod {p.task}: node {p.node} has no registered cards yet")
-            fit = fit_task(offered, p.fit, registry=vendors, config=config)
-            if not isinstance(fit, NodeFit):
-                return Refusal(f"pod {p.task} runs on {p.node}, but its devices do not fit the "
-                               f"node's free cards: {fit.message}")  # fmt: skip
-            slices = [SliceAssignment(card=a.card, node=p.node, slice=a.slice) for a in fit.assignments]
+            picked, failed = book_running(here, p.fit, registry=vendors, config=config,
+                                          node_annotations=(annotations or {}).get(p.node))  # fmt: skip
+            if failed is not None and warnings is not None:
+                warnings.append(unfitted_warning(proposal.namespace, p.task, p.node, failed,
+                                                 [c for c, _ in picked]))  # fmt: skip
+            slices = [SliceAssignment(card=c, node=p.node, slice=sl) for c, sl in picked]
         owner = owner_key(proposal.namespace, proposal.name, p.task)
         for a in slices:  # later pods of this proposal see these slices taken
             state = staged.get(a.card) or cards[a.card]

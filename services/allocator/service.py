@@ -90,6 +90,7 @@ class Allocator:
         self.by_node: dict[str, set[str]] = defaultdict(set)  # node -> its cards' uuids
         self.answers = Answers()
         self.node_seq: dict[str, int] = {}  # node -> sequence of its newest NodeRegistered
+        self.node_annotations: dict[str, dict[str, str]] = {}  # its hami-core mode, for adoption
         self.commits = 0
         self.group_commits = 0  # of which committed several to one atomic batch
         self.rejections = 0
@@ -178,6 +179,7 @@ class Allocator:
             node = await decode_stored(msg, self.service.park_once, NODE_REGISTERED)
             if isinstance(node, NodeRegistered):
                 self.node_seq[node.node] = msg.seq
+                self.node_annotations[node.node] = node.annotations
                 for card in node.cards:
                     self.specs[card.uuid] = card
         for msg in await self.log.last_per_subject(self.subjects.all_cards()):
@@ -241,6 +243,8 @@ class Allocator:
             node = await decode_stored(msg, self.service.park_once, NODE_REGISTERED)
             if isinstance(node, NodeRegistered):
                 self.node_seq[node.node] = max(self.node_seq.get(node.node, 0), msg.seq)
+                if msg.seq >= self.node_seq[node.node]:
+                    self.node_annotations[node.node] = node.annotations
                 for card in node.cards:
                     self.specs[card.uuid] = card
 
@@ -309,6 +313,7 @@ class Allocator:
         if rx.message.seq < self.node_seq.get(event.node, 0):
             return  # an older registration replayed (a new durable): the newer one stands
         self.node_seq[event.node] = rx.message.seq
+        self.node_annotations[event.node] = event.annotations
         for _attempt in range(MAX_RETRIES):
             writes: list[CardWrite] = []
             for spec in event.cards:
@@ -344,7 +349,11 @@ class Allocator:
         for task in event.running:
             if self.holdings.get(owner_key(task.namespace, task.job, task.task)):
                 continue  # booked already
-            resolved = resolve_existing(running_proposal(event.node, task), view, here, self.vendors)
+            unfitted: list[str] = []
+            resolved = resolve_existing(running_proposal(event.node, task), view, here, self.vendors,
+                                        annotations={event.node: event.annotations}, warnings=unfitted)  # fmt: skip
+            for w in unfitted:
+                log.warning("%s", w)
             plan = resolved if isinstance(resolved, Refusal) else plan_commit(resolved, view, self.holdings)
             if isinstance(plan, Refusal):
                 log.warning("running pod %s/%s on %s not booked: %s", task.namespace, task.task,
@@ -475,7 +484,11 @@ class Allocator:
                 continue
             if original.existing:  # already runs: its slices from annotations, or fitted
                 by_node = {p.node: self.node_cards(p.node) for p in original.placements}
-                resolved = resolve_existing(original, self.cards, by_node, self.vendors, self.holdings)
+                unfitted: list[str] = []
+                resolved = resolve_existing(original, self.cards, by_node, self.vendors, self.holdings,
+                                            annotations=self.node_annotations, warnings=unfitted)  # fmt: skip
+                for w in unfitted:
+                    log.warning("%s", w)
                 if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
                     raise TransientError(resolved.reason)  # its node registers soon
                 if isinstance(resolved, PlacementProposed):

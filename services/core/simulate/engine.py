@@ -36,7 +36,8 @@ from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, QueueSpec
 from services.core import ledger
-from services.core.devices import DeviceConfig, NodeFit, VendorRegistry, fit_task
+from services.core.devices import DeviceConfig, VendorRegistry
+from services.core.holdback import book_running, unfitted_warning
 from services.core.scheduling import lifecycle, record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
@@ -147,28 +148,51 @@ class Simulation:
         changed = False
         while self.arrivals and self.arrivals[0][0] <= self.now:
             _, _, job, running = self.arrivals.pop(0)
-            self.emit(JobSubmitted(spec=job, warnings=self.warnings.get((job.namespace, job.name), ())))
-            for rp in running:
-                self._existing(job, rp)
+            booked, unfitted = self._book_existing(job, running)
+            warnings = (*self.warnings.get((job.namespace, job.name), ()), *unfitted)
+            self.emit(JobSubmitted(spec=job, warnings=warnings))
+            for rp, placement in booked:
+                self._existing(job, rp, placement)
             changed = True
         return changed
 
-    def _existing(self, job: JobSpec, rp: RunningPod) -> None:
-        """A pre-existing Running pod: book its cards (from HAMi annotations, else fit its
-        requests on its node) and start it."""
+    def _book_existing(
+        self, job: JobSpec, running: Sequence[RunningPod]
+    ) -> tuple[list[tuple[RunningPod, TaskPlacement]], list[str]]:
+        """Each pre-existing Running pod's cards, before its job is submitted: from HAMi
+        annotations, else its requests fitted on its node as the node is (its annotations: the
+        hami-core mode); one that does not fit keeps its vendors' cards there out of use, with a
+        warning naming it and its node. Later pods of the job see earlier ones' slices."""
+        staged: dict[str, ledger.CardState] = {}
+        booked: list[tuple[RunningPod, TaskPlacement]] = []
+        unfitted: list[str] = []
+        for rp in running:
+            slices = self._slices_from_annotations(rp) if rp.devices else ()
+            if rp.devices and not slices:
+                here = [staged.get(u) or self.cards[u] for u in self.projection.node_cards.get(rp.node, ())]
+                node = self.projection.nodes.get(rp.node)
+                picked, failed = book_running(here, rp.devices, registry=self.vendors,
+                                              config=self.device_config,
+                                              node_annotations=node.annotations if node else None,
+                                              pod_annotations=rp.annotations)  # fmt: skip
+                if failed is not None:
+                    unfitted.append(unfitted_warning(job.namespace, rp.pod, rp.node, failed,
+                                                     [c for c, _ in picked]))  # fmt: skip
+                slices = tuple(SliceAssignment(card=c, node=rp.node, slice=sl) for c, sl in picked)
+            owner = owner_key(job.namespace, job.name, rp.pod)
+            for a in slices:
+                state = staged.get(a.card) or self.cards[a.card]
+                got = ledger.decide(state, ledger.ReserveSlice(owner, a.slice))
+                if isinstance(got, list):
+                    for ev in got:
+                        state = ledger.evolve(state, ev)
+                    staged[a.card] = state
+            booked.append((rp, TaskPlacement(task=rp.pod, node=rp.node, slices=slices)))
+        return booked, unfitted
+
+    def _existing(self, job: JobSpec, rp: RunningPod, placement: TaskPlacement) -> None:
+        """A pre-existing Running pod: commit its booking and start it."""
         key = f"{job.namespace}/{job.name}"
-        slices = self._slices_from_annotations(rp) if rp.devices else ()
-        if rp.devices and not slices:
-            node_cards = [(self.cards[u].spec, self.cards[u].usage)
-                          for u in self.projection.node_cards.get(rp.node, ())]  # fmt: skip
-            fit = fit_task(node_cards, rp.devices, registry=self.vendors, config=self.device_config,
-                           pod_annotations=rp.annotations)  # fmt: skip
-            if isinstance(fit, NodeFit):
-                slices = tuple(
-                    SliceAssignment(card=a.card, node=rp.node, slice=a.slice)
-                    for a in fit.assignments
-                )
-        placement = TaskPlacement(task=rp.pod, node=rp.node, slices=slices)
         if self._commit(job.namespace, job.name, (placement,), 0, proposal_seq=0):
             self._start(job, (placement,))
         self.ends[(key, rp.pod, "")] = self._end_of(job, rp.pod)

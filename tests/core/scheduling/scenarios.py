@@ -258,6 +258,9 @@ def check_report(sc: Scenario, report: dict[str, Any]) -> None:
     if "phases" in exp:
         got_ph = {k: jobs[k]["phase"] if k in jobs else None for k in exp["phases"]}
         _same("phases", got_ph, exp["phases"])
+    for job, text in (exp.get("warnings") or {}).items():  # the report's job warnings
+        said = " | ".join((jobs.get(job) or {}).get("warnings") or ())
+        assert text in said, f"warnings of {job}: {said!r} lack {text!r}"
     if "pods" in exp:
         _same(
             "pods", {k: pods[k]["phase"] if k in pods else None for k in exp["pods"]}, exp["pods"]
