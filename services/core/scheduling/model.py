@@ -55,10 +55,6 @@ def task_shape(spec: TaskSpec) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-def queue_request(spec: TaskSpec) -> Resource:
-    """What a task counts against its queue: device counts included (Volcano's plain request)."""
-    return Resource(spec.cpu_milli, spec.memory_mib, 0, spec.scalars)
-
 
 NO_USAGE = CardUsage()
 
@@ -137,7 +133,6 @@ class TaskInfo:
     parts: tuple[ScorePart, ...] = ()  # why its node: each plugin's part of `score`
     runners_up: tuple[NodeScore, ...] = ()  # the next best nodes when it was placed
     feasible: int = 0  # feasible nodes it was chosen among
-    qreq: Resource = field(default_factory=Resource)  # what it counts against its queue
     shape: tuple[object, ...] | None = None  # task_shape(spec), filled on first use
 
     @property
@@ -234,7 +229,6 @@ __all__ = [
     "NodeInfo",
     "QueueInfo",
     "TaskInfo",
-    "queue_request",
     "task_request",
     "task_shape",
 ]

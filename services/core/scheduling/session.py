@@ -33,7 +33,6 @@ from services.core.scheduling.model import (
     NodeInfo,
     QueueInfo,
     TaskInfo,
-    queue_request,
     task_request,
 )
 from services.core.scheduling.resources import Resource
@@ -45,6 +44,9 @@ PluginFactory = Callable[[PluginConf], Plugin]
 
 #: tasks of one placement that carry their reasons in the event (see `placements_of`)
 EXPLAINED_TASKS = 16
+
+#: task statuses that hold room on their node in the session (built once, not per task)
+_ON_NODE = ALLOCATED_STATUSES | {st.RELEASING}
 
 #: Plugins whose `predicate` and `node_order` read only the task's spec and the node's own
 #: state (labels, taints, annotations, resources, cards). Only when every predicate/node-order
@@ -234,11 +236,11 @@ class Session:
                 info = TaskInfo(
                     uid=f"{j.key}/{t.pod}", pod=t.pod, role=t.role, index=t.index, job=j.key,
                     spec=t.spec, resreq=task_request(t.spec), status=t.status, node=t.node,
-                    slices=t.slices, priority=t.spec.priority, qreq=queue_request(t.spec),
+                    slices=t.slices, priority=t.spec.priority,
                 )  # fmt: skip
                 tasks[t.pod] = info
                 node = self.nodes.get(t.node) if t.node else None
-                if node is not None and t.status in ALLOCATED_STATUSES | {st.RELEASING}:
+                if node is not None and t.status in _ON_NODE:
                     node.tasks[info.uid] = info
                     node.idle.sub(info.resreq)
                     node.used.add(info.resreq)
