@@ -34,6 +34,7 @@ from services.core.scheduling.resources import pod_request, requested
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
@@ -509,7 +510,8 @@ class Admission:
             _resources(ctx, f"{path}.spec.overhead", spec.get("overhead")),
         )  # fmt: skip
         ports, port_problems = host_ports(spec, path)
-        for where, rule in port_problems:
+        gates, gate_problems = scheduling_gates(spec, path)
+        for where, rule in (*port_problems, *gate_problems):
             ctx.reject(where, None, rule)
         devices, errors = self.parser(list(containers), annotations, f"{path}.spec")
         inits, init_errors = self.parser(list(init_containers), annotations, f"{path}.spec",
@@ -564,8 +566,7 @@ class Admission:
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
-            scheduling_gates=tuple(str(g.get("name") or "") for g in spec.get("schedulingGates") or []
-                                   if isinstance(g, Mapping)),
+            scheduling_gates=gates,
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

@@ -102,3 +102,20 @@ def test_overhead_counts_in_the_implied_pod_groups_min_resources() -> None:
 def test_a_bad_overhead_quantity_is_refused() -> None:
     got = reasons("{overhead: {cpu: lots}, containers: [{name: c, image: busybox}]}")
     assert len(got) == 1 and got[0].startswith("spec.overhead.cpu: "), got
+
+
+def test_scheduling_gates_are_read_in_order() -> None:
+    t = task("{schedulingGates: [{name: example.com/a}, {name: b}],"
+             " containers: [{name: c, image: busybox}]}")
+    assert t.scheduling_gates == ("example.com/a", "b")
+
+
+@pytest.mark.parametrize(("gates", "line"), [
+    ("[{name: a}, {name: a}]", 'spec.schedulingGates[1].name: Duplicate value: "a"'),
+    ("[{name: a}, {}]", "spec.schedulingGates[1].name: Required value"),
+])  # fmt: skip
+def test_scheduling_gates_the_api_server_refuses_are_refused_by_name(gates: str, line: str) -> None:
+    """A gate without a name, or named twice, is refused as the API server refuses it, rather
+    than a pod held gated on a gate nobody could remove."""
+    got = reasons(f"{{schedulingGates: {gates}, containers: [{{name: c, image: busybox}}]}}")
+    assert any(line in r for r in got), got
