@@ -10,8 +10,9 @@ from collections.abc import Sequence
 def differing(first: tuple[str, Sequence[str]], other: tuple[str, Sequence[str]]) -> list[str]:
     """Lines naming the ids one worker collected and the other did not, and any order change."""
     (a, ids_a), (b, ids_b) = first, other
-    only_a = [i for i in ids_a if i not in set(ids_b)]
-    only_b = [i for i in ids_b if i not in set(ids_a)]
+    seen_a, seen_b = set(ids_a), set(ids_b)
+    only_a = [i for i in ids_a if i not in seen_b]
+    only_b = [i for i in ids_b if i not in seen_a]
     lines = [f"collected by {a} only: {i}" for i in only_a]
     lines += [f"collected by {b} only: {i}" for i in only_b]
     if not lines and list(ids_a) != list(ids_b):

@@ -68,6 +68,9 @@ class Scheduler:
         #: the last sequence we appended: no session opens before the log delivered it back,
         #: so every snapshot is exactly the log up to its `based_on` (what a replay rebuilds)
         self.written = 0
+        #: the subjects of an append that failed part-way (acks lost): some of its events may
+        #: be in the log at sequences we were never told; no session until we know them
+        self.uncertain: list[str] = []
         self._dirty = asyncio.Event()
         self.service = EventService(
             name="scheduler",
@@ -188,6 +191,8 @@ class Scheduler:
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides
+            if self.uncertain and not await self._resync():
+                continue
             if not self.caught_up():
                 continue  # our last decisions are on their way back: decide on them, not before
             started = time.perf_counter()
@@ -208,12 +213,31 @@ class Scheduler:
             for i, o in enumerate(self.session_events())  # deduplicated ids
         ]
         decided = time.perf_counter()
-        results = await self.log.append_pipelined([self.service.entry(o) for o in outs])
+        try:
+            results = await self.log.append_pipelined([self.service.entry(o) for o in outs])
+        except Exception:
+            self.uncertain = sorted({o.subject for o in outs})
+            raise
         self.session_metrics.session(decided - started, time.perf_counter() - decided,
                                      *self.last_attempts, self.last_series)  # fmt: skip
         for result in results:
             if isinstance(result, Appended):
                 self.written = max(self.written, result.seq)
+
+    async def _resync(self) -> bool:
+        """After a failed append, wait for the last message on each subject it wrote to: every
+        event of ours that landed is at or below them (they are all subjects we follow, unlike
+        the stream's end). A session opened earlier proposed the same pods again on a view
+        without their first proposals (issue 29's stall after a lease flap)."""
+        try:
+            for subject in self.uncertain:
+                last = await self.log.last(subject)
+                self.written = max(self.written, last.seq if last else 0)
+        except Exception:  # still unreachable: try again on the next trigger
+            log.warning("log unreachable after a failed append; no session until it answers")
+            return False
+        self.uncertain = []
+        return True
 
     async def background(self, stopping: asyncio.Event) -> None:
         if self.lease is None:

@@ -28,6 +28,10 @@ class StoredView(msgspec.Struct, frozen=True, kw_only=True):
     refused: dict[str, Refused] = {}
 
 
+#: bumped when `SchedulerView.apply` folds some log differently (2: a job's second proposal
+#: while one is outstanding is not booked): a snapshot folded by older rules is not resumed
+FOLD_RULES = 2
+
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(StoredView)
 
@@ -40,7 +44,7 @@ class ViewFold:
         self.patterns = (pattern,)
 
     def version(self) -> str:
-        return shape_of(StoredView)
+        return f"{shape_of(StoredView)}+fold{FOLD_RULES}"
 
     def empty(self) -> SchedulerView:
         return SchedulerView()

@@ -101,12 +101,16 @@ class SchedulerView:
                     event.reason, event.why)
             case _ if not self.assume:
                 pass
+            case PlacementProposed() if f"{event.namespace}/{event.name}" in self.outstanding:
+                pass  # a second proposal made on a view that had not read the first (`_assume`)
             case PlacementProposed():
                 self.outstanding[f"{event.namespace}/{event.name}"] = seq
                 self._assume(event)
             case PlacementCommitted():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
                     self._settled(event.namespace, event.name)
+                else:
+                    self._committed_elsewhere(event)
             case PlacementRejected():
                 if self._answers_outstanding(event.namespace, event.name, event.proposal_seq):
                     key = f"{event.namespace}/{event.name}"
@@ -190,7 +194,13 @@ class SchedulerView:
         """Book a proposal in the projection as if committed — tasks Bound, slices on the cards'
         usage — so later sessions neither re-decide the job nor hand its slices to another one
         while the allocator decides. The allocator's ledger events overwrite the usage with the
-        authoritative one; a rejection undoes the booking (`_forget`)."""
+        authoritative one; a rejection undoes the booking (`_forget`).
+
+        A second proposal of a job while one is outstanding is not booked: it was decided on a
+        view that had not read the first back (an append whose acks were lost), and booking it
+        over the first made the first's commit look refused — the card it took freed in the view
+        only, and another pod proposed onto it, refused there for good (issue 29's stall). The
+        allocator answers proposals in log order, so the first's answer comes first."""
         key = f"{event.namespace}/{event.name}"
         tasks = self.projection.tasks.get(key)
         if tasks is None:
@@ -206,6 +216,28 @@ class SchedulerView:
                 self.assumed.setdefault(a.card, {})[owner] = a.slice
                 self.job_cards.setdefault(job_prefix(event.namespace, event.name), {})[a.card] = None
                 self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))
+
+    def _committed_elsewhere(self, event: PlacementCommitted) -> None:
+        """A commit of a proposal other than the outstanding one (a second proposal, made
+        before the first was read back, committed after the first was refused): its tasks are
+        the ledger's now, so the outstanding proposal no longer assumes them — its refusal must
+        not send them back to Pending, nor free the slices the commit booked."""
+        key = f"{event.namespace}/{event.name}"
+        assumed = self.assumed_tasks.get(key)
+        if not assumed:
+            return
+        booked = {(a.card, owner_key(event.namespace, event.name, p.task))
+                  for p in event.placements for a in p.slices}  # fmt: skip
+        owners = {owner_key(event.namespace, event.name, p.task) for p in event.placements}
+        assumed.difference_update(p.task for p in event.placements)
+        for card in self.job_cards.get(job_prefix(event.namespace, event.name), {}):
+            held = self.assumed.get(card, {})
+            for owner in [o for o in held if o in owners]:
+                del held[owner]
+                if (card, owner) not in booked:  # assumed here, committed on another card
+                    self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="committed elsewhere"))
+            if not held:
+                self.assumed.pop(card, None)
 
     def _settled(self, namespace: str, name: str) -> list[tuple[str, str]]:
         """Drop a job's assumed slices (committed: the ledger has them; rejected: undone)."""
