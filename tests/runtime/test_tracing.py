@@ -78,3 +78,29 @@ async def test_group_span_links_every_producer() -> None:
     (span,) = [s for s in exporter.get_finished_spans() if "×3" in s.name]
     assert sorted(link.context.trace_id for link in span.links) == sorted(roots)
     assert answered == [f"{r:032x}" for r in roots]
+
+
+async def test_without_an_exporter_the_trace_still_travels_through_a_handler() -> None:
+    """No tracer provider (`--trace-exporter none`): no span is made per message, but what a
+    handler appends carries its cause's trace, so a collector added later on another service
+    still joins the decisions up."""
+    from opentelemetry import trace
+
+    provider, _ = traced()
+    log = MemoryLog()
+    carried: list[str] = []
+
+    async def on_lost(event: NodeLost, rx: Received) -> None:
+        out = Outgoing(log.subjects.node("n2"), NodeLost(node="n2", reason="follow-up"))
+        carried.append(svc.entry(out).headers["traceparent"])  # the current context's trace
+
+    svc = EventService("quiet", log, [log.subjects.all_nodes()], {NodeLost: on_lost},  # type: ignore[dict-item]
+                       tracer=trace.NoOpTracer())  # fmt: skip
+    with provider.get_tracer("test").start_as_current_span("operator action") as root:
+        await svc.publish(Outgoing(log.subjects.node("n1"), NodeLost(node="n1", reason="test")))
+    consumer = await log.consumer("quiet", svc.filter_subjects)
+    delivery = await consumer.next(timeout=1)
+    assert delivery is not None and await svc.handle(delivery) == "handled"
+    ctx = root.get_span_context()
+    assert [c.split("-")[1:3] for c in carried] == [[f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]]
+    assert not trace.get_current_span().get_span_context().is_valid  # detached after handling
