@@ -61,6 +61,20 @@ class Edges:
 
 
 EdgeFactory = Callable[[App, EventLog, object], Edge]
+
+
+def carry_edges(app: App, at_edge: Edge) -> list[str]:
+    """Let the service's consumer deliver to its edge parts' readers too: one delivery per
+    message in the process instead of one per reader (services/runtime/sharing.py)."""
+    parts = at_edge.parts if isinstance(at_edge, Edges) else (at_edge,)
+    carried = []
+    for part in parts:
+        svc = getattr(part, "service", None)
+        if isinstance(svc, EventService) and svc is not app.service and app.service.carry(svc):
+            carried.append(svc.name)
+    if carried:
+        log.info("%s's consumer also delivers to %s", app.service.name, ", ".join(carried))
+    return carried
 T = TypeVar("T")
 
 
@@ -229,6 +243,7 @@ async def _run_service(
     at_edge = edge(app, event_log, args.kube) if edge is not None and args.kube is not None else None
     if at_edge is not None:
         await at_edge.recover()
+        carry_edges(app, at_edge)
     if api is not None:
         await serve_api(event_log.nc, name, event_log.subjects.api(name), api(app))
     install_stop_signals(stopping)

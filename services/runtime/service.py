@@ -33,6 +33,7 @@ from services.runtime.eventlog.model import (
     StoredMessage,
 )
 from services.runtime.metrics import ServiceMetrics
+from services.runtime.sharing import Rider, Shared, carriable
 from services.runtime.tasks import cancel_all
 from services.runtime.telemetry import extract, inject, subject_template
 
@@ -95,6 +96,8 @@ class EventService:
     #: share of the durable's — for a service whose every replica needs the whole log (the
     #: scheduler's projection); nothing is settled, a restart recovers from the log
     follow_from: int = 0
+    #: its deliveries come from another service's consumer in this process (`carry`)
+    carried: bool = False
 
     def __post_init__(self) -> None:
         self.metrics = self.metrics or ServiceMetrics(self.name)
@@ -104,6 +107,16 @@ class EventService:
         self._groups = {cls.type_name(): h for cls, h in self.group_handlers.items()}
         self._parked: set[str] | None = None  # sources on our dead-letter subject, read once
         self._series: dict[str, tuple[Any, Any]] = {}  # event type -> its metric series
+        self._riders: list[Rider] = []
+
+    def carry(self, other: EventService) -> bool:
+        """Hand `other` every delivery of ours it would have read from a consumer of its own
+        (services/runtime/sharing.py); False when it reads subjects we do not, or follows."""
+        if other.follow_from or self.follow_from or not carriable(other.filter_subjects, self.filter_subjects):
+            return False
+        self._riders.append(Rider(other.name, other.handle, other.filter_subjects, self.filter_subjects))
+        other.carried = True
+        return True
 
     # --- outgoing ------------------------------------------------------------------------------
 
@@ -247,9 +260,15 @@ class EventService:
         if self.follow_from:
             await self._follow(stopping, on_ready)
             return
+        if self.carried:  # another service's consumer hands us our deliveries
+            if on_ready is not None:
+                on_ready()
+            await stopping.wait()
+            return
         consumer = await self.log.consumer(self.durable, self.filter_subjects)
         if on_ready is not None:
             on_ready()
+        riders = [asyncio.create_task(r.run()) for r in self._riders]
         held: Delivery | None = None
         try:
             while not stopping.is_set():
@@ -258,7 +277,7 @@ class EventService:
                     continue
                 kind = delivery.message.headers.get(TYPE, "")
                 if kind not in self._groups:
-                    await self.handle(delivery)
+                    await self.handle(await self._share(delivery))
                     continue
                 group = [delivery]
                 while len(group) < self.max_group and (nxt := consumer.ready()) is not None:
@@ -266,9 +285,23 @@ class EventService:
                         held = nxt
                         break
                     group.append(nxt)
-                await self.handle_group(kind, group)
+                await self.handle_group(kind, [await self._share(d) for d in group])
         finally:
+            await cancel_all(riders)
             await consumer.close()
+
+    async def _share(self, delivery: Delivery) -> Delivery:
+        """Our part of a delivery, the riders' parts handed to them (or settled unread)."""
+        if not self._riders:
+            return delivery
+        shared = Shared(delivery, 1 + len(self._riders))
+        for rider in self._riders:
+            part = shared.part()
+            if rider.wants(delivery.message):
+                rider.give(part)
+            else:
+                await part.ack()
+        return shared.part()
 
     async def _follow(self, stopping: asyncio.Event, on_ready: Callable[[], None] | None) -> None:
         """Handle every message of the filters from `follow_from` on, until `stopping`."""
