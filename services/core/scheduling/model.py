@@ -28,9 +28,24 @@ from services.core.scheduling.snapshot import (
 ALLOCATED_STATUSES = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
 
 
+#: task spec id -> (the spec, its request): every session opened built each running task's
+#: request again (a third of opening one, issue 29). The spec is kept so its id stays its own;
+#: requests are never changed in place (sessions add and subtract them into other vectors).
+_REQUESTS: dict[int, tuple[TaskSpec, Resource]] = {}
+_MAX_REQUESTS = 50_000  # then forgotten all at once: specs of ended jobs must not pile up
+
+
 def task_request(spec: TaskSpec) -> Resource:
+    """The node resources one pod of `spec` asks (devices are booked on cards, not here)."""
+    got = _REQUESTS.get(id(spec))
+    if got is not None and got[0] is spec:
+        return got[1]
     scalars = {k: v for k, v in spec.scalars.items() if not is_device_resource(k)}
-    return Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
+    request = Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
+    if len(_REQUESTS) >= _MAX_REQUESTS:
+        _REQUESTS.clear()
+    _REQUESTS[id(spec)] = (spec, request)
+    return request
 
 
 #: Pod annotation prefixes the node-local plugins may read: HAMi's (`hami.io/gpu-scheduler-

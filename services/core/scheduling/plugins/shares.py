@@ -111,6 +111,7 @@ class QueueShares:
                     self.total[dim] = self.total.get(dim, 0.0) + CARD
                     self.card_memory.setdefault(dim, c.spec.memory)
         self._tasks: dict[str, tuple[tuple[SliceAssignment, ...], Vec]] = {}
+        self._min: dict[str, tuple[object, int, Vec | None]] = {}
 
     def dims_of_type(self, card_type: str) -> tuple[str, ...]:
         return (card_resource(card_type), *self.families.get(card_type, ()))
@@ -189,7 +190,18 @@ class QueueShares:
 
     def min_resources(self, job: JobInfo) -> Vec | None:
         """A PodGroup's minResources. Those Tessera derived for a Job or a plain Pod (requests of
-        the first minAvailable pods by priority) weigh their devices as card shares too."""
+        the first minAvailable pods by priority) weigh their devices as card shares too.
+
+        Once per job and session (overcommit and proportion both ask for every job's when the
+        session opens); callers never change the vector."""
+        got = self._min.get(job.key)
+        if got is not None and got[0] is job.spec and got[1] == job.min_available:
+            return got[2]
+        out = self._min_resources(job)
+        self._min[job.key] = (job.spec, job.min_available, out)
+        return out
+
+    def _min_resources(self, job: JobInfo) -> Vec | None:
         raw = job.spec.min_resources
         if raw is None or job.spec.kind == "PodGroup":
             return None if raw is None else self.canonical(raw)
