@@ -110,8 +110,17 @@ class QueueShares:
                 for dim in self.dims_of_type(c.spec.type):
                     self.total[dim] = self.total.get(dim, 0.0) + CARD
                     self.card_memory.setdefault(dim, c.spec.memory)
-        self._tasks: dict[str, tuple[tuple[SliceAssignment, ...], Vec]] = {}
+        self._tasks: dict[str, tuple[tuple[SliceAssignment, ...], object, Vec]] = {}
         self._min: dict[str, tuple[object, int, Vec | None]] = {}
+
+    def inherit(self, last: QueueShares) -> bool:
+        """Take over the last session's per-task and per-job results when the cluster's cards
+        are the same ones (the results read nothing else but the task or job itself, checked by
+        identity on use): each session opened weighed every running task again (issue 29)."""
+        if last.cards != self.cards or last.single != self.single or last.families != self.families:
+            return False
+        self._tasks, self._min = last._tasks, last._min
+        return True
 
     def dims_of_type(self, card_type: str) -> tuple[str, ...]:
         return (card_resource(card_type), *self.families.get(card_type, ()))
@@ -149,8 +158,8 @@ class QueueShares:
         """CPU, memory and plain scalars as requested; devices as card shares (held slices once
         placed, else the request)."""
         cached = self._tasks.get(t.uid)
-        if cached is not None and cached[0] is t.slices:
-            return cached[1]
+        if cached is not None and cached[0] is t.slices and cached[1] is t.spec:
+            return cached[2]
         spec = t.spec
         out: Vec = {"cpu": float(spec.cpu_milli), "memory": float(spec.memory_mib)}
         for k, v in spec.scalars.items():
@@ -170,7 +179,9 @@ class QueueShares:
             for req in spec.devices:
                 for dim, amount in self.request(req).items():
                     out[dim] = out.get(dim, 0.0) + amount
-        self._tasks[t.uid] = (t.slices, out)
+        if len(self._tasks) >= _MAX_CACHED:
+            self._tasks.clear()
+        self._tasks[t.uid] = (t.slices, spec, out)
         return out
 
     def request(self, req: DeviceRequest) -> Vec:
@@ -198,6 +209,8 @@ class QueueShares:
         if got is not None and got[0] is job.spec and got[1] == job.min_available:
             return got[2]
         out = self._min_resources(job)
+        if len(self._min) >= _MAX_CACHED:
+            self._min.clear()
         self._min[job.key] = (job.spec, job.min_available, out)
         return out
 
@@ -219,11 +232,19 @@ class QueueShares:
 _BY_SESSION: weakref.WeakKeyDictionary[Session, QueueShares] = weakref.WeakKeyDictionary()
 
 
+#: the last session's `QueueShares`, whose results the next one may inherit
+_LAST: list[QueueShares] = []
+_MAX_CACHED = 100_000  # results kept per kind; then forgotten at once (ended jobs' pile up)
+
+
 def shares_of(ssn: Session) -> QueueShares:
     """One `QueueShares` per session, shared by the queue plugins."""
     got = _BY_SESSION.get(ssn)
     if got is None:
         got = _BY_SESSION[ssn] = QueueShares(ssn.node_list)
+        if _LAST:
+            got.inherit(_LAST[0])
+        _LAST[:] = [got]
     return got
 
 
