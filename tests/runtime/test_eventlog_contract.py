@@ -269,6 +269,27 @@ async def test_ack_floor_of_a_durable(event_log: EventLog) -> None:
     assert await event_log.ack_floor("floor") == 0  # the first one is still unacknowledged
 
 
+async def test_a_delivery_settled_after_later_ones_were_read_is_acknowledged(event_log: EventLog) -> None:
+    """A reader carried by another's consumer (services/runtime/sharing.py) settles its part
+    after the consumer has read on and sent the acks in hand: that ack must go out too, not
+    land in a batch already sent (under load every such message was redelivered to every
+    reader after ack_wait, and again)."""
+    s = event_log.subjects
+    for i in range(3):
+        await event_log.append(ev_entry(event_log, s.job("default", f"j{i}"), NodeLost(node="x")))
+    consumer = await event_log.consumer("late", [s.all_jobs()])
+    late = await consumer.next(timeout=2)
+    assert late is not None
+    for _ in range(2):
+        d = await consumer.next(timeout=2)
+        assert d is not None
+        await d.ack()
+    assert await consumer.next(timeout=0.2) is None  # nothing left: the acks in hand go out
+    await late.ack()  # only now
+    await consumer.close()  # flushes what is in hand
+    assert await event_log.ack_floor("late") == 3
+
+
 async def test_follow_reads_from_a_sequence_then_waits_for_what_comes(event_log: EventLog) -> None:
     s = event_log.subjects
     for i in range(3):

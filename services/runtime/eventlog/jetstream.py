@@ -257,7 +257,11 @@ class JetStreamConsumer:
             _wake(self._waiter)
 
     async def _flush_acks(self) -> None:
-        acks, self._acks = self._acks, []
+        # emptied in place: every delivery holds this very list, and one settled after a later
+        # `next()` (a rider's part, sharing.py) appended to a list swapped out — never sent, so
+        # redelivered after ack_wait to every reader, again and again under load
+        acks = self._acks[:]
+        self._acks.clear()
         for msg in acks:  # nothing yields in between: the client writes them in one go
             await msg.ack()
 
