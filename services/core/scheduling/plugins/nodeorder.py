@@ -1,10 +1,12 @@
 """`nodeorder` (Volcano wraps kube-scheduler scores, MaxNodeScore 100): least requested
 (weight `leastrequested.weight`, default 1), most requested (`mostrequested.weight`, 0) and
-balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task."""
+balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task;
+inter-pod affinity (`podaffinity.weight`, 1: kube-scheduler's InterPodAffinity score, interpod.py)."""
 
 from __future__ import annotations
 
 from services.core.scheduling.config import PluginConf
+from services.core.scheduling.interpod import PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.session import Session
 
@@ -21,9 +23,13 @@ class NodeOrderPlugin:
         self.least = _weight(conf, "leastrequested.weight", 1)
         self.most = _weight(conf, "mostrequested.weight", 0)
         self.balanced = _weight(conf, "balancedresource.weight", 1)
+        self.pod_affinity = _weight(conf, "podaffinity.weight", 1)
+        self.pods: PodIndex | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        pass
+        if self.pod_affinity:
+            pods = index_of(ssn)
+            self.pods = pods if pods.active else None  # no pod has a term: nothing to score
 
     def node_order(self, task: TaskInfo, node: NodeInfo) -> float:
         alloc = node.allocatable
@@ -45,4 +51,7 @@ class NodeOrderPlugin:
             else:
                 bal = (1 - abs(fc - fm) / 2) * 100
             score += self.balanced * int(bal)
+        pods = self.pods
+        if pods is not None and pods.reads_pods(task):
+            score += self.pod_affinity * pods.score(task, node.pos)
         return score

@@ -1,7 +1,8 @@
 """`predicates` (Volcano wraps kube-scheduler filters): node selector and required node
 affinity (`predicate.NodeAffinityEnable`), taints/tolerations (`predicate.TaintTolerationEnable`),
-host ports (`predicate.NodePortsEnable`, kube-scheduler's NodePorts). Resource fit runs first in
-the actions, on FutureIdle, as Volcano's allocate does."""
+host ports (`predicate.NodePortsEnable`, kube-scheduler's NodePorts), inter-pod affinity
+(`predicate.PodAffinityEnable`, kube-scheduler's InterPodAffinity filter: interpod.py). Resource
+fit runs first in the actions, on FutureIdle, as Volcano's allocate does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 
 from contracts.workloads import HostPort, LabelRequirement, Toleration
 from services.core.scheduling.config import PluginConf
+from services.core.scheduling.interpod import AFFINITY, PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.session import Session
 from services.core.scheduling.snapshot import RELEASING
@@ -95,9 +97,13 @@ class PredicatesPlugin:
         self.affinity = _truthy(args.get("predicate.NodeAffinityEnable"))
         self.taints = _truthy(args.get("predicate.TaintTolerationEnable"))
         self.ports = _truthy(args.get("predicate.NodePortsEnable"))
+        self.pod_affinity = _truthy(args.get("predicate.PodAffinityEnable"))
+        self.pods: PodIndex | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        pass
+        if self.pod_affinity:
+            pods = index_of(ssn)
+            self.pods = pods if pods.active else None  # no pod has a term: nothing to check
 
     def predicate(self, task: TaskInfo, node: NodeInfo) -> Status | None:
         return self._check(task, node, False, ())
@@ -105,8 +111,9 @@ class PredicatesPlugin:
     def predicate_future(
         self, task: TaskInfo, node: NodeInfo, without: Sequence[TaskInfo] = ()
     ) -> Status | None:
-        """Only the ports read what pods hold: in the future view a Releasing pod's (or a
-        victim's) port is free, so preempt and reclaim may evict a port's holder for it."""
+        """The ports and the inter-pod rules read what pods hold: in the future view a Releasing
+        pod's (or a victim's) port is free and the pod no longer counts in its domain, so
+        preempt and reclaim may evict a port's holder, or an anti-affinity's, for it."""
         return self._check(task, node, True, without)
 
     def _check(
@@ -132,4 +139,11 @@ class PredicatesPlugin:
         if self.ports and spec.host_ports and port_holder(task, node, future, without):
             # Unschedulable, not unresolvable: preempting the holder frees the port.
             return unschedulable(self.name, NODE_PORTS)
+        pods = self.pods
+        if pods is not None and pods.reads_pods(task):
+            why = pods.refusal(task, node.labels, future, without)
+            if why:
+                # kube: required affinity unmet is unresolvable (no eviction creates a pod);
+                # an anti-affinity is resolved by evicting the pods it is against
+                return (unresolvable if why == AFFINITY else unschedulable)(self.name, why)
         return None
