@@ -285,6 +285,18 @@ class PodIndex:
                     return EXISTING_ANTI_AFFINITY
         return ""
 
+    def pod_in(self, gid: int, key: str, value: str) -> TaskInfo | None:
+        """A pod of group `gid` on a node whose `key` label is `value` (first by node order)."""
+        self.version()
+        nodes = self.ssn.node_list
+        for pos in sorted(self.groups[gid].nodes):
+            node = nodes[pos]
+            if node.labels.get(key) == value:
+                for t in sorted(node.tasks.values(), key=lambda t: t.uid):
+                    if self._group(t) == gid:
+                        return t
+        return None
+
     def _matches_own(self, task: TaskInfo, pa: PodAffinity) -> bool:
         return all(term_matches(t, task.namespace, task.spec.labels) for t in pa.affinity)
 
@@ -357,3 +369,62 @@ def reads_pods(ssn: Session, task: TaskInfo) -> bool:
     when no plugin of the session opened the index or no pod has a term."""
     idx: PodIndex | None = ssn.__dict__.get("_pod_index")
     return idx is not None and idx.active and idx.reads_pods(task)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Which rule refused a node, through which term, and a pod it is about (explain's words)."""
+
+    reason: str  # AFFINITY, ANTI_AFFINITY or EXISTING_ANTI_AFFINITY
+    term: PodAffinityTerm
+    value: str = ""  # the node's value of the term's topology key ("" when it has none)
+    pod: TaskInfo | None = None  # the pod in the domain (anti-affinity), or whose term it is
+
+
+def shown(selector: Sequence[LabelRequirement] | None) -> str:
+    """A selector as kubectl and kube-scheduler print one (`app=web,tier in (a,b),!legacy`)."""
+    if selector is None:
+        return "<none>"
+    parts = []
+    for r in selector:
+        if r.operator == "In" and len(r.values) == 1:
+            parts.append(f"{r.key}={r.values[0]}")
+        elif r.operator in ("In", "NotIn"):
+            parts.append(f"{r.key} {r.operator.lower()} ({','.join(r.values)})")
+        else:
+            parts.append(r.key if r.operator == "Exists" else f"!{r.key}")
+    return ",".join(parts) or "<everything>"
+
+
+def refusal_of(ssn: Session, task: TaskInfo, node_labels: Mapping[str, str]) -> Refusal | None:
+    """The rule, term and pod behind `PodIndex.refusal` on a node with these labels (explain
+    asks, once per waiting job; the pods are walked here, not in the filter)."""
+    idx = index_of(ssn)
+    reason = idx.refusal(task, node_labels) if idx.reads_pods(task) else ""
+    if not reason:
+        return None
+    pa = task.spec.pod_affinity
+    if reason == AFFINITY and pa is not None:
+        counts = idx.filter_counts(task)
+        for t in pa.affinity:
+            value = node_labels.get(t.topology_key)
+            if value is None or counts.affinity.get((t.topology_key, value), 0) <= 0:
+                return Refusal(reason, t, value or "")
+    if reason == ANTI_AFFINITY and pa is not None:
+        for t in pa.anti_affinity:
+            value = node_labels.get(t.topology_key)
+            if value is None:
+                continue
+            for gid, g in enumerate(idx.groups):
+                if term_matches(t, g.namespace, g.labels):
+                    holder = idx.pod_in(gid, t.topology_key, value)
+                    if holder is not None:
+                        return Refusal(reason, t, value, holder)
+    for gid, g in enumerate(idx.groups):  # EXISTING_ANTI_AFFINITY
+        for t in g.terms.anti_affinity if g.terms is not None else ():
+            value = node_labels.get(t.topology_key)
+            if value is not None and term_matches(t, task.namespace, task.spec.labels):
+                holder = idx.pod_in(gid, t.topology_key, value)
+                if holder is not None:
+                    return Refusal(EXISTING_ANTI_AFFINITY, t, value, holder)
+    return None
