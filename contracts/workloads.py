@@ -80,6 +80,20 @@ class PodAffinity(Record, frozen=True):
     preferred_anti: tuple[PodAffinityTerm, ...] = ()
 
 
+class SpreadConstraint(Record, frozen=True):
+    """One `topologySpreadConstraints` entry as kube-scheduler's PodTopologySpread reads it; the
+    API server's defaults applied (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore) and
+    matchLabelKeys merged into `selector` at admission. `min_domains` 0: unset."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = "DoNotSchedule"  # | ScheduleAnyway
+    selector: tuple[LabelRequirement, ...] | None = None  # None: no labelSelector, no pod counts
+    min_domains: int = 0
+    node_affinity_policy: str = "Honor"  # | Ignore
+    node_taints_policy: str = "Ignore"  # | Honor
+
+
 class TaskSpec(Record, frozen=True):
     name: str
     replicas: int = 1
@@ -106,6 +120,7 @@ class TaskSpec(Record, frozen=True):
     host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
+    spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
 
 
 class JobSpec(Record, frozen=True):

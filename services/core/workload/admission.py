@@ -42,6 +42,7 @@ from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
+from services.core.workload.topologyspread import spread_constraints
 
 ARRIVE_AT = "tessera.io/arrive-at"
 DURATION = "tessera.io/duration"
@@ -551,7 +552,8 @@ class Admission:
         pods_affinity, affinity_problems = pod_affinity(
             spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, labels
         )
-        for where, rule in affinity_problems:
+        spread, spread_problems = spread_constraints(spec, path, labels)
+        for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
         preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
         policy = str(spec.get("preemptionPolicy") or "")
@@ -572,7 +574,7 @@ class Admission:
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
-            scheduling_gates=gates, pod_affinity=pods_affinity,
+            scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread,
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

@@ -88,20 +88,22 @@ def _term(
         for msg in names.qualified_name(key):
             problems.append((f"{where}.topologyKey", invalid(key, msg)))
     selector_raw = raw.get("labelSelector")
-    selector = _selector(selector_raw, f"{where}.labelSelector", problems)
-    ns_selector = _selector(raw.get("namespaceSelector"), f"{where}.namespaceSelector", problems)
+    selector = label_selector(selector_raw, f"{where}.labelSelector", problems)
+    ns_selector = label_selector(
+        raw.get("namespaceSelector"), f"{where}.namespaceSelector", problems
+    )
     namespaces = tuple(str(n) for n in _listed(raw.get("namespaces")))
     for n in namespaces:
         for msg in names.dns1123_label(n):
             problems.append((f"{where}.namespace", invalid(n, msg)))
     if not namespaces and ns_selector is None:
         namespaces = (namespace,)
-    selector = _label_keys(raw, where, selector_raw, selector, labels, problems)
+    selector = merged_label_keys(raw, where, selector_raw, selector, labels, problems)
     return PodAffinityTerm(topology_key=key, selector=selector, namespaces=namespaces,
                            namespace_selector=ns_selector)  # fmt: skip
 
 
-def _selector(
+def label_selector(
     raw: object, where: str, problems: list[Problem]
 ) -> tuple[LabelRequirement, ...] | None:
     """A metav1.LabelSelector as requirements (matchLabels first, as `key In (value)`); None when
@@ -141,7 +143,7 @@ def _selector(
     return tuple(out)
 
 
-def _label_keys(
+def merged_label_keys(
     raw: Mapping[str, Any], where: str, selector_raw: object,
     selector: tuple[LabelRequirement, ...] | None, labels: Mapping[str, str],
     problems: list[Problem],
