@@ -30,6 +30,7 @@ from services.core.scheduling.interpod import (
     AFFINITY,
     ANTI_AFFINITY,
     EXISTING_ANTI_AFFINITY,
+    index_of,
     reads_pods,
     refusal_of,
     shown,
@@ -38,6 +39,7 @@ from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
+from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
 MAX_GROUPS = 8
@@ -105,6 +107,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_pods = _pod_affinity_words(ssn, task, node)
         if got_pods is not None:
             return got_pods
+    if status.plugin == "predicates" and {SPREAD, MISSING_LABEL} & set(status.reasons):
+        got_spread = _spread_words(ssn, task, node)
+        if got_spread is not None:
+            return got_spread
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]
@@ -140,6 +146,27 @@ def _pod_affinity_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWor
     return NodeWords("predicates", f"the anti-affinity of {holder} to {sel} by {key} selects "
                      f"this pod ({got.reason})",
                      f"end {holder} ({key}={got.value}), or change the pod's labels", 1.0)  # fmt: skip
+
+
+def _spread_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | None:
+    """PodTopologySpread's refusal with the constraint, and the counts in the fix (the words
+    stay alike across the nodes of a domain, so they group)."""
+    why, d, skew = spread_of(index_of(ssn), task).refusal(node.labels)
+    if not why or d is None:
+        return None
+    c = d.constraint
+    sel = shown(c.selector)
+    if why == MISSING_LABEL:
+        return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: the node "
+                         f"has no {c.topology_key} label ({why})",
+                         f"label the nodes with {c.topology_key}", 1.0)  # fmt: skip
+    value = node.labels[c.topology_key]
+    few = len(d.counts) < c.min_domains
+    domains = f" ({len(d.counts)} of minDomains {c.min_domains}: it counts as 0)" if few else ""
+    return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
+                     f"{c.max_skew} would be exceeded ({why})",
+                     f"{c.topology_key}={value} would be {skew} pods over the emptiest domain"
+                     f"{domains}: room in another {c.topology_key}, or a larger maxSkew", 1.0)  # fmt: skip
 
 
 def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:

@@ -121,7 +121,10 @@ class PodIndex:
                 if t.spec.pod_affinity is not None:
                     held[(job.namespace, t.spec.pod_affinity)] = None
         self.held = tuple(held)
-        self.active = bool(self.held)
+        #: some pod of the session spreads (PodTopologySpread, topologyspread.py): it reads the
+        #: pods of its domains, with no symmetry (other pods' constraints never bind it)
+        self.spreads = any(t.spec.spread for job in ssn.jobs.values() for t in job.tasks.values())
+        self.active = bool(self.held) or self.spreads
         self.groups: list[_Group] = []
         self._group_of: dict[tuple[object, ...], int] = {}
         self._per_node: list[dict[int, int]] = []
@@ -130,6 +133,8 @@ class PodIndex:
         self._aware: dict[int, tuple[object, bool]] = {}
         self._filters: dict[tuple[object, ...], tuple[int, FilterCounts]] = {}
         self._scores: dict[tuple[object, ...], tuple[int, dict[int, int]]] = {}
+        #: topologyspread.py's counts per task key, with the version they were made at
+        self.spread_counts: dict[tuple[object, ...], tuple[int, object]] = {}
         if self.active:
             self._per_node = [{} for _ in ssn.node_list]
             self._releasing = [[] for _ in ssn.node_list]
@@ -184,7 +189,11 @@ class PodIndex:
         """Whether the task's outcome on a node depends on pods elsewhere: it has terms of its
         own, or some pod's term of the session selects it (symmetric anti-affinity, and the
         scores of existing pods' terms)."""
-        if not self.active:
+        return self.active and (bool(task.spec.spread) or self.affinity_aware(task))
+
+    def affinity_aware(self, task: TaskInfo) -> bool:
+        """The inter-pod affinity part of `reads_pods` (its filter and score run for these)."""
+        if not self.held:
             return False
         spec = task.spec
         got = self._aware.get(id(spec))
@@ -195,6 +204,23 @@ class PodIndex:
             )
             got = self._aware[id(spec)] = (spec, aware)
         return got[1]
+
+    def matching(
+        self, namespace: str, selector: Sequence[LabelRequirement] | None
+    ) -> dict[int, int]:
+        """Per node position, the pods of `namespace` the selector selects that are not being
+        deleted (PodTopologySpread counts no terminating pod)."""
+        self.version()
+        out: dict[int, int] = {}
+        for gid, g in enumerate(self.groups):
+            if g.nodes and g.namespace == namespace and selects(selector, g.labels):
+                for pos, n in g.nodes.items():
+                    out[pos] = out.get(pos, 0) + n
+                for pos in g.nodes:
+                    gone = sum(1 for t in self._releasing[pos] if self._group(t) == gid)
+                    if gone:
+                        out[pos] -= gone
+        return out
 
     def _key(self, task: TaskInfo) -> tuple[object, ...]:
         return (task.namespace, tuple(sorted(task.spec.labels.items())), task.spec.pod_affinity)
@@ -400,7 +426,7 @@ def refusal_of(ssn: Session, task: TaskInfo, node_labels: Mapping[str, str]) -> 
     """The rule, term and pod behind `PodIndex.refusal` on a node with these labels (explain
     asks, once per waiting job; the pods are walked here, not in the filter)."""
     idx = index_of(ssn)
-    reason = idx.refusal(task, node_labels) if idx.reads_pods(task) else ""
+    reason = idx.refusal(task, node_labels) if idx.affinity_aware(task) else ""
     if not reason:
         return None
     pa = task.spec.pod_affinity

@@ -12,7 +12,7 @@ from dataclasses import replace
 import msgspec
 import pytest
 
-from contracts.workloads import LabelRequirement, PodAffinity, PodAffinityTerm
+from contracts.workloads import LabelRequirement, PodAffinity, PodAffinityTerm, SpreadConstraint
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import parse_conf
 from services.core.scheduling.decide import decide, open_session
@@ -43,15 +43,29 @@ def _terms(rng: random.Random) -> PodAffinity | None:
                        preferred_anti=(_term(rng, rng.randint(1, 100)),))  # fmt: skip
 
 
+def _spread(rng: random.Random) -> tuple[SpreadConstraint, ...]:
+    if rng.random() < 0.7:
+        return ()
+    return (SpreadConstraint(
+        max_skew=rng.randint(1, 2), topology_key=rng.choice(["kubernetes.io/hostname", "zone"]),
+        when_unsatisfiable=rng.choice(["DoNotSchedule", "ScheduleAnyway"]),
+        selector=(LabelRequirement(key="app", operator="In", values=(rng.choice(APPS),)),),
+        min_domains=rng.choice([0, 0, 3]) if rng.random() < 0.5 else 0,
+    ),)  # fmt: skip
+
+
 def with_terms(snap: st.Snapshot, seed: int) -> st.Snapshot:
-    """`snap` with every pod labelled by an app and about half of the jobs carrying terms."""
+    """`snap` with every pod labelled by an app, about half of the jobs carrying terms and a
+    third spread constraints."""
     rng = random.Random(seed)
     jobs = []
     for j in snap.jobs:
         specs = {}
         for t in j.spec.tasks:
             labels = {**t.labels, "app": rng.choice(APPS)}
-            specs[t.name] = msgspec.structs.replace(t, labels=labels, pod_affinity=_terms(rng))
+            specs[t.name] = msgspec.structs.replace(
+                t, labels=labels, pod_affinity=_terms(rng), spread=_spread(rng)
+            )
         spec = msgspec.structs.replace(j.spec, tasks=tuple(specs[t.name] for t in j.spec.tasks))
         tasks = tuple(replace(t, spec=specs[t.role]) for t in j.tasks)
         jobs.append(replace(j, spec=spec, tasks=tasks))
