@@ -137,7 +137,7 @@ def _pod_affinity_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWor
                          f"the node's {key} ({AFFINITY})",
                          f"run a pod matching {sel} in {key}={got.value}, or remove the pod's "
                          "affinity term", 1.0)  # fmt: skip
-    holder = f"{got.pod.namespace}/{got.pod.pod}" if got.pod is not None else "a pod"
+    holder = got.pod or "a pod"
     if got.reason == ANTI_AFFINITY:
         return NodeWords("predicates", f"pod anti-affinity to {sel} by {key}: a matching pod runs "
                          f"in the node's {key} ({ANTI_AFFINITY})",

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contracts.events import OtherPods
 from contracts.workloads import LabelRequirement, PodAffinity, PodAffinityTerm
 from services.core.scheduling.model import TaskInfo
 from services.core.scheduling.session import Session
@@ -120,11 +121,22 @@ class PodIndex:
             for t in job.tasks.values():
                 if t.spec.pod_affinity is not None:
                     held[(job.namespace, t.spec.pod_affinity)] = None
+        #: other schedulers' pods (NodeUsage.others), by node position: they never change in
+        #: a session, and count like Tessera's own (their anti-affinity too)
+        others: dict[int, tuple[OtherPods, ...]] = {}
+        for snap in ssn.snapshot.nodes:
+            node = ssn.nodes.get(snap.name)
+            if snap.others and node is not None:
+                others[node.pos] = snap.others
+                for o in snap.others:
+                    if o.pod_affinity is not None:
+                        held[(o.namespace, o.pod_affinity)] = None
         self.held = tuple(held)
         #: some pod of the session spreads (PodTopologySpread, topologyspread.py): it reads the
         #: pods of its domains, with no symmetry (other pods' constraints never bind it)
         self.spreads = any(t.spec.spread for job in ssn.jobs.values() for t in job.tasks.values())
         self.active = bool(self.held) or self.spreads
+        self._others = others
         self.groups: list[_Group] = []
         self._group_of: dict[tuple[object, ...], int] = {}
         self._per_node: list[dict[int, int]] = []
@@ -145,12 +157,14 @@ class PodIndex:
     # --- keeping up with the session -----------------------------------------------------
 
     def _group(self, task: TaskInfo) -> int:
-        labels = task.spec.labels
-        key = (task.namespace, tuple(sorted(labels.items())), task.spec.pod_affinity)
+        return self._group_for(task.namespace, task.spec.labels, task.spec.pod_affinity)
+
+    def _group_for(self, namespace: str, labels: dict[str, str], pa: PodAffinity | None) -> int:
+        key = (namespace, tuple(sorted(labels.items())), pa)
         gid = self._group_of.get(key)
         if gid is None:
             gid = self._group_of[key] = len(self.groups)
-            self.groups.append(_Group(task.namespace, dict(labels), task.spec.pod_affinity))
+            self.groups.append(_Group(namespace, dict(labels), pa))
         return gid
 
     def _recount(self, pos: int) -> None:
@@ -168,6 +182,9 @@ class PodIndex:
             counts[gid] = counts.get(gid, 0) + 1
             if t.status == RELEASING:
                 releasing.append(t)
+        for o in self._others.get(pos, ()):
+            gid = self._group_for(o.namespace, o.labels, o.pod_affinity)
+            counts[gid] = counts.get(gid, 0) + o.count
         for gid, n in counts.items():
             nodes = self.groups[gid].nodes
             nodes[pos] = nodes.get(pos, 0) + n
@@ -311,8 +328,10 @@ class PodIndex:
                     return EXISTING_ANTI_AFFINITY
         return ""
 
-    def pod_in(self, gid: int, key: str, value: str) -> TaskInfo | None:
-        """A pod of group `gid` on a node whose `key` label is `value` (first by node order)."""
+    def pod_in(self, gid: int, key: str, value: str) -> str:
+        """A pod of group `gid` on a node whose `key` label is `value` (first by node order),
+        named `namespace/pod`; another scheduler's is described, its name not being in the
+        log; "" when there is none."""
         self.version()
         nodes = self.ssn.node_list
         for pos in sorted(self.groups[gid].nodes):
@@ -320,8 +339,11 @@ class PodIndex:
             if node.labels.get(key) == value:
                 for t in sorted(node.tasks.values(), key=lambda t: t.uid):
                     if self._group(t) == gid:
-                        return t
-        return None
+                        return f"{t.namespace}/{t.pod}"
+                g = self.groups[gid]
+                shown_labels = ",".join(f"{k}={v}" for k, v in sorted(g.labels.items()))
+                return f"a pod of another scheduler on {node.name} ({g.namespace}, {shown_labels})"
+        return ""
 
     def _matches_own(self, task: TaskInfo, pa: PodAffinity) -> bool:
         return all(term_matches(t, task.namespace, task.spec.labels) for t in pa.affinity)
@@ -404,7 +426,7 @@ class Refusal:
     reason: str  # AFFINITY, ANTI_AFFINITY or EXISTING_ANTI_AFFINITY
     term: PodAffinityTerm
     value: str = ""  # the node's value of the term's topology key ("" when it has none)
-    pod: TaskInfo | None = None  # the pod in the domain (anti-affinity), or whose term it is
+    pod: str = ""  # the pod in the domain (anti-affinity), or whose term it is
 
 
 def shown(selector: Sequence[LabelRequirement] | None) -> str:
@@ -444,13 +466,13 @@ def refusal_of(ssn: Session, task: TaskInfo, node_labels: Mapping[str, str]) -> 
             for gid, g in enumerate(idx.groups):
                 if term_matches(t, g.namespace, g.labels):
                     holder = idx.pod_in(gid, t.topology_key, value)
-                    if holder is not None:
+                    if holder:
                         return Refusal(reason, t, value, holder)
     for gid, g in enumerate(idx.groups):  # EXISTING_ANTI_AFFINITY
         for t in g.terms.anti_affinity if g.terms is not None else ():
             value = node_labels.get(t.topology_key)
             if value is not None and term_matches(t, task.namespace, task.spec.labels):
                 holder = idx.pod_in(gid, t.topology_key, value)
-                if holder is not None:
+                if holder:
                     return Refusal(EXISTING_ANTI_AFFINITY, t, value, holder)
     return None
