@@ -106,3 +106,8 @@ def test_label_keys_rules() -> None:
 def test_a_bad_topology_key_or_namespace_is_refused() -> None:
     got = reasons(anti("{labelSelector: {}, namespaces: [Bad_NS], topologyKey: 'no spaces'}"))
     assert [g.split(":")[0] for g in got] == [f"{BASE}.topologyKey", f"{BASE}.namespace"]
+
+
+def test_a_mistyped_field_inside_a_term_is_an_unknown_field() -> None:
+    got = reasons(anti("{labelSelector: {matchLabels: {app: web}}, topologyKy: zone}"))
+    assert any(g.startswith(f"{BASE}.topologyKy") for g in got), got
