@@ -143,6 +143,7 @@ class PodIndex:
         self._releasing: list[list[TaskInfo]] = []
         self.synced = 0
         self._aware: dict[int, tuple[object, bool]] = {}
+        self._keys: dict[int, tuple[object, str, tuple[object, ...]]] = {}
         self._filters: dict[tuple[object, ...], tuple[int, FilterCounts]] = {}
         self._scores: dict[tuple[object, ...], tuple[int, dict[int, int]]] = {}
         #: topologyspread.py's counts per task key, with the version they were made at
@@ -239,8 +240,17 @@ class PodIndex:
                         out[pos] -= gone
         return out
 
-    def _key(self, task: TaskInfo) -> tuple[object, ...]:
-        return (task.namespace, tuple(sorted(task.spec.labels.items())), task.spec.pod_affinity)
+    def key(self, task: TaskInfo) -> tuple[object, ...]:
+        """What the task's counts depend on (namespace, labels, spec); kept per spec object,
+        shared by a job's replicas: the aware paths ask it once per node evaluated."""
+        spec = task.spec
+        got = self._keys.get(id(spec))
+        if got is None or got[0] is not spec or got[1] != task.job:
+            key = (task.namespace, tuple(sorted(spec.labels.items())), spec.pod_affinity,
+                   spec.spread, tuple(sorted(spec.node_selector.items())), spec.affinity,
+                   spec.tolerations)  # fmt: skip
+            got = self._keys[id(spec)] = (spec, task.job, key)
+        return got[2]
 
     # --- filter ----------------------------------------------------------------------------
 
@@ -250,7 +260,7 @@ class PodIndex:
         """The task's counts per domain; `future`: with the Releasing pods and `without` (the
         victims preempt weighs) gone, as kube's preemption removes them before filtering."""
         version = self.version()
-        key = self._key(task)
+        key = self.key(task)
         got = self._filters.get(key)
         if got is None or got[0] != version:
             counts = FilterCounts()
@@ -354,7 +364,7 @@ class PodIndex:
         """kube's InterPodAffinity score of the node at `pos`, normalised 0..100 over the
         session's nodes (kube normalises over the feasible ones; the order is the same)."""
         version = self.version()
-        key = self._key(task)
+        key = self.key(task)
         got = self._scores.get(key)
         if got is None or got[0] != version:
             got = self._scores[key] = (version, self._normalised(task))

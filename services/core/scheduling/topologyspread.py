@@ -149,9 +149,7 @@ def spread_of(idx: PodIndex, task: TaskInfo) -> Spread:
     """The task's counts at the session's current state (kept until the session changes)."""
     version = idx.version()
     cache = idx.spread_counts
-    key = (task.namespace, tuple(sorted(task.spec.labels.items())), task.spec.spread,
-           tuple(sorted(task.spec.node_selector.items())),
-           task.spec.affinity, task.spec.tolerations)  # fmt: skip
+    key = idx.key(task)
     got = cache.get(key)
     if got is None or got[0] != version:
         got = cache[key] = (version, Spread(idx, task))
