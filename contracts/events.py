@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contracts.base import Event, Record
 from contracts.devices import CardSpec, CardUsage, SliceSpec
-from contracts.workloads import DeviceRequest, JobSpec, QueueSpec
+from contracts.workloads import DeviceRequest, JobSpec, PodAffinity, QueueSpec
 
 # --- queue aggregate ---------------------------------------------------------------------------
 
@@ -272,6 +272,17 @@ class NodeLost(Event, frozen=True, tag="NodeLost"):
     reason: str = ""
 
 
+class OtherPods(Record, frozen=True):
+    """Pods of other schedulers on one node alike in what inter-pod affinity and topology
+    spread read of them (namespace, labels, their own affinity terms), and how many there are:
+    a Tessera pod's affinity may ask for them, and their anti-affinity keeps Tessera's away."""
+
+    namespace: str
+    labels: dict[str, str] = {}
+    pod_affinity: PodAffinity | None = None
+    count: int = 1
+
+
 class NodeUsage(Event, frozen=True, tag="NodeUsage"):
     """What the pods Tessera does not schedule hold on a node: every non-terminal pod bound to
     it under another scheduler's name (default-scheduler, DaemonSets, static/mirror pods),
@@ -285,6 +296,7 @@ class NodeUsage(Event, frozen=True, tag="NodeUsage"):
     memory_mib: int = 0
     pods: int = 0
     scalars: dict[str, int] = {}  # other extended resources (milli-units)
+    others: tuple[OtherPods, ...] = ()  # the same pods by labels and terms (sorted, grouped)
 
 
 # --- card aggregate (the per-card slice ledger) ------------------------------------------------

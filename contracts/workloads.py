@@ -57,6 +57,43 @@ class LabelRequirement(Record, frozen=True):
     values: tuple[str, ...] = ()
 
 
+class PodAffinityTerm(Record, frozen=True):
+    """One `podAffinity`/`podAntiAffinity` term as kube-scheduler's InterPodAffinity reads it:
+    pods matching `selector` in the term's namespaces, co-located when their nodes share the
+    value of the `topology_key` label. Admission resolves the namespaces (the pod's own when
+    the term names none and has no selector) and merges matchLabelKeys/mismatchLabelKeys into
+    `selector`, as the API server does at creation."""
+
+    topology_key: str
+    selector: tuple[LabelRequirement, ...] | None = None  # None: no labelSelector, no pod matches
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: tuple[LabelRequirement, ...] | None = None  # (): every namespace
+    weight: int = 0  # preferred terms only: 1..100
+
+
+class PodAffinity(Record, frozen=True):
+    """A pod's inter-pod affinity: required terms (all must hold) and weighted preferred ones."""
+
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[PodAffinityTerm, ...] = ()
+    preferred_anti: tuple[PodAffinityTerm, ...] = ()
+
+
+class SpreadConstraint(Record, frozen=True):
+    """One `topologySpreadConstraints` entry as kube-scheduler's PodTopologySpread reads it; the
+    API server's defaults applied (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore) and
+    matchLabelKeys merged into `selector` at admission. `min_domains` 0: unset."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = "DoNotSchedule"  # | ScheduleAnyway
+    selector: tuple[LabelRequirement, ...] | None = None  # None: no labelSelector, no pod counts
+    min_domains: int = 0
+    node_affinity_policy: str = "Honor"  # | Ignore
+    node_taints_policy: str = "Ignore"  # | Honor
+
+
 class TaskSpec(Record, frozen=True):
     name: str
     replicas: int = 1
@@ -82,6 +119,8 @@ class TaskSpec(Record, frozen=True):
     init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
     host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
+    pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
+    spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
 
 
 class JobSpec(Record, frozen=True):

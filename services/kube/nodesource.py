@@ -34,6 +34,7 @@ from contracts.events import (
     NodeLost,
     NodeRegistered,
     NodeUsage,
+    OtherPods,
     PlacementCommitted,
     RunningTask,
     TaskFinished,
@@ -88,6 +89,8 @@ class KubeNodeAgent:
         self.node_last: dict[str, Event] = {}
         #: node -> (ns, pod) -> what each pod of another scheduler bound there requests
         self.foreign: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
+        #: node -> (ns, pod) -> its namespace, labels and affinity terms (NodeUsage.others)
+        self.foreign_who: dict[str, dict[tuple[str, str], OtherPods]] = {}
         self.usage_last: dict[str, tuple[NodeUsage, int]] = {}  # node -> last appended, its seq
         self._usage_dirty: set[str] = set()
         self._usage_wake = asyncio.Event()
@@ -249,12 +252,16 @@ class KubeNodeAgent:
     def _foreign(self, kind: str, obj: dict[str, Any]) -> None:
         r, node = pods.ref(obj), pods.node_name(obj)
         held = self.foreign.setdefault(node, {})
-        before = held.get((r.namespace, r.name))
+        who = self.foreign_who.setdefault(node, {})
+        key = (r.namespace, r.name)
+        before = (held.get(key), who.get(key))
         if kind == "delete" or not pods.holds_node(obj):
-            held.pop((r.namespace, r.name), None)
+            held.pop(key, None)
+            who.pop(key, None)
         else:
-            held[(r.namespace, r.name)] = pods.requests_of(obj)
-        if held.get((r.namespace, r.name)) != before:
+            held[key] = pods.requests_of(obj)
+            who[key] = pods.other_pods(obj)
+        if (held.get(key), who.get(key)) != before:
             self._usage_dirty.add(node)
             self._usage_wake.set()
 
@@ -265,7 +272,8 @@ class KubeNodeAgent:
                 total[k] = total.get(k, 0) + v
         cpu, mem, count = total.pop("cpu", 0), total.pop("memory", 0), total.pop("pods", 0)
         scalars = {k: v for k, v in sorted(total.items()) if v and k != "ephemeral-storage"}
-        return NodeUsage(node=node, cpu_milli=cpu, memory_mib=mem, pods=count, scalars=scalars)
+        return NodeUsage(node=node, cpu_milli=cpu, memory_mib=mem, pods=count, scalars=scalars,
+                         others=_grouped(self.foreign_who.get(node, {}).values()))  # fmt: skip
 
     async def _append_usage(self, node: str) -> None:
         use = self.usage(node)
@@ -339,3 +347,14 @@ class KubeNodeAgent:
         tasks = [asyncio.create_task(c) for c in (self._nodes_loop(), self._pods_loop(), self._usage_loop())]
         await stopping.wait()
         await cancel_all(tasks)
+
+
+def _grouped(pods_there: Iterable[OtherPods]) -> tuple[OtherPods, ...]:
+    """Other schedulers' pods alike in namespace, labels and terms as one entry with a count,
+    in a fixed order (the event is compared with the last one to append only changes)."""
+    counts: dict[bytes, tuple[OtherPods, int]] = {}
+    for p in pods_there:
+        key = msgspec.json.encode((p.namespace, sorted(p.labels.items()), p.pod_affinity))
+        seen = counts.get(key)
+        counts[key] = (p, seen[1] + 1 if seen else 1)
+    return tuple(msgspec.structs.replace(p, count=n) for _, (p, n) in sorted(counts.items()))

@@ -15,12 +15,13 @@ from typing import Any
 
 from contracts import hami
 from contracts.devices import CardSpec
-from contracts.events import TaskFinished, TaskPlacement, TaskStarted
+from contracts.events import OtherPods, TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
 from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.core.workload.podaffinity import pod_affinity
 from services.kube import volcano
 
 POD_UID = "tessera.io/pod-uid"  # task annotation: the pod a task was admitted from
@@ -103,6 +104,18 @@ def requests_of(obj: Mapping[str, Any]) -> dict[str, int]:
         total[name] = total.get(name, 0) + v
     total["pods"] = 1
     return total
+
+
+def other_pods(obj: Mapping[str, Any]) -> OtherPods:
+    """What inter-pod affinity and topology spread read of another scheduler's pod: namespace,
+    labels and its own affinity terms (read as admission reads Tessera's; a term the API server
+    would refuse is left out)."""
+    meta = obj.get("metadata") or {}
+    ns = str(meta.get("namespace") or "default")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    affinity = (obj.get("spec") or {}).get("affinity")
+    terms, _ = pod_affinity(affinity if isinstance(affinity, Mapping) else {}, "spec.affinity", ns, labels)
+    return OtherPods(namespace=ns, labels=labels, pod_affinity=terms)
 
 
 def holds_node(obj: Mapping[str, Any]) -> bool:

@@ -26,15 +26,27 @@ from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
+from services.core.scheduling.interpod import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    EXISTING_ANTI_AFFINITY,
+    index_of,
+    reads_pods,
+    refusal_of,
+    shown,
+)
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
+from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
 MAX_GROUPS = 8
 MAX_EXAMPLES = 3
 INF = float("inf")
+#: InterPodAffinity's reasons (interpod.py): explain names the term and the pod behind them
+POD_RULES = frozenset({AFFINITY, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +103,14 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
                 f"end {holder} on {node.name}, or ask another hostPort",
                 1.0,
             )
+    if status.plugin == "predicates" and POD_RULES & set(status.reasons):
+        got_pods = _pod_affinity_words(ssn, task, node)
+        if got_pods is not None:
+            return got_pods
+    if status.plugin == "predicates" and {SPREAD, MISSING_LABEL} & set(status.reasons):
+        got_spread = _spread_words(ssn, task, node)
+        if got_spread is not None:
+            return got_spread
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]
@@ -98,6 +118,55 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
             words, fix, size = got
             return NodeWords("deviceshare", words, fix, size)
     return NodeWords(status.plugin, status.message())
+
+
+def _pod_affinity_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | None:
+    """InterPodAffinity's refusal with its term and the pod it is about. The words name the
+    term, not the node's domain, so equal refusals group across nodes; the fix names a pod."""
+    got = refusal_of(ssn, task, node.labels)
+    if got is None:
+        return None
+    t, key = got.term, got.term.topology_key
+    sel = shown(t.selector)
+    if got.reason == AFFINITY:
+        if not got.value:
+            return NodeWords("predicates", f"pod affinity to {sel} by {key}: the node has no "
+                             f"{key} label ({AFFINITY})",
+                             f"label a node with {key} where pods matching {sel} run", 1.0)  # fmt: skip
+        return NodeWords("predicates", f"pod affinity to {sel} by {key}: no matching pod runs in "
+                         f"the node's {key} ({AFFINITY})",
+                         f"run a pod matching {sel} in {key}={got.value}, or remove the pod's "
+                         "affinity term", 1.0)  # fmt: skip
+    holder = got.pod or "a pod"
+    if got.reason == ANTI_AFFINITY:
+        return NodeWords("predicates", f"pod anti-affinity to {sel} by {key}: a matching pod runs "
+                         f"in the node's {key} ({ANTI_AFFINITY})",
+                         f"end {holder} ({key}={got.value}), or relax the pod's anti-affinity "
+                         "term", 1.0)  # fmt: skip
+    return NodeWords("predicates", f"the anti-affinity of {holder} to {sel} by {key} selects "
+                     f"this pod ({got.reason})",
+                     f"end {holder} ({key}={got.value}), or change the pod's labels", 1.0)  # fmt: skip
+
+
+def _spread_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | None:
+    """PodTopologySpread's refusal with the constraint, and the counts in the fix (the words
+    stay alike across the nodes of a domain, so they group)."""
+    why, d, skew = spread_of(index_of(ssn), task).refusal(node.labels)
+    if not why or d is None:
+        return None
+    c = d.constraint
+    sel = shown(c.selector)
+    if why == MISSING_LABEL:
+        return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: the node "
+                         f"has no {c.topology_key} label ({why})",
+                         f"label the nodes with {c.topology_key}", 1.0)  # fmt: skip
+    value = node.labels[c.topology_key]
+    few = len(d.counts) < c.min_domains
+    domains = f" ({len(d.counts)} of minDomains {c.min_domains}: it counts as 0)" if few else ""
+    return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
+                     f"{c.max_skew} would be exceeded ({why})",
+                     f"{c.topology_key}={value} would be {skew} pods over the emptiest domain"
+                     f"{domains}: room in another {c.topology_key}, or a larger maxSkew", 1.0)  # fmt: skip
 
 
 def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
@@ -163,6 +232,8 @@ def node_groups(
     """The nodes grouped by their words (largest group first), and the smallest fix among the
     nodes of the largest group."""
     shape = shape_of(task)
+    if reads_pods(ssn, task):  # other pods' terms may select it: its labels change the words
+        shape = (shape, task.namespace, tuple(sorted(task.spec.labels.items())))
     names = tuple(n.name for n in nodes)
     memo = cache.get((shape, names))  # equal pods failing on equal nodes: one grouping
     if memo is not None:

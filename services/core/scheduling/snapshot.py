@@ -24,6 +24,7 @@ from contracts.events import (
     NodeLost,
     NodeRegistered,
     NodeUsage,
+    OtherPods,
     PlacementCommitted,
     QueueCreated,
     QueueDeleted,
@@ -69,6 +70,8 @@ class NodeSnap:
     ready: bool = True
     #: held by pods of other schedulers (NodeUsage): cpu milli, memory MiB, pods
     held: tuple[int, int, int] = (0, 0, 0)
+    #: those pods by labels and terms (NodeUsage.others), for inter-pod affinity and spread
+    others: tuple[OtherPods, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,8 @@ class ClusterProjection:
         self.leaving: dict[str, set[str]] = {}
         #: node → what other schedulers' pods hold there (NodeUsage: cpu milli, memory MiB, pods)
         self.held: dict[str, tuple[int, int, int]] = {}
+        #: node → those pods by labels and terms (NodeUsage.others), where there are any
+        self.others: dict[str, tuple[OtherPods, ...]] = {}
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -210,6 +215,10 @@ class ClusterProjection:
                     self.held[event.node] = held
                 else:
                     self.held.pop(event.node, None)
+                if event.others:
+                    self.others[event.node] = event.others
+                else:
+                    self.others.pop(event.node, None)
             case NodeLost():
                 if event.node in self.nodes:
                     self.nodes[event.node] = replace(self.nodes[event.node], ready=False)
@@ -338,10 +347,10 @@ class ClusterProjection:
         )
 
     def snapshot(self) -> Snapshot:
-        held = self.held
+        held, others = self.held, self.others
         nodes = tuple(
             replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())),
-                    held=held.get(n.name, (0, 0, 0)))
+                    held=held.get(n.name, (0, 0, 0)), others=others.get(n.name, ()))
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())

@@ -39,8 +39,10 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
+from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
+from services.core.workload.topologyspread import spread_constraints
 
 ARRIVE_AT = "tessera.io/arrive-at"
 DURATION = "tessera.io/duration"
@@ -547,6 +549,12 @@ class Admission:
                     f"{path}.spec.tolerations[{i}].operator", t.operator, "must be Equal or Exists"
                 )
         affinity = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
+        pods_affinity, affinity_problems = pod_affinity(
+            spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, labels
+        )
+        spread, spread_problems = spread_constraints(spec, path, labels)
+        for where, rule in (*affinity_problems, *spread_problems):
+            ctx.reject(where, None, rule)
         preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
         policy = str(spec.get("preemptionPolicy") or "")
         if not policy and pc_name in self.priority:
@@ -566,7 +574,7 @@ class Admission:
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
-            scheduling_gates=gates,
+            scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread,
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

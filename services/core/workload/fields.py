@@ -30,6 +30,22 @@ CONTAINER["resources"] = RESOURCES
 
 MATCH_EXPRESSION: Schema = {"key": FREE, "operator": FREE, "values": FREE}
 NODE_SELECTOR_TERM: Schema = {"matchExpressions": [MATCH_EXPRESSION], "matchFields": FREE}
+LABEL_SELECTOR: Schema = {"matchLabels": FREE, "matchExpressions": [MATCH_EXPRESSION]}
+POD_AFFINITY_TERM: Schema = {
+    "labelSelector": LABEL_SELECTOR, "namespaceSelector": LABEL_SELECTOR, "namespaces": FREE,
+    "topologyKey": FREE, "matchLabelKeys": FREE, "mismatchLabelKeys": FREE,
+}  # fmt: skip
+POD_AFFINITY: Schema = {
+    "requiredDuringSchedulingIgnoredDuringExecution": [POD_AFFINITY_TERM],
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": FREE, "podAffinityTerm": POD_AFFINITY_TERM}
+    ],
+}
+TOPOLOGY_SPREAD_CONSTRAINT: Schema = {
+    **{k: FREE for k in ("maxSkew", "topologyKey", "whenUnsatisfiable", "minDomains",
+                         "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys")},
+    "labelSelector": LABEL_SELECTOR,
+}  # fmt: skip
 AFFINITY: Schema = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -39,8 +55,8 @@ AFFINITY: Schema = {
             {"weight": FREE, "preference": NODE_SELECTOR_TERM}
         ],
     },
-    "podAffinity": FREE,
-    "podAntiAffinity": FREE,
+    "podAffinity": POD_AFFINITY,
+    "podAntiAffinity": POD_AFFINITY,
 }
 TOLERATION: Schema = {k: FREE for k in ("key", "operator", "value", "effect", "tolerationSeconds")}
 
@@ -51,12 +67,13 @@ POD_SPEC: Schema = {k: FREE for k in (
     "shareProcessNamespace", "securityContext", "imagePullSecrets", "hostname", "subdomain",
     "schedulerName", "hostAliases", "priorityClassName", "priority", "dnsConfig",
     "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
-    "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
+    "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
     "resourceClaims", "resources", "ephemeralContainers")}  # fmt: skip
 POD_SPEC["containers"] = [CONTAINER]
 POD_SPEC["initContainers"] = [CONTAINER]
 POD_SPEC["affinity"] = AFFINITY
 POD_SPEC["tolerations"] = [TOLERATION]
+POD_SPEC["topologySpreadConstraints"] = [TOPOLOGY_SPREAD_CONSTRAINT]
 
 POD: Schema = {"apiVersion": FREE, "kind": FREE, "metadata": METADATA, "spec": POD_SPEC,
                "status": FREE}  # fmt: skip

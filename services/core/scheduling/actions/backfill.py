@@ -26,6 +26,7 @@ class BackfillAction:
                 if not fit.idle:
                     fit.errors.update(refused)
                     job.fit_errors[task.uid] = fit.summary(len(ssn.node_list))
+                    job.node_errors.update(fit.errors)  # explain's per-node words read them
                     continue
                 node = best_node(ssn, task, fit.idle)
                 stmt = Statement(ssn)

@@ -10,7 +10,9 @@ With `Session.node_cache` on, a node's outcome for a task shape (fails with a re
 FutureIdle only, or fits Idle, with its score) is kept in `NodeInfo.fit_cache` until the session
 changes that node. One placement changes one node, so the next task of the same shape (the
 common case: many replicas, many identical pods) re-evaluates one node and reads the rest. The
-scan order, the sampling and the tie-breaks are the same either way.
+scan order, the sampling and the tie-breaks are the same either way. A task whose outcome
+reads pods on other nodes (inter-pod affinity, interpod.py `reads_pods`) is never cached: a
+placement on one node changes its outcome on every node of that node's zone.
 
 `select_node` (allocate) goes further: a `ShapeIndex` keeps, per task shape, every node's
 outcome as bitmasks over node positions plus score buckets, updated from the session's change
@@ -27,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from contracts.events import NodeScore
+from services.core.scheduling.interpod import reads_pods
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.resources import Resource
 from services.core.scheduling.session import Session
@@ -80,7 +83,8 @@ def predicate_nodes(
         return out
     want = num_to_find(total) if sample else total
     start = ssn.__dict__.setdefault("_next_start", 0) % total if sample else 0
-    scan = _scan_cached if (ssn.node_cache if cached is None else cached) else _scan
+    use = ssn.node_cache if cached is None else cached
+    scan = _scan_cached if use and not reads_pods(ssn, task) else _scan
     stop = scan(ssn, task, nodes, start, want, out)
     if sample:
         ssn.__dict__["_next_start"] = (start + stop + 1) % total
@@ -164,7 +168,7 @@ def best_node(
     ssn: Session, task: TaskInfo, candidates: list[NodeInfo], cached: bool | None = None
 ) -> NodeInfo:
     """The highest-scoring candidate; the first one wins ties."""
-    if ssn.node_cache if cached is None else cached:
+    if (ssn.node_cache if cached is None else cached) and not reads_pods(ssn, task):
         shape = shape_of(task)
         scores = [_cached_score(ssn, task, node, shape) for node in candidates]
     else:
@@ -373,7 +377,7 @@ def select_node(
     Equal to `predicate_nodes` (sampled) followed by `best_node` on the Idle group, else the
     FutureIdle group; the index path answers the same question without a per-node loop."""
     seen = 0
-    if ssn.node_cache and nodes is ssn.node_list and nodes:
+    if ssn.node_cache and nodes is ssn.node_list and nodes and not reads_pods(ssn, task):
         shape = shape_of(task)
         seen = ssn.shape_counts[shape] = ssn.shape_counts.get(shape, 0) + 1
     if seen < 2:  # a shape seen once keeps no per-shape state (a trace may hold thousands)

@@ -1,12 +1,16 @@
 """`nodeorder` (Volcano wraps kube-scheduler scores, MaxNodeScore 100): least requested
 (weight `leastrequested.weight`, default 1), most requested (`mostrequested.weight`, 0) and
-balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task."""
+balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task;
+inter-pod affinity (`podaffinity.weight`, 1: kube-scheduler's InterPodAffinity score, interpod.py)
+and topology spread (`podtopologyspread.weight`, 2: PodTopologySpread's, topologyspread.py)."""
 
 from __future__ import annotations
 
 from services.core.scheduling.config import PluginConf
+from services.core.scheduling.interpod import PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.session import Session
+from services.core.scheduling.topologyspread import spread_of
 
 
 def _weight(conf: PluginConf, key: str, default: int) -> int:
@@ -21,9 +25,14 @@ class NodeOrderPlugin:
         self.least = _weight(conf, "leastrequested.weight", 1)
         self.most = _weight(conf, "mostrequested.weight", 0)
         self.balanced = _weight(conf, "balancedresource.weight", 1)
+        self.pod_affinity = _weight(conf, "podaffinity.weight", 1)
+        self.spread = _weight(conf, "podtopologyspread.weight", 2)
+        self.pods: PodIndex | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        pass
+        if self.pod_affinity or self.spread:
+            pods = index_of(ssn)
+            self.pods = pods if pods.active else None  # no pod has a term: nothing to score
 
     def node_order(self, task: TaskInfo, node: NodeInfo) -> float:
         alloc = node.allocatable
@@ -45,4 +54,10 @@ class NodeOrderPlugin:
             else:
                 bal = (1 - abs(fc - fm) / 2) * 100
             score += self.balanced * int(bal)
+        pods = self.pods
+        if pods is not None:
+            if self.pod_affinity and pods.affinity_aware(task):
+                score += self.pod_affinity * pods.score(task, node.pos)
+            if self.spread and task.spec.spread:
+                score += self.spread * spread_of(pods, task).score(node.pos)
         return score

@@ -1,0 +1,58 @@
+"""What a node's labels and taints admit of a pod: node selector and required node affinity
+(kube-scheduler's NodeAffinity), taints and tolerations (TaintToleration). The predicates plugin
+filters with them, and PodTopologySpread asks the same questions of every node to know which
+domains count (its nodeAffinityPolicy and nodeTaintsPolicy)."""
+
+from __future__ import annotations
+
+from contracts.workloads import LabelRequirement, TaskSpec, Toleration
+
+
+def requirement_matches(req: LabelRequirement, labels: dict[str, str]) -> bool:
+    has = req.key in labels
+    value = labels.get(req.key, "")
+    if req.operator == "In":
+        return has and value in req.values
+    if req.operator == "NotIn":
+        return not has or value not in req.values
+    if req.operator == "Exists":
+        return has
+    if req.operator == "DoesNotExist":
+        return not has
+    if req.operator in ("Gt", "Lt") and has and req.values:
+        try:
+            left, right = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return left > right if req.operator == "Gt" else left < right
+    return False
+
+
+def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
+    if tol.effect and tol.effect != effect:
+        return False
+    if not tol.key:
+        return tol.operator == "Exists"
+    if tol.key != key:
+        return False
+    return tol.operator == "Exists" or tol.value == value
+
+
+def node_affine(spec: TaskSpec, labels: dict[str, str]) -> bool:
+    """The pod's nodeSelector and required node affinity (terms ORed) admit these labels."""
+    for k, v in spec.node_selector.items():
+        if labels.get(k) != v:
+            return False
+    return not spec.affinity or any(
+        all(requirement_matches(r, labels) for r in term) for term in spec.affinity
+    )
+
+
+def untolerated(spec: TaskSpec, taints: tuple[tuple[str, str, str], ...]) -> tuple[str, str] | None:
+    """The first NoSchedule/NoExecute taint (key, value) the pod does not tolerate."""
+    for key, value, effect in taints:
+        if effect not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, key, value, effect) for t in spec.tolerations):
+            return key, value
+    return None
