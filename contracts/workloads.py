@@ -82,6 +82,7 @@ class TaskSpec(Record, frozen=True):
     init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
     host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
+    claims: tuple[str, ...] = ()  # spec.volumes[].persistentVolumeClaim.claimName (its namespace)
 
 
 class JobSpec(Record, frozen=True):

@@ -18,7 +18,7 @@ from tests.core.scheduling.scenarios import (
 TABLES = tuple(
     t
     for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "preempt_devices", "e2e",
-              "nodeports", "gates", "booking")
+              "nodeports", "gates", "booking", "volumes")
     if (FIXTURES / f"{t}.yaml").exists()
 )
 CASES = load_tables(*TABLES)
