@@ -354,6 +354,8 @@ class StorageClassChanged(Event, frozen=True, tag="StorageClassChanged"):
     name: str
     binding_mode: str = "Immediate"  # volumeBindingMode: Immediate | WaitForFirstConsumer
     provisioner: str = ""
+    #: allowedTopologies: where it provisions (matchLabelExpressions as `In` terms, ORed)
+    allowed_topologies: tuple[tuple[LabelRequirement, ...], ...] = ()
 
 
 class StorageDeleted(Event, frozen=True, tag="StorageDeleted"):

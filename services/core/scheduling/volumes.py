@@ -6,15 +6,16 @@ a claim not bound yet must wait for its first consumer: an unbound claim of an `
 (or of none) is the PV controller's to bind, not the scheduler's — the pod waits, unresolvable
 by any node, with kube-scheduler's words. Then per node (Filter): a bound claim's
 PersistentVolume must exist and its node affinity (local volumes: the one node holding the
-disk) match the node; an unbound `WaitForFirstConsumer` claim fits any node, except that once
-one was selected for it (`volume.kubernetes.io/selected-node`, written by the binder) only that
-node is: a provisioner may be making the volume there, and the pod must never go elsewhere.
+disk) match the node; an unbound `WaitForFirstConsumer` claim fits any node its class
+provisions on (`allowedTopologies`), except that once one was selected for it
+(`volume.kubernetes.io/selected-node`, written by the binder) only that node is: a provisioner
+may be making the volume there, and the pod must never go elsewhere.
 
 A task's verdict is computed once per session from the snapshot's storage and becomes part of
 its shape, so the node cache and the shape index stay exact; pods without claims pay nothing
 (no verdict, no predicate tier). Not modelled: matching an unbound claim to an existing
-Available PV (static binding of `kubernetes.io/no-provisioner` classes), storage capacity, and a
-class's `allowedTopologies` — such claims fit any node here, as if provisioned on demand.
+Available PV (static binding of `kubernetes.io/no-provisioner` classes) and storage capacity —
+such claims fit any node here, as if provisioned on demand.
 """
 
 from __future__ import annotations
@@ -67,16 +68,22 @@ class VolumeFit:
     held: Status | None = None  # PreFilter: no node is looked at
     held_claim: str = ""  # the claim `held` is about
     bound: tuple[BoundClaim, ...] = ()
-    #: unbound WaitForFirstConsumer claims: (claim, the node already selected for it or "")
-    delayed: tuple[tuple[str, str], ...] = ()
+    #: unbound WaitForFirstConsumer claims: (claim, the node already selected for it or "",
+    #: where its class provisions: allowedTopologies, () = anywhere)
+    delayed: tuple[tuple[str, str, Terms], ...] = ()
 
     @property
     def filters(self) -> bool:
-        return any(c.terms or c.missing for c in self.bound) or any(n for _, n in self.delayed)
+        return any(c.terms or c.missing for c in self.bound) or any(
+            n or t for _, n, t in self.delayed
+        )
 
     def key(self) -> tuple[object, ...]:
         """What `check` reads: a part of the task's shape."""
-        return (tuple((c.terms, c.missing) for c in self.bound), tuple(n for _, n in self.delayed))
+        return (
+            tuple((c.terms, c.missing) for c in self.bound),
+            tuple((n, t) for _, n, t in self.delayed),
+        )
 
     def check(self, node: NodeInfo) -> Status | None:
         """The Filter, in kube-scheduler's order: bound claims first, then the delayed ones."""
@@ -85,9 +92,11 @@ class VolumeFit:
                 return unresolvable(PLUGIN, PV_NOT_EXIST)
             if c.terms and not terms_match(c.terms, node.labels):
                 return unresolvable(PLUGIN, NODE_CONFLICT)
-        for _, selected in self.delayed:
-            if selected and selected != node.name:  # no eviction would make it fit
-                return unresolvable(PLUGIN, BIND_CONFLICT)
+        for _, selected, where in self.delayed:
+            if (selected and selected != node.name) or (
+                where and not terms_match(where, node.labels)
+            ):
+                return unresolvable(PLUGIN, BIND_CONFLICT)  # no eviction would make it fit
         return None
 
     def conflict(self, node: NodeInfo) -> tuple[str, str] | None:
@@ -101,12 +110,16 @@ class VolumeFit:
                         f"affinity {node.name} does not match ({NODE_CONFLICT})",
                         f"the pod runs only where PersistentVolume {c.volume} is "
                         f"({terms_words(c.terms)})")  # fmt: skip
-        for claim, selected in self.delayed:
+        for claim, selected, where in self.delayed:
             if selected and selected != node.name:
                 return (f"claim {claim} was selected for node {selected} ({SELECTED_NODE}): "
                         f"only that node may take the pod ({BIND_CONFLICT})",
                         f"free room on {selected}, or delete the claim's {SELECTED_NODE} "
                         "annotation")  # fmt: skip
+            if where and not terms_match(where, node.labels):
+                return (f"claim {claim}'s StorageClass provisions only where {terms_words(where)} "
+                        f"(allowedTopologies), not on {node.name} ({BIND_CONFLICT})",
+                        f"free room on a node where {terms_words(where)}")  # fmt: skip
         return None
 
 
@@ -127,7 +140,7 @@ def terms_words(terms: Terms) -> str:
 def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> VolumeFit:
     """PreFilter's classification of the pod's claims (each named once, in the pod's order)."""
     bound: list[BoundClaim] = []
-    delayed: list[tuple[str, str]] = []
+    delayed: list[tuple[str, str, Terms]] = []
     immediate = ""
     for name in dict.fromkeys(claims):
         pvc = storage.claims.get(claim_key(namespace, name))
@@ -141,7 +154,7 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
             continue
         sc = storage.classes.get(pvc.storage_class) if pvc.storage_class else None
         if sc is not None and sc.binding_mode == WAIT_FOR_FIRST_CONSUMER:
-            delayed.append((name, pvc.selected_node))
+            delayed.append((name, pvc.selected_node, sc.allowed_topologies))
         else:
             immediate = immediate or name
     if immediate:

@@ -68,6 +68,13 @@ def storage_event(obj: Mapping[str, Any]) -> Storage | None:
                              storage_class=str(spec.get("storageClassName") or ""),
                              phase=str(status.get("phase") or ""))  # fmt: skip
     if kind == "StorageClass":
+        topologies = tuple(
+            tuple(LabelRequirement(key=str(e.get("key") or ""), operator="In",
+                                   values=tuple(str(v) for v in e.get("values") or []))
+                  for e in term.get("matchLabelExpressions") or [])
+            for term in obj.get("allowedTopologies") or [] if isinstance(term, Mapping)
+        )  # fmt: skip
         return StorageClassChanged(name=name, binding_mode=str(obj.get("volumeBindingMode") or "Immediate"),
-                                   provisioner=str(obj.get("provisioner") or ""))  # fmt: skip
+                                   provisioner=str(obj.get("provisioner") or ""),
+                                   allowed_topologies=topologies)  # fmt: skip
     return None

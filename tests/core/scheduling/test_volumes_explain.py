@@ -61,3 +61,12 @@ def test_the_pod_is_scheduled_once_its_claim_appears_and_follows_its_volume() ->
     sim.emit(VolumeChanged(name="local-n1", node_affinity=on_n1, phase="Bound"))
     sim.emit(ClaimChanged(namespace="default", name="data", volume="local-n1", phase="Bound"))
     assert bound_of(decide(sim.projection.snapshot(), conf)) == {"default/app": "n1"}
+
+
+def test_allowed_topologies_are_named() -> None:
+    u = unschedulable(ROWS["allowed-topologies-nowhere-with-room"], "default/app")
+    assert [g.reason for g in u.groups] == [
+        "claim data's StorageClass provisions only where topology.kubernetes.io/zone In [a] "
+        "(allowedTopologies), not on n1 (node(s) didn't find available persistent volumes to bind)"
+    ]
+    assert u.plugin == "VolumeBinding"
