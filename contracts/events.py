@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from contracts.base import Event, Record
 from contracts.devices import CardSpec, CardUsage, SliceSpec
-from contracts.workloads import DeviceRequest, JobSpec, PodAffinity, QueueSpec
+from contracts.workloads import DeviceRequest, JobSpec, LabelRequirement, PodAffinity, QueueSpec
 
 # --- queue aggregate ---------------------------------------------------------------------------
 
@@ -336,6 +336,48 @@ class CardRetired(Event, frozen=True, tag="CardRetired"):
     usage: CardUsage
 
 
+# --- storage (the API server's PersistentVolumeClaims, PersistentVolumes, StorageClasses) --------
+
+
+class ClaimChanged(Event, frozen=True, tag="ClaimChanged"):
+    """A PersistentVolumeClaim as the API server holds it now (the whole of what scheduling
+    reads of it): kube-scheduler's VolumeBinding decides on these, so sessions do too."""
+
+    namespace: str
+    name: str
+    storage_class: str = ""  # spec.storageClassName ("" = none: bound statically or Immediate)
+    volume: str = ""  # spec.volumeName: the PV it is bound to
+    phase: str = "Pending"  # status.phase: Pending | Bound | Lost
+    selected_node: str = ""  # volume.kubernetes.io/selected-node (WaitForFirstConsumer)
+    deleting: bool = False  # metadata.deletionTimestamp is set
+
+
+class VolumeChanged(Event, frozen=True, tag="VolumeChanged"):
+    """A PersistentVolume: where it can be used (`spec.nodeAffinity.required.nodeSelectorTerms`,
+    ORed terms as in TaskSpec.affinity; local volumes name one node)."""
+
+    name: str
+    node_affinity: tuple[tuple[LabelRequirement, ...], ...] = ()
+    storage_class: str = ""
+    phase: str = ""  # status.phase: Available | Bound | Released | Failed
+
+
+class StorageClassChanged(Event, frozen=True, tag="StorageClassChanged"):
+    name: str
+    binding_mode: str = "Immediate"  # volumeBindingMode: Immediate | WaitForFirstConsumer
+    provisioner: str = ""
+    #: allowedTopologies: where it provisions (matchLabelExpressions as `In` terms, ORed)
+    allowed_topologies: tuple[tuple[LabelRequirement, ...], ...] = ()
+
+
+class StorageDeleted(Event, frozen=True, tag="StorageDeleted"):
+    """One of the three storage kinds is gone from the API server."""
+
+    kind: str  # pvc | pv | sc
+    name: str
+    namespace: str = ""  # a claim's
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
@@ -364,4 +406,8 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     CardHealthChanged,
     CardRetired,
     SchedulerConfigured,
+    ClaimChanged,
+    VolumeChanged,
+    StorageClassChanged,
+    StorageDeleted,
 )

@@ -27,7 +27,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
     "admission": ("queue", "pc", "job"),  # QueueCreated/Updated/…, PriorityClassCreated, JobSubmitted/Updated
     "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
     "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
-    "allocator": ("card", "job"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed
+    "allocator": ("card", "job", "vol"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed; ClaimChanged…
     "nodeagent": ("node", "job", "use"),  # NodeRegistered/Lost, TaskStarted/Finished, NodeUsage
 }
 #: Request/reply endpoints each service serves (`<root>.api.<service>.*`).

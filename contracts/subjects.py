@@ -95,6 +95,14 @@ class Subjects:
     def all_queues(self) -> str:
         return f"{self.root}.ev.queue.>"
 
+    def storage(self, kind: str, name: str, namespace: str = "") -> str:
+        """A claim (`pvc`, in its namespace), volume (`pv`) or storage class (`sc`)."""
+        ns = f"{escape(namespace)}." if kind == "pvc" else ""
+        return f"{self.root}.ev.vol.{kind}.{ns}{escape(name)}"
+
+    def all_storage(self) -> str:
+        return f"{self.root}.ev.vol.>"
+
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
@@ -133,6 +141,14 @@ def subject_of(subjects: Subjects, event: Event) -> str:
             return subjects.node(event.node)
         case ev.NodeUsage():
             return subjects.usage(event.node)
+        case ev.ClaimChanged():
+            return subjects.storage("pvc", event.name, event.namespace)
+        case ev.VolumeChanged():
+            return subjects.storage("pv", event.name)
+        case ev.StorageClassChanged():
+            return subjects.storage("sc", event.name)
+        case ev.StorageDeleted():
+            return subjects.storage(event.kind, event.name, event.namespace)
         case ev.CardRegistered():
             return subjects.card(event.card.node, event.card.uuid)
         case ev.SliceReserved() | ev.SliceReleased() | ev.CardHealthChanged() | ev.CardRetired():

@@ -121,6 +121,7 @@ class TaskSpec(Record, frozen=True):
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
+    claims: tuple[str, ...] = ()  # spec.volumes[].persistentVolumeClaim.claimName (its namespace)
 
 
 class JobSpec(Record, frozen=True):

@@ -388,8 +388,10 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "events_path": ("", "events"), "PRIORITY_CLASSES": ("scheduling.k8s.io", "priorityclasses"),
                 "queues_path": ("scheduling.volcano.sh", "queues"),
                 "podgroups_path": ("scheduling.volcano.sh", "podgroups"),
-                "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands")}  # fmt: skip
-CLUSTER_SCOPED = ("nodes_path", "queues_path")  # the name comes first, then the subresource
+                "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands"),
+                "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
+                "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses")}  # fmt: skip
+CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -513,6 +515,8 @@ def test_the_code_reading_finds_the_edges_calls() -> None:
     assert ("", "events", "create") in rules["admission"]  # through status.refuse
     assert rules["scheduler"] == set()
     assert ("batch.volcano.sh", "jobs/finalizers", "update") in rules["queue"]  # pods owned by Jobs
+    assert ("", "persistentvolumeclaims", "patch") in rules["allocator"]  # selected-node (issue 22)
+    assert ("storage.k8s.io", "storageclasses", "watch") in rules["allocator"]
 
 
 @needs_helm

@@ -236,6 +236,12 @@ def plan_documents(
         if key in running:  # already runs: book it where it is (the allocator resolves slices)
             writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED, (), warnings))
+    for obj in workload.storage:  # accepted by simulate only: never silently dropped here
+        kind = STORAGE_KIND_OF[type(obj).__name__]
+        ns = getattr(obj, "namespace", "")
+        results.append(_result(kind, ns, obj.name, REJECTED, (
+            f"kind: a {kind} is the cluster's: on a cluster Tessera reads it from the API server; "
+            "tessera simulate takes it in a workload",)))  # fmt: skip
     for result in rejected_objects(workload.rejections):
         key = (result.namespace, result.name)
         pods = workload.waiting.get(key, ()) if result.kind == "PodGroup" else ()
@@ -276,6 +282,11 @@ def _declared(docs: list[dict[str, Any]], kind: str) -> set[str]:
         for d in docs
         if d.get("kind") == kind and isinstance(d.get("metadata"), dict)
     }
+
+
+#: the storage kinds by the event that carries them (services/core/workload/storage.py)
+STORAGE_KIND_OF = {"ClaimChanged": "PersistentVolumeClaim", "VolumeChanged": "PersistentVolume",
+                   "StorageClassChanged": "StorageClass"}  # fmt: skip
 
 
 def _result(

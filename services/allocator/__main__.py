@@ -25,9 +25,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def edge(_app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.binder import Binder
+        from services.kube.storagesource import StorageSource
 
         return Binder(event_log, kube, node_lock=args.hami_node_lock == "on",  # type: ignore[arg-type]
-                      workers=args.bind_workers)  # fmt: skip
+                      workers=args.bind_workers, storage=StorageSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
 
     catalogue = device_catalogue(args.device_config)
     vendors = build_vendors(catalogue) if catalogue else None

@@ -48,9 +48,11 @@ from contracts.events import (
 )
 from contracts.workloads import TaskSpec
 from services.core.scheduling.snapshot import task_names
+from services.core.scheduling.storage import SELECTED_NODE
 from services.kube import pods, volcano
-from services.kube.client import Kube, KubeError, nodes_path, pods_path
+from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
 from services.kube.listwatch import Reflector
+from services.kube.storagesource import StorageSource
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -70,6 +72,7 @@ class BinderStats:
     retries: int = 0
     lock_waits: int = 0
     pod_waits: int = 0  # a Volcano Job's pod not (re)created yet when its binding was due
+    claim_waits: int = 0  # bindings held until their WaitForFirstConsumer claims were bound
     first_bind: float = 0.0
     last_bind: float = 0.0
     in_flight: int = 0
@@ -109,6 +112,8 @@ class Binder:
         lock_expire: float = 300.0,
         workers: int = 64,
         clock: Callable[[], float] = time.time,
+        storage: StorageSource | None = None,
+        claim_timeout: float = 600.0,
     ) -> None:
         self.log = event_log
         self.subjects = event_log.subjects
@@ -131,6 +136,13 @@ class Binder:
         self.nodes: dict[str, dict] = {}  # node name -> Node object (for the HAMi lock)
         self._node_changed: dict[str, asyncio.Event] = {}
         self._node_busy: dict[str, asyncio.Lock] = {}
+        #: the claims the binder reads (None: no cluster storage known, pods bind as they are)
+        self.storage = storage
+        self.claim_timeout = claim_timeout  # kube-scheduler's bindTimeoutSeconds
+        self._claim_since: dict[TaskKey, float] = {}  # a binding held for its claims since
+        self._claim_waiters: dict[tuple[str, str], set[TaskKey]] = {}
+        if storage is not None:
+            storage.on_claim = self._claim_changed
         self.service = EventService(
             name="binder", log=event_log,
             filter_subjects=[self.subjects.all_nodes(), self.subjects.all_jobs()],
@@ -183,12 +195,15 @@ class Binder:
         self.commit_seq.pop(key, None)
         self.done.discard(key)
         self._waits.pop(key, None)
+        self._claim_since.pop(key, None)
 
     async def on_event(self, event: object, rx: Received) -> None:
         if rx.message.seq > self.watermark:
             self.fold(event, rx.message.seq)
 
     async def recover(self) -> None:
+        if self.storage is not None:
+            await self.storage.recover()
         self.watermark = await self.log.last_sequence()
         wanted = frozenset(c.type_name() for c in _FOLDED)
         async for msg, event in replay_decoded(self.log, self.service.filter_subjects,
@@ -202,6 +217,8 @@ class Binder:
         tasks = [asyncio.create_task(self._worker()) for _ in range(self.n_workers)]
         if self.node_lock:
             tasks.append(asyncio.create_task(self._watch_nodes()))
+        if self.storage is not None:
+            tasks.append(asyncio.create_task(self.storage.run(stopping)))
         try:
             await self.service.run(stopping)
         finally:
@@ -225,6 +242,12 @@ class Binder:
         ns, job, pod = key
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
         stamp = str(self.commit_seq.get(key, 0))
+        if spec is not None and spec.claims and self.storage is not None:
+            held = await self._claims_bound(key, p, spec.claims)
+            if held is not None:
+                if held:
+                    await self._fail(key, p, held)
+                return  # waiting: a change of the claim (or the timeout) queues it again
         annotations = {**pods.binding_annotations(p, spec, self.cards, self.clock()), volcano.PLACEMENT: stamp}
         locked = self.node_lock and bool(p.slices)
         busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
@@ -275,18 +298,74 @@ class Binder:
             asyncio.get_running_loop().call_later(min(0.1 * 2**n, 2.0), self.queue.put_nowait, key)
             return
         if exc.status in (404, 409, 422, 400):
-            self.stats.failed += 1
             reason = {404: "pod not found"}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")
-            log.warning("binding %s/%s to %s refused: %s", ns, pod, p.node, reason)
-            event = BindingFailed(namespace=ns, name=job, task=pod, node=p.node, reason=reason)
-            await self.service.publish(Outgoing(self.subjects.job(ns, job), event,
-                                                msg_id=f"bindfail:{ns}/{job}/{pod}:{self.commit_seq.get(key, 0)}"))  # fmt: skip
-            self._settle(key)
+            await self._fail(key, p, reason)
             return
         log.warning("binding %s/%s: %s; retrying", ns, pod, exc)  # API briefly unavailable
         self.stats.retries += 1
         await asyncio.sleep(0.5)
         self.queue.put_nowait(key)
+
+    async def _fail(self, key: TaskKey, p: TaskPlacement, reason: str) -> None:
+        """The task is not bound: its slices are released and it waits again (BindingFailed)."""
+        ns, job, pod = key
+        self.stats.failed += 1
+        log.warning("binding %s/%s to %s refused: %s", ns, pod, p.node, reason)
+        event = BindingFailed(namespace=ns, name=job, task=pod, node=p.node, reason=reason)
+        await self.service.publish(Outgoing(self.subjects.job(ns, job), event,
+                                            msg_id=f"bindfail:{ns}/{job}/{pod}:{self.commit_seq.get(key, 0)}"))  # fmt: skip
+        self._settle(key)
+
+    # --- PersistentVolumeClaims (kube-scheduler's VolumeBinding: PreBind) ----------------------
+
+    async def _claims_bound(self, key: TaskKey, p: TaskPlacement, claims: tuple[str, ...]) -> str | None:
+        """None once every claim of the pod is bound; "" while one is not (its WaitForFirstConsumer
+        claims are given the chosen node as `selected-node` first, for the provisioner or the PV
+        controller); else why the pod must not be bound there: a claim selected for another node
+        (never bind elsewhere), or not bound within `claim_timeout` — the slices go back and the
+        scheduler places it again (on the selected node, the only one it then allows)."""
+        assert self.storage is not None
+        await self.storage.claims_listed.wait()
+        ns = key[0]
+        waiting = False
+        for name in claims:
+            obj = self.storage.claim(ns, name)
+            if obj is None:  # deleted since the session placed the pod: it waits for it
+                waiting = True
+                self._claim_waiters.setdefault((ns, name), set()).add(key)
+                continue
+            spec, meta = obj.get("spec") or {}, obj.get("metadata") or {}
+            if spec.get("volumeName") and (obj.get("status") or {}).get("phase") == "Bound":
+                continue
+            selected = (meta.get("annotations") or {}).get(SELECTED_NODE, "")
+            if selected and selected != p.node:
+                return f"PersistentVolumeClaim {ns}/{name} is selected for node {selected}, not {p.node}"
+            waiting = True
+            if not selected:  # at the version read: a 409 means it changed, and the watch says how
+                patch = {"metadata": {"annotations": {SELECTED_NODE: p.node},
+                                      "resourceVersion": meta.get("resourceVersion")}}  # fmt: skip
+                try:
+                    await self.kube.patch(claims_path(ns, name), patch)
+                except KubeError as exc:
+                    if exc.status not in (404, 409):
+                        raise
+            self._claim_waiters.setdefault((ns, name), set()).add(key)
+        if not waiting:
+            self._claim_since.pop(key, None)
+            return None
+        now = self.clock()
+        since = self._claim_since.setdefault(key, now)
+        if since == now:
+            self.stats.claim_waits += 1
+        if now - since >= self.claim_timeout:
+            return f"PersistentVolumeClaims of {ns}/{key[2]} not bound within {self.claim_timeout:g}s"
+        asyncio.get_running_loop().call_later(self.claim_timeout - (now - since), self.queue.put_nowait, key)
+        return ""
+
+    def _claim_changed(self, ns: str, name: str) -> None:
+        for key in self._claim_waiters.pop((ns, name), ()):
+            if key in self.owed:
+                self.queue.put_nowait(key)
 
     # --- HAMi node lock --------------------------------------------------------------------------
 

@@ -251,3 +251,17 @@ def events_path(namespace: str, name: str = "") -> str:
 
 
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+def claims_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    """PersistentVolumeClaims (all namespaces when `namespace` is empty)."""
+    base = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims" if namespace else "/api/v1/persistentvolumeclaims"
+    return f"{base}/{name}" + (f"/{sub}" if sub else "") if name else base
+
+
+def volumes_path(name: str = "", sub: str = "") -> str:
+    """PersistentVolumes (cluster-scoped)."""
+    return f"/api/v1/persistentvolumes/{name}" + (f"/{sub}" if sub else "") if name else "/api/v1/persistentvolumes"
+
+
+STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"

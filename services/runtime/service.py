@@ -112,7 +112,9 @@ class EventService:
     def carry(self, other: EventService) -> bool:
         """Hand `other` every delivery of ours it would have read from a consumer of its own
         (services/runtime/sharing.py); False when it reads subjects we do not, or follows."""
-        if other.follow_from or self.follow_from or not carriable(other.filter_subjects, self.filter_subjects):
+        if other.follow_from or self.follow_from or not other.filter_subjects or not carriable(
+            other.filter_subjects, self.filter_subjects
+        ):
             return False
         self._riders.append(Rider(other.name, other.handle, other.filter_subjects, self.filter_subjects))
         other.carried = True

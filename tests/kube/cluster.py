@@ -182,8 +182,8 @@ def _fast_contains(original: Any) -> Any:
 
 def _named_on_create(request: Any) -> None:
     """What the API server does on every create and kmock does not: a `generateName` gets a
-    random suffix as the name (vcctl's Commands are created so), and the object a `uid` and a
-    `creationTimestamp`."""
+    random suffix as the name (vcctl's Commands are created so), and the object a `uid`, a
+    `creationTimestamp` and, created under a namespace's URL, that `metadata.namespace`."""
 
     meta = request.data.get("metadata") if isinstance(request.data, dict) else None
     if request.resource is not None and request.action == kmock.action.CREATE \
@@ -191,12 +191,15 @@ def _named_on_create(request: Any) -> None:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         meta.setdefault("uid", str(uuid.uuid4()))
+        if request.namespace and not meta.get("namespace"):  # a namespaced URL names it
+            meta["namespace"] = request.namespace
         # the job controller names a Job's PodGroup after the Job's uid; ages come from this
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 #: kinds whose `status` is a subresource on a real API server (core kinds and the chart's CRDs)
-STATUS_SUBRESOURCE = frozenset({("", "pods"), ("", "nodes"), *(
+STATUS_SUBRESOURCE = frozenset({("", "pods"), ("", "nodes"), ("", "persistentvolumeclaims"),
+                                ("", "persistentvolumes"), *(
     (res.split("/")[0], res.split("/")[2]) for res, info in VOLCANO_KINDS.items() if "status" in info.get("subresources", ()))})  # fmt: skip
 WITHOUT_STATUS = frozenset((res.split("/")[0], res.split("/")[2]) for res, info in VOLCANO_KINDS.items()
                            if "status" not in info.get("subresources", ()))  # fmt: skip
@@ -497,7 +500,8 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
 
         km["post", kmock.subresource("binding")] << binding
         for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
-                    "scheduling.k8s.io/v1/priorityclasses"):
+                    "scheduling.k8s.io/v1/priorityclasses", "v1/persistentvolumeclaims",
+                    "v1/persistentvolumes", "storage.k8s.io/v1/storageclasses"):
             km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
         for res, info in VOLCANO_KINDS.items():  # what the chart's CRDs serve (volcano_crds)
             km.resources[res] = info

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from services.kube.client import KubeError, nodes_path, pods_path
+from services.kube.client import KubeError, claims_path, nodes_path, pods_path
 from tests.kube.cluster import NOT_READY_TAINT, Cluster
 
 
@@ -111,3 +111,30 @@ async def test_a_field_selector_on_the_node_name_lists_bound_pods_only(cluster: 
     assert [p["metadata"]["name"] for p in listed["items"]] == ["placed"]
     listed = await cluster.kube.get(pods_path(), fieldSelector="spec.nodeName=n1,metadata.name=placed")
     assert [p["metadata"]["name"] for p in listed["items"]] == ["placed"]
+
+
+async def test_a_claims_status_is_written_only_through_its_status_subresource(cluster: Cluster) -> None:
+    """What the test provisioner relies on, and the binder reads (issue 22): `status.phase` of a
+    PersistentVolumeClaim changes only through `…/status`; a merge patch's `null` removes an
+    annotation; a write at a stale resourceVersion is 409."""
+    ns = cluster.namespace
+    made = await cluster.kube.create(claims_path(ns), {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "annotations": {"volume.kubernetes.io/selected-node": "n1"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})  # fmt: skip
+    stale = made["metadata"]["resourceVersion"]
+    await cluster.kube.patch(claims_path(ns, "data"), {"status": {"phase": "Bound"}})
+    got = await cluster.kube.get(claims_path(ns, "data"))
+    assert (got.get("status") or {}).get("phase") != "Bound", "a plain patch changed the claim's status"
+    await cluster.kube.patch(claims_path(ns, "data", "status"), {"status": {"phase": "Bound"}})
+    got = await cluster.kube.get(claims_path(ns, "data"))
+    assert got["status"]["phase"] == "Bound"
+    await cluster.kube.patch(claims_path(ns, "data"),
+                             {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": None}}})  # fmt: skip
+    got = await cluster.kube.get(claims_path(ns, "data"))
+    assert "volume.kubernetes.io/selected-node" not in (got["metadata"].get("annotations") or {})
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.patch(claims_path(ns, "data"),
+                                 {"metadata": {"resourceVersion": stale, "annotations": {"a": "b"}}})  # fmt: skip
+    assert exc.value.status == 409
+    await cluster.kube.delete(claims_path(ns, "data"))

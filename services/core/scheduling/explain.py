@@ -40,6 +40,8 @@ from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
+from services.core.scheduling.volumes import PLUGIN as VOLUMES
+from services.core.scheduling.volumes import held_words
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
 MAX_GROUPS = 8
@@ -111,6 +113,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_spread = _spread_words(ssn, task, node)
         if got_spread is not None:
             return got_spread
+    if status.plugin == VOLUMES and task.volume is not None:
+        conflict = task.volume.conflict(node)
+        if conflict is not None:
+            return NodeWords(VOLUMES, conflict[0], conflict[1], 1.0)
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]
@@ -334,6 +340,10 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
     held = [t for t in job.pending_tasks() if t.spec.scheduling_gates]
     if held:
         return _gated_words(sorted(held, key=lambda t: t.pod))
+    claims = [t for t in job.pending_tasks() if t.volume is not None and t.volume.held is not None]
+    if claims:  # PreFilter: no node is looked at while a claim is missing or unbound
+        words, unblock = held_words(min(claims, key=lambda t: t.pod))
+        return Explanation(words, VOLUMES, unblock=unblock)
     task = _representative(job)
     for rule in (_vendor_off, no_such_cards, _pinned_to_missing_cards):
         got = rule(ssn, task)

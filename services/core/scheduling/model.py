@@ -7,6 +7,7 @@ allocate/pipeline/evict operations, which a `Statement` can undo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
@@ -24,6 +25,9 @@ from services.core.scheduling.snapshot import (
     RUNNING,
     SUCCEEDED,
 )
+
+if TYPE_CHECKING:
+    from services.core.scheduling.volumes import VolumeFit
 
 ALLOCATED_STATUSES = frozenset({BOUND, BINDING, RUNNING, ALLOCATED})
 
@@ -149,6 +153,7 @@ class TaskInfo:
     runners_up: tuple[NodeScore, ...] = ()  # the next best nodes when it was placed
     feasible: int = 0  # feasible nodes it was chosen among
     shape: tuple[object, ...] | None = None  # task_shape(spec), filled on first use
+    volume: VolumeFit | None = None  # its claims' verdict (volumes.py), for tasks with claims
 
     @property
     def best_effort(self) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import OtherPods
+from contracts.events import ClaimChanged, OtherPods, StorageClassChanged, VolumeChanged
 from services.core.scheduling.snapshot import (
     CardSnap,
     ClusterProjection,
@@ -16,6 +16,7 @@ from services.core.scheduling.snapshot import (
     TaskSnap,
     leaving_of,
 )
+from services.core.scheduling.storage import StorageState
 
 
 class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,13 +30,18 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     tasks: dict[str, dict[str, TaskSnap]] = {}
     held: dict[str, tuple[int, int, int]] = {}
     others: dict[str, tuple[OtherPods, ...]] = {}
+    claims: dict[str, ClaimChanged] = {}
+    volumes: dict[str, VolumeChanged] = {}
+    classes: dict[str, StorageClassChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
     """A view for encoding at once (shares the projection's dicts, copies nothing)."""
     return ProjectionState(seq=p.seq, now=p.now, nodes=p.nodes, cards=p.cards, node_cards=p.node_cards,
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
-                           others=p.others)  # fmt: skip
+                           others=p.others,
+                           claims=p.storage.claims, volumes=p.storage.volumes,
+                           classes=p.storage.classes)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -46,5 +52,6 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.queues, p.jobs, p.tasks = s.queues, s.jobs, s.tasks
     p.held = dict(s.held)
     p.others = dict(s.others)
+    p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

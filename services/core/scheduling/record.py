@@ -30,6 +30,7 @@ from contracts.events import (
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
 from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.storage import NO_STORAGE
 
 SESSION = "Tessera-Session"
 BASED_ON = "Tessera-Based-On"
@@ -42,7 +43,7 @@ DECISION_TYPES = frozenset(
     t.type_name() for t in (JobPhaseChanged, EvictionRequested, PlacementProposed, JobUnschedulable)
 )
 #: The inputs a digest is kept of, in the order a divergence names them.
-INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs")
+INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs", "storage")
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -99,6 +100,9 @@ def input_digests(snap: st.Snapshot, conf: SchedulerConfigured) -> dict[str, str
         "cards": _digest(cards),
         "queues": _digest(list(snap.queues)),
         "jobs": _digest(list(snap.jobs)),
+        # claims, volumes, classes: only where the log has any (older records have none)
+        **({"storage": _digest((dict(storage.claims), dict(storage.volumes), dict(storage.classes)))}
+           if (storage := snap.storage) is not NO_STORAGE else {}),
     }
 
 

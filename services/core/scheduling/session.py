@@ -52,7 +52,8 @@ _ON_NODE = ALLOCATED_STATUSES | {st.RELEASING}
 #: state (labels, taints, annotations, resources, cards). Only when every predicate/node-order
 #: plugin of the configuration is listed may results be cached per (node state, task shape);
 #: a plugin that reads anything else (other nodes, queue or job state) must stay off this list.
-NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare"})
+NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare",
+                                "VolumeBinding"})  # volumes.py: its verdict is in the task's shape
 
 
 def reads_node_identity(conf: SchedulerConf) -> bool:
@@ -159,6 +160,7 @@ class Session:
         self.shape_counts: dict[tuple[object, ...], int] = {}
         self.outcomes: dict[tuple[object, ...], tuple[int, str | float]] = {}
         self.node_classes: dict[tuple[object, ...], int] = {}
+        self._claimants: list[TaskInfo] = []  # tasks with PersistentVolumeClaims (volumes.py)
         self._open_snapshot(snapshot)
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {h: [] for h in HOOK_SWITCHES}
         self.plugins: dict[str, Plugin] = {}
@@ -186,6 +188,10 @@ class Session:
             ]
             for tier in self._fns["predicate"]
         ]
+        if self._claimants:  # (volumes reads the predicates plugin, which reads this module)
+            from services.core.scheduling.volumes import open_volumes
+
+            open_volumes(self, self._claimants)
         #: cache predicate/score results per node and task shape (actions/nodes.py); False
         #: gives the straightforward evaluation the cached one must always agree with
         self.node_cache = node_cache and all(
@@ -239,6 +245,8 @@ class Session:
                     slices=t.slices, priority=t.spec.priority,
                 )  # fmt: skip
                 tasks[t.pod] = info
+                if t.spec.claims:
+                    self._claimants.append(info)
                 node = self.nodes.get(t.node) if t.node else None
                 if node is not None and t.status in _ON_NODE:
                     node.tasks[info.uid] = info
@@ -294,12 +302,19 @@ class Session:
     def pre_predicate(self, task: TaskInfo) -> Status | None:
         if task.spec.scheduling_gates:  # always on, whatever the tiers (gates.py)
             return gated(task)
+        if task.volume is not None and task.volume.held is not None:  # always on (volumes.py)
+            return task.volume.held
         for tier in self._fns["pre_predicate"]:
             for _, fn in tier:
                 status = fn(task)
                 if status is not None and not status.ok:
                     return status
         return None
+
+    def add_predicate(self, name: str, fn: Callable[[TaskInfo, NodeInfo], Status | None]) -> None:
+        """A built-in filter as a last tier of its own (while the session opens)."""
+        self._fns["predicate"].append([(name, fn)])
+        self._future_predicates.append([(fn, False)])
 
     def predicate(
         self, task: TaskInfo, node: NodeInfo, future: bool = False,

@@ -37,6 +37,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.scheduling.storage import NO_STORAGE, Storage, StorageState
 
 # Task (pod) statuses, Volcano `pkg/scheduler/api/types.go`.
 PENDING = "Pending"
@@ -123,6 +124,7 @@ class Snapshot:
     queues: tuple[QueueSnap, ...] = ()
     jobs: tuple[JobSnap, ...] = ()
     refused: dict[str, Refused] = field(default_factory=dict)  # job key → its refusals
+    storage: Storage = NO_STORAGE  # claims, volumes, storage classes (volumes.py)
 
 
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends
@@ -189,6 +191,7 @@ class ClusterProjection:
         self.held: dict[str, tuple[int, int, int]] = {}
         #: node → those pods by labels and terms (NodeUsage.others), where there are any
         self.others: dict[str, tuple[OtherPods, ...]] = {}
+        self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -299,7 +302,7 @@ class ClusterProjection:
                 if t is not None and t.status in (BOUND, RUNNING):
                     tasks[event.task] = replace(t, status=RELEASING)
             case _:
-                pass
+                self.storage.apply(event)  # the storage kinds; nothing for any other
 
     def _updated(self, key: str, spec: JobSpec) -> None:
         job = self.jobs.get(key)
@@ -354,7 +357,8 @@ class ClusterProjection:
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
-        return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs)
+        return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
+                        storage=self.storage.frozen())  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed

@@ -128,6 +128,8 @@ class Simulation:
         queues: list[QueueSpec] = lifecycle.default_queues(q.name for q in workload.queues)
         for q in [*queues, *workload.queues]:
             self.emit(QueueCreated(spec=q))
+        for obj in workload.storage:  # claims, volumes, classes: before any pod names them
+            self.emit(obj)
         for r in workload.rejections:
             pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
             self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),
@@ -278,7 +280,7 @@ class Simulation:
         self.sessions += 1
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
-        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs)
+        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage)
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed)  # fmt: skip

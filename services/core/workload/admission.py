@@ -42,6 +42,8 @@ from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
+from services.core.workload.storage import STORAGE_KINDS, pod_claims, storage_event
+from services.core.workload.storage import Storage as StorageEvent
 from services.core.workload.topologyspread import spread_constraints
 
 ARRIVE_AT = "tessera.io/arrive-at"
@@ -67,6 +69,7 @@ KINDS = {
     ("batch.volcano.sh/v1alpha1", "Job"): fields.JOB,
     ("v1", "Pod"): fields.POD,
     ("scheduling.k8s.io/v1", "PriorityClass"): fields.PRIORITY_CLASS,
+    **STORAGE_KINDS,  # PersistentVolumeClaim, PersistentVolume, StorageClass (storage.py)
 }
 
 
@@ -105,6 +108,8 @@ class Workload:
     #: on a cluster where the webhook refuses the PodGroup but not the pods naming it
     waiting: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: the claims, volumes and storage classes among the documents, as the log holds them
+    storage: tuple[StorageEvent, ...] = ()
 
 
 def _no_devices(
@@ -145,7 +150,7 @@ class _Ctx:
 
 
 #: Kinds whose objects live in a namespace (Queue and PriorityClass are cluster-scoped).
-NAMESPACED = frozenset({"Pod", "PodGroup", "Job"})
+NAMESPACED = frozenset({"Pod", "PodGroup", "Job", "PersistentVolumeClaim"})
 
 
 def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
@@ -284,6 +289,7 @@ class Admission:
                 self.rejections.extend(ctx.errors)
                 continue
             typed.append((kind, doc))
+        storage = tuple(e for _, doc in typed if (e := storage_event(doc)) is not None)
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -346,6 +352,7 @@ class Admission:
             warnings=tuple(self.warnings),
             waiting=dict(self.waiting),
             manifests=dict(self.manifests),
+            storage=storage,
         )
 
     def _guard(self, kind: str, doc: Mapping[str, Any], fn: Any) -> Any:
@@ -574,7 +581,7 @@ class Admission:
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
-            scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread,
+            scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread, claims=pod_claims(spec),
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

@@ -19,7 +19,7 @@ class BackfillAction:
             for task in sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid)):
                 if not task.best_effort:
                     continue
-                if task.spec.scheduling_gates:
+                if task.spec.scheduling_gates or (task.volume is not None and task.volume.held):
                     job.fit_errors[task.uid] = ssn.pre_predicate(task).message()  # type: ignore[union-attr]
                     continue
                 fit = predicate_nodes(ssn, task, nodes, sample=False)

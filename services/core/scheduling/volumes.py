@@ -1,0 +1,202 @@
+"""PersistentVolumeClaims of a pod, as kube-scheduler's VolumeBinding plugin judges them (always
+on, as kube-scheduler enables it whatever the profile; Volcano's predicates run it too).
+
+Before any node (PreFilter), every claim the pod names must exist and not be being deleted, and
+a claim not bound yet must wait for its first consumer: an unbound claim of an `Immediate` class
+(or of none) is the PV controller's to bind, not the scheduler's — the pod waits, unresolvable
+by any node, with kube-scheduler's words. Then per node (Filter): a bound claim's
+PersistentVolume must exist and its node affinity (local volumes: the one node holding the
+disk) match the node; an unbound `WaitForFirstConsumer` claim fits any node its class
+provisions on (`allowedTopologies`), except that once one was selected for it
+(`volume.kubernetes.io/selected-node`, written by the binder) only that node is: a provisioner
+may be making the volume there, and the pod must never go elsewhere.
+
+A task's verdict is computed once per session from the snapshot's storage and becomes part of
+its shape, so the node cache and the shape index stay exact; pods without claims pay nothing
+(no verdict, no predicate tier). Not modelled: matching an unbound claim to an existing
+Available PV (static binding of `kubernetes.io/no-provisioner` classes) and storage capacity —
+such claims fit any node here, as if provisioned on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from contracts.workloads import LabelRequirement
+from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
+from services.core.scheduling.plugins.predicates import requirement_matches
+from services.core.scheduling.session import Session
+from services.core.scheduling.status import Status, unresolvable
+from services.core.scheduling.storage import (
+    SELECTED_NODE,
+    WAIT_FOR_FIRST_CONSUMER,
+    Storage,
+    claim_key,
+)
+
+PLUGIN = "VolumeBinding"
+#: kube-scheduler's words (volume_binding.go, binder.go)
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+
+Terms = tuple[tuple[LabelRequirement, ...], ...]
+
+
+def not_found(claim: str) -> str:
+    return f'persistentvolumeclaim "{claim}" not found'
+
+
+def being_deleted(claim: str) -> str:
+    return f'persistentvolumeclaim "{claim}" is being deleted'
+
+
+@dataclass(frozen=True, slots=True)
+class BoundClaim:
+    claim: str
+    volume: str
+    terms: Terms = ()  # the PV's required node affinity; () = any node
+    missing: bool = False  # the PV it names is not in the cluster
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeFit:
+    """One pod's claims judged against the storage of the snapshot."""
+
+    held: Status | None = None  # PreFilter: no node is looked at
+    held_claim: str = ""  # the claim `held` is about
+    bound: tuple[BoundClaim, ...] = ()
+    #: unbound WaitForFirstConsumer claims: (claim, the node already selected for it or "",
+    #: where its class provisions: allowedTopologies, () = anywhere)
+    delayed: tuple[tuple[str, str, Terms], ...] = ()
+
+    @property
+    def filters(self) -> bool:
+        return any(c.terms or c.missing for c in self.bound) or any(
+            n or t for _, n, t in self.delayed
+        )
+
+    def key(self) -> tuple[object, ...]:
+        """What `check` reads: a part of the task's shape."""
+        return (
+            tuple((c.terms, c.missing) for c in self.bound),
+            tuple((n, t) for _, n, t in self.delayed),
+        )
+
+    def check(self, node: NodeInfo) -> Status | None:
+        """The Filter, in kube-scheduler's order: bound claims first, then the delayed ones."""
+        for c in self.bound:
+            if c.missing:
+                return unresolvable(PLUGIN, PV_NOT_EXIST)
+            if c.terms and not terms_match(c.terms, node.labels):
+                return unresolvable(PLUGIN, NODE_CONFLICT)
+        for _, selected, where in self.delayed:
+            if (selected and selected != node.name) or (
+                where and not terms_match(where, node.labels)
+            ):
+                return unresolvable(PLUGIN, BIND_CONFLICT)  # no eviction would make it fit
+        return None
+
+    def conflict(self, node: NodeInfo) -> tuple[str, str] | None:
+        """(words, fix) for `node`, naming the claim and its volume (explain's detail)."""
+        for c in self.bound:
+            if c.missing:
+                return (f"claim {c.claim} is bound to PersistentVolume {c.volume}, which does not "
+                        f"exist ({PV_NOT_EXIST})", f"recreate PersistentVolume {c.volume}")  # fmt: skip
+            if c.terms and not terms_match(c.terms, node.labels):
+                return (f"claim {c.claim} is bound to PersistentVolume {c.volume}, whose node "
+                        f"affinity {node.name} does not match ({NODE_CONFLICT})",
+                        f"the pod runs only where PersistentVolume {c.volume} is "
+                        f"({terms_words(c.terms)})")  # fmt: skip
+        for claim, selected, where in self.delayed:
+            if selected and selected != node.name:
+                return (f"claim {claim} was selected for node {selected} ({SELECTED_NODE}): "
+                        f"only that node may take the pod ({BIND_CONFLICT})",
+                        f"free room on {selected}, or delete the claim's {SELECTED_NODE} "
+                        "annotation")  # fmt: skip
+            if where and not terms_match(where, node.labels):
+                return (f"claim {claim}'s StorageClass provisions only where {terms_words(where)} "
+                        f"(allowedTopologies), not on {node.name} ({BIND_CONFLICT})",
+                        f"free room on a node where {terms_words(where)}")  # fmt: skip
+        return None
+
+
+def terms_match(terms: Terms, labels: dict[str, str]) -> bool:
+    """ORed node selector terms; an empty term matches no node (the API's rule)."""
+    return any(term and all(requirement_matches(r, labels) for r in term) for term in terms)
+
+
+def terms_words(terms: Terms) -> str:
+    def one(r: LabelRequirement) -> str:
+        return (
+            f"{r.key} {r.operator} [{' '.join(r.values)}]" if r.values else f"{r.key} {r.operator}"
+        )
+
+    return " or ".join(", ".join(one(r) for r in term) for term in terms)
+
+
+def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> VolumeFit:
+    """PreFilter's classification of the pod's claims (each named once, in the pod's order)."""
+    bound: list[BoundClaim] = []
+    delayed: list[tuple[str, str, Terms]] = []
+    immediate = ""
+    for name in dict.fromkeys(claims):
+        pvc = storage.claims.get(claim_key(namespace, name))
+        if pvc is None:
+            return VolumeFit(unresolvable(PLUGIN, not_found(name)), name)
+        if pvc.deleting:
+            return VolumeFit(unresolvable(PLUGIN, being_deleted(name)), name)
+        if pvc.volume:
+            pv = storage.volumes.get(pvc.volume)
+            bound.append(BoundClaim(name, pvc.volume, pv.node_affinity if pv else (), pv is None))
+            continue
+        sc = storage.classes.get(pvc.storage_class) if pvc.storage_class else None
+        if sc is not None and sc.binding_mode == WAIT_FOR_FIRST_CONSUMER:
+            delayed.append((name, pvc.selected_node, sc.allowed_topologies))
+        else:
+            immediate = immediate or name
+    if immediate:
+        return VolumeFit(unresolvable(PLUGIN, UNBOUND_IMMEDIATE), immediate)
+    return VolumeFit(None, "", tuple(bound), tuple(delayed))
+
+
+def held_words(task: TaskInfo) -> tuple[str, str]:
+    """(why, unblock) for a task its claims hold before any node (explain's words)."""
+    fit = task.volume
+    assert fit is not None and fit.held is not None
+    claim = f"{task.namespace}/{fit.held_claim}"
+    said = fit.held.message()
+    if said == UNBOUND_IMMEDIATE:
+        return (f"{said}: pod {task.pod}'s claim {claim} is not bound and its StorageClass does "
+                "not wait for a consumer (volumeBindingMode Immediate, or no class)",
+                f"the PV controller (or a provisioner) binds {claim}; or give it a StorageClass "
+                "with volumeBindingMode: WaitForFirstConsumer")  # fmt: skip
+    if said == being_deleted(fit.held_claim):
+        return (f"{said}: pod {task.pod} names PersistentVolumeClaim {claim}, which has a "
+                "deletionTimestamp", f"create {claim} again once it is gone")  # fmt: skip
+    return (f"{said}: pod {task.pod} names PersistentVolumeClaim {claim}, which does not exist",
+            f"create PersistentVolumeClaim {claim}: the pod is scheduled once it exists")  # fmt: skip
+
+
+def open_volumes(ssn: Session, claimants: list[TaskInfo]) -> None:
+    """Judge every task with claims once, fold the verdict into its shape, and add the Filter
+    as a last predicate tier (kube-scheduler runs VolumeBinding after the node and resource
+    filters) when any verdict filters nodes."""
+    storage = ssn.snapshot.storage
+    seen: dict[tuple[str, tuple[str, ...]], VolumeFit] = {}
+    for task in claimants:
+        at = (task.namespace, task.spec.claims)
+        fit = seen.get(at)
+        if fit is None:
+            fit = seen[at] = volume_fit(task.namespace, task.spec.claims, storage)
+        task.volume = fit
+        task.shape = (*task_shape(task.spec), fit.key())
+    if any(f.filters for f in seen.values()):
+        ssn.add_predicate(PLUGIN, volume_filter)
+
+
+def volume_filter(task: TaskInfo, node: NodeInfo) -> Status | None:
+    fit = task.volume
+    return None if fit is None else fit.check(node)
