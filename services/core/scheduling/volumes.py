@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from contracts.workloads import LabelRequirement
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
-from services.core.scheduling.plugins.predicates import requirement_matches
+from services.core.scheduling.nodelabels import requirement_matches
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import Status, unresolvable
 from services.core.scheduling.storage import (
