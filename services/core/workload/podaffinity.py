@@ -73,6 +73,17 @@ def _listed(raw: object) -> Sequence[Any]:
     return raw if isinstance(raw, list) else []
 
 
+def topology_key(raw: Mapping[str, Any], where: str, problems: list[Problem]) -> str:
+    """A term's or constraint's `topologyKey`: required, and a qualified label name (the API
+    server's rule for both affinity terms and spread constraints)."""
+    key = str(raw.get("topologyKey") or "")
+    if not key:
+        problems.append((f"{where}.topologyKey", required("can not be empty")))
+    else:
+        for msg in names.qualified_name(key):
+            problems.append((f"{where}.topologyKey", invalid(key, msg)))
+    return key
+
 def _term(
     raw: object, where: str, namespace: str, labels: Mapping[str, str], problems: list[Problem]
 ) -> PodAffinityTerm | None:
@@ -81,12 +92,7 @@ def _term(
     if not isinstance(raw, Mapping):
         problems.append((where, required() if raw is None else invalid(raw, "must be an object")))
         return None
-    key = str(raw.get("topologyKey") or "")
-    if not key:
-        problems.append((f"{where}.topologyKey", required("can not be empty")))
-    else:
-        for msg in names.qualified_name(key):
-            problems.append((f"{where}.topologyKey", invalid(key, msg)))
+    key = topology_key(raw, where, problems)
     selector_raw = raw.get("labelSelector")
     selector = label_selector(selector_raw, f"{where}.labelSelector", problems)
     ns_selector = label_selector(

@@ -11,8 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from contracts.workloads import SpreadConstraint
-from services.core.workload import names
-from services.core.workload.podaffinity import Problem, label_selector, merged_label_keys
+from services.core.workload.podaffinity import (
+    Problem,
+    label_selector,
+    merged_label_keys,
+    topology_key,
+)
 from services.core.workload.rejection import invalid, quoted, required
 
 ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
@@ -45,12 +49,7 @@ def spread_constraints(
         skew = _int(c.get("maxSkew"))
         if skew is None or skew <= 0:
             problems.append((f"{where}.maxSkew", invalid(c.get("maxSkew"), NOT_POSITIVE)))
-        key = str(c.get("topologyKey") or "")
-        if not key:
-            problems.append((f"{where}.topologyKey", required("can not be empty")))
-        else:
-            for msg in names.qualified_name(key):
-                problems.append((f"{where}.topologyKey", invalid(key, msg)))
+        key = topology_key(c, where, problems)
         action = str(c.get("whenUnsatisfiable") or "")
         if not action:
             problems.append((f"{where}.whenUnsatisfiable", required()))
