@@ -23,12 +23,15 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(app, Allocator)
         return {"cards": app.api_cards}
 
-    def edge(_app: App, event_log: EventLog, kube: object) -> object:
+    def edge(app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.binder import Binder
         from services.kube.storagesource import StorageSource
 
-        return Binder(event_log, kube, node_lock=args.hami_node_lock == "on",  # type: ignore[arg-type]
-                      workers=args.bind_workers, storage=StorageSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
+        binder = Binder(event_log, kube, node_lock=args.hami_node_lock == "on",  # type: ignore[arg-type]
+                        workers=args.bind_workers, storage=StorageSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
+        assert isinstance(app, Allocator)
+        app.on_unfitted = binder.warn_unfitted
+        return binder
 
     catalogue = device_catalogue(args.device_config)
     vendors = build_vendors(catalogue) if catalogue else None

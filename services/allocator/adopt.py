@@ -19,7 +19,7 @@ from contracts.owners import owner_key
 from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
 from services.core.devices.fit import DeviceConfig
-from services.core.holdback import book_running, unfitted_warning
+from services.core.holdback import Unfitted, book_running, unfitted_warning
 from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
 
 
@@ -31,7 +31,7 @@ def resolve_existing(
     holdings: Mapping[str, AbstractSet[str]] | None = None,
     config: DeviceConfig | None = None,
     annotations: Mapping[str, Mapping[str, str]] | None = None,
-    warnings: list[str] | None = None,
+    warnings: list[Unfitted] | None = None,
 ) -> PlacementProposed | Refusal:
     """`holdings` (owner → cards): a pod booked already (with its node's registration) keeps
     exactly what it holds. `annotations` (node → its annotations): requests are fitted in the
@@ -64,8 +64,8 @@ def resolve_existing(
             picked, failed = book_running(here, p.fit, registry=vendors, config=config,
                                           node_annotations=(annotations or {}).get(p.node))  # fmt: skip
             if failed is not None and warnings is not None:
-                warnings.append(unfitted_warning(proposal.namespace, p.task, p.node, failed,
-                                                 [c for c, _ in picked]))  # fmt: skip
+                text = unfitted_warning(proposal.namespace, p.task, p.node, failed, [c for c, _ in picked])
+                warnings.append(Unfitted(proposal.namespace, p.task, p.node, text))
             slices = [SliceAssignment(card=c, node=p.node, slice=sl) for c, sl in picked]
         owner = owner_key(proposal.namespace, proposal.name, p.task)
         for a in slices:  # later pods of this proposal see these slices taken

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections import ChainMap, defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 
 import msgspec
@@ -47,6 +47,7 @@ from services.allocator.commit import (
     plan_release,
 )
 from services.core.devices import VendorRegistry, build_vendors
+from services.core.holdback import Unfitted
 from services.core.ledger import (
     CardState,
     RegisterCard,
@@ -98,6 +99,9 @@ class Allocator:
         self.view_seq = 0  # every event up to here is folded into the view (`follow_view`)
         self._moved = asyncio.Event()
         self.following = False  # in-process drivers without `background` judge on own writes
+        #: where a running pod that does not fit its node's cards is told of beyond the log
+        #: line (on a cluster: a Warning Event on the pod, by the Kubernetes edge)
+        self.on_unfitted: Callable[[Unfitted], Awaitable[None]] | None = None
         self.service = EventService(
             name=name,
             log=event_log,
@@ -332,12 +336,24 @@ class Allocator:
                 gone = decide(state, RetireCard())  # the node no longer reports it (HAMi health)
                 if not isinstance(gone, Rejection):
                     writes.extend(CardWrite(uuid, event.node, e) for e in gone)
-            writes.extend(self._book_running(event, writes))
+            unfitted: list[Unfitted] = []
+            writes.extend(self._book_running(event, writes, unfitted))
+            await self._say_unfitted(unfitted)
             if await self._card_batch(writes, rx):
                 return
         raise TransientError(f"node {event.node}: card ledgers kept moving")
 
-    def _book_running(self, event: NodeRegistered, writes: list[CardWrite]) -> list[CardWrite]:
+    async def _say_unfitted(self, unfitted: list[Unfitted]) -> None:
+        for u in unfitted:
+            log.warning("%s", u.text)
+            if self.on_unfitted is not None:
+                try:
+                    await self.on_unfitted(u)
+                except Exception as exc:  # a Warning not shown never stops the booking
+                    log.warning("warning about %s/%s not shown: %s", u.namespace, u.pod, exc)
+
+    def _book_running(self, event: NodeRegistered, writes: list[CardWrite],
+                      unfitted: list[Unfitted]) -> list[CardWrite]:  # fmt: skip
         """Slices of the pods already running on a newly registered node, in the same batch as
         its cards: no proposal (they all come after this registration) can take them first."""
         staged: dict[str, CardState] = {}
@@ -349,11 +365,8 @@ class Allocator:
         for task in event.running:
             if self.holdings.get(owner_key(task.namespace, task.job, task.task)):
                 continue  # booked already
-            unfitted: list[str] = []
             resolved = resolve_existing(running_proposal(event.node, task), view, here, self.vendors,
                                         annotations={event.node: event.annotations}, warnings=unfitted)  # fmt: skip
-            for w in unfitted:
-                log.warning("%s", w)
             plan = resolved if isinstance(resolved, Refusal) else plan_commit(resolved, view, self.holdings)
             if isinstance(plan, Refusal):
                 log.warning("running pod %s/%s on %s not booked: %s", task.namespace, task.task,
@@ -484,11 +497,10 @@ class Allocator:
                 continue
             if original.existing:  # already runs: its slices from annotations, or fitted
                 by_node = {p.node: self.node_cards(p.node) for p in original.placements}
-                unfitted: list[str] = []
+                unfitted: list[Unfitted] = []
                 resolved = resolve_existing(original, self.cards, by_node, self.vendors, self.holdings,
                                             annotations=self.node_annotations, warnings=unfitted)  # fmt: skip
-                for w in unfitted:
-                    log.warning("%s", w)
+                await self._say_unfitted(unfitted)
                 if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
                     raise TransientError(resolved.reason)  # its node registers soon
                 if isinstance(resolved, PlacementProposed):

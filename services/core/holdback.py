@@ -6,6 +6,7 @@ waits rather than sharing a card the running pod may be using. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from contracts.devices import SliceSpec
 from contracts.workloads import DeviceRequest
@@ -47,6 +48,16 @@ def holdback_slices(
         out.append((state.uuid, SliceSpec(kind="soft", memory=memory, cores=cores,
                                           exclusive=not u.slices_used)))  # fmt: skip
     return out
+
+
+class Unfitted(NamedTuple):
+    """A running pod that did not fit its node's free cards: who and where, for the Warning
+    Event a cluster shows on the pod (`kubectl describe pod`), and the line every log gets."""
+
+    namespace: str
+    pod: str
+    node: str
+    text: str
 
 
 def unfitted_warning(namespace: str, pod: str, node: str, reason: str, held: Sequence[str]) -> str:

@@ -47,9 +47,10 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import TaskSpec
+from services.core.holdback import Unfitted
 from services.core.scheduling.snapshot import task_names
 from services.core.scheduling.storage import SELECTED_NODE
-from services.kube import pods, volcano
+from services.kube import pods, status, volcano
 from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.kube.storagesource import StorageSource
@@ -223,6 +224,13 @@ class Binder:
             await self.service.run(stopping)
         finally:
             await cancel_all(tasks)
+
+    async def warn_unfitted(self, u: Unfitted) -> None:
+        """`kubectl describe pod` on a running pod whose cards Tessera had to guess shows why
+        its node's cards are held back; the pod may be another scheduler's, so it is named, not
+        read (its uid unknown: the Event's name still dedups by what it says)."""
+        about = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": u.pod, "namespace": u.namespace}}
+        await status.write_event(self.kube, about, "Warning", "UnfittedRunningPod", u.text, self.clock())
 
     async def _worker(self) -> None:
         while True:

@@ -102,10 +102,16 @@ def cpu_pod(name: str, cpu: str, *, scheduler: str = "volcano", node: str = "") 
 async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster, tmp_path: Path) -> None:
     """Another scheduler's 190-cpu pods on node-a and node-b (192 cpu each) leave 2 cpu there:
     Tessera's 40-cpu pods go to gpu-1 (4 fit), the fifth waits saying so — until their pod on
-    node-a is deleted; then it runs there."""
+    node-a is deleted; then it runs there. A hami-core card pod found running on node-a (a
+    template node: it cannot be fitted there) gets a Warning Event naming it and its node (issue 22)."""
     await hami_nodes(cluster)
     for node in ("node-a", "node-b"):
         await cluster.create_pod(cpu_pod(f"big-{node}", "190", scheduler="default-scheduler", node=node))
+    soft = cpu_pod("soft-npu", "100m", node="node-a")  # placed before Tessera ran
+    soft["metadata"]["annotations"] = {"huawei.com/vnpu-mode": "hami-core"}
+    soft["spec"]["containers"][0]["resources"]["limits"] = {
+        "huawei.com/Ascend910B3": "1", "huawei.com/Ascend910B3-memory": "4000"}  # fmt: skip
+    await cluster.create_pod(soft)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     async with Kubelet(cluster):
         await asyncio.to_thread(cp.start, lambda _line: None)
@@ -137,6 +143,14 @@ async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster,
                 return (await placed())[waiting] == "node-a"
 
             await wait_until(fifth_on_node_a, 90, "the fifth pod on node-a once their pod there is gone")
+
+            async def warned() -> list[str]:
+                return [e["message"] for e in await cluster.events() if e.get("reason") == "UnfittedRunningPod"
+                        and e["involvedObject"]["name"] == "soft-npu"]  # fmt: skip
+
+            await wait_until(warned, 30, "a Warning Event on the running pod that does not fit node-a's cards")
+            text = (await warned())[0]
+            assert "running pod default/soft-npu on node node-a" in text and "ModeNotFit" in text, text
         finally:
             await asyncio.to_thread(cp.stop)
 
