@@ -16,12 +16,15 @@ if TYPE_CHECKING:
 # Bytes left as they are; everything else becomes `_XX` (hex). `_` itself is escaped.
 _SAFE = re.compile(r"[A-Za-z0-9\-]")
 _ESCAPE_RE = re.compile(r"_([0-9A-F]{2})")
+_ALL_SAFE = re.compile(r"[A-Za-z0-9\-]+")
 
 
 def escape(name: str) -> str:
     """Turn an arbitrary name into one valid NATS subject token (never empty)."""
     if not name:
         return "_"
+    if _ALL_SAFE.fullmatch(name):  # nearly every name: one match, not one per character
+        return name
     out: list[str] = []
     for ch in name:
         if _SAFE.fullmatch(ch):
@@ -35,6 +38,8 @@ def unescape(token: str) -> str:
     """Inverse of :func:`escape`."""
     if token == "_":
         return ""
+    if "_" not in token:  # nothing escaped (every subject of every delivery is parsed)
+        return token
     raw = bytearray()
     i = 0
     while i < len(token):

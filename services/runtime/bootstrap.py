@@ -240,6 +240,9 @@ async def _run_service(
             await event_log.close()
             return PORT_TAKEN
     await app.recover()
+    snapshots = getattr(app, "snapshots", None)
+    if isinstance(snapshots, Snapshots) and snapshots.ride(app.service.filter_subjects, app.service.in_order()):
+        app.service.observers.append(snapshots.see)
     at_edge = edge(app, event_log, args.kube) if edge is not None and args.kube is not None else None
     if at_edge is not None:
         await at_edge.recover()
@@ -257,7 +260,6 @@ async def _run_service(
     tasks = [app.service.run(stopping, on_ready=ready), beat]
     if background is not None:
         tasks.append(background(stopping))
-    snapshots = getattr(app, "snapshots", None)
     if isinstance(snapshots, Snapshots):
         tasks.append(snapshots.keep(stopping))
     if at_edge is not None:

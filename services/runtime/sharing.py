@@ -31,13 +31,17 @@ Handle = Callable[[Delivery], Awaitable[str]]
 class Shared:
     """One delivery and its readers' parts; settles the delivery when the last part does."""
 
-    __slots__ = ("_delay", "_delivery", "_left", "_retry")
+    __slots__ = ("_delay", "_delivery", "_left", "_retry", "decoded")
 
     def __init__(self, delivery: Delivery, parts: int) -> None:
         self._delivery = delivery
         self._left = parts
         self._retry = False
         self._delay = 0.0
+        #: (registry, type, event) of the first reader's decode: events are frozen, so the
+        #: others take the same object instead of decoding the body again (a tenth of a
+        #: rider's handling in issue 29's profile)
+        self.decoded: tuple[object, str, object] | None = None
 
     def part(self) -> Part:
         return Part(self)
@@ -61,6 +65,10 @@ class Part:
     """What one reader sees of a shared delivery: a `Delivery` it settles exactly once."""
 
     __slots__ = ("_done", "_shared", "attempt", "message")
+
+    @property
+    def shared(self) -> Shared:
+        return self._shared
 
     def __init__(self, shared: Shared) -> None:
         self._shared = shared

@@ -100,3 +100,40 @@ async def test_an_unusable_snapshot_means_a_full_replay_and_says_why(jetstream_l
     broken = Snapshots(log, SeenFold(log.subjects), store)
     assert await broken.recover(last) == full and broken.used == 0
     assert "undecodable" in broken.why
+
+
+async def test_a_snapshot_riding_on_the_services_deliveries_equals_a_replay(jetstream_log: JetStreamLog) -> None:
+    """The writer folds what the service's consumer delivers (no second read of the log):
+    a redelivery is not folded again, and what it writes is the log's fold all the same."""
+    log, store = jetstream_log, ObjectStoreSnapshots(jetstream_log)
+    first = await append(log, 2)
+    snaps = Snapshots(log, SeenFold(log.subjects), store, every=1)
+    await snaps.recover(first)
+    assert not snaps.ride([log.subjects.all_jobs()], True)  # the queues' subjects unread
+    await snaps.recover(first)
+    assert not snaps.ride([log.subjects.all_queues(), log.subjects.all_jobs()], False)  # side by side
+    await snaps.recover(first)
+    assert snaps.ride([log.subjects.all_queues()], True)
+
+    last = await append(log, 3, "Closed")
+    svc = EventService(name="probe", log=log, filter_subjects=[log.subjects.all_queues()],
+                       handlers={QueueStateChanged: lambda _e, _rx: _noop()})  # fmt: skip
+    svc.observers.append(snaps.see)
+    consumer = await log.consumer("probe", svc.filter_subjects)
+    delivered = []
+    while len(delivered) < last:
+        d = await consumer.next(timeout=5)
+        assert d is not None
+        delivered.append(d)
+        await svc.handle(d)
+    await svc.handle(delivered[-1])  # again: at or below what the copy holds
+    assert await snaps.write()
+    assert snaps.saved is not None and snaps.saved[0] == last
+    again = Snapshots(log, SeenFold(log.subjects), store)
+    assert await again.recover(last) == await Snapshots(log, SeenFold(log.subjects)).recover(last)
+    assert again.used == last
+    await consumer.close()
+
+
+async def _noop() -> None:
+    return None
