@@ -8,7 +8,8 @@ common `[a-z0-9-]` names untouched so subjects stay readable in `nats stream vie
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from contracts.base import Event
@@ -129,34 +130,35 @@ class Subjects:
 
 def subject_of(subjects: Subjects, event: Event) -> str:
     """The aggregate subject an event is appended to — one answer for every writer."""
+    route = _ROUTES.get(type(event)) or _route(type(event))
+    return route(subjects, event)
+
+
+_ROUTES: dict[type, Callable[[Subjects, Any], str]] = {}
+
+
+def _route(cls: type) -> Callable[[Subjects, Any], str]:
+    """Each event type's subject rule, found once: a `match` over every event class cost 9 µs
+    per append, a tenth of admission's CPU in issue 29's profile."""
     from contracts import events as ev  # events do not import subjects; kept local to stay so
 
-    match event:
-        case ev.QueueCreated() | ev.QueueUpdated():
-            return subjects.queue(event.spec.name)
-        case ev.QueueStateChanged() | ev.QueueDeleted():
-            return subjects.queue(event.queue)
-        case ev.SchedulerConfigured():
-            return subjects.scheduler(event.scheduler)
-        case ev.PriorityClassCreated():
-            return subjects.priority_class(event.name)
-        case ev.JobSubmitted():
-            return subjects.job(event.spec.namespace, event.spec.name)
-        case ev.NodeRegistered() | ev.NodeLost():
-            return subjects.node(event.node)
-        case ev.NodeUsage():
-            return subjects.usage(event.node)
-        case ev.ClaimChanged():
-            return subjects.storage("pvc", event.name, event.namespace)
-        case ev.VolumeChanged():
-            return subjects.storage("pv", event.name)
-        case ev.StorageClassChanged():
-            return subjects.storage("sc", event.name)
-        case ev.StorageDeleted():
-            return subjects.storage(event.kind, event.name, event.namespace)
-        case ev.CardRegistered():
-            return subjects.card(event.card.node, event.card.uuid)
-        case ev.SliceReserved() | ev.SliceReleased() | ev.CardHealthChanged() | ev.CardRetired():
-            return subjects.card(event.node, event.card)
-        case _:  # every other event belongs to a job
-            return subjects.job(event.namespace, event.name)  # type: ignore[attr-defined]
+    rules: list[tuple[tuple[type, ...], Callable[[Subjects, Any], str]]] = [
+        ((ev.QueueCreated, ev.QueueUpdated), lambda s, e: s.queue(e.spec.name)),
+        ((ev.QueueStateChanged, ev.QueueDeleted), lambda s, e: s.queue(e.queue)),
+        ((ev.SchedulerConfigured,), lambda s, e: s.scheduler(e.scheduler)),
+        ((ev.PriorityClassCreated,), lambda s, e: s.priority_class(e.name)),
+        ((ev.JobSubmitted,), lambda s, e: s.job(e.spec.namespace, e.spec.name)),
+        ((ev.NodeRegistered, ev.NodeLost), lambda s, e: s.node(e.node)),
+        ((ev.NodeUsage,), lambda s, e: s.usage(e.node)),
+        ((ev.ClaimChanged,), lambda s, e: s.storage("pvc", e.name, e.namespace)),
+        ((ev.VolumeChanged,), lambda s, e: s.storage("pv", e.name)),
+        ((ev.StorageClassChanged,), lambda s, e: s.storage("sc", e.name)),
+        ((ev.StorageDeleted,), lambda s, e: s.storage(e.kind, e.name, e.namespace)),
+        ((ev.CardRegistered,), lambda s, e: s.card(e.card.node, e.card.uuid)),
+        ((ev.SliceReserved, ev.SliceReleased, ev.CardHealthChanged, ev.CardRetired),
+         lambda s, e: s.card(e.node, e.card)),
+    ]  # fmt: skip
+    # every other event belongs to a job
+    route = next((r for kinds, r in rules if issubclass(cls, kinds)), lambda s, e: s.job(e.namespace, e.name))
+    _ROUTES[cls] = route
+    return route

@@ -165,8 +165,15 @@ class EventService:
             env = Envelope.from_headers(msg.headers)
         except EnvelopeError as exc:
             return await self._park(delivery, f"bad envelope: {exc}")
+        once: list[Event] = []  # decoded at most once, by an observer or for the handler
+
+        def decoded() -> Event:
+            if not once:
+                once.append(self._decode(delivery, env.type))
+            return once[0]
+
         for see in self.observers:
-            see(msg, env.type, lambda: self._decode(delivery, env.type))
+            see(msg, env.type, decoded)
         handler = self._by_name.get(env.type)
         if handler is None:
             if env.type not in self.registry:
@@ -177,7 +184,7 @@ class EventService:
             await _settle(delivery.ack)
             return outcome
         try:
-            event = self._decode(delivery, env.type)
+            event = decoded()
         except (UndecodableEvent, UnknownEventType) as exc:
             return await self._park(delivery, f"undecodable {env.type}: {exc}")
         started = time.perf_counter()

@@ -205,8 +205,11 @@ class Snapshots(Generic[S]):
             return
         self._at = message.seq
         p = self.projection
-        if (p.types is not None and kind not in p.types) \
-                or not any(subject_matches(pt, message.subject) for pt in p.patterns):  # fmt: skip
+        if p.types is not None and kind not in p.types:
+            return
+        subject = message.subject
+        if not any(subject.startswith(pt[:-1]) if pt.endswith(".>") and "*" not in pt
+                   else subject_matches(pt, subject) for pt in p.patterns):  # fmt: skip
             return
         try:
             event = decoded()

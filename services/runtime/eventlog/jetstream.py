@@ -92,10 +92,24 @@ if hasattr(Client, "_parse_header_lines"):
     Client._parse_header_lines = staticmethod(_header_lines)  # type: ignore[method-assign]
 
 
-def _stored(msg: Msg) -> StoredMessage:
-    return StoredMessage(
-        msg.metadata.sequence.stream, msg.subject, msg.data, dict(msg.headers or {})
-    )
+def _seq_attempt(msg: Msg) -> tuple[int, int]:
+    """(stream sequence, delivery count) from the ack subject: nats-py's `metadata` builds a
+    datetime and three dataclasses per message, three quarters of making a delivery
+    (issue 29's profile); both ack-subject forms, else nats-py's own parse."""
+    tokens = (msg.reply or "").split(".")
+    if tokens[:2] == ["$JS", "ACK"]:
+        if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+            return int(tokens[5]), int(tokens[4])
+        if len(tokens) >= 11:  # with <domain>.<account hash> after ACK (and a token at the end)
+            return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.NumDelivered])
+    meta = msg.metadata
+    return meta.sequence.stream, meta.num_delivered
+
+
+def _stored(msg: Msg, seq: int | None = None) -> StoredMessage:
+    if seq is None:
+        seq = _seq_attempt(msg)[0]
+    return StoredMessage(seq, msg.subject, msg.data, dict(msg.headers or {}))
 
 
 class _PubAck(msgspec.Struct):
@@ -174,8 +188,8 @@ class JetStreamDelivery:
         self._msg = msg
         self._acks = acks
         self._queued = False
-        self.message = _stored(msg)
-        self.attempt = msg.metadata.num_delivered
+        seq, self.attempt = _seq_attempt(msg)
+        self.message = _stored(msg, seq)
 
     async def ack(self) -> None:
         # Double-acked: the server would refuse; settling twice is a no-op by contract.
