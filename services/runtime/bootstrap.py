@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -197,6 +198,18 @@ async def run_service(
     return await _run_service(name, args, build, api, edge)
 
 
+#: young collections after this many new container objects, not 700: a busy service's state
+#: is hundreds of thousands of objects that each young collection that promotes into the old
+#: generation makes the next full one walk — with the defaults the scheduler spent 28 % of its
+#: CPU in the collector (18 full collections in a 4,000-pod backlog), the others 6-9 %; with
+#: these, under 5 % (issue 29). Cycles are still collected, later and in fewer passes.
+GC_THRESHOLDS = (20_000, 20, 10)
+
+
+def tune_gc() -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 async def _run_service(
     name: str,
     args: argparse.Namespace,
@@ -205,6 +218,7 @@ async def _run_service(
     edge: EdgeFactory | None = None,
 ) -> int:
     configure_logging(name, args.log_level)
+    tune_gc()
     if args.trace_exporter != "none":
         trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     # else OpenTelemetry's no-op tracer: a span per message handled, with its ids, attributes
@@ -240,6 +254,7 @@ async def _run_service(
             await event_log.close()
             return PORT_TAKEN
     await app.recover()
+    gc.freeze()  # what recovery built lives on: later collections need not walk it again
     snapshots = getattr(app, "snapshots", None)
     if isinstance(snapshots, Snapshots) and snapshots.ride(app.service.filter_subjects, app.service.in_order()):
         app.service.observers.append(snapshots.see)
