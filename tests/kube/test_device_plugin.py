@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from services.kube import pods as kpods
 from services.kube.client import nodes_path
 from services.nodeagent.deviceplugin.node import NodeSide
 from services.nodeagent.deviceplugin.server import PluginServers
-from services.nodeagent.deviceplugin.tools import NPU_SMI_FIXTURE, Discovery
+from services.nodeagent.deviceplugin.tools import NPU_SMI_FIXTURE, NVIDIA_SMI_FIXTURE, Discovery
 from services.runtime.eventlog.jetstream import JetStreamLog
 from tests.allocator.scenario import decoded
 from tests.kube.cluster import Cluster
@@ -34,7 +36,8 @@ from tests.processes import wait_until
 
 NODE = "npu-1"
 RESOURCE = "huawei.com/Ascend910B3"
-RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "discovery" / "npu-smi-910b3x8.txt"
+DISCOVERY = Path(__file__).resolve().parents[1] / "fixtures" / "discovery"
+RECORDED = DISCOVERY / "npu-smi-910b3x8.txt"
 SLICE = {RESOURCE: "1", f"{RESOURCE}-memory": "16384"}
 
 
@@ -137,3 +140,44 @@ async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cl
             await servers.stop()
     reserved = {e.card for e in events if isinstance(e, SliceReserved) and e.owner.endswith("/pair")}
     assert reserved == {d.uuid for d in committed}
+
+
+async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_restart(
+        cluster: Cluster, tmp_path: Path, plugin_dir: Path) -> None:  # fmt: skip
+    """`python -m services.nodeagent.deviceplugin` as the DaemonSet runs it: 2 A100s split 10
+    ways are 20 `nvidia.com/gpu`; a restarted kubelet (its directory emptied, a new socket)
+    gets the plugin registered again; SIGTERM stops it cleanly."""
+    cards_dir = tmp_path / "cards"
+    cards_dir.mkdir()
+    shutil.copy(DISCOVERY / "nvidia-smi-a100x2.xml", cards_dir / NVIDIA_SMI_FIXTURE)
+    await cluster.create_node("gpu-1")
+    log = tmp_path / "plugin.log"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.nodeagent.deviceplugin", "--node", "gpu-1",
+        "--kubeconfig", str(cluster.kubeconfig), "--device-plugin-dir", str(plugin_dir),
+        "--discovery-fixture", str(cards_dir), "--report-every", "0.2",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)  # fmt: skip
+    try:
+        for _restart in range(2):
+            async with FakeKubelet(plugin_dir, cluster.kube, "gpu-1") as kubelet:
+                await kubelet.wait_for(lambda k=kubelet: len(k.devices.get("nvidia.com/gpu", [])) == 20)
+                assert [r.resource_name for r in kubelet.registrations] == ["nvidia.com/gpu"]
+                assert {d.topology.nodes[0].ID for d in kubelet.devices["nvidia.com/gpu"]} == {0}
+            await asyncio.to_thread(_empty, plugin_dir)  # what a starting kubelet does to the directory
+        node = await cluster.kube.get(nodes_path("gpu-1"))
+        gpus = hami.decode_register(hami.NVIDIA_REGISTER, node["metadata"]["annotations"][hami.NVIDIA_REGISTER])
+        assert [(d.index, d.count, d.devmem, d.devcore, d.mode, d.health) for d in gpus] == [
+            (0, 10, 40960, 100, "hami-core", True), (1, 10, 40960, 100, "hami-core", True)]  # fmt: skip
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), 15)
+        assert proc.returncode == 0, output.decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            output, _ = await proc.communicate()
+            log.write_bytes(output)
+
+
+def _empty(directory: Path) -> None:
+    for f in directory.iterdir():
+        f.unlink()

@@ -8,8 +8,10 @@ import pytest
 
 from contracts import hami
 from contracts.devices import CardSpec
+from contracts.events import TaskFinished
 from services.core.devices.catalogue import default_catalogue
 from services.kube.nodes import node_view
+from services.kube.pods import task_event
 from services.nodeagent.deviceplugin.allocate import AllocateError, allocate
 from services.nodeagent.deviceplugin.resources import node_annotations, preferred, resources
 from services.nodeagent.inventory import discovered_node
@@ -128,3 +130,12 @@ def test_preferred_allocation_steers_the_kubelet_to_the_committed_cards() -> Non
     assert preferred(available, ["c1-3"], 2, ["c2", "c0"]) == ["c1-3", "c2-0"]
     assert preferred(available, [], 3, ["c2"]) == ["c2-0", "c0-0", "c0-1"]
     assert preferred(["c0-1"], [], 1, ["c2"]) == ["c0-1"]  # the committed card has no free share
+
+
+def test_a_refused_allocate_finishes_the_task_as_the_kubelet_will() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns", "annotations": {hami.BIND_PHASE: "failed"}},
+           "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}}  # fmt: skip
+    assert task_event(pod, 5.0) == TaskFinished(namespace="ns", name="p", task="p", node="n1", exit_code=1,
+                                                reason="UnexpectedAdmissionError", at=5.0)  # fmt: skip
+    pod["metadata"]["annotations"][hami.BIND_PHASE] = "allocating"
+    assert task_event(pod, 5.0) is None

@@ -2,9 +2,9 @@
 its own unix socket in the device-plugins directory, registered with the kubelet's
 Registration service (`kubelet.sock` there).
 
-The kubelet removes every plugin socket when it restarts and forgets the plugins, so a change
-of `kubelet.sock` (a new inode) makes the servers start anew and register again, as HAMi's
-plugins do on their file watch. The decisions are `NodeSide`'s; this module only speaks gRPC.
+The kubelet removes every plugin socket when it restarts and forgets the plugins, so a new
+`kubelet.sock`, or one of our sockets gone, makes the servers start anew and register again
+at the next refresh, as HAMi's plugins do on their file watch. The decisions are `NodeSide`'s; this module only speaks gRPC.
 """
 
 from __future__ import annotations
@@ -86,14 +86,14 @@ class PluginServers:
         self.directory = directory
         self.servers: dict[str, grpc.aio.Server] = {}
         self.registered: list[str] = []  # resource names, in the order registered
-        self._kubelet: tuple[int, int] | None = None
+        self._kubelet: tuple[int, int] | None = None  # kubelet.sock's identity when registered
 
     def _kubelet_id(self) -> tuple[int, int] | None:
         try:
             st = os.stat(self.directory / KUBELET_SOCKET)
         except FileNotFoundError:
             return None
-        return st.st_dev, st.st_ino
+        return st.st_ino, st.st_ctime_ns  # an inode number may be reused at once
 
     async def sync(self) -> None:
         """Start a server for each new resource and register it; all anew after a kubelet restart."""
@@ -101,7 +101,9 @@ class PluginServers:
         if kubelet is None:
             log.warning("no %s in %s: the kubelet is not up (will retry)", KUBELET_SOCKET, self.directory)
             return
-        if kubelet != self._kubelet:
+        gone = [n for n in self.servers if not (self.directory / self.side.resources[n].socket).exists()
+                if n in self.side.resources]  # fmt: skip
+        if kubelet != self._kubelet or gone:  # a restarted kubelet removed our sockets
             await self.stop()
             self._kubelet = kubelet
         for name, res in self.side.resources.items():
