@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from contracts import hami
@@ -59,8 +58,7 @@ class NodeSide:
         self.version = 0  # bumped on every change of the devices: ListAndWatch sends anew
         self.changed = asyncio.Condition()
         self._written: dict[str, str] = {}
-        self._allocating = asyncio.Lock()
-        self.allocations: list[tuple[str, str, Allocation]] = []  # (pod, resource, what) served
+        self._allocating = asyncio.Lock()  # the kubelet admits one pod at a time; so do we
 
     # --- discovery and registration ------------------------------------------------------------
 
@@ -113,18 +111,17 @@ class NodeSide:
             containers = [str(c.get("name") or "") for c in
                           [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]  # fmt: skip
             try:
-                done = allocate(res, self.cards, annotations, requests, containers=containers,
-                                pod_uid=str(meta.get("uid") or ""), paths=self.paths,
-                                oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1)  # fmt: skip
+                answer = allocate(res, self.cards, annotations, requests, containers=containers,
+                                  pod_uid=str(meta.get("uid") or ""), paths=self.paths,
+                                  oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1)  # fmt: skip
             except (AllocateError, hami.CodecError) as exc:
                 await self._failed(ns, name, str(exc))
                 raise AllocateError(f"{ns}/{name}: {exc}") from None
-            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": done.patch}})
-            if done.done:
+            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": answer.patch}})
+            if answer.done:
                 await self.release_lock(ns, name)
-            self.allocations.append((f"{ns}/{name}", resource, done))
-            log.info("allocated %s for %s/%s%s", resource, ns, name, " (done)" if done.done else "")
-            return done
+            log.info("allocated %s for %s/%s%s", resource, ns, name, " (done)" if answer.done else "")
+            return answer
 
     async def pending_pod(self) -> dict[str, Any]:
         """The pod the kubelet is admitting: the node lock's, else the only one allocating here."""
@@ -215,7 +212,3 @@ class NodeSide:
 def _allocating_here(pod: Mapping[str, Any], node: str) -> bool:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return annotations.get(hami.BIND_PHASE) == "allocating" and annotations.get(hami.VGPU_NODE) == node
-
-
-def socket_path(directory: Path, resource: Resource) -> Path:
-    return directory / resource.socket

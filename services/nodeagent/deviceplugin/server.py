@@ -64,7 +64,7 @@ class Plugin(pb_grpc.DevicePluginServicer):
 
     async def Allocate(self, request: pb.AllocateRequest, context: grpc.aio.ServicerContext) -> pb.AllocateResponse:
         try:
-            done = await self.side.allocate(self.resource, [list(r.devices_ids) for r in request.container_requests])
+            answer = await self.side.allocate(self.resource, [list(r.devices_ids) for r in request.container_requests])
         except AllocateError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             raise  # abort raises; unreachable
@@ -72,7 +72,7 @@ class Plugin(pb_grpc.DevicePluginServicer):
             pb.ContainerAllocateResponse(envs=g.envs, mounts=[
                 pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
                 for m in g.mounts])
-            for g in done.grants])  # fmt: skip
+            for g in answer.grants])  # fmt: skip
 
     async def PreStartContainer(self, request: pb.PreStartContainerRequest, context: object) -> pb.PreStartContainerResponse:
         return pb.PreStartContainerResponse()
