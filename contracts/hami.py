@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from contracts.devices import CardSpec, SliceSpec
 from contracts.events import SliceAssignment
@@ -129,6 +130,47 @@ def decode_register(key: str, value: str) -> list[RegisteredDevice]:
             mode=f[8] if len(f) == 9 else "",
         ))  # fmt: skip
     return out
+
+
+def encode_register(devices: Sequence[RegisteredDevice], network_ids: bool = False) -> str:
+    """The JSON register annotation as HAMi's `MarshalNodeDevices` writes it: Go's `omitempty`
+    drops zero values (index 0, numa 0, health false, empty mode), and Ascend910* chips carry
+    `custominfo.NetworkID` (`network_ids`), which `decode_register` reads back."""
+    out = []
+    for d in devices:
+        item: dict[str, object] = {"id": d.uuid}
+        for key, value in (("index", d.index), ("count", d.count), ("devmem", d.devmem),
+                           ("devcore", d.devcore), ("type", d.type), ("numa", d.numa),
+                           ("mode", d.mode), ("health", d.health)):  # fmt: skip
+            if value:
+                item[key] = value
+        if network_ids:
+            item["custominfo"] = {"NetworkID": d.network_id}
+        out.append(item)
+    return json.dumps(out, separators=(",", ":"))
+
+
+def reported_value(now: float) -> str:
+    """The handshake an agent writes: `Reported_<YYYY.MM.DD hh:mm:ss>` (UTC)."""
+    return "Reported_" + datetime.fromtimestamp(now, UTC).strftime("%Y.%m.%d %H:%M:%S")
+
+
+def lock_value(now: float, namespace: str, pod: str) -> str:
+    """The node lock: `<RFC3339>,<namespace>,<pod>` (HAMi `nodelock`)."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{stamp},{namespace},{pod}"
+
+
+def lock_holder(value: str) -> tuple[float, str, str] | None:
+    """(time, namespace, pod) of a node lock value; None when it names no pod."""
+    parts = value.split(",")
+    if len(parts) < 3:
+        return None
+    try:
+        at = datetime.fromisoformat(parts[0].replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        at = 0.0
+    return at, parts[1], parts[2]
 
 
 def encode_pod_devices(containers: Sequence[Sequence[PodDevice]]) -> str:

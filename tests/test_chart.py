@@ -98,6 +98,7 @@ def test_helm_lint_strict_passes_with_default_and_cluster_values() -> None:
     ("metrics.dashboard.enable=true", "/metrics/dashboard"),
     ("metrics.dashboard.labelValue=a b", "/metrics/dashboard/labelValue"),
     ("crds.instal=true", "/crds"),
+    ("nodeAgent.devicePlugin=nvidia", "/nodeAgent/devicePlugin"),
 ])  # fmt: skip
 def test_the_schema_refuses_a_typo_with_its_path(setting: str, path: str) -> None:
     out = helm("template", "rel", str(CHART), "--set", setting, check=False)
@@ -545,6 +546,53 @@ def test_rbac_grants_exactly_the_verbs_each_service_calls(default: list[Obj]) ->
         binding = bindings[full]
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": full}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": "tessera-system"}]
+
+
+# ---- Tessera's node side (nodeAgent.devicePlugin: tessera) ---------------------------------
+
+NODE_SIDE = ROOT / "services" / "nodeagent" / "deviceplugin" / "node.py"
+
+
+@needs_helm
+def test_the_device_plugin_daemonset_is_rendered_only_when_asked(default: list[Obj]) -> None:
+    import kubernetes_validate
+
+    from services.nodeagent.deviceplugin.__main__ import parser
+
+    assert not of_kind(default, "DaemonSet")  # HAMi's device plugins serve the nodes
+    docs = render(sets=("nodeAgent.devicePlugin=tessera", "nodeAgent.nodeConfig=nodes: []",
+                        "deviceConfig=vnpus: {}"))  # fmt: skip
+    for doc in docs:
+        if doc["kind"] != "ServiceMonitor":
+            kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+    name = "rel-tessera-device-plugin"
+    pod = of_kind(docs, "DaemonSet")[name]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["args"][0] == "services.nodeagent.deviceplugin"
+    args = parser().parse_args(c["args"][1:])
+    assert (args.in_cluster, str(args.device_plugin_dir), args.report_every) == (True, "/var/lib/kubelet/device-plugins", 30)
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["device-plugins"]["mountPath"] == volumes["device-plugins"]["hostPath"]["path"] == str(args.device_plugin_dir)
+    assert volumes[mounts["node-config"]["name"]]["configMap"]["name"] == f"{name}-node-config"
+    assert str(args.node_config).startswith(mounts["node-config"]["mountPath"])
+    assert str(args.device_config).startswith(mounts["config"]["mountPath"])
+    assert mounts["ascend-driver"]["readOnly"] and volumes["ascend-driver"]["hostPath"]["path"] == "/usr/local/Ascend/driver"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+    assert pod["tolerations"] == [{"operator": "Exists", "effect": "NoSchedule"}]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"][0]["key"] for t in terms] == ["ascend", "gpu"]
+    # its role grants exactly what the node side calls, and a policy holds it to its own Node
+    role = of_kind(docs, "ClusterRole")[name]
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}  # fmt: skip
+    assert granted == _api_calls(ast.parse(NODE_SIDE.read_text()), "deviceplugin")
+    assert of_kind(docs, "ClusterRoleBinding")[name]["subjects"][0]["name"] == pod["serviceAccountName"] == name
+    policy = of_kind(docs, "ValidatingAdmissionPolicy")[f"{name}-own-node"]
+    assert f"system:serviceaccount:tessera-system:{name}" in policy["spec"]["matchConditions"][0]["expression"]
+    assert of_kind(docs, "ValidatingAdmissionPolicyBinding")[f"{name}-own-node"]["spec"]["policyName"] == f"{name}-own-node"
 
 
 # ---- a real API server, when there is one ---------------------------------------------------

@@ -30,7 +30,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from contracts import hami
@@ -79,22 +78,6 @@ class BinderStats:
     in_flight: int = 0
     max_in_flight: int = 0
     latencies: list[float] = field(default_factory=list)
-
-
-def lock_value(now: float, namespace: str, pod: str) -> str:
-    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{stamp},{namespace},{pod}"
-
-
-def lock_holder(value: str) -> tuple[float, str, str] | None:
-    parts = value.split(",")
-    if len(parts) < 3:
-        return None
-    try:
-        at = datetime.fromisoformat(parts[0].replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        at = 0.0
-    return at, parts[1], parts[2]
 
 
 def _bound_for(pod: dict, stamp: str) -> bool:
@@ -389,7 +372,7 @@ class Binder:
             self._node_changed.setdefault(name, asyncio.Event()).set()
 
     def _takeable(self, value: str, ns: str, pod: str) -> bool:
-        holder = lock_holder(value)
+        holder = hami.lock_holder(value)
         if holder is None:
             return True
         at, hns, hpod = holder
@@ -418,7 +401,7 @@ class Binder:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), 1.0)
                 continue
-            patch = {"metadata": {"annotations": {hami.NODE_LOCK: lock_value(self.clock(), ns, pod)}}}
+            patch = {"metadata": {"annotations": {hami.NODE_LOCK: hami.lock_value(self.clock(), ns, pod)}}}
             if meta.get("resourceVersion"):
                 patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
             try:
@@ -437,7 +420,7 @@ class Binder:
             obj = self.nodes.get(node) or {}
             meta = obj.get("metadata") or {}
             current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
-            holder = lock_holder(current) if current else None
+            holder = hami.lock_holder(current) if current else None
             if holder is None or holder[1:] != (ns, pod):
                 return
             patch: dict[str, Any] = {"metadata": {"annotations": {hami.NODE_LOCK: None}}}

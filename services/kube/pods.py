@@ -25,6 +25,8 @@ from services.core.workload.podaffinity import pod_affinity
 from services.kube import volcano
 
 POD_UID = "tessera.io/pod-uid"  # task annotation: the pod a task was admitted from
+#: the kubelet's reason for a pod whose device plugin refused Allocate
+ALLOCATE_FAILED = "UnexpectedAdmissionError"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +181,18 @@ def exit_code(obj: Mapping[str, Any]) -> tuple[int, str]:
 
 
 def task_event(obj: Mapping[str, Any], now: float) -> TaskStarted | TaskFinished | None:
-    """What the pod's phase says about its task (None while Pending/Unknown or unbound)."""
+    """What the pod's phase says about its task (None while Pending/Unknown or unbound).
+
+    A Pending pod whose device plugin refused Allocate (`hami.io/bind-phase: failed`) has
+    failed already: the kubelet rejects its admission (`UnexpectedAdmissionError`), and its
+    slices are freed without waiting for that status write."""
     r, node, ph = ref(obj), node_name(obj), phase(obj)
     if not node:
         return None
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if ph == "Pending" and annotations.get(hami.BIND_PHASE) == "failed":
+        return TaskFinished(namespace=r.namespace, name=r.job, task=r.name, node=node, exit_code=1,
+                            reason=ALLOCATE_FAILED, at=now)  # fmt: skip
     if ph == "Running":
         return TaskStarted(namespace=r.namespace, name=r.job, task=r.name, node=node, at=now)
     if ph in ("Succeeded", "Failed"):

@@ -1,0 +1,214 @@
+"""Tessera's node side on one node (the DaemonSet): discover the cards, write HAMi's node
+annotations, and serve the kubelet's device-plugin calls for them — the half of HAMi an
+operator otherwise installs for its device plugins.
+
+Every `report_every` seconds (HAMi's agents: 30 s) the cards are read again with the vendor
+tools; a change (a card gone unhealthy, a card gone) is sent to the kubelet through
+ListAndWatch and to the cluster through the register annotation, which Tessera's cluster-side
+node agent turns into the node's registration (the allocator then takes no new slices on the
+unhealthy card). The handshake is refreshed each time, so a node whose agent stopped is seen.
+
+Allocate finds its pod as HAMi's plugins do: the pod the node lock names (Tessera's binder
+holds it while binding a device pod), else the one pod on this node in `bind-phase:
+allocating`. On success the pod's erased slots are written back and, with no device left,
+`bind-phase: success` and the lock is released; on failure `bind-phase: failed` and the lock is
+released, and the kubelet fails the pod's admission (its task finishes, its slices are freed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from contracts import hami
+from contracts.devices import CardSpec
+from services.core.devices.catalogue import Catalogue
+from services.kube.client import Kube, KubeError, nodes_path, pods_path
+from services.nodeagent.deviceplugin.allocate import (
+    DEFAULT_PATHS,
+    AllocateError,
+    Allocation,
+    HostPaths,
+    allocate,
+)
+from services.nodeagent.deviceplugin.resources import Resource, node_annotations, resources
+from services.nodeagent.deviceplugin.tools import Discovery
+
+log = logging.getLogger(__name__)
+
+REPORT_EVERY = 30.0
+
+
+class NodeSide:
+    def __init__(self, kube: Kube, discovery: Discovery, *, catalogue: Catalogue,
+                 paths: HostPaths = DEFAULT_PATHS, clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.kube = kube
+        self.discovery = discovery
+        self.node = discovery.node
+        self.catalogue = catalogue
+        self.paths = paths
+        self.clock = clock
+        self.cards: dict[str, CardSpec] = {}
+        self.resources: dict[str, Resource] = {}
+        self.hami_vnpu_core = False
+        self.version = 0  # bumped on every change of the devices: ListAndWatch sends anew
+        self.changed = asyncio.Condition()
+        self._written: dict[str, str] = {}
+        self._allocating = asyncio.Lock()  # the kubelet admits one pod at a time; so do we
+
+    # --- discovery and registration ------------------------------------------------------------
+
+    async def refresh(self) -> bool:
+        """Read the cards again; True when the devices changed (ListAndWatch woken)."""
+        found = await self.discovery.read()
+        self.hami_vnpu_core = found.annotations.get(hami.VNPU_CORE) == "true"
+        cards = {c.uuid: c for c in found.cards}
+        changed = cards != self.cards
+        if changed:
+            self.cards = cards
+            self.resources = {r.name: r for r in resources(found.cards, self.catalogue)}
+            async with self.changed:
+                self.version += 1
+                self.changed.notify_all()
+            log.info("node %s: %d cards, resources %s", self.node, len(cards),
+                     ", ".join(f"{r.name}={len(r.devices)}" for r in self.resources.values()))  # fmt: skip
+        await self.write_annotations()
+        return changed
+
+    async def write_annotations(self) -> None:
+        """HAMi's register annotations and fresh handshakes; a vendor no longer here loses its
+        register annotation (HAMi's scheduler then drops its devices)."""
+        wanted: dict[str, str | None] = dict(node_annotations(list(self.cards.values()), self.catalogue,
+                                                              self.clock(), self.hami_vnpu_core))  # fmt: skip
+        for key in self._written:
+            wanted.setdefault(key, None)
+        await self.kube.patch(nodes_path(self.node), {"metadata": {"annotations": wanted}})
+        self._written = {k: v for k, v in wanted.items() if v is not None}
+
+    async def wait_change(self, seen: int) -> int:
+        """The devices' version once it differs from `seen` (ListAndWatch's next send)."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.version != seen)
+            return self.version
+
+    # --- Allocate ------------------------------------------------------------------------------
+
+    async def allocate(self, resource: str, requests: Sequence[Sequence[str]]) -> Allocation:
+        """Serve the kubelet's Allocate; raises AllocateError after marking the pod failed."""
+        async with self._allocating:
+            res = self.resources.get(resource)
+            if res is None:
+                raise AllocateError(f"{resource}: not a resource of node {self.node}")
+            pod = await self.pending_pod()
+            meta = pod.get("metadata") or {}
+            ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+            annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+            spec = pod.get("spec") or {}
+            containers = [str(c.get("name") or "") for c in
+                          [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]  # fmt: skip
+            try:
+                answer = allocate(res, self.cards, annotations, requests, containers=containers,
+                                  pod_uid=str(meta.get("uid") or ""), paths=self.paths,
+                                  oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1)  # fmt: skip
+            except (AllocateError, hami.CodecError) as exc:
+                await self._failed(ns, name, str(exc))
+                raise AllocateError(f"{ns}/{name}: {exc}") from None
+            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": answer.patch}})
+            if answer.done:
+                await self.release_lock(ns, name)
+            log.info("allocated %s for %s/%s%s", resource, ns, name, " (done)" if answer.done else "")
+            return answer
+
+    async def pending_pod(self) -> dict[str, Any]:
+        """The pod the kubelet is admitting: the node lock's, else the only one allocating here."""
+        node = await self.kube.get(nodes_path(self.node))
+        lock = ((node.get("metadata") or {}).get("annotations") or {}).get(hami.NODE_LOCK, "")
+        holder = hami.lock_holder(lock) if lock else None
+        if holder is not None:
+            _, ns, name = holder
+            try:
+                pod = await self.kube.get(pods_path(ns, name))
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                raise AllocateError(f"the node lock names {ns}/{name}, which does not exist") from None
+            if _allocating_here(pod, self.node):
+                return pod
+            raise AllocateError(f"the node lock names {ns}/{name}, which is not allocating on {self.node}")
+        listed = await self.kube.get(pods_path(), fieldSelector=f"spec.nodeName={self.node}")
+        found = [p for p in listed.get("items") or [] if _allocating_here(p, self.node)]
+        if len(found) != 1:
+            raise AllocateError(f"no node lock on {self.node} and {len(found)} pods allocating there "
+                                "(exactly one can be served without the lock)")  # fmt: skip
+        return found[0]
+
+    async def _failed(self, ns: str, name: str, reason: str) -> None:
+        log.warning("Allocate for %s/%s failed: %s", ns, name, reason)
+        with contextlib.suppress(KubeError):
+            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": {hami.BIND_PHASE: "failed"}}})
+        await self.release_lock(ns, name)
+
+    async def release_lock(self, ns: str, name: str) -> None:
+        """Erase the node lock if it names this pod, at the version read (never another's)."""
+        for _attempt in range(5):
+            try:
+                node = await self.kube.get(nodes_path(self.node))
+            except KubeError:
+                return
+            meta = node.get("metadata") or {}
+            holder = hami.lock_holder((meta.get("annotations") or {}).get(hami.NODE_LOCK, "") or "")
+            if holder is None or holder[1:] != (ns, name):
+                return
+            patch = {"metadata": {"annotations": {hami.NODE_LOCK: None},
+                                  "resourceVersion": meta.get("resourceVersion")}}  # fmt: skip
+            try:
+                await self.kube.patch(nodes_path(self.node), patch)
+                return
+            except KubeError as exc:
+                if exc.status != 409:
+                    log.warning("node lock of %s not released: %s", self.node, exc)
+                    return
+
+    async def wanted_cards(self, resource: str) -> list[str]:
+        """The cards the next container of the pod being admitted was committed to ([] when no
+        pod is found: the kubelet's preference is then any)."""
+        res = self.resources.get(resource)
+        if res is None:
+            return []
+        try:
+            pod = await self.pending_pod()
+        except (AllocateError, KubeError):
+            return []
+        value = ((pod.get("metadata") or {}).get("annotations") or {}).get(res.to_allocate, "")
+        try:
+            slots = hami.decode_pod_devices(res.to_allocate, value)
+        except hami.CodecError:
+            return []
+        return [d.uuid for d in next((s for s in slots if s), [])]
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self, stopping: asyncio.Event, every: float = REPORT_EVERY,
+                  on_refresh: Callable[[], Any] | None = None) -> None:  # fmt: skip
+        """Refresh every `every` seconds until `stopping`; a failed refresh is retried after 5 s
+        (HAMi's agents do the same) and keeps the last devices."""
+        while not stopping.is_set():
+            wait = every
+            try:
+                await self.refresh()
+                if on_refresh is not None:
+                    await on_refresh()
+            except Exception:
+                log.exception("node %s: refresh failed; retrying", self.node)
+                wait = 5.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), wait)
+
+
+def _allocating_here(pod: Mapping[str, Any], node: str) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(hami.BIND_PHASE) == "allocating" and annotations.get(hami.VGPU_NODE) == node

@@ -1,0 +1,183 @@
+"""Tessera's node side on a cluster: the node agent of one node with 8 Ascend 910B3 cards (a
+discovery fixture) registers them with a kubelet over real unix sockets and on its Node in
+HAMi's annotations; the control plane schedules and binds a pod with two 16 GB slices, and the
+kubelet's Allocate gets exactly those cards' environment, the lock released and the pod's
+HAMi annotations still readable. A card that turns Critical goes Unhealthy to the kubelet and
+unhealthy in the allocator's ledger; an Allocate the plugin refuses fails the pod and frees
+its slices."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contracts import hami
+from contracts.events import CardRegistered, SliceReleased, SliceReserved
+from services.cli.up import ControlPlane
+from services.core.devices.catalogue import default_catalogue
+from services.kube import pods as kpods
+from services.kube.client import nodes_path
+from services.nodeagent.deviceplugin.node import NodeSide
+from services.nodeagent.deviceplugin.server import PluginServers
+from services.nodeagent.deviceplugin.tools import NPU_SMI_FIXTURE, NVIDIA_SMI_FIXTURE, Discovery
+from services.runtime.eventlog.jetstream import JetStreamLog
+from tests.allocator.scenario import decoded
+from tests.kube.cluster import Cluster
+from tests.kube.fakekubelet import FakeKubelet
+from tests.kube.workload import as_pod
+from tests.processes import wait_until
+
+NODE = "npu-1"
+RESOURCE = "huawei.com/Ascend910B3"
+DISCOVERY = Path(__file__).resolve().parents[1] / "fixtures" / "discovery"
+RECORDED = DISCOVERY / "npu-smi-910b3x8.txt"
+SLICE = {RESOURCE: "1", f"{RESOURCE}-memory": "16384"}
+
+
+@pytest.fixture
+def plugin_dir() -> Iterator[Path]:
+    """Short: a unix socket path must stay under 108 bytes, pytest's temp paths may not."""
+    d = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def two_slices(name: str) -> dict:
+    return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "a", "resources": {"limits": SLICE}}, {"name": "b", "resources": {"limits": SLICE}}]}})  # fmt: skip
+
+
+async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cluster, tmp_path: Path,
+                                                                     plugin_dir: Path) -> None:  # fmt: skip
+    cards_dir = tmp_path / "cards"
+    cards_dir.mkdir()
+    healthy = RECORDED.read_text().replace("Critical", "OK      ")
+    (cards_dir / NPU_SMI_FIXTURE).write_text(healthy)
+    await cluster.create_node(NODE)
+    catalogue = default_catalogue()
+    side = NodeSide(cluster.kube, Discovery(NODE, catalogue, fixture=cards_dir), catalogue=catalogue)
+    servers = PluginServers(side, plugin_dir)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with FakeKubelet(plugin_dir, cluster.kube, NODE, wrong_count=frozenset({"bad"})) as kubelet:
+        await side.refresh()
+        await servers.sync()
+        # the kubelet sees HAMi's count: 8 cards × split count 4 (65536 // 16384)
+        await kubelet.wait_for(lambda: len(kubelet.devices.get(RESOURCE, [])) == 32)
+        assert [(r.resource_name, r.version) for r in kubelet.registrations] == [(RESOURCE, "v1beta1")]
+        assert {d.health for d in kubelet.devices[RESOURCE]} == {"Healthy"}
+        node = await cluster.kube.get(nodes_path(NODE))
+        ann = node["metadata"]["annotations"]
+        registered = hami.decode_register(hami.ascend_register_key("Ascend910B3"), ann[hami.ascend_register_key("Ascend910B3")])
+        assert [(d.uuid, d.index, d.count, d.devmem, d.devcore, d.health, d.network_id) for d in registered] == [
+            (f"{NODE}-Ascend910B3-{i}", i, 4, 65536, 20, True, 0 if i <= 3 else 1) for i in range(8)]  # fmt: skip
+        assert ann[hami.ascend_handshake_key("Ascend910B3")].startswith("Reported_")
+        assert node["status"]["allocatable"][RESOURCE] == "32"
+
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(two_slices("pair"))
+            await kubelet.wait_for(lambda: "pair" in kubelet.admitted)
+            pod = await cluster.pod("default", "pair")
+            assert pod is not None and kpods.phase(pod) == "Running", kubelet.admitted["pair"]
+            pa = pod["metadata"]["annotations"]
+            committed = hami.allocated_devices(pa)  # what the binder wrote: one card per container
+            assert [(d.memory, d.type) for d in committed] == [(16384, "Ascend910B3")] * 2
+            assert committed[0].uuid != committed[1].uuid
+            got = kubelet.admitted["pair"]
+            index = {f"{NODE}-Ascend910B3-{i}": str(i) for i in range(8)}
+            assert got.envs == [{"ASCEND_VISIBLE_DEVICES": index[d.uuid], "ASCEND_VNPU_SPECS": "vir05_1c_16g"}
+                                for d in committed]  # fmt: skip
+            # the kubelet was steered to shares of those very cards
+            assert [ids[0].rsplit("-", 1)[0] for ids in got.chosen] == [d.uuid for d in committed]
+            assert pa[hami.BIND_PHASE] == "success"
+            assert hami.decode_pod_devices("k", pa[hami.ascend_to_allocate_key("Ascend910B3")]) == [[], []]
+            assert set(hami.runtime_templates(pa)) == {d.uuid for d in committed}
+            node = await cluster.kube.get(nodes_path(NODE))
+            assert hami.NODE_LOCK not in (node["metadata"].get("annotations") or {})
+
+            # a card turns Critical: the kubelet is told, the allocator's ledger too
+            sends = kubelet.sends
+            (cards_dir / NPU_SMI_FIXTURE).write_text(RECORDED.read_text())
+            assert await side.refresh()
+            await kubelet.wait_for(lambda: kubelet.sends > sends)
+            sick = {d.ID.rsplit("-", 1)[0] for d in kubelet.devices[RESOURCE] if d.health == "Unhealthy"}
+            assert sick == {f"{NODE}-Ascend910B3-6"}
+
+            # an Allocate the plugin refuses: bind-phase failed, lock released, slices freed
+            await cluster.create_pod(as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"},
+                                             "spec": {"containers": [{"name": "c", "resources": {"limits": SLICE}}]}}))  # fmt: skip
+            await kubelet.wait_for(lambda: "bad" in kubelet.admitted)
+            assert "device number not matched" in kubelet.admitted["bad"].error
+            bad = await cluster.pod("default", "bad")
+            assert bad is not None and bad["metadata"]["annotations"][hami.BIND_PHASE] == "failed"
+            node = await cluster.kube.get(nodes_path(NODE))
+            assert hami.NODE_LOCK not in (node["metadata"].get("annotations") or {})
+
+            log = await JetStreamLog.connect(cp.url)
+            events: list = []
+
+            async def recorded() -> bool:
+                nonlocal events
+                events = decoded([m async for m in log.replay()])
+                freed = any(isinstance(e, SliceReleased) and e.owner.endswith("/bad") for e in events)
+                sick = any(isinstance(e, CardRegistered) and e.card.uuid == f"{NODE}-Ascend910B3-6"
+                           and not e.usage.healthy for e in events)  # fmt: skip
+                return freed and sick
+
+            try:
+                await wait_until(recorded, 60, "the refused pod's slices freed, card 6 unhealthy in the ledger")
+            finally:
+                await log.close()
+        finally:
+            await asyncio.to_thread(cp.stop)
+            await servers.stop()
+    reserved = {e.card for e in events if isinstance(e, SliceReserved) and e.owner.endswith("/pair")}
+    assert reserved == {d.uuid for d in committed}
+
+
+async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_restart(
+        cluster: Cluster, tmp_path: Path, plugin_dir: Path) -> None:  # fmt: skip
+    """`python -m services.nodeagent.deviceplugin` as the DaemonSet runs it: 2 A100s split 10
+    ways are 20 `nvidia.com/gpu`; a restarted kubelet (its directory emptied, a new socket)
+    gets the plugin registered again; SIGTERM stops it cleanly."""
+    cards_dir = tmp_path / "cards"
+    cards_dir.mkdir()
+    shutil.copy(DISCOVERY / "nvidia-smi-a100x2.xml", cards_dir / NVIDIA_SMI_FIXTURE)
+    await cluster.create_node("gpu-1")
+    log = tmp_path / "plugin.log"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.nodeagent.deviceplugin", "--node", "gpu-1",
+        "--kubeconfig", str(cluster.kubeconfig), "--device-plugin-dir", str(plugin_dir),
+        "--discovery-fixture", str(cards_dir), "--report-every", "0.2",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)  # fmt: skip
+    try:
+        for _restart in range(2):
+            async with FakeKubelet(plugin_dir, cluster.kube, "gpu-1") as kubelet:
+                await kubelet.wait_for(lambda k=kubelet: len(k.devices.get("nvidia.com/gpu", [])) == 20)
+                assert [r.resource_name for r in kubelet.registrations] == ["nvidia.com/gpu"]
+                assert {d.topology.nodes[0].ID for d in kubelet.devices["nvidia.com/gpu"]} == {0}
+            await asyncio.to_thread(_empty, plugin_dir)  # what a starting kubelet does to the directory
+        node = await cluster.kube.get(nodes_path("gpu-1"))
+        gpus = hami.decode_register(hami.NVIDIA_REGISTER, node["metadata"]["annotations"][hami.NVIDIA_REGISTER])
+        assert [(d.index, d.count, d.devmem, d.devcore, d.mode, d.health) for d in gpus] == [
+            (0, 10, 40960, 100, "hami-core", True), (1, 10, 40960, 100, "hami-core", True)]  # fmt: skip
+        proc.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(proc.communicate(), 15)
+        assert proc.returncode == 0, output.decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            output, _ = await proc.communicate()
+            log.write_bytes(output)
+
+
+def _empty(directory: Path) -> None:
+    for f in directory.iterdir():
+        f.unlink()

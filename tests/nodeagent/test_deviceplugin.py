@@ -1,0 +1,141 @@
+"""The node side's pure parts: the node annotations read back as the same cards by the reader
+of HAMi's protocol, the kubelet's device counts, Allocate's answer per vendor and mode with
+HAMi's pop semantics, its refusals, and the preferred allocation."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts import hami
+from contracts.devices import CardSpec
+from contracts.events import TaskFinished
+from services.core.devices.catalogue import default_catalogue
+from services.kube.nodes import node_view
+from services.kube.pods import task_event
+from services.nodeagent.deviceplugin.allocate import AllocateError, allocate
+from services.nodeagent.deviceplugin.resources import node_annotations, preferred, resources
+from services.nodeagent.inventory import discovered_node
+from tests.nodeagent.test_discovery import fixture
+
+CATALOGUE = default_catalogue()
+NOW = 1_796_000_000.0
+
+
+def _node(npu: str = "", gpu: str = "", core: bool = False) -> list[CardSpec]:
+    return list(discovered_node("n1", 0, 0, npu_smi=npu, nvidia_smi_xml=gpu, hami_vnpu_core=core).cards)
+
+
+def _node_object(annotations: dict[str, str]) -> dict:
+    return {"metadata": {"name": "n1", "annotations": annotations},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "20"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("core", [False, True])
+def test_annotations_read_back_as_the_discovered_cards(core: bool) -> None:
+    cards = _node(fixture("npu-smi-910b3x8.txt"), fixture("nvidia-smi-a100x2.xml"), core)
+    ann = node_annotations(cards, CATALOGUE, NOW, core)
+    assert ann[hami.ascend_handshake_key("Ascend910B3")] == hami.reported_value(NOW) == "Reported_2026.11.30 00:53:20"
+    assert ann[hami.VNPU_CORE] == ("true" if core else "false")
+    view = node_view(_node_object(ann), CATALOGUE, NOW)
+    assert view.problems == ()
+    key = lambda c: (c.vendor, c.index, c.uuid)  # noqa: E731
+    assert list(view.registered.cards) == sorted(cards, key=key)
+    assert not view.registered.cards[6].healthy  # the Critical chip, as HAMi omits health false
+    assert '"health"' not in ann[hami.ascend_register_key("Ascend910B3")].split("},{")[6]
+
+
+def test_the_kubelet_counts_split_count_devices_per_card() -> None:
+    cards = _node(fixture("npu-smi-910b3x8.txt"), fixture("nvidia-smi-a100x2.xml"))
+    res = {r.name: r for r in resources(cards, CATALOGUE)}
+    assert {n: len(r.devices) for n, r in res.items()} == {"huawei.com/Ascend910B3": 32, "nvidia.com/gpu": 20}
+    npu = res["huawei.com/Ascend910B3"]
+    assert npu.devices[0].id == "n1-Ascend910B3-0-0" and npu.devices[0].numa is None
+    assert [d.health for d in npu.devices if d.card == "n1-Ascend910B3-6"] == ["Unhealthy"] * 4
+    gpu = res["nvidia.com/gpu"]
+    assert gpu.devices[0].id == "GPU-9a8c1f3e-5b2d-4c7a-8e61-0f2b7d4c9a13-0" and gpu.devices[0].numa == 0
+    assert (npu.to_allocate, gpu.to_allocate) == (hami.ascend_to_allocate_key("Ascend910B3"), hami.NVIDIA_TO_ALLOCATE)
+    assert npu.socket == "tessera-huawei.com_Ascend910B3.sock"
+
+
+def _pod(key: str, slots: list[list[tuple[str, int, int]]], word: str, templates: dict[str, str] | None = None) -> dict[str, str]:
+    devs = [[hami.PodDevice(u, word, m, c) for u, m, c in slot] for slot in slots]
+    out = {key: hami.encode_pod_devices(devs), hami.BIND_PHASE: "allocating"}
+    if templates is not None:
+        out[f"huawei.com/{word}"] = hami.encode_runtime_info([d for s in devs for d in s], templates)
+    return out
+
+
+def test_ascend_template_mode_pops_one_container_per_call() -> None:
+    cards = _node(fixture("npu-smi-910b3x8.txt"))
+    res = resources(cards, CATALOGUE)[0]
+    by_uuid = {c.uuid: c for c in cards}
+    a, b = "n1-Ascend910B3-2", "n1-Ascend910B3-5"
+    ann = _pod(res.to_allocate, [[], [(a, 16384, 5)], [(b, 65536, 20)]], "Ascend910B3",
+               {a: "vir05_1c_16g", b: ""})  # an init container without devices, then two  # fmt: skip
+    first = allocate(res, by_uuid, ann, [["x-0"]], containers=["init", "c1", "c2"], pod_uid="u")
+    assert [g.envs for g in first.grants] == [{"ASCEND_VISIBLE_DEVICES": "2", "ASCEND_VNPU_SPECS": "vir05_1c_16g"}]
+    assert not first.done and hami.BIND_PHASE not in first.patch
+    second = allocate(res, by_uuid, {**ann, **first.patch}, [["y-1"]], containers=["init", "c1", "c2"], pod_uid="u")
+    assert [g.envs for g in second.grants] == [{"ASCEND_VISIBLE_DEVICES": "5"}]  # a whole card: no vNPU
+    assert second.done and second.patch == {res.to_allocate: ";;;", hami.BIND_PHASE: "success"}
+    with pytest.raises(AllocateError, match="no devices left to allocate"):
+        allocate(res, by_uuid, {**ann, **second.patch}, [["z-0"]], containers=[], pod_uid="u")
+
+
+def test_ascend_hami_core_sets_the_vnpu_hook_and_its_per_container_region() -> None:
+    cards = _node(fixture("npu-smi-910b3x8.txt"), core=True)
+    res = resources(cards, CATALOGUE)[0]
+    ann = _pod(res.to_allocate, [[("n1-Ascend910B3-1", 8192, 25), ("n1-Ascend910B3-3", 8192, 25)]], "Ascend910B3")
+    got = allocate(res, {c.uuid: c for c in cards}, ann, [["a", "b"]], containers=["main"], pod_uid="uid-7")
+    grant = got.grants[0]
+    assert grant.envs == {"ASCEND_VISIBLE_DEVICES": "1,3", "NPU_MEM_QUOTA": "8192", "NPU_PRIORITY": "25",
+                          "NPU_GLOBAL_SHM_PATH": "/hami-shared-region/1_global_registry",
+                          "NPU_LOCAL_SHM_PATH": "/hami-vnpu-shmem/vnpu_local_shmem"}  # fmt: skip
+    mounts = {m.container_path: (m.host_path, m.read_only) for m in grant.mounts}
+    assert mounts["/hami-vnpu-shmem"] == ("/usr/local/hami-vnpu-core/containers/uid-7_main", False)
+    assert mounts["/etc/ld.so.preload"] == ("/usr/local/hami-vnpu-core/ld.so.preload", True)
+    assert got.done
+
+
+def test_nvidia_gets_uuids_and_hami_core_limits() -> None:
+    cards = _node(gpu=fixture("nvidia-smi-a100x2.xml"))
+    res = resources(cards, CATALOGUE)[0]
+    g0, g1 = (c.uuid for c in cards)
+    ann = _pod(hami.NVIDIA_TO_ALLOCATE, [[(g1, 10000, 30), (g0, 20000, 30)]], "NVIDIA")
+    got = allocate(res, {c.uuid: c for c in cards}, ann, [["p", "q"]], containers=["c"], pod_uid="u1")
+    envs = got.grants[0].envs
+    assert envs["NVIDIA_VISIBLE_DEVICES"] == f"{g1},{g0}"
+    assert (envs["CUDA_DEVICE_MEMORY_LIMIT_0"], envs["CUDA_DEVICE_MEMORY_LIMIT_1"], envs["CUDA_DEVICE_SM_LIMIT"]) == ("10000m", "20000m", "30")
+    assert "CUDA_OVERSUBSCRIBE" not in envs
+    assert ("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", True) in [
+        (m.container_path, m.host_path, m.read_only) for m in got.grants[0].mounts]  # fmt: skip
+
+
+def test_refusals_name_the_annotation_and_the_rule() -> None:
+    cards = _node(fixture("npu-smi-910b3x8.txt"))
+    res = resources(cards, CATALOGUE)[0]
+    by_uuid = {c.uuid: c for c in cards}
+    ann = _pod(res.to_allocate, [[("n1-Ascend910B3-0", 16384, 5)]], "Ascend910B3")
+    with pytest.raises(AllocateError, match=r"device number not matched: the kubelet asks for 2 .* holds 1"):
+        allocate(res, by_uuid, ann, [["a", "b"]], containers=["c"], pod_uid="u")
+    other = _pod(res.to_allocate, [[("n2-Ascend910B3-0", 16384, 5)]], "Ascend910B3")
+    with pytest.raises(AllocateError, match="card n2-Ascend910B3-0 is not one of this node's"):
+        allocate(res, by_uuid, other, [["a"]], containers=["c"], pod_uid="u")
+
+
+def test_preferred_allocation_steers_the_kubelet_to_the_committed_cards() -> None:
+    available = [f"c{i}-{k}" for i in range(3) for k in range(4)]
+    assert preferred(available, [], 2, ["c2", "c0"]) == ["c2-0", "c0-0"]
+    assert preferred(available, ["c1-3"], 2, ["c2", "c0"]) == ["c1-3", "c2-0"]
+    assert preferred(available, [], 3, ["c2"]) == ["c2-0", "c0-0", "c0-1"]
+    assert preferred(["c0-1"], [], 1, ["c2"]) == ["c0-1"]  # the committed card has no free share
+
+
+def test_a_refused_allocate_finishes_the_task_as_the_kubelet_will() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns", "annotations": {hami.BIND_PHASE: "failed"}},
+           "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}}  # fmt: skip
+    assert task_event(pod, 5.0) == TaskFinished(namespace="ns", name="p", task="p", node="n1", exit_code=1,
+                                                reason="UnexpectedAdmissionError", at=5.0)  # fmt: skip
+    pod["metadata"]["annotations"][hami.BIND_PHASE] = "allocating"
+    assert task_event(pod, 5.0) is None
