@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from contracts.permissions import USERS, permissions
+from contracts.permissions import USERS, inbox_prefix, nats_user, permissions
 from contracts.subjects import Subjects
 
 
@@ -43,7 +43,7 @@ def write_credentials(directory: Path, users: tuple[str, ...] = USERS) -> dict[s
     directory.chmod(0o700)
     paths: dict[str, Path] = {}
     for user in users:
-        cred = Credential(user=f"tessera-{user}", password=secrets.token_urlsafe(24))
+        cred = Credential(user=nats_user(user), password=secrets.token_urlsafe(24))
         paths[user] = directory / f"{user}.json"
         _write_private(paths[user], msgspec.json.encode(cred).decode())
     return paths
@@ -114,6 +114,8 @@ def connect_options(creds: str = "", ca: str = "", url: str = "") -> dict:
         options.update(user=cred.user, password=cred.password)
     elif os.environ.get(USER_ENV):  # in a pod: from the chart's Secret, never in argv
         options.update(user=os.environ[USER_ENV], password=os.environ.get(PASSWORD_ENV, ""))
+    if options:  # replies come on the user's own prefix: nobody else may subscribe there
+        options["inbox_prefix"] = inbox_prefix(options["user"])
     if ca:
         context = ssl.create_default_context(cafile=ca)
         options["tls"] = context
