@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client
 
 from contracts.permissions import APPENDS, COMPACTORS, SNAPSHOTTERS, inbox_prefix, nats_user
 from contracts.subjects import Subjects
@@ -60,7 +61,7 @@ async def probes(secured: tuple[str, dict[str, Path]]) -> AsyncIterator[dict[str
             await probe.close()
 
 
-def _nc(probe: Probe):  # noqa: ANN202 - nats-py's Client
+def _nc(probe: Probe) -> Client:
     assert probe.nc is not None
     return probe.nc
 
@@ -161,6 +162,7 @@ async def test_a_service_cannot_read_another_services_replies(
         assert nc._inbox_prefix.decode() == inbox_prefix(nats_user(user))
         info = await nc.request(f"{API}.INFO", b"", timeout=10)  # its own replies come
         assert "error" not in json.loads(info.data)
-        for other in ("_INBOX.>", f"{inbox_prefix(nats_user('allocator' if user != 'allocator' else 'queue'))}.>"):
+        someone_else = "queue" if user == "allocator" else "allocator"
+        for other in ("_INBOX.>", f"{inbox_prefix(nats_user(someone_else))}.>"):
             refusal = await probe.refused(nc.subscribe(other))
             assert "subscription" in refusal and other.lower() in refusal, (user, refusal)
