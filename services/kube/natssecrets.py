@@ -95,7 +95,7 @@ async def ensure_tls(kube: Kube, namespace: str, name: str, dns: Sequence[str], 
     return True
 
 
-async def run(args: argparse.Namespace) -> list[str]:
+async def ensure_secrets(args: argparse.Namespace) -> list[str]:
     kube = await Kube.connect(args.kubeconfig)
     done = []
     try:
@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.namespace = NAMESPACE_FILE.read_text().strip()
     if args.tls_secret and not args.dns:
         p.error("--tls-secret needs the server names: --dns NAME (repeatable)")
-    for line in asyncio.run(run(args)):
+    for line in asyncio.run(ensure_secrets(args)):
         print(line)
     return 0
 
