@@ -363,7 +363,7 @@ def test_two_renders_are_the_same_and_hold_no_password() -> None:
     pod = job["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
     given = render(sets=("nats.auth.existingSecret=mine", "nats.tls.existingSecret=my-tls"))
-    assert not of_kind(given, "Job") and not of_kind(given, "Role")  # nothing to make
+    assert set(of_kind(given, "Job")) == {"rel-tessera-nats-streams"} and not of_kind(given, "Role")
     (nats,) = of_kind(given, "StatefulSet").values()
     refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]
             if "secretKeyRef" in e.get("valueFrom", {})}  # fmt: skip
@@ -389,7 +389,7 @@ def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
 
     seen: list[Any] = []
     monkeypatch.setattr(natssecrets, "ensure_secrets", lambda a: seen.append(a) or asyncio.sleep(0, []))
-    (job,) = of_kind(clustered, "Job").values()
+    job = of_kind(clustered, "Job")["rel-tessera-nats-setup"]
     natssecrets.main(job["spec"]["template"]["spec"]["containers"][0]["args"][1:])
     assert "*.rel-tessera-nats-headless.tessera-system.svc" in seen[0].dns
     assert "rel-tessera-nats.tessera-system.svc" in seen[0].dns  # the clients' URL
@@ -413,6 +413,25 @@ def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
     plain = render(sets=("nats.tls.enabled=false",))
     assert "tls {" not in _nats_conf(plain) and "--tls-secret" not in _setup_args(plain)
     assert all(_env(d)["TESSERA_NATS_URL"].startswith("nats://") for d in of_kind(plain, "Deployment").values())
+
+
+@needs_helm
+def test_the_operator_updates_the_streams_after_each_install_and_upgrade(clustered: list[Obj]) -> None:
+    """The services may not update a stream: R1 → R3 (nats.cluster) is `tessera ensure-streams`
+    as admin, in a post-install/post-upgrade hook, parsed here by the CLI's own parser."""
+    from services.cli.main import build_parser
+    from services.cli.streams import cmd_ensure_streams
+
+    job = of_kind(clustered, "Job")["rel-tessera-nats-streams"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    module, *argv = c["args"]
+    assert module == "services.cli.main"
+    args = build_parser().parse_args(argv)
+    assert args.func is cmd_ensure_streams and args.stream_replicas == 3
+    assert args.nats == "tls://rel-tessera-nats.tessera-system.svc:4222" and args.nats_ca
+    assert _env(job)["TESSERA_NATS_USER"] == "tessera-admin"
+    assert not of_kind(render(sets=("nats.auth.enabled=false",)), "Job").get("rel-tessera-nats-streams")
 
 
 @needs_helm

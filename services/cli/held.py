@@ -20,7 +20,6 @@ from contracts.envelope import TYPE
 from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import Unreachable, open_log
-from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.snapshot import buckets_of
 
@@ -129,18 +128,6 @@ async def _purge(url: str, root: str) -> int:
 def purge(url: str, root: str = "tessera") -> int:
     """Delete the log's streams on a broker `up` did not start (the services re-create them)."""
     return asyncio.run(_purge(url, root))
-
-
-async def _ensure_streams(url: str, replicas: int) -> None:
-    log = await JetStreamLog.connect(url, replicas=replicas)  # as the operator: `remember`ed
-    await log.close()
-
-
-def ensure_streams(url: str, replicas: int) -> None:
-    """The streams as this version configures them, made or updated by the operator's user
-    before any service starts: a service may create a missing stream but never update one
-    (issue 23), so a configuration an older `up` made is brought up to date here."""
-    asyncio.run(_ensure_streams(url, replicas))
 
 
 def report_held(url: str, inventory: str, fresh: bool = False) -> None:

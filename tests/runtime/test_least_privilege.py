@@ -92,8 +92,8 @@ async def test_no_service_shortens_or_purges_the_log(secured: tuple[str, dict[st
         info = await log.js.stream_info("TESSERA")
         assert info.config.max_msgs in (None, -1) and info.config.duplicate_window == 120.0
         assert info.state.messages == 1
-        operator = await _log(secured, "admin", duplicate_window=60.0)  # what `up` does first
-        await operator.close()  # (services.cli.held.ensure_streams): the update is the admin's
+        operator = await _log(secured, "admin", duplicate_window=60.0)  # what `up` and the
+        await operator.close()  # chart's hook do first (`tessera ensure-streams`), as admin
         assert (await log.js.stream_info("TESSERA")).config.duplicate_window == 60.0
     finally:
         await log.close()
