@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import re
+import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,10 @@ from contracts.permissions import APPENDS, render_chart_copy
 from services.core.devices import load_catalogue
 from services.core.scheduling.config import default_conf, parse_conf
 from services.kube.natssecrets import KEYS, ROUTE
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import Entry
 from services.runtime.natsauth import generate_tls
-from services.runtime.natsserver import find_binary
+from services.runtime.natsserver import NatsServer, find_binary
 from tests.kubetools import tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,6 +279,38 @@ def _nats_env(nats: Obj) -> dict[str, str]:
         else:
             env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], e["value"])
     return env
+
+
+@needs_helm
+async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
+    default: list[Obj], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart's nats.conf run by the real nats-server (its ports and store moved by flags):
+    a service connects over TLS with the CA and its own user, appends, and uses its durable."""
+    ca, cert, key = generate_tls(tmp_path / "tls")
+    text = _nats_conf(default).replace("store_dir: /data", "")  # the flag's, not /data
+    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
+        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    users = json.loads((CHART / "files" / "permissions.json").read_text())
+    passwords = {user: secrets.token_urlsafe(12) for user in users}
+    for user, password in passwords.items():
+        monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
+    monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
+    server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    try:
+        creds = tmp_path / "queue.json"
+        creds.write_text(json.dumps({"user": "tessera-queue", "password": passwords["queue"]}))
+        log = await JetStreamLog.connect(server.url, credentials=str(creds), ca=str(ca), writer="queue")
+        try:
+            await log.append(Entry(log.subjects.queue("q"), b"{}"))
+            consumer = await log.consumer("queue", [log.subjects.all_queues()])
+            delivery = await consumer.next(timeout=5)
+            assert delivery is not None and delivery.message.subject == log.subjects.queue("q")
+            await consumer.close()
+        finally:
+            await log.close()
+    finally:
+        server.stop()
 
 
 @needs_helm
