@@ -358,7 +358,8 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
 @needs_helm
 def test_an_external_nats_deploys_no_nats() -> None:
     docs = render(sets=("nats.external.url=nats://nats.infra:4222", "nats.streamReplicas=3"))
-    assert not of_kind(docs, "StatefulSet")
+    assert not of_kind(docs, "StatefulSet") and not of_kind(docs, "NetworkPolicy")
+    assert set(_setup_args(docs)) == {"--namespace", "--users-secret"}  # its users, for that NATS
     assert "nats" not in {component(s) for s in of_kind(docs, "Service").values()}
     for d in of_kind(docs, "Deployment").values():
         env = _env(d)

@@ -93,9 +93,10 @@ for the cluster routes): the given one, else the one the setup Job makes once (n
 {{- .Values.nats.auth.existingSecret | default (printf "%s-nats-credentials" (include "tessera.fullname" .)) -}}
 {{- end -}}
 
-{{/* "true" when the bundled NATS needs that Secret: users, or a cluster's route password. */}}
+{{/* "true" when that Secret is needed: users (an external NATS is given the same ones), or the
+bundled cluster's route password. */}}
 {{- define "tessera.natsNeedsSecret" -}}
-{{- if and (not .Values.nats.external.url) (or .Values.nats.auth.enabled (gt (int (include "tessera.natsReplicas" .)) 1)) -}}true{{- end -}}
+{{- if or .Values.nats.auth.enabled (and (not .Values.nats.external.url) (gt (int (include "tessera.natsReplicas" .)) 1)) -}}true{{- end -}}
 {{- end -}}
 
 {{/* "true" when the bundled NATS speaks TLS (clients and routes). */}}
