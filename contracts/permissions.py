@@ -11,6 +11,11 @@ Granularity is the aggregate kind (`Subjects.queue/job/node/card/pc`): the card 
 allocator's alone, while a job's subject is shared by every service that reports on the job (the
 allocator's commit and the node agent's `TaskStarted` land on one subject, for the per-aggregate
 optimistic concurrency of DESIGN §4), so subject permissions cannot tell those writers apart.
+
+Beyond appends, a service may touch only what it owns (issue 23), so one compromised or buggy
+service cannot undo the others: no stream update (a `max_msgs`/`max_age` is a purge of the
+truth), its own durable consumer only, its own snapshot bucket only, and replies on its own
+inbox prefix.
 """
 
 from __future__ import annotations
@@ -37,13 +42,46 @@ HEARTBEAT_SENDERS = frozenset({"nodeagent"})
 HEARTBEAT_LISTENERS = frozenset({"queue"})
 #: Services holding a lease in the `<stream>_leases` KV bucket.
 LEASE_HOLDERS = frozenset({"scheduler"})
-#: Services that purge the log's finished jobs (automatic retention, `--compact-every`).
+#: Services that purge the log's finished jobs (automatic retention, `--compact-every`): the
+#: one stream purge a service may send. The server checks subjects, not the request's body, so
+#: the rule "only up to a sequence" (`services/runtime/compaction.py`) is the code's, not NATS'.
 COMPACTORS = frozenset({"queue"})
+#: Services keeping a snapshot of their projection (`services/runtime/snapshot.py`), each in a
+#: bucket of its own: replacing an object purges its old chunks, and a purge right on a shared
+#: bucket would let one service delete the others' (the allocator keeps none).
+SNAPSHOTTERS = frozenset({"admission", "queue", "scheduler", "nodeagent"})
 
 CLI = "cli"
 ADMIN = "admin"
 USERS = (*APPENDS, CLI, ADMIN)
-INBOX = "_INBOX.>"
+API = "$JS.API"
+
+
+def nats_user(user: str) -> str:
+    """The NATS user name of a role (`up`'s credential files, the chart's Secret and config)."""
+    return f"tessera-{user}"
+
+
+def role_of(name: str) -> str:
+    """The role of a NATS user name ("" for a name that is not one of ours)."""
+    role = name.removeprefix("tessera-")
+    return role if role != name and role in USERS else ""
+
+
+def inbox_prefix(name: str) -> str:
+    """Where a client's replies come (nats-py `inbox_prefix`): under its own NATS user name, the
+    only user allowed to subscribe there, so no service reads the answers meant for another."""
+    return f"_INBOX.{name}"
+
+
+def durable_of(user: str) -> str:
+    """The one durable consumer a service may create, pull from and ack: named by its user."""
+    return user
+
+
+def snapshot_bucket(stream: str, service: str) -> str:
+    """The object store holding one service's snapshot."""
+    return f"{stream}_snapshots_{service}"
 
 
 @dataclass(frozen=True)
@@ -55,6 +93,9 @@ class Permissions:
 
     def may_publish(self, subject: str) -> bool:
         return any(matches(p, subject) for p in self.publish)
+
+    def may_subscribe(self, subject: str) -> bool:
+        return any(matches(p, subject) for p in self.subscribe)
 
 
 def matches(pattern: str, subject: str) -> bool:
@@ -68,66 +109,76 @@ def matches(pattern: str, subject: str) -> bool:
     return len(want) == len(have)
 
 
-def _read_stream(stream: str, consumers: bool) -> list[str]:
+def _read_stream(stream: str) -> list[str]:
     """The JetStream API a reader of `stream` calls: info, direct gets (replay/follow and
     last-per-subject), and ephemeral ordered consumers (flow-control replies on `$JS.FC`).
     The bare `CONSUMER.CREATE.<stream>` subject takes ephemeral consumers only: the server
     refuses a durable name there, so a reader cannot rewrite a service's durable."""
-    api = "$JS.API"
-    reads = [f"{api}.STREAM.INFO.{stream}", f"{api}.DIRECT.GET.{stream}",
-             f"{api}.DIRECT.GET.{stream}.>", f"{api}.STREAM.MSG.GET.{stream}"]  # fmt: skip
-    if consumers:
-        reads += [f"{api}.CONSUMER.CREATE.{stream}", f"{api}.CONSUMER.INFO.{stream}.*",
-                  f"$JS.FC.{stream}.>"]  # fmt: skip
-    return reads
+    return [f"{API}.STREAM.INFO.{stream}", f"{API}.DIRECT.GET.{stream}",
+            f"{API}.DIRECT.GET.{stream}.>", f"{API}.STREAM.MSG.GET.{stream}",
+            f"{API}.CONSUMER.CREATE.{stream}", f"{API}.CONSUMER.INFO.{stream}.*",
+            f"$JS.FC.{stream}.>"]  # fmt: skip
 
 
-def _own_stream(stream: str) -> list[str]:
-    """What every service does to the streams at start (`JetStreamLog.ensure`) and with its
-    durable consumer: never delete, purge or remove a message."""
-    api = "$JS.API"
-    return [f"{api}.STREAM.CREATE.{stream}", f"{api}.STREAM.UPDATE.{stream}",
-            f"{api}.CONSUMER.DURABLE.CREATE.{stream}.*", f"{api}.CONSUMER.CREATE.{stream}.>",
-            f"{api}.CONSUMER.MSG.NEXT.{stream}.*", f"$JS.ACK.{stream}.>"]  # fmt: skip
+def _durable(stream: str, name: str) -> list[str]:
+    """Create (both API forms, with or without a filter token), pull and ack one durable."""
+    return [f"{API}.CONSUMER.DURABLE.CREATE.{stream}.{name}", f"{API}.CONSUMER.CREATE.{stream}.{name}",
+            f"{API}.CONSUMER.CREATE.{stream}.{name}.>", f"{API}.CONSUMER.MSG.NEXT.{stream}.{name}",
+            f"$JS.ACK.{stream}.{name}.>"]  # fmt: skip
 
 
 def permissions(user: str, subjects: Subjects | None = None, stream: str = "TESSERA") -> Permissions:
     """The rights of one NATS user: a service of `APPENDS`, `CLI` (read the log and ask the
-    services; no append, no purge) or `ADMIN` (everything: `compact`, `down --purge`)."""
+    services; no append, no purge) or `ADMIN` (everything: `compact`, `down --purge`, and the
+    stream updates an upgrade needs).
+
+    A service creates the streams it uses when they are missing (`JetStreamLog.ensure`; a create
+    of an existing stream with another configuration is refused by the server, so it cannot
+    shorten one) but never updates, purges or deletes one — but the queue service's compaction
+    purge of the log and each snapshotter's purge of its own bucket."""
     s = subjects or Subjects()
     root, dlq = s.root, f"{stream}_DLQ"
+    inbox = f"{inbox_prefix(nats_user(user))}.>"
     if user == ADMIN:
         return Permissions(publish=(">",), subscribe=(">",), responses=True)
     if user == CLI:
-        publish = [f"{root}.api.>", *_read_stream(stream, True), *_read_stream(dlq, True),
-                   "$JS.API.INFO"]  # fmt: skip
-        return Permissions(publish=tuple(publish), subscribe=(INBOX,))
+        publish = [f"{root}.api.>", *_read_stream(stream), *_read_stream(dlq), f"{API}.INFO"]
+        return Permissions(publish=tuple(publish), subscribe=(inbox,))
     if user not in APPENDS:
         raise ValueError(f"user {user!r}: not a service ({', '.join(APPENDS)}), {CLI} or {ADMIN}")
     publish = [f"{root}.ev.{kind}.>" for kind in APPENDS[user]]
-    publish += [s.dlq_all, "$JS.API.INFO", "$JS.API.STREAM.NAMES"]  # names: which stream holds
+    publish += [s.dlq_all, f"{API}.INFO", f"{API}.STREAM.NAMES"]  # names: which stream holds
     # a subject, asked by nats-py's subscribe without a stream (the object store's reads)
     for name in (stream, dlq):
-        publish += [*_read_stream(name, True), *_own_stream(name)]
-    subscribe = [INBOX, s.events]
+        publish += [*_read_stream(name), f"{API}.STREAM.CREATE.{name}"]
+    publish += _durable(stream, durable_of(user))
+    subscribe = [inbox, s.events]
     if user in SERVES:
         subscribe += [f"{s.api(user)}.>", "$SRV.>"]
     if user in HEARTBEAT_SENDERS:
         publish.append(f"{root}.hb.*")
     if user in HEARTBEAT_LISTENERS:
         subscribe.append(f"{root}.hb.*")
-    # its projection's snapshot in the `<stream>_snapshots` object store: chunks and meta on
-    # `$O.<bucket>.>`, and the purge of an object's old chunks when it is replaced
-    objects = f"{stream}_snapshots"
-    publish += [*_read_stream(f"OBJ_{objects}", True), *_own_stream(f"OBJ_{objects}"),
-                f"$O.{objects}.>", f"$JS.API.STREAM.PURGE.OBJ_{objects}"]  # fmt: skip
+    if user in SNAPSHOTTERS:  # chunks and meta on `$O.<bucket>.>`; a replaced object's old
+        bucket = snapshot_bucket(stream, user)  # chunks purged
+        publish += [*_read_stream(f"OBJ_{bucket}"), f"{API}.STREAM.CREATE.OBJ_{bucket}",
+                    f"$O.{bucket}.>", f"{API}.STREAM.PURGE.OBJ_{bucket}"]  # fmt: skip
     if user in COMPACTORS:
-        publish.append(f"$JS.API.STREAM.PURGE.{stream}")
+        publish.append(f"{API}.STREAM.PURGE.{stream}")
     if user in LEASE_HOLDERS:
         bucket = f"{stream}_leases"
-        publish += [*_read_stream(f"KV_{bucket}", False), *_own_stream(f"KV_{bucket}"),
+        publish += [*_read_stream(f"KV_{bucket}"), f"{API}.STREAM.CREATE.KV_{bucket}",
                     f"$KV.{bucket}.>"]  # fmt: skip
     return Permissions(publish=tuple(publish), subscribe=tuple(subscribe), responses=user in SERVES)
+
+
+def rights_of(name: str, subjects: Subjects | None = None, stream: str = "TESSERA") -> Permissions | None:
+    """The permissions of a connection by its NATS user name; None when unrestricted (no
+    credentials, the operator, or a user of another naming on an external NATS)."""
+    role = role_of(name)
+    if not role or role == ADMIN:
+        return None
+    return permissions(role, subjects, stream)
 
 
 def may_append(user: str, subject: str, subjects: Subjects) -> bool:

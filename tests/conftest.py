@@ -19,6 +19,7 @@ from contracts.subjects import Subjects
 from services.runtime.eventlog import MemoryLog
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.natsserver import NatsServer
+from services.runtime.snapshot import bucket_of, buckets_of
 
 _COLLECTED: list[tuple[str, tuple[str, ...]]] = []
 
@@ -80,7 +81,8 @@ async def open_jetstream_log(nats_url: str) -> JetStreamLog:
 
 
 async def close_jetstream_log(log: JetStreamLog) -> None:
-    for name in (log.stream, log.dlq_stream, f"OBJ_{log.stream}_snapshots"):
+    buckets = [*buckets_of(log.stream), bucket_of(log.stream, "probe")]  # test_snapshot's
+    for name in (log.stream, log.dlq_stream, *(f"OBJ_{b}" for b in buckets)):
         try:
             await log.js.delete_stream(name)
         except Exception:

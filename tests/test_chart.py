@@ -16,6 +16,8 @@ import asyncio
 import importlib
 import json
 import os
+import re
+import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,11 @@ import yaml
 from contracts.permissions import APPENDS, render_chart_copy
 from services.core.devices import load_catalogue
 from services.core.scheduling.config import default_conf, parse_conf
-from services.runtime.natsserver import find_binary
+from services.kube.natssecrets import KEYS, ROUTE
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import Entry
+from services.runtime.natsauth import generate_tls
+from services.runtime.natsserver import NatsServer, find_binary
 from tests.kubetools import tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +170,7 @@ def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]
     assert services == {*COMPONENTS, "nats"}
     for d in deployments.values():
         env = _env(d)
-        assert env["TESSERA_NATS_URL"] == "nats://rel-tessera-nats.tessera-system.svc:4222"
+        assert env["TESSERA_NATS_URL"] == "tls://rel-tessera-nats.tessera-system.svc:4222"
         assert env["TESSERA_STREAM_REPLICAS"] == "1"
 
 
@@ -251,15 +257,61 @@ def _nats_conf(docs: list[Obj]) -> str:
 def test_nats_server_accepts_the_rendered_configuration(values: str, tmp_path: Path) -> None:
     docs = render(*([CLUSTER_VALUES] if values == "cluster" else []))
     conf = tmp_path / "nats.conf"
-    conf.write_text(_nats_conf(docs))
+    ca, cert, key = generate_tls(tmp_path / "tls")  # the TLS Secret's files, where it is mounted
+    files = {"ca.crt": ca, "tls.crt": cert, "tls.key": key}
+    text = _nats_conf(docs)
+    for name, path in files.items():
+        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    conf.write_text(text)
     (nats,) = of_kind(docs, "StatefulSet").values()
-    passwords = {e["name"]: "pw" for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]
-                 if e["name"].endswith("_PASSWORD")}  # fmt: skip
     out = subprocess.run([find_binary(), "-t", "-c", str(conf)], capture_output=True,
-                         text=True, env={**os.environ, "SERVER_NAME": "rel-tessera-nats-0",
-                                         **passwords}, timeout=30)  # fmt: skip
+                         text=True, env={**os.environ, **_nats_env(nats)}, timeout=30)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert "jetstream" in conf.read_text() and "store_dir: /data" in conf.read_text()
+
+
+def _nats_env(nats: Obj) -> dict[str, str]:
+    """The NATS container's environment as the kubelet makes it: passwords from the Secret
+    ("pw"), `$(VAR)` references expanded."""
+    env: dict[str, str] = {}
+    for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if "valueFrom" in e:
+            env[e["name"]] = "rel-tessera-nats-0" if "fieldRef" in e["valueFrom"] else "pw"
+        else:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], e["value"])
+    return env
+
+
+@needs_helm
+async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
+    default: list[Obj], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart's nats.conf run by the real nats-server (its ports and store moved by flags):
+    a service connects over TLS with the CA and its own user, appends, and uses its durable."""
+    ca, cert, key = generate_tls(tmp_path / "tls")
+    text = _nats_conf(default).replace("store_dir: /data", "")  # the flag's, not /data
+    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
+        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    users = json.loads((CHART / "files" / "permissions.json").read_text())
+    passwords = {user: secrets.token_urlsafe(12) for user in users}
+    for user, password in passwords.items():
+        monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
+    monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
+    server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    try:
+        creds = tmp_path / "queue.json"
+        creds.write_text(json.dumps({"user": "tessera-queue", "password": passwords["queue"]}))
+        log = await JetStreamLog.connect(server.url, credentials=str(creds), ca=str(ca), writer="queue")
+        try:
+            await log.append(Entry(log.subjects.queue("q"), b"{}"))
+            consumer = await log.consumer("queue", [log.subjects.all_queues()])
+            delivery = await consumer.next(timeout=5)
+            assert delivery is not None and delivery.message.subject == log.subjects.queue("q")
+            await consumer.close()
+        finally:
+            await log.close()
+    finally:
+        server.stop()
 
 
 @needs_helm
@@ -268,8 +320,8 @@ def test_each_service_gets_its_own_nats_user_from_the_secret(default: list[Obj])
     as its own user, the password from the chart's Secret (never in a value or an argument)."""
     table = json.loads((CHART / "files" / "permissions.json").read_text())
     assert table == json.loads(render_chart_copy())  # the chart's copy is the code's table
-    (secret,) = of_kind(default, "Secret").values()
-    assert sorted(secret["data"]) == sorted(table)
+    assert sorted(KEYS) == sorted([*table, ROUTE])  # what the setup Job makes, a key per user
+    secret = {"metadata": {"name": _setup_args(default)["--users-secret"]}}
     conf = _nats_conf(default)
     for user, perms in table.items():
         assert f'user: "tessera-{user}"' in conf and f"password: ${user.upper()}_PASSWORD" in conf
@@ -282,7 +334,7 @@ def test_each_service_gets_its_own_nats_user_from_the_secret(default: list[Obj])
         ref = by_name["TESSERA_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]
         assert ref == {"name": secret["metadata"]["name"], "key": user}
     off = render(sets=("nats.auth.enabled=false",))
-    assert not of_kind(off, "Secret") and "authorization" not in _nats_conf(off)
+    assert "authorization" not in _nats_conf(off) and "--users-secret" not in _setup_args(off)
 
 
 @needs_helm
@@ -292,9 +344,10 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
     headless = of_kind(clustered, "Service")["rel-tessera-nats-headless"]
     assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"]
     assert nats["spec"]["serviceName"] == "rel-tessera-nats-headless"
-    conf = _nats_conf(clustered)
+    env = _nats_env(nats)
     for i in range(3):
-        assert f"nats://rel-tessera-nats-{i}.rel-tessera-nats-headless.tessera-system.svc:6222" in conf
+        route = f"nats://route:pw@rel-tessera-nats-{i}.rel-tessera-nats-headless.tessera-system.svc:6222"
+        assert env[f"ROUTE_{i}"] == route
     for d in of_kind(clustered, "Deployment").values():
         assert _env(d)["TESSERA_STREAM_REPLICAS"] == "3", d["metadata"]["name"]
     (monitor,) = of_kind(clustered, "ServiceMonitor").values()
@@ -306,12 +359,130 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
 @needs_helm
 def test_an_external_nats_deploys_no_nats() -> None:
     docs = render(sets=("nats.external.url=nats://nats.infra:4222", "nats.streamReplicas=3"))
-    assert not of_kind(docs, "StatefulSet")
+    assert not of_kind(docs, "StatefulSet") and not of_kind(docs, "NetworkPolicy")
+    assert set(_setup_args(docs)) == {"--namespace", "--users-secret"}  # its users, for that NATS
     assert "nats" not in {component(s) for s in of_kind(docs, "Service").values()}
     for d in of_kind(docs, "Deployment").values():
         env = _env(d)
         assert env["TESSERA_NATS_URL"] == "nats://nats.infra:4222"
         assert env["TESSERA_STREAM_REPLICAS"] == "3"
+
+
+# ---- NATS closed on a cluster (issue 23) -----------------------------------------------------
+
+
+def _setup_args(docs: list[Obj]) -> dict[str, str]:
+    """The setup Job's single-valued flags ({} without a Job)."""
+    jobs = of_kind(docs, "Job")
+    if not jobs:
+        return {}
+    (c,) = jobs["rel-tessera-nats-setup"]["spec"]["template"]["spec"]["containers"]
+    module, *argv = c["args"]
+    assert module == "services.kube.natssecrets"
+    return dict(a.split("=", 1) for a in argv if not a.startswith("--dns="))
+
+
+@needs_helm
+def test_two_renders_are_the_same_and_hold_no_password() -> None:
+    """What `helm template | kubectl apply`, Argo CD and every upgrade render: no Secret at
+    all (the setup Job makes them once, in the cluster), so each render is byte-identical and
+    cannot replace the passwords or the CA the running pods hold."""
+    args = ["template", "rel", str(CHART), "--namespace", "tessera-system", "-f", str(CLUSTER_VALUES)]
+    first, second = helm(*args).stdout, helm(*args).stdout
+    assert first == second
+    docs = [d for d in yaml.safe_load_all(first) if d]
+    assert not of_kind(docs, "Secret")
+    setup = _setup_args(docs)
+    assert setup["--users-secret"] == "rel-tessera-nats-credentials"
+    assert setup["--tls-secret"] == "rel-tessera-nats-tls"
+    job = of_kind(docs, "Job")["rel-tessera-nats-setup"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
+    given = render(sets=("nats.auth.existingSecret=mine", "nats.tls.existingSecret=my-tls"))
+    assert set(of_kind(given, "Job")) == {"rel-tessera-nats-streams"} and not of_kind(given, "Role")
+    (nats,) = of_kind(given, "StatefulSet").values()
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in nats["spec"]["template"]["spec"]["containers"][0]["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})}  # fmt: skip
+    assert refs == {"mine"}
+    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in nats["spec"]["template"]["spec"]["volumes"]
+
+
+@needs_helm
+def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
+    default: list[Obj], clustered: list[Obj], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = _nats_conf(default)
+    assert "tls {" in conf and "ca_file: /etc/nats-tls/ca.crt" in conf  # clients: TLS only
+    (nats,) = of_kind(default, "StatefulSet").values()
+    volumes = {v["name"]: v for v in nats["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == _setup_args(default)["--tls-secret"]
+    for d in of_kind(default, "Deployment").values():
+        ca = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}["nats-ca"]["secret"]
+        assert ca["items"] == [{"key": "ca.crt", "path": "ca.crt"}]  # never the servers' key
+        assert _env(d)["TESSERA_NATS_CA"] == "/etc/tessera-nats/ca.crt"
+    # the setup Job's command line, as its own parser reads it; the names the routes dial
+    import services.kube.natssecrets as natssecrets
+
+    seen: list[Any] = []
+    monkeypatch.setattr(natssecrets, "ensure_secrets", lambda a: seen.append(a) or asyncio.sleep(0, []))
+    job = of_kind(clustered, "Job")["rel-tessera-nats-setup"]
+    natssecrets.main(job["spec"]["template"]["spec"]["containers"][0]["args"][1:])
+    assert "*.rel-tessera-nats-headless.tessera-system.svc" in seen[0].dns
+    assert "rel-tessera-nats.tessera-system.svc" in seen[0].dns  # the clients' URL
+    cluster = _nats_conf(clustered).split("cluster {", 1)[1]
+    assert "authorization { user: route, password: $ROUTE_PASSWORD" in cluster
+    assert "verify: true" in cluster and "no_advertise: true" in cluster
+    # monitoring: no Service port, no pod admitted, unless asked
+    for docs in (default, clustered):
+        ports = {p["port"] for p in of_kind(docs, "Service")["rel-tessera-nats"]["spec"]["ports"]}
+        assert ports == {4222}
+    (policy,) = of_kind(clustered, "NetworkPolicy").values()
+    rules = {p["port"]: r["from"] for r in policy["spec"]["ingress"] for p in r["ports"]}
+    assert set(rules) == {4222, 6222}
+    assert rules[4222] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": "rel",
+                                                             "app.kubernetes.io/part-of": "tessera"}}}]  # fmt: skip
+    assert rules[6222] == [{"podSelector": {"matchLabels": policy["spec"]["podSelector"]["matchLabels"]}}]
+    exposed = render(sets=("nats.monitoring.expose=true",))
+    assert 8222 in {p["port"] for p in of_kind(exposed, "Service")["rel-tessera-nats"]["spec"]["ports"]}
+    assert 8222 in {p["port"] for r in of_kind(exposed, "NetworkPolicy")["rel-tessera-nats"]["spec"]["ingress"]
+                    for p in r["ports"]}  # fmt: skip
+    plain = render(sets=("nats.tls.enabled=false",))
+    assert "tls {" not in _nats_conf(plain) and "--tls-secret" not in _setup_args(plain)
+    assert all(_env(d)["TESSERA_NATS_URL"].startswith("nats://") for d in of_kind(plain, "Deployment").values())
+
+
+@needs_helm
+def test_the_operator_updates_the_streams_after_each_install_and_upgrade(clustered: list[Obj]) -> None:
+    """The services may not update a stream: R1 → R3 (nats.cluster) is `tessera ensure-streams`
+    as admin, in a post-install/post-upgrade hook, parsed here by the CLI's own parser."""
+    from services.cli.main import build_parser
+    from services.cli.streams import cmd_ensure_streams
+
+    job = of_kind(clustered, "Job")["rel-tessera-nats-streams"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    module, *argv = c["args"]
+    assert module == "services.cli.main"
+    args = build_parser().parse_args(argv)
+    assert args.func is cmd_ensure_streams and args.stream_replicas == 3
+    assert args.nats == "tls://rel-tessera-nats.tessera-system.svc:4222" and args.nats_ca
+    assert _env(job)["TESSERA_NATS_USER"] == "tessera-admin"
+    assert not of_kind(render(sets=("nats.auth.enabled=false",)), "Job").get("rel-tessera-nats-streams")
+
+
+@needs_helm
+def test_cert_manager_makes_the_certificate_when_asked() -> None:
+    docs = render(sets=("nats.tls.certManager.enabled=true", "nats.tls.certManager.issuerRef.name=ca-issuer",
+                        "nats.tls.certManager.issuerRef.kind=ClusterIssuer"))  # fmt: skip
+    (cert,) = of_kind(docs, "Certificate").values()
+    assert cert["spec"]["issuerRef"] == {"name": "ca-issuer", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    assert cert["spec"]["secretName"] == "rel-tessera-nats-tls"
+    assert {"server auth", "client auth"} <= set(cert["spec"]["usages"])
+    assert "rel-tessera-nats.tessera-system.svc" in cert["spec"]["dnsNames"]
+    assert "--tls-secret" not in _setup_args(docs)  # cert-manager's, not the Job's
+    out = helm("template", "rel", str(CHART), "--set", "nats.tls.certManager.enabled=true", check=False)
+    assert out.returncode != 0 and "/nats/tls/certManager/issuerRef/name" in out.stderr, out.stderr
 
 
 # ---- the services' command lines and configuration ----------------------------------------
@@ -391,7 +562,8 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "podgroups_path": ("scheduling.volcano.sh", "podgroups"),
                 "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
-                "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses")}  # fmt: skip
+                "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
+                "secret_path": ("", "secrets")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
@@ -509,6 +681,13 @@ def rules_from_code() -> dict[str, set[Rule]]:
     return out
 
 
+def setup_rules_from_code() -> set[Rule]:
+    """What the chart's setup Job (`services.kube.natssecrets`) calls."""
+    functions = {n.name: n for n in ast.parse((KUBE_DIR / "natssecrets.py").read_text()).body
+                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
+    return set().union(*(_api_calls(f, f"natssecrets: {name}") for name, f in functions.items()))
+
+
 def test_the_code_reading_finds_the_edges_calls() -> None:
     """The reader itself: the calls the brief lists are found (so an empty result cannot pass)."""
     rules = rules_from_code()
@@ -525,7 +704,14 @@ def test_rbac_grants_exactly_the_verbs_each_service_calls(default: list[Obj]) ->
     roles = of_kind(default, "ClusterRole")
     bindings = of_kind(default, "ClusterRoleBinding")
     accounts = of_kind(default, "ServiceAccount")
-    assert not of_kind(default, "Role") and not of_kind(default, "RoleBinding")
+    # the one namespaced Role: the setup Job's, with exactly what natssecrets calls
+    (setup,) = of_kind(default, "Role").values()
+    (setup_binding,) = of_kind(default, "RoleBinding").values()
+    granted_setup = {(g, r, v) for rule in setup["rules"] for g in rule["apiGroups"]
+                     for r in rule["resources"] for v in rule["verbs"]}  # fmt: skip
+    assert granted_setup == setup_rules_from_code()
+    assert setup_binding["subjects"][0]["name"] == of_kind(default, "Job")[setup["metadata"]["name"]][
+        "spec"]["template"]["spec"]["serviceAccountName"]  # fmt: skip
     for name, wanted in rules_from_code().items():
         full = f"rel-tessera-{name}"
         assert full in accounts

@@ -21,7 +21,7 @@ from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import Unreachable, open_log
 from services.runtime.eventlog.model import StoredMessage
-from services.runtime.snapshot import bucket_of
+from services.runtime.snapshot import buckets_of
 
 #: Queues every system has; not worth reporting.
 BUILT_IN_QUEUES = frozenset({"default", "root"})
@@ -117,8 +117,9 @@ async def _purge(url: str, root: str) -> int:
     try:
         for stream in (log.stream, log.dlq_stream):
             await log.js.delete_stream(stream)
-        with contextlib.suppress(nats.js.errors.NotFoundError):  # snapshots of the log just gone
-            await log.js.delete_object_store(bucket_of(log.stream))
+        for bucket in buckets_of(log.stream):  # snapshots of the log just gone
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await log.js.delete_object_store(bucket)
         return 2
     finally:
         await log.close()

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         get,
         replay,
         simulate,
+        streams,
         up,
     )
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parser(sub)
     replay.add_parser(sub)
     compact.add_parsers(sub)
+    streams.add_parsers(sub)
     return parser
 
 

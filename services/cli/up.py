@@ -17,6 +17,7 @@ service keeps its port, so a scrape configuration written once stays valid.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
 import os
@@ -477,8 +478,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     def on_nats(url: str) -> None:
         from services.cli.held import report_held
+        from services.cli.streams import ensure_streams
 
         report_held(url, args.inventory, fresh=args.fresh and bool(args.nats))
+        if plane.creds("admin"):  # the services may create a stream, not update one
+            asyncio.run(ensure_streams(url, min(3, plane.cluster)))
 
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started, even mid-start
     try:

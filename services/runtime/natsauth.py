@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from contracts.permissions import USERS, permissions
+from contracts.permissions import USERS, inbox_prefix, nats_user, permissions
 from contracts.subjects import Subjects
 
 
@@ -43,7 +43,7 @@ def write_credentials(directory: Path, users: tuple[str, ...] = USERS) -> dict[s
     directory.chmod(0o700)
     paths: dict[str, Path] = {}
     for user in users:
-        cred = Credential(user=f"tessera-{user}", password=secrets.token_urlsafe(24))
+        cred = Credential(user=nats_user(user), password=secrets.token_urlsafe(24))
         paths[user] = directory / f"{user}.json"
         _write_private(paths[user], msgspec.json.encode(cred).decode())
     return paths
@@ -114,14 +114,19 @@ def connect_options(creds: str = "", ca: str = "", url: str = "") -> dict:
         options.update(user=cred.user, password=cred.password)
     elif os.environ.get(USER_ENV):  # in a pod: from the chart's Secret, never in argv
         options.update(user=os.environ[USER_ENV], password=os.environ.get(PASSWORD_ENV, ""))
+    if options:  # replies come on the user's own prefix: nobody else may subscribe there
+        options["inbox_prefix"] = inbox_prefix(options["user"])
     if ca:
         context = ssl.create_default_context(cafile=ca)
         options["tls"] = context
     return options
 
 
-def generate_tls(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Path]:
-    """A self-signed CA and a server certificate for `host` (ca, cert, key) made by `openssl`."""
+def generate_tls(directory: Path, host: str = "127.0.0.1", dns: tuple[str, ...] = (),
+                 days: int = 30) -> tuple[Path, Path, Path]:  # fmt: skip
+    """A self-signed CA and a server certificate for `host` and the names `dns` (ca, cert, key)
+    made by `openssl`. The certificate has no extended key usage, so the servers of a cluster
+    also present it as clients on their routes."""
     openssl = shutil.which("openssl")
     if openssl is None:
         raise SystemExit("--nats-tls needs the openssl command to make a certificate")
@@ -130,17 +135,18 @@ def generate_tls(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, 
     ca, ca_key = directory / "ca.pem", directory / "ca-key.pem"
     cert, key, csr = directory / "server.pem", directory / "server-key.pem", directory / "server.csr"
     ext = directory / "san.ext"
-    ext.write_text(f"subjectAltName=IP:{host},DNS:localhost\n")
+    names = ",".join(f"DNS:{name}" for name in ("localhost", *dns))
+    ext.write_text(f"subjectAltName=IP:{host},{names}\n")
 
     def run(*args: str) -> None:
         subprocess.run([openssl, *args], check=True, capture_output=True)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=tessera-ca",
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", str(days), "-subj", "/CN=tessera-ca",
         "-keyout", str(ca_key), "-out", str(ca))  # fmt: skip
     run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=tessera-nats",
         "-keyout", str(key), "-out", str(csr))  # fmt: skip
     run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-        "-days", "30", "-extfile", str(ext), "-out", str(cert))  # fmt: skip
+        "-days", str(days), "-extfile", str(ext), "-out", str(cert))  # fmt: skip
     for path in (ca_key, key):
         path.chmod(0o600)
     return ca, cert, key

@@ -7,8 +7,8 @@ from the log — the stored snapshot plus the log's tail, folded again — never
 state, which folds its own appends before the log orders them and refolds redeliveries: what
 is stored is exactly what a full replay would rebuild, by construction.
 
-Stored in a JetStream object store (`<stream>_snapshots`, one object per service: a projection
-can outgrow one NATS message), with a header saying whose state it is (service, a version
+Stored in a JetStream object store (`<stream>_snapshots_<service>`: a projection can outgrow
+one NATS message; one bucket per service, so each may write only its own — issue 23), with a header saying whose state it is (service, a version
 that names the state's shape and the fold's configuration), which stream (its creation time:
 `up --fresh` or `down --purge` made another one) and which sequence it covers. Anything else —
 no snapshot, an undecodable one, another version or stream, one ahead of the log — is not used:
@@ -28,6 +28,7 @@ from typing import Generic, Protocol, TypeVar
 import msgspec
 
 from contracts.base import Event
+from contracts.permissions import SNAPSHOTTERS, snapshot_bucket
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime.eventlog.model import EventLog, StoredMessage, subject_matches
 from services.runtime.service import PoisonHandler, replay_decoded, skip_poison
@@ -327,25 +328,25 @@ class ObjectStoreSnapshots:
 
         assert isinstance(event_log, JetStreamLog)
         self.log = event_log
-        self.bucket = bucket_of(event_log.stream)
-        self._store: object | None = None
+        self._stores: dict[str, object] = {}  # bucket -> its object store
 
-    async def _obj(self) -> object:
-        if self._store is None:
+    async def _obj(self, name: str) -> object:
+        bucket = bucket_of(self.log.stream, name)
+        if bucket not in self._stores:
             import nats.js.errors
             from nats.js.api import ObjectStoreConfig, StorageType
 
             js = self.log.js
             try:
-                self._store = await js.object_store(self.bucket)
+                self._stores[bucket] = await js.object_store(bucket)
             except nats.js.errors.NotFoundError:
-                config = ObjectStoreConfig(bucket=self.bucket, storage=StorageType.FILE,
+                config = ObjectStoreConfig(bucket=bucket, storage=StorageType.FILE,
                                            replicas=self.log.replicas)  # fmt: skip
                 try:
-                    self._store = await js.create_object_store(self.bucket, config=config)
-                except nats.js.errors.BadRequestError:  # another service created it meanwhile
-                    self._store = await js.object_store(self.bucket)
-        return self._store
+                    self._stores[bucket] = await js.create_object_store(bucket, config=config)
+                except nats.js.errors.BadRequestError:  # another replica created it meanwhile
+                    self._stores[bucket] = await js.object_store(bucket)
+        return self._stores[bucket]
 
     async def identity(self) -> str:
         info = await self.log.js.stream_info(self.log.stream)
@@ -361,7 +362,7 @@ class ObjectStoreSnapshots:
         attempt is bounded and reads the info anew."""
         import nats.js.errors
 
-        store = await self._obj()
+        store = await self._obj(name)
         for _attempt in range(LOAD_ATTEMPTS):
             try:
                 async with asyncio.timeout(LOAD_TIMEOUT):
@@ -376,12 +377,17 @@ class ObjectStoreSnapshots:
         return None
 
     async def save(self, name: str, data: bytes) -> None:
-        store = await self._obj()
+        store = await self._obj(name)
         await store.put(name, data)  # type: ignore[attr-defined]
 
 
-def bucket_of(stream: str) -> str:
-    return f"{stream}_snapshots"
+def bucket_of(stream: str, service: str) -> str:
+    return snapshot_bucket(stream, service)
+
+
+def buckets_of(stream: str) -> list[str]:
+    """Every snapshot bucket of a log's services (and the one they shared before issue 23)."""
+    return [f"{stream}_snapshots", *(bucket_of(stream, s) for s in sorted(SNAPSHOTTERS))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import nats
@@ -31,7 +31,7 @@ from contracts.subjects import Subjects
 from services.cli.get import fetch_report
 from services.cli.up import ControlPlane
 from services.runtime.eventlog.jetstream import JetStreamLog
-from services.runtime.natsauth import load
+from services.runtime.natsauth import connect_options, load
 from tests.e2e.test_system import EXAMPLES, apply
 from tests.processes import ROOT, wait_until
 
@@ -50,17 +50,26 @@ class Probe:
 
     def __init__(self) -> None:
         self.nc: nats.aio.client.Client | None = None
-        self.refused: asyncio.Queue[str] = asyncio.Queue()
+        self.refusals: asyncio.Queue[str] = asyncio.Queue()
 
     async def connect(self, url: str, creds: str) -> Probe:
         async def on_error(exc: Exception) -> None:
             if "permissions violation" in str(exc).lower():
-                self.refused.put_nowait(str(exc))
+                self.refusals.put_nowait(str(exc))
 
-        cred = load(creds)
-        self.nc = await nats.connect(url, user=cred.user, password=cred.password,
-                                     error_cb=on_error, allow_reconnect=False)  # fmt: skip
+        self.nc = await nats.connect(url, error_cb=on_error, allow_reconnect=False,
+                                     **connect_options(creds))  # its own inbox prefix
         return self
+
+    async def refused(self, sent: Awaitable[object]) -> str:
+        """The server's refusal of what `sent` sends (a publish, request or subscription)."""
+        assert self.nc is not None
+        sending = asyncio.ensure_future(sent)
+        try:
+            return await asyncio.wait_for(self.refusals.get(), 10)
+        finally:
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
 
     async def publish(self, subject: str, body: bytes = b"{}") -> bool:
         """True: JetStream answered (the server allowed it); False: a permissions violation."""
@@ -71,7 +80,7 @@ class Probe:
         await self.nc.publish(subject, body, reply=inbox,
                               headers={EXPECTED_LAST_SUBJECT_SEQ: "999999999"})  # fmt: skip
         answer = asyncio.ensure_future(sub.next_msg(timeout=10))
-        refusal = asyncio.ensure_future(self.refused.get())
+        refusal = asyncio.ensure_future(self.refusals.get())
         done, pending = await asyncio.wait({answer, refusal}, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()

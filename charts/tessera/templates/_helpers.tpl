@@ -63,7 +63,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.nats.external.url -}}
 {{- .Values.nats.external.url -}}
 {{- else -}}
-{{- printf "nats://%s-nats.%s.svc:4222" (include "tessera.fullname" .) .Release.Namespace -}}
+{{- printf "%s://%s-nats.%s.svc:4222" (ternary "tls" "nats" (eq (include "tessera.natsTls" .) "true")) (include "tessera.fullname" .) .Release.Namespace -}}
 {{- end -}}
 {{- end -}}
 
@@ -86,8 +86,43 @@ Replicas of the event streams: as asked, else one per bundled NATS server (R1 al
 {{- end -}}
 
 {{/*
-The Secret of the NATS users' passwords (one key per user of files/permissions.json).
+The Secret of the NATS users' passwords (one key per user of files/permissions.json, and `route`
+for the cluster routes): the given one, else the one the setup Job makes once (natssetup.yaml).
 */}}
 {{- define "tessera.natsSecret" -}}
-{{- .Values.nats.auth.existingSecret | default (printf "%s-nats-users" (include "tessera.fullname" .)) -}}
+{{- .Values.nats.auth.existingSecret | default (printf "%s-nats-credentials" (include "tessera.fullname" .)) -}}
+{{- end -}}
+
+{{/* "true" when that Secret is needed: users (an external NATS is given the same ones), or the
+bundled cluster's route password. */}}
+{{- define "tessera.natsNeedsSecret" -}}
+{{- if or .Values.nats.auth.enabled (and (not .Values.nats.external.url) (gt (int (include "tessera.natsReplicas" .)) 1)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the bundled NATS speaks TLS (clients and routes). */}}
+{{- define "tessera.natsTls" -}}
+{{- if and (not .Values.nats.external.url) .Values.nats.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The TLS Secret (tls.crt, tls.key, ca.crt): given, cert-manager's, or the setup Job's. */}}
+{{- define "tessera.natsTlsSecret" -}}
+{{- .Values.nats.tls.existingSecret | default (printf "%s-nats-tls" (include "tessera.fullname" .)) -}}
+{{- end -}}
+
+{{/* What the setup Job makes: "users", "tls", both or neither (space-separated). */}}
+{{- define "tessera.natsSetup" -}}
+{{- if and (include "tessera.natsNeedsSecret" .) (not .Values.nats.auth.existingSecret) }} users{{ end -}}
+{{- if and (include "tessera.natsTls" .) (not .Values.nats.tls.existingSecret) (not .Values.nats.tls.certManager.enabled) }} tls{{ end -}}
+{{- end -}}
+
+{{/* The names the servers' certificate holds: the client Service and every server's route name. */}}
+{{- define "tessera.natsDnsNames" -}}
+{{- $f := include "tessera.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+- {{ $f }}-nats
+- {{ $f }}-nats.{{ $ns }}
+- {{ $f }}-nats.{{ $ns }}.svc
+- {{ $f }}-nats.{{ $ns }}.svc.cluster.local
+- "*.{{ $f }}-nats-headless.{{ $ns }}.svc"
+- "*.{{ $f }}-nats-headless.{{ $ns }}.svc.cluster.local"
 {{- end -}}

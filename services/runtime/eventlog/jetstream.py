@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import uuid
 from collections import deque
@@ -31,7 +32,7 @@ from nats.js.api import (
 )
 
 from contracts.envelope import DLQ_REASON, DLQ_SOURCE, EXPECTED_LAST_SUBJECT_SEQ, MSG_ID
-from contracts.permissions import APPENDS, may_append
+from contracts.permissions import APPENDS, may_append, rights_of
 from contracts.subjects import Subjects
 from services.runtime.eventlog.model import (
     Appended,
@@ -46,6 +47,8 @@ from services.runtime.eventlog.model import (
     StoredMessage,
 )
 from services.runtime.natsauth import connect_options, servers
+
+logger = logging.getLogger(__name__)
 
 WRONG_LAST_SEQUENCE = 10071
 #: An atomic batch holding a message id already in the duplicate window: our own earlier attempt
@@ -404,15 +407,19 @@ class JetStreamLog:
         ack_wait: float = 30.0,
         replicas: int = 1,
         writer: str = "",
+        user: str = "",
     ) -> None:
         self.nc = nc
         #: the NATS user this process is (`contracts.permissions`): appends are checked here
         #: with the server's own rule, since the server answers a refused publish with nothing
         self.writer = writer
+        self.subjects = subjects or Subjects()
+        #: what the server lets this connection do (None: unrestricted), checked before an API
+        #: request it would refuse — a refused request is a timeout, not an answer
+        self.rights = rights_of(user, self.subjects, stream)
         self.js = nc.jetstream(timeout=10.0)
         self._acks = _AckRouter(nc)
         self.timeout = 10.0
-        self.subjects = subjects or Subjects()
         self.stream = stream
         self.dlq_stream = f"{stream}_DLQ"
         self.duplicate_window = duplicate_window
@@ -425,8 +432,9 @@ class JetStreamLog:
     ) -> JetStreamLog:
         """`url` may list a cluster's servers, comma-separated: the client knows every one
         from the start, so losing the one it first reached is a reconnect, not an outage."""
-        nc = await _connect_or_refused(url, connect_options(credentials, ca, url))
-        log = cls(nc, **kwargs)  # type: ignore[arg-type]
+        options = connect_options(credentials, ca, url)
+        nc = await _connect_or_refused(url, options)
+        log = cls(nc, user=options.get("user", ""), **kwargs)  # type: ignore[arg-type]
         deadline = asyncio.get_running_loop().time() + ENSURE_PATIENCE
         while True:  # a cluster electing its leaders answers nothing for a few seconds
             try:
@@ -466,6 +474,14 @@ class JetStreamLog:
         try:
             await self.js.add_stream(config)
         except nats.js.errors.BadRequestError:
+            if self.rights is not None and not self.rights.may_publish(
+                f"$JS.API.STREAM.UPDATE.{config.name}"
+            ):  # a service uses the stream as the operator made it (issue 23: an update
+                # could shorten the log); changing it is the admin user's
+                logger.warning("stream %s exists with another configuration than %s asks for; "
+                            "using it as it is (an update is the operator's)", config.name,
+                            self.nc.options.get("user"))  # fmt: skip
+                return
             # never fewer replicas than it has: a client started without --stream-replicas
             # (a test, a tool) would otherwise turn an R3 log back into R1
             have = (await self.js.stream_info(config.name)).config.num_replicas or 1
@@ -743,6 +759,11 @@ class JetStreamLog:
     # --- consumers -----------------------------------------------------------------------------
 
     async def consumer(self, durable: str, filter_subjects: Sequence[str]) -> JetStreamConsumer:
+        if self.rights is not None and not self.rights.may_publish(
+            f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{durable}"
+        ):
+            raise LogError(f"durable {durable!r}: NATS user {self.nc.options.get('user')} may "
+                           "use only its own durable, named by its user (contracts/permissions.py)")
         config = ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
