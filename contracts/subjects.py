@@ -103,6 +103,13 @@ class Subjects:
     def all_storage(self) -> str:
         return f"{self.root}.ev.vol.>"
 
+    def quota(self, namespace: str, name: str) -> str:
+        """A namespace's ResourceQuota (`QuotaChanged` / `QuotaDeleted`)."""
+        return f"{self.root}.ev.quota.{escape(namespace)}.{escape(name)}"
+
+    def all_quotas(self) -> str:
+        return f"{self.root}.ev.quota.>"
+
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
@@ -141,6 +148,8 @@ def subject_of(subjects: Subjects, event: Event) -> str:
             return subjects.node(event.node)
         case ev.NodeUsage():
             return subjects.usage(event.node)
+        case ev.QuotaChanged() | ev.QuotaDeleted():
+            return subjects.quota(event.namespace, event.name)
         case ev.ClaimChanged():
             return subjects.storage("pvc", event.name, event.namespace)
         case ev.VolumeChanged():
