@@ -117,21 +117,24 @@ class ResourceQuotaPlugin:
 
     # --- what `tessera get quota` shows -----------------------------------------------------
 
-    def rows(self) -> list[dict[str, object]]:
-        """Per quota and hard name: hard, used in all, held by Tessera's jobs, used by others."""
+    def records(self) -> list[dict[str, object]]:
+        """Per quota, by hard name: hard, used in all, held by Tessera's jobs, used by others
+        (status.used beyond Tessera's pods)."""
         out: list[dict[str, object]] = []
         for ns, quotas in sorted(self.quotas.items()):
             held, in_api = self.used.get(ns, {}), self.in_api.get(ns, {})
             for q in quotas:
+                rec: dict[str, object] = {"namespace": ns, "name": q.name}
+                for col in ("hard", "used", "tessera", "others"):
+                    rec[col] = {}
                 for key in sorted(q.hard):
                     name = base_name(key)
-                    others = others_use(q, key, in_api)
-                    mine = held.get(name, 0)
-                    out.append({"namespace": ns, "name": q.name, "resource": key,
-                                "hard": amount(name, q.hard[key]), "used": amount(name, mine + others),
-                                "tessera": amount(name, mine), "others": amount(name, others)})  # fmt: skip
+                    others, mine = others_use(q, key, in_api), held.get(name, 0)
+                    for col, v in (("hard", q.hard[key]), ("used", mine + others), ("tessera", mine),
+                                   ("others", others)):  # fmt: skip
+                        rec[col][key] = amount(name, v)  # type: ignore[index]
+                out.append(rec)
         return out
-
 
 def others_use(q: QuotaChanged, key: str, in_api: Vec) -> int:
     """What the API server's status.used counts beyond Tessera's own pods (0 with no status)."""
