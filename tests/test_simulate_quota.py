@@ -14,7 +14,16 @@ from services.cli.kubeobjects import Catalog
 from services.cli.main import main
 from services.core.simulate.jsonl import read_jsonl
 
-INVENTORY = {"nodes": [{"name": "n1", "cpu": 64, "memory": "256Gi", "devices": [{"type": "Ascend910B3", "count": 16}]}]}
+INVENTORY = {
+    "nodes": [
+        {
+            "name": "n1",
+            "cpu": 64,
+            "memory": "256Gi",
+            "devices": [{"type": "Ascend910B3", "count": 16}],
+        }
+    ]
+}
 WORKLOAD = """
 {apiVersion: v1, kind: ResourceQuota, metadata: {name: npu, namespace: team-a}, spec: {hard: {requests.huawei.com/Ascend910B3: '8', limits.huawei.com/Ascend910B3-memory: '600000'}}}
 ---
@@ -34,10 +43,16 @@ def test_a_gang_held_by_its_quota_runs_once_the_namespace_frees_cards(tmp_path: 
     assert main(args) == 0
     held = [json.loads(m.data)["reason"] for m in read_jsonl(tmp_path / "ev.jsonl")
             if m.headers.get("Tessera-Type") == "JobUnschedulable" and m.subject.endswith(".team-a.big")]  # fmt: skip
-    assert held and held[0].startswith("namespace team-a: huawei.com/Ascend910B3 requested 4, quota 8, used 8")
+    assert held and held[0].startswith(
+        "namespace team-a: huawei.com/Ascend910B3 requested 4, quota 8, used 8"
+    )
     report = json.loads((tmp_path / "r.json").read_text())
     pods = {p["name"]: p["phase"] for p in report["pods"]}
-    assert pods == {"first": "Succeeded", "keeper": "Running", **{f"big-w-{i}": "Running" for i in range(4)}}
+    assert pods == {
+        "first": "Succeeded",
+        "keeper": "Running",
+        **{f"big-w-{i}": "Running" for i in range(4)},
+    }
     (quota,) = report["quotas"]
     # what the slices hold: 4 vNPUs of the 16 GB template and the keeper's 2 whole 64 GB cards
     assert quota == {"namespace": "team-a", "name": "npu",

@@ -36,7 +36,10 @@ class QuotaSource:
         self.written = LastEvents(event_log, self.service, "kube-quota")
 
     async def recover(self) -> None:
-        log.info("quota source: %d quotas in the log", await self.written.recover(self.subjects.all_quotas()))
+        log.info(
+            "quota source: %d quotas in the log",
+            await self.written.recover(self.subjects.all_quotas()),
+        )
 
     async def run(self, stopping: asyncio.Event) -> None:
         follow = asyncio.create_task(self._follow())
@@ -63,6 +66,8 @@ class QuotaSource:
             return
         event, refused = quota_event({**ch.obj, "kind": KIND}, with_status=True)
         if event is None:
-            log.warning("ResourceQuota %s/%s not read: %s", ns, name, "; ".join(r.line() for r in refused))
+            log.warning(
+                "ResourceQuota %s/%s not read: %s", ns, name, "; ".join(r.line() for r in refused)
+            )
             return
         await self.written.write(subject_of(self.subjects, event), event, KIND, gone=False)

@@ -26,7 +26,9 @@ def test_a_quota_is_appended_then_unchanged_then_configured() -> None:
                                        hard={"requests.huawei.com/Ascend910B3": 8000, "limits.memory": 8192})  # fmt: skip
     assert write.expected_seq == 0  # a new subject: a racing apply of the same name conflicts
     fold_known(known, 7, "quota", write.event)
-    assert [r.outcome for r in plan_apply(QUOTA.format(cards=8), known, None, frozenset()).results] == [UNCHANGED]
+    assert [
+        r.outcome for r in plan_apply(QUOTA.format(cards=8), known, None, frozenset()).results
+    ] == [UNCHANGED]
     again = plan_apply(QUOTA.format(cards=10), known, None, frozenset())
     assert [r.outcome for r in again.results] == [CONFIGURED]
     assert again.writes[0].expected_seq == 7
@@ -36,4 +38,6 @@ def test_a_bad_quantity_is_refused_naming_its_key() -> None:
     plan = plan_apply(QUOTA.format(cards="many"), Known(), None, frozenset())
     (result,) = plan.results
     assert result.outcome == REJECTED and not plan.writes
-    assert result.reasons[0].startswith("spec.hard[requests.huawei.com/Ascend910B3]: 'many' is not a quantity")
+    assert result.reasons[0].startswith(
+        "spec.hard[requests.huawei.com/Ascend910B3]: 'many' is not a quantity"
+    )

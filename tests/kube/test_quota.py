@@ -34,11 +34,15 @@ def pair_job() -> dict[str, Any]:
     job["spec"]["minAvailable"] = 2
     task = job["spec"]["tasks"][0]
     task["replicas"] = 2
-    task["template"]["spec"]["containers"][0]["resources"]["limits"] = {"huawei.com/Ascend910B3": "2"}
+    task["template"]["spec"]["containers"][0]["resources"]["limits"] = {
+        "huawei.com/Ascend910B3": "2"
+    }
     return job
 
 
-async def test_a_job_over_its_namespace_quota_waits_until_the_quota_is_raised(cluster: Cluster, tmp_path: Path) -> None:
+async def test_a_job_over_its_namespace_quota_waits_until_the_quota_is_raised(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     await volcano_served(cluster)
     await hami_nodes(cluster)
     await cluster.kube.create(quotas_path("default"), quota(2))
@@ -47,7 +51,9 @@ async def test_a_job_over_its_namespace_quota_waits_until_the_quota_is_raised(cl
         await asyncio.to_thread(cp.start, lambda _line: None)
         try:
             await cluster.kube.create(volcano.jobs_path("default"), pair_job())
-            uid = ((await _get(cluster, volcano.jobs_path("default", "pair"))) or {})["metadata"]["uid"]
+            uid = ((await _get(cluster, volcano.jobs_path("default", "pair"))) or {})["metadata"][
+                "uid"
+            ]
             pg_path = volcano.podgroups_path("default", f"pair-{uid}")
             seen: dict[str, Any] = {}
 
@@ -60,15 +66,24 @@ async def test_a_job_over_its_namespace_quota_waits_until_the_quota_is_raised(cl
             try:
                 await wait_until(held, 60, "PodGroup Pending with the quota's words")
             except TimeoutError as exc:
-                raise AssertionError(f"PodGroup status {seen.get('status')!r}, wanted {HELD!r}") from exc
-            assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("pair-")]
+                raise AssertionError(
+                    f"PodGroup status {seen.get('status')!r}, wanted {HELD!r}"
+                ) from exc
+            assert not [
+                p for p in await cluster.pods() if p["metadata"]["name"].startswith("pair-")
+            ]
 
-            await cluster.kube.patch(quotas_path("default", "npu"), {"spec": {"hard": {"requests.huawei.com/Ascend910B3": "4"}}})
+            await cluster.kube.patch(
+                quotas_path("default", "npu"),
+                {"spec": {"hard": {"requests.huawei.com/Ascend910B3": "4"}}},
+            )
 
             async def running() -> bool:
                 ps = [p for p in await cluster.pods() if p["metadata"]["name"].startswith("pair-")]
                 return len(ps) == 2 and all(kpods.phase(p) == "Running" for p in ps)
 
-            await wait_until(running, 90, "the job admitted and its two pods Running once the quota is 4")
+            await wait_until(
+                running, 90, "the job admitted and its two pods Running once the quota is 4"
+            )
         finally:
             await asyncio.to_thread(cp.stop)

@@ -87,9 +87,19 @@ class Accounting:
     def __init__(self, card_types: Mapping[str, str], type_memory: Mapping[str, int]) -> None:
         self.card_types = card_types  # card uuid → type
         self.type_memory = type_memory  # card type → its (largest) memory, MB
+        self._asked: dict[int, tuple[TaskSpec, Vec]] = {}
 
     def asked(self, spec: TaskSpec) -> Vec:
-        """One pod's requests as the Kubernetes quota counts them (cards as asked)."""
+        """One pod's requests as the Kubernetes quota counts them (cards as asked); once per
+        spec and session (a job's replicas share theirs). Callers never change the vector."""
+        got = self._asked.get(id(spec))
+        if got is not None and got[0] is spec:
+            return got[1]
+        out = self._ask(spec)
+        self._asked[id(spec)] = (spec, out)
+        return out
+
+    def _ask(self, spec: TaskSpec) -> Vec:
         out: Vec = {"pods": 1}
         if spec.cpu_milli:
             out["cpu"] = spec.cpu_milli

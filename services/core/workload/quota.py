@@ -26,7 +26,9 @@ QUOTA_KINDS: dict[tuple[str, str], Schema] = {
 }  # fmt: skip
 
 
-def _amounts(raw: object, path: str, kind_name: tuple[str, str], errors: list[Rejection]) -> dict[str, int]:
+def _amounts(
+    raw: object, path: str, kind_name: tuple[str, str], errors: list[Rejection]
+) -> dict[str, int]:
     ns, name = kind_name
     if raw is None:
         return {}
@@ -39,16 +41,22 @@ def _amounts(raw: object, path: str, kind_name: tuple[str, str], errors: list[Re
         try:
             units = to_units(base_name(str(key)), value)
         except QuantityError as exc:
-            errors.append(Rejection("ResourceQuota", ns, name, f"{path}[{key}]", str(value)[:64], str(exc)))
+            errors.append(
+                Rejection("ResourceQuota", ns, name, f"{path}[{key}]", str(value)[:64], str(exc))
+            )
             continue
         if units < 0:
-            errors.append(Rejection("ResourceQuota", ns, name, f"{path}[{key}]", str(value), "must be >= 0"))
+            errors.append(
+                Rejection("ResourceQuota", ns, name, f"{path}[{key}]", str(value), "must be >= 0")
+            )
             continue
         out[str(key)] = units
     return out
 
 
-def quota_event(obj: Mapping[str, Any], with_status: bool) -> tuple[QuotaChanged | None, list[Rejection]]:
+def quota_event(
+    obj: Mapping[str, Any], with_status: bool
+) -> tuple[QuotaChanged | None, list[Rejection]]:
     """The event for one ResourceQuota, or the rules it breaks."""
     meta = obj.get("metadata") or {}
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")

@@ -31,7 +31,10 @@ def test_a_job_over_its_namespace_quota_is_explained_by_the_quota() -> None:
 def test_a_job_larger_than_the_quota_says_to_ask_for_less() -> None:
     u = unschedulable(ROWS["hami-limits-gpu-count"], "ml/p3")
     assert u.reason.startswith("namespace ml: nvidia.com/gpu requested 3, quota 2, used 0")
-    assert u.unblock == "ask for at most 2 nvidia.com/gpu, or raise limits.nvidia.com/gpu of ResourceQuota ml/gpu to 3"
+    assert (
+        u.unblock
+        == "ask for at most 2 nvidia.com/gpu, or raise limits.nvidia.com/gpu of ResourceQuota ml/gpu to 3"
+    )
 
 
 def test_no_quota_no_work() -> None:
@@ -41,7 +44,10 @@ def test_no_quota_no_work() -> None:
 
 
 def _held(sim: object, conf: object) -> dict[str, str]:
-    return {f"{u.namespace}/{u.name}": u.reason for u in decide(sim.projection.snapshot(), conf).unschedulable}  # type: ignore[attr-defined, arg-type]
+    return {
+        f"{u.namespace}/{u.name}": u.reason
+        for u in decide(sim.projection.snapshot(), conf).unschedulable
+    }  # type: ignore[attr-defined, arg-type]
 
 
 def test_status_used_counts_tessera_pods_once_and_a_raised_quota_admits() -> None:
@@ -55,7 +61,9 @@ def test_status_used_counts_tessera_pods_once_and_a_raised_quota_admits() -> Non
     key = "requests.huawei.com/Ascend910B3"
 
     def quota(hard: int, used: int) -> QuotaChanged:
-        return QuotaChanged(namespace="team-a", name="npu", hard={key: hard * 1000}, used={key: used * 1000})
+        return QuotaChanged(
+            namespace="team-a", name="npu", hard={key: hard * 1000}, used={key: used * 1000}
+        )
 
     sim.emit(quota(8, 6))
     assert "requested 4, quota 8, used 6 (" in _held(sim, conf)["team-a/big"]
@@ -64,4 +72,6 @@ def test_status_used_counts_tessera_pods_once_and_a_raised_quota_admits() -> Non
     sim.emit(quota(11, 7))
     assert "team-a/big" not in _held(sim, conf)
     bound = bound_of(decide(sim.projection.snapshot(), conf))
-    assert {k for k in bound if k.startswith("team-a/big-")} == {f"team-a/big-w-{i}" for i in range(4)}
+    assert {k for k in bound if k.startswith("team-a/big-")} == {
+        f"team-a/big-w-{i}" for i in range(4)
+    }

@@ -136,6 +136,7 @@ class ResourceQuotaPlugin:
                 out.append(rec)
         return out
 
+
 def others_use(q: QuotaChanged, key: str, in_api: Vec) -> int:
     """What the API server's status.used counts beyond Tessera's own pods (0 with no status)."""
     if key not in q.used:
