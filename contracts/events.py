@@ -378,6 +378,29 @@ class StorageDeleted(Event, frozen=True, tag="StorageDeleted"):
     namespace: str = ""  # a claim's
 
 
+# --- namespace quota (the API server's ResourceQuotas) --------------------------------------------
+
+
+class QuotaChanged(Event, frozen=True, tag="QuotaChanged"):
+    """A namespace's ResourceQuota as enqueue reads it (Volcano's `resourcequota` plugin): its
+    `spec.hard` and `status.used` under the names as written (`requests.huawei.com/Ascend910B3`,
+    `limits.nvidia.com/gpumem`, `cpu`), in the core's units of the name without its
+    `requests.`/`limits.` prefix (cpu milli-cores, memory MiB, pods a count, anything else
+    milli-units: services/core/workload/quantity.py). `used` is the API server's (empty from
+    `tessera apply` and simulate, as kubectl apply never writes status)."""
+
+    namespace: str
+    name: str
+    hard: dict[str, int] = {}
+    used: dict[str, int] = {}
+    scoped: bool = False  # spec.scopes / scopeSelector: not applied to jobs (as Volcano)
+
+
+class QuotaDeleted(Event, frozen=True, tag="QuotaDeleted"):
+    namespace: str
+    name: str
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
@@ -410,4 +433,6 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     VolumeChanged,
     StorageClassChanged,
     StorageDeleted,
+    QuotaChanged,
+    QuotaDeleted,
 )

@@ -109,6 +109,13 @@ class Subjects:
     def all_storage(self) -> str:
         return f"{self.root}.ev.vol.>"
 
+    def quota(self, namespace: str, name: str) -> str:
+        """A namespace's ResourceQuota (`QuotaChanged` / `QuotaDeleted`)."""
+        return f"{self.root}.ev.quota.{escape(namespace)}.{escape(name)}"
+
+    def all_quotas(self) -> str:
+        return f"{self.root}.ev.quota.>"
+
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
@@ -150,6 +157,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.JobSubmitted,), lambda s, e: s.job(e.spec.namespace, e.spec.name)),
         ((ev.NodeRegistered, ev.NodeLost), lambda s, e: s.node(e.node)),
         ((ev.NodeUsage,), lambda s, e: s.usage(e.node)),
+        ((ev.QuotaChanged, ev.QuotaDeleted), lambda s, e: s.quota(e.namespace, e.name)),
         ((ev.ClaimChanged,), lambda s, e: s.storage("pvc", e.name, e.namespace)),
         ((ev.VolumeChanged,), lambda s, e: s.storage("pv", e.name)),
         ((ev.StorageClassChanged,), lambda s, e: s.storage("sc", e.name)),

@@ -563,7 +563,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
                 "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
-                "secret_path": ("", "secrets")}  # fmt: skip
+                "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
@@ -697,6 +697,7 @@ def test_the_code_reading_finds_the_edges_calls() -> None:
     assert ("batch.volcano.sh", "jobs/finalizers", "update") in rules["queue"]  # pods owned by Jobs
     assert ("", "persistentvolumeclaims", "patch") in rules["allocator"]  # selected-node (issue 22)
     assert ("storage.k8s.io", "storageclasses", "watch") in rules["allocator"]
+    assert ("", "resourcequotas", "watch") in rules["admission"]  # namespace quotas (issue 25)
 
 
 @needs_helm

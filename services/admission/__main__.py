@@ -10,6 +10,7 @@ from services.core.devices import build_vendors
 from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD
 from services.runtime.bootstrap import (
     App,
+    Edges,
     common_parser,
     device_catalogue,
     run_service,
@@ -34,11 +35,13 @@ def main(argv: list[str] | None = None) -> int:
         return AdmissionService(log, vendors, max_payload=getattr(nc, "max_payload", None)
                                 or NATS_DEFAULT_MAX_PAYLOAD)  # fmt: skip
 
-    def edge(app: App, _log: object, kube: object) -> object:
+    def edge(app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.podsource import PodSource
+        from services.kube.quotasource import QuotaSource
 
         assert isinstance(app, AdmissionService)
-        return PodSource(app, kube, scheduler_names=scheduler_names(args))  # type: ignore[arg-type]
+        return Edges(PodSource(app, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
+                     QuotaSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
 
     return asyncio.run(run_service("admission", args, build, api, edge))  # type: ignore[arg-type]
 

@@ -35,6 +35,8 @@ from contracts.events import (
     QueueDeleted,
     QueueStateChanged,
     QueueUpdated,
+    QuotaChanged,
+    QuotaDeleted,
     TaskPlacement,
 )
 from contracts.workloads import JobSpec, QueueSpec
@@ -82,6 +84,9 @@ class Known:
     #: each node's largest card per vendor, as last registered (`cardroom`): a request no card
     #: can hold is refused here
     node_largest: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
+    #: namespaces' ResourceQuotas: (namespace, name) → (its last QuotaChanged, or None once
+    #: deleted; its subject's last sequence)
+    quotas: dict[tuple[str, str], tuple[QuotaChanged | None, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +94,7 @@ class Write:
     """One event to append; `expected_seq` guards against a concurrent writer of the same name."""
 
     result: int  # index into Plan.results this write belongs to
-    kind: str  # "Queue" | "PriorityClass" | "Job"
+    kind: str  # "Queue" | "PriorityClass" | "Job" | "ResourceQuota"
     key: tuple[str, str]
     event: Event
     expected_seq: int | None  # None: follows an earlier write of the same plan on its subject
@@ -236,6 +241,15 @@ def plan_documents(
         if key in running:  # already runs: book it where it is (the allocator resolves slices)
             writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED, (), warnings))
+    for quota in workload.quotas:  # spec.hard; a change is `configured`, as kubectl apply says
+        key = (quota.namespace, quota.name)
+        had, seq = known.quotas.get(key, (None, 0))
+        if had == quota:
+            results.append(_result("ResourceQuota", quota.namespace, quota.name, UNCHANGED))
+            continue
+        writes.append(Write(len(results), "ResourceQuota", key, quota, seq))
+        results.append(_result("ResourceQuota", quota.namespace, quota.name,
+                               ACCEPTED if had is None else CONFIGURED))  # fmt: skip
     for obj in workload.storage:  # accepted by simulate only: never silently dropped here
         kind = STORAGE_KIND_OF[type(obj).__name__]
         ns = getattr(obj, "namespace", "")
@@ -306,10 +320,14 @@ def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
 
 
 def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
-    """Keep `Known` current from one log event (queue, job and node subjects)."""
+    """Keep `Known` current from one log event (queue, job, node and quota subjects)."""
     match event:
         case NodeRegistered():
             known.node_largest[event.node] = largest_cards(event.cards)
+        case QuotaChanged():
+            known.quotas[(event.namespace, event.name)] = (event, seq)
+        case QuotaDeleted():
+            known.quotas[(event.namespace, event.name)] = (None, seq)
         case PriorityClassCreated():
             known.priority_classes.setdefault(event.name, PriorityClass(
                 event.name, event.value, event.global_default, event.preemption_policy))  # fmt: skip

@@ -39,6 +39,8 @@ from contracts.events import (
     QueueDeleted,
     QueueStateChanged,
     QueueUpdated,
+    QuotaChanged,
+    QuotaDeleted,
 )
 from contracts.subjects import subject_of
 from services.admission.guard import DEFAULT_LIMITS, Limits
@@ -74,6 +76,8 @@ FOLDED: tuple[type[Event], ...] = (
     JobDeleted,
     JobPhaseChanged,
     NodeRegistered,
+    QuotaChanged,
+    QuotaDeleted,
 )
 
 
@@ -109,6 +113,7 @@ class AdmissionService:
                 self.subjects.all_queues(),
                 self.subjects.all_jobs(),
                 self.subjects.all_nodes(),
+                self.subjects.all_quotas(),
             ],
             handlers=handlers,
         )

@@ -1,4 +1,4 @@
-"""`tessera get queues|jobs|pods|nodes|cards`: read a running system (found through `tessera
+"""`tessera get queues|jobs|pods|nodes|cards|quota`: read a running system (found through `tessera
 up`'s state file).
 
 Nodes come from the log itself (the last NodeRegistered of every node subject); queues, jobs,
@@ -54,6 +54,7 @@ KINDS = {
     **dict.fromkeys(("nodes", "node", "no"), "nodes"),
     **dict.fromkeys(("cards", "card"), "cards"),
     **dict.fromkeys(("components", "component", "cs"), "components"),
+    **dict.fromkeys(("quota", "quotas", "resourcequota", "resourcequotas"), "quotas"),
 }
 #: `get components`: what `up` supervises, from its state file (no NATS needed: it is how you
 #: see why NATS or a service is down)
@@ -64,6 +65,9 @@ PROGRESS_EVERY = 1000
 #: `vcctl queue list`'s name, weight, state and parent, with the amounts side by side.
 QUEUE_COLUMNS = ("name", "state", "weight", "parent", "capability", "deserved", "allocated", "warning")
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
+#: `kubectl get quota`'s used/hard per name, and beside it what Tessera's own jobs hold (the
+#: rest of `used` is other pods' use, as the API server's status.used counts it)
+QUOTA_COLUMNS = ("namespace", "name", "used/hard", "tessera")
 
 
 async def fetch_cards(url: str, root: str) -> list[dict]:
@@ -159,6 +163,9 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
         if what == "pods":
             r["devices"] = ",".join(device_text(d) for d in r["devices"])
             r["node"] = r["node"] or ""
+        if what == "quotas":
+            r["used/hard"] = ", ".join(f"{k}: {r['used'][k]}/{v}" for k, v in r["hard"].items())
+            r["tessera"] = ", ".join(f"{k}: {v}" for k, v in r["tessera"].items())
         if what == "queues":
             for k in ("capability", "deserved", "allocated"):
                 r[k] = amounts(r.get(k) or {})
@@ -212,9 +219,11 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         objects = [ko.node_object(cat, n) for n in nodes or []]
     elif what == "cards":
         objects = [ko.card_object(c) for c in records]
+    elif what == "quotas":
+        objects = [quota_object(q) for q in records]
     else:
         objects = [ko.component_object(c) for c in records]
-    rows = _table_view(what, records) if what in ("pods", "jobs", "queues") else [dict(r) for r in records]
+    rows = _table_view(what, records) if what in ("pods", "jobs", "queues", "quotas") else [dict(r) for r in records]
     now = ko.now()
     for row, obj, rec in zip(rows, objects, records, strict=True):
         meta = obj.get("metadata") or {}
@@ -234,6 +243,13 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
             row["queue"] = annotations.get(ko.QUEUE_NAME, "")
             row["labels"] = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items()))
     return Listing(list(records), objects, rows)
+
+
+def quota_object(q: dict) -> dict:
+    """A ResourceQuota as the API server shows it (`status.used` is the whole namespace's)."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": q["name"], "namespace": q["namespace"]},
+            "spec": {"hard": q["hard"]}, "status": {"hard": q["hard"], "used": q["used"]}}  # fmt: skip
 
 
 def cat_jobs(cat: ko.Catalog, pods: list[dict]) -> dict[tuple[str, str], dict]:
@@ -264,11 +280,11 @@ async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -
     messages = await read_log(url, root)
     report = build_report(messages)
     cat = ko.catalog(messages)
-    records = report["jobs" if what == "podgroups" else what]
+    records = report.get("jobs" if what == "podgroups" else what, [])
     pods = report["pods"]
     if what == "jobs":  # Volcano Jobs only: a Pod's or PodGroup's job is no vcjob
         records = [r for r in records if r.get("kind") == "Job"]
-    if namespace is not None and what in ("pods", "jobs", "podgroups"):
+    if namespace is not None and what in ("pods", "jobs", "podgroups", "quotas"):
         records = [r for r in records if r["namespace"] == namespace]
     return listing(what, records, cat, pods), undecodable_warning(report)
 
@@ -363,7 +379,7 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
         print(json.dumps(got.records, indent=2))
     elif got.rows or not args.names:
         if not got.rows and not args.names:
-            ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups") else f" in {args.namespace} namespace"
+            ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups", "quotas") else f" in {args.namespace} namespace"
             print(f"No resources found{ns}.", file=sys.stderr)
             return code
         print(render(got.rows, columns_of(what, args.output), "table"))
@@ -374,7 +390,7 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
 #: objects the log saw born, kubectl's AGE.
 COLUMNS = {"pods": (*POD_COLUMNS, "age"), "jobs": (*JOB_COLUMNS, "age"), "podgroups": (*PODGROUP_COLUMNS, "age"),
            "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": (*NODE_COLUMNS, "age"),
-           "components": COMPONENT_COLUMNS}  # fmt: skip
+           "components": COMPONENT_COLUMNS, "quotas": QUOTA_COLUMNS}  # fmt: skip
 #: `-o wide`'s extra columns, kubectl's habit: what a second look needs.
 WIDE = {"pods": ("job", "podgroup", "queue", "labels"),
         "jobs": ("min", "pods", "nodes", "cards"),
@@ -382,7 +398,7 @@ WIDE = {"pods": ("job", "podgroup", "queue", "labels"),
 #: The resource a NotFound names, as the API server says it (CRDs with their group).
 RESOURCES = {"pods": "pods", "jobs": "jobs.batch.volcano.sh", "podgroups": "podgroups.scheduling.volcano.sh",
              "queues": "queues.scheduling.volcano.sh", "nodes": "nodes", "cards": "cards.tessera.io",
-             "components": "componentstatuses"}  # fmt: skip
+             "components": "componentstatuses", "quotas": "resourcequotas"}  # fmt: skip
 #: `get -o`: a table (or a wider one), Kubernetes objects, or the simulate report's records.
 GET_OUTPUTS = ("table", "wide", "json", "yaml", "records")
 
@@ -394,10 +410,11 @@ def kubeconfig_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    get = sub.add_parser("get", help="list queues, jobs, podgroups, pods, nodes or cards")
+    get = sub.add_parser("get", help="list queues, jobs, podgroups, pods, nodes, cards or quotas")
     get.add_argument("what", choices=list(KINDS), metavar="KIND",
                      help="pods|pod|po, jobs|job|vcjob, podgroups|pg, queues|queue|q, nodes|no, cards, "
-                          "components|cs (what `up` supervises)")  # fmt: skip
+                          "components|cs (what `up` supervises), quota|resourcequota (namespaces' "
+                          "ResourceQuotas: used/hard and what Tessera's jobs hold)")  # fmt: skip
     get.add_argument("names", nargs="*", metavar="NAME", help="only these objects (exit 1 if one is missing)")
     get.add_argument("-n", "--namespace", default="default", help="namespace of pods and jobs (default: default)")
     get.add_argument("-A", "--all-namespaces", action="store_true", help="pods and jobs of every namespace")

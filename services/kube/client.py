@@ -265,3 +265,9 @@ def volumes_path(name: str = "", sub: str = "") -> str:
 
 
 STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+
+
+def quotas_path(namespace: str = "", name: str = "") -> str:
+    """ResourceQuotas (all namespaces when `namespace` is empty)."""
+    base = f"/api/v1/namespaces/{namespace}/resourcequotas" if namespace else "/api/v1/resourcequotas"
+    return f"{base}/{name}" if name else base

@@ -16,16 +16,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from contracts.envelope import TYPE, content_id
 from contracts.events import StorageDeleted
-from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from services.core.scheduling.storage import CLAIM, CLASS, VOLUME
 from services.core.workload.storage import storage_event
 from services.kube.client import STORAGE_CLASSES, Kube, claims_path, volumes_path
+from services.kube.lastevents import LastEvents
 from services.kube.listwatch import Change, Reflector
-from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Outgoing
+from services.runtime.eventlog import EventLog
+from services.runtime.service import EventService
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
@@ -38,25 +37,21 @@ class StorageSource:
         self.log = event_log
         self.subjects = event_log.subjects
         self.kube = kube
-        self.registry = default_registry()
         self.claims = Reflector(kube, claims_path())
         self.volumes = Reflector(kube, volumes_path())
         self.classes = Reflector(kube, STORAGE_CLASSES)
         self.claims_listed = asyncio.Event()  # the binder reads claims only once listed
         #: called with (namespace, name) after a claim changed (the binder's waiters)
         self.on_claim: Callable[[str, str], None] = lambda _ns, _name: None
-        self.last: dict[str, tuple[Any, int]] = {}  # subject -> (its last event, seq)
         self.service = EventService(name="storage", log=event_log, filter_subjects=[], handlers={})
+        self.written = LastEvents(event_log, self.service, "kube-vol")
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.claims.cache.get(f"{namespace}/{name}")
 
     async def recover(self) -> None:
-        for msg in await self.log.last_per_subject(self.subjects.all_storage()):
-            kind = msg.headers.get(TYPE, "")
-            if kind in self.registry:
-                self.last[msg.subject] = (self.registry.decode(kind, msg.data), msg.seq)
-        log.info("storage source: %d claims, volumes and classes in the log", len(self.last))
+        known = await self.written.recover(self.subjects.all_storage())
+        log.info("storage source: %d claims, volumes and classes in the log", known)
 
     async def run(self, stopping: asyncio.Event) -> None:
         tasks = [asyncio.create_task(self._follow(r, kind)) for r, kind in
@@ -93,17 +88,5 @@ class StorageSource:
                                    namespace=str(meta.get("namespace") or "") if kind == "PersistentVolumeClaim" else "")  # fmt: skip
         else:
             event = storage_event(obj)
-        subject = subject_of(self.subjects, event)
-        for _attempt in range(5):
-            last, after = self.last.get(subject, (None, 0))
-            if last == event or (last is None and isinstance(event, StorageDeleted)):
-                return
-            body = self.registry.encode(event)
-            mid = f"kube-vol:{subject}:{after}:{content_id(kind, body)}"
-            result = await self.service.publish(Outgoing(subject, event, after, mid))
-            if not isinstance(result, Conflict):
-                self.last[subject] = (event, getattr(result, "seq", after))
-                return
-            msg = await self.log.last(subject)  # another writer: read what is there, decide again
-            if msg is not None:
-                self.last[subject] = (self.registry.decode(msg.headers[TYPE], msg.data), msg.seq)
+        await self.written.write(subject_of(self.subjects, event), event, kind,
+                                 gone=isinstance(event, StorageDeleted))

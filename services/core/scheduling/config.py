@@ -3,7 +3,9 @@
 Switch names and defaults follow `pkg/scheduler/plugins/defaults.go` (ApplyPluginConfDefaults):
 every switch defaults to true except `enableHierarchy`. The built-in default is Volcano's
 DefaultSchedulerConf (`pkg/scheduler/util.go`) plus `deviceshare` with NVIDIA vGPU and HAMi
-Ascend vNPU enabled and HAMi's default policies (node binpack, card spread).
+Ascend vNPU enabled and HAMi's default policies (node binpack, card spread), and `resourcequota`
+(namespaces' ResourceQuotas held at enqueue: without it a Job admitted over its quota would
+have its pods refused by the API server; it costs nothing where no quota exists).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ tiers:
   - name: drf
   - name: predicates
   - name: proportion
+  - name: resourcequota
   - name: nodeorder
   - name: deviceshare
     arguments:

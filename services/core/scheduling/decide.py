@@ -16,6 +16,7 @@ from typing import Any
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf, default_conf
 from services.core.scheduling.decisions import (
+    QUOTA_PLUGIN,
     Decisions,
     Eviction,
     JobPlacement,
@@ -151,6 +152,8 @@ def _unschedulable_reason(ssn: Session, job: JobInfo) -> tuple[str, str]:
     if len(held) == len(pending):  # no session tries them: not a matter of nodes or shares
         return gated_reason(sorted(held, key=lambda t: t.pod)), GATED_REASON
     if job.phase == "Pending":
+        if job.why_plugin == QUOTA_PLUGIN and job.why:  # its namespace's quota holds it, not a queue
+            return job.why, "NotEnqueued"
         return job.job_fit_error or "PodGroup is Pending: not admitted by enqueue", "NotEnqueued"
     if job.job_fit_error and not job.fit_errors:
         return job.job_fit_error, "NotEnoughTasks"

@@ -56,6 +56,10 @@ def bounded_reasons(node_errors: Mapping[str, str]) -> tuple[dict[str, str], dic
 
 #: Volcano's words for a PodGroup `enqueue` leaves Pending (actions/enqueue.go)
 ENQUEUE_REFUSED = "queue resource quota insufficient or cluster overused"
+#: the plugin holding a job for its namespace's ResourceQuota: its own words are the reason (the
+#: queue is not why), and they name the quota (plugins/resourcequota.py)
+QUOTA_PLUGIN = "resourcequota"
+QUOTA_NAMED = "(ResourceQuota "
 
 
 GANG_LINE = "tasks in gang unschedulable"
@@ -67,7 +71,7 @@ def unschedulable_key(reason: str, why: str) -> str:
     move with every placement elsewhere and would append an event per pending job each time.
     The same holds of the gang line a trial adds to an enqueue refusal (trial.py): how many of
     the gang's pods the nodes would take now moves with every other job, its words do not."""
-    if reason.startswith(ENQUEUE_REFUSED) or "; " in reason.partition(GANG_LINE)[0]:
+    if reason.startswith(ENQUEUE_REFUSED) or QUOTA_NAMED in reason or "; " in reason.partition(GANG_LINE)[0]:
         reason = _NUMBER.sub("#", reason)  # (an enqueue refusal's words, then the trial's line)
     return f"{reason}\x00{_NUMBER.sub('#', why)}"
 

@@ -25,6 +25,7 @@ from services.core.devices.ascend import use_uuid_annotation
 from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
+from services.core.scheduling.decisions import QUOTA_PLUGIN
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.interpod import (
     AFFINITY,
@@ -344,6 +345,9 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
     if claims:  # PreFilter: no node is looked at while a claim is missing or unbound
         words, unblock = held_words(min(claims, key=lambda t: t.pod))
         return Explanation(words, VOLUMES, unblock=unblock)
+    if job.why and job.phase == "Pending" and job.why_plugin == QUOTA_PLUGIN:
+        # its namespace's ResourceQuota holds it at enqueue, whatever the nodes would say
+        return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     task = _representative(job)
     for rule in (_vendor_off, no_such_cards, _pinned_to_missing_cards):
         got = rule(ssn, task)

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import ClaimChanged, OtherPods, StorageClassChanged, VolumeChanged
+from contracts.events import (
+    ClaimChanged,
+    OtherPods,
+    QuotaChanged,
+    StorageClassChanged,
+    VolumeChanged,
+)
+from services.core.scheduling.quotastate import QuotaState
 from services.core.scheduling.snapshot import (
     CardSnap,
     ClusterProjection,
@@ -33,6 +40,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     claims: dict[str, ClaimChanged] = {}
     volumes: dict[str, VolumeChanged] = {}
     classes: dict[str, StorageClassChanged] = {}
+    quotas: dict[str, QuotaChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -41,7 +49,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
                            others=p.others,
                            claims=p.storage.claims, volumes=p.storage.volumes,
-                           classes=p.storage.classes)  # fmt: skip
+                           classes=p.storage.classes, quotas=p.quotas.quotas)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -53,5 +61,6 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.held = dict(s.held)
     p.others = dict(s.others)
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
+    p.quotas = QuotaState(dict(s.quotas))
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

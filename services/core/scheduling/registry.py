@@ -46,12 +46,13 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     from services.core.scheduling.plugins.predicates import PredicatesPlugin
     from services.core.scheduling.plugins.priority import PriorityPlugin
     from services.core.scheduling.plugins.proportion import ProportionPlugin
+    from services.core.scheduling.plugins.resourcequota import ResourceQuotaPlugin
     from services.core.scheduling.plugins.sla import SlaPlugin
 
     reg: Registry[Callable[[PluginConf], Plugin]] = Registry("plugin")
     for cls in (PriorityPlugin, GangPlugin, ConformancePlugin, DrfPlugin, PredicatesPlugin,
                 ProportionPlugin, CapacityPlugin, OvercommitPlugin, BinpackPlugin,
-                NodeOrderPlugin, DeviceSharePlugin, SlaPlugin):  # fmt: skip
+                NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin):  # fmt: skip
         reg.register(cls.name, cls)
     return reg.as_mapping()
 

@@ -30,6 +30,8 @@ from contracts.events import (
     QueueDeleted,
     QueueStateChanged,
     QueueUpdated,
+    QuotaChanged,
+    QuotaDeleted,
     SliceAssignment,
     SliceReleased,
     SliceReserved,
@@ -37,6 +39,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.scheduling.quotastate import NO_QUOTAS, Quotas, QuotaState
 from services.core.scheduling.storage import NO_STORAGE, Storage, StorageState
 
 # Task (pod) statuses, Volcano `pkg/scheduler/api/types.go`.
@@ -125,6 +128,7 @@ class Snapshot:
     jobs: tuple[JobSnap, ...] = ()
     refused: dict[str, Refused] = field(default_factory=dict)  # job key → its refusals
     storage: Storage = NO_STORAGE  # claims, volumes, storage classes (volumes.py)
+    quotas: Quotas = NO_QUOTAS  # namespaces' ResourceQuotas (plugins/resourcequota.py)
 
 
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends
@@ -192,6 +196,7 @@ class ClusterProjection:
         #: node → those pods by labels and terms (NodeUsage.others), where there are any
         self.others: dict[str, tuple[OtherPods, ...]] = {}
         self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
+        self.quotas = QuotaState()  # namespaces' ResourceQuotas (quotastate.py)
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -301,6 +306,8 @@ class ClusterProjection:
                 t = tasks.get(event.task)
                 if t is not None and t.status in (BOUND, RUNNING):
                     tasks[event.task] = replace(t, status=RELEASING)
+            case QuotaChanged() | QuotaDeleted():
+                self.quotas.apply(event)
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
 
@@ -358,7 +365,7 @@ class ClusterProjection:
         )  # fmt: skip
         jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
-                        storage=self.storage.frozen())  # fmt: skip
+                        storage=self.storage.frozen(), quotas=self.quotas.frozen())  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from contracts.events import ReasonGroup
 from services.core.scheduling.actions.nodes import select_node, shape_of
-from services.core.scheduling.decisions import ENQUEUE_REFUSED
+from services.core.scheduling.decisions import ENQUEUE_REFUSED, QUOTA_PLUGIN
 from services.core.scheduling.explain import Explanation, node_groups
 from services.core.scheduling.model import JobInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
@@ -134,7 +134,9 @@ def with_trial(
     if trial.summary:
         missing = job.min_available - job.ready_task_num() - job.waiting_task_num() - trial.placed
         gang = f"{max(missing, 0)}/{len(job.tasks)} tasks in gang unschedulable: {trial.summary}"
-        if reason.startswith(ENQUEUE_REFUSED):
+        if job.why_plugin == QUOTA_PLUGIN and job.why:  # the quota's words are the reason
+            gang = f"{reason}; {gang}"
+        elif reason.startswith(ENQUEUE_REFUSED):
             # Volcano's words where the queue (or its share) is why; else the rule that is
             gang = f"{reason if why.plugin in QUEUE_PLUGINS or not why.why else why.why}; {gang}"
         return gang, trial.node_errors, Explanation(why.why, why.plugin, trial.groups,

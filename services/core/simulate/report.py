@@ -1,7 +1,8 @@
 """The simulation report, derived ONLY from the event log (so `--replay` reproduces it exactly).
 
 Pods, jobs, evictions, queues (state, deserved by proportion water-filling over the final
-state, allocated), cards (from the ledger events' usage) and metrics. Rejected objects appear
+state, allocated), cards (from the ledger events' usage), namespace quotas (where there are
+any) and metrics. Rejected objects appear
 with the rule that rejected them: a Pod as a pods[] entry in phase Rejected, a Job/PodGroup as
 a jobs[] entry, a Queue as a queues[] entry in state Rejected.
 """
@@ -235,6 +236,9 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             "cards_total": len(card_rows),
         },
     }
+    quotas = _quotas(projection)
+    if quotas:  # only then: reports of clusters without quotas stay as they were
+        report["quotas"] = quotas
     if skipped:  # only then: a clean log's report stays byte-identical to what it was
         report["undecodable"] = skipped
     return report
@@ -296,6 +300,16 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
         missing = qs.unreported(queue.spec.capability) if queue is not None else []
         if missing:  # only then: other queue records stay as they were
             q["warning"] = f"capability names {', '.join(missing)}, which no node reports"
+
+
+def _quotas(projection: st.ClusterProjection) -> list[dict[str, Any]]:
+    """Each namespace ResourceQuota: hard, used, held by Tessera's jobs and used by others, as
+    the `resourcequota` plugin counts them over the final state (`tessera get quota`)."""
+    if not projection.quotas.quotas:
+        return []
+    conf = conf_from_mapping({"actions": "", "tiers": [{"plugins": [{"name": "resourcequota"}]}]})
+    plugin = open_session(projection.snapshot(), conf).plugins["resourcequota"]
+    return plugin.records()  # type: ignore[attr-defined, no-any-return]
 
 
 def _scaled(pods: dict[tuple[str, str, str], dict[str, Any]], projection: st.ClusterProjection,

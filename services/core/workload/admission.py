@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.events import QuotaChanged
 from contracts.workloads import (
     DeviceRequest,
     JobSpec,
@@ -41,6 +42,7 @@ from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimit
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.quantity import QuantityError, to_units
+from services.core.workload.quota import QUOTA_KINDS, quota_event
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
 from services.core.workload.storage import STORAGE_KINDS, pod_claims, storage_event
 from services.core.workload.storage import Storage as StorageEvent
@@ -70,6 +72,7 @@ KINDS = {
     ("v1", "Pod"): fields.POD,
     ("scheduling.k8s.io/v1", "PriorityClass"): fields.PRIORITY_CLASS,
     **STORAGE_KINDS,  # PersistentVolumeClaim, PersistentVolume, StorageClass (storage.py)
+    **QUOTA_KINDS,  # ResourceQuota (quota.py)
 }
 
 
@@ -110,6 +113,8 @@ class Workload:
     manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
     #: the claims, volumes and storage classes among the documents, as the log holds them
     storage: tuple[StorageEvent, ...] = ()
+    #: the namespaces' ResourceQuotas among the documents (their spec.hard), as the log holds them
+    quotas: tuple[QuotaChanged, ...] = ()
 
 
 def _no_devices(
@@ -150,7 +155,7 @@ class _Ctx:
 
 
 #: Kinds whose objects live in a namespace (Queue and PriorityClass are cluster-scoped).
-NAMESPACED = frozenset({"Pod", "PodGroup", "Job", "PersistentVolumeClaim"})
+NAMESPACED = frozenset({"Pod", "PodGroup", "Job", "PersistentVolumeClaim", "ResourceQuota"})
 
 
 def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
@@ -290,6 +295,13 @@ class Admission:
                 continue
             typed.append((kind, doc))
         storage = tuple(e for _, doc in typed if (e := storage_event(doc)) is not None)
+        quotas: list[QuotaChanged] = []
+        for kind, doc in typed:
+            if kind == "ResourceQuota":
+                quota, refused = quota_event(doc, with_status=False)
+                self.rejections.extend(refused)
+                if quota is not None:
+                    quotas.append(quota)
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -353,6 +365,7 @@ class Admission:
             waiting=dict(self.waiting),
             manifests=dict(self.manifests),
             storage=storage,
+            quotas=tuple(quotas),
         )
 
     def _guard(self, kind: str, doc: Mapping[str, Any], fn: Any) -> Any:

@@ -74,6 +74,10 @@ def card_resource(card_type: str) -> str:
 
 
 _NVIDIA_COUNT_NAMES = ("volcano.sh/vgpu-number",)
+#: quota names a PodGroup's minResources may carry (Volcano's job controller writes the pods'
+#: quota usage: `requests.cpu`, `limits.memory`, `count/pods`): the queue plugins' resources
+#: ignore them, as Volcano's `NewResource` does (they are no scalar resource names)
+QUOTA_NAMES = ("requests.", "limits.", "count/")
 
 
 class QueueShares:
@@ -129,7 +133,7 @@ class QueueShares:
         """A queue limit or a user minResources: single-type alias names read as the type."""
         out: Vec = {}
         for k, v in values.items():
-            if k == "pods":
+            if k == "pods" or k.startswith(QUOTA_NAMES):
                 continue
             name = self.single.get(k, k)
             out[name] = out.get(name, 0.0) + float(v)
