@@ -87,13 +87,19 @@ class FakeKubelet(pb_grpc.RegistrationServicer):
 
     async def _watch(self, resource: str, channel: grpc.aio.Channel) -> None:
         stub = pb_grpc.DevicePluginStub(channel)
-        async for answer in stub.ListAndWatch(pb.Empty()):
-            self.devices[resource] = list(answer.devices)
-            self.sends += 1
-            healthy = sum(d.health == "Healthy" for d in answer.devices)
-            await self.kube.patch(nodes_path(self.node) + "/status",
-                                  {"status": {"allocatable": {resource: str(healthy)}, "capacity": {resource: str(len(answer.devices))}}})  # fmt: skip
-            await self._changed()
+        try:
+            async for answer in stub.ListAndWatch(pb.Empty()):
+                self.devices[resource] = list(answer.devices)
+                self.sends += 1
+                healthy = sum(d.health == "Healthy" for d in answer.devices)
+                await self.kube.patch(nodes_path(self.node) + "/status",
+                                      {"status": {"allocatable": {resource: str(healthy)}, "capacity": {resource: str(len(answer.devices))}}})  # fmt: skip
+                await self._changed()
+        except grpc.aio.AioRpcError as exc:
+            # the plugin went away (stopped before this kubelet, in a test's teardown): as the
+            # kubelet does, the watch ends and the resource waits for the next Register
+            if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise
 
     # --- admission -----------------------------------------------------------------------------
 
