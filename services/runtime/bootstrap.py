@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import gc
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,7 +21,7 @@ from contracts.permissions import APPENDS
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
 from services.core.retention import DEFAULT_KEEP_FINISHED
-from services.runtime import lifeline
+from services.runtime import collector, lifeline
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.health import PORT_TAKEN, Health
@@ -198,18 +197,6 @@ async def run_service(
     return await _run_service(name, args, build, api, edge)
 
 
-#: young collections after this many new container objects, not 700: a busy service's state
-#: is hundreds of thousands of objects that each young collection that promotes into the old
-#: generation makes the next full one walk — with the defaults the scheduler spent 28 % of its
-#: CPU in the collector (18 full collections in a 4,000-pod backlog), the others 6-9 %; with
-#: these, under 5 % (issue 29). Cycles are still collected, later and in fewer passes.
-GC_THRESHOLDS = (20_000, 20, 10)
-
-
-def tune_gc() -> None:
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 async def _run_service(
     name: str,
     args: argparse.Namespace,
@@ -218,7 +205,7 @@ async def _run_service(
     edge: EdgeFactory | None = None,
 ) -> int:
     configure_logging(name, args.log_level)
-    tune_gc()
+    collector.tune()
     if args.trace_exporter != "none":
         trace.set_tracer_provider(make_provider(name, args.trace_exporter))
     # else OpenTelemetry's no-op tracer: a span per message handled, with its ids, attributes
@@ -254,7 +241,7 @@ async def _run_service(
             await event_log.close()
             return PORT_TAKEN
     await app.recover()
-    gc.freeze()  # what recovery built lives on: later collections need not walk it again
+    collector.freeze()
     snapshots = getattr(app, "snapshots", None)
     if isinstance(snapshots, Snapshots) and snapshots.ride(app.service.filter_subjects, app.service.in_order()):
         app.service.observers.append(snapshots.see)

@@ -27,6 +27,7 @@ from services.core.scheduling import record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.decide import decide
 from services.core.scheduling.view import SchedulerView
+from services.runtime.collector import paused as collector_paused
 from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received, decode_stored
@@ -63,6 +64,7 @@ class Scheduler:
         self.view = SchedulerView()
         self.traces = JobTraces()  # the trace each job's decisions continue
         self.sessions = 0
+        self.idle_skips = 0  # sessions not opened: nothing was waiting (`waiting`)
         self.conf_seq = 0  # the SchedulerConfigured our sessions reference
         self.recovered_seq = 0  # events at or below were folded by `recover`
         #: the last sequence we appended: no session opens before the log delivered it back,
@@ -153,7 +155,8 @@ class Scheduler:
         with tracer.start_as_current_span("session", attributes={"tessera.session": self.sessions,
                                                                   "tessera.based_on": snap.seq}) as span:  # fmt: skip
             started = time.time_ns()
-            decisions = decide(snap, self.conf)
+            with collector_paused():
+                decisions = decide(snap, self.conf)
             span.set_attribute("tessera.placements", len(decisions.placements))
             span.set_attribute("tessera.unschedulable", len(decisions.unschedulable))
             events = record.decision_events(
@@ -195,6 +198,9 @@ class Scheduler:
                 continue
             if not self.caught_up():
                 continue  # our last decisions are on their way back: decide on them, not before
+            if not self.projection.waiting():
+                self.idle_skips += 1
+                continue  # nothing waits: the session would decide and append nothing
             started = time.perf_counter()
             try:
                 await self._session()

@@ -356,6 +356,22 @@ class ClusterProjection:
             t, status=status, node=node or (t.node if keep else ""), slices=t.slices if keep else ()
         )
 
+    def waiting(self) -> bool:
+        """Whether a session has anything to decide: a job waiting at enqueue, or a pod of a
+        live job waiting for a node. Without either, every action (enqueue, allocate, backfill,
+        and preempt and reclaim, which act for a waiting pod) does nothing and the session
+        appends nothing — yet opening one over the whole cluster cost ~100 ms at 500 nodes /
+        4,000 pods, after every batch of commits (issue 29)."""
+        for key, job in self.jobs.items():
+            if job.phase == "Pending":
+                return True
+            if job.phase in ENDING_PHASES:
+                continue
+            for t in self.tasks[key].values():
+                if t.status == PENDING:
+                    return True
+        return False
+
     def snapshot(self) -> Snapshot:
         held, others = self.held, self.others
         nodes = tuple(
