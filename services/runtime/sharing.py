@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.runtime.eventlog.model import Delivery, StoredMessage, subject_matches
+from services.runtime.eventlog.model import Delivery, StoredMessage, matcher
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,11 @@ class Rider:
         self._filters = tuple(filters)
         #: the carrier reads subjects this reader does not: those parts are settled unread
         self._narrower = set(filters) != set(carrier)
+        self._matches = matcher(self._filters)
         self._parts: asyncio.Queue[Part] = asyncio.Queue()
 
     def wants(self, message: StoredMessage) -> bool:
-        return not self._narrower or any(subject_matches(p, message.subject) for p in self._filters)
+        return not self._narrower or self._matches(message.subject)
 
     def give(self, part: Part) -> None:
         self._parts.put_nowait(part)

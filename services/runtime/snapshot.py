@@ -30,7 +30,7 @@ import msgspec
 from contracts.base import Event
 from contracts.permissions import SNAPSHOTTERS, snapshot_bucket
 from services.core.retention import DEFAULT_KEEP_FINISHED
-from services.runtime.eventlog.model import EventLog, StoredMessage, subject_matches
+from services.runtime.eventlog.model import EventLog, StoredMessage, matcher
 from services.runtime.service import PoisonHandler, replay_decoded, skip_poison
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,7 @@ class Snapshots(Generic[S]):
         self._copy: S | None = None
         self._at = 0
         self._recovered: tuple[int, bytes] | None = None  # what `recover` ended at, encoded
+        self._matches: tuple[Sequence[str], Callable[[str], bool]] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -208,9 +209,9 @@ class Snapshots(Generic[S]):
         p = self.projection
         if p.types is not None and kind not in p.types:
             return
-        subject = message.subject
-        if not any(subject.startswith(pt[:-1]) if pt.endswith(".>") and "*" not in pt
-                   else subject_matches(pt, subject) for pt in p.patterns):  # fmt: skip
+        if self._matches is None or self._matches[0] is not p.patterns:
+            self._matches = (p.patterns, matcher(p.patterns))
+        if not self._matches[1](message.subject):
             return
         try:
             event = decoded()

@@ -6,7 +6,7 @@ callers must decide (re-read and re-decide, or reject), so the type system makes
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -182,3 +182,16 @@ def subject_matches(pattern: str, subject: str) -> bool:
         if i >= len(s) or (tok != "*" and tok != s[i]):
             return False
     return len(p) == len(s)
+
+
+def matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a subject matches any of `patterns`, asked per delivery by the readers that
+    filter a shared consumer's messages: a `<prefix>.>` pattern (all of Tessera's) is a prefix
+    test, not a split of both strings (4 % of the queue process in issue 29's profile)."""
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith(".>") and "*" not in p)
+    others = tuple(p for p in patterns if not (p.endswith(".>") and "*" not in p))
+
+    def matches(subject: str) -> bool:
+        return subject.startswith(prefixes) or any(subject_matches(p, subject) for p in others)
+
+    return matches
