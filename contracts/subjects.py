@@ -103,6 +103,13 @@ class Subjects:
     def all_storage(self) -> str:
         return f"{self.root}.ev.vol.>"
 
+    def hypernode(self, name: str) -> str:
+        """A HyperNode (`HyperNodeChanged` / `HyperNodeDeleted`)."""
+        return f"{self.root}.ev.topo.{escape(name)}"
+
+    def all_hypernodes(self) -> str:
+        return f"{self.root}.ev.topo.>"
+
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
@@ -149,6 +156,8 @@ def subject_of(subjects: Subjects, event: Event) -> str:
             return subjects.storage("sc", event.name)
         case ev.StorageDeleted():
             return subjects.storage(event.kind, event.name, event.namespace)
+        case ev.HyperNodeChanged() | ev.HyperNodeDeleted():
+            return subjects.hypernode(event.name)
         case ev.CardRegistered():
             return subjects.card(event.card.node, event.card.uuid)
         case ev.SliceReserved() | ev.SliceReleased() | ev.CardHealthChanged() | ev.CardRetired():

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts.events import ClaimChanged, OtherPods, StorageClassChanged, VolumeChanged
+from contracts.events import (
+    ClaimChanged,
+    HyperNodeChanged,
+    OtherPods,
+    StorageClassChanged,
+    VolumeChanged,
+)
 from services.core.scheduling.snapshot import (
     CardSnap,
     ClusterProjection,
@@ -33,6 +39,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     claims: dict[str, ClaimChanged] = {}
     volumes: dict[str, VolumeChanged] = {}
     classes: dict[str, StorageClassChanged] = {}
+    hypernodes: dict[str, HyperNodeChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -41,7 +48,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
                            others=p.others,
                            claims=p.storage.claims, volumes=p.storage.volumes,
-                           classes=p.storage.classes)  # fmt: skip
+                           classes=p.storage.classes, hypernodes=p.hypernodes)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -53,5 +60,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.held = dict(s.held)
     p.others = dict(s.others)
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
+    p.hypernodes = dict(s.hypernodes)
+    p._hypernodes = None
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

@@ -130,6 +130,8 @@ class Simulation:
             self.emit(QueueCreated(spec=q))
         for obj in workload.storage:  # claims, volumes, classes: before any pod names them
             self.emit(obj)
+        for hn in workload.hypernodes:  # the network tiers, before any gang asks for one
+            self.emit(hn)
         for r in workload.rejections:
             pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
             self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),
@@ -280,7 +282,8 @@ class Simulation:
         self.sessions += 1
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
-        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage)
+        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage,
+                           hypernodes=snap.hypernodes)  # fmt: skip
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed)  # fmt: skip
