@@ -38,7 +38,7 @@ from tests.processes import ROOT, wait_until
 S = Subjects()
 KINDS = {"queue": S.queue("q"), "pc": S.priority_class("p"), "job": S.job("default", "j"),
          "node": S.node("n"), "card": S.card("n", "c"), "sched": S.scheduler("s"),
-         "use": S.usage("n"), "vol": S.storage("pvc", "c", "default")}  # fmt: skip
+         "use": S.usage("n"), "vol": S.storage("pvc", "c", "default"), "topo": S.hypernode("h")}  # fmt: skip
 PURGE = "$JS.API.STREAM.PURGE.TESSERA"
 #: a purge that matches nothing: where it is allowed, the live log must stay whole
 PURGE_NOTHING = json.dumps({"filter": S.job("no-such", "job")}).encode()

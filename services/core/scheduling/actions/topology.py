@@ -113,7 +113,10 @@ def allocate_with_topology(
         allocate_job(ssn, queue, job, tasks, stmt)
         return
     limit = highest_tier(job, topo)
-    is_hard = nt.mode == "hard" and limit is not None
+    if nt.mode == "hard" and limit is None:  # Volcano: no highest tier, no constraint at all
+        allocate_job(ssn, queue, job, tasks, stmt)
+        return
+    is_hard = nt.mode == "hard"
     if is_hard and topo.problem:
         job.why, job.why_plugin = f"the HyperNode tree cannot be used: {topo.problem}", PLUGIN
         job.unblock = "correct the HyperNodes' members"
@@ -172,7 +175,10 @@ def allocate_with_topology(
         job.fit_errors, job.node_errors = dict(saved[0]), dict(saved[1])
         if start is not None:
             ssn.__dict__["_next_start"] = start
-        allocate_job(ssn, queue, job, PriorityQueue(ssn.task_order, items), stmt)
+        left = PriorityQueue(ssn.task_order, items)
+        allocate_job(ssn, queue, job, left, stmt)
+        for t in _drain(left):  # what a ready gang leaves is tried again, as allocate does
+            tasks.push(t)
         return
     job.fit_errors, job.node_errors = (
         dict(saved[0]),
@@ -227,6 +233,10 @@ def refusal_words(
 ) -> tuple[str, str]:  # fmt: skip
     """(why, unblock) for a hard gang no allowed HyperNode holds."""
     allowed = [t for t in topo.tiers if limit is None or t <= limit]
+    name = job.spec.network_topology.highest_tier_name if job.spec.network_topology else ""
+    if not allowed and name and name not in topo.tier_names:
+        return (f"highestTierName {name}: no HyperNode has that tierName (the cluster's: "
+                f"{', '.join(sorted(topo.tier_names)) or 'none'})", "correct spec.networkTopology.highestTierName")  # fmt: skip
     if not allowed:
         lowest = topo.tiers[0]
         return (f"highestTierAllowed {limit} is below every HyperNode's tier (the lowest is "
