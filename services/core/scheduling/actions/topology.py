@@ -142,6 +142,7 @@ def allocate_with_topology(
         allocate_job(ssn, queue, job, left, into, within=nodes)
         return left
 
+    least = _demand(job, items)[1]
     tries: list[_Try] = []
     for tier in topo.tiers:
         if limit is not None and tier > limit:
@@ -155,6 +156,9 @@ def allocate_with_topology(
                 lca = topo.lca(name, anchor)
                 if lca is None or (limit is not None and topo.tier[lca] > limit):
                     continue
+            if _short(ssn, topo.nodes[name], least):  # too small for any try: not tried
+                tries.append(_Try(tier, name, False, 0, 0.0))
+                continue
             trial = Statement(ssn)
             attempt(topo.nodes[name], trial)
             mine = [op[1] for op in trial.ops if op[0] in ("allocate", "pipeline")]
@@ -190,17 +194,24 @@ def allocate_with_topology(
         job.fit_errors[items[0].uid] = job.why
 
 
-def _demand(job: JobInfo, items: list[TaskInfo]) -> tuple[list[TaskInfo], dict[str, int]]:
-    """The pods the gang still needs and what they ask in all: cpu, memory, cards by type."""
-    need = max(job.min_available - job.ready_task_num(), 1)
-    wanted = items[:need]
-    total: dict[str, int] = {}
-    for t in wanted:
-        total["cpu"] = total.get("cpu", 0) + t.resreq.cpu
-        total["memory"] = total.get("memory", 0) + t.resreq.memory
+def _demand(job: JobInfo, items: list[TaskInfo]) -> tuple[int, dict[str, int]]:
+    """How many pods the gang still needs, and the least they can ask in all: per resource the
+    sum of the smallest asks of that many pods (cpu, memory, whole cards by type), so a
+    HyperNode with less free is one no try can fill (and may be skipped untried)."""
+    need = min(max(job.min_available - job.ready_task_num(), 1), len(items))
+    asks: dict[str, list[int]] = {}
+    for t in items:
+        mine = {"cpu": t.resreq.cpu, "memory": t.resreq.memory}
         for d in t.spec.devices:
-            total[d.type] = total.get(d.type, 0) + d.count
-    return wanted, total
+            if d.exclusive and not d.allowed_types:  # a whole card: one with nothing on it
+                mine[d.type] = mine.get(d.type, 0) + d.count
+        for k in set(asks) | set(mine):
+            asks.setdefault(k, []).append(mine.get(k, 0))
+    return need, {k: sum(sorted(v)[:need]) for k, v in asks.items()}
+
+
+def _short(ssn: Session, nodes: frozenset[str], total: dict[str, int]) -> bool:
+    return any(v and _free(ssn, nodes, k) < v for k, v in total.items())
 
 
 def _free(ssn: Session, nodes: frozenset[str], what: str) -> int:
@@ -247,7 +258,7 @@ def refusal_words(
     if placed:  # the candidates were those holding the running pods too
         nodes = ", ".join(sorted({t.node for t in placed})[:3])
         return (f"{len(placed)} pods of the gang run on {nodes}: no HyperNode of tier <= {tier} "
-                f"holds them and room for {len(wanted)} more", "let the gang's running pods finish, "
+                f"holds them and room for {wanted} more", "let the gang's running pods finish, "
                 "or raise spec.networkTopology.highestTierAllowed")  # fmt: skip
     for what in [k for k in total if k not in ("cpu", "memory")] + ["cpu", "memory"]:
         need = total.get(what, 0)
@@ -269,5 +280,5 @@ def refusal_words(
         max(sorted(at_tier, key=lambda t: t.hypernode), key=lambda t: t.placed) if at_tier else None
     )
     fits = f"; {most.hypernode} fits {most.placed} of them" if most is not None else ""
-    return (f"no tier-{tier} HyperNode holds the gang's {len(wanted)} pods at once{fits}",
+    return (f"no tier-{tier} HyperNode holds the gang's {wanted} pods at once{fits}",
             f"free room in one tier-{tier} HyperNode, or raise spec.networkTopology.highestTierAllowed")  # fmt: skip
