@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from contracts.base import Event, Record
 from contracts.devices import CardSpec, CardUsage, SliceSpec
-from contracts.workloads import DeviceRequest, JobSpec, LabelRequirement, PodAffinity, QueueSpec
+from contracts.workloads import (
+    DeviceRequest,
+    HyperNodeMember,
+    JobSpec,
+    LabelRequirement,
+    PodAffinity,
+    QueueSpec,
+)
 
 # --- queue aggregate ---------------------------------------------------------------------------
 
@@ -401,6 +408,23 @@ class QuotaDeleted(Event, frozen=True, tag="QuotaDeleted"):
     name: str
 
 
+# --- network topology (Volcano's HyperNodes, topology.volcano.sh/v1alpha1) ----------------------
+
+
+class HyperNodeChanged(Event, frozen=True, tag="HyperNodeChanged"):
+    """A HyperNode as it is now (admitted from `tessera apply` or the API server): one network
+    domain of `tier` (lower tiers are closer), its members nodes or other HyperNodes."""
+
+    name: str
+    tier: int
+    tier_name: str = ""
+    members: tuple[HyperNodeMember, ...] = ()
+
+
+class HyperNodeDeleted(Event, frozen=True, tag="HyperNodeDeleted"):
+    name: str
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
@@ -435,4 +459,6 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     StorageDeleted,
     QuotaChanged,
     QuotaDeleted,
+    HyperNodeChanged,
+    HyperNodeDeleted,
 )

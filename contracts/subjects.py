@@ -115,6 +115,12 @@ class Subjects:
 
     def all_quotas(self) -> str:
         return f"{self.root}.ev.quota.>"
+    def hypernode(self, name: str) -> str:
+        """A HyperNode (`HyperNodeChanged` / `HyperNodeDeleted`)."""
+        return f"{self.root}.ev.topo.{escape(name)}"
+
+    def all_hypernodes(self) -> str:
+        return f"{self.root}.ev.topo.>"
 
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
@@ -162,6 +168,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.VolumeChanged,), lambda s, e: s.storage("pv", e.name)),
         ((ev.StorageClassChanged,), lambda s, e: s.storage("sc", e.name)),
         ((ev.StorageDeleted,), lambda s, e: s.storage(e.kind, e.name, e.namespace)),
+        ((ev.HyperNodeChanged, ev.HyperNodeDeleted), lambda s, e: s.hypernode(e.name)),
         ((ev.CardRegistered,), lambda s, e: s.card(e.card.node, e.card.uuid)),
         ((ev.SliceReserved, ev.SliceReleased, ev.CardHealthChanged, ev.CardRetired),
          lambda s, e: s.card(e.node, e.card)),

@@ -94,6 +94,27 @@ class SpreadConstraint(Record, frozen=True):
     node_taints_policy: str = "Ignore"  # | Honor
 
 
+class NetworkTopology(Record, frozen=True):
+    """A gang's `spec.networkTopology` (Volcano v1.12+, on a Job and on a PodGroup): `hard`
+    places the whole gang inside one HyperNode of tier <= `highest_tier` or keeps it waiting;
+    `soft` prefers the lowest tier that holds it and places it anyway when none does."""
+
+    mode: str = "hard"  # hard | soft (the CRD's default)
+    highest_tier: int | None = None  # highestTierAllowed
+    highest_tier_name: str = ""  # highestTierName: the tier whose HyperNodes carry this tierName
+
+
+class HyperNodeMember(Record, frozen=True):
+    """One `spec.members[]` entry of a HyperNode: a node or a HyperNode, chosen by exactly one
+    of exactMatch (`exact`), regexMatch (`regex`, searched in the node name as Go's
+    `MatchString` does) or labelMatch (`labels`, matchLabels as In requirements)."""
+
+    type: str  # Node | HyperNode
+    exact: str = ""
+    regex: str = ""
+    labels: tuple[LabelRequirement, ...] | None = None
+
+
 class TaskSpec(Record, frozen=True):
     name: str
     replicas: int = 1
@@ -142,6 +163,7 @@ class JobSpec(Record, frozen=True):
     )
     phase: str = ""  # initial PodGroup phase from status.phase ("" = Pending)
     min_success: int | None = None
+    network_topology: NetworkTopology | None = None  # spec.networkTopology (hypernodes.py)
 
 
 class QueueSpec(Record, frozen=True):

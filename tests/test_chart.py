@@ -141,7 +141,8 @@ def test_volcanos_crds_are_rendered_only_when_asked_and_kept_on_uninstall(defaul
     files = {(d := yaml.safe_load(p.read_text()))["metadata"]["name"]: d
              for p in sorted((CHART / "files" / "crds").glob("*.yaml"))}  # fmt: skip
     assert set(rendered) == set(files) == {"queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh",
-                                           "jobs.batch.volcano.sh", "commands.bus.volcano.sh"}  # fmt: skip
+                                           "jobs.batch.volcano.sh", "commands.bus.volcano.sh",
+                                               "hypernodes.topology.volcano.sh"}  # fmt: skip
     for name, crd in rendered.items():
         assert crd["spec"] == files[name]["spec"], name  # the files as written, anchors resolved
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -563,8 +564,9 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "jobs_path": ("batch.volcano.sh", "jobs"), "commands_path": ("bus.volcano.sh", "commands"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
                 "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
-                "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas")}  # fmt: skip
-CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path")  # the name comes first, then the subresource
+                "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas"),
+                "hypernodes_path": ("topology.volcano.sh", "hypernodes")}  # fmt: skip
+CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
 

@@ -113,7 +113,7 @@ def article(kind: str) -> dict[str, Any]:
     return doc
 
 
-def test_the_four_kinds_are_there_with_volcanos_groups_scopes_and_short_names() -> None:
+def test_the_five_kinds_are_there_with_volcanos_groups_scopes_and_short_names() -> None:
     got = {kind: (c["spec"]["group"], c["spec"]["scope"], c["spec"]["versions"][0]["name"],
                   c["spec"]["names"].get("shortNames", [])) for kind, c in crds().items()}  # fmt: skip
     assert got == {
@@ -121,6 +121,7 @@ def test_the_four_kinds_are_there_with_volcanos_groups_scopes_and_short_names() 
         "PodGroup": ("scheduling.volcano.sh", "Namespaced", "v1beta1", ["pg", "podgroup-v1beta1"]),
         "Job": ("batch.volcano.sh", "Namespaced", "v1alpha1", ["vcjob", "vj"]),
         "Command": ("bus.volcano.sh", "Namespaced", "v1alpha1", []),
+        "HyperNode": ("topology.volcano.sh", "Cluster", "v1alpha1", ["hn"]),
     }
     for kind, crd in crds().items():
         assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
@@ -128,10 +129,10 @@ def test_the_four_kinds_are_there_with_volcanos_groups_scopes_and_short_names() 
         assert version["served"] and version["storage"]
         # as Volcano's: a status subresource on Queue and Job; a PodGroup's status is written
         # with the object (Volcano's scheduler updates it so), a Command has none
-        assert ("status" in (version.get("subresources") or {})) is (kind in ("Queue", "Job")), kind
+        assert ("status" in (version.get("subresources") or {})) is (kind in ("Queue", "Job", "HyperNode")), kind
 
 
-@pytest.mark.parametrize("kind", ["Queue", "PodGroup", "Job", "Command"])
+@pytest.mark.parametrize("kind", ["Queue", "PodGroup", "Job", "Command", "HyperNode"])
 def test_every_schema_is_structural(kind: str) -> None:
     assert structural_errors(schema_of(kind)) == []
 
@@ -161,6 +162,8 @@ def test_printer_columns_are_volcanos_and_name_fields_of_the_schema() -> None:
     assert columns["Job"] == [("STATUS", ".status.state.phase"), ("minAvailable", ".status.minAvailable"),
                               ("RUNNINGS", ".status.running"), ("AGE", ".metadata.creationTimestamp"),
                               ("QUEUE", ".spec.queue")]  # fmt: skip
+    assert columns["HyperNode"] == [("Tier", ".spec.tier"), ("TierName", ".spec.tierName"),
+                                    ("NodeCount", ".status.nodeCount"), ("Age", ".metadata.creationTimestamp")]  # fmt: skip
     for kind, cols in columns.items():
         for _, path in cols:
             if not path.startswith(".metadata"):
@@ -183,6 +186,7 @@ def test_every_field_of_the_tables_is_typed() -> None:
                 "status.retryCount", "status.minAvailable", "status.pending", "status.running", "status.succeeded",
                 "status.failed", "status.terminating", "status.unknown", "status.taskStatusCount"],
         "Command": ["action", "target.uid", "target.kind", "target.name", "reason", "message"],
+        "HyperNode": ["spec.tier", "spec.tierName", "spec.members", "status.nodeCount", "status.conditions"],
     }  # fmt: skip
     for kind, fields in want.items():
         for f in fields:
@@ -265,3 +269,22 @@ def test_the_pruning_drops_what_a_crd_does_not_declare() -> None:
     kept = pruned_status("batch.volcano.sh", "jobs", {"state": {"phase": "Running"},
                                                       "conditions": [{"type": "Admitted", "status": "False"}]})  # fmt: skip
     assert kept == {"state": {"phase": "Running"}, "conditions": [{"status": "False"}]}
+
+
+def test_a_hypernode_as_volcano_writes_it_validates_and_a_bad_one_is_refused_by_path() -> None:
+    good = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"},
+            "spec": {"tier": 1, "tierName": "superpod", "members": [
+                {"type": "Node", "selector": {"exactMatch": {"name": "node-0"}}},
+                {"type": "Node", "selector": {"regexMatch": {"pattern": "^node-1"}}},
+                {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"superpod": "sp0"}}}},
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": "s1"}}}]}}  # fmt: skip
+    assert errors(good) == []
+    bad = copy.deepcopy(good)
+    bad["spec"]["tier"] = -1
+    bad["spec"]["members"][0]["type"] = "Switch"
+    bad["spec"]["members"][1]["selector"]["regexMatch"] = {}
+    assert errors(bad) == ["spec.members.0.type: 'Switch' is not one of ['Node', 'HyperNode']",
+                           "spec.members.1.selector.regexMatch: 'pattern' is a required property",
+                           "spec.tier: -1 is less than the minimum of 0"]  # fmt: skip
+    del bad["spec"]["tier"]
+    assert "spec: 'tier' is a required property" in errors(bad)

@@ -23,6 +23,8 @@ from contracts import hami
 from contracts.api import ACCEPTED, CONFIGURED, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
 from contracts.events import (
+    HyperNodeChanged,
+    HyperNodeDeleted,
     JobDeleted,
     JobPhaseChanged,
     JobRejected,
@@ -87,6 +89,8 @@ class Known:
     #: namespaces' ResourceQuotas: (namespace, name) → (its last QuotaChanged, or None once
     #: deleted; its subject's last sequence)
     quotas: dict[tuple[str, str], tuple[QuotaChanged | None, int]] = field(default_factory=dict)
+    #: each HyperNode's last event (changed or deleted) and its subject's sequence
+    hypernodes: dict[str, tuple[HyperNodeChanged | HyperNodeDeleted, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +254,14 @@ def plan_documents(
         writes.append(Write(len(results), "ResourceQuota", key, quota, seq))
         results.append(_result("ResourceQuota", quota.namespace, quota.name,
                                ACCEPTED if had is None else CONFIGURED))  # fmt: skip
+    for hn in workload.hypernodes:  # the whole object each time: a changed one replaces it
+        last = known.hypernodes.get(hn.name)
+        if last is not None and last[0] == hn:
+            results.append(_result("HyperNode", "", hn.name, UNCHANGED))
+        elif fits("HyperNode", "", hn.name, hn):
+            writes.append(Write(len(results), "HyperNode", ("", hn.name), hn, last[1] if last else 0))
+            configured = last is not None and isinstance(last[0], HyperNodeChanged)
+            results.append(_result("HyperNode", "", hn.name, CONFIGURED if configured else ACCEPTED))
     for obj in workload.storage:  # accepted by simulate only: never silently dropped here
         kind = STORAGE_KIND_OF[type(obj).__name__]
         ns = getattr(obj, "namespace", "")
@@ -343,6 +355,8 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             q = known.queues.get(event.spec.name)
             if q is not None:
                 known.queues[event.spec.name] = replace(q, spec=event.spec, seq=seq)
+        case HyperNodeChanged() | HyperNodeDeleted():
+            known.hypernodes[event.name] = (event, seq)
         case QueueDeleted():
             known.queues.pop(event.queue, None)
             known.deleted_queues[event.queue] = seq

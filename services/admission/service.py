@@ -28,6 +28,8 @@ from contracts.api import (
 from contracts.base import Event
 from contracts.envelope import TYPE, content_id
 from contracts.events import (
+    HyperNodeChanged,
+    HyperNodeDeleted,
     JobDeleted,
     JobPhaseChanged,
     JobRejected,
@@ -65,6 +67,8 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
 
 FOLDED: tuple[type[Event], ...] = (
+    HyperNodeChanged,
+    HyperNodeDeleted,
     PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
@@ -114,6 +118,7 @@ class AdmissionService:
                 self.subjects.all_jobs(),
                 self.subjects.all_nodes(),
                 self.subjects.all_quotas(),
+                self.subjects.all_hypernodes(),
             ],
             handlers=handlers,
         )
@@ -215,6 +220,21 @@ class AdmissionService:
                     self._fold(getattr(res, "seq", 0), out.subject, event)
                     return True
             raise TransientError(f"{namespace}/{name}: job kept changing while being deleted")
+
+    async def delete_hypernode(self, name: str) -> bool:
+        """A HyperNode gone from the API server: `HyperNodeDeleted` (once)."""
+        async with self._lock:
+            last = self.known.hypernodes.get(name)
+            if last is None or isinstance(last[0], HyperNodeDeleted):
+                return False
+            subject = self.subjects.hypernode(name)
+            event = HyperNodeDeleted(name=name)
+            out = Outgoing(subject, event, last[1], f"delete:hypernode:{name}:{last[1]}")
+            res = await self.service.publish(out)
+            if isinstance(res, Conflict):
+                raise TransientError(f"HyperNode {name} changed while being deleted")
+            self._fold(getattr(res, "seq", 0), out.subject, event)
+            return True
 
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []

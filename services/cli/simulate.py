@@ -91,7 +91,7 @@ def _build(args: argparse.Namespace) -> Any:
     from services.core.scheduling.config import ConfigError, default_conf, parse_conf
     from services.core.scheduling.record import configured
     from services.core.simulate.engine import load_simulation
-    from services.core.simulate.inventory import InventoryError, load_inventory
+    from services.core.simulate.inventory import InventoryError, load_hypernodes, load_inventory
     from services.core.workload import ManifestError, admit, load_documents
     from services.core.workload.cardroom import largest_cards
     from services.core.workload.devicerequests import hami_parser
@@ -117,6 +117,7 @@ def _build(args: argparse.Namespace) -> Any:
     try:
         inv_doc = yaml.safe_load(_read(args.inventory, "inventory"))
         nodes = load_inventory(inv_doc, vendors.catalogue)
+        hypernodes = load_hypernodes(inv_doc)
     except (yaml.YAMLError, InventoryError) as exc:
         raise InputError(f"{args.inventory}: {str(exc).splitlines()[0]}") from None
     from services.cli.control import manifest_files
@@ -129,6 +130,8 @@ def _build(args: argparse.Namespace) -> Any:
             raise InputError(f"{path}: {exc}") from None
     largest = largest_cards(c for n in nodes for c in n.cards)  # as the admission service knows them
     workload = admit(docs, hami_parser(vendors), vendors.resource_names(), largest=largest)
+    if hypernodes:  # the inventory's first: a workload's HyperNode of the same name replaces it
+        workload = dataclasses.replace(workload, hypernodes=(*hypernodes, *workload.hypernodes))
     ds = conf.plugin("deviceshare")
     dev_conf = DeviceConfig()
     if ds is not None:

@@ -16,7 +16,9 @@ PodGroup wait, as Volcano's scheduler ignores them. A live object edited on the 
 judged again (`kubectl edit vcjob`: replicas, minAvailable, priorityClassName; a PodGroup's
 minMember, and pods naming it after it was admitted, or deleted from it): an allowed change is
 its job's `JobUpdated`, any other gets a Warning Event naming the rule (the job runs on as
-admitted); each version once. Pods and PodGroups the job controller made
+admitted); each version once. HyperNodes (`topology.volcano.sh`) are judged as `tessera apply`
+judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDeleted`, a refusal
+a Warning Event on the object. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job.
@@ -39,7 +41,7 @@ from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.kube import pods, status, volcano
 from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
-from services.kube.volcano import jobs_path, podgroups_path, queues_path
+from services.kube.volcano import hypernodes_path, jobs_path, podgroups_path, queues_path
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,9 @@ class PodSource:
             groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
             jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
             later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
-                     asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
+                     asyncio.create_task(self._feed("job", jobs, asyncio.Event())),
+                     asyncio.create_task(self._feed("hypernode", Reflector(self.kube, hypernodes_path()),
+                                                    asyncio.Event()))]  # fmt: skip
             await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), asyncio.Event())
         finally:
             await cancel_all(first + later)
@@ -209,6 +213,16 @@ class PodSource:
             if what in ("queue", "job", "podgroup"):
                 await self._volcano(what, ch, docs, others, touched)
                 continue
+            if what == "hypernode":
+                name = str(volcano.meta(ch.obj).get("name") or "")
+                if ch.kind == "delete":
+                    await self.admission.delete_hypernode(name)
+                else:
+                    obj = volcano.typed(ch.obj, "HyperNode")
+                    docs.append({"apiVersion": volcano.TOPOLOGY, "kind": "HyperNode",
+                                 "metadata": {"name": name}, "spec": obj.get("spec") or {}})  # fmt: skip
+                    others[("HyperNode", "", name)] = obj
+                continue
             if what == "pod" and volcano.owner_job(ch.obj) is not None:
                 continue  # the job controller's: its Job is the object admitted
             if what == "pod" and self._member(ch, touched, held):
@@ -242,6 +256,13 @@ class PodSource:
             return
         results = await self.admission.admit_documents(docs)
         for res in results:
+            if res.kind == "HyperNode":
+                if res.outcome == REJECTED and (obj := others.get(("HyperNode", "", res.name))) is not None:
+                    self.refused += 1
+                    with contextlib.suppress(KubeError):
+                        await status.write_event(self.kube, obj, "Warning", "FailedAdmission",
+                                                 "; ".join(res.reasons), self.clock())  # fmt: skip
+                continue
             if res.kind in ("Queue", "Job", "PodGroup"):
                 other = others.get((res.kind, res.namespace, res.name))
                 if other is not None and res.outcome == REJECTED:

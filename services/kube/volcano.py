@@ -23,6 +23,8 @@ QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 SCHEDULING = "scheduling.volcano.sh/v1beta1"
 BATCH = "batch.volcano.sh/v1alpha1"
 BUS = "bus.volcano.sh/v1alpha1"
+TOPOLOGY = "topology.volcano.sh/v1alpha1"
+HYPERNODES = f"/apis/{TOPOLOGY}/hypernodes"
 
 JOB_NAME = "volcano.sh/job-name"
 JOB_NAMESPACE = "volcano.sh/job-namespace"
@@ -64,7 +66,12 @@ def commands_path(namespace: str = "", name: str = "") -> str:
     return _namespaced(BUS, "commands", namespace, name, "")
 
 
-API_VERSIONS = {"Queue": SCHEDULING, "PodGroup": SCHEDULING, "Job": BATCH, "Command": BUS}
+def hypernodes_path(name: str = "") -> str:
+    return f"{HYPERNODES}/{name}" if name else HYPERNODES
+
+
+API_VERSIONS = {"Queue": SCHEDULING, "PodGroup": SCHEDULING, "Job": BATCH, "Command": BUS,
+                "HyperNode": TOPOLOGY}  # fmt: skip
 
 
 def status_path(obj: Mapping[str, Any]) -> str:
@@ -171,6 +178,11 @@ def podgroup_for(job: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
         body["priorityClassName"] = spec.priority_class
     if spec.min_resources:
         body["minResources"] = _quantities(spec.min_resources)
+    if spec.network_topology is not None:  # Volcano copies the Job's onto its PodGroup
+        nt = spec.network_topology
+        body["networkTopology"] = {"mode": nt.mode, **({"highestTierAllowed": nt.highest_tier}
+                                   if nt.highest_tier is not None else {}),
+                                   **({"highestTierName": nt.highest_tier_name} if nt.highest_tier_name else {})}  # fmt: skip
     annotations = {k: v for k, v in (m.get("annotations") or {}).items()
                    if not k.startswith("kubectl.kubernetes.io/")}  # fmt: skip
     return {"apiVersion": SCHEDULING, "kind": "PodGroup",

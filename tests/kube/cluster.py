@@ -53,6 +53,7 @@ VOLCANO_KINDS: dict[str, dict[str, Any]] = {
     "scheduling.volcano.sh/v1beta1/podgroups": {"kind": "PodGroup", "namespaced": True},  # status: no subresource
     "batch.volcano.sh/v1alpha1/jobs": {"kind": "Job", "namespaced": True, "subresources": {"status"}},
     "bus.volcano.sh/v1alpha1/commands": {"kind": "Command", "namespaced": True},
+    "topology.volcano.sh/v1alpha1/hypernodes": {"kind": "HyperNode", "namespaced": False, "subresources": {"status"}},
 }
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

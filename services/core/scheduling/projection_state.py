@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.events import (
     ClaimChanged,
+    HyperNodeChanged,
     OtherPods,
     QuotaChanged,
     StorageClassChanged,
@@ -41,6 +42,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     volumes: dict[str, VolumeChanged] = {}
     classes: dict[str, StorageClassChanged] = {}
     quotas: dict[str, QuotaChanged] = {}
+    hypernodes: dict[str, HyperNodeChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -49,7 +51,8 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
                            others=p.others,
                            claims=p.storage.claims, volumes=p.storage.volumes,
-                           classes=p.storage.classes, quotas=p.quotas.quotas)  # fmt: skip
+                           classes=p.storage.classes, quotas=p.quotas.quotas,
+                           hypernodes=p.hypernodes)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -62,5 +65,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.others = dict(s.others)
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
     p.quotas = QuotaState(dict(s.quotas))
+    p.hypernodes = dict(s.hypernodes)
+    p._hypernodes = None
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

@@ -43,7 +43,7 @@ DECISION_TYPES = frozenset(
     t.type_name() for t in (JobPhaseChanged, EvictionRequested, PlacementProposed, JobUnschedulable)
 )
 #: The inputs a digest is kept of, in the order a divergence names them.
-INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs", "storage", "quotas")
+INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs", "storage", "quotas", "hypernodes")
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -104,6 +104,7 @@ def input_digests(snap: st.Snapshot, conf: SchedulerConfigured) -> dict[str, str
         **({"storage": _digest((dict(storage.claims), dict(storage.volumes), dict(storage.classes)))}
            if (storage := snap.storage) is not NO_STORAGE else {}),
         **({"quotas": _digest(dict(snap.quotas.by_namespace))} if snap.quotas else {}),
+        **({"hypernodes": _digest(list(snap.hypernodes))} if snap.hypernodes else {}),
     }
 
 

@@ -41,6 +41,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
     from services.core.scheduling.plugins.drf import DrfPlugin
     from services.core.scheduling.plugins.gang import GangPlugin
+    from services.core.scheduling.plugins.networktopology import NetworkTopologyAwarePlugin
     from services.core.scheduling.plugins.nodeorder import NodeOrderPlugin
     from services.core.scheduling.plugins.overcommit import OvercommitPlugin
     from services.core.scheduling.plugins.predicates import PredicatesPlugin
@@ -52,7 +53,8 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     reg: Registry[Callable[[PluginConf], Plugin]] = Registry("plugin")
     for cls in (PriorityPlugin, GangPlugin, ConformancePlugin, DrfPlugin, PredicatesPlugin,
                 ProportionPlugin, CapacityPlugin, OvercommitPlugin, BinpackPlugin,
-                NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin):  # fmt: skip
+                NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin,
+                NetworkTopologyAwarePlugin):  # fmt: skip
         reg.register(cls.name, cls)
     return reg.as_mapping()
 

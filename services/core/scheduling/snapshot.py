@@ -17,6 +17,8 @@ from contracts.events import (
     CardHealthChanged,
     CardRegistered,
     EvictionRequested,
+    HyperNodeChanged,
+    HyperNodeDeleted,
     JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
@@ -129,6 +131,7 @@ class Snapshot:
     refused: dict[str, Refused] = field(default_factory=dict)  # job key → its refusals
     storage: Storage = NO_STORAGE  # claims, volumes, storage classes (volumes.py)
     quotas: Quotas = NO_QUOTAS  # namespaces' ResourceQuotas (plugins/resourcequota.py)
+    hypernodes: tuple[HyperNodeChanged, ...] = ()  # by name (hypernodes.py)
 
 
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends
@@ -197,6 +200,8 @@ class ClusterProjection:
         self.others: dict[str, tuple[OtherPods, ...]] = {}
         self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
         self.quotas = QuotaState()  # namespaces' ResourceQuotas (quotastate.py)
+        self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
+        self._hypernodes: tuple[HyperNodeChanged, ...] | None = ()  # sorted, until one changes
 
     def apply(self, seq: int, event: Event) -> None:
         self.seq = max(self.seq, seq)
@@ -308,6 +313,12 @@ class ClusterProjection:
                     tasks[event.task] = replace(t, status=RELEASING)
             case QuotaChanged() | QuotaDeleted():
                 self.quotas.apply(event)
+            case HyperNodeChanged():
+                self.hypernodes[event.name] = event
+                self._hypernodes = None
+            case HyperNodeDeleted():
+                self.hypernodes.pop(event.name, None)
+                self._hypernodes = None
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
 
@@ -380,8 +391,11 @@ class ClusterProjection:
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
+        if self._hypernodes is None:
+            self._hypernodes = tuple(self.hypernodes[n] for n in sorted(self.hypernodes))
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
-                        storage=self.storage.frozen(), quotas=self.quotas.frozen())  # fmt: skip
+                        storage=self.storage.frozen(), quotas=self.quotas.frozen(),
+                        hypernodes=self._hypernodes)  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed

@@ -159,7 +159,7 @@ def _rerun(
     snap = view.snapshot()
     if config.mode == "simulate":  # the simulation's clock is virtual: it is in the record
         snap = Snapshot(snap.seq, ref.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage,
-                        quotas=snap.quotas)
+                        quotas=snap.quotas, hypernodes=snap.hypernodes)  # fmt: skip
     digests = record.input_digests(snap, config)
     differ = tuple(n for n in record.INPUT_NAMES
                    if n in ref.inputs and ref.inputs[n] != digests.get(n))  # fmt: skip

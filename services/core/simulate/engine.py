@@ -132,6 +132,8 @@ class Simulation:
             self.emit(obj)
         for quota in workload.quotas:  # before any job of their namespace is enqueued
             self.emit(quota)
+        for hn in workload.hypernodes:  # the network tiers, before any gang asks for one
+            self.emit(hn)
         for r in workload.rejections:
             pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
             self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),
@@ -283,7 +285,7 @@ class Simulation:
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
         snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage,
-                           quotas=snap.quotas)
+                           quotas=snap.quotas, hypernodes=snap.hypernodes)  # fmt: skip
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed)  # fmt: skip

@@ -7,6 +7,9 @@ type in the order written; memory/cores/split count default from the device cata
 memoryAllocatable, aiCore — or 100 on a `hami-vnpu-core: "true"` node — and HAMi's
 VDeviceCount; NVIDIA: 100 cores × scaling and deviceSplitCount; memory must be given).
 
+`hypernodes: [...]` holds Volcano HyperNodes as Volcano writes them (`topology.volcano.sh/v1alpha1`;
+apiVersion and kind may be left out), checked by admission's rules (`load_hypernodes`).
+
 A HAMi node config (`nodeconfig.py`: `hami-device-node-config` / `node-config.yaml`) applies
 per node name as the ascend-device-plugin applies it: `vDeviceCount` is the Ascend cards'
 default split count, `hami-vnpu-core` sets the node's annotation (and so its cards' mode), and
@@ -19,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contracts.devices import CardSpec
-from contracts.events import NodeRegistered
+from contracts.events import HyperNodeChanged, NodeRegistered
 from services.core.devices import Catalogue
 from services.core.devices.nodeconfig import NodeDeviceConfig
 from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib
@@ -53,6 +56,35 @@ def _taint(raw: object, path: str) -> str:
         )
         return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
     raise InventoryError(f"{path}: a taint is `key=value:Effect` or {{key, value, effect}}")
+
+
+def load_hypernodes(doc: Mapping[str, Any]) -> list[HyperNodeChanged]:
+    """The inventory's `hypernodes`, each as admission reads a HyperNode (its rules, its words)."""
+    from services.core.workload.hypernodes import API_VERSION, hypernode_event
+
+    raw = doc.get("hypernodes") if isinstance(doc, Mapping) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InventoryError("hypernodes: must be a list of HyperNodes")
+    out: list[HyperNodeChanged] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        path = f"hypernodes[{i}]"
+        if not isinstance(item, Mapping) or not (item.get("metadata") or {}).get("name"):
+            raise InventoryError(f"{path}.metadata.name: required")
+        if item.get("kind", "HyperNode") != "HyperNode" or item.get("apiVersion", API_VERSION) != API_VERSION:
+            raise InventoryError(f"{path}: a HyperNode is {API_VERSION} kind HyperNode")
+        event, problems = hypernode_event(item)
+        if problems:
+            where, rule = problems[0]
+            raise InventoryError(f"{path}.{where}: {rule}")
+        assert event is not None
+        if event.name in seen:
+            raise InventoryError(f"{path}.metadata.name: duplicate HyperNode {event.name}")
+        seen.add(event.name)
+        out.append(event)
+    return out
 
 
 def load_inventory(

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.events import QuotaChanged
+from contracts.events import HyperNodeChanged, QuotaChanged
 from contracts.workloads import (
     DeviceRequest,
     JobSpec,
     LabelRequirement,
+    NetworkTopology,
     QueueSpec,
     TaskSpec,
     Toleration,
@@ -37,6 +38,7 @@ from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser
 from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
+from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
@@ -73,6 +75,7 @@ KINDS = {
     ("scheduling.k8s.io/v1", "PriorityClass"): fields.PRIORITY_CLASS,
     **STORAGE_KINDS,  # PersistentVolumeClaim, PersistentVolume, StorageClass (storage.py)
     **QUOTA_KINDS,  # ResourceQuota (quota.py)
+    **HYPERNODE_KINDS,  # topology.volcano.sh HyperNode (hypernodes.py)
 }
 
 
@@ -115,6 +118,8 @@ class Workload:
     storage: tuple[StorageEvent, ...] = ()
     #: the namespaces' ResourceQuotas among the documents (their spec.hard), as the log holds them
     quotas: tuple[QuotaChanged, ...] = ()
+    #: the HyperNodes among the documents, as the log holds them
+    hypernodes: tuple[HyperNodeChanged, ...] = ()
 
 
 def _no_devices(
@@ -302,6 +307,12 @@ class Admission:
                 self.rejections.extend(refused)
                 if quota is not None:
                     quotas.append(quota)
+        hypernodes = []
+        for kind, doc in typed:
+            if kind == "HyperNode":
+                event = self._guard(kind, doc, self._hypernode)
+                if event:
+                    hypernodes.append(event)
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -366,11 +377,33 @@ class Admission:
             manifests=dict(self.manifests),
             storage=storage,
             quotas=tuple(quotas),
+            hypernodes=tuple(hypernodes),
         )
+
+    def _hypernode(self, doc: Mapping[str, Any], ctx: _Ctx) -> HyperNodeChanged:
+        event, problems = hypernode_event(doc)
+        for path, rule in problems:
+            ctx.reject(path, None, rule)
+        ctx.check()
+        assert event is not None
+        return event
+
+    def _network_topology(self, ctx: _Ctx, spec: Mapping[str, Any]) -> NetworkTopology | None:
+        """spec.networkTopology; a hard mode without a highest tier constrains nothing (Volcano's
+        `IsHardTopologyMode` needs highestTierAllowed), which is said as a warning."""
+        problems: list[tuple[str, str]] = []
+        topology = network_topology(spec.get("networkTopology"), "spec.networkTopology", problems)
+        for path, rule in problems:
+            ctx.reject(path, None, rule)
+        if (topology is not None and topology.mode == "hard" and topology.highest_tier is None
+                and not topology.highest_tier_name):  # fmt: skip
+            ctx.warn("spec.networkTopology", "hard", "no highestTierAllowed or highestTierName: "
+                     "the gang is placed without a network-topology constraint")  # fmt: skip
+        return topology
 
     def _guard(self, kind: str, doc: Mapping[str, Any], fn: Any) -> Any:
         namespace, name, _, _ = _meta(doc)
-        ctx = _Ctx(kind, "" if kind in ("Queue", "PriorityClass") else namespace, name)
+        ctx = _Ctx(kind, "" if kind in ("Queue", "PriorityClass", "HyperNode") else namespace, name)
         try:
             result = fn(doc, ctx)
             ctx.check()
@@ -716,6 +749,7 @@ class Admission:
         min_resources = None
         if spec.get("minResources") is not None:
             min_resources = _resources(ctx, "spec.minResources", spec.get("minResources"))
+        topology = self._network_topology(ctx, spec)
         tasks: list[TaskSpec] = []
         running: list[RunningPod] = []
         for pod in pods:
@@ -740,7 +774,7 @@ class Admission:
             namespace=namespace, name=name, queue=queue, kind="PodGroup", min_available=min_member,
             priority=priority, priority_class=pc_name, tasks=tuple(tasks), annotations=annotations,
             arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
-            min_resources=min_resources, phase=phase,
+            min_resources=min_resources, phase=phase, network_topology=topology,
         ), running  # fmt: skip
 
     def _policies(self, ctx: _Ctx, path: str, raw: object) -> tuple[tuple[str, str], ...]:
@@ -853,6 +887,7 @@ class Admission:
             if pname not in known:
                 ctx.reject(f"spec.plugins.{pname}", pname, "unable to find job plugin")
         policies = self._policies(ctx, "spec.policies", spec.get("policies"))
+        topology = self._network_topology(ctx, spec)
         ctx.check()
         # Volcano's job controller: minResources = requests of the first minAvailable pods,
         # tasks ordered by priority (calcPGMinResources).
@@ -870,6 +905,7 @@ class Admission:
             arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
             min_resources=min_res,
             min_success=None if min_success is None else int(min_success),
+            network_topology=topology,
         )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ a scenario runs Tessera's built-in configuration; `until` (multi-step) stops the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,7 +32,7 @@ from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions, Unschedulable
 from services.core.scheduling.record import configured
 from services.core.simulate.engine import Simulation, load_simulation
-from services.core.simulate.inventory import load_inventory
+from services.core.simulate.inventory import load_hypernodes, load_inventory
 from services.core.simulate.report import build_report
 from services.core.workload import Workload, admit, load_documents
 from services.core.workload.devicerequests import hami_parser
@@ -124,8 +125,11 @@ def _admit(sc: Scenario) -> Workload:
 
 def _simulation(sc: Scenario, cycles: int | None) -> Simulation:
     reg = vendors()
+    workload = _admit(sc)
+    if hypernodes := load_hypernodes(sc.inventory):  # the inventory's HyperNodes (simulate's key)
+        workload = dataclasses.replace(workload, hypernodes=(*hypernodes, *workload.hypernodes))
     return load_simulation(
-        parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), _admit(sc),
+        parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), workload,
         cycles=cycles, until=sc.until, config=configured(sc.conf, scheduler="simulate", mode="simulate"),
     )  # fmt: skip
 

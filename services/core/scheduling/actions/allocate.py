@@ -11,6 +11,7 @@ queue after every job, so shares are re-evaluated.
 from __future__ import annotations
 
 from services.core.scheduling.actions.nodes import select_node
+from services.core.scheduling.actions.topology import allocate_with_topology
 from services.core.scheduling.explain import no_such_cards
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
@@ -56,7 +57,10 @@ class AllocateAction:
                 )
             tasks = pending_tasks[job.key]
             stmt = Statement(ssn)
-            self.allocate_job(ssn, queue, job, tasks, stmt)
+            if job.spec.network_topology is None:
+                self.allocate_job(ssn, queue, job, tasks, stmt)
+            else:  # in one HyperNode (topology.py)
+                allocate_with_topology(self.allocate_job, ssn, queue, job, tasks, stmt)
             if ssn.job_ready(job):
                 stmt.commit()
                 if not tasks.empty():
@@ -69,10 +73,13 @@ class AllocateAction:
 
     def allocate_job(
         self, ssn: Session, queue: QueueInfo, job: JobInfo, tasks: PriorityQueue[TaskInfo],
-        stmt: Statement,
+        stmt: Statement, within: frozenset[str] | None = None,
     ) -> None:  # fmt: skip
+        """`within`: only these nodes (one HyperNode's, actions/topology.py)."""
         failed_roles: set[str] = set()
         nodes, refused = ssn.nodes_for(job)
+        if within is not None:
+            nodes = [n for n in nodes if n.name in within]
         while not tasks.empty():
             task = tasks.pop()
             absent = no_such_cards(ssn, task) if task.spec.devices else None

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.core.scheduling import snapshot as st
+from services.core.scheduling.actions.topology import hard as hard_topology
 from services.core.scheduling.actions.victims import (
     fits_future,
     pipeline_on,
@@ -46,7 +47,7 @@ class PreemptAction:
             if job.phase == "Pending" or ssn.job_valid(job) or job.queue not in ssn.queues:
                 continue
             queues.setdefault(job.queue, ssn.queues[job.queue])
-            if ssn.job_starving(job):
+            if ssn.job_starving(job) and not hard_topology(job):  # placed in one HyperNode only
                 preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
                 under_request.append(job)
                 tasks_of[job.key] = PriorityQueue(ssn.task_order, job.pending_tasks())

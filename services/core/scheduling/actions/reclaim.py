@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.preempt import candidate_nodes
+from services.core.scheduling.actions.topology import hard as hard_topology
 from services.core.scheduling.actions.victims import (
     evict_until_fits,
     pipeline_on,
@@ -31,6 +32,8 @@ class ReclaimAction:
         by_queue: dict[str, PriorityQueue[JobInfo]] = {}
         for job in ssn.jobs.values():
             if job.phase == "Pending" or ssn.job_valid(job) or not ssn.job_starving(job):
+                continue
+            if hard_topology(job):  # placed in one HyperNode only, never by reclaiming
                 continue
             if job.queue in ssn.queues and job.pending_tasks():
                 by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
