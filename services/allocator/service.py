@@ -338,8 +338,8 @@ class Allocator:
                     writes.extend(CardWrite(uuid, event.node, e) for e in gone)
             unfitted: list[Unfitted] = []
             writes.extend(self._book_running(event, writes, unfitted))
-            await self._say_unfitted(unfitted)
             if await self._card_batch(writes, rx):
+                await self._say_unfitted(unfitted)  # once, for the booking that landed
                 return
         raise TransientError(f"node {event.node}: card ledgers kept moving")
 

@@ -358,13 +358,14 @@ class EventService:
         those, and handle the rest one by one (which also covers decoding problems)."""
         items: list[tuple[Event, Received]] = []
         for d in group:
-            for see in self.observers:
-                see(d.message, kind, lambda d=d: self._decode(d, kind))  # type: ignore[misc]
             try:
                 env = Envelope.from_headers(d.message.headers)
-                items.append((self.registry.decode(env.type, d.message.data), Received(d.message, env)))
+                event = self._decode(d, env.type)
             except (EnvelopeError, UndecodableEvent, UnknownEventType):
-                break
+                break  # this one and the rest one by one (`handle` tells the observers)
+            for see in self.observers:
+                see(d.message, kind, lambda e=event: e)  # type: ignore[misc]
+            items.append((event, Received(d.message, env)))
         done = 0
         if len(items) > 1:
             # one span for the group, linked to every producer's span (a batch has many

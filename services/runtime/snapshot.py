@@ -142,7 +142,7 @@ class Snapshots(Generic[S]):
         self._copy: S | None = None
         self._at = 0
         self._recovered: tuple[int, bytes] | None = None  # what `recover` ended at, encoded
-        self._matches: tuple[Sequence[str], Callable[[str], bool]] | None = None
+        self._matches: Callable[[str], bool] = matcher(())  # the projection's patterns, by `ride`
 
     @property
     def enabled(self) -> bool:
@@ -197,6 +197,7 @@ class Snapshots(Generic[S]):
         self.riding = recovered is not None and in_order and covered
         if recovered is not None and self.riding:
             self._at, self._copy = recovered[0], self.projection.decode(recovered[1])
+            self._matches = matcher(self.projection.patterns)
         return self.riding
 
     def see(self, message: StoredMessage, kind: str, decoded: Callable[[], Event]) -> None:
@@ -209,9 +210,7 @@ class Snapshots(Generic[S]):
         p = self.projection
         if p.types is not None and kind not in p.types:
             return
-        if self._matches is None or self._matches[0] is not p.patterns:
-            self._matches = (p.patterns, matcher(p.patterns))
-        if not self._matches[1](message.subject):
+        if not self._matches(message.subject):
             return
         try:
             event = decoded()

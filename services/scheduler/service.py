@@ -64,7 +64,6 @@ class Scheduler:
         self.view = SchedulerView()
         self.traces = JobTraces()  # the trace each job's decisions continue
         self.sessions = 0
-        self.idle_skips = 0  # sessions not opened: nothing was waiting (`waiting`)
         self.conf_seq = 0  # the SchedulerConfigured our sessions reference
         self.recovered_seq = 0  # events at or below were folded by `recover`
         #: the last sequence we appended: no session opens before the log delivered it back,
@@ -199,7 +198,6 @@ class Scheduler:
             if not self.caught_up():
                 continue  # our last decisions are on their way back: decide on them, not before
             if not self.projection.waiting():
-                self.idle_skips += 1
                 continue  # nothing waits: the session would decide and append nothing
             started = time.perf_counter()
             try:
