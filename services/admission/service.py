@@ -236,6 +236,23 @@ class AdmissionService:
             self._fold(getattr(res, "seq", 0), out.subject, event)
             return True
 
+    async def _written_already(self, out: Outgoing) -> bool:
+        """A conflict whose winner wrote exactly what we meant: the queue service's default
+        queue `root` and the API server's Queue `root` (which the job controller made from it)
+        race to the same QueueCreated. Read from the log, so it holds at any later time, and
+        folded like any write of ours; anything else on the subject stays a conflict."""
+        last = await self.log.last(out.subject)
+        if last is None or last.headers.get(TYPE) != out.event.type_name():
+            return False
+        try:
+            found = self.service.registry.decode(last.headers[TYPE], last.data)
+        except Exception:
+            return False
+        if found != out.event:
+            return False
+        self._fold(last.seq, out.subject, found)
+        return True
+
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
         outs: list[tuple[Write, Outgoing]] = []
         # re-submission after the old job ended, or of a name retention forgot: its subject's
@@ -262,6 +279,9 @@ class AdmissionService:
             if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
                 if not isinstance(res, Conflict):
                     self._fold(getattr(res, "seq", 0), out.subject, out.event)
+                continue
+            if isinstance(res, Conflict) and await self._written_already(out):
+                results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
                 continue
             if isinstance(res, Conflict):
                 r = results[w.result]

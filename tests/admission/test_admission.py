@@ -225,6 +225,24 @@ async def test_two_admission_instances_racing_write_one_job(event_log: EventLog)
     assert sum(isinstance(e, QueueCreated) for e in written) == 1
 
 
+async def test_a_conflict_with_the_very_same_fact_is_unchanged_not_refused(event_log: EventLog) -> None:
+    """Another writer (on a cluster: the queue service's default `root`, which the job
+    controller also makes as a Queue object) writes a queue, and the same spec reaches this
+    admission before it has read that write back: the log already holds what it meant to
+    write, so it is unchanged — no FailedAdmission Warning. Another spec under the name in that
+    moment is still refused as concurrent."""
+    behind, other = await started(event_log), await started(event_log)  # neither folds the other
+    assert [r.outcome for r in (await other.apply(QUEUE)).results] == [ACCEPTED]
+    same = await behind.apply(QUEUE)
+    assert [r.outcome for r in same.results] == [UNCHANGED], same
+    team_b = QUEUE.replace("team-a", "team-b")
+    behind, other = await started(event_log), await started(event_log)
+    assert [r.outcome for r in (await other.apply(team_b.replace("weight: 2", "weight: 5"))).results] == [ACCEPTED]
+    refused = await behind.apply(team_b)
+    assert [r.outcome for r in refused.results] == [REJECTED] and "concurrently" in refused.results[0].reasons[0]
+    assert sum(isinstance(e, QueueCreated) for e in await events_of(event_log)) == 2
+
+
 async def test_racing_different_specs_under_one_name_write_one(event_log: EventLog) -> None:
     import asyncio
 
