@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import json
 import os
 import shutil
@@ -305,6 +306,11 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--dump-log", default="", help="write each run's log (JSONL) to PREFIX-shape-mode.jsonl")
     args = p.parse_args()
+    # The services' bytecode written first, as the image does (deploy/Dockerfile): with
+    # PYTHONDONTWRITEBYTECODE set (these machines set it) each service would compile the
+    # project's ~36,000 lines at every start, ~0.5 s of CPU each, not part of scheduling.
+    for package in ("contracts", "services"):
+        compileall.compile_dir(ROOT / package, quiet=1, workers=1)
     rows = asyncio.run(main_async(args))
     if not args.no_write:
         write(rows, args)

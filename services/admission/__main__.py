@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from services.admission.service import AdmissionService
 from services.core.devices import build_vendors
 from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD
+from services.runtime import eventloop
 from services.runtime.bootstrap import (
     App,
     Edges,
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return Edges(PodSource(app, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
                      QuotaSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
 
-    return asyncio.run(run_service("admission", args, build, api, edge))  # type: ignore[arg-type]
+    return eventloop.run(run_service("admission", args, build, api, edge))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from services.allocator.service import Allocator
 from services.core.devices import build_vendors
+from services.runtime import eventloop
 from services.runtime.bootstrap import App, common_parser, device_catalogue, run_service
 from services.runtime.eventlog import EventLog
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     catalogue = device_catalogue(args.device_config)
     vendors = build_vendors(catalogue) if catalogue else None
-    return asyncio.run(run_service(
+    return eventloop.run(run_service(
         "allocator", args, lambda log: Allocator(log, vendors=vendors), api, edge))  # type: ignore[arg-type]
 
 

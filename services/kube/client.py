@@ -23,7 +23,12 @@ from urllib.parse import urlencode
 
 import aiohttp
 import msgspec
-from kubernetes_asyncio.client import ApiClient, Configuration
+
+from services.kube import leanimport
+
+leanimport.install()  # before kubernetes-asyncio's first import: its generated classes unused
+
+from kubernetes_asyncio.client import ApiClient, Configuration  # noqa: E402
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"

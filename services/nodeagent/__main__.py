@@ -8,7 +8,6 @@ python -m services.nodeagent --node gpu-1 --cpu 64 --memory 512Gi --nvidia-smi-x
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from services.nodeagent.heartbeat import nats_sink
 from services.nodeagent.inventory import discovered_node, nodes_from_inventory, read_node_config
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.service import NodeAgent
+from services.runtime import eventloop
 from services.runtime.bootstrap import (
     common_parser,
     device_catalogue,
@@ -76,7 +76,7 @@ def kube_agent(event_log: EventLog, args: argparse.Namespace) -> object:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.kubeconfig or args.in_cluster:
-        return asyncio.run(run_service("nodeagent", args, lambda log: kube_agent(log, args)))
+        return eventloop.run(run_service("nodeagent", args, lambda log: kube_agent(log, args)))
     if not args.inventory and not args.node:
         parser().error("give --inventory FILE and/or --node NAME (with discovery outputs), "
                        "or --kubeconfig PATH")  # fmt: skip
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             monitor_nc=nc,
         )
 
-    return asyncio.run(run_service("nodeagent", args, build))
+    return eventloop.run(run_service("nodeagent", args, build))
 
 
 if __name__ == "__main__":

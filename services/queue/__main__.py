@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
 from services.nodeagent.monitor import NodeMonitor
 from services.queue.service import QueueService
+from services.runtime import eventloop
 from services.runtime.bootstrap import App, Edges, common_parser, run_service, scheduler_names
 from services.runtime.eventlog import EventLog
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return Edges(PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
                      JobController(event_log, kube, app.command, scheduler_names=scheduler_names(args)))  # type: ignore[arg-type]
 
-    return asyncio.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
+    return eventloop.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

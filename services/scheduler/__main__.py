@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from collections.abc import Callable
 from services.core.devices import load_catalogue
 from services.core.scheduling.config import parse_conf
 from services.core.scheduling.record import configured
+from services.runtime import eventloop
 from services.runtime.bootstrap import common_parser, config_file, run_service
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     # the scheduler fits on the same catalogue admission parses with
     device_text = config_file("--device-config", args.device_config, _valid(load_catalogue)) if args.device_config else ""
     config = configured(conf_text, device_text)  # recorded in the log for `replay --verify`
-    return asyncio.run(
+    return eventloop.run(
         run_service("scheduler", args, lambda log: Scheduler(log, config, args.period, lease=lease_of(log, args)))
     )
 
