@@ -70,6 +70,7 @@ from services.runtime.service import (
 )
 from services.runtime.snapshot import Retention
 from services.runtime.tasks import cancel_all
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ class Allocator:
             if left <= 0:
                 raise TransientError(f"view at #{self.view_seq}, behind #{seq}")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(moved.wait(), left)
+                await within(moved.wait(), left)
 
     async def _catch_up(self, namespace: str, name: str, after: int) -> None:
         """Read what landed on one job subject after `after` (a conflict said something did)."""

@@ -56,6 +56,7 @@ from services.kube.storagesource import StorageSource
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -399,7 +400,7 @@ class Binder:
                 self.stats.lock_waits += 1
                 changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), 1.0)
+                    await within(changed.wait(), 1.0)
                 continue
             patch = {"metadata": {"annotations": {hami.NODE_LOCK: hami.lock_value(self.clock(), ns, pod)}}}
             if meta.get("resourceVersion"):

@@ -43,6 +43,7 @@ from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import hypernodes_path, jobs_path, podgroups_path, queues_path
 from services.runtime.tasks import cancel_all
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class PodSource:
         later: list[asyncio.Task[None]] = []
         try:
             with contextlib.suppress(TimeoutError):  # a server without them must not stall pods
-                await asyncio.wait_for(asyncio.gather(pcs.wait(), queues.wait()), 10.0)
+                await within(asyncio.gather(pcs.wait(), queues.wait()), 10.0)
             groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
             jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
             later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
@@ -308,7 +309,7 @@ class PodSource:
         try:
             while not stopping.is_set():
                 try:
-                    first = await asyncio.wait_for(self.changes.get(), 0.5)
+                    first = await within(self.changes.get(), 0.5)
                 except TimeoutError:
                     continue
                 batch = [first]

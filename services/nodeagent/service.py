@@ -54,6 +54,7 @@ from services.runtime.service import (
     decode_stored,
 )
 from services.runtime.snapshot import Retention, Snapshots
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ class NodeAgent:
             timeout = None if deadline is None else max(0.0, deadline - self.clock())
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await within(self._wake.wait(), timeout)
             try:
                 await self._act()
             except Exception:

@@ -26,6 +26,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from services.runtime.waits import within
+
 #: exit status of a service whose --metrics-port another process holds: whoever chose the port
 #: (`tessera up` probes free ports before its services bind them) may choose another
 PORT_TAKEN = 98
@@ -65,7 +67,7 @@ class Health:
         while not stopping.is_set():
             self.tick()
             try:
-                await asyncio.wait_for(stopping.wait(), every)
+                await within(stopping.wait(), every)
             except TimeoutError:
                 pass
 

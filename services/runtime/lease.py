@@ -28,6 +28,8 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from services.runtime.waits import within
+
 log = logging.getLogger(__name__)
 
 
@@ -100,7 +102,7 @@ class Lease:
                 log.warning("lease %s/%s lost", self.bucket, self.key)
             had = has
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.ttl / 3)
+                await within(stopping.wait(), self.ttl / 3)
         await self.release()
 
     async def release(self) -> None:

@@ -13,6 +13,8 @@ import logging
 import os
 from pathlib import Path
 
+from services.runtime.waits import within
+
 log = logging.getLogger(__name__)
 
 #: How often the PID is looked at: an orphan lingers at most this long (plus the stop).
@@ -55,6 +57,6 @@ async def watch(pid: int, stopping: asyncio.Event) -> None:
             stopping.set()
             return
         try:
-            await asyncio.wait_for(stopping.wait(), WATCH_PERIOD)
+            await within(stopping.wait(), WATCH_PERIOD)
         except TimeoutError:
             pass

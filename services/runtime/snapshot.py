@@ -32,6 +32,7 @@ from contracts.permissions import SNAPSHOTTERS, snapshot_bucket
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime.eventlog.model import EventLog, StoredMessage, matcher
 from services.runtime.service import PoisonHandler, replay_decoded, skip_poison
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ async def periodically(stopping: asyncio.Event, period: float, action: Callable[
     logged and the next period tries again."""
     while not stopping.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), period)
+            await within(stopping.wait(), period)
         if stopping.is_set():
             return
         try:

@@ -13,7 +13,9 @@ async def cancel_all(tasks: Iterable[asyncio.Task[object]], patience: float = 0.
     `patience` s is cancelled again: on Python 3.11 a cancellation arriving as an inner
     `wait_for` times out is swallowed (only TimeoutError is seen), and a reader that catches
     that to read again never stopped — a scheduler that would not shut down, once in a few runs
-    of a test (issue 29, with the faster consumer)."""
+    of a test (issue 29, with the faster consumer). The services' own timed waits now go
+    through `waits.within`, which lets the cancellation through; libraries' (nats-py's) still
+    use `wait_for`, hence the second cancellation."""
     tasks = list(tasks)
     pending = [t for t in tasks if not t.done()]
     while pending:

@@ -32,6 +32,7 @@ from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received, decode_stored
 from services.runtime.snapshot import Retention, Snapshots
+from services.runtime.waits import within
 from services.scheduler.metrics import SessionMetrics
 from services.scheduler.tracing import JobTraces, decision_spans
 from services.scheduler.view import ViewFold
@@ -184,7 +185,7 @@ class Scheduler:
         took = 0.0
         while not stopping.is_set():
             try:
-                await asyncio.wait_for(self._dirty.wait(), self.period)
+                await within(self._dirty.wait(), self.period)
                 # debounce, and at least as long as the last session took: under a stream of
                 # events sessions then use at most about half the CPU, and each one sees more
                 await asyncio.sleep(max(self.debounce, took))

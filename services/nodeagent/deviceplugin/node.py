@@ -37,6 +37,7 @@ from services.nodeagent.deviceplugin.allocate import (
 )
 from services.nodeagent.deviceplugin.resources import Resource, node_annotations, resources
 from services.nodeagent.deviceplugin.tools import Discovery
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class NodeSide:
                 log.exception("node %s: refresh failed; retrying", self.node)
                 wait = 5.0
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), wait)
+                await within(stopping.wait(), wait)
 
 
 def _allocating_here(pod: Mapping[str, Any], node: str) -> bool:

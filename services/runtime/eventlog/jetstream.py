@@ -47,6 +47,7 @@ from services.runtime.eventlog.model import (
     StoredMessage,
 )
 from services.runtime.natsauth import connect_options, servers
+from services.runtime.waits import within
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class _AckRouter:
 
 
 async def _settle(fut: asyncio.Future[_PubAck], timeout: float) -> _PubAck:
-    ack = await asyncio.wait_for(fut, timeout)
+    ack = await within(fut, timeout)
     if ack.error:
         raise PublishError(int(ack.error.get("err_code", 0)), str(ack.error.get("description", "")))
     return ack
@@ -707,7 +708,7 @@ class JetStreamLog:
                 got = 0
                 while True:
                     if queue.empty():
-                        msg = await asyncio.wait_for(queue.get(), self.timeout)
+                        msg = await within(queue.get(), self.timeout)
                     else:
                         msg = queue.get_nowait()  # most messages: no timer, no task switch
                     if msg is None:
@@ -747,7 +748,7 @@ class JetStreamLog:
                 except (nats.errors.Error, LogError, TimeoutError, KeyError):
                     pass  # the server is away: read again from `seq` on the next wake-up
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), poll)
+                    await within(wake.wait(), poll)
         finally:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()

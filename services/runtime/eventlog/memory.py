@@ -25,6 +25,7 @@ from services.runtime.eventlog.model import (
     StoredMessage,
     subject_matches,
 )
+from services.runtime.waits import within
 
 
 @dataclass
@@ -100,7 +101,7 @@ class MemoryConsumer:
             return delivery
         event = self._log._wakeup
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            await within(event.wait(), timeout)
         except TimeoutError:
             return None
         return self._take()
