@@ -1,0 +1,65 @@
+"""Why a pod waits, on the API: written by the status writer's own task after a short grace, so
+a verdict a placement overtook is never written, and reading the log never waits on the API."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from contracts.events import JobSubmitted, JobUnschedulable, PlacementProposed, TaskPlacement
+from contracts.registry import default_registry
+from contracts.subjects import subject_of
+from contracts.workloads import JobSpec, TaskSpec
+from services.kube.client import Kube, Limits, configuration
+from services.kube.status import PodStatusWriter, scheduled_condition
+from services.runtime.eventlog import Entry
+from services.runtime.eventlog.memory import MemoryLog
+from tests.kube.cluster import Cluster
+from tests.kube.workload import as_pod
+from tests.processes import wait_until
+
+
+def _pod(name: str) -> dict:
+    return as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                   "spec": {"containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
+
+
+def _spec(name: str) -> JobSpec:
+    return JobSpec(namespace="default", name=name, tasks=(TaskSpec(name="main", pod_names=(name,)),))
+
+
+async def test_an_overtaken_verdict_is_never_written_and_a_current_one_is(cluster: Cluster, tmp_path: Path) -> None:
+    kube = Kube(await configuration(str(cluster.kubeconfig)), Limits(qps=0))
+    log = MemoryLog()
+    reg = default_registry()
+    writer = PodStatusWriter(log, kube, grace=0.3)
+    for name in ("overtaken", "waiting"):
+        await cluster.create_pod(_pod(name))
+    stopping = asyncio.Event()
+    running = asyncio.create_task(writer.run(stopping))
+    try:
+        # one session's output: both judged, then one of them placed before the grace is over
+        events = [JobSubmitted(spec=_spec("overtaken")), JobSubmitted(spec=_spec("waiting")),
+                  JobUnschedulable(namespace="default", name="overtaken", reason="0/3 nodes are available"),
+                  JobUnschedulable(namespace="default", name="waiting", reason="0/3 nodes are available"),
+                  PlacementProposed(namespace="default", name="overtaken", based_on=1,
+                                    placements=(TaskPlacement(task="overtaken", node="n1"),))]  # fmt: skip
+        for i, ev in enumerate(events):
+            await log.append(Entry(subject_of(log.subjects, ev), reg.encode(ev),
+                                   reg.envelope(ev, msg_id=f"v{i}").to_headers()))  # fmt: skip
+
+        async def waiting_said() -> bool:
+            pod = await cluster.pod("default", "waiting")
+            cond = scheduled_condition(pod) if pod else None
+            return bool(cond and cond["status"] == "False")
+
+        await wait_until(waiting_said, 30, "the waiting pod's PodScheduled=False")
+        assert writer.due == {}  # the verdicts of that session are all settled (the loop's order)
+        overtaken = await cluster.pod("default", "overtaken")
+        assert overtaken is not None and scheduled_condition(overtaken) is None
+        said = {e["involvedObject"]["name"] for e in await cluster.events() if e.get("reason") == "FailedScheduling"}
+        assert said == {"waiting"}
+    finally:
+        stopping.set()
+        await asyncio.wait_for(running, 30)
+        await kube.close()
