@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -39,8 +40,33 @@ def find_binary() -> str:
     )
 
 
+#: ports `free_port` picks from end where the kernel's ephemeral range begins
+PICK_SPAN = 12000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; elsewhere a guess, the bind below still checks
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    """A port nothing holds, taken from just below the ephemeral range. A port the kernel hands
+    out (bind to 0) is one an outgoing connection may take as its local port once the server
+    on it stops, and a server restarted on its port (a kill or restart test, `tessera up`
+    after a crash) then failed to bind: once in a while, under a full suite's load."""
+    low = _ephemeral_low()
+    picks = secrets.SystemRandom()  # not a decision: any free port will do
+    for _ in range(200):
+        port = picks.randrange(max(1024, low - PICK_SPAN), max(1025, low))
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the span is full: whatever the kernel gives
         s.bind((host, 0))
         return s.getsockname()[1]
 
