@@ -118,6 +118,10 @@ async def test_eviction_kills_a_running_task_with_137(
     await put(event_log, s.job("ns", "b"), evict)
     finished = await watcher.until(is_(TaskFinished, "b-w-1"))
     assert (finished.exit_code, finished.reason) == (137, "evicted")  # type: ignore[attr-defined]
+    # The agent folds its report after the append returns, still holding its lock: the watcher
+    # can read the report first. Taking the lock waits for that fold (the lock is FIFO).
+    async with running_agent._lock:
+        pass
     assert [r.task for r in running_agent.state.runs.values() if not r.finished] == ["b-w-0"]
 
 
