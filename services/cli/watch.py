@@ -96,7 +96,7 @@ async def _watch(args: argparse.Namespace, what: str, selector: list[tuple[str, 
         arrived: asyncio.Queue[StoredMessage] = asyncio.Queue()
 
         async def read() -> None:
-            async for m in log.follow(messages[-1].seq + 1 if messages else 1):
+            async for m in log.follow(messages[-1].seq + 1 if messages else 1, stamped=True):
                 arrived.put_nowait(m)
 
         reader = asyncio.create_task(read())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import functools
 import logging
 import re
 import uuid
@@ -396,6 +398,168 @@ async def _connect_or_refused(url: str, options: dict) -> Client:
     raise LogError(f"NATS at {url} refused {user}: {refused.result()}")
 
 
+#: seconds between the server's idle heartbeats to a follower; three missed ones (a restarted
+#: server forgot the consumer, a cut connection) and the follower makes its consumer anew
+TAIL_HEARTBEAT = 1.0
+#: messages a follower holds unread before it holds back the server's flow-control answer
+TAIL_HIGH_WATER = 8192
+
+
+def _ack_tokens(reply: str) -> tuple[int, int, int] | None:
+    """(stream sequence, consumer sequence, timestamp ns) of a push delivery's reply subject,
+    in both of its forms (with and without domain and account hash)."""
+    tokens = reply.split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS":  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(tokens[5]), int(tokens[6]), int(tokens[7])
+    if len(tokens) >= 11 and tokens[0] == "$JS":
+        return int(tokens[7]), int(tokens[8]), int(tokens[9])
+    return None
+
+
+def _stamp(ns: int) -> str:
+    """A store time as JetStream's own headers write it (RFC 3339, UTC)."""
+    when = datetime.datetime.fromtimestamp(ns // 1_000_000_000, tz=datetime.UTC)
+    return f"{when:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
+
+
+class _Tail:
+    """One reader of the log's tail: an ephemeral push consumer (ack policy none) delivering
+    each message of the filter once, in order, to this process alone.
+
+    The scheduler and every allocator replica read the whole log this way. Before, they read
+    it with batched direct gets, woken by a core subscription on the same subjects: every event
+    reached them twice (the wake-up carried the whole message), a third of what those two
+    processes received (issue 29). Nothing here is durable on the server: a consumer the server
+    forgot (a restart), a gap in the consumer's sequence (a slow subscriber's dropped messages)
+    or heartbeats that stop make a new consumer from the next sequence wanted, so what a
+    restarted nats-server loses is read again, never skipped. Flow control keeps a reader that
+    falls behind (a replay of a long log at start) from holding the whole log in memory: the
+    server's flow-control request is answered only once the unread messages are few."""
+
+    def __init__(self, log: JetStreamLog, filter_subject: str, seq: int, stamped: bool) -> None:
+        self._log = log
+        self._nc = log.nc
+        self._filter = filter_subject
+        self._stamped = stamped
+        self._seq = seq  # the next stream sequence wanted
+        self._sub: Any = None
+        self._cseq = 0  # the last consumer sequence taken in
+        self._arrived: deque[StoredMessage] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._broken = True  # no consumer yet
+        self._heard = 0.0
+        self._reconnects = -1
+        self._held: str = ""  # a flow-control answer held back while many are unread
+        self._generation = 0  # of the consumer in use: deliveries to an older one are dropped
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    async def _answer(self, reply: str) -> None:
+        if len(self._arrived) < TAIL_HIGH_WATER:
+            await self._nc.publish(reply, b"")
+        else:
+            self._held = reply
+
+    async def _arrive(self, generation: int, msg: Msg) -> None:
+        if generation != self._generation:
+            return  # a late one for a consumer given up
+        self._heard = asyncio.get_running_loop().time()
+        headers = msg.headers
+        status = headers.get("Status") if headers else None
+        if status:
+            if status != "100":
+                self._broken = True  # 409 consumer deleted, and the like: make it anew
+            elif msg.reply:
+                await self._answer(msg.reply)  # flow control
+            else:  # an idle heartbeat: were all sent ones received?
+                last = headers.get("Nats-Last-Consumer") if headers else None
+                if last is not None and int(last) != self._cseq:
+                    self._broken = True
+                stalled = headers.get("Nats-Consumer-Stalled") if headers else None
+                if stalled:
+                    await self._answer(stalled)
+            self._wake()
+            return
+        got = _ack_tokens(msg.reply or "")
+        if got is None or self._broken:
+            return
+        sseq, cseq, ns = got
+        if cseq != self._cseq + 1:
+            self._broken = True  # a message lost on the way: read again from the last one taken
+            self._wake()
+            return
+        self._cseq = cseq
+        hdrs = dict(headers) if headers else {}
+        if self._stamped:
+            hdrs["Nats-Time-Stamp"] = _stamp(ns)
+        self._arrived.append(StoredMessage(sseq, msg.subject, msg.data, hdrs))
+        self._wake()
+
+    async def _open(self) -> None:
+        await self._drop()
+        self._arrived.clear()  # read again from `_seq`: what arrived after a gap is not in order
+        self._held = ""
+        self._cseq = 0
+        inbox = self._nc.new_inbox()
+        self._generation += 1
+        self._sub = await self._nc.subscribe(inbox, cb=functools.partial(self._arrive, self._generation),
+                                             pending_msgs_limit=-1, pending_bytes_limit=-1)  # fmt: skip
+        config = ConsumerConfig(
+            deliver_subject=inbox, ack_policy=AckPolicy.NONE,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self._seq,
+            filter_subject=self._filter, flow_control=True, idle_heartbeat=TAIL_HEARTBEAT,
+            mem_storage=True, inactive_threshold=5.0,
+        )  # fmt: skip
+        self._broken = False
+        self._heard = asyncio.get_running_loop().time()
+        self._reconnects = self._nc.stats.get("reconnects", 0)
+        await self._log.js.add_consumer(self._log.stream, config)
+
+    async def _drop(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()  # the server removes the consumer once nobody listens
+
+    def _stale(self, now: float) -> bool:
+        return (now - self._heard > 3 * TAIL_HEARTBEAT
+                or self._nc.stats.get("reconnects", 0) != self._reconnects)  # fmt: skip
+
+    async def next(self, timeout: float) -> StoredMessage | None:
+        loop = asyncio.get_running_loop()
+        if not self._arrived and (self._broken or self._stale(loop.time())):
+            try:
+                await self._open()
+            except Exception as exc:  # the server away: ask again after a pause
+                self._broken = True
+                logger.debug("following %s from #%d: %r; again", self._filter, self._seq, exc)
+                await asyncio.sleep(min(timeout, UNAVAILABLE_PAUSE))
+                return None
+        if not self._arrived:
+            self._waiter = waiter = loop.create_future()
+            timer = loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            if not self._arrived:
+                return None
+        msg = self._arrived.popleft()
+        self._seq = msg.seq + 1
+        if self._held and len(self._arrived) < TAIL_HIGH_WATER // 2:
+            reply, self._held = self._held, ""
+            with contextlib.suppress(Exception):
+                await self._nc.publish(reply, b"")
+        return msg
+
+    async def close(self) -> None:
+        self._arrived.clear()
+        await self._drop()
+
+
 class JetStreamLog:
     unavailable = UNAVAILABLE
 
@@ -724,34 +888,21 @@ class JetStreamLog:
             await sub.unsubscribe()
 
     async def follow(
-        self, start_seq: int, filter_subject: str | None = None, poll: float = 0.5
+        self, start_seq: int, filter_subject: str | None = None, poll: float = 0.5,
+        stamped: bool = False,
     ) -> AsyncIterator[StoredMessage]:
-        """Batched direct gets from the next sequence, again whenever a message is published on
-        the filter (a core subscription, only a wake-up hint: the data always comes from the
-        stream, so an atomic batch counts once it is committed) and at least every `poll`
-        seconds. No consumer lives on the server, so nothing is lost when nats-server restarts:
-        a failed read is retried from the same sequence."""
-        wake = asyncio.Event()
-
-        async def on_publish(_msg: Msg) -> None:
-            wake.set()
-
-        sub = await self.nc.subscribe(filter_subject or self.subjects.events, cb=on_publish)
-        seq = max(start_seq, 1)
+        """Every message of the filter from `start_seq` on, each delivered once by an ephemeral
+        push consumer of this process's own (no acks, flow-controlled, idle heartbeats): see
+        `_Tail`. `stamped` adds the store's `Nats-Time-Stamp` header (what `tessera get -w`
+        shows ages from); the services do without it."""
+        tail = _Tail(self, filter_subject or self.subjects.events, max(start_seq, 1), stamped)
         try:
             while True:
-                wake.clear()
-                try:
-                    async for msg in self.replay(seq, filter_subject):
-                        seq = msg.seq + 1
-                        yield msg
-                except (nats.errors.Error, LogError, TimeoutError, KeyError):
-                    pass  # the server is away: read again from `seq` on the next wake-up
-                with contextlib.suppress(TimeoutError):
-                    await within(wake.wait(), poll)
+                msg = await tail.next(poll)
+                if msg is not None:
+                    yield msg
         finally:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+            await tail.close()
 
     async def last_per_subject(self, filter_subject: str) -> list[StoredMessage]:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)

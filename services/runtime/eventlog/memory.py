@@ -246,7 +246,7 @@ class MemoryLog:
         return MemoryConsumer(self, state)
 
     async def follow(
-        self, start_seq: int, filter_subject: str | None = None
+        self, start_seq: int, filter_subject: str | None = None, stamped: bool = False
     ) -> AsyncIterator[StoredMessage]:
         index = max(start_seq, 1) - 1
         while True:

@@ -160,7 +160,7 @@ class EventLog(Protocol):
     async def consumer(self, durable: str, filter_subjects: Sequence[str]) -> Consumer: ...
 
     def follow(
-        self, start_seq: int, filter_subject: str | None = None
+        self, start_seq: int, filter_subject: str | None = None, stamped: bool = False
     ) -> AsyncIterator[StoredMessage]:
         """Every message from `start_seq` on, in order, waiting for new ones — never ending.
         For this process alone (no consumer state in the log): what each replica of a
