@@ -254,28 +254,57 @@ class AdmissionService:
         return True
 
     async def _write(self, plan: Plan, results: list[ObjectResult]) -> None:
-        outs: list[tuple[Write, Outgoing]] = []
-        # re-submission after the old job ended, or of a name retention forgot: its subject's
-        # last sequence (read for all such writes at once, not one round trip each)
+        # re-submission of a name we know (its old job ended): its subject's last sequence, read
+        # for all such writes at once. A name we never folded is written expecting an empty
+        # subject — a read per submitted pod cost a round trip each (issue 29) — and only if
+        # the log says otherwise (a name retention forgot) is it read and written again.
         reread = [subject_of(self.subjects, w.event) for w in plan.writes if w.kind == "Job"
-                  and w.expected_seq is not None
-                  and (w.key in self.known.jobs or w.key not in self.known.refused)]  # fmt: skip
+                  and w.expected_seq is not None and w.key in self.known.jobs]  # fmt: skip
         lasts = dict(zip(reread, await asyncio.gather(*(self.log.last(s) for s in reread)), strict=True))
+        todo: list[tuple[Write, int | None]] = []
         for w in plan.writes:
             subject = subject_of(self.subjects, w.event)
             expected = w.expected_seq
             if subject in lasts and (last := lasts[subject]) is not None:
-                # a name we know (its old job ended), or one we folded and forgot; a message we
-                # have not folded yet is a concurrent writer's: expect our view, and conflict
-                if w.key in self.known.jobs or last.seq <= self.folded:
-                    expected = last.seq
+                # a name we know (its old job ended): a message we have not folded yet is a
+                # concurrent writer's: expect our view, and conflict
+                expected = last.seq
+            todo.append((w, expected))
+        for round_ in range(2):
+            again = await self._append_round(todo, results, forgotten_ok=round_ == 0)
+            if not again:
+                return
+            todo = again
+
+    async def _append_round(
+        self, todo: list[tuple[Write, int | None]], results: list[ObjectResult], forgotten_ok: bool
+    ) -> list[tuple[Write, int | None]]:
+        """Append the writes; those that met a name retention forgot (a conflict with what we
+        folded already) come back with the sequence to expect, for one more round."""
+        outs: list[tuple[Write, Outgoing]] = []
+        for w, expected in todo:
+            subject = subject_of(self.subjects, w.event)
             # same object, same version → same id (a retried request is written once); a
             # different object under the same name has another id and meets the sequence check
             body = self.service.registry.encode(w.event)
             mid = f"admit:{subject}:{expected}:{content_id(w.kind, body)}"
             outs.append((w, Outgoing(subject, w.event, expected, mid, context=admit_span(subject, w.event))))
         appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
+        again: list[tuple[Write, int | None]] = []
         for (w, out), res in zip(outs, appended, strict=True):
+            if forgotten_ok and w.kind == "Job" and w.expected_seq == 0 and w.key not in self.known.jobs \
+                    and out.expected_last_subject_seq == 0:  # fmt: skip
+                # a name we folded and forgot: written again over its old job. Its old first
+                # submission may be this very write (same object, same id): then the log
+                # answers "duplicate" with a sequence we folded long ago
+                if isinstance(res, Conflict) and 0 < res.actual <= self.folded:
+                    again.append((w, res.actual))
+                    continue
+                if getattr(res, "duplicate", False) and getattr(res, "seq", 0) <= self.folded:
+                    last = await self.log.last(out.subject)
+                    if last is not None and last.seq > res.seq:
+                        again.append((w, last.seq))
+                        continue
             if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
                 if not isinstance(res, Conflict):
                     self._fold(getattr(res, "seq", 0), out.subject, out.event)
@@ -292,6 +321,7 @@ class AdmissionService:
             if getattr(res, "duplicate", False):  # the very same write landed already
                 results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
             self._fold(getattr(res, "seq", 0), out.subject, out.event)
+        return again
 
 
 def admit_span(subject: str, event: Event) -> context.Context | None:

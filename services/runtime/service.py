@@ -195,7 +195,7 @@ class EventService:
                 kind=SpanKind.CONSUMER,
                 attributes=self._attributes(msg, env),
             )
-            if _recording(self.tracer)
+            if recording(self.tracer)
             else _Carried(msg.headers)
         ) as span:
             try:
@@ -397,7 +397,7 @@ class EventService:
             await self.handle(d)
 
 
-def _recording(tracer: Tracer) -> bool:
+def recording(tracer: Tracer) -> bool:
     """Whether `tracer`'s spans go anywhere: a tracer of its own (tests), or the global one
     once a provider is set (`--trace-exporter`)."""
     if isinstance(tracer, trace.ProxyTracer):

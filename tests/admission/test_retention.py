@@ -51,3 +51,24 @@ async def test_finished_jobs_beyond_the_retention_are_forgotten_and_can_come_bac
     submitted = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
     assert [e.spec.name for e in submitted] == ["p1", "p2", "p3", "p1"]
     assert restarted.known.jobs[("default", "p1")].live
+
+
+async def test_a_forgotten_name_with_another_spec_is_written_over_its_old_job(event_log: EventLog) -> None:
+    """A name admission never folded is written expecting an empty subject (no read per pod);
+    the log's conflict says the name was forgotten, and the write goes over the old job."""
+    svc = await started(event_log, keep=1)
+    for name in ("p1", "p2"):
+        assert [r.outcome for r in (await svc.apply(POD.replace("NAME", name))).results] == [ACCEPTED]
+        await finish(svc, name)
+    restarted = await started(event_log, keep=1)
+    assert ("default", "p1") not in restarted.known.jobs
+    other = POD.replace("NAME", "p1").replace("busybox", "nginx")
+    reply = await restarted.apply(other)
+    assert [r.outcome for r in reply.results] == [ACCEPTED], reply
+    submitted = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    assert [e.spec.name for e in submitted] == ["p1", "p2", "p1"]
+    assert restarted.known.jobs[("default", "p1")].live
+    again = await started(event_log, keep=10)  # a concurrent writer's name is still refused
+    busy = POD.replace("NAME", "p3")
+    await svc.apply(busy)  # p3 lands after `again` folded the log
+    assert [r.outcome for r in (await again.apply(busy.replace("busybox", "nginx"))).results] != [ACCEPTED]
