@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from contracts.envelope import DLQ_REASON, MSG_ID, TYPE, Envelope
 from contracts.events import JobDeleted, NodeLost
 from contracts.registry import default_registry
 from services.runtime.eventlog import Appended, BatchCommitted, Conflict, Entry, EventLog, MemoryLog
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import LogUnavailable
 from services.runtime.service import EventService, Received
 
 
@@ -346,3 +350,27 @@ async def test_a_handler_meeting_an_unreachable_log_is_retried_past_its_attempts
     assert outcomes == ["retried", "parked"]  # other failures still end parked
     await consumer.close()
     await mine.close()
+
+
+async def test_a_message_of_an_atomic_batch_can_be_parked(event_log: EventLog) -> None:
+    """A stored batch message carries the server's batch headers; parking a copy of it must not
+    be read as another atomic publish (the dead-letter stream allows none: the parking service
+    ended on "atomic publish is disabled" in a failover test)."""
+    s = event_log.subjects
+    batch = [ev_entry(event_log, s.node(f"b{i}"), NodeLost(node=f"b{i}"), expected=0) for i in range(2)]
+    assert isinstance(await event_log.append_batch(batch), BatchCommitted)
+    stored = await event_log.last(s.node("b1"))
+    assert stored is not None
+    await event_log.park("probe", stored, "a handler failed")
+    parked = await event_log.dead_letters("probe")
+    assert [p.data for p in parked] == [stored.data]
+    assert parked[0].headers[DLQ_REASON] == "a handler failed"
+
+
+async def test_an_append_nobody_answers_is_unavailable_not_an_error(jetstream_log: JetStreamLog) -> None:
+    """A publish no stream answers (status 503: the stream's leader died and the rest elect one)
+    is `LogUnavailable`, which handlers retry however often, not a failure they park after a
+    few attempts — a failover test lost proposals that way."""
+    orphan = Entry(f"{jetstream_log.subjects.root}-nostream.x", b"{}", {})
+    with pytest.raises(LogUnavailable):
+        await jetstream_log.append(orphan)

@@ -63,6 +63,8 @@ BATCH_ID = "Nats-Batch-Id"
 BATCH_SEQUENCE = "Nats-Batch-Sequence"
 BATCH_COMMIT = "Nats-Batch-Commit"
 MAX_BATCH = 1000  # nats-server's limit on messages per atomic batch
+#: headers nats-server acts on when a message is published (a copy of a stored message drops them)
+_SERVER_READS = ("Nats-Batch-", "Nats-Expected-", "Nats-Msg-Id", "Nats-Rollup", "Nats-TTL")
 
 
 def _headers(entry: Entry) -> dict[str, str]:
@@ -160,7 +162,10 @@ class _AckRouter:
         if fut is None or fut.done():
             return
         if msg.headers and msg.headers.get("Status") == "503":
-            fut.set_exception(LogError("no JetStream stream answers this subject"))
+            # nobody answers for the stream: its leader is gone and the rest elect one (every
+            # append is to the stream's own subjects) — a retry, however often, never a
+            # handler's failure: a message parked for it was an event lost to a failover
+            fut.set_exception(LogUnavailable("no JetStream stream answers this subject"))
             return
         try:
             fut.set_result(self._decoder.decode(msg.data))
@@ -931,10 +936,12 @@ class JetStreamLog:
         return await JetStreamConsumer(self.nc, self.stream, durable).start()
 
     async def park(self, service: str, message: StoredMessage, reason: str) -> None:
-        headers = dict(message.headers)
+        # the server reads its own headers on a publish: a message of an atomic batch carries
+        # Nats-Batch-*, which made the dead-letter stream refuse it ("atomic publish is
+        # disabled") and the parking service end; an expected sequence would be checked too
+        headers = {k: v for k, v in message.headers.items() if not k.startswith(_SERVER_READS)}
         headers[DLQ_REASON] = reason[:1024]
         headers[DLQ_SOURCE] = f"{message.subject}#{message.seq}"
-        headers.pop("Nats-Msg-Id", None)
         await self.js.publish(self.subjects.dlq(service), message.data, headers=headers)
 
     async def dead_letters(self, service: str) -> list[StoredMessage]:
