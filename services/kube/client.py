@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import aiohttp
 import msgspec
 
 from services.kube import leanimport
+from services.kube.http1 import Http1, HTTPError
 
 leanimport.install()  # before kubernetes-asyncio's first import: its generated classes unused
 
@@ -92,6 +94,21 @@ class TokenBucket:
             self.tokens -= 1
 
 
+def _lean(api: ApiClient, connections: int) -> Http1 | None:
+    """Plain HTTP/1.1 for the one-shot requests (`http1`), with the ApiClient's TLS context and
+    host — none when a proxy is configured (aiohttp speaks to proxies) or the host is not a
+    plain http(s) URL. `TESSERA_KUBE_HTTP=aiohttp` keeps every request on aiohttp."""
+    rest = api.rest_client
+    if rest.proxy or os.environ.get("TESSERA_KUBE_HTTP", "") == "aiohttp":
+        return None
+    tls = getattr(rest.pool_manager.connector, "_ssl", None)
+    try:
+        return Http1(api.configuration.host, tls if isinstance(tls, ssl.SSLContext) else None,
+                     rest.server_hostname or None, connections)  # fmt: skip
+    except ValueError:
+        return None
+
+
 async def configuration(kubeconfig: str = "", context: str = "") -> Configuration:
     """A kubeconfig file (`--kubeconfig`, else `$KUBECONFIG`), or the in-cluster service account."""
     from kubernetes_asyncio import config
@@ -124,6 +141,7 @@ class Kube:
             # there is nothing to find there (the API server's auth is the kubeconfig's).
             self.api.rest_client.pool_manager._trust_env = False
         self.bucket = TokenBucket(self.limits.qps, self.limits.burst)
+        self.lean = _lean(self.api, self.limits.connections)
         self.requests = 0
         self.retried = 0  # requests asked again after a 429 or 5xx
 
@@ -132,6 +150,8 @@ class Kube:
         return cls(await configuration(kubeconfig), limits)
 
     async def close(self) -> None:
+        if self.lean is not None:
+            await self.lean.close()
         await self.api.close()
 
     async def _call(self, method: str, path: str, query: Mapping[str, Any] | None = None,
@@ -147,14 +167,7 @@ class Kube:
                 await asyncio.sleep(retry_after(exc.headers, attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, method: str, path: str, query: Mapping[str, Any] | None, body: object,
-                    content_type: str, timeout: float | tuple[float, float] | None) -> Any:  # fmt: skip
-        # Straight to the ApiClient's aiohttp session (its TLS context, pool and proxy), with the
-        # configuration's own credentials (`auth_settings` runs an exec plugin's token refresh):
-        # `call_api` sanitised, re-serialised and re-parsed every request, ~12 % of the binder's
-        # CPU in issue 29's profile.
-        await self.bucket.take()
-        self.requests += 1
+    async def _headers(self, content_type: str) -> dict[str, str]:
         headers = {
             "Accept": "application/json",
             "Content-Type": content_type,
@@ -163,6 +176,32 @@ class Kube:
         for auth in (await self.api.configuration.auth_settings()).values():
             if auth.get("in") == "header":
                 headers[auth["key"]] = auth["value"]
+        return headers
+
+    async def _lean_once(self, lean: Http1, method: str, path: str, query: Mapping[str, Any] | None,
+                         body: object, content_type: str) -> bytes:  # fmt: skip
+        await self.bucket.take()
+        self.requests += 1
+        target = path + ("?" + urlencode(list(query.items())) if query else "")
+        data = body if body is None or isinstance(body, bytes) else _encode(body)
+        try:
+            answer = await lean.request(method, target, await self._headers(content_type), data, 30.0)
+        except (HTTPError, TimeoutError) as exc:
+            raise KubeError(503, "no answer", str(exc)) from exc  # retried like a 503
+        if not 200 <= answer.status < 300:
+            headers = {"Retry-After": answer.headers["retry-after"]} if "retry-after" in answer.headers else {}
+            raise KubeError(answer.status, answer.reason, answer.body.decode(errors="replace"), headers)
+        return answer.body
+
+    async def _once(self, method: str, path: str, query: Mapping[str, Any] | None, body: object,
+                    content_type: str, timeout: float | tuple[float, float] | None) -> Any:  # fmt: skip
+        # Straight to the ApiClient's aiohttp session (its TLS context, pool and proxy), with the
+        # configuration's own credentials (`auth_settings` runs an exec plugin's token refresh):
+        # `call_api` sanitised, re-serialised and re-parsed every request, ~12 % of the binder's
+        # CPU in issue 29's profile.
+        await self.bucket.take()
+        self.requests += 1
+        headers = await self._headers(content_type)
         url = self.api.configuration.host + path
         if query:
             url += "?" + urlencode(list(query.items()))
@@ -196,6 +235,17 @@ class Kube:
 
     async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
                       body: object = None, content_type: str = "application/json") -> Any:  # fmt: skip
+        if self.lean is not None:
+            lean = self.lean
+            for attempt in range(RETRIES + 1):
+                try:
+                    data = await self._lean_once(lean, method, path, query, body, content_type)
+                    return _json.decode(data) if data else {}
+                except KubeError as exc:
+                    if exc.status not in RETRIED or attempt == RETRIES:
+                        raise
+                    self.retried += 1
+                    await asyncio.sleep(retry_after(exc.headers, attempt))
         resp = await self._call(method, path, query, body, content_type)
         try:
             data = await resp.read()

@@ -1,0 +1,163 @@
+"""HTTP/1.1 requests on kept-alive connections, for the API calls made once per pod.
+
+aiohttp's client spent ~0.2 ms of CPU on each binding (building a request object, its URL,
+cookie filtering, timers, a response object, the connector's bookkeeping): a fifth of the
+allocator's CPU in issue 29's profile, one binding per pod. A request/response exchange on an
+open connection is a few lines of protocol; this module writes and reads just those, over the
+same TLS context, credentials and host the ApiClient was configured with. Watches (long
+streams) stay on aiohttp, and so does everything when a proxy is configured.
+
+What the API server speaks and this relies on: HTTP/1.1 persistent connections (the default),
+`Content-Length` or `chunked` bodies, `Connection: close` when the server ends one. A kept
+connection the server closed meanwhile (an idle timeout) fails on its first read without a
+byte of answer: the request is sent again once on a new connection, as Go's and aiohttp's
+clients do for a request the server never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from services.runtime.waits import within
+
+#: the largest response head accepted (a Status error with long messages fits many times over)
+HEAD_LIMIT = 1 << 20
+
+
+class HTTPError(ConnectionError):
+    """The connection failed or the server's answer is not HTTP/1.1 as written."""
+
+
+class Answer:
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # names in lower case
+        self.body = body
+
+
+class _Conn:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+class Http1:
+    """Requests to one API server on up to `connections` kept-alive connections."""
+
+    def __init__(self, base_url: str, tls: ssl.SSLContext | None, server_hostname: str | None,
+                 connections: int) -> None:  # fmt: skip
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.https else 80)
+        self.prefix = parts.path.rstrip("/")  # a server behind a path (a proxy's /k8s/clusters/x)
+        default = 443 if self.https else 80
+        name = f"[{self.host}]" if ":" in self.host else self.host
+        self.authority = name if self.port == default else f"{name}:{self.port}"
+        self.tls = (tls or ssl.create_default_context()) if self.https else None
+        self.server_hostname = (server_hostname or self.host) if self.https else None
+        self._idle: list[_Conn] = []
+        self._slots = asyncio.Semaphore(connections)
+
+    async def _open(self) -> _Conn:
+        reader, writer = await asyncio.open_connection(
+            self.host, self.port, ssl=self.tls, server_hostname=self.server_hostname, limit=HEAD_LIMIT
+        )
+        return _Conn(reader, writer)
+
+    async def request(self, method: str, target: str, headers: Mapping[str, str],
+                      body: bytes | None, timeout: float) -> Answer:  # fmt: skip
+        """`target`: path and query. Raises `HTTPError` (or TimeoutError) when no answer came."""
+        head = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        head.append(f"Content-Length: {len(body) if body else 0}")
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        async with self._slots:
+            return await within(self._exchange(data, method), timeout)
+
+    async def _exchange(self, data: bytes, method: str) -> Answer:
+        for attempt in range(2):
+            reused = bool(self._idle)
+            conn = self._idle.pop() if reused else await self._open()
+            try:
+                conn.writer.write(data)
+                answer, keep = await _read_answer(conn.reader, method)
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+                conn.close()
+                unread = isinstance(exc, asyncio.IncompleteReadError) and not exc.partial
+                if reused and attempt == 0 and (unread or isinstance(exc, ConnectionResetError)):
+                    continue  # the server had closed the kept connection: never read this one
+                raise HTTPError(f"{method} to {self.authority}: {exc!r}") from exc
+            except BaseException:  # cancelled (a timeout) mid-answer: the connection is spoilt
+                conn.close()
+                raise
+            if keep:
+                self._idle.append(conn)
+            else:
+                conn.close()
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+async def _read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer, bool]:
+    while True:
+        raw = await reader.readuntil(b"\r\n\r\n")
+        lines = raw[:-4].decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        status = int(code)
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                key = name.strip().lower()
+                headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+        if 100 <= status < 200:
+            continue  # an interim answer (100 Continue): the real one follows
+        break
+    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+    if method == "HEAD" or status in (204, 304):
+        body = b""
+    elif "chunked" in headers.get("transfer-encoding", "").lower():
+        body = await _chunked(reader)
+    elif "content-length" in headers:
+        body = await reader.readexactly(int(headers["content-length"]))
+    else:  # delimited by the end of the connection
+        body = await reader.read()
+        keep = False
+    return Answer(status, reason, headers, body), keep
+
+
+async def _chunked(reader: asyncio.StreamReader) -> bytes:
+    parts = []
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        size = int(size_line.split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                pass  # trailers
+            return b"".join(parts)
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)

@@ -1,0 +1,120 @@
+"""The HTTP/1.1 client of the per-pod API calls, against servers on loopback that answer the
+ways an API server (or what fronts it) may: a length, chunks, an interim 100, a connection
+closed after the answer, a kept connection closed while idle."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from services.kube.http1 import Http1, HTTPError
+
+Respond = Callable[[bytes, int], bytes | None]  # (request head + body, connection's nth) -> raw answer
+
+
+async def _serve(respond: Respond) -> tuple[asyncio.Server, list[bytes], list[int]]:
+    seen: list[bytes] = []
+    opened: list[int] = []
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(1)
+        n = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+                body = await reader.readexactly(length)
+                seen.append(head + body)
+                answer = respond(head + body, n)
+                n += 1
+                if answer is None:  # hang up without a word
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if b"Connection: close" in answer:
+                    break
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    return server, seen, opened
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Callable[[Respond], object]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(respond: Respond) -> tuple[Http1, list[bytes], list[int]]:
+        server, seen, opened = await _serve(respond)
+        servers.append(server)
+        port = server.sockets[0].getsockname()[1]
+        return Http1(f"http://127.0.0.1:{port}/base", None, None, 4), seen, opened
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+def _ok(body: bytes, extra: str = "") -> bytes:
+    return f"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+async def test_a_request_goes_out_whole_and_connections_are_kept(served) -> None:  # type: ignore[no-untyped-def]
+    client, seen, opened = await served(lambda req, n: _ok(b'{"n": %d}' % n))
+    for i in range(3):
+        answer = await client.request("POST", "/api/v1/x?a=b", {"Authorization": "Bearer t"}, b'{"k":1}', 5)
+        assert (answer.status, answer.reason, answer.body) == (201, "Created", b'{"n": %d}' % i)
+        assert answer.headers["content-type"] == "application/json"
+    assert len(opened) == 1  # one connection for all three
+    head = seen[0].split(b"\r\n")
+    assert head[0] == b"POST /base/api/v1/x?a=b HTTP/1.1"
+    assert b"Authorization: Bearer t" in head and b"Content-Length: 7" in head
+    assert seen[0].endswith(b'\r\n\r\n{"k":1}')
+    await client.close()
+
+
+async def test_chunked_answers_an_interim_100_and_errors_are_answers(served) -> None:  # type: ignore[no-untyped-def]
+    def respond(req: bytes, n: int) -> bytes:
+        if n == 0:
+            return (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n")  # fmt: skip
+        return _ok(b'{"kind":"Status","code":409}').replace(b"201 Created", b"409 Conflict")
+
+    client, _seen, opened = await served(respond)
+    first = await client.request("GET", "/a", {}, None, 5)
+    assert (first.status, first.body) == (200, b"hello world")
+    second = await client.request("POST", "/b", {}, b"{}", 5)
+    assert (second.status, second.reason) == (409, "Conflict") and b"409" in second.body
+    assert len(opened) == 1
+    await client.close()
+
+
+async def test_a_connection_the_server_closes_is_not_used_again(served) -> None:  # type: ignore[no-untyped-def]
+    client, _seen, opened = await served(lambda req, n: _ok(b"{}", "Connection: close\r\n"))
+    for _ in range(2):
+        assert (await client.request("GET", "/a", {}, None, 5)).status == 201
+    assert len(opened) == 2
+    await client.close()
+
+
+async def test_a_kept_connection_closed_while_idle_is_replaced_once(served) -> None:  # type: ignore[no-untyped-def]
+    # the first connection answers once, then hangs up on the next request unread (an idle
+    # timeout on the server's side); the request goes out again on a new connection
+    client, seen, opened = await served(lambda req, n: _ok(b"{}") if n == 0 else None)
+    assert (await client.request("GET", "/a", {}, None, 5)).status == 201
+    assert (await client.request("POST", "/b", {}, b"{}", 5)).status == 201
+    assert len(opened) == 2 and [s.split(b" ")[1] for s in seen] == [b"/base/a", b"/base/b", b"/base/b"]
+    await client.close()
+
+
+async def test_a_server_that_never_answers_is_an_error_not_a_hang(served) -> None:  # type: ignore[no-untyped-def]
+    client, _seen, _opened = await served(lambda req, n: None)
+    with pytest.raises(HTTPError):
+        await client.request("GET", "/a", {}, None, 5)
+    await client.close()
