@@ -86,6 +86,9 @@ class Scheduler:
         self.last_attempts = (0, 0)  # tasks (scheduled, unschedulable) of the last session
         self.snapshots = Snapshots(event_log, ViewFold(self.subjects.events),
                                    on_poison=self.service.park_once)  # fmt: skip
+        # the view is the fold of the followed log and nothing else (sessions only read it):
+        # a snapshot is the view itself, no copy folded beside it
+        self.snapshots.live = lambda: (self.view.seq, self.view)
 
     def retain(self, retention: Retention) -> None:
         """Snapshots (before `recover`); the view forgets ended jobs by itself."""

@@ -137,3 +137,31 @@ async def test_a_snapshot_riding_on_the_services_deliveries_equals_a_replay(jets
 
 async def _noop() -> None:
     return None
+
+
+async def test_a_live_state_is_written_as_it_is_and_no_copy_is_folded(jetstream_log: JetStreamLog) -> None:
+    """A service whose state is the fold of its deliveries alone (the scheduler's view) hands
+    the writer that state: nothing is folded beside it, and what is written equals a replay."""
+    log, store = jetstream_log, ObjectStoreSnapshots(jetstream_log)
+    first = await append(log, 2)
+    fold = SeenFold(log.subjects)
+    snaps = Snapshots(log, fold, store, every=1)
+    state = await snaps.recover(first)
+    at = [first]
+    snaps.live = lambda: (at[0], state)
+    assert snaps.ride([log.subjects.all_queues()], True)
+    last = await append(log, 3, "Closed")
+    async for msg in log.replay(first + 1, log.subjects.all_queues()):  # the service's own fold
+        snaps.see(msg, "QueueStateChanged", lambda m=msg: fold_event(m))
+        state = fold.fold(state, msg, fold_event(msg))
+        at[0] = msg.seq
+    assert snaps._copy is None  # nothing folded beside the service
+    assert await snaps.write()
+    assert snaps.saved is not None and snaps.saved[0] == last
+    again = Snapshots(log, fold, store)
+    assert await again.recover(last) == await Snapshots(log, fold).recover(last) == state
+    assert again.used == last
+
+
+def fold_event(msg: StoredMessage) -> Event:
+    return msgspec.json.decode(msg.data, type=QueueStateChanged)
