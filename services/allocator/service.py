@@ -611,4 +611,10 @@ class Allocator:
         return out
 
     async def api_cards(self, _request: bytes) -> bytes:
+        """The cards as the log has them when asked: the view is caught up to the stream's
+        last message first (another replica's commit reaches this one's view a moment after
+        it lands), for at most a few seconds — then it answers with what it has."""
+        if self.following:
+            with contextlib.suppress(Exception):
+                await self._seen_up_to(await self.log.last_sequence() + 1, timeout=3.0)
         return msgspec.json.encode(self.card_records())

@@ -26,7 +26,7 @@ import aiohttp
 import msgspec
 
 from services.kube import leanimport
-from services.kube.http1 import Http1, HTTPError
+from services.kube.http1 import Answer, Http1, HTTPError
 
 leanimport.install()  # before kubernetes-asyncio's first import: its generated classes unused
 
@@ -282,6 +282,10 @@ class Kube:
                     read_timeout: float | None = None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
         """The events of one watch request, one JSON object per line, until the server ends it
         (or `read_timeout` seconds pass: a connection the server no longer answers on)."""
+        if self.lean is not None:
+            async for event in self._lean_watch(self.lean, path, query, read_timeout):
+                yield event
+            return
         timeout = (30.0, read_timeout) if read_timeout else None  # (connect, between two reads)
         resp = await self._call("GET", path, {**query, "watch": "true"}, timeout=timeout)
         try:
@@ -290,6 +294,31 @@ class Kube:
                     yield _json.decode(line)
         finally:
             resp.release()
+
+
+    async def _lean_watch(self, lean: Http1, path: str, query: Mapping[str, Any],
+                          read_timeout: float | None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
+        target = f"{path}?{urlencode([*query.items(), ('watch', 'true')])}"
+        for attempt in range(RETRIES + 1):
+            await self.bucket.take()
+            self.requests += 1
+            stream = lean.lines(target, await self._headers("application/json"), 30.0, read_timeout)
+            try:
+                async for item in stream:
+                    if isinstance(item, Answer):  # refused: nothing streams
+                        headers = {"Retry-After": item.headers["retry-after"]} if "retry-after" in item.headers else {}
+                        error = KubeError(item.status, item.reason, item.body.decode(errors="replace"), headers)
+                        if item.status not in RETRIED or attempt == RETRIES:
+                            raise error
+                        self.retried += 1
+                        await asyncio.sleep(retry_after(error.headers, attempt))
+                        break
+                    if item.strip():
+                        yield _json.decode(item)
+                else:
+                    return
+            finally:
+                await stream.aclose()
 
 
 def pods_path(namespace: str = "", name: str = "", sub: str = "") -> str:

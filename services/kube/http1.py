@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
 from services.runtime.waits import within
@@ -113,41 +113,145 @@ class Http1:
             return answer
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def lines(self, target: str, headers: Mapping[str, str], connect_timeout: float,
+                    read_timeout: float | None) -> AsyncIterator[bytes | Answer]:  # fmt: skip
+        """A GET whose answer is a stream of lines (a watch), on a connection of its own: an
+        `Answer` first and alone when the status is not 200, else each line as it comes, until
+        the server ends the answer. Nothing read for `read_timeout` s raises TimeoutError (a
+        half-open connection); one timer per stream, re-armed lazily, not one per read — the
+        per-chunk timer and the stream reader's bookkeeping were most of what a watched event
+        cost through aiohttp (issue 29)."""
+        head = [f"GET {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        conn = await within(self._open(), connect_timeout)
+        loop = asyncio.get_running_loop()
+        last = [loop.time()]
+        expired = [False]
+        timer: asyncio.TimerHandle | None = None
+
+        def watchdog() -> None:
+            nonlocal timer
+            idle = loop.time() - last[0]
+            if read_timeout is not None and idle >= read_timeout:
+                expired[0] = True
+                conn.writer.transport.abort()  # the pending read ends at once
+            else:
+                timer = loop.call_later((read_timeout or 0) - idle, watchdog)
+
+        try:
+            conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            if read_timeout is not None:
+                timer = loop.call_later(read_timeout, watchdog)
+            raw = await conn.reader.readuntil(b"\r\n\r\n")
+            status, reason, hdrs = _head(raw)
+            if status != 200:
+                body = await _body(conn.reader, hdrs, "GET")
+                yield Answer(status, reason, hdrs, body)
+                return
+            async for line in _stream_lines(conn.reader, hdrs, last, loop):
+                yield line
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            if expired[0]:
+                raise TimeoutError(f"watch {target}: nothing read for {read_timeout} s") from None
+            raise HTTPError(f"watch {target}: {exc!r}") from exc
+        finally:
+            if timer is not None:
+                timer.cancel()
+            conn.close()
+
     async def close(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
 
 
+def _head(raw: bytes) -> tuple[int, str, dict[str, str]]:
+    """Status, reason and headers (names in lower case) of a response head; `version` kept
+    under the pseudo-header ":version"."""
+    lines = raw[:-4].decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or not code.isdigit():
+        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers: dict[str, str] = {":version": version}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            key = name.strip().lower()
+            headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+    return int(code), reason, headers
+
+
+async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], method: str) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return await _chunked(reader)
+    if "content-length" in headers:
+        return await reader.readexactly(int(headers["content-length"]))
+    return await reader.read()  # delimited by the end of the connection
+
+
 async def _read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer, bool]:
     while True:
-        raw = await reader.readuntil(b"\r\n\r\n")
-        lines = raw[:-4].decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-        status = int(code)
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if sep:
-                key = name.strip().lower()
-                headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-        if 100 <= status < 200:
-            continue  # an interim answer (100 Continue): the real one follows
-        break
-    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+        status, reason, headers = _head(await reader.readuntil(b"\r\n\r\n"))
+        if not 100 <= status < 200:
+            break  # (an interim answer, 100 Continue: the real one follows)
+    keep = headers[":version"] == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
     if method == "HEAD" or status in (204, 304):
         body = b""
-    elif "chunked" in headers.get("transfer-encoding", "").lower():
-        body = await _chunked(reader)
-    elif "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"]))
-    else:  # delimited by the end of the connection
-        body = await reader.read()
-        keep = False
+    else:
+        keep = keep and ("chunked" in headers.get("transfer-encoding", "").lower() or "content-length" in headers)
+        body = await _body(reader, headers, method)
     return Answer(status, reason, headers, body), keep
+
+
+async def _stream_lines(reader: asyncio.StreamReader, headers: Mapping[str, str], last: list[float],
+                        loop: asyncio.AbstractEventLoop) -> AsyncIterator[bytes]:  # fmt: skip
+    """The lines of a streamed body, its chunk framing undone over whole reads (many events
+    arrive in one read: no await per chunk or per line)."""
+    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+    left = int(headers.get("content-length", "-1"))
+    raw = bytearray()  # read, framing not undone yet
+    data = bytearray()  # the body's bytes not yet split into lines
+    need = -1  # the current chunk's bytes still to take (-1: a size line is next)
+    while True:
+        block = await reader.read(1 << 16)
+        last[0] = loop.time()
+        if not block:
+            if chunked or left > 0:
+                raise asyncio.IncompleteReadError(bytes(raw), None)  # cut mid-answer
+            if data:
+                yield bytes(data)
+            return
+        if not chunked:
+            data += block
+            if left >= 0:
+                left -= len(block)
+        else:
+            raw += block
+            while True:
+                if need < 0:
+                    end = raw.find(b"\r\n")
+                    if end < 0:
+                        break
+                    need = int(bytes(raw[:end]).split(b";", 1)[0].strip(), 16)
+                    del raw[: end + 2]
+                    if need == 0:  # the last chunk (trailers, if any, are not read)
+                        left = 0
+                        break
+                if len(raw) < need + 2:
+                    break
+                data += raw[:need]
+                del raw[: need + 2]
+                need = -1
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            yield bytes(data[start:end])
+            start = end + 1
+        del data[:start]
+        if left == 0:
+            if data:
+                yield bytes(data)
+            return
 
 
 async def _chunked(reader: asyncio.StreamReader) -> bytes:

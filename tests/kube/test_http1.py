@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from services.kube.http1 import Http1, HTTPError
+from services.kube.http1 import Answer, Http1, HTTPError
 
 Respond = Callable[[bytes, int], bytes | None]  # (request head + body, connection's nth) -> raw answer
 
@@ -118,3 +118,56 @@ async def test_a_server_that_never_answers_is_an_error_not_a_hang(served) -> Non
     with pytest.raises(HTTPError):
         await client.request("GET", "/a", {}, None, 5)
     await client.close()
+
+
+async def _stream_server(parts: list[bytes], then_silent: bool = False) -> asyncio.Server:
+    """Answers one GET with `parts` written one by one (the chunk framing is the test's), then
+    ends — or stays silent with the connection open."""
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        if then_silent:  # until the client gives up and hangs up
+            await reader.read()
+        writer.close()
+
+    return await asyncio.start_server(on_conn, "127.0.0.1", 0)
+
+
+async def _lines(server: asyncio.Server, read_timeout: float | None = 5) -> list[object]:
+    port = server.sockets[0].getsockname()[1]
+    client = Http1(f"http://127.0.0.1:{port}", None, None, 1)
+    return [item async for item in client.lines("/w?watch=true", {}, 5, read_timeout)]
+
+
+async def test_a_watch_streams_lines_across_and_within_chunks() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    body = [b'{"type":"ADDED","n":1}\n', b'{"type":"MODIFIED",', b'"n":2}\n{"type":"DELETED","n":3}\n']
+    chunks = [b"%x\r\n%s\r\n" % (len(b), b) for b in body]
+    parts = [head, chunks[0] + chunks[1][:7], chunks[1][7:], chunks[2], b"0\r\n\r\n"]
+    server = await _stream_server(parts)
+    try:
+        got = await _lines(server)
+    finally:
+        server.close()
+    assert got == [b'{"type":"ADDED","n":1}', b'{"type":"MODIFIED","n":2}', b'{"type":"DELETED","n":3}']
+
+
+async def test_a_refused_watch_is_one_answer_and_a_silent_one_times_out() -> None:
+    refused = b'{"kind":"Status","code":410}'
+    server = await _stream_server([b"HTTP/1.1 410 Gone\r\nContent-Length: %d\r\n\r\n%s" % (len(refused), refused)])
+    try:
+        (answer,) = await _lines(server)
+    finally:
+        server.close()
+    assert isinstance(answer, Answer) and (answer.status, answer.body) == (410, refused)
+    silent = await _stream_server([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{}\n\n\r\n"],
+                                  then_silent=True)  # fmt: skip
+    try:
+        with pytest.raises(TimeoutError):
+            await _lines(silent, read_timeout=0.3)
+    finally:
+        silent.close()
