@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
+import contextlib
 import json
 import os
 import shutil
@@ -189,6 +190,8 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         if args.store == "tmpfs":
             shutil.rmtree(state, ignore_errors=True)
         watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
         if args.kubeconfig:
             await _cleanup(kube, args.nodes)
         await kube.close()

@@ -72,6 +72,7 @@ class Http1:
         self.tls = (tls or ssl.create_default_context()) if self.https else None
         self.server_hostname = (server_hostname or self.host) if self.https else None
         self._idle: list[_Conn] = []
+        self._streams: set[_Conn] = set()  # watches open now: closed with the client
         self._slots = asyncio.Semaphore(connections)
 
     async def _open(self) -> _Conn:
@@ -124,6 +125,7 @@ class Http1:
         head = [f"GET {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         conn = await within(self._open(), connect_timeout)
+        self._streams.add(conn)
         loop = asyncio.get_running_loop()
         last = [loop.time()]
         expired = [False]
@@ -157,12 +159,16 @@ class Http1:
         finally:
             if timer is not None:
                 timer.cancel()
+            self._streams.discard(conn)
             conn.close()
 
     async def close(self) -> None:
+        """Every connection, kept or streaming: a watch whose reader was cancelled but has not
+        run since would otherwise hold its connection (and the server's handler) open."""
         idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn in [*idle, *self._streams]:
             conn.close()
+        self._streams.clear()
 
 
 def _head(raw: bytes) -> tuple[int, str, dict[str, str]]:

@@ -171,3 +171,26 @@ async def test_a_refused_watch_is_one_answer_and_a_silent_one_times_out() -> Non
             await _lines(silent, read_timeout=0.3)
     finally:
         silent.close()
+
+
+async def test_closing_the_client_closes_its_open_watches() -> None:
+    """A watch whose reader was cancelled but has not run since still holds its connection:
+    closing the client hangs it up (an API server's graceful stop waited on it)."""
+    hung_up = asyncio.Event()
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\n\r\n")
+        await reader.read()  # until the client hangs up
+        hung_up.set()
+        writer.close()
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Http1(f"http://127.0.0.1:{port}", None, None, 1)
+    stream = client.lines("/w", {}, 5, None)
+    assert await anext(stream) == b"{}"
+    await client.close()  # the generator is neither closed nor cancelled
+    await asyncio.wait_for(hung_up.wait(), 5)
+    await stream.aclose()
+    server.close()
