@@ -19,7 +19,13 @@ from dataclasses import replace
 from opentelemetry import trace
 
 from contracts.base import Event
-from contracts.events import ALL_EVENTS, PlacementProposed, SchedulerConfigured
+from contracts.events import (
+    ALL_EVENTS,
+    CardRegistered,
+    NodeRegistered,
+    PlacementProposed,
+    SchedulerConfigured,
+)
 from contracts.subjects import subject_of
 from services.core.observe import Series
 from services.core.observe.volcano import session_series
@@ -40,6 +46,16 @@ from services.scheduler.view import ViewFold
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.scheduler")
 
+#: Nodes register in a burst when the node agent lists the cluster (its start, ours): a session
+#: opened in the middle of one judges the pods on the nodes registered so far and tells the
+#: rest "no node has a free Ascend910B3" — a status and a Warning per pod, seconds before they
+#: are placed (issue 29: 500 such verdicts at every cold start of 500 nodes). Like
+#: kube-scheduler waiting for its informers to sync, a session waits until registrations have
+#: been quiet this long…
+REGISTRATION_QUIET = 0.3
+#: …but is never held longer than this (registrations that never stop must not stop sessions)
+REGISTRATION_HOLD = 3.0
+
 
 class Scheduler:
     """`config` is the record of the configuration (texts as the operator wrote them): it is
@@ -52,6 +68,7 @@ class Scheduler:
         period: float = 1.0,
         debounce: float = 0.05,
         lease: Lease | None = None,
+        registration_quiet: float = REGISTRATION_QUIET,
     ) -> None:
         self.log = event_log
         self.subjects = event_log.subjects
@@ -74,6 +91,8 @@ class Scheduler:
         #: be in the log at sequences we were never told; no session until we know them
         self.uncertain: list[str] = []
         self._dirty = asyncio.Event()
+        self._registered_at = -1e9  # loop time the last node or card registration was folded
+        self.registration_quiet = registration_quiet
         self.service = EventService(
             name="scheduler",
             log=event_log,
@@ -119,7 +138,20 @@ class Scheduler:
     async def on_event(self, event: Event, rx: Received) -> None:
         self.traces.observe(rx.message, event)
         self._fold(rx.message.seq, event)
+        if isinstance(event, NodeRegistered | CardRegistered):
+            self._registered_at = asyncio.get_running_loop().time()
         self._dirty.set()
+
+    async def _registrations_settled(self) -> None:
+        """Wait while nodes are registering (see REGISTRATION_QUIET), at most REGISTRATION_HOLD s."""
+        loop = asyncio.get_running_loop()
+        quiet = self.registration_quiet
+        deadline = loop.time() + max(REGISTRATION_HOLD, 10 * quiet)
+        for _ in range(30):  # each pass waits at least a third of `quiet`
+            end = min(self._registered_at + quiet, deadline)
+            if loop.time() >= end:
+                return
+            await asyncio.sleep(max(end - loop.time(), quiet / 3))
 
     async def recover(self) -> None:
         """Fold the log up to its end, then follow it from there. Every replica reads every
@@ -194,6 +226,7 @@ class Scheduler:
                 await asyncio.sleep(max(self.debounce, took))
             except TimeoutError:
                 pass
+            await self._registrations_settled()
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides

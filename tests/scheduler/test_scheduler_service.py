@@ -165,3 +165,35 @@ async def test_a_session_exports_volcanos_queue_and_job_metrics(event_log: Event
     assert got[("volcano_queue_allocated_milli_cpu", q)] == small.cpu_milli  # the placed task
     assert got[("volcano_queue_allocated_memory_bytes", q)] == small.memory_mib * 2**20
     assert got[("volcano_queue_allocated_scalar_resources", (*q, ("resource", "huawei.com/Ascend910B3")))] > 0
+
+
+async def test_no_pod_is_judged_while_nodes_are_registering(event_log: EventLog) -> None:
+    """Nodes register one after another (the node agent listing the cluster): a session in the
+    middle of that told the pods that fit only on the last nodes "no node has a free card" —
+    a Warning per pod, seconds before placing them. Sessions wait for registrations to go
+    quiet; the job is placed and never reported unschedulable."""
+    s = event_log.subjects
+    for q in ("root", "default"):
+        await put(event_log, s.queue(q), QueueCreated(spec=QueueSpec(name=q, parent="" if q == "root" else "root")))
+    await put(event_log, s.job("default", "wide"), JobSubmitted(spec=inference_job("wide", replicas=8)))
+    sched = Scheduler(event_log, period=0.05, debounce=0.01, registration_quiet=1.0)
+    await sched.recover()
+    follow = asyncio.create_task(sched.service.run(asyncio.Event()))
+    sessions = asyncio.create_task(sched.run_sessions(asyncio.Event()))
+    try:
+        for i in range(4):  # a card holds four 16 GB pods: the 8 fit once two nodes are in
+            await put(event_log, s.node(f"n{i}"), ascend_node(f"n{i}", cards=1))
+            await asyncio.sleep(0.05)  # the gaps between registrations, far below `quiet`
+
+        async def proposed() -> list:
+            while True:
+                events = decoded([m async for m in event_log.replay()])
+                if any(isinstance(e, PlacementProposed) for e in events):
+                    return events
+                await asyncio.sleep(0.05)
+
+        events = await asyncio.wait_for(proposed(), 20)
+    finally:
+        sessions.cancel()
+        follow.cancel()
+    assert not [e for e in events if isinstance(e, JobUnschedulable)]
