@@ -305,6 +305,30 @@ def _conflict(message: str) -> Exception:
     return KubernetesObjectConflictError(reason="Conflict", message=message, details={})  # type: ignore[call-arg]
 
 
+HISTORY = 200_000  # events a watch from a resourceVersion can be replayed from, per resource
+
+
+def _recording_bus() -> type:
+    """kmock's event bus, keeping what went through it with each event's resourceVersion."""
+    import attrs
+    from kmock._internal import aiobus
+
+    @attrs.define
+    class RecordingBus(aiobus.Bus):  # type: ignore[type-arg, misc]
+        history: collections.deque[tuple[int, Any]] = attrs.field(factory=lambda: collections.deque(maxlen=HISTORY))
+        forgotten: int = 0  # the newest resourceVersion no longer in `history`
+
+        async def put(self, *items: Any) -> None:
+            for item in items:
+                if len(self.history) == self.history.maxlen:
+                    self.forgotten = self.history[0][0]
+                rv = str(((item.get("object") or {}).get("metadata") or {}).get("resourceVersion") or "0")
+                self.history.append((int(rv) if rv.isdigit() else 0, item))
+            await super().put(*items)
+
+    return RecordingBus
+
+
 def emulator() -> Any:
     """kmock's emulator, fast for thousands of objects (see `_fast_contains`); its request
     history is bounded (the reactions here only look at the request in hand)."""
@@ -343,6 +367,10 @@ def emulator() -> Any:
                 early = await self._delete(request, kind, rules)
                 if early is not None:
                     return early
+                stored = self._stored(request)
+                if stored is not None:  # a deletion is a change with a resourceVersion of its own
+                    async with self._lock:
+                        stored.patch({"metadata": {"resourceVersion": rules.next_rv()}})
             if res is not None and isinstance(request.data, dict) and \
                     request.action in (kmock.action.CREATE, kmock.action.UPDATE):  # fmt: skip
                 meta = request.data.setdefault("metadata", {})
@@ -437,13 +465,51 @@ def emulator() -> Any:
             return body
 
         async def _serve_watch(self, request: Any) -> Any:
-            async for ev in super()._serve_watch(request):
-                if isinstance(ev, dict) and not self._selected(request, ev.get("object") or {}):
-                    continue
-                yield ev
+            """kmock starts every watch with the objects there now, then what happens next; a
+            real API server given `resourceVersion` (what a reflector's list returned) sends
+            what happened after it instead — a pod deleted between the list and the watch is
+            a DELETED event, where kmock's way left the reflector holding it for good (a Volcano
+            Job's pod never made again after a restart of the queue service). Too old a
+            version is the server's 410 Gone, as an ERROR event."""
+            since = int(str((request.params or {}).get("resourceVersion") or "0") or 0)
+            if since <= 0:  # "0" or none: the current state first, as kmock does
+                async for ev in super()._serve_watch(request):
+                    if isinstance(ev, dict) and not self._selected(request, ev.get("object") or {}):
+                        continue
+                    yield ev
+                return
+            yield b""  # the headers go out now (kmock's own first chunk)
+            bus = self._buses[request.resource]
+            async with self._lock:  # events are put under the lock: history and stream line up
+                marker = await bus.mark()
+                if since < bus.forgotten:
+                    past: list[dict[str, Any]] | None = None
+                else:
+                    past = [ev for rv, ev in bus.history if rv > since]
+            try:
+                if past is None:
+                    yield {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                       "reason": "Expired", "code": 410,
+                                                       "message": f"too old resource version: {since}"}}  # fmt: skip
+                    return
+                for ev in past:
+                    if self._watched(request, ev):
+                        yield ev
+                async for ev in bus.stream(since=marker):
+                    if self._watched(request, ev):
+                        yield ev
+            finally:
+                await bus.unmark(marker)
+
+        def _watched(self, request: Any, ev: dict[str, Any]) -> bool:
+            meta = (ev.get("object") or {}).get("metadata") or {}
+            check = self._KubernetesEmulator__check  # kmock's own namespace/name match
+            return bool(check(request, request.resource, meta.get("namespace"), meta.get("name"), strict=False)) \
+                and self._selected(request, ev.get("object") or {})  # fmt: skip
 
     km = Emulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))
+    object.__setattr__(km, "_buses", collections.defaultdict(_recording_bus()))
     object.__setattr__(km, "_tessera_rules", ServerRules())
     return km
 

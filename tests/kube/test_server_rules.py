@@ -138,3 +138,23 @@ async def test_a_claims_status_is_written_only_through_its_status_subresource(cl
                                  {"metadata": {"resourceVersion": stale, "annotations": {"a": "b"}}})  # fmt: skip
     assert exc.value.status == 409
     await cluster.kube.delete(claims_path(ns, "data"))
+
+
+async def test_a_watch_from_a_listed_version_sends_what_happened_after_it(cluster: Cluster) -> None:
+    """A reflector lists, then watches from the list's resourceVersion: the server sends what
+    changed after it — a pod deleted in between is a DELETED event — and not again the objects
+    the list already held (kmock's own watch sent the current objects instead, so a pod deleted
+    between a list and its watch stayed in a reflector's cache for good)."""
+    await cluster.create_pod(pod("kept"))
+    await cluster.create_pod(pod("gone"))
+    listed = await cluster.kube.get(pods_path("default"))
+    since = listed["metadata"]["resourceVersion"]
+    await cluster.kube.delete(pods_path("default", "gone"))
+    await cluster.create_pod(pod("new"))
+    seen: list[tuple[str, str]] = []
+    query = {"resourceVersion": since, "timeoutSeconds": "5"}
+    async for ev in cluster.kube.watch(pods_path("default"), query, read_timeout=10):
+        seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+        if ("ADDED", "new") in seen:
+            break
+    assert seen[:2] == [("DELETED", "gone"), ("ADDED", "new")], seen
