@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _PROPAGATOR: TextMapPropagator = TraceContextTextMapPropagator()
+TRACEPARENT_HEADER = "traceparent"  # the one header the propagator reads (W3C trace context)
 
 _TEMPLATES = {
     "sched": "{scheduler}",
@@ -106,7 +107,11 @@ def inject(headers: MutableMapping[str, str], ctx: context.Context | None = None
 
 
 def extract(headers: Mapping[str, str] | None) -> context.Context:
-    return _PROPAGATOR.extract(dict(headers or {}))
+    # most messages carry no trace (none is started without an exporter): the propagator's
+    # copy and lookups cost 5 µs a message in every service for an empty context (issue 29)
+    if not headers or TRACEPARENT_HEADER not in headers:
+        return context.Context()
+    return _PROPAGATOR.extract(dict(headers))
 
 
 def current_trace_id() -> str:
