@@ -17,9 +17,9 @@ import asyncio
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import aiohttp
@@ -37,6 +37,7 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 _json = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
 USER_AGENT = "tessera"
+T = TypeVar("T")
 
 
 class KubeError(Exception):
@@ -157,9 +158,13 @@ class Kube:
     async def _call(self, method: str, path: str, query: Mapping[str, Any] | None = None,
                     body: object = None, content_type: str = "application/json",
                     timeout: float | tuple[float, float] | None = 30.0) -> Any:  # fmt: skip
+        return await self._retrying(lambda: self._once(method, path, query, body, content_type, timeout))
+
+    async def _retrying(self, once: Callable[[], Awaitable[T]]) -> T:
+        """`once()`, asked again after a 429 or 5xx (`Retry-After`, else a backoff)."""
         for attempt in range(RETRIES + 1):
             try:
-                return await self._once(method, path, query, body, content_type, timeout)
+                return await once()
             except KubeError as exc:
                 if exc.status not in RETRIED or attempt == RETRIES:
                     raise
@@ -189,8 +194,7 @@ class Kube:
         except (HTTPError, TimeoutError) as exc:
             raise KubeError(503, "no answer", str(exc)) from exc  # retried like a 503
         if not 200 <= answer.status < 300:
-            headers = {"Retry-After": answer.headers["retry-after"]} if "retry-after" in answer.headers else {}
-            raise KubeError(answer.status, answer.reason, answer.body.decode(errors="replace"), headers)
+            raise _refusal(answer)
         return answer.body
 
     async def _once(self, method: str, path: str, query: Mapping[str, Any] | None, body: object,
@@ -237,15 +241,8 @@ class Kube:
                       body: object = None, content_type: str = "application/json") -> Any:  # fmt: skip
         if self.lean is not None:
             lean = self.lean
-            for attempt in range(RETRIES + 1):
-                try:
-                    data = await self._lean_once(lean, method, path, query, body, content_type)
-                    return _json.decode(data) if data else {}
-                except KubeError as exc:
-                    if exc.status not in RETRIED or attempt == RETRIES:
-                        raise
-                    self.retried += 1
-                    await asyncio.sleep(retry_after(exc.headers, attempt))
+            data = await self._retrying(lambda: self._lean_once(lean, method, path, query, body, content_type))
+            return _json.decode(data) if data else {}
         resp = await self._call(method, path, query, body, content_type)
         try:
             data = await resp.read()
@@ -295,30 +292,35 @@ class Kube:
         finally:
             resp.release()
 
-
     async def _lean_watch(self, lean: Http1, path: str, query: Mapping[str, Any],
                           read_timeout: float | None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
         target = f"{path}?{urlencode([*query.items(), ('watch', 'true')])}"
-        for attempt in range(RETRIES + 1):
+
+        async def opened() -> tuple[bytes | None, AsyncGenerator[bytes | Answer, None]]:
             await self.bucket.take()
             self.requests += 1
             stream = lean.lines(target, await self._headers("application/json"), 30.0, read_timeout)
-            try:
-                async for item in stream:
-                    if isinstance(item, Answer):  # refused: nothing streams
-                        headers = {"Retry-After": item.headers["retry-after"]} if "retry-after" in item.headers else {}
-                        error = KubeError(item.status, item.reason, item.body.decode(errors="replace"), headers)
-                        if item.status not in RETRIED or attempt == RETRIES:
-                            raise error
-                        self.retried += 1
-                        await asyncio.sleep(retry_after(error.headers, attempt))
-                        break
-                    if item.strip():
-                        yield _json.decode(item)
-                else:
-                    return
-            finally:
+            first = await anext(stream, None)
+            if isinstance(first, Answer):  # refused: nothing streams
                 await stream.aclose()
+                raise _refusal(first)
+            return first, stream
+
+        first, stream = await self._retrying(opened)
+        try:
+            if first is not None and first.strip():
+                yield _json.decode(first)
+            async for line in stream:  # (an answer other than 200 only ever comes first)
+                if isinstance(line, bytes) and line.strip():
+                    yield _json.decode(line)
+        finally:
+            await stream.aclose()
+
+
+def _refusal(answer: Answer) -> KubeError:
+    """A non-2xx answer as the error every caller knows (its `Retry-After` kept)."""
+    headers = {"Retry-After": answer.headers["retry-after"]} if "retry-after" in answer.headers else {}
+    return KubeError(answer.status, answer.reason, answer.body.decode(errors="replace"), headers)
 
 
 def pods_path(namespace: str = "", name: str = "", sub: str = "") -> str:

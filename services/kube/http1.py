@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from urllib.parse import urlsplit
 
 from services.runtime.waits import within
@@ -75,6 +75,11 @@ class Http1:
         self._streams: set[_Conn] = set()  # watches open now: closed with the client
         self._slots = asyncio.Semaphore(connections)
 
+    def _head(self, method: str, target: str, headers: Mapping[str, str], *more: str) -> bytes:
+        lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}",
+                 *(f"{k}: {v}" for k, v in headers.items()), *more]  # fmt: skip
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
     async def _open(self) -> _Conn:
         reader, writer = await asyncio.open_connection(
             self.host, self.port, ssl=self.tls, server_hostname=self.server_hostname, limit=HEAD_LIMIT
@@ -84,10 +89,7 @@ class Http1:
     async def request(self, method: str, target: str, headers: Mapping[str, str],
                       body: bytes | None, timeout: float) -> Answer:  # fmt: skip
         """`target`: path and query. Raises `HTTPError` (or TimeoutError) when no answer came."""
-        head = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        head.append(f"Content-Length: {len(body) if body else 0}")
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        data = self._head(method, target, headers, f"Content-Length: {len(body) if body else 0}") + (body or b"")
         async with self._slots:
             return await within(self._exchange(data, method), timeout)
 
@@ -115,15 +117,13 @@ class Http1:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def lines(self, target: str, headers: Mapping[str, str], connect_timeout: float,
-                    read_timeout: float | None) -> AsyncIterator[bytes | Answer]:  # fmt: skip
+                    read_timeout: float | None) -> AsyncGenerator[bytes | Answer, None]:  # fmt: skip
         """A GET whose answer is a stream of lines (a watch), on a connection of its own: an
         `Answer` first and alone when the status is not 200, else each line as it comes, until
         the server ends the answer. Nothing read for `read_timeout` s raises TimeoutError (a
         half-open connection); one timer per stream, re-armed lazily, not one per read — the
         per-chunk timer and the stream reader's bookkeeping were most of what a watched event
         cost through aiohttp (issue 29)."""
-        head = [f"GET {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
         conn = await within(self._open(), connect_timeout)
         self._streams.add(conn)
         loop = asyncio.get_running_loop()
@@ -141,13 +141,13 @@ class Http1:
                 timer = loop.call_later((read_timeout or 0) - idle, watchdog)
 
         try:
-            conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            conn.writer.write(self._head("GET", target, headers))
             if read_timeout is not None:
                 timer = loop.call_later(read_timeout, watchdog)
             raw = await conn.reader.readuntil(b"\r\n\r\n")
             status, reason, hdrs = _head(raw)
             if status != 200:
-                body = await _body(conn.reader, hdrs, "GET")
+                body = await _body(conn.reader, hdrs)
                 yield Answer(status, reason, hdrs, body)
                 return
             async for line in _stream_lines(conn.reader, hdrs, last, loop):
@@ -188,7 +188,7 @@ def _head(raw: bytes) -> tuple[int, str, dict[str, str]]:
     return int(code), reason, headers
 
 
-async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str], method: str) -> bytes:
+async def _body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         return await _chunked(reader)
     if "content-length" in headers:
@@ -206,7 +206,7 @@ async def _read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answe
         body = b""
     else:
         keep = keep and ("chunked" in headers.get("transfer-encoding", "").lower() or "content-length" in headers)
-        body = await _body(reader, headers, method)
+        body = await _body(reader, headers)
     return Answer(status, reason, headers, body), keep
 
 

@@ -372,11 +372,7 @@ class EventService:
             # (the links, spans and contexts of a group were ~10 µs an event, issue 29)
             items = [(e, replace(rx, trace=extract(rx.message.headers)) if TRACEPARENT_HEADER in rx.message.headers
                       else rx) for e, rx in items]  # fmt: skip
-            try:
-                done = await self._groups[kind](items)
-            except Exception:
-                log.exception("group handler for %d %s failed; one by one", len(items), kind)
-                done = 0
+            done = await self._group(kind, items)
         elif len(items) > 1:
             # one span for the group, linked to every producer's span (a batch has many
             # parents), and one per message in its producer's trace, which its effects continue
@@ -393,10 +389,7 @@ class EventService:
                 items = [(e, replace(rx, trace=trace.set_span_in_context(sp)))
                          for (e, rx), sp in zip(items, spans, strict=True)]  # fmt: skip
                 try:
-                    done = await self._groups[kind](items)
-                except Exception:
-                    log.exception("group handler for %d %s failed; one by one", len(items), kind)
-                    done = 0
+                    done = await self._group(kind, items)
                 finally:
                     for sp in spans:
                         sp.end()
@@ -405,6 +398,15 @@ class EventService:
             self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]
         for d in group[done:]:
             await self.handle(d)
+
+
+    async def _group(self, kind: str, items: list[tuple[Event, Received]]) -> int:
+        """How many of `items` the group handler took (none when it failed: one by one)."""
+        try:
+            return await self._groups[kind](items)
+        except Exception:
+            log.exception("group handler for %d %s failed; one by one", len(items), kind)
+            return 0
 
 
 def recording(tracer: Tracer) -> bool:

@@ -100,16 +100,27 @@ if hasattr(Client, "_parse_header_lines"):
     Client._parse_header_lines = staticmethod(_header_lines)  # type: ignore[method-assign]
 
 
+def _ack_tokens(reply: str) -> tuple[int, int, int, int] | None:
+    """(stream sequence, consumer sequence, delivery count, timestamp ns) of a JetStream
+    delivery's ack subject, in both of its forms; None for another subject. nats-py's
+    `metadata` builds a datetime and three dataclasses per message, three quarters of making
+    a delivery (issue 29's profile)."""
+    tokens = reply.split(".")
+    if tokens[:2] != ["$JS", "ACK"]:
+        return None
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(tokens[5]), int(tokens[6]), int(tokens[4]), int(tokens[7])
+    if len(tokens) >= 11:  # with <domain>.<account hash> after ACK (and a token at the end)
+        return (int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.ConsumerSeq]),
+                int(tokens[Msg.Ack.NumDelivered]), int(tokens[Msg.Ack.Timestamp]))  # fmt: skip
+    return None
+
+
 def _seq_attempt(msg: Msg) -> tuple[int, int]:
-    """(stream sequence, delivery count) from the ack subject: nats-py's `metadata` builds a
-    datetime and three dataclasses per message, three quarters of making a delivery
-    (issue 29's profile); both ack-subject forms, else nats-py's own parse."""
-    tokens = (msg.reply or "").split(".")
-    if tokens[:2] == ["$JS", "ACK"]:
-        if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
-            return int(tokens[5]), int(tokens[4])
-        if len(tokens) >= 11:  # with <domain>.<account hash> after ACK (and a token at the end)
-            return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.NumDelivered])
+    """(stream sequence, delivery count) from the ack subject, else nats-py's own parse."""
+    got = _ack_tokens(msg.reply or "")
+    if got is not None:
+        return got[0], got[2]
     meta = msg.metadata
     return meta.sequence.stream, meta.num_delivered
 
@@ -245,7 +256,30 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class JetStreamConsumer:
+class _Woken:
+    """A reader that waits for its subscription callback to wake it, or for a delay.
+
+    A timer resolves the wait, not a cancellation: `asyncio.timeout` expiring just as a
+    message woke the reader left a cancel pending on Python 3.11, which then ended the
+    service's consume loop at its next await."""
+
+    _waiter: asyncio.Future[None] | None = None
+
+    def _wake_reader(self) -> None:
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+    async def _woken(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_later(max(0.0, delay), _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+class JetStreamConsumer(_Woken):
     """A pull consumer with at most one pull request open at a time, its messages taken by a
     subscription callback.
 
@@ -266,7 +300,6 @@ class JetStreamConsumer:
         self._batch = batch
         self._sub: Any = None
         self._arrived: deque[Msg] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._open_left = 0  # messages the open request may still deliver
         self._open_until = 0.0  # loop time its expiry is due
         self._unavailable = False  # the last request was answered "no responders" (503)
@@ -278,8 +311,7 @@ class JetStreamConsumer:
 
     async def _arrive(self, msg: Msg) -> None:
         self._arrived.append(msg)
-        if self._waiter is not None:
-            _wake(self._waiter)
+        self._wake_reader()
 
     async def _flush_acks(self) -> None:
         # emptied in place: every delivery holds this very list, and one settled after a later
@@ -345,20 +377,9 @@ class JetStreamConsumer:
         return JetStreamDelivery(msg, self._acks)
 
     async def _arrival(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        """Wait until a message arrives, the open request expires or `timeout` passes.
-
-        A timer resolves the wait, not a cancellation: `asyncio.timeout` expiring just as a
-        message woke the reader left a cancel pending on Python 3.11, which then ended the
-        service's consume loop at its next await."""
-        if self._arrived:
-            return
-        self._waiter = waiter = loop.create_future()
-        timer = loop.call_later(max(0.0, min(timeout, self._open_until - loop.time())), _wake, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
+        """Wait until a message arrives, the open request expires or `timeout` passes."""
+        if not self._arrived:
+            await self._woken(loop, min(timeout, self._open_until - loop.time()))
 
     def ready(self) -> JetStreamDelivery | None:
         msg = self._take()
@@ -410,24 +431,13 @@ TAIL_HEARTBEAT = 1.0
 TAIL_HIGH_WATER = 8192
 
 
-def _ack_tokens(reply: str) -> tuple[int, int, int] | None:
-    """(stream sequence, consumer sequence, timestamp ns) of a push delivery's reply subject,
-    in both of its forms (with and without domain and account hash)."""
-    tokens = reply.split(".")
-    if len(tokens) == 9 and tokens[0] == "$JS":  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
-        return int(tokens[5]), int(tokens[6]), int(tokens[7])
-    if len(tokens) >= 11 and tokens[0] == "$JS":
-        return int(tokens[7]), int(tokens[8]), int(tokens[9])
-    return None
-
-
 def _stamp(ns: int) -> str:
     """A store time as JetStream's own headers write it (RFC 3339, UTC)."""
     when = datetime.datetime.fromtimestamp(ns // 1_000_000_000, tz=datetime.UTC)
     return f"{when:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000:09d}Z"
 
 
-class _Tail:
+class _Tail(_Woken):
     """One reader of the log's tail: an ephemeral push consumer (ack policy none) delivering
     each message of the filter once, in order, to this process alone.
 
@@ -450,16 +460,11 @@ class _Tail:
         self._sub: Any = None
         self._cseq = 0  # the last consumer sequence taken in
         self._arrived: deque[StoredMessage] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._broken = True  # no consumer yet
         self._heard = 0.0
         self._reconnects = -1
         self._held: str = ""  # a flow-control answer held back while many are unread
         self._generation = 0  # of the consumer in use: deliveries to an older one are dropped
-
-    def _wake(self) -> None:
-        if self._waiter is not None:
-            _wake(self._waiter)
 
     async def _answer(self, reply: str) -> None:
         if len(self._arrived) < TAIL_HIGH_WATER:
@@ -485,22 +490,22 @@ class _Tail:
                 stalled = headers.get("Nats-Consumer-Stalled") if headers else None
                 if stalled:
                     await self._answer(stalled)
-            self._wake()
+            self._wake_reader()
             return
         got = _ack_tokens(msg.reply or "")
         if got is None or self._broken:
             return
-        sseq, cseq, ns = got
+        sseq, cseq, _delivered, ns = got
         if cseq != self._cseq + 1:
             self._broken = True  # a message lost on the way: read again from the last one taken
-            self._wake()
+            self._wake_reader()
             return
         self._cseq = cseq
         hdrs = dict(headers) if headers else {}
         if self._stamped:
             hdrs["Nats-Time-Stamp"] = _stamp(ns)
         self._arrived.append(StoredMessage(sseq, msg.subject, msg.data, hdrs))
-        self._wake()
+        self._wake_reader()
 
     async def _open(self) -> None:
         await self._drop()
@@ -543,13 +548,7 @@ class _Tail:
                 await asyncio.sleep(min(timeout, UNAVAILABLE_PAUSE))
                 return None
         if not self._arrived:
-            self._waiter = waiter = loop.create_future()
-            timer = loop.call_later(timeout, _wake, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                self._waiter = None
+            await self._woken(loop, timeout)
             if not self._arrived:
                 return None
         msg = self._arrived.popleft()
