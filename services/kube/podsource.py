@@ -305,16 +305,19 @@ class PodSource:
         pass  # what admission knows comes from the log; the pods from the first list
 
     async def run(self, stopping: asyncio.Event) -> None:
-        feeders = [asyncio.create_task(self._feed_all())]
+        async def stop() -> None:  # wakes the wait below (a timed wait per batch was 3 % of
+            await stopping.wait()  # admission's CPU in issue 29's profile)
+            self.changes.put_nowait(_STOP)
+
+        feeders = [asyncio.create_task(self._feed_all()), asyncio.create_task(stop())]
         try:
             while not stopping.is_set():
-                try:
-                    first = await within(self.changes.get(), 0.5)
-                except TimeoutError:
-                    continue
+                first = await self.changes.get()
                 batch = [first]
                 while len(batch) < MAX_BATCH and not self.changes.empty():
                     batch.append(self.changes.get_nowait())
+                if any(item is _STOP for item in batch):
+                    break
                 try:
                     await self.process(batch)
                 except Exception:
@@ -324,6 +327,9 @@ class PodSource:
                         self.changes.put_nowait(item)
         finally:
             await cancel_all(feeders)
+
+
+_STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `run`'s wait
 
 
 def _version(obj: dict[str, Any]) -> bytes:

@@ -63,6 +63,8 @@ class CardSnap:
     seq: int = 0  # last ledger sequence read (the allocator's expected sequence)
 
 
+#: The fold builds NodeSnap, TaskSnap and JobSnap positionally (`dataclasses.replace` cost ~3 µs
+#: a call: 4 % of the queue's CPU in issue 29's profile), so their fields keep this order.
 @dataclass(frozen=True, slots=True)
 class NodeSnap:
     name: str
@@ -277,7 +279,8 @@ class ClusterProjection:
                 elif key in self.jobs and event.phase in (
                     "Pending", "Inqueue", "Running", "Unknown", "Completed", *ENDING_PHASES
                 ):  # fmt: skip
-                    self.jobs[key] = replace(self.jobs[key], phase=event.phase)
+                    j = self.jobs[key]
+                    self.jobs[key] = JobSnap(j.spec, j.created, event.phase, j.tasks)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
                 self.jobs.pop(key, None)
@@ -288,9 +291,8 @@ class ClusterProjection:
                 if tasks is not None:
                     for p in event.placements:
                         if p.task in tasks:
-                            tasks[p.task] = replace(
-                                tasks[p.task], status=BOUND, node=p.node, slices=p.slices
-                            )
+                            t = tasks[p.task]
+                            tasks[p.task] = TaskSnap(t.pod, t.role, t.index, t.spec, BOUND, p.node, p.slices)
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
             case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
@@ -310,7 +312,7 @@ class ClusterProjection:
                 tasks = self.tasks.get(f"{event.namespace}/{event.name}", {})
                 t = tasks.get(event.task)
                 if t is not None and t.status in (BOUND, RUNNING):
-                    tasks[event.task] = replace(t, status=RELEASING)
+                    tasks[event.task] = TaskSnap(t.pod, t.role, t.index, t.spec, RELEASING, t.node, t.slices)
             case QuotaChanged() | QuotaDeleted():
                 self.quotas.apply(event)
             case HyperNodeChanged():
@@ -363,9 +365,8 @@ class ClusterProjection:
             return
         t = tasks[pod]
         keep = status in (RUNNING, SUCCEEDED, FAILED)
-        tasks[pod] = replace(
-            t, status=status, node=node or (t.node if keep else ""), slices=t.slices if keep else ()
-        )
+        tasks[pod] = TaskSnap(t.pod, t.role, t.index, t.spec, status, node or (t.node if keep else ""),
+                              t.slices if keep else ())  # fmt: skip
 
     def waiting(self) -> bool:
         """Whether a session has anything to decide: a job waiting at enqueue, or a pod of a
@@ -385,12 +386,15 @@ class ClusterProjection:
 
     def snapshot(self) -> Snapshot:
         held, others = self.held, self.others
+        cards, node_cards = self.cards, self.node_cards
         nodes = tuple(
-            replace(n, cards=tuple(self.cards[u] for u in self.node_cards.get(n.name, ())),
-                    held=held.get(n.name, (0, 0, 0)), others=others.get(n.name, ()))
+            NodeSnap(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints,
+                     tuple(cards[u] for u in node_cards.get(n.name, ())), n.ready,
+                     held.get(n.name, (0, 0, 0)), others.get(n.name, ()))
             for n in self.nodes.values()
         )  # fmt: skip
-        jobs = tuple(replace(j, tasks=_schedulable(j.phase, self.tasks[k].values())) for k, j in self.jobs.items())
+        jobs = tuple(JobSnap(j.spec, j.created, j.phase, _schedulable(j.phase, self.tasks[k].values()))
+                     for k, j in self.jobs.items())  # fmt: skip
         if self._hypernodes is None:
             self._hypernodes = tuple(self.hypernodes[n] for n in sorted(self.hypernodes))
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
