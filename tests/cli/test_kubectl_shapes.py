@@ -263,7 +263,8 @@ def _until(lines: queue.Queue[str], seen: list[str], done: object) -> None:
 
 
 def test_watch_prints_the_list_then_each_change(system: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli.main", "get", "po", "-w", "--state-dir", str(system)],
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "services.cli.main", "get", "po", "-w",
+                             "--state-dir", str(system)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     try:
@@ -277,5 +278,10 @@ def test_watch_prints_the_list_then_each_change(system: Path) -> None:
         assert changes and "NAMESPACE" not in "".join(seen[1:])  # rows only after the first table
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=30)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # where it hangs: faulthandler's dump on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=30)
+            raise AssertionError(f"Ctrl-C did not end the watch:\n{proc.stderr.read() if proc.stderr else ''}") from None
     assert code == 0, proc.stderr.read() if proc.stderr else ""
