@@ -49,19 +49,13 @@ async def _quiet(_exc: Exception) -> None:
     """nats.py logs every failed attempt with a traceback; the caller reports the outcome."""
 
 
-#: s a command's close waits for its subscriptions to hand over what they hold (nats-py's
-#: default is 30). A command reads or publishes with acks awaited, so nothing is owed at close;
-#: `get -w` once took longer than 30 s to end after Ctrl-C in CI (not reproduced since).
-DRAIN_TIMEOUT = 2
-
-
 async def connect(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
     """One attempt, bounded by `timeout`; `Unreachable` with the hint when it fails."""
     try:
         # nats.py reads max_reconnect_attempts=0 as "forever" for the first connect: 1 it is
         return await nats.connect(servers(url), connect_timeout=timeout, allow_reconnect=False,
                                   max_reconnect_attempts=1, reconnect_time_wait=0.2,
-                                  error_cb=_quiet, name="tessera-cli", drain_timeout=DRAIN_TIMEOUT,
+                                  error_cb=_quiet, name="tessera-cli",
                                   **connect_options(url=url))  # fmt: skip
     except Exception:
         raise Unreachable(f"cannot reach NATS at {url} (is `tessera up` running?)") from None

@@ -263,7 +263,12 @@ def _until(lines: queue.Queue[str], seen: list[str], done: object) -> None:
 
 
 def test_watch_prints_the_list_then_each_change(system: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "services.cli.main", "get", "po", "-w",
+    # Ctrl-C as a terminal's foreground command gets it: a process started with SIGINT ignored
+    # (a background job of a non-interactive shell, as CI may run the suite) keeps it ignored,
+    # and then no Ctrl-C ends `get -w` — nor should it
+    launch = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "sys.argv[0] = 'tessera'; runpy.run_module('services.cli.main', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", launch, "get", "po", "-w",
                              "--state-dir", str(system)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
@@ -282,6 +287,9 @@ def test_watch_prints_the_list_then_each_change(system: Path) -> None:
             code = proc.wait(timeout=30)
         except subprocess.TimeoutExpired:  # where it hangs: faulthandler's dump on SIGABRT
             proc.send_signal(signal.SIGABRT)
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            finally:
+                proc.kill()  # never left behind
             raise AssertionError(f"Ctrl-C did not end the watch:\n{proc.stderr.read() if proc.stderr else ''}") from None
     assert code == 0, proc.stderr.read() if proc.stderr else ""
