@@ -93,6 +93,11 @@ class TaskSnap:
     slices: tuple[SliceAssignment, ...] = ()
 
 
+def _task_as(t: TaskSnap, status: str, node: str, slices: tuple[SliceAssignment, ...]) -> TaskSnap:
+    """`t` with another status, node and slices (positionally: see above)."""
+    return TaskSnap(t.pod, t.role, t.index, t.spec, status, node, slices)
+
+
 @dataclass(frozen=True, slots=True)
 class JobSnap:
     spec: JobSpec
@@ -291,8 +296,7 @@ class ClusterProjection:
                 if tasks is not None:
                     for p in event.placements:
                         if p.task in tasks:
-                            t = tasks[p.task]
-                            tasks[p.task] = TaskSnap(t.pod, t.role, t.index, t.spec, BOUND, p.node, p.slices)
+                            tasks[p.task] = _task_as(tasks[p.task], BOUND, p.node, p.slices)
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
             case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
@@ -312,7 +316,7 @@ class ClusterProjection:
                 tasks = self.tasks.get(f"{event.namespace}/{event.name}", {})
                 t = tasks.get(event.task)
                 if t is not None and t.status in (BOUND, RUNNING):
-                    tasks[event.task] = TaskSnap(t.pod, t.role, t.index, t.spec, RELEASING, t.node, t.slices)
+                    tasks[event.task] = _task_as(t, RELEASING, t.node, t.slices)
             case QuotaChanged() | QuotaDeleted():
                 self.quotas.apply(event)
             case HyperNodeChanged():
@@ -365,8 +369,7 @@ class ClusterProjection:
             return
         t = tasks[pod]
         keep = status in (RUNNING, SUCCEEDED, FAILED)
-        tasks[pod] = TaskSnap(t.pod, t.role, t.index, t.spec, status, node or (t.node if keep else ""),
-                              t.slices if keep else ())  # fmt: skip
+        tasks[pod] = _task_as(t, status, node or (t.node if keep else ""), t.slices if keep else ())
 
     def waiting(self) -> bool:
         """Whether a session has anything to decide: a job waiting at enqueue, or a pod of a
