@@ -142,6 +142,10 @@ class PlacementProposed(Event, frozen=True, tag="PlacementProposed"):
     # the pods already run there (placed before Tessera, or by another scheduler): book them,
     # never bind them
     existing: bool = False
+    #: the session also admitted the job (its PodGroup Pending → Inqueue): the fold moves it
+    #: here, where a `JobPhaseChanged` Inqueue of its own came first before (one message per
+    #: job less for every reader; `SchedulerConfigured.admits_in_proposal`)
+    admits: bool = False
 
 
 class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
@@ -150,6 +154,10 @@ class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
     placements: tuple[TaskPlacement, ...]
     proposal_seq: int = 0
     existing: bool = False  # booked pods that already run: nothing to bind
+    #: the fold derives the PodGroup's phase at this commit (Running once its scheduled pods
+    #: reach minMember, `snapshot.committed_phase`) and the queue service writes no
+    #: `JobPhaseChanged` for it; False in logs written before, where that event follows
+    sets_phase: bool = False
 
 
 class BindingFailed(Event, frozen=True, tag="BindingFailed"):
@@ -245,6 +253,10 @@ class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
     #: proposals assumed, pipelined jobs not proposed) or `simulate` (commits in the session,
     #: pipelined reservations proposed when they change)
     mode: str = "service"
+    #: sessions of this record admit a job they also propose through the proposal's `admits`
+    #: (no `JobPhaseChanged` Inqueue of its own); False in records written before, whose
+    #: sessions re-run as they ran
+    admits_in_proposal: bool = False
 
 
 # --- node aggregate ----------------------------------------------------------------------------

@@ -10,11 +10,11 @@ objects on the emulator. Both clusters have the same shape:
 192 cpu and 1536Gi each (the kube cluster also has a cordoned node-c, which gets nothing).
 
 Besides each pod's end, the log must stay small. A job placed once writes a handful of events
-on its subject: JobSubmitted, JobPhaseChanged ×2 (Inqueue, Running), PlacementProposed,
-PlacementCommitted and one TaskStarted per pod — 6 for a pod, 7 for the gang of two, 8 for the
-Volcano Job of three; a pod that finishes adds TaskFinished and two phase changes (9); the pod
-that waits writes JobSubmitted, one phase change and its reason once per change (3). Both the
-e2e and the kube run write exactly these. `EVENTS_PER_POD` per pod plus `EVENTS_PER_JOB` per job
+on its subject: JobSubmitted, PlacementProposed (which admits it: Inqueue), PlacementCommitted
+(which runs it: Running) and one TaskStarted per pod — 4 for a pod, 5 for the gang of two, 6
+for the Volcano Job of three (issue 29 folded the two JobPhaseChanged into the proposal and the
+commit); a pod that finishes adds TaskFinished and two phase changes (7); the pod that waits
+writes JobSubmitted, one phase change and its reason once per change (3). `EVENTS_PER_POD` per pod plus `EVENTS_PER_JOB` per job
 (24 for a pod, 40 for the gang, 56 for the Volcano Job) leaves room for proposals refused and
 re-planned or bindings failed and re-placed for a while (a loaded kube run has written 29 on
 the gang's subject so, before its pods ran), and is far below the loop issue 27 is about: a

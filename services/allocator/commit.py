@@ -97,6 +97,7 @@ def plan_commit(
         name=proposal.name,
         placements=proposal.placements,
         proposal_seq=proposal_seq,
+        sets_phase=True,
     )
     already = (
         done

@@ -139,7 +139,8 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
                 return None
             where = ", ".join(f"{p.task}→{p.node}" + "".join(f" [{s.card}]" for s in p.slices)
                               for p in mine)  # fmt: skip
-            return "proposed", f"{where} (based on #{ev.based_on})"
+            # a proposal that admits its job is the enqueue's record too (no event of its own)
+            return "enqueued, proposed" if ev.admits else "proposed", f"{where} (based on #{ev.based_on})"
         case PlacementCommitted():
             if pod and not any(p.task == pod for p in ev.placements):
                 return None

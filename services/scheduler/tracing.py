@@ -76,7 +76,7 @@ def attributes(events: Sequence[Event], view: SchedulerView, key: str) -> dict[s
     for e in events:
         match e:
             case PlacementProposed():
-                outcome.append("placed")
+                outcome += ["inqueue", "placed"] if e.admits else ["placed"]
                 nodes = list(dict.fromkeys(p.node for p in e.placements))
                 out["tessera.node"] = ",".join(nodes)
                 out["tessera.nodes"] = [p.node for p in e.placements]

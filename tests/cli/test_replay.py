@@ -97,7 +97,9 @@ def test_until_prints_the_state_at_a_sequence_and_at_a_time(recorded: Path,
     assert main(["replay", "--until", str(first_start["seq"] - 1), "--from", str(recorded)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"state at #{first_start['seq'] - 1}") and "\nPODS\n" in out and "\nCARDS\n" in out
-    assert "Running" not in out  # nothing started yet
+    pods, jobs = out.split("\nPODS\n")[1].split("\nJOBS\n")
+    assert "Bound" in pods and "Running" not in pods  # placed, nothing started yet
+    assert "whole-0   default  Running" in jobs  # its PodGroup runs from its commit on
     phases = {}
     for at in ("9s", "10.5s"):  # whole-0 runs 10 s from 0
         assert main(["replay", "--until", at, "--from", str(recorded), "-o", "json"]) == 0

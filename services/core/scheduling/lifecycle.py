@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 
-SCHEDULED = frozenset({st.RUNNING, st.BOUND, st.SUCCEEDED, st.FAILED})
+SCHEDULED = st.SCHEDULED
 FINISHED = frozenset({st.SUCCEEDED, st.FAILED})
 TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
 

@@ -116,6 +116,7 @@ def decision_events(
     outstanding: Mapping[str, int],
     last_reasons: Mapping[str, str],
     proposed: MutableMapping[str, tuple[TaskPlacement, ...]],
+    admits_in_proposal: bool = False,
 ) -> list[Event]:
     """The events a session appends, in order: phase changes, evictions, proposals, pending
     reasons (a reason only when it, or the rule its `why` names, differs from the job's last
@@ -123,14 +124,11 @@ def decision_events(
 
     `service`: a pipelined job (reserved in the session only) is not proposed, nor a job whose
     proposal the allocator has not answered yet. `simulate`: every committed placement is
-    proposed (it commits at once), a pipelined one when it changed (`proposed` remembers)."""
-    out: list[Event] = []
-    for ph in decisions.phases:
-        out.append(JobPhaseChanged(namespace=ph.namespace, name=ph.name, phase=ph.phase,
-                                   reason=ph.reason))  # fmt: skip
-    for ev in decisions.evictions:
-        out.append(EvictionRequested(namespace=ev.namespace, name=ev.name, task=ev.task,
-                                     reason=ev.reason))  # fmt: skip
+    proposed (it commits at once), a pipelined one when it changed (`proposed` remembers).
+    `admits_in_proposal` (the configuration record's): a job the session both admits and
+    proposes gets no Inqueue event of its own — its proposal says `admits` — since every reader
+    of the log paid for a message the proposal right behind it could carry."""
+    proposals: list[PlacementProposed] = []
     for jp in decisions.placements:
         key = f"{jp.namespace}/{jp.name}"
         if mode == "simulate":
@@ -142,9 +140,25 @@ def decision_events(
                 proposed.pop(key, None)
         elif jp.pipelined or key in outstanding:
             continue
-        out.append(PlacementProposed(namespace=jp.namespace, name=jp.name,
-                                     based_on=decisions.based_on, placements=jp.placements,
-                                     session=session))  # fmt: skip
+        proposals.append(PlacementProposed(namespace=jp.namespace, name=jp.name,
+                                           based_on=decisions.based_on, placements=jp.placements,
+                                           session=session))  # fmt: skip
+    carried = {(p.namespace, p.name) for p in proposals} if admits_in_proposal else set()
+    admitted: set[tuple[str, str]] = set()
+    out: list[Event] = []
+    for ph in decisions.phases:
+        if ph.phase == "Inqueue" and not ph.reason and (ph.namespace, ph.name) in carried:
+            admitted.add((ph.namespace, ph.name))
+            continue
+        out.append(JobPhaseChanged(namespace=ph.namespace, name=ph.name, phase=ph.phase,
+                                   reason=ph.reason))  # fmt: skip
+    if admitted:
+        proposals = [msgspec.structs.replace(p, admits=True) if (p.namespace, p.name) in admitted else p
+                     for p in proposals]  # fmt: skip
+    for ev in decisions.evictions:
+        out.append(EvictionRequested(namespace=ev.namespace, name=ev.name, task=ev.task,
+                                     reason=ev.reason))  # fmt: skip
+    out += proposals
     for u in decisions.unschedulable:
         if last_reasons.get(f"{u.namespace}/{u.name}") != u.key:
             out.append(u.event(decisions.based_on, session))
@@ -158,7 +172,7 @@ def configured(conf_text: str = "", device_config: str = "", *, scheduler: str =
     from services.core.scheduling.config import DEFAULT_CONF
 
     return SchedulerConfigured(scheduler=scheduler, conf=conf_text or DEFAULT_CONF,
-                               device_config=device_config, mode=mode)  # fmt: skip
+                               device_config=device_config, mode=mode, admits_in_proposal=True)  # fmt: skip
 
 
 def conf_of(record: SchedulerConfigured) -> SchedulerConf:

@@ -28,6 +28,7 @@ from contracts.events import (
     NodeUsage,
     OtherPods,
     PlacementCommitted,
+    PlacementProposed,
     QueueCreated,
     QueueDeleted,
     QueueStateChanged,
@@ -281,22 +282,24 @@ class ClusterProjection:
                     self.jobs.pop(key, None)  # terminal: the scheduler no longer sees it
                     self.tasks.pop(key, None)
                     self.leaving.pop(key, None)
-                elif key in self.jobs and event.phase in (
-                    "Pending", "Inqueue", "Running", "Unknown", "Completed", *ENDING_PHASES
-                ):  # fmt: skip
-                    j = self.jobs[key]
-                    self.jobs[key] = JobSnap(j.spec, j.created, event.phase, j.tasks)
+                elif event.phase in ("Pending", "Inqueue", "Running", "Unknown", "Completed", *ENDING_PHASES):
+                    self._phase(key, event.phase)
             case JobDeleted():
                 key = f"{event.namespace}/{event.name}"
                 self.jobs.pop(key, None)
                 self.tasks.pop(key, None)
                 self.leaving.pop(key, None)
+            case PlacementProposed(admits=True):  # as the JobPhaseChanged Inqueue it stands for
+                self._phase(f"{event.namespace}/{event.name}", "Inqueue")
             case PlacementCommitted():
-                tasks = self.tasks.get(f"{event.namespace}/{event.name}")
+                key = f"{event.namespace}/{event.name}"
+                tasks = self.tasks.get(key)
                 if tasks is not None:
                     for p in event.placements:
                         if p.task in tasks:
                             tasks[p.task] = _task_as(tasks[p.task], BOUND, p.node, p.slices)
+                    if event.sets_phase and (job := self.jobs.get(key)) is not None:
+                        self._phase(key, committed_phase(job, tasks.values()))
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
             case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
@@ -327,6 +330,11 @@ class ClusterProjection:
                 self._hypernodes = None
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
+
+    def _phase(self, key: str, phase: str) -> None:
+        j = self.jobs.get(key)
+        if j is not None and j.phase != phase:
+            self.jobs[key] = JobSnap(j.spec, j.created, phase, j.tasks)
 
     def _updated(self, key: str, spec: JobSpec) -> None:
         job = self.jobs.get(key)
@@ -407,6 +415,29 @@ class ClusterProjection:
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed
 ENDING_PHASES = ("Terminating", "Completing")
+#: a PodGroup's pods that count as scheduled (Volcano's `getPodGroupPhase`)
+SCHEDULED = frozenset({RUNNING, BOUND, SUCCEEDED, FAILED})
+
+
+def implying(event: Event) -> str | None:
+    """The job whose phase `event` may move without a `JobPhaseChanged` (a proposal that
+    admits, a commit that sets the phase), for the readers that show a job's last phase."""
+    if (isinstance(event, PlacementProposed) and event.admits) or (
+        isinstance(event, PlacementCommitted) and event.sets_phase
+    ):
+        return f"{event.namespace}/{event.name}"
+    return None
+
+
+def committed_phase(job: JobSnap, tasks: Iterable[TaskSnap]) -> str:
+    """The phase a commit leaves its job in: Running once its scheduled pods reach minMember
+    (at least one), as the queue service decided it from the same fold before it was implied
+    (`PlacementCommitted.sets_phase`); a job being ended, or already Running, stays as it is."""
+    if job.phase == "Running" or job.phase in ENDING_PHASES:
+        return job.phase
+    scheduled = sum(1 for t in tasks if t.status in SCHEDULED)
+    return "Running" if scheduled and scheduled >= job.spec.min_available else job.phase
+
 
 
 def _schedulable(phase: str, tasks: Iterable[TaskSnap]) -> tuple[TaskSnap, ...]:

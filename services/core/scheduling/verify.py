@@ -167,6 +167,7 @@ def _rerun(
     again = record.decision_events(
         decisions, session=ref.session, mode=config.mode, outstanding=view.outstanding,
         last_reasons=view.unschedulable, proposed=proposed[config.mode],
+        admits_in_proposal=config.admits_in_proposal,
     )  # fmt: skip
     for got, want in zip_longest(s.decisions, again):
         seq, recorded = got if got is not None else (0, None)

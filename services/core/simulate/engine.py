@@ -96,9 +96,7 @@ class Simulation:
                       self._headers(event, extra))  # fmt: skip
         result = self.log.append_now(entry)
         seq = getattr(result, "seq", 0)
-        self.view.apply(seq, event)
-        if isinstance(event, JobPhaseChanged):
-            self.shown[f"{event.namespace}/{event.name}"] = event.phase
+        self._fold(seq, event)
         return seq
 
     def emit_batch(self, events: Sequence[Event]) -> None:
@@ -109,7 +107,18 @@ class Simulation:
         result = self.log.append_batch_now(entries)
         first = getattr(result, "first_seq", None) or getattr(result, "first", 0)
         for i, e in enumerate(events):
-            self.view.apply(int(first) + i, e)
+            self._fold(int(first) + i, e)
+
+    def _fold(self, seq: int, event: Event) -> None:
+        """Fold one appended event, keeping the phase each job last showed (`shown`), whether a
+        JobPhaseChanged said it or a proposal or commit implied it."""
+        implied = st.implying(event)
+        before = self.projection.jobs[implied].phase if implied in self.projection.jobs else None
+        self.view.apply(seq, event)
+        if isinstance(event, JobPhaseChanged):
+            self.shown[f"{event.namespace}/{event.name}"] = event.phase
+        elif implied is not None and (job := self.projection.jobs.get(implied)) and job.phase != before:
+            self.shown[implied] = job.phase
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -235,7 +244,7 @@ class Simulation:
                     events.append(ev)
                 staged[s.card] = state
         events.append(PlacementCommitted(namespace=ns, name=name, placements=placements,
-                                         proposal_seq=proposal_seq))  # fmt: skip
+                                         proposal_seq=proposal_seq, sets_phase=True))  # fmt: skip
         self.emit_batch(events)
         self.cards.update(staged)
         return True
@@ -288,7 +297,8 @@ class Simulation:
                            quotas=snap.quotas, hypernodes=snap.hypernodes)  # fmt: skip
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
-                                        last_reasons=self.view.unschedulable, proposed=self.proposed)  # fmt: skip
+                                        last_reasons=self.view.unschedulable, proposed=self.proposed,
+                                        admits_in_proposal=self.config is None or self.config.admits_in_proposal)  # fmt: skip
         headers: dict[str, str] = {}
         if self.config is not None and events:
             headers = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
@@ -302,6 +312,8 @@ class Simulation:
             match e:
                 case JobPhaseChanged():
                     changed = True
+                case PlacementProposed(admits=True) if pipelined[id(e.placements)]:
+                    changed = True  # admitted (the phase change it carries), reserved only
                 case EvictionRequested():
                     key = f"{e.namespace}/{e.name}"
                     kind = self.projection.jobs[key].spec.kind if key in self.projection.jobs else "Job"

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from services.core.devices import build_vendors
@@ -123,14 +124,18 @@ def _admit(sc: Scenario) -> Workload:
     return workload
 
 
-def _simulation(sc: Scenario, cycles: int | None) -> Simulation:
+def _simulation(sc: Scenario, cycles: int | None, admits_in_proposal: bool = True) -> Simulation:
+    """`admits_in_proposal` False: sessions as a scheduler before it recorded them (its own
+    Inqueue events)."""
     reg = vendors()
     workload = _admit(sc)
     if hypernodes := load_hypernodes(sc.inventory):  # the inventory's HyperNodes (simulate's key)
         workload = dataclasses.replace(workload, hypernodes=(*hypernodes, *workload.hypernodes))
     return load_simulation(
         parse_conf(sc.conf), reg, load_inventory(sc.inventory, reg.catalogue), workload,
-        cycles=cycles, until=sc.until, config=configured(sc.conf, scheduler="simulate", mode="simulate"),
+        cycles=cycles, until=sc.until,
+        config=msgspec.structs.replace(configured(sc.conf, scheduler="simulate", mode="simulate"),
+                                       admits_in_proposal=admits_in_proposal),
     )  # fmt: skip
 
 
@@ -153,8 +158,8 @@ def run_engine(sc: Scenario) -> dict[str, Any]:
     return build_report(engine_log(sc))
 
 
-def engine_log(sc: Scenario) -> list[StoredMessage]:
-    sim = _simulation(sc, cycles=None)
+def engine_log(sc: Scenario, admits_in_proposal: bool = True) -> list[StoredMessage]:
+    sim = _simulation(sc, cycles=None, admits_in_proposal=admits_in_proposal)
     sim.run()
     return sim.log.messages()
 

@@ -4,6 +4,9 @@ unfittable running pod holds (each full for it), from the same rows as the table
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from services.core.scheduling.config import DEFAULT_CONF
 from tests.core.scheduling.scenarios import load_table, run_core
 
 ROWS = {sc.name: sc for sc in load_table("booking")}
@@ -16,6 +19,14 @@ def test_an_init_containers_card_memory_is_refused_per_card() -> None:
 
 
 def test_the_cards_an_unfittable_running_pod_holds_are_full_for_a_newcomer() -> None:
-    (u,) = [u for u in run_core(ROWS["running-unfittable-held"]).decisions.unschedulable
-            if u.name == "new"]  # fmt: skip
+    """Its booking runs the pre-existing job (Running from its commit on): with proportion the
+    queue, holding both cards, is overused before any node is tried, so the nodes' words are
+    read without it."""
+    sc = ROWS["running-unfittable-held"]
+    full = run_core(sc)
+    assert full.initial_phases["default/pre"] == "Running"
+    (u,) = [u for u in full.decisions.unschedulable if u.name == "new"]
+    assert u.plugin == "proportion" and "overused" in u.why, u
+    sc = replace(sc, conf=DEFAULT_CONF.replace("  - name: proportion\n", ""))
+    (u,) = [u for u in run_core(sc).decisions.unschedulable if u.name == "new"]
     assert u.node_reasons == {"n1": "2/2 CardInsufficientMemory"}
