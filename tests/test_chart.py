@@ -17,7 +17,6 @@ import importlib
 import json
 import os
 import re
-import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from services.core.scheduling.config import default_conf, parse_conf
 from services.kube.natssecrets import KEYS, ROUTE
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import Entry
-from services.runtime.natsauth import generate_tls
+from services.runtime.natsauth import generate_tls, new_password
 from services.runtime.natsserver import NatsServer, find_binary
 from tests.kubetools import tool
 
@@ -294,7 +293,7 @@ async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
     for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
         text = text.replace(f"/etc/nats-tls/{name}", str(path))
     users = json.loads((CHART / "files" / "permissions.json").read_text())
-    passwords = {user: secrets.token_urlsafe(12) for user in users}
+    passwords = {user: new_password() for user in users}  # as the chart's hook Job makes them
     for user, password in passwords.items():
         monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
     monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import secrets
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from contracts.permissions import USERS
 from services.kube.client import Kube, KubeError
-from services.runtime.natsauth import generate_tls
+from services.runtime.natsauth import generate_tls, new_password, readable_password
 
 #: the cluster routes' user (nats.conf `cluster.authorization`): a server joins only with it
 ROUTE = "route"
@@ -42,10 +41,19 @@ def secret_path(namespace: str, name: str = "") -> str:
 
 
 def missing_passwords(existing: Mapping[str, str], keys: Sequence[str]) -> dict[str, str]:
-    """A new password (base64, as a Secret's `data` holds it) for each key not there yet; the
-    ones there are kept whatever they hold — a user-made or older Secret stays as it is."""
-    return {k: base64.b64encode(secrets.token_urlsafe(24).encode()).decode()
-            for k in keys if k not in existing}  # fmt: skip
+    """A new password (base64, as a Secret's `data` holds it) for each key not there yet, or
+    holding one nats-server cannot read through its variable (`readable_password`: earlier
+    releases made such a password about once in ten installs, and NATS never started with it,
+    so nothing used it); any other is kept — a user-made or older Secret stays as it is."""
+    return {k: base64.b64encode(new_password().encode()).decode()
+            for k in keys if k not in existing or not readable_password(_text(existing[k]))}  # fmt: skip
+
+
+def _text(data: str) -> str:
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""  # not base64 text: not a password nats-server could read either
 
 
 def _secret(name: str, data: Mapping[str, str], kind: str = "Opaque") -> dict:
@@ -63,7 +71,8 @@ async def _existing(kube: Kube, namespace: str, name: str) -> dict | None:
 
 
 async def ensure_users(kube: Kube, namespace: str, name: str, keys: Sequence[str] = KEYS) -> list[str]:
-    """The users' Secret with a password per key; returns the keys it added."""
+    """The users' Secret with a password per key; returns the keys it added (or replaced: a
+    password nats-server could not read)."""
     found = await _existing(kube, namespace, name)
     added = missing_passwords((found or {}).get("data") or {}, keys)
     if found is None:

@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import ssl
+import string
 import subprocess
 from pathlib import Path
 
@@ -37,13 +38,27 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def new_password() -> str:
+    """A random password (≈ 190 bits) that nats-server also reads back unchanged through a
+    variable (`password: $ADMISSION_PASSWORD`, as the chart's nats.conf has it): the value of a
+    variable is parsed as a config value, so one that starts with `-` or a digit can be read as
+    a number or a date and refused — NATS never starts. A letter first keeps it a string."""
+    return secrets.choice(string.ascii_letters) + secrets.token_urlsafe(24)
+
+
+def readable_password(value: str) -> bool:
+    """Whether nats-server reads `value` back as a string through a variable: a password some
+    earlier release made (`token_urlsafe`: 1 in 64 began with `-`, more with a digit) fails."""
+    return bool(value) and (value[0].isascii() and (value[0].isalpha() or value[0] == "_"))
+
+
 def write_credentials(directory: Path, users: tuple[str, ...] = USERS) -> dict[str, Path]:
     """A fresh credential file per user (`<dir>/<user>.json`, 0600; the dir 0700)."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     paths: dict[str, Path] = {}
     for user in users:
-        cred = Credential(user=nats_user(user), password=secrets.token_urlsafe(24))
+        cred = Credential(user=nats_user(user), password=new_password())
         paths[user] = directory / f"{user}.json"
         _write_private(paths[user], msgspec.json.encode(cred).decode())
     return paths

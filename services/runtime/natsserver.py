@@ -143,9 +143,12 @@ class NatsServer:
         config = self._config_file()
         if config is not None:
             cmd += ["--config", str(config)]
-        self.process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        # what it says before its log opens (a configuration it refuses) goes to stderr
+        with self._stderr().open("wb") as err:
+            self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+
+    def _stderr(self) -> Path:
+        return self.data_dir / "nats-server.stderr"
 
     def _log(self) -> Path:
         return self.log_file or self.data_dir / "nats-server.log"
@@ -165,7 +168,8 @@ class NatsServer:
         url = f"http://{self.host}:{self.http_port}/healthz{query}"
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                tail = log_file.read_text()[-2000:] if log_file.exists() else ""
+                said = [f.read_text(errors="replace") for f in (self._stderr(), log_file) if f.exists()]
+                tail = "".join(said)[-2000:]
                 raise NatsServerError(f"nats-server exited with {self.process.returncode}: {tail}")
             try:
                 with urllib.request.urlopen(url, timeout=1.0) as resp:
