@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from contracts.events import PlacementCommitted, PlacementRejected, SliceReserved
+from contracts.events import CardRegistered, PlacementCommitted, PlacementRejected, SliceReserved
 from services.allocator.service import Allocator
 from services.core.ledger import check_invariants
 from services.runtime.eventlog import EventLog
@@ -50,3 +50,32 @@ async def test_a_run_of_proposals_commits_in_one_batch(event_log: EventLog) -> N
     for state in alloc.cards.values():
         assert check_invariants(state) == []
         assert state.usage.slices_used == 4
+
+
+async def test_a_burst_of_registrations_registers_each_card_once_in_few_batches(event_log: EventLog) -> None:
+    """A cluster's start: node after node registered, one of them again with a card more (the
+    run ends there; it goes one by one). Every card is registered exactly once."""
+    s = event_log.subjects
+    for i in range(6):
+        await put(event_log, s.node(f"n{i}"), ascend_node(f"n{i}", cards=2))
+    await put(event_log, s.node("n1"), ascend_node("n1", cards=3))
+    alloc = Allocator(event_log)
+    await alloc.recover()
+    stopping = asyncio.Event()
+    task = asyncio.create_task(alloc.service.run(stopping, poll=0.05))
+    cards = []
+    try:
+        async with asyncio.timeout(30):
+            async for msg in event_log.follow(1, s.all_cards()):  # the log's own news, awaited
+                cards += decoded([msg])
+                if len(cards) == 13:
+                    break
+    finally:
+        stopping.set()
+        await task
+    cards += decoded([m async for m in event_log.replay(cards and 1, s.all_cards())][13:])  # none more
+    registered = [e.card.uuid for e in cards if isinstance(e, CardRegistered)]
+    assert len(registered) == len(set(registered)) == 13
+    assert "n1-Ascend910B3-2" in registered
+    assert alloc.group_registrations >= 2
+    assert all(alloc.cards[u].spec is not None and check_invariants(alloc.cards[u]) == [] for u in registered)

@@ -2,6 +2,7 @@
 
 from services.runtime.eventlog.memory import MemoryLog
 from services.runtime.eventlog.model import (
+    MAX_BATCH,
     Appended,
     AppendResult,
     BatchCommitted,
@@ -18,6 +19,7 @@ from services.runtime.eventlog.model import (
 )
 
 __all__ = [
+    "MAX_BATCH",
     "AppendResult",
     "Appended",
     "BatchCommitted",

@@ -37,6 +37,7 @@ from contracts.envelope import DLQ_REASON, DLQ_SOURCE, EXPECTED_LAST_SUBJECT_SEQ
 from contracts.permissions import APPENDS, may_append, rights_of
 from contracts.subjects import Subjects
 from services.runtime.eventlog.model import (
+    MAX_BATCH,
     Appended,
     AppendResult,
     BatchCommitted,
@@ -62,7 +63,6 @@ _WRONG_SEQ_RE = re.compile(r"wrong last sequence: (\d+)")
 BATCH_ID = "Nats-Batch-Id"
 BATCH_SEQUENCE = "Nats-Batch-Sequence"
 BATCH_COMMIT = "Nats-Batch-Commit"
-MAX_BATCH = 1000  # nats-server's limit on messages per atomic batch
 #: headers nats-server acts on when a message is published (a copy of a stored message drops them)
 _SERVER_READS = ("Nats-Batch-", "Nats-Expected-", "Nats-Msg-Id", "Nats-Rollup", "Nats-TTL")
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from contracts.envelope import DLQ_REASON, DLQ_SOURCE, MSG_ID
 from contracts.subjects import Subjects
 from services.runtime.eventlog.model import (
+    MAX_BATCH,
     Appended,
     AppendResult,
     BatchCommitted,
@@ -174,6 +175,8 @@ class MemoryLog:
     def append_batch_now(self, entries: Sequence[Entry]) -> BatchResult:
         if not entries:
             raise ValueError("an atomic batch needs at least one entry")
+        if len(entries) > MAX_BATCH:  # as nats-server refuses one
+            raise ValueError(f"an atomic batch holds at most {MAX_BATCH} messages")
         staged: dict[str, int] = {}
         next_seq = len(self._messages) + 1
         for entry in entries:

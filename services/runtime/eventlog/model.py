@@ -21,6 +21,10 @@ class StoredMessage:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+#: messages an atomic batch may hold (nats-server's limit; the in-memory log keeps it too)
+MAX_BATCH = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One message to append. `expected_last_subject_seq`: None = no check, 0 = subject empty."""
