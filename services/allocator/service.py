@@ -394,16 +394,23 @@ class Allocator:
             if rx is taken.get(event.node):
                 self.node_seq[event.node] = rx.message.seq
                 self.node_annotations[event.node] = event.annotations
-        if entries:
-            result = await self.log.append_batch(entries)
-            if isinstance(result, Conflict | Duplicate):
-                log.info("registrations of %d nodes not written (%s): one by one", len(taken), result)
-                await self._refresh(cards)
-                return 0
-            for position, w in writes:
-                self._apply(w.card, w.event, result.first_seq + position)
+        if entries and await self._group_batch(entries, writes, cards, f"registrations of {len(taken)} nodes") is None:
+            return 0
         self.group_registrations += len(taken)
         return count
+
+    async def _group_batch(self, entries: list[Entry], writes: list[tuple[int, CardWrite]], cards: set[str],
+                           what: str) -> BatchCommitted | None:  # fmt: skip
+        """A group handler's one atomic batch, its card writes (at their positions) folded; None
+        when it was not written (the cards re-read: the group goes one by one)."""
+        result = await self.log.append_batch(entries)
+        if isinstance(result, Conflict | Duplicate):
+            log.info("%s not written (%s): one by one", what, result)
+            await self._refresh(cards)
+            return None
+        for position, w in writes:
+            self._apply(w.card, w.event, result.first_seq + position)
+        return result
 
     async def _say_unfitted(self, unfitted: list[Unfitted]) -> None:
         for u in unfitted:
@@ -505,13 +512,9 @@ class Allocator:
             outs.append(self._committed_out(plan, event, rx))
             commits.append((len(entries) + len(outs) - 1, plan.committed))
             entries += [self.service.entry(o, rx, i) for i, o in enumerate(outs)]
-        result = await self.log.append_batch(entries)
-        if isinstance(result, Conflict | Duplicate):
-            log.info("group of %d not written (%s): one by one", len(plans), result)
-            await self._refresh(seen)
+        result = await self._group_batch(entries, writes, seen, f"group of {len(plans)}")
+        if result is None:
             return 0
-        for position, w in writes:
-            self._apply(w.card, w.event, result.first_seq + position)
         for position, committed in commits:
             self.answers.apply(result.first_seq + position, committed)
         self.commits += len(plans)
