@@ -384,8 +384,12 @@ class ClusterProjection:
         live job waiting for a node. Without either, every action (enqueue, allocate, backfill,
         and preempt and reclaim, which act for a waiting pod) does nothing and the session
         appends nothing — yet opening one over the whole cluster cost ~100 ms at 500 nodes /
-        4,000 pods, after every batch of commits (issue 29)."""
-        for key, job in self.jobs.items():
+        4,000 pods, after every batch of commits (issue 29). Newest first: what waits in a
+        backlog was submitted last, behind every job already placed (10,000 of them at 5,000
+        nodes, 3 % of the scheduler walking past them before each session)."""
+        jobs = self.jobs
+        for key in reversed(jobs):
+            job = jobs[key]
             if job.phase == "Pending":
                 return True
             if job.phase in ENDING_PHASES:
