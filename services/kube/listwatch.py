@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from services.kube.client import Kube, KubeError
+from services.kube.client import Kube, KubeError, pods_path
 
 log = logging.getLogger(__name__)
 
@@ -140,3 +140,52 @@ class Reflector:
                     await asyncio.sleep(self.retry)
                 else:
                     raise
+
+
+class Merged:
+    """Several reflectors' changes as one stream, as `Reflector.changes` gives them: `synced`
+    once every one of them has listed (and again after any later relist). Their objects must not
+    overlap — each reflector reports deletes of its own objects only."""
+
+    def __init__(self, reflectors: list[Reflector]) -> None:
+        self.reflectors = reflectors
+
+    async def changes(self) -> AsyncIterator[Change]:
+        queue: asyncio.Queue[tuple[int, Change | BaseException]] = asyncio.Queue()
+
+        async def pump(i: int, r: Reflector) -> None:
+            try:
+                async for ch in r.changes():
+                    await queue.put((i, ch))
+            except Exception as exc:  # (a reflector retries by itself: this is a bug) said once
+                await queue.put((i, exc))
+
+        tasks = [asyncio.create_task(pump(i, r)) for i, r in enumerate(self.reflectors)]
+        unlisted = set(range(len(tasks)))
+        try:
+            while True:
+                i, ch = await queue.get()
+                if isinstance(ch, BaseException):
+                    raise ch
+                if ch.kind == "synced":
+                    unlisted.discard(i)
+                    if unlisted:
+                        continue
+                yield ch
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def scheduler_pods(kube: Kube, names: Iterable[str], path: str = "",
+                   keep: Callable[[Obj], bool] | None = None) -> Reflector | Merged:  # fmt: skip
+    """The pods of the given schedulers only, selected by the API server (`spec.schedulerName`,
+    immutable, so no pod moves between the selections): a shared cluster's other pods — most
+    of them, and every status update the kubelets write for them — are never sent, let alone
+    decoded (issue 29: each process's pod watch decoded every pod of the cluster)."""
+    reflectors = [Reflector(kube, path or pods_path(), query={"fieldSelector": f"spec.schedulerName={name}"},
+                            keep=keep) for name in sorted(set(names))]  # fmt: skip
+    if not reflectors:
+        raise ValueError("no scheduler names: no pod would be Tessera's")
+    return reflectors[0] if len(reflectors) == 1 else Merged(reflectors)

@@ -39,8 +39,8 @@ from contracts.api import REJECTED
 from services.admission.service import AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.kube import pods, status, volcano
-from services.kube.client import PRIORITY_CLASSES, Kube, KubeError, pods_path
-from services.kube.listwatch import Change, Reflector
+from services.kube.client import PRIORITY_CLASSES, Kube, KubeError
+from services.kube.listwatch import Change, Merged, Reflector, scheduler_pods
 from services.kube.volcano import hypernodes_path, jobs_path, podgroups_path, queues_path
 from services.runtime.tasks import cancel_all
 from services.runtime.waits import within
@@ -71,7 +71,7 @@ class PodSource:
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
 
-    async def _feed(self, what: str, reflector: Reflector, synced: asyncio.Event) -> None:
+    async def _feed(self, what: str, reflector: Reflector | Merged, synced: asyncio.Event) -> None:
         async for ch in reflector.changes():
             await self.changes.put((what, ch))
             if ch.kind == "synced":
@@ -93,7 +93,7 @@ class PodSource:
                      asyncio.create_task(self._feed("job", jobs, asyncio.Event())),
                      asyncio.create_task(self._feed("hypernode", Reflector(self.kube, hypernodes_path()),
                                                     asyncio.Event()))]  # fmt: skip
-            await self._feed("pod", Reflector(self.kube, pods_path(), keep=self._ours), asyncio.Event())
+            await self._feed("pod", scheduler_pods(self.kube, self.scheduler_names, keep=self._ours), asyncio.Event())
         finally:
             await cancel_all(first + later)
 

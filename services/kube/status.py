@@ -37,7 +37,7 @@ from contracts.workloads import JobSpec
 from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
 from services.kube import pods, reasons, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
-from services.kube.listwatch import Reflector
+from services.kube.listwatch import scheduler_pods
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -305,7 +305,7 @@ class PodStatusWriter:
         def ours(o: dict[str, Any]) -> bool:
             return pods.scheduler_name(o) in self.scheduler_names
 
-        async for ch in Reflector(self.kube, pods_path(), keep=ours).changes():
+        async for ch in scheduler_pods(self.kube, self.scheduler_names, keep=ours).changes():
             if ch.kind == "synced":
                 if not self.synced.is_set():
                     self.synced.set()

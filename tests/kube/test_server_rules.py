@@ -113,6 +113,28 @@ async def test_a_field_selector_on_the_node_name_lists_bound_pods_only(cluster: 
     assert [p["metadata"]["name"] for p in listed["items"]] == ["placed"]
 
 
+async def test_a_field_selector_on_the_scheduler_name_lists_and_watches_its_pods_only(cluster: Cluster) -> None:
+    """Tessera's pod watches ask the server for their schedulers' pods only; a pod that names
+    no scheduler is the default scheduler's (the server defaults the field)."""
+    await cluster.create_pod(pod("ours", schedulerName="volcano"))
+    await cluster.create_pod(pod("theirs"))
+    await cluster.create_pod(pod("other", schedulerName="yunikorn"))
+    listed = await cluster.kube.get(pods_path(), fieldSelector="spec.schedulerName=volcano")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["ours"]
+    listed = await cluster.kube.get(pods_path(), fieldSelector="spec.schedulerName=default-scheduler")
+    assert [p["metadata"]["name"] for p in listed["items"]] == ["theirs"]
+    query = {"resourceVersion": listed["metadata"]["resourceVersion"], "timeoutSeconds": "5",
+             "fieldSelector": "spec.schedulerName=volcano"}  # fmt: skip
+    await cluster.create_pod(pod("late-theirs"))
+    await cluster.create_pod(pod("late-ours", schedulerName="volcano"))
+    seen = []
+    async for ev in cluster.kube.watch(pods_path(), query, read_timeout=10):
+        seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+        if ("ADDED", "late-ours") in seen:
+            break
+    assert seen == [("ADDED", "late-ours")], seen
+
+
 async def test_a_claims_status_is_written_only_through_its_status_subresource(cluster: Cluster) -> None:
     """What the test provisioner relies on, and the binder reads (issue 22): `status.phase` of a
     PersistentVolumeClaim changes only through `…/status`; a merge patch's `null` removes an
