@@ -626,6 +626,8 @@ def _api_calls(fn: ast.AST, where: str) -> set[Rule]:
         if isinstance(f, ast.Name) and f.id == "Reflector":  # list, then watch
             group, resource, _ = _resource(node.args[1], where)
             rules |= {(group, resource, "list"), (group, resource, "watch")}
+        elif isinstance(f, ast.Name) and f.id == "scheduler_pods":  # Reflectors of pods (listwatch)
+            rules |= {("", "pods", "list"), ("", "pods", "watch")}
         elif isinstance(f, ast.Attribute) and f.attr in KUBE_CALLS and _is_kube(f.value):
             assert f.attr != "request", f"{where}: a raw request; teach the RBAC test its verb"
             if _status_path(node.args[0]):

@@ -174,6 +174,12 @@ class Allocator:
                     state = evolve(state, e)  # type: ignore[arg-type]
         if state.spec is not None:
             self.specs[card] = state.spec
+        if msg.seq <= self.card_seq.get(card, 0):
+            # the view folded a newer event of the card while this one was read (`_refresh`
+            # after a conflict reads card after card): installing it would undo that booking
+            # in the view for good — the follower has passed it (the race test saw a card
+            # shown free that a replica had reserved)
+            return
         self._set(card, state, msg.seq)
 
     def retain(self, retention: Retention) -> None:
