@@ -139,12 +139,9 @@ class Flow:
                 self.restarting.discard(key)  # what it was stopping for a restart, it now kills
             else:
                 self.ending.pop(key, None)
-        implied = st.implying(event)
-        before = self.projection.jobs[implied].phase if implied in self.projection.jobs else None
-        self.projection.apply(seq, event)
-        if implied is not None and (job := self.projection.jobs.get(implied)) and job.phase != before:
-            self.shown[implied] = job.phase  # what a JobPhaseChanged of its own showed before
-            self.ending.pop(implied, None)
+        if (moved := self.projection.apply(seq, event)) is not None:
+            self.shown[moved] = self.projection.jobs[moved].phase  # as its JobPhaseChanged did
+            self.ending.pop(moved, None)
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)

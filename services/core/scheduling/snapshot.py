@@ -211,7 +211,10 @@ class ClusterProjection:
         self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
         self._hypernodes: tuple[HyperNodeChanged, ...] | None = ()  # sorted, until one changes
 
-    def apply(self, seq: int, event: Event) -> None:
+    def apply(self, seq: int, event: Event) -> str | None:
+        """Fold one event; returns the job whose phase it moved without a `JobPhaseChanged` (a
+        proposal that admits, a commit that sets the phase), for the readers that show a job's
+        last phase as that event would have."""
         self.seq = max(self.seq, seq)
         at = getattr(event, "at", None)
         if isinstance(at, float) and at > self.now:
@@ -290,7 +293,8 @@ class ClusterProjection:
                 self.tasks.pop(key, None)
                 self.leaving.pop(key, None)
             case PlacementProposed(admits=True):  # as the JobPhaseChanged Inqueue it stands for
-                self._phase(f"{event.namespace}/{event.name}", "Inqueue")
+                key = f"{event.namespace}/{event.name}"
+                return key if self._phase(key, "Inqueue") else None
             case PlacementCommitted():
                 key = f"{event.namespace}/{event.name}"
                 tasks = self.tasks.get(key)
@@ -299,7 +303,7 @@ class ClusterProjection:
                         if p.task in tasks:
                             tasks[p.task] = _task_as(tasks[p.task], BOUND, p.node, p.slices)
                     if event.sets_phase and (job := self.jobs.get(key)) is not None:
-                        self._phase(key, committed_phase(job, tasks.values()))
+                        return key if self._phase(key, committed_phase(job, tasks.values())) else None
             case TaskStarted():
                 self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
             case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
@@ -330,11 +334,15 @@ class ClusterProjection:
                 self._hypernodes = None
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
+        return None
 
-    def _phase(self, key: str, phase: str) -> None:
+    def _phase(self, key: str, phase: str) -> bool:
+        """Whether the job's phase changed."""
         j = self.jobs.get(key)
-        if j is not None and j.phase != phase:
-            self.jobs[key] = JobSnap(j.spec, j.created, phase, j.tasks)
+        if j is None or j.phase == phase:
+            return False
+        self.jobs[key] = JobSnap(j.spec, j.created, phase, j.tasks)
+        return True
 
     def _updated(self, key: str, spec: JobSpec) -> None:
         job = self.jobs.get(key)
@@ -421,16 +429,6 @@ class ClusterProjection:
 ENDING_PHASES = ("Terminating", "Completing")
 #: a PodGroup's pods that count as scheduled (Volcano's `getPodGroupPhase`)
 SCHEDULED = frozenset({RUNNING, BOUND, SUCCEEDED, FAILED})
-
-
-def implying(event: Event) -> str | None:
-    """The job whose phase `event` may move without a `JobPhaseChanged` (a proposal that
-    admits, a commit that sets the phase), for the readers that show a job's last phase."""
-    if (isinstance(event, PlacementProposed) and event.admits) or (
-        isinstance(event, PlacementCommitted) and event.sets_phase
-    ):
-        return f"{event.namespace}/{event.name}"
-    return None
 
 
 def committed_phase(job: JobSnap, tasks: Iterable[TaskSnap]) -> str:

@@ -86,9 +86,10 @@ class SchedulerView:
         snap = self.projection.snapshot()
         return replace(snap, refused=dict(self.refused)) if self.refused else snap
 
-    def apply(self, seq: int, event: Event) -> None:
+    def apply(self, seq: int, event: Event) -> str | None:
+        """Fold one event; returns what `ClusterProjection.apply` does (a phase implied)."""
         changed = self._changes(event) if self.refused else None
-        self.projection.apply(seq, event)
+        moved = self.projection.apply(seq, event)
         if changed is not None:
             self._lift(*changed)
         if isinstance(event, JobDeleted | JobPhaseChanged):
@@ -124,6 +125,7 @@ class SchedulerView:
                     self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
             case _:
                 pass
+        return moved
 
     # --- refusals ------------------------------------------------------------------------------
 

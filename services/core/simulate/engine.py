@@ -112,13 +112,11 @@ class Simulation:
     def _fold(self, seq: int, event: Event) -> None:
         """Fold one appended event, keeping the phase each job last showed (`shown`), whether a
         JobPhaseChanged said it or a proposal or commit implied it."""
-        implied = st.implying(event)
-        before = self.projection.jobs[implied].phase if implied in self.projection.jobs else None
-        self.view.apply(seq, event)
+        moved = self.view.apply(seq, event)
         if isinstance(event, JobPhaseChanged):
             self.shown[f"{event.namespace}/{event.name}"] = event.phase
-        elif implied is not None and (job := self.projection.jobs.get(implied)) and job.phase != before:
-            self.shown[implied] = job.phase
+        elif moved is not None:
+            self.shown[moved] = self.projection.jobs[moved].phase
 
     # --- setup ----------------------------------------------------------------------------
 

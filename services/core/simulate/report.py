@@ -70,10 +70,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                             "reason": str(exc)})  # fmt: skip
             continue
         cycles = max(cycles, int(msg.headers.get(SESSION_HEADER, "0") or 0))
-        implied = st.implying(ev)
-        before = projection.jobs[implied].phase if implied in projection.jobs else None
-        projection.apply(msg.seq, ev)
-        if implied is not None and (job := projection.jobs.get(implied)) and job.phase != before:
+        if (moved := projection.apply(msg.seq, ev)) is not None:
+            job = projection.jobs[moved]
             j = jobs.get((job.spec.namespace, job.spec.name))
             if j is not None:  # as the JobPhaseChanged it stands for would show it
                 j.update(phase=job.phase, reason="")
