@@ -71,12 +71,15 @@ async def test_scaling_a_running_job_creates_and_deletes_its_pods(cluster: Clust
 
             await cluster.kube.patch(volcano.jobs_path("default", JOB), {"spec": {"maxRetry": 9}})
 
-            async def refused() -> list[str]:
-                return [e["message"] for e in await cluster.events()
+            async def refused() -> list[tuple[str, str]]:
+                return [(e["reason"], e["message"]) for e in await cluster.events()
                         if e["involvedObject"].get("name") == JOB and e["type"] == "Warning"]  # fmt: skip
 
             await wait_until(refused, 30, "the forbidden edit refused with a Warning on the Job")
-            [message] = await refused()
+            warnings = await refused()  # (every one of them shown if there are more)
+            assert len(warnings) == 1, warnings
+            [(reason, message)] = warnings
+            assert reason == "FailedUpdate", warnings
             assert message.startswith("spec.maxRetry: Forbidden: job updates may not change fields other than")
             # nothing else changed: still (or, once a late report of the removed pod is folded,
             # again) two pods Running and the Job Running
