@@ -250,6 +250,24 @@ def _emulator(work: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split(" ", 1)[1].strip()
 
 
+def _api_per_pod(counted: Path, bound: int) -> dict[str, dict[str, float]]:
+    """The emulator's count of the services' requests (by their User-Agent, `tessera-<service>`)
+    per bound pod, by verb and resource: what they would ask of a real API server and its etcd
+    (kube-scheduler asks one binding and one event per pod)."""
+    try:
+        counts = json.loads(counted.read_text())
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for c in counts:
+        agent = c["agent"]
+        if agent.startswith("tessera-"):
+            share = round(c["n"] / max(bound, 1), 3)
+            if share >= 0.001:
+                out.setdefault(agent.removeprefix("tessera-"), {})[f"{c['verb']} {c['resource']}"] = share
+    return out
+
+
 def sizes_of(args: argparse.Namespace) -> list[tuple[int, int]]:
     """`--sizes 500x4000,5000x10000` (nodes × pods), else the one `--nodes` × `--pods`."""
     if not args.sizes:
@@ -281,8 +299,12 @@ async def _size(args: argparse.Namespace) -> list[dict[str, Any]]:
             args.emulator_pid = proc.pid if proc else 0
             try:
                 row = await run_one(args, shape, mode, kubeconfig, work)
+                if proc is not None:  # it writes what it served as it stops
+                    proc.terminate()
+                    proc.wait(30)
+                    row["api_per_pod"] = _api_per_pod(work / "requests.json", row["bound"])
             finally:
-                if proc is not None:
+                if proc is not None and proc.poll() is None:
                     proc.terminate()
                     proc.wait(30)
                 shutil.rmtree(work, ignore_errors=True)
@@ -311,6 +333,13 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         read = ", ".join(f"{k} {v}" for k, v in r.get("reads_per_pod", {}).items())
         wrote = ", ".join(f"{k} {v}" for k, v in r.get("writes_per_pod", {}).items())
         lines.append(f"| {r['nodes']} | {r['shape']} | {r['mode']} | {ms} | {read} | {wrote} |")
+    if any(r.get("api_per_pod") for r in rows):
+        lines += ["", "API requests per bound pod, by service (the emulator's count; kube-scheduler's is one "
+                  "binding and one event):", "", "| nodes | shape | mode | service | requests per pod |", "|---|---|---|---|---|"]
+        for r in rows:
+            for svc, asked in sorted(r.get("api_per_pod", {}).items()):
+                what = ", ".join(f"{k} {v}" for k, v in sorted(asked.items(), key=lambda kv: -kv[1]))
+                lines.append(f"| {r['nodes']} | {r['shape']} | {r['mode']} | {svc} | {what} |")
     RESULTS.write_text(head.rstrip() + "\n\n" + "\n".join(lines) + "\n")
 
 

@@ -129,8 +129,11 @@ async def configuration(kubeconfig: str = "", context: str = "") -> Configuratio
 class Kube:
     """Raw JSON calls on one `ApiClient`; every call waits for a token of the QPS bucket."""
 
-    def __init__(self, cfg: Configuration, limits: Limits | None = None) -> None:
+    def __init__(self, cfg: Configuration, limits: Limits | None = None, agent: str = USER_AGENT) -> None:
         self.limits = limits or Limits()
+        # The API server's audit log, its priority-and-fairness flow schemas and `kubectl get
+        # --raw /metrics` tell clients apart by it: one per service, as kube-scheduler names itself
+        self.agent = agent
         cfg.connection_pool_maxsize = self.limits.connections
         self.api = ApiClient(configuration=cfg)
         if not any(
@@ -147,8 +150,8 @@ class Kube:
         self.retried = 0  # requests asked again after a 429 or 5xx
 
     @classmethod
-    async def connect(cls, kubeconfig: str = "", limits: Limits | None = None) -> Kube:
-        return cls(await configuration(kubeconfig), limits)
+    async def connect(cls, kubeconfig: str = "", limits: Limits | None = None, agent: str = USER_AGENT) -> Kube:
+        return cls(await configuration(kubeconfig), limits, agent)
 
     async def close(self) -> None:
         if self.lean is not None:
@@ -176,7 +179,7 @@ class Kube:
         headers = {
             "Accept": "application/json",
             "Content-Type": content_type,
-            "User-Agent": USER_AGENT,
+            "User-Agent": self.agent,
         }
         for auth in (await self.api.configuration.auth_settings()).values():
             if auth.get("in") == "header":

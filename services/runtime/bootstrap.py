@@ -167,13 +167,15 @@ def scheduler_names(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(n.strip() for n in names if n.strip())
 
 
-async def connect_kube(args: argparse.Namespace) -> object | None:
-    """The API client when the service runs against a cluster (`--kubeconfig`/`--in-cluster`)."""
+async def connect_kube(args: argparse.Namespace, name: str = "") -> object | None:
+    """The API client when the service runs against a cluster (`--kubeconfig`/`--in-cluster`),
+    naming the service in its User-Agent (`tessera-scheduler`…)."""
     if not (args.kubeconfig or args.in_cluster):
         return None
-    from services.kube.client import Kube, Limits
+    from services.kube.client import USER_AGENT, Kube, Limits
 
-    return await Kube.connect(args.kubeconfig, Limits(qps=args.kube_qps, burst=args.kube_burst))
+    agent = f"{USER_AGENT}-{name}" if name else USER_AGENT
+    return await Kube.connect(args.kubeconfig, Limits(qps=args.kube_qps, burst=args.kube_burst), agent)
 
 
 async def run_service(
@@ -216,7 +218,7 @@ async def _run_service(
         stream=args.stream, ack_wait=args.ack_wait, duplicate_window=args.duplicate_window,
         replicas=args.stream_replicas, writer=name if name in APPENDS else "",
     )
-    args.kube = await connect_kube(args)
+    args.kube = await connect_kube(args, name)
     app = build(event_log)
     app.service.durable = args.durable
     retain = getattr(app, "retain", None)  # before recovery: the fold depends on the retention

@@ -68,6 +68,8 @@ class Cluster:
     bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # kmock: accepted ones
     refuse_once: set[str] = field(default_factory=set)  # kmock: pods whose next binding fails
     namespace: str = "default"
+    #: kmock: requests served, by (User-Agent, verb, resource[/subresource]): what each client costs
+    requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
 
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
                           annotations: dict[str, str] | None = None,
@@ -280,6 +282,7 @@ class ServerRules:
     rv: int = 0
     graceful: bool = True
     deletes: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, grace) asked
+    requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
 
     def next_rv(self) -> str:
         self.rv += 1
@@ -363,6 +366,9 @@ def emulator() -> Any:
             rules: ServerRules = self._tessera_rules
             res = request.resource
             kind = (res.group or "", res.plural) if res is not None else ("", "")
+            what = "/".join(p for p in (kind[0], kind[1], request.subresource or "") if p)
+            verb = (request.action or request.method).value.lower()  # a subresource POST has no action
+            rules.requests[(str((request.headers or {}).get("User-Agent", "")), verb, what)] += 1
             if res is not None and request.action == kmock.action.DELETE and request.name:
                 early = await self._delete(request, kind, rules)
                 if early is not None:
@@ -575,7 +581,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))
-        cluster = Cluster("kmock", path, kube)
+        cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests)
         cluster_box.append(cluster)
         try:
             yield cluster
@@ -759,7 +765,8 @@ class Kubelet:
 
 async def serve(directory: Path) -> None:  # pragma: no cover - used by benchmarks.k8s
     """The kmock cluster as a process of its own (benchmarks): writes `kubeconfig` into
-    `directory`, prints "ready", serves until SIGTERM."""
+    `directory`, prints "ready", serves until SIGTERM, then writes `requests.json`: the requests
+    it served by client (User-Agent), verb and resource."""
     import signal
 
     async with kmock_cluster(directory) as cluster:
@@ -767,6 +774,8 @@ async def serve(directory: Path) -> None:  # pragma: no cover - used by benchmar
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         print(f"ready {cluster.kubeconfig}", flush=True)
         await stop.wait()
+        counts = [{"agent": a, "verb": v, "resource": r, "n": n} for (a, v, r), n in sorted(cluster.requests.items())]
+        (directory / "requests.json").write_text(json.dumps(counts, indent=1))
 
 
 if __name__ == "__main__":  # pragma: no cover
