@@ -68,10 +68,11 @@ def reads_node_identity(conf: SchedulerConf) -> bool:
 class PriorityQueue(Generic[T]):
     """A heap ordered by a `less(lhs, r)` function, like Volcano's `util.PriorityQueue`."""
 
-    __slots__ = ("_heap", "_less", "_n")
+    __slots__ = ("_entry", "_heap", "_less", "_n")
 
     def __init__(self, less: Callable[[T, T], bool], items: Iterable[T] = ()) -> None:
         self._less = less
+        self._entry = _Ordered if getattr(less, "__func__", None) in STRICT_TOTAL else _Entry
         self._heap: list[_Entry[T]] = []
         self._n = 0
         for item in items:
@@ -79,7 +80,7 @@ class PriorityQueue(Generic[T]):
 
     def push(self, item: T) -> None:
         self._n += 1
-        heapq.heappush(self._heap, _Entry(item, self._less, self._n))
+        heapq.heappush(self._heap, self._entry(item, self._less, self._n))
 
     def pop(self) -> T:
         return heapq.heappop(self._heap).item
@@ -103,6 +104,18 @@ class _Entry(Generic[T]):
         if self.less(other.item, self.item):
             return False
         return self.n < other.n
+
+
+class _Ordered(_Entry[T]):
+    """An entry under an order that never ties two different items (it ends on a unique key:
+    a job's namespace/name, a queue's name): `less(b, a)` is then `not less(a, b)`, so one call
+    decides where the general entry asks twice (a third of the scheduler's heap work over a
+    4,000-job backlog, issue 29)."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: _Entry[T]) -> bool:
+        return self.less(self.item, other.item)
 
 
 def _moved(u: CardUsage, s: SliceAssignment, sign: int, exclusive: bool) -> CardUsage:
@@ -666,3 +679,7 @@ class Session:
             TaskPlacement(task=t.pod, node=t.node, slices=t.slices, score=t.score)
             for i, t in enumerate(tasks)
         )  # fmt: skip
+
+
+#: the orders that end on a unique key (`_Ordered`): the session's job and queue orders
+STRICT_TOTAL = frozenset({Session.job_order, Session.queue_order})

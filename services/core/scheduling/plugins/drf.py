@@ -27,6 +27,8 @@ class DrfPlugin:
 
     def share_of(self, allocated: Resource) -> float:
         assert self.ssn is not None
+        if not (allocated.cpu or allocated.memory or allocated.scalars):
+            return 0.0  # a job with nothing placed (every job of a backlog, at every heap step)
         total = self.ssn.total
         s = max(share(allocated.cpu, total.cpu), share(allocated.memory, total.memory))
         for k, v in total.scalars.items():
