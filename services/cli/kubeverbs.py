@@ -73,7 +73,7 @@ async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
     from services.kube.client import Kube, KubeError, Limits
 
     try:
-        kube = await Kube.connect(kubeconfig, Limits(qps=0))
+        kube = await Kube.connect(kubeconfig, Limits(qps=0), agent="tessera-cli")
     except KubeError as exc:
         raise Unreachable(f"cannot use kubeconfig {kubeconfig}: {exc.body or exc}") from None
     except (OSError, ValueError) as exc:  # a missing file, a file that is no kubeconfig

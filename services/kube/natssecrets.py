@@ -105,7 +105,7 @@ async def ensure_tls(kube: Kube, namespace: str, name: str, dns: Sequence[str], 
 
 
 async def ensure_secrets(args: argparse.Namespace) -> list[str]:
-    kube = await Kube.connect(args.kubeconfig)
+    kube = await Kube.connect(args.kubeconfig, agent="tessera-natssecrets")
     done = []
     try:
         if args.users_secret:

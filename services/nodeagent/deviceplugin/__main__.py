@@ -55,7 +55,7 @@ async def serve(args: argparse.Namespace) -> int:
     config = read_node_config(args.node_config).get(args.node)
     discovery = Discovery(args.node, catalogue, fixture=args.discovery_fixture, npu_smi=args.npu_smi,
                           nvidia_smi=args.nvidia_smi, node_config=config, hami_vnpu_core=args.hami_vnpu_core)  # fmt: skip
-    kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20))
+    kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20), agent="tessera-deviceplugin")
     side = NodeSide(kube, discovery, catalogue=catalogue, paths=HostPaths())
     servers = PluginServers(side, args.device_plugin_dir)
     stopping = asyncio.Event()
