@@ -78,7 +78,15 @@ class BinderStats:
     last_bind: float = 0.0
     in_flight: int = 0
     max_in_flight: int = 0
+    announced: int = 0  # `Scheduled` Events written
+    unannounced: int = 0  # `Scheduled` Events dropped: their queue full, or the API refused
     latencies: list[float] = field(default_factory=list)
+
+
+#: `Scheduled` Events waiting to be written, at most (kube-scheduler's event broadcaster
+#: queues 1,000 too, and drops beyond: an Event is a courtesy, the binding is the fact)
+ANNOUNCE_BACKLOG = 1000
+ANNOUNCERS = 4
 
 
 def _bound_for(pod: dict, stamp: str) -> bool:
@@ -116,6 +124,7 @@ class Binder:
         self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
         self.commit_seq: dict[TaskKey, int] = {}
         self.queue: asyncio.Queue[TaskKey] = asyncio.Queue()
+        self.announce: asyncio.Queue[tuple[str, str, str, str]] = asyncio.Queue(ANNOUNCE_BACKLOG)
         self.watermark = 0
         self.stats = BinderStats()
         self.nodes: dict[str, dict] = {}  # node name -> Node object (for the HAMi lock)
@@ -200,6 +209,7 @@ class Binder:
 
     async def run(self, stopping: asyncio.Event) -> None:
         tasks = [asyncio.create_task(self._worker()) for _ in range(self.n_workers)]
+        tasks += [asyncio.create_task(self._announcer()) for _ in range(ANNOUNCERS)]
         if self.node_lock:
             tasks.append(asyncio.create_task(self._watch_nodes()))
         if self.storage is not None:
@@ -268,6 +278,25 @@ class Binder:
             self.stats.first_bind = self.stats.first_bind or now
             self.stats.last_bind = now
             self.done.add(key)
+        try:
+            self.announce.put_nowait((ns, pod, uid, p.node))
+        except asyncio.QueueFull:
+            self.stats.unannounced += 1
+
+    async def _announcer(self) -> None:
+        """`kubectl describe pod` shows who placed the pod and where, as for kube-scheduler's
+        and Volcano's pods: a Normal `Scheduled` Event, "Successfully assigned NS/POD to NODE",
+        written after the binding and apart from it (the next binding does not wait for it)."""
+        while True:
+            ns, pod, uid, node = await self.announce.get()
+            about = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns, "uid": uid}}
+            try:
+                await status.write_event(self.kube, about, "Normal", "Scheduled",
+                                         f"Successfully assigned {ns}/{pod} to {node}", self.clock())  # fmt: skip
+                self.stats.announced += 1
+            except KubeError as exc:
+                self.stats.unannounced += 1
+                log.debug("Scheduled event for %s/%s not written: %s", ns, pod, exc)
 
     async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool, stamp: str) -> None:
         ns, job, pod = key

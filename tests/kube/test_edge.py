@@ -55,6 +55,13 @@ async def test_pods_and_nodes_in_bindings_with_hami_annotations_out(cluster: Clu
                 return bool(cond and cond["status"] == "False")
 
             await wait_until(refused, 30, "bad-typo refused on the API")
+
+            async def announced() -> dict[str, dict]:  # written after each binding, apart from it
+                said = {e["involvedObject"]["name"]: e for e in await cluster.events() if e["reason"] == "Scheduled"}
+                return said if set(said) >= names else {}
+
+            await wait_until(announced, 30, "a Scheduled Event for every bound pod")
+            scheduled = await announced()
         finally:
             await asyncio.to_thread(cp.stop)
     objs = {p["metadata"]["name"]: p for p in await cluster.pods()}
@@ -84,6 +91,12 @@ async def test_pods_and_nodes_in_bindings_with_hami_annotations_out(cluster: Clu
             assert [i["UUID"] for i in info] == [d.uuid for d in allocated]
         assert PRE_A_CARD not in {d.uuid for d in allocated}, f"{name} got the card pre-a holds"
     assert kubelet.violations == []
+    # `kubectl describe pod` says who placed it where, as for kube-scheduler's pods
+    assert set(scheduled) == names, set(scheduled) ^ names  # not pre-a: Tessera did not bind it
+    for name, ev in scheduled.items():
+        assert ev["type"] == "Normal", ev
+        assert ev["message"] == f"Successfully assigned default/{name} to {kpods.node_name(objs[name])}", ev
+        assert ev["involvedObject"].get("uid") == objs[name]["metadata"]["uid"], ev
     # the running pods were booked, not bound again
     assert "pre-a" not in {b["pod"] for b in cluster.bindings}
     # the invalid pod: a Warning Event and the condition, naming the field and the rule
