@@ -174,6 +174,8 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
             pass
         elapsed = time.perf_counter() - started
         cpu = {name: _cpu_seconds(proc.pid) for name, proc in plane.procs.items()}
+        for server in plane.servers:  # the log shares the cores too (not counted as a service)
+            cpu["nats-server"] = round(cpu.get("nats-server", 0.0) + _cpu_seconds(server.pid or 0), 1)
         reads = await _delivered(plane.url, plane.creds("admin"))
         dump = Path(f"{args.dump_log}-{shape}-{mode}.jsonl") if args.dump_log else work / "log.jsonl"
         done = await asyncio.to_thread(subprocess.run, [  # the log with its timestamps
