@@ -294,7 +294,7 @@ class Binder:
                 await status.write_event(self.kube, about, "Normal", "Scheduled",
                                          f"Successfully assigned {ns}/{pod} to {node}", self.clock())  # fmt: skip
                 self.stats.announced += 1
-            except KubeError as exc:
+            except Exception as exc:  # any failure: a writer that ended would end them all, one by one
                 self.stats.unannounced += 1
                 log.debug("Scheduled event for %s/%s not written: %s", ns, pod, exc)
 
