@@ -299,16 +299,15 @@ async def _size(args: argparse.Namespace) -> list[dict[str, Any]]:
             else:
                 proc, kubeconfig = await asyncio.to_thread(_emulator, work)
             args.emulator_pid = proc.pid if proc else 0
+            row: dict[str, Any] | None = None
             try:
                 row = await run_one(args, shape, mode, kubeconfig, work)
-                if proc is not None:  # it writes what it served as it stops
-                    proc.terminate()
-                    proc.wait(30)
-                    row["api_per_pod"] = _api_per_pod(work / "requests.json", row["bound"])
             finally:
-                if proc is not None and proc.poll() is None:
+                if proc is not None:
                     proc.terminate()
                     proc.wait(30)
+                    if row is not None:  # it wrote what it served as it stopped
+                        row["api_per_pod"] = _api_per_pod(work / "requests.json", row["bound"])
                 shutil.rmtree(work, ignore_errors=True)
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -70,10 +70,10 @@ def run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
 async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
     import aiohttp
 
-    from services.kube.client import Kube, KubeError, Limits
+    from services.kube.client import Kube, KubeError, Limits, agent_of
 
     try:
-        kube = await Kube.connect(kubeconfig, Limits(qps=0), agent="tessera-cli")
+        kube = await Kube.connect(kubeconfig, Limits(qps=0), agent=agent_of("cli"))
     except KubeError as exc:
         raise Unreachable(f"cannot use kubeconfig {kubeconfig}: {exc.body or exc}") from None
     except (OSError, ValueError) as exc:  # a missing file, a file that is no kubeconfig

@@ -40,6 +40,11 @@ USER_AGENT = "tessera"
 T = TypeVar("T")
 
 
+def agent_of(part: str) -> str:
+    """The User-Agent of one part of Tessera: `tessera-allocator`, `tessera-cli`…"""
+    return f"{USER_AGENT}-{part}" if part else USER_AGENT
+
+
 class KubeError(Exception):
     """A non-2xx answer: `status` (409 conflict, 404 gone, 410 expired…) and the API's message."""
 
@@ -131,8 +136,8 @@ class Kube:
 
     def __init__(self, cfg: Configuration, limits: Limits | None = None, agent: str = USER_AGENT) -> None:
         self.limits = limits or Limits()
-        # The API server's audit log, its priority-and-fairness flow schemas and `kubectl get
-        # --raw /metrics` tell clients apart by it: one per service, as kube-scheduler names itself
+        # the API server's audit log and request logs tell clients apart by it: one per service
+        # (`agent_of`), as kube-scheduler names itself
         self.agent = agent
         cfg.connection_pool_maxsize = self.limits.connections
         self.api = ApiClient(configuration=cfg)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contracts.permissions import USERS
-from services.kube.client import Kube, KubeError
+from services.kube.client import Kube, KubeError, agent_of
 from services.runtime.natsauth import generate_tls, new_password, readable_password
 
 #: the cluster routes' user (nats.conf `cluster.authorization`): a server joins only with it
@@ -105,7 +105,7 @@ async def ensure_tls(kube: Kube, namespace: str, name: str, dns: Sequence[str], 
 
 
 async def ensure_secrets(args: argparse.Namespace) -> list[str]:
-    kube = await Kube.connect(args.kubeconfig, agent="tessera-natssecrets")
+    kube = await Kube.connect(args.kubeconfig, agent=agent_of("natssecrets"))
     done = []
     try:
         if args.users_secret:

@@ -172,10 +172,9 @@ async def connect_kube(args: argparse.Namespace, name: str = "") -> object | Non
     naming the service in its User-Agent (`tessera-scheduler`…)."""
     if not (args.kubeconfig or args.in_cluster):
         return None
-    from services.kube.client import USER_AGENT, Kube, Limits
+    from services.kube.client import Kube, Limits, agent_of
 
-    agent = f"{USER_AGENT}-{name}" if name else USER_AGENT
-    return await Kube.connect(args.kubeconfig, Limits(qps=args.kube_qps, burst=args.kube_burst), agent)
+    return await Kube.connect(args.kubeconfig, Limits(qps=args.kube_qps, burst=args.kube_burst), agent_of(name))
 
 
 async def run_service(

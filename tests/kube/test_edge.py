@@ -70,7 +70,7 @@ async def test_pods_and_nodes_in_bindings_with_hami_annotations_out(cluster: Clu
         per_pod = collections.Counter(b["pod"] for b in cluster.bindings)
         assert {n: c for n, c in per_pod.items() if c != 1} == {}
         assert set(per_pod) == names
-        # each service names itself to the API server (its audit log, priority and fairness)
+        # each service names itself to the API server (its audit log and request logs)
         agents = {agent for agent, _verb, _what in cluster.requests if agent.startswith("tessera")}
         assert {f"tessera-{s}" for s in ("admission", "allocator", "queue", "nodeagent")} <= agents, agents
         binders = {agent for agent, verb, what in cluster.requests if what == "pods/binding"}

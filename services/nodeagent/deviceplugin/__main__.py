@@ -20,7 +20,7 @@ from pathlib import Path
 
 from services.core.devices.catalogue import default_catalogue
 from services.core.devices.nodeconfig import NodeConfigError
-from services.kube.client import Kube, Limits
+from services.kube.client import Kube, Limits, agent_of
 from services.nodeagent.deviceplugin.allocate import HostPaths
 from services.nodeagent.deviceplugin.node import REPORT_EVERY, NodeSide
 from services.nodeagent.deviceplugin.server import DEFAULT_DIR, PluginServers
@@ -55,7 +55,7 @@ async def serve(args: argparse.Namespace) -> int:
     config = read_node_config(args.node_config).get(args.node)
     discovery = Discovery(args.node, catalogue, fixture=args.discovery_fixture, npu_smi=args.npu_smi,
                           nvidia_smi=args.nvidia_smi, node_config=config, hami_vnpu_core=args.hami_vnpu_core)  # fmt: skip
-    kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20), agent="tessera-deviceplugin")
+    kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20), agent=agent_of("deviceplugin"))
     side = NodeSide(kube, discovery, catalogue=catalogue, paths=HostPaths())
     servers = PluginServers(side, args.device_plugin_dir)
     stopping = asyncio.Event()
