@@ -318,6 +318,17 @@ class NodeUsage(Event, frozen=True, tag="NodeUsage"):
     others: tuple[OtherPods, ...] = ()  # the same pods by labels and terms (sorted, grouped)
 
 
+class NodesListed(Event, frozen=True, tag="NodesListed"):
+    """A node agent has registered every node of its first full listing of the cluster (with
+    what other schedulers' pods hold there, which goes before each node): from here the log's
+    inventory is the cluster's, as kube-scheduler's is once its informers have synced. Before
+    it, a session would judge pods against the nodes registered so far and tell the rest "no
+    node fits" seconds before placing them; the scheduler waits for it (`--await-inventory`)."""
+
+    agent: str
+    nodes: int  # how many nodes the listing registered (or found registered already)
+
+
 # --- card aggregate (the per-card slice ledger) ------------------------------------------------
 
 
@@ -459,6 +470,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     NodeRegistered,
     NodeUsage,
     NodeLost,
+    NodesListed,
     CardRegistered,
     SliceReserved,
     SliceReleased,

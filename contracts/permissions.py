@@ -33,7 +33,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
     "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
     "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
     "allocator": ("card", "job", "vol"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed; ClaimChanged…
-    "nodeagent": ("node", "job", "use"),  # NodeRegistered/Lost, TaskStarted/Finished, NodeUsage
+    "nodeagent": ("node", "job", "use", "inv"),  # NodeRegistered/Lost, TaskStarted/Finished, NodeUsage, NodesListed
 }
 #: Request/reply endpoints each service serves (`<root>.api.<service>.*`).
 SERVES = frozenset({"admission", "queue", "allocator"})

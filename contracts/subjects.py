@@ -122,6 +122,13 @@ class Subjects:
     def all_hypernodes(self) -> str:
         return f"{self.root}.ev.topo.>"
 
+    def inventory(self, agent: str) -> str:
+        """A node agent's `NodesListed`: where the log's node inventory became the cluster's."""
+        return f"{self.root}.ev.inv.{escape(agent)}"
+
+    def all_inventory(self) -> str:
+        return f"{self.root}.ev.inv.>"
+
     def scheduler(self, name: str) -> str:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
@@ -163,6 +170,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.JobSubmitted,), lambda s, e: s.job(e.spec.namespace, e.spec.name)),
         ((ev.NodeRegistered, ev.NodeLost), lambda s, e: s.node(e.node)),
         ((ev.NodeUsage,), lambda s, e: s.usage(e.node)),
+        ((ev.NodesListed,), lambda s, e: s.inventory(e.agent)),
         ((ev.QuotaChanged, ev.QuotaDeleted), lambda s, e: s.quota(e.namespace, e.name)),
         ((ev.ClaimChanged,), lambda s, e: s.storage("pvc", e.name, e.namespace)),
         ((ev.VolumeChanged,), lambda s, e: s.storage("pv", e.name)),

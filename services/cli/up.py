@@ -136,6 +136,8 @@ class ControlPlane:
             args += ["--inventory", self.inventory]
         if name == "scheduler" and self.scheduler_conf:
             args += ["--scheduler-conf", self.scheduler_conf]
+        if name == "scheduler" and "nodeagent" in self.names():  # its listing says the nodes are in
+            args += ["--await-inventory"]
         if self.device_config and name in ("admission", "scheduler", "nodeagent", "allocator"):
             args += ["--device-config", self.device_config]
         return args

@@ -33,6 +33,7 @@ from contracts.events import (
     JobSubmitted,
     NodeLost,
     NodeRegistered,
+    NodesListed,
     NodeUsage,
     OtherPods,
     PlacementCommitted,
@@ -50,7 +51,7 @@ from services.kube import nodes, pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Outgoing, Received, replay_decoded
+from services.runtime.service import EventService, Outgoing, Received, listing_owed, replay_decoded
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ class KubeNodeAgent:
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
         self.node_seq: dict[str, int] = {}  # the node subject's last sequence, as last seen
+        self.node_writes = 0  # node events this process appended (see `_listed`)
+        self.listing_done = asyncio.Event()  # the first listing is handled (and announced if owed)
         #: node -> (ns, pod) -> what each pod of another scheduler bound there requests
         self.foreign: dict[str, dict[tuple[str, str], dict[str, int]]] = {}
         #: node -> (ns, pod) -> its namespace, labels and affinity terms (NodeUsage.others)
@@ -197,6 +200,7 @@ class KubeNodeAgent:
             mid = f"kube-node:{event.node}:{after}:{content_id('Node', body)}"
             result = await self.service.publish(Outgoing(subject, event, after, mid))
             if not isinstance(result, Conflict):
+                self.node_writes += 1
                 self.node_last[event.node] = event
                 self.node_seq[event.node] = getattr(result, "seq", 0) or after
                 return
@@ -226,6 +230,24 @@ class KubeNodeAgent:
             # without it (the pods were listed before any node is reported)
             await self._append_usage(name)
             await self._append_node(view.registered)
+
+    async def _listed(self) -> bool:
+        """Say in the log that every node of the first listing is registered (`NodesListed`):
+        the scheduler holds its sessions until then. Once per start, unless the log has one and
+        this listing changed no node (a restart that found them all as they were); False if
+        the append failed."""
+        registered = sum(isinstance(e, NodeRegistered) for e in self.node_last.values())
+        event = NodesListed(agent=self.service.name, nodes=registered)
+        try:
+            if not await listing_owed(self.log, self.node_writes):
+                return True
+            await self.service.publish(Outgoing(self.subjects.inventory(event.agent), event,
+                                                msg_id=f"kube-node:listed:{registered}:{self.node_writes}"))
+        except Exception:
+            log.exception("NodesListed not appended (the scheduler waits its hold out)")
+            return False
+        log.info("listed the cluster: %d nodes registered", registered)
+        return True
 
     # --- pods ----------------------------------------------------------------------------------
 
@@ -320,8 +342,12 @@ class KubeNodeAgent:
 
     async def _nodes_loop(self) -> None:
         await self.pods_listed.wait()  # a node's running pods are known before it registers
+        listed = False
         async for ch in Reflector(self.kube, nodes_path()).changes():
-            if ch.kind != "synced":
+            if ch.kind == "synced" and not listed:
+                listed = await self._listed()
+                self.listing_done.set()
+            elif ch.kind != "synced":
                 try:
                     await self.on_node(ch.kind, ch.obj)
                 except Exception:

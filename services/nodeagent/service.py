@@ -32,6 +32,7 @@ from contracts.events import (
     JobUpdated,
     NodeLost,
     NodeRegistered,
+    NodesListed,
     PlacementCommitted,
     TaskFinished,
     TaskStarted,
@@ -52,6 +53,7 @@ from services.runtime.service import (
     TransientError,
     chain,
     decode_stored,
+    listing_owed,
 )
 from services.runtime.snapshot import Retention, Snapshots
 from services.runtime.waits import within
@@ -140,8 +142,10 @@ class NodeAgent:
 
     async def recover(self) -> None:
         """Register, rebuild, report what is owed, then start the timer and heartbeats."""
-        for node in self.nodes.values():
-            await self.register(node)
+        wrote = [await self.register(node) for node in self.nodes.values()]
+        listed = NodesListed(agent=self.service.name, nodes=len(self.nodes))  # the scheduler waits for it
+        if await listing_owed(self.log, sum(wrote)):
+            await self.service.publish(Outgoing(self.subjects.inventory(listed.agent), listed))
         await self._rebuild()
         if self.monitor is not None:
             await self.monitor.recover()

@@ -32,13 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--lease-ttl", type=float, default=float(os.environ.get("TESSERA_LEASE_TTL", "2")),
                         help="seconds a killed leader's lease outlives it (replicas take over after)")  # fmt: skip
+    parser.add_argument("--await-inventory", action="store_true",
+                        help="no session before a node agent's NodesListed is in the log (deployed with one)")
     args = parser.parse_args(argv)
     conf_text = config_file("--scheduler-conf", args.scheduler_conf, _valid(parse_conf)) if args.scheduler_conf else ""
     # the scheduler fits on the same catalogue admission parses with
     device_text = config_file("--device-config", args.device_config, _valid(load_catalogue)) if args.device_config else ""
     config = configured(conf_text, device_text)  # recorded in the log for `replay --verify`
     return eventloop.run(
-        run_service("scheduler", args, lambda log: Scheduler(log, config, args.period, lease=lease_of(log, args)))
+        run_service("scheduler", args, lambda log: Scheduler(log, config, args.period, lease=lease_of(log, args),
+                                                          await_inventory=args.await_inventory))
     )
 
 

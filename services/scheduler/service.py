@@ -23,6 +23,7 @@ from contracts.events import (
     ALL_EVENTS,
     CardRegistered,
     NodeRegistered,
+    NodesListed,
     PlacementProposed,
     SchedulerConfigured,
 )
@@ -50,8 +51,12 @@ tracer = trace.get_tracer("tessera.scheduler")
 #: opened in the middle of one judges the pods on the nodes registered so far and tells the
 #: rest "no node has a free Ascend910B3" — a status and a Warning per pod, seconds before they
 #: are placed (issue 29: 500 such verdicts at every cold start of 500 nodes). Like
-#: kube-scheduler waiting for its informers to sync, a session waits until registrations have
-#: been quiet this long…
+#: kube-scheduler waiting for its informers to sync, a scheduler deployed with a node agent
+#: (`await_inventory`) opens no session before the agent's `NodesListed` is in the log…
+INVENTORY_HOLD = 30.0
+#: …(at most this long: a cluster without an agent still gets its pods judged). Without an agent
+#: (nodes appended by other means) a session waits until registrations have been quiet this
+#: long…
 REGISTRATION_QUIET = 0.3
 #: …but is never held longer than this (registrations that never stop must not stop sessions)
 REGISTRATION_HOLD = 3.0
@@ -69,6 +74,7 @@ class Scheduler:
         debounce: float = 0.05,
         lease: Lease | None = None,
         registration_quiet: float = REGISTRATION_QUIET,
+        await_inventory: bool = False,
     ) -> None:
         self.log = event_log
         self.subjects = event_log.subjects
@@ -92,7 +98,13 @@ class Scheduler:
         self.uncertain: list[str] = []
         self._dirty = asyncio.Event()
         self._registered_at = -1e9  # loop time the last node or card registration was folded
+        self._inventory_deadline: float | None = None
         self.registration_quiet = registration_quiet
+        self.await_inventory = await_inventory
+        #: set once the log holds a node agent's `NodesListed` (or we stopped waiting for one)
+        self.listed = asyncio.Event()
+        self.held_for_inventory = 0  # session triggers held while the inventory was incomplete
+        self.holding = asyncio.Event()  # set at the first of them (what a test can await)
         self.service = EventService(
             name="scheduler",
             log=event_log,
@@ -140,7 +152,31 @@ class Scheduler:
         self._fold(rx.message.seq, event)
         if isinstance(event, NodeRegistered | CardRegistered):
             self._registered_at = asyncio.get_running_loop().time()
+        elif isinstance(event, NodesListed):
+            self.listed.set()
         self._dirty.set()
+
+    async def _inventory_settled(self) -> None:
+        """Wait until the log's nodes are the cluster's: the node agent's listing when one is
+        deployed (INVENTORY_HOLD), else a quiet spell in registrations (REGISTRATION_QUIET)."""
+        if self.listed.is_set():
+            return  # later registrations are nodes joining one by one, as any scheduler sees them
+        if not self.await_inventory:
+            await self._registrations_settled()
+            return
+        self.held_for_inventory += 1
+        self.holding.set()
+        if self.held_for_inventory == 1:
+            log.info("no session until the node agent has listed the cluster (at most %.0f s)", INVENTORY_HOLD)
+        loop = asyncio.get_running_loop()
+        if self._inventory_deadline is None:
+            self._inventory_deadline = loop.time() + INVENTORY_HOLD
+        try:
+            await within(self.listed.wait(), max(self._inventory_deadline - loop.time(), 0.0))
+        except TimeoutError:
+            log.warning("no node agent listed the cluster within %.0f s: scheduling on the %d nodes "
+                        "registered", INVENTORY_HOLD, len(self.projection.nodes))  # fmt: skip
+            self.listed.set()
 
     async def _registrations_settled(self) -> None:
         """Wait while nodes are registering (see REGISTRATION_QUIET), at most REGISTRATION_HOLD s."""
@@ -162,6 +198,8 @@ class Scheduler:
         # from a snapshot plus the tail: jobs submitted before the snapshot start their
         # decisions' spans under the session (their JobSubmitted's trace is not re-read)
         self.view = await self.snapshots.recover(self.recovered_seq)
+        if await self.log.last_per_subject(self.subjects.all_inventory()):
+            self.listed.set()  # listed before we started (a restart): the log's nodes are complete
         self.service.follow_from = self.recovered_seq + 1
         await self._record_config()
         self._dirty.set()
@@ -227,7 +265,7 @@ class Scheduler:
                 await asyncio.sleep(max(self.debounce, took))
             except TimeoutError:
                 pass
-            await self._registrations_settled()
+            await self._inventory_settled()
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides

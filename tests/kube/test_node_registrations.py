@@ -5,7 +5,10 @@ read, decided again, and the registration still lands — once."""
 
 from __future__ import annotations
 
-from contracts.events import NodeLost, NodeRegistered
+import asyncio
+from collections.abc import AsyncIterator
+
+from contracts.events import NodeLost, NodeRegistered, NodesListed
 from contracts.registry import default_registry
 from services.kube.client import nodes_path
 from services.kube.nodesource import KubeNodeAgent
@@ -44,3 +47,68 @@ async def test_a_registration_lands_over_another_writers_message(cluster: Cluste
     assert await _node_events(log, "n1") == ["NodeRegistered", "NodeLost", "NodeRegistered"]
     last = await log.last(log.subjects.node("n1"))
     assert last is not None and isinstance(default_registry().decode("NodeRegistered", last.data), NodeRegistered)
+
+
+async def _types(log: JetStreamLog) -> AsyncIterator[str]:
+    async for m in log.replay(1):
+        yield m.headers["Tessera-Type"]
+
+
+async def _untainted(cluster: Cluster, names: list[str]) -> None:
+    """Until the node lifecycle controller has lifted the not-ready taint of these Ready nodes
+    (asynchronous on a real server): a node that changes mid-test is registered again."""
+
+    async def loop() -> None:
+        while True:
+            got = [await cluster.kube.get(nodes_path(n)) for n in names]
+            if not any((o.get("spec") or {}).get("taints") for o in got):
+                return
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(loop(), 20)
+
+
+async def _listed(log: JetStreamLog, count: int) -> list[tuple[int, str]]:
+    """The log's (sequence, type) once it holds `count` NodesListed (the agent's own signal)."""
+
+    async def loop() -> list[tuple[int, str]]:
+        while True:
+            got = [(m.seq, m.headers["Tessera-Type"]) async for m in log.replay(1)]
+            if sum(t == "NodesListed" for _, t in got) >= count:
+                return got
+            await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(loop(), 20)
+
+
+async def test_the_agent_says_when_its_listing_is_registered(cluster: Cluster, jetstream_log: JetStreamLog) -> None:
+    """`NodesListed` comes after every node of the first listing (the scheduler's first session
+    waits for it); a restart that finds every node as it was writes nothing, one that
+    registers a new node says so again."""
+    log = jetstream_log
+    for name in ("n1", "n2", "n3"):
+        await cluster.create_node(name)
+    await cluster.create_node("down", ready=False)  # listed, but not a place to schedule
+    for start, new in ((1, ""), (1, ""), (2, "n4")):
+        if new:
+            await cluster.create_node(new)
+        await _untainted(cluster, ["n1", "n2", "n3", new] if new else ["n1", "n2", "n3"])
+        agent = KubeNodeAgent(log, cluster.kube)
+        await agent.recover()
+        stopping = asyncio.Event()
+        task = asyncio.create_task(agent.background(stopping))
+        try:
+            got = await _listed(log, start)
+            await asyncio.wait_for(agent.listing_done.wait(), 20)
+        finally:
+            stopping.set()
+            await task  # it stops its own loops (cancelling it first would leave them running)
+        marks = [seq for seq, t in got if t == "NodesListed"]
+        assert len(marks) == start
+        registered = [seq for seq, t in got if t == "NodeRegistered"]
+        assert len(registered) == 2 + start and max(registered) < marks[-1]
+        last = await log.last(log.subjects.inventory("nodeagent"))
+        assert last is not None
+        said = default_registry().decode("NodesListed", last.data)
+        assert isinstance(said, NodesListed) and said.nodes == 2 + start
+    assert [t async for t in _types(log)].count("NodesListed") == 2  # the quiet restart wrote none

@@ -7,6 +7,7 @@ import asyncio
 from contracts.events import (
     JobSubmitted,
     JobUnschedulable,
+    NodesListed,
     PlacementCommitted,
     PlacementProposed,
     QueueCreated,
@@ -197,3 +198,66 @@ async def test_no_pod_is_judged_while_nodes_are_registering(event_log: EventLog)
         sessions.cancel()
         follow.cancel()
     assert not [e for e in events if isinstance(e, JobUnschedulable)]
+
+
+async def _first_proposal(event_log: EventLog) -> list:
+    async def proposed() -> list:
+        while True:
+            events = decoded([m async for m in event_log.replay()])
+            if any(isinstance(e, PlacementProposed) for e in events):
+                return events
+            await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(proposed(), 20)
+
+
+async def test_with_a_node_agent_no_session_opens_before_its_listing(event_log: EventLog) -> None:
+    """Deployed with a node agent, the scheduler holds every session until the agent's
+    `NodesListed` (kube-scheduler's informer sync): a gang that fits only once the last nodes
+    are in is never told "no node fits", however long the gap between two registrations."""
+    s = event_log.subjects
+    for q in ("root", "default"):
+        await put(event_log, s.queue(q), QueueCreated(spec=QueueSpec(name=q, parent="" if q == "root" else "root")))
+    await put(event_log, s.node("n0"), ascend_node("n0", cards=1))
+    last = await put(event_log, s.job("default", "wide"), JobSubmitted(spec=inference_job("wide", replicas=8)))
+    sched = Scheduler(event_log, period=0.05, debounce=0.01, registration_quiet=0.0, await_inventory=True)
+    await sched.recover()
+    assert not sched.listed.is_set()  # a fresh log: no agent has listed anything yet
+    follow = asyncio.create_task(sched.service.run(asyncio.Event()))
+    sessions = asyncio.create_task(sched.run_sessions(asyncio.Event()))
+    try:
+        # the job waits and a node is in, registrations are "quiet" (0 s): only the missing
+        # listing keeps the session from judging the gang on one node
+        await asyncio.wait_for(sched.holding.wait(), 20)
+        assert sched.view.seq >= last  # it knows the job and the node: only the listing holds it
+        assert sched.sessions == 0
+        await put(event_log, s.node("n1"), ascend_node("n1", cards=1))  # a card holds four of the eight
+        await put(event_log, s.inventory("nodeagent"), NodesListed(agent="nodeagent", nodes=2))
+        events = await _first_proposal(event_log)
+    finally:
+        sessions.cancel()
+        follow.cancel()
+    assert not [e for e in events if isinstance(e, JobUnschedulable)]
+    (proposal,) = [e for e in events if isinstance(e, PlacementProposed)]
+    assert {p.node for p in proposal.placements} == {"n0", "n1"}
+
+
+async def test_a_restarted_scheduler_finds_the_listing_in_the_log(event_log: EventLog) -> None:
+    """The agent listed the cluster before this scheduler started (a restart, a new leader):
+    the log says so and nothing is held."""
+    await seed(event_log)
+    s = event_log.subjects
+    await put(event_log, s.inventory("nodeagent"), NodesListed(agent="nodeagent", nodes=1))
+    await put(event_log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    sched = Scheduler(event_log, period=0.05, debounce=0.01, await_inventory=True)
+    await sched.recover()
+    assert sched.listed.is_set()
+    follow = asyncio.create_task(sched.service.run(asyncio.Event()))
+    sessions = asyncio.create_task(sched.run_sessions(asyncio.Event()))
+    try:
+        events = await _first_proposal(event_log)
+    finally:
+        sessions.cancel()
+        follow.cancel()
+    assert sched.held_for_inventory == 0
+    assert [e.name for e in events if isinstance(e, PlacementProposed)] == ["small"]
