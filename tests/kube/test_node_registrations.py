@@ -112,3 +112,36 @@ async def test_the_agent_says_when_its_listing_is_registered(cluster: Cluster, j
         said = default_registry().decode("NodesListed", last.data)
         assert isinstance(said, NodesListed) and said.nodes == 2 + start
     assert [t async for t in _types(log)].count("NodesListed") == 2  # the quiet restart wrote none
+
+
+async def test_a_listing_registers_in_one_pipeline_usage_first_and_conflicts_again(
+    cluster: Cluster, jetstream_log: JetStreamLog
+) -> None:
+    """The first listing's nodes go in pipelined appends: a node's NodeUsage (another
+    scheduler's pod there) lands right before its registration, and a node whose subject
+    another writer moved meanwhile is read and registered after that writer's message."""
+    from tests.kube.test_shared_cluster import cpu_pod
+
+    log = jetstream_log
+    for name in ("n1", "n2", "n3"):
+        await cluster.create_node(name)
+    await cluster.create_pod(cpu_pod("theirs", "10", scheduler="default-scheduler", node="n2"))
+    await _untainted(cluster, ["n1", "n2", "n3"])
+    agent = KubeNodeAgent(log, cluster.kube)
+    await agent.recover()  # the log is empty: it expects every node subject to be empty too
+    outsider = EventService("outsider", log, [], {})
+    await outsider.publish(Outgoing(log.subjects.node("n3"), NodeLost(node="n3", reason="elsewhere"), 0))
+    stopping = asyncio.Event()
+    task = asyncio.create_task(agent.background(stopping))
+    try:
+        await asyncio.wait_for(agent.listing_done.wait(), 20)
+    finally:
+        stopping.set()
+        await task
+    got = [(m.subject.rsplit(".", 2)[-2:], m.headers["Tessera-Type"]) async for m in log.replay(1)]
+    order = [(kind, subject[-1]) for subject, kind in got]
+    assert order.count(("NodeRegistered", "n1")) == 1 and order.count(("NodeRegistered", "n2")) == 1
+    assert order.index(("NodeUsage", "n2")) == order.index(("NodeRegistered", "n2")) - 1
+    assert order.index(("NodeLost", "n3")) < order.index(("NodeRegistered", "n3"))  # read, then written
+    assert order.count(("NodeRegistered", "n3")) == 1
+    assert order[-1] == ("NodesListed", "nodeagent")
