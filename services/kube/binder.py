@@ -53,6 +53,7 @@ from services.kube import pods, status, volcano
 from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.kube.storagesource import StorageSource
+from services.kube.taskindex import ByJob
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -119,7 +120,7 @@ class Binder:
         self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
         self.controlled: set[tuple[str, str]] = set()  # Volcano Jobs: the job controller makes their pods
         self._waits: dict[TaskKey, int] = {}
-        self.owed: dict[TaskKey, TaskPlacement] = {}
+        self.owed: ByJob[TaskPlacement] = ByJob()
         self.done: set[TaskKey] = set()  # bound, not yet started
         self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
         self.commit_seq: dict[TaskKey, int] = {}
@@ -157,7 +158,7 @@ class Binder:
                 }
                 if spec.kind == "Job":
                     self.controlled.add((spec.namespace, spec.name))
-                for key in [k for k in self.owed if k[:2] == (spec.namespace, spec.name)]:
+                for key in self.owed.of_job(spec.namespace, spec.name):
                     self._settle(key)  # a resubmitted job starts over
             case JobUpdated() if (event.namespace, event.name) in self.specs:
                 # the added pods' templates; a removed pod keeps its own until it is gone
@@ -176,7 +177,7 @@ class Binder:
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)
                 self.controlled.discard((event.namespace, event.name))
-                for key in [k for k in self.owed if k[:2] == (event.namespace, event.name)]:
+                for key in self.owed.of_job(event.namespace, event.name):
                     self._settle(key)
             case _:
                 pass

@@ -50,6 +50,7 @@ from services.core.workload.devicerequests import hami_parser
 from services.kube import nodes, pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
+from services.kube.taskindex import ByJob
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import EventService, Outgoing, Received, listing_owed, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -86,7 +87,7 @@ class KubeNodeAgent:
         self.catalogue = catalogue or default_catalogue()
         self.clock = clock
         self.registry = default_registry()
-        self.tasks: dict[tuple[str, str, str], tuple[str, int]] = {}  # -> (state, commit seq)
+        self.tasks: ByJob[tuple[str, int]] = ByJob()  # (ns, job, pod) -> (state, commit seq)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
@@ -132,8 +133,7 @@ class KubeNodeAgent:
             case JobDeleted() | JobSubmitted():
                 ns, name = (event.spec.namespace, event.spec.name) if isinstance(event, JobSubmitted) \
                     else (event.namespace, event.name)  # fmt: skip
-                for k in [k for k in self.tasks if k[:2] == (ns, name)]:
-                    del self.tasks[k]
+                self.tasks.forget_job(ns, name)
             case _:
                 pass
         return []
