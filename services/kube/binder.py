@@ -49,11 +49,11 @@ from contracts.workloads import TaskSpec
 from services.core.holdback import Unfitted
 from services.core.scheduling.snapshot import task_names
 from services.core.scheduling.storage import SELECTED_NODE
+from services.core.taskindex import ByJob
 from services.kube import pods, status, volcano
 from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.kube.storagesource import StorageSource
-from services.kube.taskindex import ByJob
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -120,7 +120,7 @@ class Binder:
         self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
         self.controlled: set[tuple[str, str]] = set()  # Volcano Jobs: the job controller makes their pods
         self._waits: dict[TaskKey, int] = {}
-        self.owed: ByJob[TaskPlacement] = ByJob()
+        self.owed: ByJob[TaskKey, TaskPlacement] = ByJob()
         self.done: set[TaskKey] = set()  # bound, not yet started
         self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
         self.commit_seq: dict[TaskKey, int] = {}

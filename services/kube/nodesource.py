@@ -45,12 +45,12 @@ from contracts.registry import default_registry
 from services.core.devices import build_vendors
 from services.core.devices.catalogue import Catalogue, default_catalogue
 from services.core.scheduling.snapshot import POD_DELETED
+from services.core.taskindex import ByJob
 from services.core.workload import admit
 from services.core.workload.devicerequests import hami_parser
 from services.kube import nodes, pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
-from services.kube.taskindex import ByJob
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import EventService, Outgoing, Received, listing_owed, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -87,7 +87,7 @@ class KubeNodeAgent:
         self.catalogue = catalogue or default_catalogue()
         self.clock = clock
         self.registry = default_registry()
-        self.tasks: ByJob[tuple[str, int]] = ByJob()  # (ns, job, pod) -> (state, commit seq)
+        self.tasks: ByJob[tuple[str, str, str], tuple[str, int]] = ByJob()  # (ns, job, pod) -> (state, commit seq)
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}

@@ -39,6 +39,7 @@ from contracts.workloads import JobSpec
 from services.core.retention import FinishedOrder, ended
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
+from services.core.taskindex import ByJob
 
 SUSPENDED = "suspended by user"
 #: TaskFinished reasons that are the system stopping a pod, not the pod failing.
@@ -66,14 +67,13 @@ class Flow:
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
     shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
-    task_seq: dict[tuple[str, str], int] = field(default_factory=dict)
+    task_seq: ByJob[tuple[str, str], int] = field(default_factory=lambda: ByJob(1))
     #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
     #: suspended job is not: it can be resumed)
     finished: FinishedOrder[str] = field(default_factory=FinishedOrder)
 
     def _forget_tasks(self, key: str) -> None:
-        for k in [k for k in self.task_seq if k[0] == key]:
-            del self.task_seq[k]
+        self.task_seq.forget_job(key)
 
     def _ended(self, key: str) -> None:
         for old in self.finished.finished(key):

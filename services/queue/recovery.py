@@ -13,6 +13,7 @@ from contracts.subjects import Subjects
 from contracts.workloads import JobSpec
 from services.core.retention import FinishedOrder
 from services.core.scheduling.projection_state import ProjectionState, projection_of, state_of
+from services.core.taskindex import ByJob
 from services.queue.flow import Flow
 from services.runtime.eventlog import StoredMessage
 from services.runtime.snapshot import shape_of
@@ -78,7 +79,7 @@ class QueueFold:
     def decode(self, data: bytes) -> QueueState:
         s = _DECODER.decode(data)
         flow = Flow(projection=projection_of(s.projection), retries=s.retries, suspended=s.suspended,
-                    submitted=set(s.submitted), restarting=set(s.restarting), task_seq=s.task_seq,
+                    submitted=set(s.submitted), restarting=set(s.restarting), task_seq=ByJob(1, s.task_seq),
                     finished=FinishedOrder(self.keep_finished, dict.fromkeys(s.finished)),
                     stopping={k: set(v) for k, v in s.stopping.items()}, shown=dict(s.shown),
                     ending={k: (v[0], v[1]) for k, v in s.ending.items()})  # fmt: skip
