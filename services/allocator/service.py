@@ -97,6 +97,9 @@ class Allocator:
         self.card_seq: dict[str, int] = {}
         self.specs: dict[str, CardSpec] = {}
         self.holdings: dict[str, set[str]] = defaultdict(set)
+        #: job prefix (`job_prefix`) → its owners in `holdings`: a job's deletion finds them
+        #: without walking every owner on every card (~1 ms at 10,000 running pods)
+        self.job_holders: dict[str, set[str]] = {}
         self.by_node: dict[str, set[str]] = defaultdict(set)  # node -> its cards' uuids
         self.answers = Answers()
         self.node_seq: dict[str, int] = {}  # node -> sequence of its newest NodeRegistered
@@ -149,8 +152,14 @@ class Allocator:
             self.holdings[owner].discard(card)
             if not self.holdings[owner]:
                 del self.holdings[owner]
+                job = self.job_holders.get(_job_of(owner))
+                if job is not None:
+                    job.discard(owner)
+                    if not job:
+                        del self.job_holders[_job_of(owner)]
         for owner in after - before:
             self.holdings[owner].add(card)
+            self.job_holders.setdefault(_job_of(owner), set()).add(owner)
 
     def _apply(self, card: str, event: Event, seq: int) -> None:
         if seq <= self.card_seq.get(card, 0):
@@ -636,8 +645,8 @@ class Allocator:
         await self._seen_up_to(seq)
         self.answers.apply(seq, event)
         prefix = job_prefix(ns, name)
-        owners = {o for o in self.holdings if o.startswith(prefix)
-                  and self.answers.release_applies(ns, name, parse_owner(o)[2], seq)}  # fmt: skip
+        owners = {o for o in self.job_holders.get(prefix, ())
+                  if self.answers.release_applies(ns, name, parse_owner(o)[2], seq)}  # fmt: skip
         await self._release(owners, "job deleted", rx)
 
     # --- queries -------------------------------------------------------------------------------
@@ -688,3 +697,8 @@ class Allocator:
             with contextlib.suppress(Exception):
                 await self._seen_up_to(await self.log.last_sequence() + 1, timeout=3.0)
         return msgspec.json.encode(self.card_records())
+
+
+def _job_of(owner: str) -> str:
+    """The `job_prefix` of an owner key (its task is the part after the last `/`)."""
+    return owner[: owner.rfind("/") + 1]

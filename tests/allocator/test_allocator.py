@@ -122,3 +122,26 @@ async def test_a_proposal_superseded_by_an_answered_one_is_rejected_not_committe
     assert [r.proposal_seq for r in rejected] == [p2, p1]
     assert "answered after it" in rejected[-1].reason
     assert all(c.usage.slices_used == 0 for c in alloc.cards.values())
+
+
+async def test_a_deleted_job_releases_its_own_slices_and_no_other_jobs(event_log: EventLog) -> None:
+    """Two jobs share a card: deleting one releases exactly its owners (found by the job
+    index, kept in step with every card's owners), the other keeps its slices."""
+    s = event_log.subjects
+    alloc = Allocator(event_log)
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    await put(event_log, s.job("default", "inf"), proposal("inf", "n1", [0, 0, 1], VIR05))
+    await put(event_log, s.job("default", "inf2"), proposal("inf2", "n1", [1, 1], VIR05))
+    await drain(alloc)
+
+    def by_job() -> dict[str, set[str]]:
+        grouped: dict[str, set[str]] = {}
+        for owner in alloc.holdings:
+            grouped.setdefault(owner.rsplit("/", 1)[0] + "/", set()).add(owner)
+        return grouped
+
+    assert alloc.job_holders == by_job() and set(by_job()) == {"default/inf/", "default/inf2/"}
+    await put(event_log, s.job("default", "inf"), JobDeleted(namespace="default", name="inf"))
+    await drain(alloc)
+    assert alloc.job_holders == by_job() == {"default/inf2/": {"default/inf2/worker-0", "default/inf2/worker-1"}}
+    assert sorted(alloc.holdings) == ["default/inf2/worker-0", "default/inf2/worker-1"]
