@@ -281,7 +281,8 @@ class ServerRules:
     """What a real API server does that kmock does not, where Tessera depends on it (README
     "What the tests model"): resourceVersions and 409 on a stale one, delete preconditions,
     graceful deletion of bound pods (deletionTimestamp until the kubelet confirms), the
-    not-ready taint on new Nodes (lifted once Ready), field and label selectors."""
+    not-ready taint on new Nodes (lifted once Ready), field and label selectors (an object
+    that starts or stops matching a watch's is ADDED or DELETED for it)."""
 
     rv: int = 0
     graceful: bool = True
@@ -313,6 +314,13 @@ def _conflict(message: str) -> Exception:
 
 
 HISTORY = 200_000  # events a watch from a resourceVersion can be replayed from, per resource
+#: the object as it was before an event (the bus's own copy): what a selector matched before
+PREV = "_tessera_prev"
+
+
+def _key_of(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _recording_bus() -> type:
@@ -324,9 +332,19 @@ def _recording_bus() -> type:
     class RecordingBus(aiobus.Bus):  # type: ignore[type-arg, misc]
         history: collections.deque[tuple[int, Any]] = attrs.field(factory=lambda: collections.deque(maxlen=HISTORY))
         forgotten: int = 0  # the newest resourceVersion no longer in `history`
+        #: each object as the last event left it, copied (stored objects change in place)
+        last: dict[tuple[str, str], Any] = attrs.field(factory=dict)
 
         async def put(self, *items: Any) -> None:
             for item in items:
+                obj = item.get("object") if isinstance(item, dict) else None
+                if isinstance(obj, dict) and item.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    key = _key_of(obj)
+                    item[PREV] = self.last.get(key)
+                    if item["type"] == "DELETED":
+                        self.last.pop(key, None)
+                    else:
+                        self.last[key] = json.loads(json.dumps(obj))
                 if len(self.history) == self.history.maxlen:
                     self.forgotten = self.history[0][0]
                 rv = str(((item.get("object") or {}).get("metadata") or {}).get("resourceVersion") or "0")
@@ -484,9 +502,10 @@ def emulator() -> Any:
             since = int(str((request.params or {}).get("resourceVersion") or "0") or 0)
             if since <= 0:  # "0" or none: the current state first, as kmock does
                 async for ev in super()._serve_watch(request):
-                    if isinstance(ev, dict) and not self._selected(request, ev.get("object") or {}):
-                        continue
-                    yield ev
+                    if not isinstance(ev, dict):
+                        yield ev
+                    elif (seen := self._as_seen(request, ev)) is not None:
+                        yield seen
                 return
             yield b""  # the headers go out now (kmock's own first chunk)
             bus = self._buses[request.resource]
@@ -503,19 +522,41 @@ def emulator() -> Any:
                                                        "message": f"too old resource version: {since}"}}  # fmt: skip
                     return
                 for ev in past:
-                    if self._watched(request, ev):
-                        yield ev
+                    if (seen := self._as_seen(request, ev)) is not None:
+                        yield seen
                 async for ev in bus.stream(since=marker):
-                    if self._watched(request, ev):
-                        yield ev
+                    if (seen := self._as_seen(request, ev)) is not None:
+                        yield seen
             finally:
                 await bus.unmark(marker)
 
-        def _watched(self, request: Any, ev: dict[str, Any]) -> bool:
-            meta = (ev.get("object") or {}).get("metadata") or {}
+        def _watched(self, request: Any, obj: dict[str, Any] | None) -> bool:
+            if not obj:
+                return False
+            meta = obj.get("metadata") or {}
             check = self._KubernetesEmulator__check  # kmock's own namespace/name match
             return bool(check(request, request.resource, meta.get("namespace"), meta.get("name"), strict=False)) \
-                and self._selected(request, ev.get("object") or {})  # fmt: skip
+                and self._selected(request, obj)  # fmt: skip
+
+        def _as_seen(self, request: Any, ev: dict[str, Any]) -> dict[str, Any] | None:
+            """The event as this watch's selectors see it (the API server's watch cache): an
+            object that starts to match is ADDED, one that stops matching is DELETED with its
+            previous content at the event's resourceVersion, one that matched neither before
+            nor after is not sent."""
+            kind, obj, prev = ev.get("type"), ev.get("object") or {}, ev.get(PREV)
+            public = {k: v for k, v in ev.items() if k != PREV}
+            if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                return public
+            if kind == "DELETED":
+                return public if self._watched(request, obj) else None
+            now, before = self._watched(request, obj), kind == "MODIFIED" and self._watched(request, prev)
+            if now:
+                return {**public, "type": "MODIFIED" if before else "ADDED"}
+            if before:
+                gone = json.loads(json.dumps(prev))
+                gone.setdefault("metadata", {})["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion")
+                return {**public, "type": "DELETED", "object": gone}
+            return None
 
     km = Emulator()
     object.__setattr__(km, "_requests", collections.deque(maxlen=256))

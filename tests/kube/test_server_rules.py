@@ -4,7 +4,8 @@ a real API server where one is given (issue 28): code written to kmock's lenienc
 Graceful deletion (a bound pod keeps a deletionTimestamp until the kubelet confirms), 409 on a
 stale resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
 not-ready taint on a new Node (lifted once it is Ready), bindings refused for gated or deleting
-pods, and the field selectors Tessera's watches use."""
+pods, and the field and label selectors Tessera's watches use (an object that comes to match or
+stops matching one is ADDED or DELETED for that watch)."""
 
 from __future__ import annotations
 
@@ -205,3 +206,41 @@ async def test_a_watch_from_a_listed_version_sends_what_happened_after_it(cluste
         if ("ADDED", "new") in seen:
             break
     assert seen[:2] == [("DELETED", "gone"), ("ADDED", "new")], seen
+
+
+async def _watch_until(cluster: Cluster, query: dict[str, str], last: tuple[str, str]) -> list[tuple[str, str, str]]:
+    """(type, pod, its `app` label) of each event of a pods watch, up to `last` (type, pod)."""
+    seen: list[tuple[str, str, str]] = []
+    async for ev in cluster.kube.watch(pods_path("default"), query, read_timeout=10):
+        meta = ev["object"]["metadata"]
+        seen.append((ev["type"], meta["name"], (meta.get("labels") or {}).get("app", "")))
+        if seen[-1][:2] == last:
+            break
+    return seen
+
+
+async def test_an_object_that_starts_or_stops_matching_a_watch_is_added_or_deleted(cluster: Cluster) -> None:
+    """A watch with a selector sees an object that comes to match as ADDED and one that stops
+    matching as DELETED (its last matching content), as the API server's watch cache sends
+    them: a Volcano Job's pod whose job label is taken off is gone for the job controller's
+    label-selected watch, and a pod bound to a node is new to a `spec.nodeName!=` watch."""
+    await cluster.create_node("n1")
+    made = await cluster.create_pod({**pod("p"), "metadata": {"name": "p", "labels": {"app": "a"}}})
+    since = made["metadata"]["resourceVersion"]
+    await cluster.kube.patch(pods_path("default", "p"), {"metadata": {"labels": {"app": "b"}}})
+    await cluster.kube.patch(pods_path("default", "p"), {"metadata": {"labels": {"app": "a", "x": "1"}}})
+    await cluster.kube.patch(pods_path("default", "p"), {"metadata": {"labels": {"x": "2"}}})
+    await cluster.create_pod({**pod("end"), "metadata": {"name": "end", "labels": {"app": "a"}}})
+    query = {"resourceVersion": since, "timeoutSeconds": "5", "labelSelector": "app=a"}
+    seen = await _watch_until(cluster, query, ("ADDED", "end"))
+    assert seen == [("DELETED", "p", "a"), ("ADDED", "p", "a"), ("MODIFIED", "p", "a"), ("ADDED", "end", "a")], seen
+
+    await cluster.create_pod(pod("free"))
+    listed = await cluster.kube.get(pods_path(), fieldSelector="spec.nodeName!=")
+    assert [p["metadata"]["name"] for p in listed["items"]] == []
+    await bind(cluster, "free", "n1")
+    await cluster.create_pod({**pod("last", nodeName="n1")})
+    query = {"resourceVersion": listed["metadata"]["resourceVersion"], "timeoutSeconds": "5",
+             "fieldSelector": "spec.nodeName!="}  # fmt: skip
+    seen = await _watch_until(cluster, query, ("ADDED", "last"))
+    assert [s[:2] for s in seen] == [("ADDED", "free"), ("ADDED", "last")], seen
