@@ -208,6 +208,7 @@ class SchedulerView:
         if tasks is None:
             return
         assumed = self.assumed_tasks[key] = set()
+        self.projection.touch(key)
         for p in event.placements:
             if p.task not in tasks or tasks[p.task].status != st.PENDING:
                 continue
@@ -265,6 +266,7 @@ class SchedulerView:
         for card, owner in self._settled(namespace, name):
             self._card_usage(card, ledger.ReleaseSlice(owner=owner, reason="rejected"))
         tasks = self.projection.tasks.get(key, {})
+        self.projection.touch(key)
         for pod in assumed:
             t = tasks.get(pod)
             if t is not None and t.status == st.BOUND:
