@@ -221,11 +221,13 @@ class ClusterProjection:
         at = getattr(event, "at", None)
         if isinstance(at, float) and at > self.now:
             self.now = at
-        if self._unchecked is not None:  # whatever names a job (others' names are dropped unread)
+        if (unchecked := self._unchecked) is not None:  # whatever names a job (others' are dropped unread)
             if (name := getattr(event, "name", None)) is not None:
-                self._unchecked.add(f"{getattr(event, 'namespace', '')}/{name}")
+                unchecked.add(f"{getattr(event, 'namespace', '')}/{name}")
             elif isinstance(spec := getattr(event, "spec", None), JobSpec):
-                self._unchecked.add(f"{spec.namespace}/{spec.name}")
+                unchecked.add(f"{spec.namespace}/{spec.name}")
+            if len(unchecked) > 2 * len(self.jobs) + 1024:  # not asked for long (a standby replica)
+                self._unchecked = None  # every job at the next question, as a restored projection
         match event:
             case NodeRegistered():
                 self.nodes[event.node] = NodeSnap(
