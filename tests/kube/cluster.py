@@ -318,6 +318,21 @@ HISTORY = 200_000  # events a watch from a resourceVersion can be replayed from,
 PREV = "_tessera_prev"
 
 
+def _prev_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a selector reads of an object, copied as it is now (stored objects change in
+    place): the top level, metadata with its labels and annotations, spec and status one level
+    deep. A deep copy of every object at every change cost the emulator ~10 % more CPU."""
+    meta = dict(obj.get("metadata") or {})
+    for k in ("labels", "annotations"):
+        if isinstance(meta.get(k), dict):
+            meta[k] = dict(meta[k])
+    out = {**obj, "metadata": meta}
+    for k in ("spec", "status"):
+        if isinstance(obj.get(k), dict):
+            out[k] = dict(obj[k])
+    return out
+
+
 def _key_of(obj: dict[str, Any]) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -344,7 +359,7 @@ def _recording_bus() -> type:
                     if item["type"] == "DELETED":
                         self.last.pop(key, None)
                     else:
-                        self.last[key] = json.loads(json.dumps(obj))
+                        self.last[key] = _prev_copy(obj)
                 if len(self.history) == self.history.maxlen:
                     self.forgotten = self.history[0][0]
                 rv = str(((item.get("object") or {}).get("metadata") or {}).get("resourceVersion") or "0")
@@ -553,7 +568,7 @@ def emulator() -> Any:
             if now:
                 return {**public, "type": "MODIFIED" if before else "ADDED"}
             if before:
-                gone = json.loads(json.dumps(prev))
+                gone = _prev_copy(prev)
                 gone.setdefault("metadata", {})["resourceVersion"] = (obj.get("metadata") or {}).get("resourceVersion")
                 return {**public, "type": "DELETED", "object": gone}
             return None
