@@ -168,6 +168,18 @@ async def test_a_session_exports_volcanos_queue_and_job_metrics(event_log: Event
     assert got[("volcano_queue_allocated_scalar_resources", (*q, ("resource", "huawei.com/Ascend910B3")))] > 0
 
 
+async def _first_proposal(event_log: EventLog) -> list:
+    """The log once it holds a PlacementProposed (polled: nothing announces it)."""
+    async def proposed() -> list:
+        while True:
+            events = decoded([m async for m in event_log.replay()])
+            if any(isinstance(e, PlacementProposed) for e in events):
+                return events
+            await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(proposed(), 20)
+
+
 async def test_no_pod_is_judged_while_nodes_are_registering(event_log: EventLog) -> None:
     """Nodes register one after another (the node agent listing the cluster): a session in the
     middle of that told the pods that fit only on the last nodes "no node has a free card" —
@@ -185,30 +197,11 @@ async def test_no_pod_is_judged_while_nodes_are_registering(event_log: EventLog)
         for i in range(4):  # a card holds four 16 GB pods: the 8 fit once two nodes are in
             await put(event_log, s.node(f"n{i}"), ascend_node(f"n{i}", cards=1))
             await asyncio.sleep(0.05)  # the gaps between registrations, far below `quiet`
-
-        async def proposed() -> list:
-            while True:
-                events = decoded([m async for m in event_log.replay()])
-                if any(isinstance(e, PlacementProposed) for e in events):
-                    return events
-                await asyncio.sleep(0.05)
-
-        events = await asyncio.wait_for(proposed(), 20)
+        events = await _first_proposal(event_log)
     finally:
         sessions.cancel()
         follow.cancel()
     assert not [e for e in events if isinstance(e, JobUnschedulable)]
-
-
-async def _first_proposal(event_log: EventLog) -> list:
-    async def proposed() -> list:
-        while True:
-            events = decoded([m async for m in event_log.replay()])
-            if any(isinstance(e, PlacementProposed) for e in events):
-                return events
-            await asyncio.sleep(0.05)
-
-    return await asyncio.wait_for(proposed(), 20)
 
 
 async def test_with_a_node_agent_no_session_opens_before_its_listing(event_log: EventLog) -> None:
