@@ -51,8 +51,9 @@ from services.core.workload.devicerequests import hami_parser
 from services.kube import nodes, pods, volcano
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.kube.listwatch import Reflector
+from services.nodeagent.registration import listing_owed
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Outgoing, Received, listing_owed, replay_decoded
+from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.nodeagent.heartbeat import BeatSink, encode_beat, heartbeat_subject
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.recovery import RuntimeFold
-from services.nodeagent.registration import needs_registration, registration_msg_id
+from services.nodeagent.registration import listing_owed, needs_registration, registration_msg_id
 from services.nodeagent.runtime import NodeRuntime, decide, evolve, next_deadline, running
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import (
@@ -53,7 +53,6 @@ from services.runtime.service import (
     TransientError,
     chain,
     decode_stored,
-    listing_owed,
 )
 from services.runtime.snapshot import Retention, Snapshots
 from services.runtime.waits import within

@@ -513,13 +513,6 @@ async def replay_decoded(
                 yield msg, event
 
 
-async def listing_owed(log_: EventLog, changed: int) -> bool:
-    """Whether a node agent's listing must be announced (`NodesListed`): always when it changed
-    a node, else only if the log has no listing yet (a restart that found every node as it was
-    adds nothing to the log; the scheduler reads any agent's listing as the inventory's)."""
-    return bool(changed) or not await log_.last_per_subject(log_.subjects.all_inventory())
-
-
 def install_stop_signals(stopping: asyncio.Event) -> None:
     """SIGTERM/SIGINT set the event; the consume loop then exits after the current message."""
     loop = asyncio.get_running_loop()
