@@ -244,3 +244,28 @@ async def test_an_object_that_starts_or_stops_matching_a_watch_is_added_or_delet
              "fieldSelector": "spec.nodeName!="}  # fmt: skip
     seen = await _watch_until(cluster, query, ("ADDED", "last"))
     assert [s[:2] for s in seen] == [("ADDED", "free"), ("ADDED", "last")], seen
+
+
+async def test_the_benchmark_leaves_a_server_as_it_found_it(cluster: Cluster) -> None:
+    """`benchmarks.k8s --kubeconfig` runs shape after mode on one real server: its bound pods
+    (no kubelet will confirm their end) and Nodes must be gone before the next run makes the
+    same names again, or that run meets 409s and terminating pods."""
+    from benchmarks import k8s
+
+    kube = cluster.kube
+    if cluster.kind != "kmock":  # (kmock keeps no Namespace objects: any namespace just works)
+        await k8s._ensure_namespace(kube)
+        await k8s._ensure_namespace(kube)  # a second run: already there is fine
+    for _run in range(2):
+        await k8s._nodes(kube, 3)
+        watch = k8s.Watch(kube)
+        await watch.create([k8s._pod(i, "whole") for i in range(4)])
+        for i in range(2):  # half bound, as a run that timed out leaves them
+            await kube.create(pods_path(k8s.NAMESPACE, f"b-{i}", "binding"), {
+                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"b-{i}"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "bench-0"}})  # fmt: skip
+        await k8s._cleanup(kube, 3, 4)
+        left = (await kube.get(pods_path(k8s.NAMESPACE))).get("items", [])
+        assert [p["metadata"]["name"] for p in left] == []
+        nodes = [n["metadata"]["name"] for n in (await kube.get(nodes_path())).get("items", [])]
+        assert not [n for n in nodes if n.startswith("bench-")]
