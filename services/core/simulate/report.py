@@ -162,8 +162,11 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                 p = pods.get((ev.namespace, ev.name, ev.task))
                 job = jobs.get((ev.namespace, ev.name))
                 if p is not None:
-                    if ev.reason in ("evicted", "deleted") and job and job["phase"] in ENDED:
-                        # stopped because its job ended (suspended, failed): not recreated
+                    if ev.reason in ("evicted", "deleted") and job and (job["phase"] in ENDED or
+                                                                         job["phase"] in st.ENDING_PHASES):
+                        # stopped because its job ended or is ending (suspended, failed, asked to
+                        # terminate or complete): not recreated — a terminated job's pods read
+                        # "Pending … evicted" as though they would run again
                         p.update(phase="Evicted", reason=job["reason"] or job["phase"])
                     elif ev.reason in st.BACK_TO_PENDING:
                         p.update(phase="Pending", node=None, devices=[], reason=ev.reason)

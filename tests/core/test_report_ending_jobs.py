@@ -1,0 +1,65 @@
+"""A job asked to end (terminate, complete) evicts its pods, and they are not made again: the
+report (`get po`, `explain`) showed them `Pending … evicted`, as though they would run again,
+because the pods ended while the job was still Terminating, not yet Terminated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from contracts.events import EvictionRequested, JobPhaseChanged, TaskFinished
+from contracts.subjects import Subjects
+from services.cli.main import main
+from services.core.simulate.jsonl import read_jsonl
+from services.core.simulate.report import build_report
+from services.runtime.eventlog import StoredMessage
+from tests.processes import ROOT
+
+EXAMPLES = ROOT / "examples"
+JOB = "npu-train-job"
+
+
+def _running_article(tmp_path: Path) -> list[StoredMessage]:
+    log = tmp_path / "l.jsonl"
+    assert main(["simulate", "--inventory", str(EXAMPLES / "inventory.yaml"), "--workload",
+                 str(EXAMPLES / "article.yaml"), "--events", str(log), "-o", "json"]) == 0  # fmt: skip
+    return read_jsonl(log)
+
+
+def _then(messages: list[StoredMessage], *events: object) -> list[StoredMessage]:
+    seq = messages[-1].seq
+    subject = Subjects().job("default", JOB)
+    return [*messages, *(StoredMessage(seq + i, subject, msgspec.json.encode(e), {"Tessera-Type": type(e).__name__})
+                         for i, e in enumerate(events, 1))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ending", "ended", "why"), [("Terminating", "Terminated", "TerminateJob requested by user"),
+                                                      ("Completing", "Completed", "CompleteJob requested by user")])  # fmt: skip
+def test_pods_of_a_job_asked_to_end_read_evicted(tmp_path: Path, ending: str, ended: str, why: str) -> None:
+    messages = _running_article(tmp_path)
+    workers = [p for p in build_report(messages)["pods"] if p["job"] == JOB]
+    assert len(workers) == 2 and {p["phase"] for p in workers} == {"Running"}
+    events: list[object] = [JobPhaseChanged(namespace="default", name=JOB, phase=ending, reason=why)]
+    events += [EvictionRequested(namespace="default", name=JOB, task=p["name"], reason=f"job {ending}: {why}")
+               for p in workers]  # fmt: skip
+    events += [TaskFinished(namespace="default", name=JOB, task=p["name"], node=p["node"], exit_code=137,
+                            reason="evicted") for p in workers]  # fmt: skip
+    during = {p["name"]: p for p in build_report(_then(messages, *events))["pods"] if p["job"] == JOB}
+    after = {p["name"]: p for p in build_report(_then(messages, *events, JobPhaseChanged(
+        namespace="default", name=JOB, phase=ended, reason=why)))["pods"] if p["job"] == JOB}  # fmt: skip
+    for pods in (during, after):
+        assert {p["phase"] for p in pods.values()} == {"Evicted"}, pods
+        assert {p["reason"] for p in pods.values()} == {why}
+
+
+def test_pods_of_a_restarting_job_wait_again(tmp_path: Path) -> None:
+    """A restart evicts them to be made again: those do wait (the rule above is for endings)."""
+    messages = _running_article(tmp_path)
+    workers = [p for p in build_report(messages)["pods"] if p["job"] == JOB]
+    events: list[object] = [JobPhaseChanged(namespace="default", name=JOB, phase="Restarting", reason="RestartJob")]
+    events += [TaskFinished(namespace="default", name=JOB, task=p["name"], node=p["node"], exit_code=137,
+                            reason="evicted") for p in workers]  # fmt: skip
+    pods = [p for p in build_report(_then(messages, *events))["pods"] if p["job"] == JOB]
+    assert {p["phase"] for p in pods} == {"Pending"}
