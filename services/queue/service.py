@@ -178,7 +178,12 @@ class QueueService:
                     events = fl.command(self.flow, action, namespace, name, kind)
                 except fl.Refused as exc:
                     return CommandReply(ok=False, message=str(exc))
-                await self._publish(self._outgoing(events))
+                # ids naming the queue as their producer, and the log position the command was
+                # judged at: a retried request lands once, and `replay --verify` does not count
+                # a user's terminate or restart as a scheduler's unrecorded decisions
+                tag = f"queue:cmd:{self.flow.projection.seq}:{action}:{namespace}/{name}"
+                await self._publish([Outgoing(o.subject, o.event, msg_id=f"{tag}#{i}")
+                                     for i, o in enumerate(self._outgoing(events))])  # fmt: skip
         queue = action in ("open", "close") or kind == "queue"
         what = f"queue {name}" if queue else f"job {namespace}/{name}"
         if action in fl.JOB_ACTIONS:  # where it went: Restarting, Failed at maxRetry, Terminating, …

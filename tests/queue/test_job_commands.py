@@ -168,3 +168,24 @@ async def test_a_snapshot_keeps_a_job_being_ended(event_log: EventLog) -> None:
     assert back.flow.stopping == svc.flow.stopping == {"ns/z": {"z-w-0", "z-w-1"}}
     assert back.flow.shown == svc.flow.shown
     assert fold.encode(back) == stored
+
+
+async def test_a_users_command_is_the_queues_not_a_sessions(event_log: EventLog) -> None:
+    """A user's terminate writes a phase change and evictions; they name the queue service as
+    their producer, so `replay --verify` does not report them as a scheduler's decisions
+    without a session record (it counted every command-driven eviction so)."""
+    from services.core.scheduling.verify import verify
+
+    svc = await started(event_log)
+    await put(event_log, event_log.subjects.job("ns", "t"), JobSubmitted(spec=spec("t")))
+    await run_tasks(event_log, "t", ["t-w-0", "t-w-1"])
+    await drain(svc)
+    before = await event_log.last_sequence()
+    assert (await svc.command("terminate", "ns", "t")).ok
+    stored = [m async for m in event_log.replay(1, event_log.subjects.job("ns", "t"))]
+    written = [m for m in stored if m.seq > before]
+    assert len(written) == 3  # Terminating, two evictions
+    assert all(m.headers.get("Nats-Msg-Id", "").startswith("queue:cmd:") for m in written)
+    assert len({m.headers["Nats-Msg-Id"] for m in written}) == 3
+    decoded = [(m.seq, m.headers, svc.service.registry.decode(m.headers["Tessera-Type"], m.data)) for m in stored]
+    assert verify(decoded).unrecorded == 0
