@@ -20,6 +20,7 @@ from contracts.envelope import TYPE
 from contracts.registry import UndecodableEvent, default_registry
 from contracts.subjects import Subjects
 from services.cli.connection import Unreachable, open_log
+from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.snapshot import buckets_of
 
@@ -38,31 +39,39 @@ class Held:
 
 
 def _ended(msg: StoredMessage) -> bool:
-    """Whether a job subject's last event leaves the job finished or gone."""
-    kind = msg.headers.get(TYPE, "")
-    if kind == "JobDeleted":
-        return True
-    if kind != "JobPhaseChanged":
+    """Whether a job subject's last event leaves the job finished."""
+    if msg.headers.get(TYPE, "") != "JobPhaseChanged":
         return False
     try:
-        return default_registry().decode(kind, msg.data).phase in ENDED  # type: ignore[attr-defined]
+        return default_registry().decode("JobPhaseChanged", msg.data).phase in ENDED  # type: ignore[attr-defined]
     except UndecodableEvent:  # poison: readers skip it
         return False
 
 
+def _maybe_deleted(msg: StoredMessage) -> bool:
+    """A job subject whose last event may follow the job's deletion: its pods' ends are
+    reported after it (`TaskFinished … deleted`), so the last event is not the `JobDeleted`."""
+    return msg.headers.get(TYPE, "") == "TaskFinished"
+
+
 def summarize(events: int, nodes: list[StoredMessage], jobs: list[StoredMessage],
-              queues: list[StoredMessage], subjects: Subjects) -> Held:  # fmt: skip
-    """From the last message of every node, job and queue subject (O(aggregates), no replay)."""
+              queues: list[StoredMessage], subjects: Subjects,
+              deleted: frozenset[str] = frozenset()) -> Held:  # fmt: skip
+    """From the last message of every node, job and queue subject (O(aggregates), no replay);
+    `deleted`: the job subjects found deleted although their last event is not the deletion.
+    Deleted jobs and queues are not held: `up` counted them as though they would come back."""
 
     def name(msg: StoredMessage) -> str:
         return subjects.parse(msg.subject)[1][-1]
 
+    held = [m for m in jobs if m.headers.get(TYPE, "") != "JobDeleted" and m.subject not in deleted]
+    queued = {name(m) for m in queues if m.headers.get(TYPE, "") != "QueueDeleted"}
     return Held(
         events=events,
         nodes=tuple(sorted({name(m) for m in nodes})),
-        jobs=len(jobs),
-        live_jobs=sum(not _ended(m) for m in jobs),
-        queues=tuple(sorted({name(m) for m in queues} - BUILT_IN_QUEUES)),
+        jobs=len(held),
+        live_jobs=sum(not _ended(m) for m in held),
+        queues=tuple(sorted(queued - BUILT_IN_QUEUES)),
     )
 
 
@@ -103,13 +112,29 @@ async def read_held(url: str, root: str = "tessera") -> Held:
             raise
         return Held(0, (), 0, 0, ())  # no stream yet: nothing held
     try:
-        info = await log.js.stream_info(log.stream)
-        s = log.subjects
-        return summarize(info.state.messages, await log.last_per_subject(s.all_nodes()),
-                         await log.last_per_subject(s.all_jobs()),
-                         await log.last_per_subject(s.all_queues()), s)  # fmt: skip
+        return await held_of(log)
     finally:
         await log.close()
+
+
+async def held_of(log: JetStreamLog) -> Held:
+    info = await log.js.stream_info(log.stream)
+    s = log.subjects
+    jobs = await log.last_per_subject(s.all_jobs())
+    deleted = frozenset([m.subject for m in jobs if _maybe_deleted(m) and await _deleted(log, m.subject)])
+    return summarize(info.state.messages, await log.last_per_subject(s.all_nodes()), jobs,
+                     await log.last_per_subject(s.all_queues()), s, deleted)  # fmt: skip
+
+
+async def _deleted(log: JetStreamLog, subject: str) -> bool:
+    """Whether the job's last submission or deletion on `subject` is a deletion (read only for
+    the few subjects `_maybe_deleted` names)."""
+    last = ""
+    async for msg in log.replay(1, subject):
+        kind = msg.headers.get(TYPE, "")
+        if kind in ("JobSubmitted", "JobDeleted"):
+            last = kind
+    return last == "JobDeleted"
 
 
 async def _purge(url: str, root: str) -> int:
