@@ -186,7 +186,9 @@ async def _issue(kube: Any, target: dict[str, Any], action: str, namespace: str)
 async def _queue_in_use(kube: Any, name: str) -> str:
     """Why Volcano's webhook would refuse deleting the queue ("" when it would not)."""
     if name in PROTECTED_QUEUES:
-        return f"queue {name} can not be deleted"
+        from services.core.scheduling.lifecycle import UNDELETABLE_QUEUES
+
+        return f"queue {name} can not be deleted: {UNDELETABLE_QUEUES[name]}"
     groups = [pg for pg in await _items(kube, podgroups_path()) if (pg.get("spec") or {}).get("queue") == name]
     if groups:
         return f"queue {name} can not be deleted: it has {len(groups)} PodGroup(s)"

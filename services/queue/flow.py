@@ -332,8 +332,7 @@ def queue_events(flow: Flow) -> list[Event]:
 
 # --- commands (vcctl queue open/close; job suspend/resume/restart/terminate/complete/delete) ---
 
-#: Volcano's webhook never lets these go (`validate_queue.go`).
-UNDELETABLE_QUEUES = frozenset({"default", "root"})
+UNDELETABLE_QUEUES = lifecycle.UNDELETABLE_QUEUES
 
 
 class Refused(Exception):
@@ -409,7 +408,7 @@ def delete_queue(flow: Flow, name: str) -> list[Event]:
     if name not in proj.queues:
         raise Refused(f"queue {name!r} does not exist")
     if name in UNDELETABLE_QUEUES:
-        raise Refused(f"queue `{name}` can not be deleted")
+        raise Refused(f"queue `{name}` can not be deleted: {UNDELETABLE_QUEUES[name]}")
     jobs = sorted(k for k, j in proj.jobs.items() if j.spec.queue == name)
     if jobs:
         shown = ", ".join(jobs[:3]) + (", …" if len(jobs) > 3 else "")

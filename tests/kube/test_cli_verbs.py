@@ -142,7 +142,7 @@ async def test_get_jobs_podgroups_pods_read_the_status_volcano_writes(volcano: C
     assert owned["phase"] == "Running" and owned["queue"] == "train-queue"
     table = await tessera(volcano, "get", "pods", "-n", ns)
     assert table.code == 0, table.err
-    rows = {line.split()[1]: line for line in table.out.splitlines()[1:]}
+    rows = {line.split()[0]: line for line in table.out.splitlines()[1:]}  # (no NAMESPACE: -n)
     assert "not-batch" not in rows  # the default scheduler's pod is not a batch pod
     assert "node-a-npu-0:65536MB/whole" in rows["npu-train-job-worker-0"]
     assert "node-a-npu-1:16384MB/5/20 cores[vir05_1c_16g]" in rows["npu-train-job-worker-1"]
@@ -197,7 +197,7 @@ async def test_queue_delete_is_refused_as_volcanos_webhook_refuses_it(volcano: C
     assert parent.code == 1 and "it is the parent of child-q" in parent.err
     await _with_status(volcano, queue_path(), _queue("default"))
     default = await tessera(volcano, "queue", "delete", "default")
-    assert default.code == 1 and "queue default can not be deleted" in default.err
+    assert default.code == 1 and "queue default can not be deleted: pods and jobs that name no queue" in default.err
     for name in ("typo", "parent-q", "default"):
         assert (await volcano.kube.get(queue_path(name)))["metadata"]["name"] == name  # all still there
     missing = await tessera(volcano, "queue", "close", "nope")

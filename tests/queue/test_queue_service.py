@@ -211,7 +211,9 @@ async def test_queue_delete_follows_volcanos_webhook(event_log: EventLog) -> Non
         await put(event_log, s.queue(q.name), QueueCreated(spec=q))
     await put(event_log, s.job("ns", "j"), JobSubmitted(spec=replace(spec("j", replicas=1), queue="child")))
     await drain(svc)
-    assert "can not be deleted" in (await svc.command("delete", "", "default", "queue")).message
+    refused = (await svc.command("delete", "", "default", "queue")).message
+    assert refused == "queue `default` can not be deleted: pods and jobs that name no queue are put in it"
+    assert "top of the queue tree" in (await svc.command("delete", "", "root", "queue")).message
     assert "child queues (child)" in (await svc.command("delete", "", "team", "queue")).message
     busy = await svc.command("delete", "", "child", "queue")
     assert not busy.ok and "it has 1 job(s) (ns/j)" in busy.message

@@ -27,6 +27,11 @@ FINISHED = frozenset({st.SUCCEEDED, st.FAILED})
 TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
 
 
+#: Volcano's webhook never lets these go (`validate_queue.go`); why, for the refusal's message
+UNDELETABLE_QUEUES = {"default": "pods and jobs that name no queue are put in it",
+                      "root": "it is the top of the queue tree, every queue's ancestor"}  # fmt: skip
+
+
 def default_queues(existing: Iterable[str]) -> list[QueueSpec]:
     """Volcano's scheduler cache creates `root` (not reclaimable) and `default` when absent."""
     have = set(existing)
