@@ -351,8 +351,10 @@ def not_found(what: str, name: str) -> str:
     return f'Error from server (NotFound): {RESOURCES[what]} "{name}" not found'
 
 
-def columns_of(what: str, output: str) -> tuple[str, ...]:
-    return COLUMNS[what] + WIDE.get(what, ()) if output == "wide" else COLUMNS[what]
+def columns_of(what: str, output: str, all_namespaces: bool = True) -> tuple[str, ...]:
+    """kubectl's columns: NAMESPACE only when every namespace is listed (`-A`)."""
+    cols = COLUMNS[what] + WIDE.get(what, ()) if output == "wide" else COLUMNS[what]
+    return cols if all_namespaces else tuple(c for c in cols if c != "namespace")
 
 
 def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tuple[str, str, str]]) -> int:
@@ -382,7 +384,7 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
             ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups", "quotas") else f" in {args.namespace} namespace"
             print(f"No resources found{ns}.", file=sys.stderr)
             return code
-        print(render(got.rows, columns_of(what, args.output), "table"))
+        print(render(got.rows, columns_of(what, args.output, args.all_namespaces), "table"))
     return code
 
 

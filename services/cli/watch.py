@@ -56,7 +56,7 @@ class Printer:
 
     def __init__(self, args: argparse.Namespace, what: str, selector: list[tuple[str, str, str]]) -> None:
         self.args, self.what, self.selector = args, what, selector
-        self.columns = columns_of(what, args.output)
+        self.columns = columns_of(what, args.output, args.all_namespaces)
         self.seen: dict[tuple[str, str], tuple[str, ...]] = {}
         self.widths: list[int] = []
 

@@ -79,7 +79,10 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     assert set(cards[0]) == SIMULATE_CARD_KEYS and len(cards) == 16
     assert sum(c["memory_used"] for c in cards) >= 16384  # infer-0 runs: its slice is booked
     table = run(system, "get", "pods").stdout
-    assert table.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "PHASE"]
+    assert table.splitlines()[0].split()[:3] == ["NAME", "PHASE", "NODE"]  # kubectl: no NAMESPACE …
+    every = run(system, "get", "pods", "-A").stdout
+    assert every.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "PHASE"]  # … but with -A
+    assert every.splitlines()[1].split()[0] == "default"
 
     assert run(system, "job", "suspend", "infer-1").returncode == 0
     wait_for(system, "infer-1", "Evicted")

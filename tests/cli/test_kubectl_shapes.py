@@ -190,7 +190,7 @@ def test_get_prints_kubernetes_objects(system: Path) -> None:
 
     some = run(system, "get", "po", "web-a", "db", "missing")
     assert some.returncode == 1
-    assert [line.split()[1] for line in some.stdout.splitlines()[1:]] == ["web-a", "db"]
+    assert [line.split()[0] for line in some.stdout.splitlines()[1:]] == ["web-a", "db"]
     assert some.stderr.strip() == 'Error from server (NotFound): pods "missing" not found'
 
 
@@ -224,7 +224,7 @@ def test_delete_a_podgroup_by_the_name_get_pg_prints(system: Path) -> None:
 
 def test_vcjob_and_pg_list_volcano_objects_and_root_has_no_parent(system: Path) -> None:
     jobs = run(system, "get", "vcjob")
-    assert [line.split()[1] for line in jobs.stdout.splitlines()[1:]] == ["trainjob"]  # no plain pods
+    assert [line.split()[0] for line in jobs.stdout.splitlines()[1:]] == ["trainjob"]  # no plain pods
     pod = json.loads(run(system, "get", "po", "db", "-o", "json").stdout)
     job = json.loads(run(system, "get", "vcjob", "trainjob", "-o", "json").stdout)
     groups = {g["metadata"]["name"]: g for g in json.loads(run(system, "get", "pg", "-o", "json").stdout)["items"]}
@@ -274,13 +274,13 @@ def test_watch_prints_the_list_then_each_change(system: Path) -> None:
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     try:
         lines, seen = _lines(proc), []
-        _until(lines, seen, lambda s: any(line.split()[1:2] == ["db"] for line in s))
-        assert seen[0].split()[:3] == ["NAMESPACE", "NAME", "PHASE"]
+        _until(lines, seen, lambda s: any(line.split()[0:1] == ["db"] for line in s))
+        assert seen[0].split()[:3] == ["NAME", "PHASE", "NODE"]
         (system / "late.yaml").write_text(pod_yaml("late", {"app": "late"}))
         assert run(system, "apply", "-f", str(system / "late.yaml")).returncode == 0
-        _until(lines, seen, lambda s: any(line.split()[1:3] == ["late", "Running"] for line in s))
-        changes = [line for line in seen if line.split()[1:2] == ["late"]]
-        assert changes and "NAMESPACE" not in "".join(seen[1:])  # rows only after the first table
+        _until(lines, seen, lambda s: any(line.split()[0:2] == ["late", "Running"] for line in s))
+        changes = [line for line in seen if line.split()[0:1] == ["late"]]
+        assert changes and "PHASE" not in "".join(seen[1:])  # rows only after the first table
     finally:
         proc.send_signal(signal.SIGINT)
         try:
