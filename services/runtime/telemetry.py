@@ -61,7 +61,19 @@ def default_exporter() -> str:
     return value.split(",")[0].strip() or "none"
 
 
-def _otlp_exporter() -> SpanExporter:
+#: s the `tessera` command gives its spans to reach a collector: the exporter's own default (10
+#: s, retried with backoff) held every command 8 s at exit when none listened
+CLI_EXPORT_TIMEOUT = 2.0
+
+
+def export_timeout_for_cli() -> float | None:
+    """The CLI's export timeout, unless the operator set OpenTelemetry's own (then theirs)."""
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT"):
+        return None
+    return CLI_EXPORT_TIMEOUT
+
+
+def _otlp_exporter(timeout: float | None = None) -> SpanExporter:
     if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
                       os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")) == "grpc":  # fmt: skip
         try:
@@ -70,14 +82,15 @@ def _otlp_exporter() -> SpanExporter:
             )
         except ImportError as exc:  # pragma: no cover - depends on the optional extra
             raise RuntimeError("OTLP over gRPC needs the otlp extra (pip install 'tessera[otlp]')") from exc
-        return GrpcExporter()
+        return GrpcExporter(timeout=timeout)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(timeout=timeout)
 
 
 def make_provider(
-    service: str, exporter: str = "none", extra: SpanExporter | None = None
+    service: str, exporter: str = "none", extra: SpanExporter | None = None,
+    export_timeout: float | None = None,
 ) -> TracerProvider:
     """Build (not install) a provider; services install theirs in their bootstrap.
     `OTEL_RESOURCE_ATTRIBUTES` are kept; `service.name` is always `tessera-<service>`, so a
@@ -86,7 +99,7 @@ def make_provider(
     if exporter == "console":
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     elif exporter == "otlp":
-        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+        provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(export_timeout)))
     elif exporter != "none":
         raise ValueError(f"unknown trace exporter {exporter!r} ({', '.join(EXPORTERS)})")
     if extra is not None:
@@ -99,7 +112,7 @@ def cli_tracer() -> trace.Tracer:
     """The `tessera` command's tracer: a provider of its own (spans get real ids even with no
     exporter, so a service continues the command's trace), exported as the services' are;
     built on first use, so commands that send no request never load it."""
-    return make_provider("cli", default_exporter()).get_tracer("tessera.cli")
+    return make_provider("cli", default_exporter(), export_timeout=export_timeout_for_cli()).get_tracer("tessera.cli")
 
 
 def inject(headers: MutableMapping[str, str], ctx: context.Context | None = None) -> None:

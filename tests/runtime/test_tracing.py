@@ -4,6 +4,7 @@ appends for each proposal continues that proposal's trace."""
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -104,3 +105,20 @@ async def test_without_an_exporter_the_trace_still_travels_through_a_handler() -
     ctx = root.get_span_context()
     assert [c.split("-")[1:3] for c in carried] == [[f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]]
     assert not trace.get_current_span().get_span_context().is_valid  # detached after handling
+
+
+def test_the_command_gives_its_spans_two_seconds_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`TESSERA_TRACE_EXPORTER=otlp tessera apply …` with no collector listening held the command
+    8 s at exit (the exporter's 10 s default, retried); the command now gives up after 2 s,
+    and an operator's own OpenTelemetry timeout still wins."""
+    from services.runtime import telemetry
+
+    def cli_exporter_timeout() -> float:
+        exporter = telemetry._otlp_exporter(telemetry.export_timeout_for_cli())
+        return exporter._client._timeout  # (where the SDK's HTTP exporter keeps it)
+
+    for name in ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli_exporter_timeout() == telemetry.CLI_EXPORT_TIMEOUT == 2.0
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")
+    assert cli_exporter_timeout() == 7.0
