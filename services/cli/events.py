@@ -110,9 +110,22 @@ def _readable(key: str, value: object) -> tuple[str, object]:
     return key, value
 
 
-def event_line(msg: StoredMessage) -> str:
-    """`#SEQ TYPE fields…`: how `events` and `describe` show one event."""
-    return f"#{msg.seq:<7d} {msg.headers.get(TYPE, '?'):20s} {summary(msg)}"
+def event_line(msg: StoredMessage, about: str = "") -> str:
+    """`#SEQ TYPE fields…`: how `events` and `describe` show one event (`about`: which object,
+    where the listing holds more than one)."""
+    what = f"{about:32s} " if about else ""
+    return f"#{msg.seq:<7d} {msg.headers.get(TYPE, '?'):20s} {what}{summary(msg)}"
+
+
+def about(subjects: Subjects, msg: StoredMessage) -> str:
+    """The object an event is about, from its subject: `job default/npu-train-job`, `card
+    node-a/<uuid>`, `node node-a`, `queue team-a` (the whole log's listing said `JobDeleted`
+    with nothing after it)."""
+    try:
+        kind, ids = subjects.parse(msg.subject)
+    except ValueError:
+        return msg.subject
+    return f"{kind} {'/'.join(ids)}"
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -139,8 +152,9 @@ def cmd_events(args: argparse.Namespace) -> int:
     if not messages:
         print(f"no events{' for ' + args.job if args.job else ''}")
         return 1 if args.job else 0
-    for m in messages:
-        print(event_line(m))
+    subjects = Subjects(root)
+    for m in messages:  # one job's history names its job once, in the command
+        print(event_line(m) if args.job else event_line(m, about(subjects, m)))
     return 0
 
 

@@ -357,3 +357,21 @@ def test_explain_pg_takes_the_names_get_pg_lists(tmp_path: Path, capsys: pytest.
         assert names[job] != job
         code, out, _ = explain(capsys, "pg", names[job], "--from", str(log), "-o", "json")
         assert code == 0 and json.loads(out)["job"] == job
+
+
+def test_the_whole_logs_listing_names_each_events_object(tmp_path: Path) -> None:
+    """`tessera events` without `--job` listed `#154 JobDeleted` and nothing else: which job? Each
+    line of the whole log names its object; one job's history does not repeat its name."""
+    from contracts.subjects import Subjects
+    from services.cli.events import about, event_line
+    from services.core.simulate.jsonl import read_jsonl
+
+    messages = read_jsonl(simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "cuda.yaml"))
+    subjects = Subjects("tessera")
+    submitted = next(m for m in messages if m.headers.get("Tessera-Type") == "JobSubmitted")
+    _, (ns, name) = subjects.parse(submitted.subject)
+    assert about(subjects, submitted) == f"job {ns}/{name}"
+    assert f" job {ns}/{name} " in event_line(submitted, about(subjects, submitted))
+    assert f"{ns}/{name}" not in event_line(submitted)  # (its fields name the queue, not the job)
+    card = next(m for m in messages if m.headers.get("Tessera-Type") == "CardRegistered")
+    assert about(subjects, card).startswith("card ") and about(subjects, card).count("/") == 1
