@@ -375,3 +375,19 @@ def test_the_whole_logs_listing_names_each_events_object(tmp_path: Path) -> None
     assert f"{ns}/{name}" not in event_line(submitted)  # (its fields name the queue, not the job)
     card = next(m for m in messages if m.headers.get("Tessera-Type") == "CardRegistered")
     assert about(subjects, card).startswith("card ") and about(subjects, card).count("/") == 1
+
+
+def test_a_gang_short_of_free_cards_is_shown_where_the_free_ones_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Admitted, then short of free whole cards: the nodes' words were those of the session's
+    discarded gang attempt ("8/8 CardInsufficientMemory" on every node, its own first pods
+    having taken the free cards) under "11 of the cluster's 16 are free" — a contradiction to
+    read. The nodes are now shown as the session left them."""
+    workload = tmp_path / "both.yaml"
+    workload.write_text((EXAMPLES / "article.yaml").read_text() + "\n---\n" + (FIXTURES / "gang-12.yaml").read_text())
+    log = simulate(tmp_path, EXAMPLES / "inventory.yaml", workload)
+    code, out, _ = explain(capsys, "job", "big-train", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "of the cluster's 16 are free" in text
+    assert "per node (2 of 2):" in text and "one pod fits here now" in text
+    assert "node-a: 8/8" not in text  # (the discarded attempt's words, no longer the nodes')

@@ -366,7 +366,12 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
         if words:
             return Explanation(words, plugin, unblock=unblock)
-    if cards is not None:  # more whole cards than are free
+    if cards is not None:  # more whole cards than are free: and where the free ones are, as
+        # the session left the nodes (its gang attempt discarded) — the nodes' words from that
+        # attempt said every card of every node was short, beside "11 of 16 are free"
+        if task is not None:
+            groups, _ = node_groups(ssn, task, list(ssn.node_list), cache)
+            return Explanation(cards.why, cards.plugin, groups, cards.unblock)
         return cards
     groups: tuple[ReasonGroup, ...] = ()
     fix = ""
