@@ -145,7 +145,7 @@ def _group(kind: str, job: dict, obj: dict, row: dict, pods: list[dict], message
     else:
         tasks = [f"{t['name']}×{t['replicas']}" for t in spec.get("tasks") or []]
         pairs += [("Min available", spec.get("minAvailable")), ("Max retry", spec.get("maxRetry")),
-                  ("Tasks", tasks)]  # fmt: skip
+                  ("Retry count", obj.get("status", {}).get("retryCount", 0)), ("Tasks", tasks)]  # fmt: skip
     pairs += [("Queue", job["queue"]), ("Priority class", spec.get("priorityClassName")),
               ("Created", when(meta)), ("Phase", job["phase"]), ("Reason", job["reason"]),
               ("Pods", f"{row['pods']} running"), ("Nodes", row["nodes"]), ("Cards", row["cards"])]  # fmt: skip

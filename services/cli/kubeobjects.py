@@ -272,6 +272,8 @@ def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str,
     status: dict[str, Any] = {"state": state, **_counts(pods)}
     if born is not None and born.spec is not None:
         status["minAvailable"] = born.spec.min_available
+    if job.get("retries"):
+        status["retryCount"] = job["retries"]
     return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born),
             "spec": spec, "status": status}  # fmt: skip
 

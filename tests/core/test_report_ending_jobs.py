@@ -61,5 +61,11 @@ def test_pods_of_a_restarting_job_wait_again(tmp_path: Path) -> None:
     events: list[object] = [JobPhaseChanged(namespace="default", name=JOB, phase="Restarting", reason="RestartJob")]
     events += [TaskFinished(namespace="default", name=JOB, task=p["name"], node=p["node"], exit_code=137,
                             reason="evicted") for p in workers]  # fmt: skip
-    pods = [p for p in build_report(_then(messages, *events))["pods"] if p["job"] == JOB]
+    report = build_report(_then(messages, *events))
+    pods = [p for p in report["pods"] if p["job"] == JOB]
     assert {p["phase"] for p in pods} == {"Pending"}
+    # Volcano's status.retryCount (`describe vcjob` printed maxRetry only, though `job restart`
+    # answers "retry 1/3")
+    (job,) = [j for j in report["jobs"] if j["name"] == JOB]
+    assert job["retries"] == 1
+    assert "retries" not in next(j for j in build_report(messages)["jobs"] if j["name"] == JOB)

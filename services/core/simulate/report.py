@@ -124,6 +124,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                 if j is not None:
                     j["phase"] = ev.phase
                     j["reason"] = ev.reason
+                    if ev.phase == "Restarting":  # Volcano's status.retryCount: its restarts
+                        j["retries"] = j.get("retries", 0) + 1
             case JobUnschedulable():
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
