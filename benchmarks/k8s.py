@@ -173,9 +173,9 @@ class External:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        log = (self.work / f"{self.label}.log").open("ab")
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     env={**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        with (self.work / f"{self.label}.log").open("ab") as log:  # (the child keeps its own copy)
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         env={**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(ROOT)})  # fmt: skip
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

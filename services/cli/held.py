@@ -27,6 +27,9 @@ from services.runtime.snapshot import buckets_of
 #: Queues every system has; not worth reporting.
 BUILT_IN_QUEUES = frozenset({"default", "root"})
 ENDED = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
+#: job subjects read whole to see whether the job was deleted before its pods' ends: a summary
+#: line must not hold `up`'s start for long on a log of many running jobs
+MAX_READ_WHOLE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +124,8 @@ async def held_of(log: JetStreamLog) -> Held:
     info = await log.js.stream_info(log.stream)
     s = log.subjects
     jobs = await log.last_per_subject(s.all_jobs())
-    deleted = frozenset([m.subject for m in jobs if _maybe_deleted(m) and await _deleted(log, m.subject)])
+    unsure = [m.subject for m in jobs if _maybe_deleted(m)][:MAX_READ_WHOLE]  # (beyond: counted as held)
+    deleted = frozenset([subject for subject in unsure if await _deleted(log, subject)])
     return summarize(info.state.messages, await log.last_per_subject(s.all_nodes()), jobs,
                      await log.last_per_subject(s.all_queues()), s, deleted)  # fmt: skip
 

@@ -88,7 +88,11 @@ async def test_anti_affinity_spreads_a_job_and_affinity_to_nobody_waits(
         finally:
             await asyncio.to_thread(cp.stop)
     if cluster.kind == "kmock":  # each replica bound once, lonely never tried
-        assert sorted(b["pod"] for b in cluster.bindings) == ["web-r-0", "web-r-1", "web-r-2"]
+        # (accepted bindings: a Job's pod the job controller has not made yet answers 404 and is
+        # bound once it is there — the binder's wait, not a second binding; seen under load)
+        assert sorted((pod, len(nodes)) for (_ns, pod), nodes in cluster.bound.items()) == [
+            ("web-r-0", 1), ("web-r-1", 1), ("web-r-2", 1)]  # fmt: skip
+        assert "lonely" not in {b["pod"] for b in cluster.bindings}
 
 
 def other_schedulers_pod(
