@@ -180,7 +180,9 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
         why = whys[0]
         assert why["reason"] == "QueueRecreated" and "default/huge" in why["message"]
         assert why["involvedObject"]["kind"] == "Queue"
-        (why,) = await warnings_about(cluster, "default")
+        whys = await warnings_about(cluster, "default")
+        assert len(whys) == 1, [f"{w['reason']}: {w['message']} ({w['involvedObject']})" for w in whys]
+        why = whys[0]
         assert "queue `default` can not be deleted" in why["message"]
         again = await _get(cluster, volcano.queues_path("busy"))
         assert again is not None and again["spec"]["weight"] == 1
