@@ -233,15 +233,21 @@ def _representative(job: JobInfo) -> TaskInfo | None:
     return (failed or pending or [None])[0]
 
 
+#: `node_groups`' memo key for the session's whole node list
+EVERY_NODE = ("every node",)
+
+
 def node_groups(
-    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], cache: dict[tuple[object, ...], Any]
+    ssn: Session, task: TaskInfo, nodes: list[NodeInfo], cache: dict[tuple[object, ...], Any],
+    which: object = None,
 ) -> tuple[tuple[ReasonGroup, ...], str]:
     """The nodes grouped by their words (largest group first), and the smallest fix among the
-    nodes of the largest group."""
+    nodes of the largest group. `which` names the node set for the memo (else their names: a
+    tuple of every node's name built and hashed per pending job was too dear at 5,000 nodes)."""
     shape = shape_of(task)
     if reads_pods(ssn, task):  # other pods' terms may select it: its labels change the words
         shape = (shape, task.namespace, tuple(sorted(task.spec.labels.items())))
-    names = tuple(n.name for n in nodes)
+    names = which if which is not None else tuple(n.name for n in nodes)
     memo = cache.get((shape, names))  # equal pods failing on equal nodes: one grouping
     if memo is not None:
         return memo  # type: ignore[return-value]
@@ -370,7 +376,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # the session left the nodes (its gang attempt discarded) — the nodes' words from that
         # attempt said every card of every node was short, beside "11 of 16 are free"
         if task is not None:
-            groups, _ = node_groups(ssn, task, list(ssn.node_list), cache)
+            groups, _ = node_groups(ssn, task, ssn.node_list, cache, which=EVERY_NODE)
             return Explanation(cards.why, cards.plugin, groups, cards.unblock)
         return cards
     groups: tuple[ReasonGroup, ...] = ()
