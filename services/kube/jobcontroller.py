@@ -98,6 +98,7 @@ class JobController:
         self.kube = kube
         self.command = command
         self.clock = clock
+        self.ended_for_deletion: set[str] = set()  # jobs whose Job object went: ended once
         self.flow = fl.Flow()
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
@@ -337,6 +338,19 @@ class JobController:
         ours = job is not None and bool(admitted) and admitted == volcano.uid(job)
         if not ours:
             if admitted:  # the Job object Tessera admitted is gone, or another took its name
+                live = self.flow.projection.jobs.get(key)
+                if live is not None and live.phase not in fl.ENDING and self.command is not None \
+                        and key not in self.ended_for_deletion:  # fmt: skip
+                    # its pods run on until confirmed gone: the job ends, or the log would send
+                    # each one's task back to Pending and place it again (admission's JobDeleted
+                    # waits for the last pod)
+                    self.ended_for_deletion.add(key)
+                    try:
+                        await self.command(fl.OBJECT_DELETED, ns, key.split("/", 1)[1], "")
+                    except Exception:  # (the loop must go on: again shortly)
+                        log.exception("job %s: its deletion not ended in the log; again shortly", key)
+                        self.ended_for_deletion.discard(key)
+                        asyncio.get_running_loop().call_later(1.0, self._mark, key)
                 for k, obj in self._owned(self.pods, key, admitted):
                     if not pods.terminating(obj):
                         await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))

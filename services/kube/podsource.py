@@ -21,7 +21,8 @@ judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDelet
 a Warning Event on the object. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
-ends its job.
+ends its job — a Job once its pods are gone from the API server (they hold their cards while
+they terminate).
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ class PodSource:
         #: live objects' last version judged (manifest; a group's with its members' names), so
         #: status writes and member pods' own changes are not judged again
         self.judged: dict[tuple[str, str], object] = {}
+        #: the job controller's pods present on the API server, terminating ones too, by their
+        #: Job (namespace, name, uid); and deleted Jobs whose `JobDeleted` waits for them
+        self.owned: dict[tuple[str, str, str], set[str]] = {}
+        self.deleting: set[tuple[str, str, str]] = set()
+        self.jobs_present: set[tuple[str, str, str]] = set()  # Job objects listed, by uid
+        self.listed: set[str] = set()  # the reflectors that have listed once
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -140,8 +147,14 @@ class PodSource:
         ch = Change(ch.kind, ch.key, volcano.typed(ch.obj, kind))
         m = volcano.meta(ch.obj)
         ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        if what == "job":
+            job = (ns, name, volcano.uid(ch.obj))
+            (self.jobs_present.discard if ch.kind == "delete" else self.jobs_present.add)(job)
         if ch.kind == "delete":
-            if what != "queue" and self._admitted(ch.obj):
+            job = (ns, name, volcano.uid(ch.obj))
+            if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
+                self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
+            elif what != "queue" and self._admitted(ch.obj):
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
@@ -150,6 +163,11 @@ class PodSource:
             docs.append(volcano.manifest(ch.obj))
             objs[(kind, "", name)] = ch.obj
         elif what == "job":
+            for old in [d for d in self.deleting if d[:2] == (ns, name) and d[2] != volcano.uid(ch.obj)]:
+                # made again under its name while the old one's pods terminate: the old job ends
+                # now, before the new one is judged (its pods, named alike, wait for the old ones)
+                self.deleting.discard(old)
+                await self.admission.delete_job(ns, name, old[2] or "object")
             if not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
@@ -192,6 +210,40 @@ class PodSource:
         touched.add(key)
         return True
 
+    async def _owned_pod(self, ch: Change, owner: tuple[str, str]) -> None:
+        """A deleted Volcano Job's pods run on until their kubelets confirm (a grace period, the
+        garbage collector's or the job controller's deletion): its `JobDeleted` — which frees
+        its cards in the ledger — waits until the last of them is gone, as a deleted pod holds
+        its node until then. Written at once, a new pod could be placed on cards the old ones
+        were still using."""
+        r = pods.ref(ch.obj)
+        job = (r.namespace, owner[0], owner[1])
+        names = self.owned.setdefault(job, set())
+        if ch.kind == "delete" or pods.phase(ch.obj) in ("Succeeded", "Failed"):  # (ended: holds nothing)
+            names.discard(r.name)
+        else:
+            names.add(r.name)
+        if names:
+            return
+        del self.owned[job]
+        if job in self.deleting:
+            self.deleting.discard(job)
+            await self.admission.delete_job(job[0], job[1], job[2] or "object")
+
+    async def _deleted_while_away(self) -> None:
+        """Once Jobs and pods are listed (at start, after a relist): a live Job the log admitted
+        whose object is not there was deleted while this process was away (or its deletion was
+        waiting for its pods when it stopped) — no watch event will say so."""
+        for (ns, name), known in list(self.admission.known.jobs.items()):
+            uid = known.spec.annotations.get(volcano.OBJECT_UID, "")
+            job = (ns, name, uid)
+            if not known.live or known.spec.kind != "Job" or not uid or job in self.jobs_present or job in self.deleting:
+                continue
+            if self.owned.get(job):
+                self.deleting.add(job)
+            else:
+                await self.admission.delete_job(ns, name, uid)
+
     def _wanted(self, obj: dict[str, Any]) -> bool:
         r = pods.ref(obj)
         job = self.admission.known.jobs.get((r.namespace, r.job))
@@ -210,6 +262,9 @@ class PodSource:
         held: dict[tuple[str, str], dict[str, Any]] = {}  # gated pods: not submitted yet
         for what, ch in batch:
             if ch.kind == "synced":
+                self.listed.add(what)
+                if what in ("job", "pod") and {"job", "pod"} <= self.listed:
+                    await self._deleted_while_away()
                 continue
             if what in ("queue", "job", "podgroup"):
                 await self._volcano(what, ch, docs, others, touched)
@@ -224,8 +279,9 @@ class PodSource:
                                  "metadata": {"name": name}, "spec": obj.get("spec") or {}})  # fmt: skip
                     others[("HyperNode", "", name)] = obj
                 continue
-            if what == "pod" and volcano.owner_job(ch.obj) is not None:
-                continue  # the job controller's: its Job is the object admitted
+            if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None:
+                await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
+                continue
             if what == "pod" and self._member(ch, touched, held):
                 continue
             if what == "priorityclass":

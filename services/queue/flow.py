@@ -375,7 +375,17 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "") 
         return [JobDeleted(namespace=namespace, name=name)]
     if action in JOB_ACTIONS:
         return job_action(flow, key, JOB_ACTIONS[action])
+    if action == OBJECT_DELETED:
+        if key not in proj.jobs or key in flow.ending:
+            raise Refused(f"job {key} is not live, or ends already")
+        return end_job(flow, key, "TerminateJob", "its Volcano Job object was deleted")
     raise Refused(f"unknown action {action!r}")
+
+
+#: the job controller's: the job's Volcano Job is gone from the API server while its pods run
+#: on until their kubelets confirm. The job ends (Terminating, then Terminated once no pod is
+#: left) so nothing is placed for it meanwhile; its `JobDeleted` follows the last pod.
+OBJECT_DELETED = "object-deleted"
 
 
 #: `tessera job restart|terminate|complete` → Volcano's action (what a bus Command names)

@@ -186,7 +186,7 @@ class QueueService:
                                      for i, o in enumerate(self._outgoing(events))])  # fmt: skip
         queue = action in ("open", "close") or kind == "queue"
         what = f"queue {name}" if queue else f"job {namespace}/{name}"
-        if action in fl.JOB_ACTIONS:  # where it went: Restarting, Failed at maxRetry, Terminating, …
+        if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
             phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
             return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
         done = {"open": "opened", "close": "closed", "suspend": "suspended",

@@ -201,6 +201,123 @@ async def test_a_deleted_worker_of_a_running_job_is_made_again_once_it_is_gone(c
             await asyncio.to_thread(cp.stop)
 
 
+async def _records(cp: ControlPlane, *args: str) -> Any:
+    """`tessera … -o records` / `-o json` against the running system (its log's view)."""
+    import json
+    import os
+    import sys
+
+    from contracts.permissions import CLI
+    from tests.processes import ROOT
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", *args, "--nats", cp.url,
+        *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode in (0, 1), err.decode()
+    return json.loads(out) if out.strip().startswith((b"[", b"{")) else []
+
+
+async def test_a_deleted_job_holds_its_cards_until_its_pods_are_gone(cluster: Cluster, tmp_path: Path) -> None:
+    """`kubectl delete vcjob npu-train-job` on a real server: the Job object goes at once, its
+    pods (the garbage collector's, here the job controller's, deletion) run on with a
+    deletionTimestamp until their kubelets confirm. Their cards stay booked meanwhile — the
+    job's end (`JobDeleted`, which frees them) waits for the last pod to be gone — as a deleted
+    pod holds its node; written with the Job's deletion, another pod could be put on cards the
+    old ones still use."""
+    from tests.kube.test_volcano import WORKERS
+
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, hold_deletions=True) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+
+            async def cards_in_use() -> int:
+                return sum(1 for c in await _records(cp, "get", "cards", "-o", "records") if c["memory_used"])
+
+            async def job_events() -> list[str]:
+                return [e["type"] for e in await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")]
+
+            assert await cards_in_use() == 2
+            await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
+
+            async def both_terminating() -> bool:
+                return all(("default", w) in kubelet.terminating for w in WORKERS)
+
+            await wait_until(both_terminating, 60, "the Job's two pods terminating on their node")
+            # a pod created after the deletion runs: the services have read past its events
+            await cluster.create_pod(cpu_pod("probe", "1"))
+
+            async def probe_runs() -> bool:
+                return ((await cluster.pod("default", "probe")) or {}).get("status", {}).get("phase") == "Running"
+
+            await wait_until(probe_runs, 60, "a pod created after the deletion Running")
+            assert "JobDeleted" not in await job_events()
+            assert await cards_in_use() == 2, "cards freed while the deleted job's pods still run"
+            await kubelet.confirm("default", WORKERS[0])
+
+            async def one_left() -> bool:
+                return await cards_in_use() == 1
+
+            await wait_until(one_left, 60, "the first pod's card freed once it is gone")
+            assert "JobDeleted" not in await job_events()
+            await kubelet.confirm("default", WORKERS[1])
+
+            async def ended() -> bool:
+                return "JobDeleted" in await job_events() and await cards_in_use() == 0
+
+            await wait_until(ended, 60, "the job deleted in the log once its last pod is gone")
+            events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
+            kinds = [e["type"] for e in events]
+            after = kinds[kinds.index("PlacementCommitted") + 1:]
+            assert "PlacementProposed" not in after, kinds  # nothing placed for it again
+            phases = [e["data"]["phase"] for e in events if e["type"] == "JobPhaseChanged"]
+            # ended (Terminating; Terminated too unless its JobDeleted came first), never pending again
+            assert "Terminating" in phases and set(phases[phases.index("Terminating"):]) <= {"Terminating", "Terminated"}
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_a_deleted_jobs_end_survives_an_admission_restart(cluster: Cluster, tmp_path: Path) -> None:
+    """Admission restarted while a deleted Job's pods terminate: no watch event will tell the
+    new process of that Job's deletion, and the wait for its pods was the old process's. Once
+    Jobs and pods are listed, a live job the log admitted whose object is gone is deleted there
+    as its last pod goes."""
+    from tests.kube.test_volcano import WORKERS
+
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, hold_deletions=True) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+            await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
+
+            async def both_terminating() -> bool:
+                return all(("default", w) in kubelet.terminating for w in WORKERS)
+
+            await wait_until(both_terminating, 60, "the Job's two pods terminating on their node")
+            cp.kill("admission")
+            await asyncio.to_thread(cp.restart, "admission")
+            for w in WORKERS:
+                await kubelet.confirm("default", w)
+
+            async def deleted() -> bool:
+                events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
+                return "JobDeleted" in [e["type"] for e in events]
+
+            await wait_until(deleted, 60, "the job deleted in the log by the restarted admission")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
 async def test_a_queue_drained_to_empty_shows_nothing_allocated(cluster: Cluster, tmp_path: Path) -> None:
     """A Queue's `status.allocated` follows its jobs down as well as up: the merge patch writes
     `null` for what is no longer allocated (a patch that only adds keys kept the last
