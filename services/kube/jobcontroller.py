@@ -99,6 +99,7 @@ class JobController:
         self.command = command
         self.clock = clock
         self.ended_for_deletion: set[str] = set()  # jobs whose Job object went: ended once
+        self.ran: set[str] = set()  # jobs whose Job has shown Running (minAvailable pods ran)
         self.flow = fl.Flow()
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
@@ -427,8 +428,13 @@ class JobController:
 
     async def _job_status(self, key: str, spec: JobSpec, job: dict[str, Any]) -> None:
         shown = self.flow.shown.get(key, "Pending")
-        desired = volcano.job_status(spec, shown, self.last_tasks.get(key, ()), self.flow.retries.get(key, 0),
-                                     shown == "Restarting")  # fmt: skip
+        tasks = self.last_tasks.get(key, ())
+        if shown == "Restarting":
+            self.ran.discard(key)  # Restarting → Pending → Running again once its pods run
+        elif sum(t.status in (st.RUNNING, st.SUCCEEDED, st.FAILED) for t in tasks) >= spec.min_available:
+            self.ran.add(key)  # Running from now on, as Volcano's job state machine keeps it
+        desired = volcano.job_status(spec, shown, tasks, self.flow.retries.get(key, 0),
+                                     shown == "Restarting", ran=key in self.ran)  # fmt: skip
         await self._write_status(job, desired)
 
     async def _podgroup_status(self, key: str, spec: JobSpec, pg: dict[str, Any]) -> None:

@@ -309,11 +309,16 @@ JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running"}
 
 
 def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,
-               restarting: bool) -> dict[str, Any]:  # fmt: skip
-    """state.phase, retryCount, minAvailable and the pod counts of `vcctl job list`."""
+               restarting: bool, ran: bool = True) -> dict[str, Any]:  # fmt: skip
+    """state.phase, retryCount, minAvailable and the pod counts of `vcctl job list`. The log's
+    Running is the PodGroup's (its gang placed); Volcano's job controller moves a Job from
+    Pending to Running only once minAvailable ≤ running + succeeded + failed (volcano.md
+    §1.3): until then (`ran` False: never so far) the Job shows Pending."""
     tasks = list(tasks)
     shown = "Restarting" if restarting else JOB_PHASES.get(phase, phase or "Pending")
     counts = _counts(tasks)
+    if shown == "Running" and not ran and sum(counts.values()) < spec.min_available:
+        shown = "Pending"
     return {
         "state": {"phase": shown},
         "minAvailable": spec.min_available,

@@ -50,6 +50,18 @@ def test_status_compared_without_timestamps() -> None:
     assert job["state"] == {"phase": "Pending"} and job["running"] == 1 and job["minAvailable"] == 2
 
 
+def test_a_job_shows_running_once_min_available_pods_run() -> None:
+    """The log's Running is the PodGroup's (the gang placed); Volcano's job controller shows a
+    Job Running only once minAvailable of its pods run (or ran): an operator saw
+    `state.phase: Running` beside `running: 0, pending: 2` while the pods waited for devices."""
+    bound = [st.TaskSnap(f"train-worker-{i}", "worker", i, SPEC.tasks[0], status=st.BOUND) for i in range(2)]
+    one = [bound[0], st.TaskSnap("train-worker-1", "worker", 1, SPEC.tasks[0], status=st.RUNNING)]
+    both = [st.TaskSnap(f"train-worker-{i}", "worker", i, SPEC.tasks[0], status=st.RUNNING) for i in range(2)]
+    shown = lambda tasks, ran=False: volcano.job_status(SPEC, "Running", tasks, 0, False, ran=ran)["state"]["phase"]  # noqa: E731
+    assert (shown(bound), shown(one), shown(both)) == ("Pending", "Pending", "Running")
+    assert shown(one, ran=True) == "Running"  # a pod failed after it ran: it stays Running
+
+
 def test_a_stop_concerns_the_run_it_was_asked_for() -> None:
     """An eviction at #50 stops a pod bound or made before it, never a later run's pod under
     the same name (bound for commit #60, or made by the controller after reading #50)."""
