@@ -391,3 +391,26 @@ def test_a_gang_short_of_free_cards_is_shown_where_the_free_ones_are(tmp_path: P
     assert "of the cluster's 16 are free" in text
     assert "per node (2 of 2):" in text and "one pod fits here now" in text
     assert "node-a: 8/8" not in text  # (the discarded attempt's words, no longer the nodes')
+
+
+def test_a_pod_asking_more_cards_than_any_node_has_is_not_told_to_free_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nine whole cards on nodes of eight: the advice was "free 1 Ascend910B3 card on node-a",
+    a node with all eight free — no freeing can help; another node or fewer cards can."""
+    workload = tmp_path / "nine.yaml"
+    workload.write_text("""apiVersion: v1
+kind: Pod
+metadata: {name: nine}
+spec:
+  schedulerName: volcano
+  containers:
+    - name: c
+      image: x
+      resources: {limits: {huawei.com/Ascend910B3: "9"}}
+""")
+    log = simulate(tmp_path, EXAMPLES / "inventory.yaml", workload)
+    code, out, _ = explain(capsys, "pod", "nine", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "asked 9 cards, more than the node has (8)" in text
+    assert "free 1" not in text
+    assert "ask for at most 8 Ascend910B3 cards per pod, or add a node with 9" in text

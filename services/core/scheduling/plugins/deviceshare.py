@@ -65,6 +65,8 @@ from services.core.scheduling.session import Session
 from services.core.scheduling.status import Code, Status, unresolvable, unschedulable
 
 INF = float("inf")
+#: the size of "another node, or fewer cards": any fix that frees cards on a node wins over it
+NO_ROOM = 1e9
 
 
 @cache
@@ -311,6 +313,10 @@ class DeviceSharePlugin:
                 return f"has no {kind} card (it has {have}) [{codes}]", "", INF
             healthy = [c for c in mine if c.spec.healthy and c.usage.healthy and not c.usage.retired]
             plural = "s" if req.count > 1 else ""
+            if req.count > len(mine):  # no freeing helps here: the advice is another node or fewer
+                return (f"{kind}: asked {req.count} card{plural}, more than the node has ({len(mine)}) "
+                        f"[{codes}]", f"ask for at most {len(mine)} {kind} cards per pod, or add a node "
+                        f"with {req.count}", NO_ROOM)  # fmt: skip
             if req.exclusive:
                 free = sum(1 for c in healthy if c.usage.slices_used == 0)
                 if free >= req.count:
