@@ -158,7 +158,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         s = _by_podgroup_name(messages, args)
     if s is None:
         print(f"error: {args.kind} {args.name!r} not found in namespace {args.namespace}"
-              + (f" as of {args.at}" if args.at else ""), file=sys.stderr)  # fmt: skip
+              + (f" as of {args.at}" if args.at else "") + " in Tessera's log", file=sys.stderr)  # fmt: skip
+        if not args.at:  # a refused pod never enters the log: the cluster says why
+            print("  (a pod admission refused is not in the log: its PodScheduled condition and a Warning "
+                  "Event name the rule — `kubectl describe pod`; a pod whose schedulerName is not "
+                  "volcano or tessera is not Tessera's)", file=sys.stderr)  # fmt: skip
         return 1
     print(json.dumps(s, indent=2) if args.output == "json" else render(s))
     return 0

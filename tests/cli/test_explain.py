@@ -145,7 +145,8 @@ def test_placed_pod_says_why_this_node_and_these_cards(tmp_path: Path, capsys: p
 def test_unknown_object_and_bad_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "cuda.yaml")
     code, _, err = explain(capsys, "pod", "nope", "--from", str(log))
-    assert code == 1 and "pod 'nope' not found in namespace default" in err
+    assert code == 1 and "pod 'nope' not found in namespace default in Tessera's log" in err
+    assert "kubectl describe pod" in err  # where a refused pod's reason is (it never enters the log)
     code, _, err = explain(capsys, "pod", "cuda-pod", "--from", str(log), "--at", "yesterday")
     assert code == 2 and "--at 'yesterday'" in err
     code, _, err = explain(capsys, "pod", "cuda-pod", "--from", str(log), "--at", "3")
