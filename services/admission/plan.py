@@ -68,6 +68,7 @@ class KnownJob:
     spec: JobSpec
     live: bool  # not terminal, not deleted
     seq: int  # last sequence of the job's subject
+    deleted: bool = False  # its JobDeleted is in the log (a restart's sweep does not ask again)
 
 
 @dataclass
@@ -373,7 +374,7 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             _job_seq(known, (event.namespace, event.name), seq, live=None)
             known.finished.revived((event.namespace, event.name))  # its pods wait (again)
         case JobDeleted():
-            _job_seq(known, (event.namespace, event.name), seq, live=False)
+            _job_seq(known, (event.namespace, event.name), seq, live=False, deleted=True)
             _finished(known, (event.namespace, event.name))
         case JobPhaseChanged() if event.phase in TERMINAL:
             _job_seq(known, (event.namespace, event.name), seq, live=False)
@@ -402,8 +403,8 @@ def _finished(known: Known, key: tuple[str, str]) -> None:
         known.refused.pop(old, None)
 
 
-def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None) -> None:
+def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None, deleted: bool = False) -> None:
     j = known.jobs.get(key)
     if j is not None:
-        known.jobs[key] = replace(j, seq=seq, live=j.live if live is None else live)
+        known.jobs[key] = replace(j, seq=seq, live=j.live if live is None else live, deleted=j.deleted or deleted)
 

@@ -53,6 +53,7 @@ from contracts.base import Event
 from contracts.events import (
     ALL_EVENTS,
     EvictionRequested,
+    JobDeleted,
     JobSubmitted,
     JobUnschedulable,
     JobUpdated,
@@ -154,6 +155,9 @@ class JobController:
                 self.reset[(key, event.task)] = seq  # type: ignore[index]
             case EvictionRequested():  # the pod bound before it goes, even if the writer
                 self.reset[(key, event.task)] = seq  # type: ignore[index]  # missed it (a crash)
+            case JobDeleted():  # (a job made again under the name starts afresh)
+                self.ran.discard(key)  # type: ignore[arg-type]
+                self.ended_for_deletion.discard(key)  # type: ignore[arg-type]
             case _:
                 pass
         if key is not None:

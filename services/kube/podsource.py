@@ -231,14 +231,17 @@ class PodSource:
             await self.admission.delete_job(job[0], job[1], job[2] or "object")
 
     async def _deleted_while_away(self) -> None:
-        """Once Jobs and pods are listed (at start, after a relist): a live Job the log admitted
-        whose object is not there was deleted while this process was away (or its deletion was
-        waiting for its pods when it stopped) — no watch event will say so."""
+        """Once Jobs and pods are listed (at start, after a relist): a Job the log admitted and has
+        not deleted, whose object is not there, was deleted while this process was away (or its
+        deletion was waiting for its pods when it stopped) — no watch event will say so."""
         for (ns, name), known in list(self.admission.known.jobs.items()):
             uid = known.spec.annotations.get(volcano.OBJECT_UID, "")
             job = (ns, name, uid)
-            if not known.live or known.spec.kind != "Job" or not uid or job in self.jobs_present or job in self.deleting:
+            # (an ended one too: its pods may have gone, and it ended, before this process listed)
+            if known.deleted or known.spec.kind != "Job" or not uid or job in self.jobs_present or job in self.deleting:
                 continue
+            log.info("job %s/%s: its Job object is gone (deleted while admission was away); %d of its "
+                     "pods left", ns, name, len(self.owned.get(job, ())))  # fmt: skip
             if self.owned.get(job):
                 self.deleting.add(job)
             else:
