@@ -147,11 +147,10 @@ class PodSource:
         ch = Change(ch.kind, ch.key, volcano.typed(ch.obj, kind))
         m = volcano.meta(ch.obj)
         ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        job = (ns, name, volcano.uid(ch.obj))
         if what == "job":
-            job = (ns, name, volcano.uid(ch.obj))
             (self.jobs_present.discard if ch.kind == "delete" else self.jobs_present.add)(job)
         if ch.kind == "delete":
-            job = (ns, name, volcano.uid(ch.obj))
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
             elif what != "queue" and self._admitted(ch.obj):

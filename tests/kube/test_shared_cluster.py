@@ -22,7 +22,7 @@ from tests.kube.test_volcano import (
     create_article_job,
     volcano_served,
 )
-from tests.kube.workload import hami_nodes
+from tests.kube.workload import cli_json, hami_nodes
 from tests.processes import wait_until
 
 
@@ -202,21 +202,20 @@ async def test_a_deleted_worker_of_a_running_job_is_made_again_once_it_is_gone(c
 
 
 async def _records(cp: ControlPlane, *args: str) -> Any:
-    """`tessera … -o records` / `-o json` against the running system (its log's view)."""
-    import json
-    import os
-    import sys
+    return await cli_json(cp, *args, codes=(0, 1))
 
-    from contracts.permissions import CLI
-    from tests.processes import ROOT
 
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", *args, "--nats", cp.url,
-        *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode in (0, 1), err.decode()
-    return json.loads(out) if out.strip().startswith((b"[", b"{")) else []
+async def _delete_running_article_job(cluster: Cluster, kubelet: Kubelet) -> None:
+    """Delete the article's running Job and wait until both its pods terminate on their node
+    (the kubelet holds deletions until `confirm`)."""
+    from tests.kube.test_volcano import WORKERS
+
+    await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
+
+    async def both_terminating() -> bool:
+        return all(("default", w) in kubelet.terminating for w in WORKERS)
+
+    await wait_until(both_terminating, 60, "the Job's two pods terminating on their node")
 
 
 async def test_a_deleted_job_holds_its_cards_until_its_pods_are_gone(cluster: Cluster, tmp_path: Path) -> None:
@@ -244,12 +243,7 @@ async def test_a_deleted_job_holds_its_cards_until_its_pods_are_gone(cluster: Cl
                 return [e["type"] for e in await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")]
 
             assert await cards_in_use() == 2
-            await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
-
-            async def both_terminating() -> bool:
-                return all(("default", w) in kubelet.terminating for w in WORKERS)
-
-            await wait_until(both_terminating, 60, "the Job's two pods terminating on their node")
+            await _delete_running_article_job(cluster, kubelet)
             # a pod created after the deletion runs: the services have read past its events
             await cluster.create_pod(cpu_pod("probe", "1"))
 
@@ -298,12 +292,7 @@ async def test_a_deleted_jobs_end_survives_an_admission_restart(cluster: Cluster
         try:
             await create_article_job(cluster)
             await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
-            await cluster.kube.delete(volcano.jobs_path("default", "npu-train-job"))
-
-            async def both_terminating() -> bool:
-                return all(("default", w) in kubelet.terminating for w in WORKERS)
-
-            await wait_until(both_terminating, 60, "the Job's two pods terminating on their node")
+            await _delete_running_article_job(cluster, kubelet)
             cp.kill("admission")
             await asyncio.to_thread(cp.restart, "admission")
             for w in WORKERS:

@@ -9,13 +9,9 @@ Against kmock's emulator, and a real API server with Volcano's CRDs when one is 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from contracts.permissions import CLI
 from services.cli.up import ControlPlane
 from services.kube import volcano
 from tests.kube.cluster import Cluster, Kubelet
@@ -33,8 +29,8 @@ from tests.kube.test_volcano import (
     huge_job,
     volcano_served,
 )
-from tests.kube.workload import hami_nodes
-from tests.processes import ROOT, wait_until
+from tests.kube.workload import cli_json, hami_nodes
+from tests.processes import wait_until
 
 
 def command(name: str, action: str, target: dict[str, Any]) -> dict[str, Any]:
@@ -55,14 +51,8 @@ async def consumed(cluster: Cluster, name: str) -> bool:
 
 
 async def log_queues(cp: ControlPlane) -> list[str]:
-    """`tessera get queues -o json` against the running system: the log's queues."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "get", "queues", "-o", "records", "--nats", cp.url,
-        *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return sorted(q["name"] for q in json.loads(out))
+    """`tessera get queues -o records` against the running system: the log's queues."""
+    return sorted(q["name"] for q in await cli_json(cp, "get", "queues", "-o", "records"))
 
 
 async def test_restart_and_terminate_commands_and_ones_that_do_not_apply(cluster: Cluster, tmp_path: Path) -> None:

@@ -3,12 +3,16 @@ Kubernetes objects (what users `kubectl apply` today, with `schedulerName: volca
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from typing import Any
 
 import yaml
 
 from contracts import hami
+from contracts.permissions import CLI
 from tests.processes import ROOT
 
 EXAMPLES = ROOT / "examples"
@@ -78,3 +82,15 @@ def running_pod(name: str, node: str, annotations: dict[str, str] | None = None,
                   "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]}})  # fmt: skip
     pod["status"] = {"phase": "Running"}
     return pod
+
+
+async def cli_json(cp: Any, *args: str, codes: tuple[int, ...] = (0,)) -> Any:
+    """`tessera ARGS --nats <the plane's>` (an `-o records`/`-o json` listing): its JSON output,
+    [] when it printed none; its exit code one of `codes`."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", *args, "--nats", cp.url,
+        *(["--nats-creds", cp.creds(CLI)] if cp.creds(CLI) else []), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode in codes, err.decode()
+    return json.loads(out) if out.strip().startswith((b"[", b"{")) else []
