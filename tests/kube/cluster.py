@@ -70,6 +70,9 @@ class Cluster:
     namespace: str = "default"
     #: kmock: requests served, by (User-Agent, verb, resource[/subresource]): what each client costs
     requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
+    #: kmock: watches whose events wait until the Event is set, by (User-Agent, resource): one
+    #: client's watch lagging another's, as watches of a real API server may
+    held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
 
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
                           annotations: dict[str, str] | None = None,
@@ -288,10 +291,19 @@ class ServerRules:
     graceful: bool = True
     deletes: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, grace) asked
     requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
+    held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # see Cluster.held
 
     def next_rv(self) -> str:
         self.rv += 1
         return str(self.rv)
+
+
+def _client_resource(request: Any) -> tuple[str, str]:
+    """(User-Agent, resource[/subresource]) of a request, as `Cluster.requests` counts them."""
+    res = request.resource
+    kind = (res.group or "", res.plural) if res is not None else ("", "")
+    what = "/".join(p for p in (kind[0], kind[1], request.subresource or "") if p)
+    return str((request.headers or {}).get("User-Agent", "")), what
 
 
 def _strategic_conditions(stored: Any, patch: dict[str, Any]) -> None:
@@ -403,9 +415,9 @@ def emulator() -> Any:
             rules: ServerRules = self._tessera_rules
             res = request.resource
             kind = (res.group or "", res.plural) if res is not None else ("", "")
-            what = "/".join(p for p in (kind[0], kind[1], request.subresource or "") if p)
+            agent, what = _client_resource(request)
             verb = (request.action or request.method).value.lower()  # a subresource POST has no action
-            rules.requests[(str((request.headers or {}).get("User-Agent", "")), verb, what)] += 1
+            rules.requests[(agent, verb, what)] += 1
             if res is not None and request.action == kmock.action.DELETE and request.name:
                 early = await self._delete(request, kind, rules)
                 if early is not None:
@@ -515,11 +527,14 @@ def emulator() -> Any:
             Job's pod never made again after a restart of the queue service). Too old a
             version is the server's 410 Gone, as an ERROR event."""
             since = int(str((request.params or {}).get("resourceVersion") or "0") or 0)
+            gate = self._tessera_rules.held.get(_client_resource(request))
             if since <= 0:  # "0" or none: the current state first, as kmock does
                 async for ev in super()._serve_watch(request):
                     if not isinstance(ev, dict):
                         yield ev
                     elif (seen := self._as_seen(request, ev)) is not None:
+                        if gate is not None:
+                            await gate.wait()
                         yield seen
                 return
             yield b""  # the headers go out now (kmock's own first chunk)
@@ -538,9 +553,13 @@ def emulator() -> Any:
                     return
                 for ev in past:
                     if (seen := self._as_seen(request, ev)) is not None:
+                        if gate is not None:
+                            await gate.wait()
                         yield seen
                 async for ev in bus.stream(since=marker):
                     if (seen := self._as_seen(request, ev)) is not None:
+                        if gate is not None:
+                            await gate.wait()
                         yield seen
             finally:
                 await bus.unmark(marker)
@@ -643,7 +662,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))
-        cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests)
+        cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held)
         cluster_box.append(cluster)
         try:
             yield cluster
