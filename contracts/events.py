@@ -284,6 +284,11 @@ class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
     taints: tuple[str, ...] = ()
     cards: tuple[CardSpec, ...] = ()
     running: tuple[RunningTask, ...] = ()  # only on a first registration (see RunningTask)
+    #: the extended resources the node's kubelet serves (`status.allocatable` names with a
+    #: domain and a positive count, sorted). A pod asking one it does not serve is admitted by
+    #: the kubelet with that resource dropped and no device plugin called: it runs without the
+    #: card. None: not known (an inventory's simulated node), every card's name counts as served.
+    extended: tuple[str, ...] | None = None
 
 
 class NodeLost(Event, frozen=True, tag="NodeLost"):

@@ -95,6 +95,22 @@ def taint_text(taint: Mapping[str, Any]) -> str:
     return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
+def served(allocatable: Mapping[str, Any]) -> tuple[str, ...]:
+    """The extended resources (domain-qualified names) the kubelet has a positive count of: a
+    device plugin serves them. A name with none left (its plugin gone, every device unhealthy)
+    makes the kubelet refuse a pod asking it, as one it does not serve makes it drop the ask."""
+    out = []
+    for name, value in allocatable.items():
+        if "/" not in str(name):
+            continue
+        try:
+            if parse_quantity(value) > 0:
+                out.append(str(name))
+        except QuantityError:
+            continue
+    return tuple(sorted(out))
+
+
 def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeView:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -146,5 +162,6 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
         taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
+        extended=served(allocatable),
     )  # fmt: skip
     return NodeView(registered, ready, tuple(problems), tuple(answer))

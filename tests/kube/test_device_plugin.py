@@ -70,7 +70,9 @@ async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cl
         await servers.sync()
         # the kubelet sees HAMi's count: 8 cards × split count 4 (65536 // 16384)
         await kubelet.wait_for(lambda: len(kubelet.devices.get(RESOURCE, [])) == 32)
-        assert [(r.resource_name, r.version) for r in kubelet.registrations] == [(RESOURCE, "v1beta1")]
+        # the family and pre-v2.7 names too, which the article's YAML asks (same devices)
+        assert sorted((r.resource_name, r.version) for r in kubelet.registrations) == [
+            ("huawei.com/Ascend910", "v1beta1"), ("huawei.com/Ascend910B", "v1beta1"), (RESOURCE, "v1beta1")]  # fmt: skip
         assert {d.health for d in kubelet.devices[RESOURCE]} == {"Healthy"}
         node = await cluster.kube.get(nodes_path(NODE))
         ann = node["metadata"]["annotations"]
@@ -101,6 +103,18 @@ async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cl
             assert set(hami.runtime_templates(pa)) == {d.uuid for d in committed}
             node = await cluster.kube.get(nodes_path(NODE))
             assert hami.NODE_LOCK not in (node["metadata"].get("annotations") or {})
+
+            # the article's whole card by the family name: the kubelet asks the family's plugin,
+            # which answers with the card Tessera committed
+            await cluster.create_pod(as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "family"},
+                                             "spec": {"containers": [{"name": "c", "resources": {
+                                                 "limits": {"huawei.com/Ascend910": "1"}}}]}}))  # fmt: skip
+            await kubelet.wait_for(lambda: "family" in kubelet.admitted)
+            family = await cluster.pod("default", "family")
+            assert family is not None and kpods.phase(family) == "Running", kubelet.admitted["family"]
+            whole = hami.allocated_devices(family["metadata"]["annotations"])
+            assert [(d.memory, d.type) for d in whole] == [(65536, "Ascend910B3")]
+            assert [e["ASCEND_VISIBLE_DEVICES"] for e in kubelet.admitted["family"].envs] == [index[whole[0].uuid]]
 
             # a card turns Critical: the kubelet is told, the allocator's ledger too
             sends = kubelet.sends

@@ -101,6 +101,15 @@ def test_devices_lost_as_hami_decides() -> None:
     assert nv.registered.cards == ()  # NVIDIA (HAMi >= 2.9): allocatable count 0
 
 
+def test_what_a_nodes_kubelet_serves_is_its_extended_resources_with_a_count() -> None:
+    """cpu, memory, pods and hugepages are not a device plugin's; a name at 0 (its plugin gone,
+    every device unhealthy) makes the kubelet refuse a pod that asks it."""
+    served = {"huawei.com/Ascend910B3": "32", "huawei.com/Ascend910": "0", "example.com/fpga": "2",
+              "hugepages-2Mi": "1Gi", "ephemeral-storage": "100Gi"}  # fmt: skip
+    view = nodes.node_view(_node("a", {}, served), default_catalogue(), NOW)
+    assert view.registered.extended == ("example.com/fpga", "huawei.com/Ascend910B3")
+
+
 def test_cordon_not_ready_and_bad_annotations() -> None:
     cat = default_catalogue()
     view = nodes.node_view(_node("c", {hami.ascend_register_key("Ascend999"): "[]",

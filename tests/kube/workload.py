@@ -19,6 +19,10 @@ EXAMPLES = ROOT / "examples"
 MEMORY_910B3 = 65536
 
 
+#: what Tessera's node side serves on a node of 8 × 910B3 (each card 4 shares)
+NODE_SIDE_ASCEND = {"huawei.com/Ascend910B3": "32", "huawei.com/Ascend910": "32", "huawei.com/Ascend910B": "32"}
+
+
 def ascend_register(node: str, n: int = 8) -> str:
     return json.dumps([{"id": f"{node}-npu-{i}", "index": i, "count": 4, "devmem": MEMORY_910B3,
                         "devcore": 20, "type": "Ascend910B3", "health": True,
@@ -33,9 +37,11 @@ def nvidia_register_csv(node: str, n: int = 2) -> str:
 
 async def hami_nodes(cluster: Any) -> list[str]:
     """node-a: template vNPU, node-b: hami-core soft slicing (8 × 910B3 each); gpu-1: 2 × A100
-    registered in HAMi's legacy CSV form; node-c: cordoned."""
+    registered in HAMi's legacy CSV form; node-c: cordoned. The Ascend nodes serve what
+    Tessera's node side registers with their kubelets (`deviceplugin.resources`): 8 cards × 4
+    shares under the model's name, the family name and the pre-v2.7 name."""
     shake = "Reported_2026.12.01 08:00:00"
-    ascend = {"huawei.com/Ascend910B3": "8"}
+    ascend = NODE_SIDE_ASCEND
     await cluster.create_node("node-a", allocatable=ascend, annotations={
         hami.ascend_register_key("Ascend910B3"): ascend_register("node-a"),
         hami.ascend_handshake_key("Ascend910B3"): shake})  # fmt: skip

@@ -5,6 +5,7 @@ HAMi's pop semantics, its refusals, and the preferred allocation."""
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 
 from contracts import hami
 from contracts.devices import CardSpec
@@ -48,7 +49,13 @@ def test_annotations_read_back_as_the_discovered_cards(core: bool) -> None:
 def test_the_kubelet_counts_split_count_devices_per_card() -> None:
     cards = _node(fixture("npu-smi-910b3x8.txt"), fixture("nvidia-smi-a100x2.xml"))
     res = {r.name: r for r in resources(cards, CATALOGUE)}
-    assert {n: len(r.devices) for n, r in res.items()} == {"huawei.com/Ascend910B3": 32, "nvidia.com/gpu": 20}
+    # the family and pre-v2.7 names too (the article's YAML asks `huawei.com/Ascend910`): the
+    # same devices, popped from the model's annotation
+    assert {n: len(r.devices) for n, r in res.items()} == {
+        "huawei.com/Ascend910B3": 32, "huawei.com/Ascend910": 32, "huawei.com/Ascend910B": 32, "nvidia.com/gpu": 20}  # fmt: skip
+    assert res["huawei.com/Ascend910"].devices == res["huawei.com/Ascend910B3"].devices
+    assert res["huawei.com/Ascend910"].to_allocate == res["huawei.com/Ascend910B"].to_allocate \
+        == hami.ascend_to_allocate_key("Ascend910B3")  # fmt: skip
     npu = res["huawei.com/Ascend910B3"]
     assert npu.devices[0].id == "n1-Ascend910B3-0-0" and npu.devices[0].numa is None
     assert [d.health for d in npu.devices if d.card == "n1-Ascend910B3-6"] == ["Unhealthy"] * 4
@@ -56,6 +63,16 @@ def test_the_kubelet_counts_split_count_devices_per_card() -> None:
     assert gpu.devices[0].id == "GPU-9a8c1f3e-5b2d-4c7a-8e61-0f2b7d4c9a13-0" and gpu.devices[0].numa == 0
     assert (npu.to_allocate, gpu.to_allocate) == (hami.ascend_to_allocate_key("Ascend910B3"), hami.NVIDIA_TO_ALLOCATE)
     assert npu.socket == "tessera-huawei.com_Ascend910B3.sock"
+
+
+def test_a_node_of_two_card_models_serves_no_family_name() -> None:
+    """Allocate pops the devices from one model's annotation: a family name over two models on
+    one node could not say which, so the node serves only the models' own names (and the
+    pre-v2.7 name of 910B3, which is one model)."""
+    cards = _node(fixture("npu-smi-910b3x8.txt"))
+    mixed = [replace(c, type="Ascend910B4") if c.index >= 4 else c for c in cards]
+    assert sorted(r.name for r in resources(mixed, CATALOGUE)) == [
+        "huawei.com/Ascend910B", "huawei.com/Ascend910B3", "huawei.com/Ascend910B4"]  # fmt: skip
 
 
 def _pod(key: str, slots: list[list[tuple[str, int, int]]], word: str, templates: dict[str, str] | None = None) -> dict[str, str]:

@@ -129,6 +129,7 @@ class NodeInfo:
     fit_cache: dict[tuple[object, ...], tuple[int, str | float]] = field(default_factory=dict)
     pos: int = -1  # position in the session's node_list (the scan order)
     state_key: tuple[object, ...] | None = None  # see actions/nodes.py; reset on every change
+    extended: tuple[str, ...] | None = None  # what its kubelet serves (None: not known)
 
     def future_idle(self) -> Resource:
         """Volcano: FutureIdle = Idle + Releasing − Pipelined."""

@@ -228,7 +228,7 @@ class Session:
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
             node = NodeInfo(
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
-                dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards,
+                dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,
             )  # fmt: skip
             if any(n.held):  # other schedulers' pods (NodeUsage): what is left is ours to place
                 held = Resource(*n.held)

@@ -81,6 +81,8 @@ class NodeSnap:
     held: tuple[int, int, int] = (0, 0, 0)
     #: those pods by labels and terms (NodeUsage.others), for inter-pod affinity and spread
     others: tuple[OtherPods, ...] = ()
+    #: the extended resources its kubelet serves (NodeRegistered.extended; None: not known)
+    extended: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ class ClusterProjection:
             case NodeRegistered():
                 self.nodes[event.node] = NodeSnap(
                     event.node, event.cpu_milli, event.memory_mib, event.pods, dict(event.labels),
-                    dict(event.annotations), tuple(event.taints),
+                    dict(event.annotations), tuple(event.taints), extended=event.extended,
                 )  # fmt: skip
                 listed = [c.uuid for c in event.cards]
                 for uuid in self.node_cards.get(event.node, []):
@@ -428,7 +430,7 @@ class ClusterProjection:
         nodes = tuple(
             NodeSnap(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints,
                      tuple(cards[u] for u in node_cards.get(n.name, ())), n.ready,
-                     held.get(n.name, (0, 0, 0)), others.get(n.name, ()))
+                     held.get(n.name, (0, 0, 0)), others.get(n.name, ()), n.extended)
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(JobSnap(j.spec, j.created, j.phase, _schedulable(j.phase, self.tasks[k].values()))

@@ -78,6 +78,17 @@ def resources(cards: Sequence[CardSpec], catalogue: Catalogue) -> list[Resource]
         numa = c.numa if c.vendor == "nvidia" else None
         shares = [PluginDevice(device_id(c.uuid, i), c.uuid, c.healthy, numa) for i in range(max(1, c.split_count))]
         grouped.setdefault(name, (c.vendor, key, []))[2].extend(shares)
+    ascend = {c.type for c in cards if c.vendor != "nvidia"}
+    for alias, types in sorted(catalogue.aliases.items()):
+        present = sorted(ascend & set(types))
+        chip = catalogue.chip(present[0]) if len(present) == 1 else None
+        if chip is not None and alias not in grouped and chip.resource_name in grouped:
+            # the family (`huawei.com/Ascend910`) and pre-v2.7 (`…/Ascend910B`) names the
+            # article's YAML asks: served with the same cards, or the kubelet would admit such a
+            # pod with its ask dropped and no card. One card model per node only: Allocate reads
+            # the model's annotation.
+            vendor, key, devs = grouped[chip.resource_name]
+            grouped[alias] = (vendor, key, list(devs))
     return [Resource(name, vendor, key, tuple(devs)) for name, (vendor, key, devs) in sorted(grouped.items())]
 
 

@@ -269,6 +269,7 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
                    c.spec.split_count, c.spec.numa, c.spec.network_id, c.spec.healthy,
                    c.spec.mode) for c in node.cards),
             node.name if CORDON_ANNOTATION in node.annotations else "",
+            node.extended,
         )  # fmt: skip
         cls = ssn.node_classes.setdefault(static, len(ssn.node_classes))
         key = node.state_key = (

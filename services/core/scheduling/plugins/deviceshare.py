@@ -93,6 +93,16 @@ def vendor_off(vendor: str) -> str:
     return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
 
 
+def not_served(resource: str, extended: Sequence[str]) -> str:
+    """A node whose kubelet does not serve the resource a pod asks: bound there, the pod would
+    be admitted with that ask dropped and start without the card (no device plugin is called
+    for a name none registered). What the node's plugins do serve in that domain is the fix."""
+    domain = resource.split("/", 1)[0] + "/"
+    same = [n for n in extended if n.startswith(domain) and not n.endswith(("-memory", "-core"))]
+    serves = f"their device plugins serve {', '.join(same)}" if same else f"no device plugin of {domain} runs there"
+    return f"node(s) don't serve {resource}: {serves}"
+
+
 #: NodeOrder score of a node HAMi admits but the placement model does not (rounding at the edge):
 #: below any policy score, so it is only chosen when nothing else fits.
 UNFIT_SCORE = -1.0e9
@@ -217,6 +227,9 @@ class DeviceSharePlugin:
         for req in task.spec.devices:
             if self.enabled_vendors and req.vendor not in self.enabled_vendors:
                 return unresolvable(self.name, vendor_off(req.vendor))
+            if node.extended is not None and req.resource and req.resource not in node.extended \
+                    and any(c.spec.vendor == req.vendor for c in node.cards):  # (else: no such cards)
+                return unresolvable(self.name, not_served(req.resource, node.extended))
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
