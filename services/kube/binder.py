@@ -88,6 +88,13 @@ class BinderStats:
 #: queues 1,000 too, and drops beyond: an Event is a courtesy, the binding is the fact)
 ANNOUNCE_BACKLOG = 1000
 ANNOUNCERS = 4
+#: seconds a device pod waits on another pod's node lock before it says so (an Allocate takes
+#: about one: a wait this long is a device plugin that does not answer)
+LOCK_TOLD_AFTER = 10.0
+
+
+def _stamp(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def _bound_for(pod: dict, stamp: str) -> bool:
@@ -104,6 +111,7 @@ class Binder:
         *,
         node_lock: bool = True,
         lock_expire: float = 300.0,
+        lock_told_after: float = LOCK_TOLD_AFTER,
         workers: int = 64,
         clock: Callable[[], float] = time.time,
         storage: StorageSource | None = None,
@@ -114,6 +122,7 @@ class Binder:
         self.kube = kube
         self.node_lock = node_lock
         self.lock_expire = lock_expire
+        self.lock_told_after = lock_told_after
         self.clock = clock
         self.n_workers = workers
         self.cards: dict[str, CardSpec] = {}
@@ -255,7 +264,7 @@ class Binder:
         locked = self.node_lock and bool(p.slices)
         busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
         async with busy or contextlib.nullcontext():
-            if locked and not await self._acquire(p.node, ns, pod):
+            if locked and not await self._acquire(p.node, ns, pod, uid):
                 self.queue.put_nowait(key)  # the node was deleted: try again once it is back
                 return
             if self.owed.get(key) is not p:
@@ -391,6 +400,22 @@ class Binder:
 
     # --- HAMi node lock --------------------------------------------------------------------------
 
+    async def _lock_wait_told(self, node: str, ns: str, pod: str, uid: str, lock: str) -> None:
+        """A device pod kept from binding by another pod's node lock for longer than an Allocate
+        takes says so, on the pod and in the log: HAMi's device plugin releases the lock once it
+        has allocated the holder's devices, so a lock held on is a node whose plugin does not
+        answer (not running, or the holder never reached its kubelet). Until the expiry every
+        device pod of that node waits, and `get po` shows them committed."""
+        holder = hami.lock_holder(lock)
+        at, hns, hpod = holder if holder is not None else (0.0, "", "?")
+        message = (f"waiting for the HAMi node lock of {node}, held by {hns}/{hpod} since {_stamp(at)}: the "
+                   f"device plugin on {node} releases it once that pod's devices are allocated; taken "
+                   f"over at {_stamp(at + self.lock_expire)} if it does not")  # fmt: skip
+        log.warning("%s/%s %s (is a device plugin running on %s?)", ns, pod, message, node)
+        about = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns, "uid": uid}}
+        with contextlib.suppress(KubeError):
+            await status.write_event(self.kube, about, "Warning", "NodeLockHeld", message, self.clock())
+
     async def _watch_nodes(self) -> None:
         async for ch in Reflector(self.kube, nodes_path()).changes():
             if ch.kind == "synced":
@@ -412,8 +437,10 @@ class Binder:
         # held by a pod that started, finished or is gone: the plugin is done with it
         return any(k[0] == hns and k[2] == hpod for k in self.gone)
 
-    async def _acquire(self, node: str, ns: str, pod: str) -> bool:
+    async def _acquire(self, node: str, ns: str, pod: str, uid: str = "") -> bool:
         changed = self._node_changed.setdefault(node, asyncio.Event())
+        since: float | None = None  # waiting for another pod's lock since
+        told = False
         while True:
             obj = self.nodes.get(node)
             if obj is None:
@@ -428,6 +455,11 @@ class Binder:
             current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
             if current and not self._takeable(current, ns, pod):
                 self.stats.lock_waits += 1
+                now = self.clock()
+                since = now if since is None else since
+                if not told and now - since >= self.lock_told_after:
+                    told = True
+                    await self._lock_wait_told(node, ns, pod, uid, current)
                 changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await within(changed.wait(), 1.0)
