@@ -201,13 +201,16 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
         return None
     pending = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
     need: dict[str, int] = {}
+    kinds: dict[str, set[str]] = {}  # a family name's (`Ascend910`) card types
     for t in pending:
         for d in t.spec.devices:
             if d.exclusive:
                 need[d.type] = need.get(d.type, 0) + d.count
+                kinds.setdefault(d.type, set()).update(d.allowed_types or (d.type,))
     healthy = _cluster_cards(ssn)[1]
     for kind, n in sorted(need.items()):
-        cards, free = healthy.get(kind, (0, 0))
+        counted = [healthy.get(k, (0, 0)) for k in sorted(kinds[kind])]
+        cards, free = sum(c for c, _ in counted), sum(f for _, f in counted)
         who = f"gang needs {n} whole {kind} cards" if job.min_available > 1 else (
             f"the pod needs {n} whole {kind} card{'s' if n > 1 else ''}")
         if n > cards:
@@ -310,6 +313,41 @@ def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     return None
 
 
+def _served_by_type(ssn: Session) -> dict[str, set[tuple[str, ...] | None]]:
+    """Per card type, what the kubelets of the nodes with such cards serve (None: not known);
+    once per session, as `_cluster_cards`."""
+    got = ssn.__dict__.get("_explain_served")
+    if got is None:
+        got = {}
+        for node in ssn.node_list:
+            for kind in {c.spec.type for c in node.cards}:
+                got.setdefault(kind, set()).add(node.extended)
+        ssn.__dict__["_explain_served"] = got
+    return got
+
+
+def not_served_anywhere(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device name no node with such cards serves (their kubelets' device plugins register
+    others): every node says so, and no card count or share explains the wait."""
+    if task is None:
+        return None
+    by_type = _served_by_type(ssn)
+    for d in task.spec.devices:
+        lists = {e for t in (d.allowed_types or (d.type,)) for e in by_type.get(t, ())}
+        if not d.resource or not lists or any(e is None or d.resource in e for e in lists):
+            continue
+        domain = d.resource.split("/", 1)[0] + "/"
+        served = sorted({r for e in lists for r in e or () if r.startswith(domain)
+                         and not r.endswith(("-memory", "-core"))})  # fmt: skip
+        names = " or ".join(served) or "the name their device plugin registers"
+        return Explanation(f"no node with {d.type} cards serves {d.resource}: their kubelets' device plugins "
+                           f"serve {', '.join(served) or 'other names'} (bound there, the pod would start "
+                           "without the card)", "deviceshare",
+                           unblock=f"ask for {names} in the pod's resources, or run Tessera's node side "
+                           "(nodeAgent.devicePlugin: tessera), which serves the family name too")  # fmt: skip
+    return None
+
+
 def _pinned_to_missing_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     """A use-uuid annotation naming only cards the cluster does not have: every card answers
     CardUuidMismatch and no node-by-node story says which annotation to correct — explain said
@@ -355,7 +393,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # its namespace's ResourceQuota holds it at enqueue, whatever the nodes would say
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     task = _representative(job)
-    for rule in (_vendor_off, no_such_cards, _pinned_to_missing_cards):
+    for rule in (_vendor_off, no_such_cards, not_served_anywhere, _pinned_to_missing_cards):
         got = rule(ssn, task)
         if got is not None:
             return got

@@ -37,6 +37,7 @@ NODE_FIELDS = {
     "annotations",
     "taints",
     "devices",
+    "serves",
 }
 DEVICE_FIELDS = {"type", "count", "memory", "cores", "splitCount", "numa", "networkId", "mode"}
 
@@ -110,6 +111,11 @@ def load_inventory(
             mem = memory_mib(raw.get("memory", 0))
         except QuantityError as exc:
             raise InventoryError(f"{path}: {exc}") from None
+        serves = raw.get("serves")
+        if serves is not None and (not isinstance(serves, list) or not all(isinstance(r, str) and "/" in r
+                                                                           for r in serves)):  # fmt: skip
+            raise InventoryError(f"{path}.serves: a list of extended resource names (domain/name) its "
+                                 "kubelet's device plugins serve")  # fmt: skip
         count = int(raw.get("count", 1))
         names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
         base_annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
@@ -132,6 +138,8 @@ def load_inventory(
                 labels={"kubernetes.io/hostname": node,
                         **{str(k): str(v) for k, v in (raw.get("labels") or {}).items()}},
                 annotations=annotations, taints=taints, cards=tuple(cards),
+                # what its device plugins register (HAMi's: the model's name); unset: every name
+                extended=tuple(sorted(set(serves))) if serves is not None else None,
             ))  # fmt: skip
     return out
 

@@ -19,7 +19,7 @@ TABLES = tuple(
     t
     for t in ("allocate", "preempt", "reclaim", "enqueue", "devices", "preempt_devices", "e2e",
               "nodeports", "gates", "booking", "podaffinity",
-              "topologyspread", "volumes", "resourcequota", "hypernodes")
+              "topologyspread", "volumes", "resourcequota", "hypernodes", "served")
     if (FIXTURES / f"{t}.yaml").exists()
 )
 CASES = load_tables(*TABLES)

@@ -1,0 +1,25 @@
+"""explain's words for a device name no node serves: which names their device plugins do
+serve, and to ask one of them (or run Tessera's node side) — not a card count, which the
+family name's cards would have made "the cluster has 0"."""
+
+from __future__ import annotations
+
+from tests.core.scheduling.scenarios import load_table
+from tests.core.scheduling.scenarios import unschedulable_of as unschedulable
+
+ROWS = {sc.name: sc for sc in load_table("served")}
+
+
+def test_explain_names_what_the_nodes_serve_and_which_name_to_ask() -> None:
+    u = unschedulable(ROWS["family-name-on-hami-nodes"], "default/family")
+    assert u.plugin == "deviceshare"
+    assert u.why == ("no node with Ascend910 cards serves huawei.com/Ascend910: their kubelets' device plugins "
+                     "serve huawei.com/Ascend910B3 (bound there, the pod would start without the card)")  # fmt: skip
+    assert u.unblock.startswith("ask for huawei.com/Ascend910B3 in the pod's resources, or run Tessera's node side")
+    assert "the cluster has" not in u.reason, u.reason
+
+
+
+def test_a_family_names_whole_cards_are_counted_over_its_models() -> None:
+    u = unschedulable(ROWS["family-name-gang-larger-than-the-cluster"], "default/pair")
+    assert u.why == "gang needs 2 whole Ascend910 cards, the cluster has 1", u.why
