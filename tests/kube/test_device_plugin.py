@@ -69,7 +69,8 @@ async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cl
         await side.refresh()
         await servers.sync()
         # the kubelet sees HAMi's count: 8 cards × split count 4 (65536 // 16384)
-        await kubelet.wait_for(lambda: len(kubelet.devices.get(RESOURCE, [])) == 32)
+        served = ("huawei.com/Ascend910", "huawei.com/Ascend910B", RESOURCE)
+        await kubelet.wait_for(lambda: all(len(kubelet.devices.get(r, [])) == 32 for r in served))
         # the family and pre-v2.7 names too, which the article's YAML asks (same devices)
         assert sorted((r.resource_name, r.version) for r in kubelet.registrations) == [
             ("huawei.com/Ascend910", "v1beta1"), ("huawei.com/Ascend910B", "v1beta1"), (RESOURCE, "v1beta1")]  # fmt: skip
@@ -117,12 +118,15 @@ async def test_node_side_registers_and_allocates_the_committed_cards(cluster: Cl
             assert [e["ASCEND_VISIBLE_DEVICES"] for e in kubelet.admitted["family"].envs] == [index[whole[0].uuid]]
 
             # a card turns Critical: the kubelet is told, the allocator's ledger too
-            sends = kubelet.sends
             (cards_dir / NPU_SMI_FIXTURE).write_text(RECORDED.read_text())
             assert await side.refresh()
-            await kubelet.wait_for(lambda: kubelet.sends > sends)
-            sick = {d.ID.rsplit("-", 1)[0] for d in kubelet.devices[RESOURCE] if d.health == "Unhealthy"}
-            assert sick == {f"{NODE}-Ascend910B3-6"}
+            names = sorted(r.resource_name for r in kubelet.registrations)  # each its own stream
+
+            def sick(resource: str) -> set[str]:
+                return {d.ID.rsplit("-", 1)[0] for d in kubelet.devices[resource] if d.health == "Unhealthy"}
+
+            await kubelet.wait_for(lambda: all(sick(n) for n in names))
+            assert {n: sick(n) for n in names} == {n: {f"{NODE}-Ascend910B3-6"} for n in names}
 
             # an Allocate the plugin refuses: bind-phase failed, lock released, slices freed
             await cluster.create_pod(as_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"},
