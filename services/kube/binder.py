@@ -93,10 +93,6 @@ ANNOUNCERS = 4
 LOCK_TOLD_AFTER = 10.0
 
 
-def _stamp(at: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
-
-
 def _bound_for(pod: dict, stamp: str) -> bool:
     """The pod was bound for the commit `stamp` names (no stamp: bound before stamps existed)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
@@ -408,9 +404,9 @@ class Binder:
         device pod of that node waits, and `get po` shows them committed."""
         holder = hami.lock_holder(lock)
         at, hns, hpod = holder if holder is not None else (0.0, "", "?")
-        message = (f"waiting for the HAMi node lock of {node}, held by {hns}/{hpod} since {_stamp(at)}: the "
+        message = (f"waiting for the HAMi node lock of {node}, held by {hns}/{hpod} since {status.stamp(at)}: the "
                    f"device plugin on {node} releases it once that pod's devices are allocated; taken "
-                   f"over at {_stamp(at + self.lock_expire)} if it does not")  # fmt: skip
+                   f"over at {status.stamp(at + self.lock_expire)} if it does not")  # fmt: skip
         log.warning("%s/%s %s (is a device plugin running on %s?)", ns, pod, message, node)
         about = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns, "uid": uid}}
         with contextlib.suppress(KubeError):

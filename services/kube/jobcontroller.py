@@ -46,7 +46,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from contracts.base import Event
@@ -83,10 +82,6 @@ COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "
 Command = Callable[[str, str, str, str], Awaitable[Any]]
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 QUEUE_STATUS_PERIOD = 1.0  # seconds between two passes over the queues' status
-
-
-def _now(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class JobController:
@@ -449,7 +444,7 @@ class JobController:
         current = obj.get("status") or {}
         if not volcano.status_differs(current, desired):
             return
-        body = volcano.stamp(desired, current, _now(self.clock()))
+        body = volcano.stamp(desired, current, status.stamp(self.clock()))
         await self.kube.patch(volcano.status_path(obj), {"status": volcano.removals(current, body)})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         self.writes += 1

@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 COMPONENT = "tessera"
 
 
-def _stamp(now: float) -> str:
+def stamp(now: float) -> str:
+    """RFC 3339 in UTC, to the second: the API's timestamps (conditions, Events)."""
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -74,7 +75,7 @@ async def write_condition(kube: Kube, obj: dict[str, Any], reason: str, message:
                 and current.get("message") == message:  # fmt: skip
             return False
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": _stamp(now), "lastProbeTime": None}  # fmt: skip
+                "lastTransitionTime": stamp(now), "lastProbeTime": None}  # fmt: skip
         body: dict[str, Any] = {"status": {"conditions": [cond]}}
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
@@ -106,7 +107,7 @@ async def write_event(kube: Kube, obj: dict[str, Any], kind: str, reason: str, m
         "metadata": {"name": f"{name}.{digest}", "namespace": namespace or "default"},
         "involvedObject": involved,
         "reason": reason, "message": message, "type": kind, "count": 1,
-        "firstTimestamp": _stamp(now), "lastTimestamp": _stamp(now),
+        "firstTimestamp": stamp(now), "lastTimestamp": stamp(now),
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
     }  # fmt: skip
     try:
@@ -137,14 +138,14 @@ def refusal_status(obj: dict[str, Any], message: str, now: float) -> dict[str, A
                for c in conditions):  # fmt: skip
             return None
         cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
-                "lastTransitionTime": _stamp(now)}  # fmt: skip
+                "lastTransitionTime": stamp(now)}  # fmt: skip
         return {"conditions": [*(c for c in conditions if c.get("type") != "Admitted"), cond]}
     if kind == "Job":
         state = status.get("state") or {}
         if state.get("reason") == "Rejected" and state.get("message") == message:
             return None
         return {"state": {"phase": "Failed", "reason": "Rejected", "message": message,
-                          "lastTransitionTime": _stamp(now)}}  # fmt: skip
+                          "lastTransitionTime": stamp(now)}}  # fmt: skip
     return None
 
 
