@@ -37,7 +37,7 @@ from services.core.scheduling.interpod import (
     shown,
 )
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
-from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, vendor_off
+from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
@@ -336,9 +336,7 @@ def not_served_anywhere(ssn: Session, task: TaskInfo | None) -> Explanation | No
         lists = {e for t in (d.allowed_types or (d.type,)) for e in by_type.get(t, ())}
         if not d.resource or not lists or any(e is None or d.resource in e for e in lists):
             continue
-        domain = d.resource.split("/", 1)[0] + "/"
-        served = sorted({r for e in lists for r in e or () if r.startswith(domain)
-                         and not r.endswith(("-memory", "-core"))})  # fmt: skip
+        served = counted_names(d.resource, (r for e in lists for r in e or ()))
         names = " or ".join(served) or "the name their device plugin registers"
         return Explanation(f"no node with {d.type} cards serves {d.resource}: their kubelets' device plugins "
                            f"serve {', '.join(served) or 'other names'} (bound there, the pod would start "

@@ -29,7 +29,7 @@ Volcano's sample of feasible nodes (`actions/nodes.num_to_find`), the replay sco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cache
 
@@ -93,12 +93,19 @@ def vendor_off(vendor: str) -> str:
     return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
 
 
+def counted_names(resource: str, served: Iterable[str]) -> list[str]:
+    """The names among `served` a pod of `resource`'s vendor could ask instead: its domain's
+    count resources (a `-memory`/`-core` name is no device plugin's), sorted."""
+    domain = resource.split("/", 1)[0] + "/"
+    return sorted({n for n in served if n.startswith(domain) and not n.endswith(("-memory", "-core"))})
+
+
 def not_served(resource: str, extended: Sequence[str]) -> str:
     """A node whose kubelet does not serve the resource a pod asks: bound there, the pod would
     be admitted with that ask dropped and start without the card (no device plugin is called
     for a name none registered). What the node's plugins do serve in that domain is the fix."""
+    same = counted_names(resource, extended)
     domain = resource.split("/", 1)[0] + "/"
-    same = [n for n in extended if n.startswith(domain) and not n.endswith(("-memory", "-core"))]
     serves = f"their device plugins serve {', '.join(same)}" if same else f"no device plugin of {domain} runs there"
     return f"node(s) don't serve {resource}: {serves}"
 
