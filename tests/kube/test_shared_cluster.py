@@ -7,7 +7,9 @@ Tessera then runs the article's job beside them. Nothing of theirs is deleted or
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,23 @@ async def _records(cp: ControlPlane, *args: str) -> Any:
     return await cli_json(cp, *args, codes=(0, 1))
 
 
+@contextlib.asynccontextmanager
+async def _article_job_running(cluster: Cluster, tmp_path: Path) -> AsyncIterator[tuple[ControlPlane, Kubelet]]:
+    """The article's Job Running on the HAMi nodes under a control plane, its kubelet holding
+    deletions until `confirm`; the plane stopped at the end, pass or fail."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, hold_deletions=True) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+            yield cp, kubelet
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
 async def _delete_running_article_job(cluster: Cluster, kubelet: Kubelet) -> None:
     """Delete the article's running Job and wait until both its pods terminate on their node
     (the kubelet holds deletions until `confirm`)."""
@@ -229,54 +248,45 @@ async def test_a_deleted_job_holds_its_cards_until_its_pods_are_gone(cluster: Cl
     old ones still use."""
     from tests.kube.test_volcano import WORKERS
 
-    await volcano_served(cluster)
-    await hami_nodes(cluster)
-    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
-    async with Kubelet(cluster, hold_deletions=True) as kubelet:
-        await asyncio.to_thread(cp.start, lambda _line: None)
-        try:
-            await create_article_job(cluster)
-            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
+    async with _article_job_running(cluster, tmp_path) as (cp, kubelet):
 
-            async def cards_in_use() -> int:
-                return sum(1 for c in await _records(cp, "get", "cards", "-o", "records") if c["memory_used"])
+        async def cards_in_use() -> int:
+            return sum(1 for c in await _records(cp, "get", "cards", "-o", "records") if c["memory_used"])
 
-            async def job_events() -> list[str]:
-                return [e["type"] for e in await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")]
+        async def job_events() -> list[str]:
+            return [e["type"] for e in await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")]
 
-            assert await cards_in_use() == 2
-            await _delete_running_article_job(cluster, kubelet)
-            # a pod created after the deletion runs: the services have read past its events
-            await cluster.create_pod(cpu_pod("probe", "1"))
+        assert await cards_in_use() == 2
+        await _delete_running_article_job(cluster, kubelet)
+        # a pod created after the deletion runs: the services have read past its events
+        await cluster.create_pod(cpu_pod("probe", "1"))
 
-            async def probe_runs() -> bool:
-                return ((await cluster.pod("default", "probe")) or {}).get("status", {}).get("phase") == "Running"
+        async def probe_runs() -> bool:
+            return ((await cluster.pod("default", "probe")) or {}).get("status", {}).get("phase") == "Running"
 
-            await wait_until(probe_runs, 60, "a pod created after the deletion Running")
-            assert "JobDeleted" not in await job_events()
-            assert await cards_in_use() == 2, "cards freed while the deleted job's pods still run"
-            await kubelet.confirm("default", WORKERS[0])
+        await wait_until(probe_runs, 60, "a pod created after the deletion Running")
+        assert "JobDeleted" not in await job_events()
+        assert await cards_in_use() == 2, "cards freed while the deleted job's pods still run"
+        await kubelet.confirm("default", WORKERS[0])
 
-            async def one_left() -> bool:
-                return await cards_in_use() == 1
+        async def one_left() -> bool:
+            return await cards_in_use() == 1
 
-            await wait_until(one_left, 60, "the first pod's card freed once it is gone")
-            assert "JobDeleted" not in await job_events()
-            await kubelet.confirm("default", WORKERS[1])
+        await wait_until(one_left, 60, "the first pod's card freed once it is gone")
+        assert "JobDeleted" not in await job_events()
+        await kubelet.confirm("default", WORKERS[1])
 
-            async def ended() -> bool:
-                return "JobDeleted" in await job_events() and await cards_in_use() == 0
+        async def ended() -> bool:
+            return "JobDeleted" in await job_events() and await cards_in_use() == 0
 
-            await wait_until(ended, 60, "the job deleted in the log once its last pod is gone")
-            events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
-            kinds = [e["type"] for e in events]
-            after = kinds[kinds.index("PlacementCommitted") + 1:]
-            assert "PlacementProposed" not in after, kinds  # nothing placed for it again
-            phases = [e["data"]["phase"] for e in events if e["type"] == "JobPhaseChanged"]
-            # ended (Terminating; Terminated too unless its JobDeleted came first), never pending again
-            assert "Terminating" in phases and set(phases[phases.index("Terminating"):]) <= {"Terminating", "Terminated"}
-        finally:
-            await asyncio.to_thread(cp.stop)
+        await wait_until(ended, 60, "the job deleted in the log once its last pod is gone")
+        events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
+        kinds = [e["type"] for e in events]
+        after = kinds[kinds.index("PlacementCommitted") + 1:]
+        assert "PlacementProposed" not in after, kinds  # nothing placed for it again
+        phases = [e["data"]["phase"] for e in events if e["type"] == "JobPhaseChanged"]
+        # ended (Terminating; Terminated too unless its JobDeleted came first), never pending again
+        assert "Terminating" in phases and set(phases[phases.index("Terminating"):]) <= {"Terminating", "Terminated"}
 
 
 async def test_a_deleted_jobs_end_survives_an_admission_restart(cluster: Cluster, tmp_path: Path) -> None:
@@ -286,27 +296,18 @@ async def test_a_deleted_jobs_end_survives_an_admission_restart(cluster: Cluster
     as its last pod goes."""
     from tests.kube.test_volcano import WORKERS
 
-    await volcano_served(cluster)
-    await hami_nodes(cluster)
-    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
-    async with Kubelet(cluster, hold_deletions=True) as kubelet:
-        await asyncio.to_thread(cp.start, lambda _line: None)
-        try:
-            await create_article_job(cluster)
-            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
-            await _delete_running_article_job(cluster, kubelet)
-            cp.kill("admission")
-            await asyncio.to_thread(cp.restart, "admission")
-            for w in WORKERS:
-                await kubelet.confirm("default", w)
+    async with _article_job_running(cluster, tmp_path) as (cp, kubelet):
+        await _delete_running_article_job(cluster, kubelet)
+        cp.kill("admission")
+        await asyncio.to_thread(cp.restart, "admission")
+        for w in WORKERS:
+            await kubelet.confirm("default", w)
 
-            async def deleted() -> bool:
-                events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
-                return "JobDeleted" in [e["type"] for e in events]
+        async def deleted() -> bool:
+            events = await _records(cp, "events", "--job", "default/npu-train-job", "-o", "json")
+            return "JobDeleted" in [e["type"] for e in events]
 
-            await wait_until(deleted, 60, "the job deleted in the log by the restarted admission")
-        finally:
-            await asyncio.to_thread(cp.stop)
+        await wait_until(deleted, 60, "the job deleted in the log by the restarted admission")
 
 
 async def test_a_job_the_job_controllers_watch_has_not_brought_yet_runs(cluster: Cluster, tmp_path: Path) -> None:
