@@ -13,7 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contracts.workloads import JobSpec, QueueSpec
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
@@ -210,6 +210,9 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
     pod_spec["schedulerName"] = pod_spec.get("schedulerName") or job_spec.get("schedulerName") or "volcano"
     if spec.priority_class and not pod_spec.get("priorityClassName"):
         pod_spec["priorityClassName"] = spec.priority_class
+    counted = next((t for t in spec.tasks if t.name == task), None)
+    if counted is not None:
+        _write_counts(pod_spec, counted)
     ours = {JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue, TASK_SPEC: task,
             TASK_INDEX: str(index), JOB_VERSION: str(retries), RETRY_COUNT: str(retries)}  # fmt: skip
     labels = {**(tmeta.get("labels") or {}), JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue,
@@ -220,6 +223,21 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
             "metadata": {"name": f"{name}-{task}-{index}", "namespace": ns, "labels": labels,
                          "annotations": annotations, "ownerReferences": [_owner(job)]},
             "spec": pod_spec}  # fmt: skip
+
+
+def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:
+    """The count resource of each card the task books, in the container that asks the card
+    without it (`-memory` alone): the kubelet calls the device plugin only for a resource the
+    container asks, so without it the pod would start with no card. HAMi's webhook writes the
+    same into the pod; admission refuses such pods when nobody will (`uncounted`)."""
+    apps = pod_spec.get("containers") or []
+    for d in task.devices:  # init containers' asks name their count (admission's rule)
+        if not d.resource or not 0 <= d.container < len(apps):
+            continue
+        res = apps[d.container].setdefault("resources", {})
+        if any(d.resource in (res.get(part) or {}) for part in ("limits", "requests")):
+            continue
+        res["limits"] = {**(res.get("limits") or {}), d.resource: str(d.count)}
 
 
 # --- status ------------------------------------------------------------------------------------

@@ -75,3 +75,44 @@ def test_a_stop_concerns_the_run_it_was_asked_for() -> None:
     assert not pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "60"}}}, 50)
     assert not pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "40", volcano.MADE_AFTER: "55"}}}, 50)
     assert pods.stop_concerns({"metadata": {"annotations": {volcano.PLACEMENT: "x"}}}, 50)  # not a stamp
+
+
+def test_a_pod_of_a_job_asks_the_count_of_the_card_its_template_asks_memory_of() -> None:
+    """HAMi's webhook adds the count resource to a container asking `-memory` alone; the
+    kubelet would otherwise call no device plugin and the pod would start without its card."""
+    import yaml
+
+    from services.core.devices import build_vendors
+    from services.core.workload import admit, load_documents
+    from services.core.workload.devicerequests import hami_parser
+
+    reg = build_vendors()
+    job = yaml.safe_load("""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: infer, namespace: ml, uid: u-2}
+spec:
+  minAvailable: 1
+  tasks:
+  - name: worker
+    replicas: 1
+    template:
+      spec:
+        initContainers:
+        - {name: warm, image: x, resources: {limits: {huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "8192"}}}
+        containers:
+        - {name: side, image: x, resources: {limits: {cpu: "1"}}}
+        - {name: npu, image: x, resources: {limits: {huawei.com/Ascend910B3-memory: "16384", cpu: "2"}}}
+        - {name: gpu, image: x, resources: {limits: {nvidia.com/gpumem: "4000"}}}
+        - {name: gpu2, image: x, resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "2000"}}}
+""")
+    w = admit(load_documents(yaml.safe_dump(job)), hami_parser(reg), reg.resource_names())
+    assert not w.rejections
+    pod = volcano.pod_for(job, w.jobs[0], "worker", 0, retries=0)
+    limits = [c.get("resources", {}).get("limits") for c in pod["spec"]["containers"]]
+    assert limits == [{"cpu": "1"},
+                      {"huawei.com/Ascend910B3-memory": "16384", "cpu": "2", "huawei.com/Ascend910B3": "1"},
+                      {"nvidia.com/gpumem": "4000", "nvidia.com/gpu": "1"},
+                      {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}]  # fmt: skip
+    # the Job's own object is untouched
+    assert "huawei.com/Ascend910B3" not in job["spec"]["tasks"][0]["template"]["spec"]["containers"][1]["resources"]["limits"]

@@ -35,7 +35,7 @@ from services.core.devices.requests import unknown_device_names
 from services.core.scheduling.resources import pod_request, requested
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
-from services.core.workload.devicerequests import DeviceRequestParser
+from services.core.workload.devicerequests import DeviceRequestParser, uncounted
 from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
@@ -530,8 +530,12 @@ class Admission:
     def _task(
         self, ctx: _Ctx, path: str, template: Mapping[str, Any], *, role: str, replicas: int,
         min_available: int | None, pod_names: tuple[str, ...], defaults: Mapping[str, str],
+        counts_needed: bool = True,
     ) -> TaskSpec:  # fmt: skip
-        """One pod template → TaskSpec (requests summed over containers, max'ed with init)."""
+        """One pod template → TaskSpec (requests summed over containers, max'ed with init).
+        `counts_needed`: False for a Volcano Job's template, whose pods Tessera's job controller
+        makes with the app containers' device count resources written in (`uncounted`; an init
+        container's ask may be folded into the app's booking, so it must name its count)."""
         meta = template.get("metadata") or {}
         spec = template.get("spec") or {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -576,6 +580,10 @@ class Admission:
                 ctx.warn(err.path, err.value, err.rule)
             else:
                 ctx.reject(err.path, err.value, err.rule)
+        if not spec.get("nodeName"):  # a bound pod's ask is the kubelet's past
+            for err in (*(uncounted(containers, devices, f"{path}.spec") if counts_needed else ()),
+                        *uncounted(init_containers, inits, f"{path}.spec", "initContainers")):
+                ctx.required(err.path, err.rule)
         devices, booked = with_init_devices(devices, inits, len(init_containers), f"{path}.spec")
         for e in booked:
             ctx.reject(e.path, e.value, e.rule)
@@ -853,7 +861,7 @@ class Admission:
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             task = self._task(ctx, f"{path}.template", t.get("template") or {}, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
-                              defaults=annotations)  # fmt: skip
+                              defaults=annotations, counts_needed=False)  # fmt: skip
             task = TaskSpec(
                 **{
                     **_fields(task),

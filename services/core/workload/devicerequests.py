@@ -55,3 +55,34 @@ def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
         return tuple(out), tuple(errors)
 
     return parse
+
+
+def uncounted(
+    containers: Sequence[Mapping[str, Any]], devices: Sequence[DeviceRequest], path: str,
+    field: str = "containers",
+) -> tuple[DeviceRequestError, ...]:
+    """Device asks of a pod nobody will add the count resource to, made without it.
+
+    The kubelet calls a device plugin's Allocate only for the resources a container asks, so a
+    container asking `huawei.com/Ascend910B3-memory` (or `nvidia.com/gpumem`) without the count
+    resource starts with no card while its slice is booked. HAMi's webhook adds the count to the
+    pod; Tessera has no webhook, and a pod's resources cannot be changed once it exists — so the
+    pod is refused, saying what to add. Pods Tessera's job controller makes get the count written
+    in (`services.kube.volcano.pod_for`), so a Job template's app containers are not checked."""
+    out: list[DeviceRequestError] = []
+    for d in devices:
+        if not d.resource or not 0 <= d.container < len(containers):
+            continue
+        res = containers[d.container].get("resources") or {}
+        asked = {str(k) for part in ("limits", "requests") for k in (res.get(part) or {})}
+        if d.resource in asked:
+            continue
+        domain = d.resource.split("/", 1)[0] + "/"
+        companions = sorted(k for k in asked if k.startswith(domain))
+        out.append(DeviceRequestError(
+            f"{path}.{field}[{d.container}].resources.limits.{d.resource}", "",
+            f"{', '.join(companions)} asks a card of {d.resource}, which the container "
+            f"does not ask; the kubelet gives a container a device only for the device plugin's "
+            f"resource it asks (HAMi's webhook would add it; Tessera has none): add "
+            f"{d.resource}: {d.count} to its limits"))  # fmt: skip
+    return tuple(out)
