@@ -18,7 +18,7 @@ from contracts.devices import CardSpec
 from contracts.events import OtherPods, TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
 from services.core.scheduling import gates
-from services.core.scheduling.resources import pod_request
+from services.core.scheduling.resources import pod_request, sidecar
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.core.workload.podaffinity import pod_affinity
@@ -91,19 +91,21 @@ def _quantities(raw: object) -> dict[str, int]:
 
 
 def requests_of(obj: Mapping[str, Any]) -> dict[str, int]:
-    """What a bound pod holds of its node, as kube-scheduler's NodeInfo counts it: per
-    resource the sum over containers (a missing request defaults to its limit), at least the
-    largest init container's, plus the pod's overhead; `pods` 1. Units: cpu milli, memory MiB,
-    other resources milli."""
+    """What a bound pod holds of its node, as kube-scheduler's NodeInfo counts it
+    (`pod_request`: containers — a missing request defaults to its limit — sidecars, init
+    containers, pod-level resources, overhead); `pods` 1. Units: cpu milli, memory MiB, other
+    resources milli."""
     spec = obj.get("spec") or {}
 
     def asks(c: Mapping[str, Any]) -> dict[str, int]:
         res = c.get("resources") or {}
         return {**_quantities(res.get("limits")), **_quantities(res.get("requests"))}
 
-    total = pod_request(map(asks, spec.get("containers") or []), map(asks, spec.get("initContainers") or []))
-    for name, v in _quantities(spec.get("overhead")).items():
-        total[name] = total.get(name, 0) + v
+    inits = spec.get("initContainers") or []
+    pod = spec.get("resources") or {}
+    total = pod_request(map(asks, spec.get("containers") or []), map(asks, inits),
+                        _quantities(spec.get("overhead")), sidecars=[sidecar(c) for c in inits],
+                        pod_requests=_quantities(pod.get("requests")), pod_limits=_quantities(pod.get("limits")))  # fmt: skip
     total["pods"] = 1
     return total
 

@@ -104,13 +104,19 @@ def cpu_pod(name: str, cpu: str, *, scheduler: str = "volcano", node: str = "") 
 
 
 async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster, tmp_path: Path) -> None:
-    """Another scheduler's 190-cpu pods on node-a and node-b (192 cpu each) leave 2 cpu there:
+    """Another scheduler's 190-cpu pods on node-a and node-b (192 cpu each; node-b's by pod-level
+    resources, beside a sidecar) leave 2 cpu there:
     Tessera's 40-cpu pods go to gpu-1 (4 fit), the fifth waits saying so — until their pod on
     node-a is deleted; then it runs there. A hami-core card pod found running on node-a (a
     template node: it cannot be fitted there) gets a Warning Event naming it and its node (issue 22)."""
     await hami_nodes(cluster)
-    for node in ("node-a", "node-b"):
-        await cluster.create_pod(cpu_pod(f"big-{node}", "190", scheduler="default-scheduler", node=node))
+    await cluster.create_pod(cpu_pod("big-node-a", "190", scheduler="default-scheduler", node="node-a"))
+    # node-b's holds its 190 cpu by pod-level resources (Kubernetes ≥ 1.34), beside 1-cpu containers
+    pod_level = cpu_pod("big-node-b", "1", scheduler="default-scheduler", node="node-b")
+    pod_level["spec"]["resources"] = {"requests": {"cpu": "190"}}
+    pod_level["spec"]["initContainers"] = [{"name": "mesh", "image": "x", "restartPolicy": "Always",
+                                            "resources": {"requests": {"cpu": "1"}}}]  # fmt: skip
+    await cluster.create_pod(pod_level)
     soft = cpu_pod("soft-npu", "100m", node="node-a")  # placed before Tessera ran
     soft["metadata"]["annotations"] = {"huawei.com/vnpu-mode": "hami-core"}
     soft["spec"]["containers"][0]["resources"]["limits"] = {

@@ -7,7 +7,8 @@ decides how a dimension missing on one side counts: `missing_is_zero` mirrors th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from contracts.workloads import TaskSpec
 
@@ -21,23 +22,68 @@ def is_device_resource(name: str) -> bool:
     return name.startswith(DEVICE_PREFIXES)
 
 
+def sidecar(container: Mapping[str, Any]) -> bool:
+    """An init container that keeps running beside the app (SidecarContainers, GA in 1.33)."""
+    return container.get("restartPolicy") == "Always"
+
+
+def pod_level_resource(name: str) -> bool:
+    """What `spec.resources` may name (PodLevelResources, beta and on by default since 1.34)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
 def pod_request(
     app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, int]] = (),
-    overhead: Mapping[str, int] | None = None,
+    overhead: Mapping[str, int] | None = None, *, sidecars: Sequence[bool] = (),
+    pod_requests: Mapping[str, int] | None = None, pod_limits: Mapping[str, int] | None = None,
 ) -> dict[str, int]:  # fmt: skip
     """A pod's request from its containers' (Kubernetes' rule, kube-scheduler's NodeInfo and
-    admission alike): per resource the sum over the app containers, at least the largest init
-    container's (they run one after another, before the app), plus the pod's `spec.overhead`
-    (the sandbox's cost RuntimeClass admission sets, held for the pod's whole life)."""
+    admission alike): per resource the sum over the app containers and the sidecars (init
+    containers with `restartPolicy: Always`, flagged in `sidecars`: they run beside the app),
+    at least what any init container needs while it runs — itself plus the sidecars started
+    before it; then the pod-level `spec.resources` requests of cpu, memory and hugepages replace
+    the containers' sum (a pod-level limit alone stands for its request when no container asks
+    the resource, as the API server defaults it); plus the pod's `spec.overhead` (the sandbox's
+    cost RuntimeClass admission sets, held for the pod's whole life)."""
+    total = aggregate(app, init, sidecars)
+    for name, value in (pod_limits or {}).items():
+        if pod_level_resource(name) and name not in (pod_requests or {}) and (
+            not total.get(name) or name.startswith("hugepages-")  # not overcommittable
+        ):
+            total[name] = value
+    for name, value in (pod_requests or {}).items():
+        if pod_level_resource(name):
+            total[name] = value
+    for name, value in (overhead or {}).items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def aggregate(
+    app: Iterable[Mapping[str, int]], init: Iterable[Mapping[str, int]] = (),
+    sidecars: Sequence[bool] = (),
+) -> dict[str, int]:  # fmt: skip
+    """The containers' part of `pod_request` (what pod-level requests must be at least)."""
     total: dict[str, int] = {}
     for asks in app:
         for name, value in asks.items():
             total[name] = total.get(name, 0) + value
-    for asks in init:
-        for name, value in asks.items():
-            total[name] = max(total.get(name, 0), value)
-    for name, value in (overhead or {}).items():
-        total[name] = total.get(name, 0) + value
+    started: dict[str, int] = {}  # the sidecars running so far
+    peak: dict[str, int] = {}
+    for i, asks in enumerate(init):
+        if i < len(sidecars) and sidecars[i]:
+            for name, value in asks.items():
+                total[name] = total.get(name, 0) + value
+                started[name] = started.get(name, 0) + value
+            running = started
+        else:
+            running = {**started}
+            for name, value in asks.items():
+                running[name] = running.get(name, 0) + value
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, 0), value)
+    for name, value in peak.items():
+        total[name] = max(total.get(name, 0), value)
     return total
 
 

@@ -32,7 +32,7 @@ from contracts.workloads import (
     Toleration,
 )
 from services.core.devices.requests import unknown_device_names
-from services.core.scheduling.resources import pod_request, requested
+from services.core.scheduling.resources import pod_request, requested, sidecar
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser, uncounted
@@ -43,6 +43,7 @@ from services.core.workload.initdevices import with_init_devices
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
+from services.core.workload.podresources import pod_level
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.quota import QUOTA_KINDS, quota_event
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
@@ -562,12 +563,19 @@ class Admission:
                     ctx.required(f"{where}.name")
                 if not c.get("image"):
                     ctx.required(f"{where}.image")  # ValidateContainers: image is required
-        total = pod_request(
-            [self._container_requests(ctx, f"{path}.spec.containers[{i}]", c) for i, c in enumerate(containers)],
-            [self._container_requests(ctx, f"{path}.spec.initContainers[{i}]", c)
-             for i, c in enumerate(init_containers)],
-            _resources(ctx, f"{path}.spec.overhead", spec.get("overhead")),
-        )  # fmt: skip
+        app = [self._container_requests(ctx, f"{path}.spec.containers[{i}]", c) for i, c in enumerate(containers)]
+        init = [self._container_requests(ctx, f"{path}.spec.initContainers[{i}]", c)
+                for i, c in enumerate(init_containers)]  # fmt: skip
+        sidecars = [sidecar(c) for c in init_containers]
+        own_limits = [(f"{path}.spec.{kind_of}[{i}]", (c.get("resources") or {}).get("limits"))
+                      for kind_of, listed in (("containers", containers), ("initContainers", init_containers))
+                      for i, c in enumerate(listed)]  # fmt: skip
+        pod_requests, pod_limits, problems = pod_level(spec.get("resources"), f"{path}.spec.resources",
+                                                       app, init, sidecars, own_limits)  # fmt: skip
+        for where, rule in problems:
+            ctx.reject(where, None, rule)
+        total = pod_request(app, init, _resources(ctx, f"{path}.spec.overhead", spec.get("overhead")),
+                            sidecars=sidecars, pod_requests=pod_requests, pod_limits=pod_limits)  # fmt: skip
         ports, port_problems = host_ports(spec, path)
         gates, gate_problems = scheduling_gates(spec, path)
         for where, rule in (*port_problems, *gate_problems):

@@ -11,6 +11,7 @@ import pytest
 from services.core.devices import build_vendors
 from services.core.workload import Workload, admit, load_documents
 from services.core.workload.devicerequests import hami_parser
+from tests.core.workload.manifests import one_task_job
 
 REG = build_vendors()
 
@@ -102,19 +103,8 @@ spec:
 
 def test_a_volcano_jobs_template_without_the_count_is_admitted_as_one_card() -> None:
     """Its init containers still name their count: their ask may be folded into the app's."""
-    text = """
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata: {name: j}
-spec:
-  minAvailable: 1
-  tasks:
-  - name: w
-    replicas: 1
-    template:
-      spec:
-        containers: [{name: c, image: busybox, resources: {limits: {huawei.com/Ascend910B3-memory: "16384"}}}]
-"""
+    text = one_task_job(
+        '        containers: [{name: c, image: busybox, resources: {limits: {huawei.com/Ascend910B3-memory: "16384"}}}]')
     w = run(text)
     assert not w.rejections
     [d] = w.jobs[0].tasks[0].devices
