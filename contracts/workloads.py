@@ -50,11 +50,21 @@ class HostPort(Record, frozen=True):
 
 
 class LabelRequirement(Record, frozen=True):
-    """One `matchExpressions` entry of a required node-affinity term."""
+    """One `matchExpressions` entry of a required node-affinity term, or (`field`) one
+    `matchFields` entry: `metadata.name` In/NotIn one node name."""
 
     key: str
     operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
     values: tuple[str, ...] = ()
+    field: bool = False  # a node field (matchFields), not a label
+
+
+class PreferredNodeTerm(Record, frozen=True):
+    """One `preferredDuringSchedulingIgnoredDuringExecution` entry of node affinity: nodes
+    matching `requirements` (labels and fields, ANDed; none: no node) score `weight` (1..100)."""
+
+    weight: int
+    requirements: tuple[LabelRequirement, ...] = ()
 
 
 class PodAffinityTerm(Record, frozen=True):
@@ -131,6 +141,7 @@ class TaskSpec(Record, frozen=True):
     scalars: dict[str, int] = {}  # extended resources (milli-units), e.g. huawei.com/Ascend910B3
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[tuple[LabelRequirement, ...], ...] = ()  # required node terms, ORed
+    preferred_affinity: tuple[PreferredNodeTerm, ...] = ()  # node affinity's preferred terms
     preemptable: bool = True  # volcano.sh/preemptable (default true)
     preemption_policy: str = "PreemptLowerPriority"
     policies: tuple[tuple[str, str], ...] = ()  # task-level lifecycle (event, action)

@@ -70,7 +70,7 @@ def task_shape(spec: TaskSpec) -> tuple[object, ...]:
     return (
         spec.cpu_milli, spec.memory_mib, tuple(sorted(spec.scalars.items())), spec.devices,
         tuple(annotations), tuple(sorted(spec.node_selector.items())), spec.affinity,
-        spec.tolerations, spec.host_ports, spec.pod_affinity, spec.spread,
+        spec.preferred_affinity, spec.tolerations, spec.host_ports, spec.pod_affinity, spec.spread,
     )  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """What a node's labels and taints admit of a pod: node selector and required node affinity
-(kube-scheduler's NodeAffinity), taints and tolerations (TaintToleration). The predicates plugin
+(kube-scheduler's NodeAffinity; its preferred terms' score), taints and tolerations (TaintToleration). The predicates plugin
 filters with them, and PodTopologySpread asks the same questions of every node to know which
 domains count (its nodeAffinityPolicy and nodeTaintsPolicy)."""
 
@@ -38,14 +38,29 @@ def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
     return tol.operator == "Exists" or tol.value == value
 
 
-def node_affine(spec: TaskSpec, labels: dict[str, str]) -> bool:
-    """The pod's nodeSelector and required node affinity (terms ORed) admit these labels."""
+def node_affine(spec: TaskSpec, labels: dict[str, str], name: str) -> bool:
+    """The pod's nodeSelector and required node affinity (terms ORed) admit this node: its
+    labels, and its name for `matchFields` entries. A term naming nothing matches no node."""
     for k, v in spec.node_selector.items():
         if labels.get(k) != v:
             return False
-    return not spec.affinity or any(
-        all(requirement_matches(r, labels) for r in term) for term in spec.affinity
+    if not spec.affinity:
+        return True
+    fields = {"metadata.name": name}
+    return any(
+        term and all(requirement_matches(r, fields if r.field else labels) for r in term)
+        for term in spec.affinity
     )
+
+
+def preferred_score(spec: TaskSpec, labels: dict[str, str], name: str) -> int:
+    """kube-scheduler's NodeAffinity score: the weights of the preferred terms this node
+    matches, summed (Volcano's nodeorder multiplies it by `nodeaffinity.weight`, unnormalized)."""
+    fields = {"metadata.name": name}
+    return sum(
+        t.weight for t in spec.preferred_affinity
+        if t.requirements and all(requirement_matches(r, fields if r.field else labels) for r in t.requirements)
+    )  # fmt: skip
 
 
 def untolerated(spec: TaskSpec, taints: tuple[tuple[str, str, str], ...]) -> tuple[str, str] | None:

@@ -63,7 +63,7 @@ def _counts(nodes: Sequence[NodeInfo], task: TaskInfo, c: SpreadConstraint,
         labels = node.labels
         if any(k not in labels for k in keys):
             continue
-        if c.node_affinity_policy == "Honor" and not node_affine(spec, labels):
+        if c.node_affinity_policy == "Honor" and not node_affine(spec, labels, node.name):
             continue
         if c.node_taints_policy == "Honor" and untolerated(spec, node.taints) is not None:
             continue

@@ -27,6 +27,7 @@ from contracts.workloads import (
     JobSpec,
     LabelRequirement,
     NetworkTopology,
+    PreferredNodeTerm,
     QueueSpec,
     TaskSpec,
     Toleration,
@@ -617,7 +618,7 @@ class Admission:
                 ctx.reject(
                     f"{path}.spec.tolerations[{i}].operator", t.operator, "must be Equal or Exists"
                 )
-        affinity = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
+        affinity, preferred = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
         pods_affinity, affinity_problems = pod_affinity(
             spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, labels
         )
@@ -638,7 +639,8 @@ class Admission:
             annotations=annotations, node_selector=node_selector,
             duration=_seconds(ctx, f"{path}.metadata.annotations[{DURATION}]", annotations.get(DURATION)),
             min_available=min_available, priority=priority, priority_class=pc_name, labels=labels,
-            scalars=scalars, tolerations=tolerations, affinity=affinity, preemptable=preempt,
+            scalars=scalars, tolerations=tolerations, affinity=affinity, preferred_affinity=preferred,
+            preemptable=preempt,
             preemption_policy=policy or "PreemptLowerPriority",
             exit_code=_int(ctx, f"{path}.metadata.annotations[{EXIT_CODE}]",
                            annotations.get(EXIT_CODE), 0, None),
@@ -676,32 +678,51 @@ class Admission:
 
     def _affinity(
         self, ctx: _Ctx, path: str, raw: Mapping[str, Any]
-    ) -> tuple[tuple[LabelRequirement, ...], ...]:
+    ) -> tuple[tuple[tuple[LabelRequirement, ...], ...], tuple[PreferredNodeTerm, ...]]:
+        """Node affinity: the required terms (ORed) and the weighted preferred ones."""
         node = raw.get("nodeAffinity") or {}
         required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-        terms: list[tuple[LabelRequirement, ...]] = []
-        base = (
-            f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-        )
-        for i, term in enumerate(required.get("nodeSelectorTerms") or []):
-            reqs: list[LabelRequirement] = []
-            for j, expr in enumerate(term.get("matchExpressions") or []):
-                op = str(expr.get("operator") or "")
-                values = tuple(str(v) for v in expr.get("values") or [])
-                p = f"{base}[{i}].matchExpressions[{j}]"
-                if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                    ctx.reject(
-                        f"{p}.operator", op, "must be In, NotIn, Exists, DoesNotExist, Gt or Lt"
-                    )
-                elif op in ("In", "NotIn") and not values:
-                    ctx.reject(f"{p}.values", None, f"must be non-empty for {op}")
-                elif op in ("Exists", "DoesNotExist") and values:
-                    ctx.reject(f"{p}.values", list(values), f"must be empty for {op}")
-                reqs.append(
-                    LabelRequirement(key=str(expr.get("key") or ""), operator=op, values=values)
-                )
-            terms.append(tuple(reqs))
-        return tuple(terms)
+        base = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        terms = tuple(self._node_term(ctx, f"{base}[{i}]", term)
+                      for i, term in enumerate(required.get("nodeSelectorTerms") or []))  # fmt: skip
+        preferred: list[PreferredNodeTerm] = []
+        base = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        for i, entry in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+            weight = _int(ctx, f"{base}[{i}].weight", entry.get("weight"), 0, None)
+            if not 1 <= weight <= 100:  # kube-apiserver validatePreferredSchedulingTerms
+                ctx.invalid(f"{base}[{i}].weight", weight, "must be in the range 1-100")
+            reqs = self._node_term(ctx, f"{base}[{i}].preference", entry.get("preference") or {})
+            preferred.append(PreferredNodeTerm(weight=weight, requirements=reqs))
+        return terms, tuple(preferred)
+
+    def _node_term(self, ctx: _Ctx, p: str, term: Mapping[str, Any]) -> tuple[LabelRequirement, ...]:
+        """One node selector term: its label expressions and `metadata.name` fields, ANDed."""
+        reqs: list[LabelRequirement] = []
+        for j, expr in enumerate(term.get("matchExpressions") or []):
+            op = str(expr.get("operator") or "")
+            values = tuple(str(v) for v in expr.get("values") or [])
+            where = f"{p}.matchExpressions[{j}]"
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                ctx.reject(f"{where}.operator", op, "must be In, NotIn, Exists, DoesNotExist, Gt or Lt")
+            elif op in ("In", "NotIn") and not values:
+                ctx.reject(f"{where}.values", None, f"must be non-empty for {op}")
+            elif op in ("Exists", "DoesNotExist") and values:
+                ctx.reject(f"{where}.values", list(values), f"must be empty for {op}")
+            reqs.append(LabelRequirement(key=str(expr.get("key") or ""), operator=op, values=values))
+        for j, expr in enumerate(term.get("matchFields") or []):
+            op, key = str(expr.get("operator") or ""), str(expr.get("key") or "")
+            values = tuple(str(v) for v in expr.get("values") or [])
+            where = f"{p}.matchFields[{j}]"
+            # kube-apiserver validateNodeFieldSelectorRequirement, in its words
+            if op not in ("In", "NotIn"):
+                ctx.invalid(f"{where}.operator", op, "not a valid selector operator")
+            elif len(values) != 1:
+                ctx.required(f"{where}.values", "must be only one value when `operator` is 'In' or "
+                             "'NotIn' for node field selector")  # fmt: skip
+            if key != "metadata.name":
+                ctx.invalid(f"{where}.key", key, "not a valid field selector key")
+            reqs.append(LabelRequirement(key=key, operator=op, values=values, field=True))
+        return tuple(reqs)
 
     def _running(
         self, ctx: _Ctx, doc: Mapping[str, Any], job: str, task: TaskSpec

@@ -1,7 +1,9 @@
 """`nodeorder` (Volcano wraps kube-scheduler scores, MaxNodeScore 100): least requested
 (weight `leastrequested.weight`, default 1), most requested (`mostrequested.weight`, 0) and
 balanced allocation (`balancedresource.weight`, 1) over cpu and memory, after adding the task;
-inter-pod affinity (`podaffinity.weight`, 1: kube-scheduler's InterPodAffinity score, interpod.py)
+preferred node affinity (`nodeaffinity.weight`, 2: the matched terms' weights, unnormalized as
+Volcano adds them);
+inter-pod affinity (`podaffinity.weight`, 2: kube-scheduler's InterPodAffinity score, interpod.py)
 and topology spread (`podtopologyspread.weight`, 2: PodTopologySpread's, topologyspread.py)."""
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.interpod import PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.nodelabels import preferred_score
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import spread_of
 
@@ -25,7 +28,8 @@ class NodeOrderPlugin:
         self.least = _weight(conf, "leastrequested.weight", 1)
         self.most = _weight(conf, "mostrequested.weight", 0)
         self.balanced = _weight(conf, "balancedresource.weight", 1)
-        self.pod_affinity = _weight(conf, "podaffinity.weight", 1)
+        self.node_affinity = _weight(conf, "nodeaffinity.weight", 2)
+        self.pod_affinity = _weight(conf, "podaffinity.weight", 2)
         self.spread = _weight(conf, "podtopologyspread.weight", 2)
         self.pods: PodIndex | None = None
 
@@ -54,6 +58,8 @@ class NodeOrderPlugin:
             else:
                 bal = (1 - abs(fc - fm) / 2) * 100
             score += self.balanced * int(bal)
+        if self.node_affinity and task.spec.preferred_affinity:
+            score += self.node_affinity * preferred_score(task.spec, node.labels, node.name)
         pods = self.pods
         if pods is not None:
             if self.pod_affinity and pods.affinity_aware(task):

@@ -94,7 +94,7 @@ class PredicatesPlugin:
         self, task: TaskInfo, node: NodeInfo, future: bool, without: Sequence[TaskInfo]
     ) -> Status | None:
         spec = task.spec
-        if self.affinity and not node_affine(spec, node.labels):
+        if self.affinity and not node_affine(spec, node.labels, node.name):
             return unresolvable(self.name, NODE_AFFINITY)
         if self.taints:
             taint = untolerated(spec, node.taints)
