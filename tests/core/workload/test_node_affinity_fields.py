@@ -15,11 +15,14 @@ REG = build_vendors()
 TERMS = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
 
 
-def run(term: str) -> Workload:
+def admitted(node_affinity: str) -> Workload:
     text = ("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {affinity: {nodeAffinity: "
-            "{requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [" + term + "]}}}, "
-            "containers: [{name: c, image: x}]}}")  # fmt: skip
+            + node_affinity + "}, containers: [{name: c, image: x}]}}")  # fmt: skip
     return admit(load_documents(text), hami_parser(REG), REG.resource_names())
+
+
+def run(term: str) -> Workload:
+    return admitted("{requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [" + term + "]}}")
 
 
 def test_a_field_requirement_is_kept_beside_the_label_ones() -> None:
@@ -50,10 +53,7 @@ def test_what_the_api_server_refuses_is_refused_in_its_words(field: str, line: s
 
 
 def preferred(entries: str) -> Workload:
-    text = ("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {affinity: {nodeAffinity: "
-            "{preferredDuringSchedulingIgnoredDuringExecution: [" + entries + "]}}, "
-            "containers: [{name: c, image: x}]}}")  # fmt: skip
-    return admit(load_documents(text), hami_parser(REG), REG.resource_names())
+    return admitted("{preferredDuringSchedulingIgnoredDuringExecution: [" + entries + "]}")
 
 
 def test_preferred_terms_keep_their_weights_and_fields() -> None:
