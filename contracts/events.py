@@ -289,6 +289,11 @@ class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
     #: the kubelet with that resource dropped and no device plugin called: it runs without the
     #: card. None: not known (an inventory's simulated node), every card's name counts as served.
     extended: tuple[str, ...] | None = None
+    #: the rest of `status.allocatable` a pod's request is fitted against, in the core's units
+    #: as admission reads a pod's (ephemeral-storage MiB; hugepages-<size> and other extended
+    #: resources milli-units): everything but cpu, memory, pods and the cards' device names.
+    #: Without it a pod asking `ephemeral-storage` fitted no node.
+    resources: dict[str, int] = {}
 
 
 class NodeLost(Event, frozen=True, tag="NodeLost"):

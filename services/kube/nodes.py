@@ -19,7 +19,14 @@ from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices.catalogue import Catalogue
-from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib, parse_quantity
+from services.core.scheduling.resources import is_device_resource
+from services.core.workload.quantity import (
+    QuantityError,
+    cpu_milli,
+    memory_mib,
+    parse_quantity,
+    to_units,
+)
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable:NoSchedule"
 HANDSHAKE_TIMEOUT = 60.0  # seconds a `Requesting_` handshake may stay unanswered (HAMi's code)
@@ -95,6 +102,24 @@ def taint_text(taint: Mapping[str, Any]) -> str:
     return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
+def other_resources(allocatable: Mapping[str, Any]) -> dict[str, int]:
+    """`NodeRegistered.resources`: allocatable ephemeral-storage, hugepages and extended
+    resources other than the cards' (those are booked on cards), positive ones, in the units a
+    pod's request is read in; a value that does not parse counts as none."""
+    out: dict[str, int] = {}
+    for name, value in sorted(allocatable.items()):
+        name = str(name)
+        if name in ("cpu", "memory", "pods") or is_device_resource(name):
+            continue
+        try:
+            units = to_units(name, value)
+        except QuantityError:
+            continue
+        if units > 0:
+            out[name] = units
+    return out
+
+
 def served(allocatable: Mapping[str, Any]) -> tuple[str, ...]:
     """The extended resources (domain-qualified names) the kubelet has a positive count of: a
     device plugin serves them. A name with none left (its plugin gone, every device unhealthy)
@@ -162,6 +187,6 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
         taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
-        extended=served(allocatable),
+        extended=served(allocatable), resources=other_resources(allocatable),
     )  # fmt: skip
     return NodeView(registered, ready, tuple(problems), tuple(answer))

@@ -368,7 +368,7 @@ class KubeNodeAgent:
             for k, v in req.items():
                 total[k] = total.get(k, 0) + v
         cpu, mem, count = total.pop("cpu", 0), total.pop("memory", 0), total.pop("pods", 0)
-        scalars = {k: v for k, v in sorted(total.items()) if v and k != "ephemeral-storage"}
+        scalars = {k: v for k, v in sorted(total.items()) if v}
         return NodeUsage(node=node, cpu_milli=cpu, memory_mib=mem, pods=count, scalars=scalars,
                          others=_grouped(self.foreign_who.get(node, {}).values()))  # fmt: skip
 

@@ -57,6 +57,8 @@ VOLCANO_KINDS: dict[str, dict[str, Any]] = {
 }
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+#: the allocatable ephemeral-storage a harness node reports (a kubelet reports its root disk)
+EPHEMERAL_STORAGE = "100Gi"
 
 
 @dataclass
@@ -84,8 +86,11 @@ class Cluster:
                              "annotations": annotations or {}},
                 "spec": {"unschedulable": unschedulable}}  # fmt: skip
         await self.kube.create(nodes_path(), body)
-        status = {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", **(allocatable or {})},
-                  "capacity": {"cpu": cpu, "memory": memory, "pods": "110", **(allocatable or {})},
+        # what a kubelet reports besides cpu and memory: its root disk, no hugepages set aside
+        base = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": EPHEMERAL_STORAGE,
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0"}  # fmt: skip
+        status = {"allocatable": {**base, **(allocatable or {})},
+                  "capacity": {**base, **(allocatable or {})},
                   "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                   "reason": "KubeletReady", "message": "ok"}]}  # fmt: skip
         await self.kube.patch(nodes_path(name) + "/status", {"status": status})

@@ -165,6 +165,42 @@ async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster,
             await asyncio.to_thread(cp.stop)
 
 
+def scratch_pod(name: str, disk: str, *, scheduler: str = "volcano", node: str = "") -> dict[str, Any]:
+    pod = cpu_pod(name, "1", scheduler=scheduler, node=node)
+    pod["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = disk
+    return pod
+
+
+async def test_ephemeral_storage_is_fitted_against_what_the_kubelet_reports(cluster: Cluster, tmp_path: Path) -> None:
+    """Each harness node reports 100Gi of ephemeral-storage, as a kubelet reports its root
+    disk. Another scheduler's pod holds 90Gi of disk-1: Tessera's 20Gi pod goes to disk-2, and
+    a 95Gi pod waits saying what is short (a pod asking ephemeral-storage used to fit no node)."""
+    for node in ("disk-1", "disk-2"):
+        await cluster.create_node(node)
+    await cluster.create_pod(scratch_pod("theirs", "90Gi", scheduler="default-scheduler", node="disk-1"))
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(scratch_pod("twenty", "20Gi"))
+            await cluster.create_pod(scratch_pod("ninety-five", "95Gi"))
+
+            async def settled() -> bool:
+                twenty, big = await cluster.pod("default", "twenty"), await cluster.pod("default", "ninety-five")
+                cond = [c for c in ((big or {}).get("status") or {}).get("conditions") or []
+                        if c.get("type") == "PodScheduled"]  # fmt: skip
+                return bool(twenty and twenty["spec"].get("nodeName")) and bool(cond) and cond[0]["status"] == "False"
+
+            await wait_until(settled, 60, "the 20Gi pod bound, the 95Gi one Pending with its reason")
+            assert (await cluster.pod("default", "twenty") or {})["spec"]["nodeName"] == "disk-2"
+            big = await cluster.pod("default", "ninety-five") or {}
+            assert not big["spec"].get("nodeName")
+            message = next(c["message"] for c in big["status"]["conditions"] if c["type"] == "PodScheduled")
+            assert "ephemeral-storage" in message, message
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
 async def test_a_deleted_worker_of_a_running_job_is_made_again_once_it_is_gone(cluster: Cluster, tmp_path: Path) -> None:
     """`kubectl delete pod npu-train-job-worker-0` on a real server: the pod keeps running with a
     deletionTimestamp until its kubelet confirms. Meanwhile no replacement is made and its card

@@ -38,6 +38,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     tasks: dict[str, dict[str, TaskSnap]] = {}
     held: dict[str, tuple[int, int, int]] = {}
     others: dict[str, tuple[OtherPods, ...]] = {}
+    held_resources: dict[str, dict[str, int]] = {}
     claims: dict[str, ClaimChanged] = {}
     volumes: dict[str, VolumeChanged] = {}
     classes: dict[str, StorageClassChanged] = {}
@@ -49,7 +50,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
     """A view for encoding at once (shares the projection's dicts, copies nothing)."""
     return ProjectionState(seq=p.seq, now=p.now, nodes=p.nodes, cards=p.cards, node_cards=p.node_cards,
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
-                           others=p.others,
+                           others=p.others, held_resources=p.held_resources,
                            claims=p.storage.claims, volumes=p.storage.volumes,
                            classes=p.storage.classes, quotas=p.quotas.quotas,
                            hypernodes=p.hypernodes)  # fmt: skip
@@ -63,6 +64,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.queues, p.jobs, p.tasks = s.queues, s.jobs, s.tasks
     p.held = dict(s.held)
     p.others = dict(s.others)
+    p.held_resources = dict(s.held_resources)
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
     p.quotas = QuotaState(dict(s.quotas))
     p.hypernodes = dict(s.hypernodes)

@@ -224,14 +224,14 @@ class Session:
         for i, n in enumerate(snap.nodes):
             if not n.ready:
                 continue
-            alloc = Resource(n.cpu_milli, n.memory_mib, n.pods)
+            alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
             node = NodeInfo(
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,
             )  # fmt: skip
-            if any(n.held):  # other schedulers' pods (NodeUsage): what is left is ours to place
-                held = Resource(*n.held)
+            if any(n.held) or n.held_resources:  # other schedulers' pods (NodeUsage): the rest is ours
+                held = Resource(*n.held, n.held_resources)
                 node.idle.sub(held)
                 node.used.add(held)
             node.pos = len(self.node_list)

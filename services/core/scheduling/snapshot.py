@@ -43,6 +43,7 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling.quotastate import NO_QUOTAS, Quotas, QuotaState
+from services.core.scheduling.resources import is_device_resource
 from services.core.scheduling.storage import NO_STORAGE, Storage, StorageState
 
 # Task (pod) statuses, Volcano `pkg/scheduler/api/types.go`.
@@ -83,6 +84,10 @@ class NodeSnap:
     others: tuple[OtherPods, ...] = ()
     #: the extended resources its kubelet serves (NodeRegistered.extended; None: not known)
     extended: tuple[str, ...] | None = None
+    #: allocatable beyond cpu, memory, pods and cards (NodeRegistered.resources)
+    resources: dict[str, int] = field(default_factory=dict)
+    #: of those, what other schedulers' pods hold (NodeUsage.scalars, device names left out)
+    held_resources: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +215,8 @@ class ClusterProjection:
         self.held: dict[str, tuple[int, int, int]] = {}
         #: node → those pods by labels and terms (NodeUsage.others), where there are any
         self.others: dict[str, tuple[OtherPods, ...]] = {}
+        #: node → their other resources (NodeUsage.scalars but the device names), where any
+        self.held_resources: dict[str, dict[str, int]] = {}
         self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
         self.quotas = QuotaState()  # namespaces' ResourceQuotas (quotastate.py)
         self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
@@ -235,6 +242,7 @@ class ClusterProjection:
                 self.nodes[event.node] = NodeSnap(
                     event.node, event.cpu_milli, event.memory_mib, event.pods, dict(event.labels),
                     dict(event.annotations), tuple(event.taints), extended=event.extended,
+                    resources=dict(event.resources),
                 )  # fmt: skip
                 listed = [c.uuid for c in event.cards]
                 for uuid in self.node_cards.get(event.node, []):
@@ -250,6 +258,10 @@ class ClusterProjection:
                     self.held[event.node] = held
                 else:
                     self.held.pop(event.node, None)
+                if scalars := {k: v for k, v in event.scalars.items() if v and not is_device_resource(k)}:
+                    self.held_resources[event.node] = scalars
+                else:
+                    self.held_resources.pop(event.node, None)
                 if event.others:
                     self.others[event.node] = event.others
                 else:
@@ -425,12 +437,13 @@ class ClusterProjection:
             self._unchecked.add(key)
 
     def snapshot(self) -> Snapshot:
-        held, others = self.held, self.others
+        held, others, held_resources = self.held, self.others, self.held_resources
         cards, node_cards = self.cards, self.node_cards
         nodes = tuple(
             NodeSnap(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints,
                      tuple(cards[u] for u in node_cards.get(n.name, ())), n.ready,
-                     held.get(n.name, (0, 0, 0)), others.get(n.name, ()), n.extended)
+                     held.get(n.name, (0, 0, 0)), others.get(n.name, ()), n.extended, n.resources,
+                     held_resources.get(n.name, {}))
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(JobSnap(j.spec, j.created, j.phase, _schedulable(j.phase, self.tasks[k].values()))

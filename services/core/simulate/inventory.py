@@ -25,7 +25,8 @@ from contracts.devices import CardSpec
 from contracts.events import HyperNodeChanged, NodeRegistered
 from services.core.devices import Catalogue
 from services.core.devices.nodeconfig import NodeDeviceConfig
-from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib
+from services.core.scheduling.resources import is_device_resource
+from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib, to_units
 
 NODE_FIELDS = {
     "name",
@@ -38,6 +39,7 @@ NODE_FIELDS = {
     "taints",
     "devices",
     "serves",
+    "resources",
 }
 DEVICE_FIELDS = {"type", "count", "memory", "cores", "splitCount", "numa", "networkId", "mode"}
 
@@ -116,6 +118,7 @@ def load_inventory(
                                                                            for r in serves)):  # fmt: skip
             raise InventoryError(f"{path}.serves: a list of extended resource names (domain/name) its "
                                  "kubelet's device plugins serve")  # fmt: skip
+        resources = _resources(raw.get("resources"), f"{path}.resources")
         count = int(raw.get("count", 1))
         names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
         base_annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}
@@ -140,7 +143,30 @@ def load_inventory(
                 annotations=annotations, taints=taints, cards=tuple(cards),
                 # what its device plugins register (HAMi's: the model's name); unset: every name
                 extended=tuple(sorted(set(serves))) if serves is not None else None,
+                resources=resources,
             ))  # fmt: skip
+    return out
+
+
+def _resources(raw: object, path: str) -> dict[str, int]:
+    """A node's allocatable beyond cpu, memory, pods and its cards (`ephemeral-storage: 100Gi`,
+    `hugepages-2Mi: 1Gi`, `rdma/hca: 8`): without it a pod asking one fits no simulated node,
+    as on a cluster whose nodes lack it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InventoryError(f"{path}: a map of resource name to quantity")
+    out: dict[str, int] = {}
+    for name, value in sorted(raw.items()):
+        name = str(name)
+        if name in ("cpu", "memory", "pods"):
+            raise InventoryError(f"{path}.{name}: given by the node's own `{name}` field")
+        if is_device_resource(name):
+            raise InventoryError(f"{path}.{name}: a device resource: list the cards under `devices`")
+        try:
+            out[name] = to_units(name, value)
+        except QuantityError as exc:
+            raise InventoryError(f"{path}.{name}: {exc}") from None
     return out
 
 
