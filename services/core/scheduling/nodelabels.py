@@ -63,6 +63,15 @@ def preferred_score(spec: TaskSpec, labels: dict[str, str], name: str) -> int:
     )  # fmt: skip
 
 
+def intolerable_preferences(spec: TaskSpec, taints: tuple[tuple[str, str, str], ...]) -> int:
+    """How many of the node's PreferNoSchedule taints the pod does not tolerate (kube-scheduler's
+    TaintToleration score counts them; a cluster autoscaler marks nodes it wants to remove so)."""
+    return sum(
+        1 for key, value, effect in taints
+        if effect == "PreferNoSchedule" and not any(tolerates(t, key, value, effect) for t in spec.tolerations)
+    )  # fmt: skip
+
+
 def untolerated(spec: TaskSpec, taints: tuple[tuple[str, str, str], ...]) -> tuple[str, str] | None:
     """The first NoSchedule/NoExecute taint (key, value) the pod does not tolerate."""
     for key, value, effect in taints:
