@@ -564,7 +564,9 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
                 "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
                 "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas"),
-                "hypernodes_path": ("topology.volcano.sh", "hypernodes")}  # fmt: skip
+                "hypernodes_path": ("topology.volcano.sh", "hypernodes"),
+                "configmaps_path": ("", "configmaps"), "services_path": ("", "services"),
+                "networkpolicies_path": ("networking.k8s.io", "networkpolicies")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)

@@ -361,6 +361,18 @@ def volumes_path(name: str = "", sub: str = "") -> str:
 STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 
 
+def configmaps_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
+
+
+def services_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/services" + (f"/{name}" if name else "")
+
+
+def networkpolicies_path(namespace: str, name: str = "") -> str:
+    return f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies" + (f"/{name}" if name else "")
+
+
 def quotas_path(namespace: str = "", name: str = "") -> str:
     """ResourceQuotas (all namespaces when `namespace` is empty)."""
     base = f"/api/v1/namespaces/{namespace}/resourcequotas" if namespace else "/api/v1/resourcequotas"

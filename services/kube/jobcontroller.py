@@ -66,7 +66,14 @@ from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.kube import pods, reasons, status, volcano
-from services.kube.client import Kube, KubeError, pods_path
+from services.kube.client import (
+    Kube,
+    KubeError,
+    configmaps_path,
+    networkpolicies_path,
+    pods_path,
+    services_path,
+)
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
 from services.queue import flow as fl
@@ -117,6 +124,9 @@ class JobController:
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
         self.created: list[str] = []  # every pod this process created (tests, benchmarks)
         self.pg_specs: dict[str, dict[str, Any]] = {}  # PodGroup → the spec fields last patched
+        #: job → (Job uid, the plugin objects as last written, kind → the object's uid): what the
+        #: Job's plugins (svc) have beside its pods, made or found owned by it in this process
+        self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[str, str]]] = {}
         self._queues_at = float("-inf")  # loop time of the last queue status pass
         self._queues_due = False  # a pass is scheduled (`_queue_pass`)
         self.writes = 0
@@ -360,6 +370,7 @@ class JobController:
                         await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
                 for k, obj in self._owned(self.podgroups, key, admitted):
                     await self.kube.delete_this(podgroups_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
+                await self._plugin_objects_gone(key)
             if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
                 await self._podgroup_status(key, spec, self.podgroups[key])
             return
@@ -375,6 +386,8 @@ class JobController:
         elif live is not None:
             await self._scaled(key, job, spec, pg_key)
         ending = live is not None and live.phase in fl.ENDING
+        if live is not None and not ending:
+            await self._plugin_objects(key, job)
         if live is not None and tasks is not None and not ending and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
             for pod, role, index, _t in st.task_names(spec):
@@ -395,6 +408,79 @@ class JobController:
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
+
+    async def _plugin_objects(self, key: str, job: dict[str, Any]) -> None:
+        """What the Job's plugins put beside its pods (svc: the hosts ConfigMap, the headless
+        Service, the NetworkPolicy), before its pods are made: written when missing or when the
+        job's replicas changed its hosts; an object of that name the Job does not own is left
+        alone, with a warning (Tessera changes only what is its own)."""
+        wanted = volcano.plugin_objects(job)
+        made = self.plugin_made.get(key)
+        job_uid = volcano.uid(job)
+        if not wanted or (made is not None and made[0] == job_uid and made[1] == wanted):
+            return
+        ns = key.split("/", 1)[0]
+        uids = dict(made[2]) if made is not None and made[0] == job_uid else {}
+        for kind, body in wanted:
+            name = body["metadata"]["name"]
+            try:
+                if kind == "ConfigMap":
+                    obj = await self._made_or_found(self.kube.create(configmaps_path(ns), body),
+                                                    lambda n=name: self.kube.get(configmaps_path(ns, n)))  # fmt: skip
+                    if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid) \
+                            and obj.get("data") != body["data"]:  # fmt: skip
+                        await self.kube.patch(configmaps_path(ns, name), {"data": body["data"]})
+                elif kind == "Service":
+                    obj = await self._made_or_found(self.kube.create(services_path(ns), body),
+                                                    lambda n=name: self.kube.get(services_path(ns, n)))  # fmt: skip
+                else:
+                    obj = await self._made_or_found(self.kube.create(networkpolicies_path(ns), body),
+                                                    lambda n=name: self.kube.get(networkpolicies_path(ns, n)))  # fmt: skip
+            except KubeError as exc:
+                log.warning("job %s: its %s %s not written (%s); again at its next change", key, kind, name, exc)
+                return
+            if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid):
+                uids[kind] = volcano.uid(obj)
+            elif obj is not None:
+                log.warning("job %s: %s %s exists and is not this Job's; left alone (its svc plugin "
+                            "needs it)", key, kind, name)  # fmt: skip
+        self.plugin_made[key] = (job_uid, wanted, uids)
+
+    async def _made_or_found(self, make: Awaitable[Any], read: Callable[[], Awaitable[Any]]) -> dict[str, Any] | None:
+        """The object created, or (409) the one already there; None if it went meanwhile."""
+        try:
+            made = await make
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        else:
+            return made if isinstance(made, dict) else None
+        try:
+            found = await read()
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found if isinstance(found, dict) else None
+
+    async def _plugin_objects_gone(self, key: str) -> None:
+        """The admitted Job is gone: what its plugins made goes with it (the garbage collector
+        does so through the owner references; a cluster without one needs it done)."""
+        made = self.plugin_made.pop(key, None)
+        if made is None:
+            return
+        ns = key.split("/", 1)[0]
+        for kind, body in made[1]:
+            uid = made[2].get(kind)
+            if not uid:
+                continue
+            name = body["metadata"]["name"]
+            if kind == "ConfigMap":
+                await self.kube.delete_this(configmaps_path(ns, name), uid)
+            elif kind == "Service":
+                await self.kube.delete_this(services_path(ns, name), uid)
+            else:
+                await self.kube.delete_this(networkpolicies_path(ns, name), uid)
 
     async def _gone(self, key: str, uid: str) -> bool:
         """The admitted Job object `uid` is deleted, asked of the API server itself: this

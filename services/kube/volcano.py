@@ -18,6 +18,7 @@ from services.core.scheduling import snapshot as st
 from services.core.workload.admission import GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.quantity import from_units
+from services.kube import jobplugins
 
 QUEUES = "/apis/scheduling.volcano.sh/v1beta1/queues"
 SCHEDULING = "scheduling.volcano.sh/v1beta1"
@@ -219,10 +220,17 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
               TASK_SPEC: task, TASK_INDEX: str(index)}  # fmt: skip
     annotations = {**(tmeta.get("annotations") or {}), **ours, GROUP_NAME: podgroup_name(job),
                    MADE_AFTER: str(made_after)}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{name}-{task}-{index}", "namespace": ns, "labels": labels,
-                         "annotations": annotations, "ownerReferences": [_owner(job)]},
-            "spec": pod_spec}  # fmt: skip
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"{name}-{task}-{index}", "namespace": ns, "labels": labels,
+                        "annotations": annotations, "ownerReferences": [_owner(job)]},
+           "spec": pod_spec}  # fmt: skip
+    jobplugins.apply_to_pod(pod, job, task, index)
+    return pod
+
+
+def plugin_objects(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, body) of what the Job's plugins put beside its pods, owned by the Job."""
+    return jobplugins.svc_objects(job, _owner(job))
 
 
 def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:

@@ -41,6 +41,7 @@ from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
+from services.core.workload.jobplugins import check_plugins
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
@@ -918,11 +919,11 @@ class Admission:
             )
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
-        plugins = spec.get("plugins") or {}
-        known = {"svc", "ssh", "env", "tensorflow", "mpi", "pytorch", "ray", "hcclrank"}
-        for pname in plugins:
-            if pname not in known:
-                ctx.reject(f"spec.plugins.{pname}", pname, "unable to find job plugin")
+        refused, warned = check_plugins(spec.get("plugins"), [t.name for t in tasks])
+        for problem in refused:
+            ctx.reject(problem.path, problem.value, problem.rule)
+        for problem in warned:
+            ctx.warn(problem.path, problem.value, problem.rule)
         policies = self._policies(ctx, "spec.policies", spec.get("policies"))
         topology = self._network_topology(ctx, spec)
         ctx.check()

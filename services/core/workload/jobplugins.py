@@ -1,0 +1,112 @@
+"""A Volcano Job's `spec.plugins` (volcano.md §1.3): which job-controller plugins Tessera runs,
+their flags, and the words for what it does not run.
+
+Distributed training jobs rely on these: `svc` gives each pod a stable DNS name under a headless
+Service and every pod the task host lists (`VC_<TASK>_HOSTS`), `env` the task index, `pytorch`
+the rendezvous variables (`MASTER_ADDR`, `WORLD_SIZE`, `RANK`), `hcclrank` Ascend's HCCL rank
+annotation. Tessera's job controller runs these four (`services.kube.jobplugins`); `ssh`, `mpi`,
+`tensorflow` and `ray` are accepted, as Volcano accepts them, with a warning that their pods get
+nothing from them. Flags are read as Go's `flag` package reads them (`--name=value`,
+`--name value`, a bare `--name` for a boolean; the first argument that is not a flag ends them),
+and an unknown flag or a bad value is refused here, where Volcano would log it and go on with
+the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: plugin → flag → default (its type is the default's)
+FLAGS: dict[str, dict[str, str | int | bool]] = {
+    "env": {},
+    "svc": {"publish-not-ready-addresses": False, "disable-network-policy": False},
+    "pytorch": {"master": "master", "worker": "worker", "port": 23456},
+    "hcclrank": {"master": "master", "worker": "worker"},
+}
+#: what Volcano's job webhook knows but Tessera's job controller does not run, and what the
+#: pods then lack
+NOT_RUN = {
+    "ssh": "the job's SSH key Secret mounted at /root/.ssh",
+    "mpi": "MPI_HOST and the ssh setup mpirun needs",
+    "tensorflow": "TF_CONFIG",
+    "ray": "the Ray head's address and ports",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PluginProblem:
+    path: str
+    value: str
+    rule: str
+
+
+def parse_flags(plugin: str, args: Sequence[object]) -> tuple[dict[str, str | int | bool], list[PluginProblem]]:
+    """The plugin's flags from its argument list, defaults filled in; problems name the argument."""
+    known = FLAGS[plugin]
+    out = dict(known)
+    problems: list[PluginProblem] = []
+    i = 0
+    items = [str(a) for a in args]
+    while i < len(items):
+        arg = items[i]
+        where = f"spec.plugins.{plugin}[{i}]"
+        if not arg.startswith("-") or arg in ("-", "--"):
+            break  # Go's flag package: the first non-flag argument ends the flags
+        name, eq, value = arg.lstrip("-").partition("=")
+        if name not in known:
+            shown = ", ".join(f"--{f}" for f in known) or "none"
+            problems.append(PluginProblem(where, arg, f"unknown flag --{name} ({plugin}'s flags: {shown})"))
+            break
+        default = known[name]
+        if isinstance(default, bool):
+            if eq and value.lower() not in ("true", "false", "1", "0", "t", "f"):
+                problems.append(PluginProblem(where, arg, f"--{name} is a boolean: true or false"))
+                break
+            out[name] = not eq or value.lower() in ("true", "1", "t")
+        else:
+            if not eq:
+                if i + 1 >= len(items):
+                    problems.append(PluginProblem(where, arg, f"--{name} needs a value"))
+                    break
+                i += 1
+                value = items[i]
+            if isinstance(default, int):
+                try:
+                    out[name] = int(value)
+                except ValueError:
+                    problems.append(PluginProblem(where, arg, f"--{name} is a number"))
+                    break
+            else:
+                out[name] = value
+        i += 1
+    return out, problems
+
+
+def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginProblem], list[PluginProblem]]:
+    """(refusals, warnings) for a Job's `spec.plugins`."""
+    refusals: list[PluginProblem] = []
+    warnings: list[PluginProblem] = []
+    if raw is None:
+        return refusals, warnings
+    if not isinstance(raw, Mapping):
+        return [PluginProblem("spec.plugins", str(raw), "must be a map of plugin name to its arguments")], []
+    for name, args in raw.items():
+        name = str(name)
+        where = f"spec.plugins.{name}"
+        if name in NOT_RUN:
+            warnings.append(PluginProblem(where, name, f"Tessera's job controller does not run the {name} "
+                                          f"plugin: its pods will lack {NOT_RUN[name]}"))  # fmt: skip
+            continue
+        if name not in FLAGS:
+            refusals.append(PluginProblem(where, name, "unable to find job plugin"))
+            continue
+        if args is not None and not isinstance(args, list):
+            refusals.append(PluginProblem(where, str(args), "must be a list of arguments"))
+            continue
+        flags, problems = parse_flags(name, args or [])
+        refusals.extend(problems)
+        if name == "pytorch" and not problems and flags["master"] not in task_names:
+            warnings.append(PluginProblem(where, str(flags["master"]), f"the job has no task {flags['master']}: "
+                                          "its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"))  # fmt: skip
+    return refusals, warnings
