@@ -578,6 +578,13 @@ class Admission:
             ctx.reject(where, None, rule)
         total = pod_request(app, init, _resources(ctx, f"{path}.spec.overhead", spec.get("overhead")),
                             sidecars=sidecars, pod_requests=pod_requests, pod_limits=pod_limits)  # fmt: skip
+        if spec.get("resourceClaims"):
+            # Dynamic Resource Allocation: the scheduler allocates each claim and reserves it for
+            # the pod (kube-scheduler's DynamicResources); the kubelet starts no pod before that.
+            ctx.reject(f"{path}.spec.resourceClaims", None, "Tessera does not allocate DRA "
+                       "ResourceClaims: bound by it, the pod would never start (its claims "
+                       "unallocated); ask cards by their resources (huawei.com/<model>, "
+                       "nvidia.com/gpu) or leave this pod to a scheduler with DRA")  # fmt: skip
         ports, port_problems = host_ports(spec, path)
         gates, gate_problems = scheduling_gates(spec, path)
         for where, rule in (*port_problems, *gate_problems):

@@ -108,3 +108,20 @@ def test_extended_resources_need_a_limit_equal_to_the_request() -> None:
     assert reasons(pod('{requests: {memory: 2Gi}, limits: {memory: 1Gi}}')) == [
         'spec.containers[0].resources.requests[memory]: Invalid value: "2Gi": '
         "must be less than or equal to memory limit of 1Gi"]  # fmt: skip
+
+
+def test_a_pod_with_dra_resource_claims_is_refused_saying_why() -> None:
+    """Tessera allocates no DRA ResourceClaim; the kubelet starts no pod whose claims are not
+    allocated and reserved for it, so binding it would leave it ContainerCreating for ever."""
+    from services.core.devices import build_vendors
+    from services.core.workload import admit, load_documents
+    from services.core.workload.devicerequests import hami_parser
+
+    reg = build_vendors()
+    text = ("{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {resourceClaims: [{name: gpu, "
+            "resourceClaimTemplateName: one-gpu}], containers: [{name: c, image: x, resources: "
+            "{claims: [{name: gpu}]}}]}}")  # fmt: skip
+    w = admit(load_documents(text), hami_parser(reg), reg.resource_names())
+    assert not w.jobs
+    [r] = w.rejections
+    assert r.path == "spec.resourceClaims" and "Tessera does not allocate DRA ResourceClaims" in r.rule
