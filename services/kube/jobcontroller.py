@@ -46,6 +46,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from contracts.base import Event
@@ -88,6 +89,8 @@ COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "
             **{action: verb for verb, action in fl.JOB_ACTIONS.items()}}  # fmt: skip
 Command = Callable[[str, str, str, str], Awaitable[Any]]
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
+#: a Job's status phases its `ttlSecondsAfterFinished` counts from (Volcano's isJobFinished)
+FINISHED_JOB_PHASES = ("Completed", "Failed", "Terminated")
 QUEUE_STATUS_PERIOD = 1.0  # seconds between two passes over the queues' status
 
 
@@ -127,6 +130,7 @@ class JobController:
         #: job → (Job uid, the plugin objects as last written, kind → the object's uid): what the
         #: Job's plugins (svc) have beside its pods, made or found owned by it in this process
         self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[str, str]]] = {}
+        self._ttl_due: dict[str, float] = {}  # job → when its ttlSecondsAfterFinished runs out (timer set)
         self._queues_at = float("-inf")  # loop time of the last queue status pass
         self._queues_due = False  # a pass is scheduled (`_queue_pass`)
         self.writes = 0
@@ -408,6 +412,38 @@ class JobController:
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
+        await self._expired(key, job)
+
+    async def _expired(self, key: str, job: dict[str, Any]) -> None:
+        """`spec.ttlSecondsAfterFinished` (Volcano's garbage collector): a Job Completed, Failed
+        or Terminated that long ago (its state's lastTransitionTime, as its status shows it) is
+        deleted, with its uid as the precondition; its pods and PodGroup go as a deleted Job's
+        do. Before then, it is looked at again when the time comes."""
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        state = (job.get("status") or {}).get("state") or {}
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or state.get("phase") not in FINISHED_JOB_PHASES \
+                or volcano.meta(job).get("deletionTimestamp"):  # fmt: skip
+            return
+        try:
+            finished = datetime.fromisoformat(str(state.get("lastTransitionTime"))).timestamp()
+        except ValueError:
+            return
+        left = finished + ttl - self.clock()
+        if left > 0:
+            if self._ttl_due.get(key) != finished + ttl:
+                self._ttl_due[key] = finished + ttl
+                asyncio.get_running_loop().call_later(left, self._mark, key)
+            return
+        self._ttl_due.pop(key, None)
+        ns, name = key.split("/", 1)
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+                   "preconditions": {"uid": volcano.uid(job)}}  # fmt: skip
+        try:
+            await self.kube.delete(jobs_path(ns, name), options)
+            log.info("job %s: deleted %d s after it finished (ttlSecondsAfterFinished)", key, ttl)
+        except KubeError as exc:
+            if exc.status not in (404, 409):  # gone already, or another object under the name
+                raise
 
     async def _plugin_objects(self, key: str, job: dict[str, Any]) -> None:
         """What the Job's plugins put beside its pods (svc: the hosts ConfigMap, the headless
