@@ -394,9 +394,14 @@ class JobController:
             await self._plugin_objects(key, job)
         if live is not None and tasks is not None and not ending and (live.phase != "Pending" or key in self.placed):
             retries = self.flow.retries.get(key, 0)
+            waits: dict[str, bool] = {}  # task → its dependsOn not met yet
             for pod, role, index, _t in st.task_names(spec):
                 snap = tasks.get(pod)
                 obj = self.pods.get(f"{ns}/{pod}")
+                if obj is None and role not in waits:
+                    waits[role] = not self._dependencies_ready(key, job, spec, role)
+                if obj is None and waits[role]:
+                    continue  # made once the tasks it depends on run (a change of their pods marks the job)
                 # made only for a task the log has waiting (or committed before its pod was
                 # made): one the log still has running or releasing lost its pod, and the log
                 # decides what follows (its TaskFinished, then a policy) — a pod made before that
@@ -444,6 +449,29 @@ class JobController:
         except KubeError as exc:
             if exc.status not in (404, 409):  # gone already, or another object under the name
                 raise
+
+    def _dependencies_ready(self, key: str, job: dict[str, Any], spec: JobSpec, task: str) -> bool:
+        """A task's `dependsOn` (Volcano's job controller): its pods are made only once the tasks
+        it names are ready — all of them, or any one with `iteration: any` and two or more
+        names. A task is ready when at least its minAvailable pods (replicas when unset) are
+        Running or Succeeded with every container status ready."""
+        raw = next((t for t in (job.get("spec") or {}).get("tasks") or [] if str(t.get("name") or "") == task), {})
+        depends = raw.get("dependsOn") or {}
+        names = [str(n) for n in depends.get("name") or []] if isinstance(depends, dict) else []
+        if not names:
+            return True
+        ns, name = key.split("/", 1)
+
+        def ready(dep: str) -> bool:
+            t = next((t for t in spec.tasks if t.name == dep), None)
+            if t is None:
+                return True  # (admission refuses a dependency on no task)
+            need = t.replicas if t.min_available is None else t.min_available
+            return sum(_pod_ready(self.pods.get(f"{ns}/{name}-{dep}-{i}")) for i in range(t.replicas)) >= need
+
+        if depends.get("iteration") == "any" and len(names) > 1:
+            return any(ready(n) for n in names)
+        return all(ready(n) for n in names)
 
     async def _plugin_objects(self, key: str, job: dict[str, Any]) -> None:
         """What the Job's plugins put beside its pods (svc: the hosts ConfigMap, the headless
@@ -724,3 +752,10 @@ class JobController:
             await self.service.run(stopping)
         finally:
             await cancel_all(tasks)
+
+
+def _pod_ready(obj: dict[str, Any] | None) -> bool:
+    """Running or Succeeded with every container status ready (Volcano's isDependsOnPodsReady)."""
+    if obj is None or pods.phase(obj) not in ("Running", "Succeeded"):
+        return False
+    return all(cs.get("ready") for cs in (obj.get("status") or {}).get("containerStatuses") or [])

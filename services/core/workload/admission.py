@@ -41,7 +41,7 @@ from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
-from services.core.workload.jobplugins import check_plugins
+from services.core.workload.jobplugins import check_plugins, dependency_problems
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
@@ -926,6 +926,8 @@ class Admission:
             )
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
+        for where, value, rule in dependency_problems(spec.get("tasks") or [], [t.name for t in tasks]):
+            ctx.reject(where, value, rule)
         refused, warned = check_plugins(spec.get("plugins"), [t.name for t in tasks])
         for problem in refused:
             ctx.reject(problem.path, problem.value, problem.rule)

@@ -110,3 +110,44 @@ def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginPr
             warnings.append(PluginProblem(where, str(flags["master"]), f"the job has no task {flags['master']}: "
                                           "its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"))  # fmt: skip
     return refusals, warnings
+
+
+#: Volcano's job webhook, in its words, for a `dependsOn` that names no task or forms a cycle
+NOT_A_DAG = "job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG)"
+
+
+def dependency_problems(raw_tasks: Sequence[object], names: Sequence[str]) -> list[tuple[str, object, str]]:
+    """(path, value, rule) for the tasks' `dependsOn` (Volcano's webhook: the tasks they name
+    must sort topologically; an unknown name or a cycle does not)."""
+    problems: list[tuple[str, object, str]] = []
+    edges: dict[str, list[str]] = {}
+    for i, raw in enumerate(raw_tasks):
+        depends = raw.get("dependsOn") if isinstance(raw, Mapping) else None
+        if depends is None or i >= len(names):
+            continue
+        listed = depends.get("name") if isinstance(depends, Mapping) else None
+        if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+            problems.append((f"spec.tasks[{i}].dependsOn.name", listed, "must be a list of task names"))
+            continue
+        edges[names[i]] = list(listed)
+    if not edges:
+        return problems
+    # Kahn's sort over the named tasks; what never reaches in-degree 0 is on a cycle or waits
+    # for a task that does not exist
+    indegree = {n: 0 for n in names}
+    for task, deps in edges.items():
+        indegree[task] += len(deps)
+    ready = [n for n in names if indegree[n] == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for task, deps in edges.items():
+            for d in deps:
+                if d == n:
+                    indegree[task] -= 1
+                    if indegree[task] == 0:
+                        ready.append(task)
+    if done != len(names):
+        problems.append(("spec.tasks", None, NOT_A_DAG))
+    return problems

@@ -1,0 +1,86 @@
+"""A Volcano Job's task `dependsOn`: the job controller makes a task's pods only once the tasks
+it depends on are ready (their minAvailable pods Running with every container ready), as
+Volcano's does; the whole gang is placed (its cards booked) from the start, so the waiting
+task's pods bind as soon as they are made. Admission refuses a dependency that names no task
+or forms a cycle, in Volcano's words."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.cli.up import ControlPlane
+from services.core.workload.jobplugins import NOT_A_DAG, dependency_problems
+from services.kube import pods as kpods
+from services.kube import volcano
+from services.kube.client import pods_path
+from services.kube.listwatch import Reflector
+from services.runtime.tasks import cancel_all
+from tests.kube.cluster import Cluster, Kubelet
+from tests.processes import wait_until
+
+
+@pytest.mark.parametrize(
+    ("depends", "ok"),
+    [({"launcher": ["worker"]}, True), ({"launcher": ["worker"], "worker": ["launcher"]}, False),
+     ({"launcher": ["workers"]}, False), ({"launcher": ["launcher"]}, False)],
+)  # fmt: skip
+def test_dependencies_must_form_a_dag_of_the_jobs_tasks(depends: dict[str, list[str]], ok: bool) -> None:
+    names = ["launcher", "worker"]
+    tasks = [{"name": n, **({"dependsOn": {"name": depends[n]}} if n in depends else {})} for n in names]
+    problems = dependency_problems(tasks, names)
+    assert problems == ([] if ok else [("spec.tasks", None, NOT_A_DAG)])
+
+
+def mpi_like_job() -> dict[str, Any]:
+    def task(name: str, replicas: int, depends: list[str] | None = None) -> dict[str, Any]:
+        t: dict[str, Any] = {"name": name, "replicas": replicas, "template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}  # fmt: skip
+        if depends:
+            t["dependsOn"] = {"name": depends}
+        return t
+
+    return {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": "mpi", "namespace": "default"},
+            "spec": {"minAvailable": 3, "schedulerName": "volcano", "queue": "default",
+                     "tasks": [task("launcher", 1, ["worker"]), task("worker", 2)]}}  # fmt: skip
+
+
+async def test_the_launcher_pod_is_made_once_the_workers_run(cluster: Cluster, tmp_path: Path) -> None:
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    seen: list[tuple[str, str]] = []  # (pod, phase) in the order the API server told them
+
+    async def record() -> None:
+        async for ch in Reflector(cluster.kube, pods_path()).changes():
+            if ch.kind == "upsert":
+                seen.append((ch.obj["metadata"]["name"], kpods.phase(ch.obj)))
+
+    recorder = asyncio.create_task(record())
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        await cluster.kube.create(volcano.jobs_path("default"), mpi_like_job())
+        workers = ("mpi-worker-0", "mpi-worker-1")
+
+        async def workers_bound() -> bool:
+            got = [await cluster.pod("default", w) for w in workers]
+            return all(p is not None and p["spec"].get("nodeName") for p in got)
+
+        await wait_until(workers_bound, 60, "the workers made and bound (no kubelet runs them yet)")
+        async with Kubelet(cluster):
+
+            async def launcher_running() -> bool:
+                p = await cluster.pod("default", "mpi-launcher-0")
+                return p is not None and kpods.phase(p) == "Running"
+
+            await wait_until(launcher_running, 60, "the launcher made, bound and Running once the workers run")
+        first_launcher = next(i for i, (n, _) in enumerate(seen) if n == "mpi-launcher-0")
+        for w in workers:
+            running = next(i for i, (n, phase) in enumerate(seen) if n == w and phase == "Running")
+            assert running < first_launcher, seen
+    finally:
+        await asyncio.to_thread(cp.stop)
+        await cancel_all([recorder])
