@@ -313,7 +313,7 @@ class PodSource:
         docs.extend(pods.manifest(o) for o in objs.values() if not pods.node_name(o))
         if not docs:
             return
-        results = await self.admission.admit_documents(docs)
+        results = await self.admission.admit_documents(_latest(docs))
         for res in results:
             if res.kind == "HyperNode":
                 if res.outcome == REJECTED and (obj := others.get(("HyperNode", "", res.name))) is not None:
@@ -388,6 +388,18 @@ class PodSource:
 
 
 _STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `run`'s wait
+
+
+def _latest(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each object once, as its last change in the batch shows it: a Queue created and then
+    given its status within one batch came twice, and admission refused the pair as a
+    "duplicate queue" (a Warning on the Queue, and its change not taken)."""
+    def key(d: dict[str, Any]) -> tuple[str, str, str]:
+        m = d.get("metadata") or {}
+        return str(d.get("kind") or ""), str(m.get("namespace") or ""), str(m.get("name") or "")
+
+    last = {key(d): i for i, d in enumerate(docs)}
+    return [d for i, d in enumerate(docs) if last[key(d)] == i]
 
 
 def _version(obj: dict[str, Any]) -> bytes:
