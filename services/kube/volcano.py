@@ -17,6 +17,7 @@ from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
+from services.core.workload.jobvolumes import with_job_volumes
 from services.core.workload.quantity import from_units
 from services.kube import jobplugins
 
@@ -204,7 +205,7 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
         tasks = (job.get("spec") or {}).get("tasks") or []
         i = int(task.removeprefix("default")) if task.startswith("default") and task[7:].isdigit() else -1
         raw = tasks[i] if 0 <= i < len(tasks) else {}
-    template = copy.deepcopy(raw.get("template") or {})
+    template = with_job_volumes(raw.get("template") or {}, (job.get("spec") or {}).get("volumes"))
     tmeta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
     job_spec = job.get("spec") or {}

@@ -116,3 +116,11 @@ spec:
                       {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}]  # fmt: skip
     # the Job's own object is untouched
     assert "huawei.com/Ascend910B3" not in job["spec"]["tasks"][0]["template"]["spec"]["containers"][1]["resources"]["limits"]
+
+
+def test_a_pod_of_a_job_mounts_the_jobs_own_volumes() -> None:
+    job = {**JOB, "spec": {**JOB["spec"], "volumes": [{"mountPath": "/data", "volumeClaimName": "dataset"}]}}
+    pod = volcano.pod_for(job, SPEC, "worker", 0, retries=0)
+    assert pod["spec"]["volumes"] == [{"name": "job-volume-0", "persistentVolumeClaim": {"claimName": "dataset"}}]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "job-volume-0", "mountPath": "/data"}]
+    assert "volumes" not in JOB["spec"]["tasks"][0]["template"]["spec"]  # the Job object is untouched

@@ -42,6 +42,7 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
+from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
@@ -896,7 +897,9 @@ class Admission:
                 ctx.reject(f"{path}.name", tname, f"create pod with name {longest} validate "
                            f"failed {names.go_list(errs)}")  # fmt: skip
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
-            task = self._task(ctx, f"{path}.template", t.get("template") or {}, role=tname,
+            # the job's own volumes are in every pod the job controller makes (jobvolumes.py)
+            template = with_job_volumes(t.get("template") or {}, spec.get("volumes"))
+            task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
                               defaults=annotations, counts_needed=False)  # fmt: skip
             task = TaskSpec(
@@ -926,7 +929,8 @@ class Admission:
             )
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
-        for where, value, rule in dependency_problems(spec.get("tasks") or [], [t.name for t in tasks]):
+        for where, value, rule in (*dependency_problems(spec.get("tasks") or [], [t.name for t in tasks]),
+                                   *volume_problems(spec.get("volumes"))):
             ctx.reject(where, value, rule)
         refused, warned = check_plugins(spec.get("plugins"), [t.name for t in tasks])
         for problem in refused:
