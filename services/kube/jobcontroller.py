@@ -130,6 +130,7 @@ class JobController:
         #: job → (Job uid, the plugin objects as last written, kind → the object's uid): what the
         #: Job's plugins (svc) have beside its pods, made or found owned by it in this process
         self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[str, str]]] = {}
+        self.plugin_spec_seen: dict[str, tuple[str, object]] = {}  # job → (uid, generation) written for
         self._ttl_due: dict[str, float] = {}  # job → when its ttlSecondsAfterFinished runs out (timer set)
         self._queues_at = float("-inf")  # loop time of the last queue status pass
         self._queues_due = False  # a pass is scheduled (`_queue_pass`)
@@ -478,10 +479,15 @@ class JobController:
         Service, the NetworkPolicy), before its pods are made: written when missing or when the
         job's replicas changed its hosts; an object of that name the Job does not own is left
         alone, with a warning (Tessera changes only what is its own)."""
+        m = volcano.meta(job)
+        version = (volcano.uid(job), m.get("generation") or m.get("resourceVersion"))
+        if self.plugin_spec_seen.get(key) == version:
+            return  # its spec unchanged: a pod's change re-reconciles a job (hosts are O(replicas))
         wanted = volcano.plugin_objects(job)
         made = self.plugin_made.get(key)
         job_uid = volcano.uid(job)
         if not wanted or (made is not None and made[0] == job_uid and made[1] == wanted):
+            self.plugin_spec_seen[key] = version
             return
         ns = key.split("/", 1)[0]
         uids = dict(made[2]) if made is not None and made[0] == job_uid else {}
@@ -509,6 +515,7 @@ class JobController:
                 log.warning("job %s: %s %s exists and is not this Job's; left alone (its svc plugin "
                             "needs it)", key, kind, name)  # fmt: skip
         self.plugin_made[key] = (job_uid, wanted, uids)
+        self.plugin_spec_seen[key] = version
 
     async def _made_or_found(self, make: Awaitable[Any], read: Callable[[], Awaitable[Any]]) -> dict[str, Any] | None:
         """The object created, or (409) the one already there; None if it went meanwhile."""
@@ -530,6 +537,7 @@ class JobController:
     async def _plugin_objects_gone(self, key: str) -> None:
         """The admitted Job is gone: what its plugins made goes with it (the garbage collector
         does so through the owner references; a cluster without one needs it done)."""
+        self.plugin_spec_seen.pop(key, None)
         made = self.plugin_made.pop(key, None)
         if made is None:
             return
