@@ -91,6 +91,7 @@ Command = Callable[[str, str, str, str], Awaitable[Any]]
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 #: a Job's status phases its `ttlSecondsAfterFinished` counts from (Volcano's isJobFinished)
 FINISHED_JOB_PHASES = ("Completed", "Failed", "Terminated")
+TTL_MARGIN = 0.05  # seconds after a Job's ttl runs out that it is looked at (timers run early, a bit)
 QUEUE_STATUS_PERIOD = 1.0  # seconds between two passes over the queues' status
 
 
@@ -436,9 +437,14 @@ class JobController:
             return
         left = finished + ttl - self.clock()
         if left > 0:
-            if self._ttl_due.get(key) != finished + ttl:
+            if self._ttl_due.get(key) != finished + ttl:  # one timer per expiry
                 self._ttl_due[key] = finished + ttl
-                asyncio.get_running_loop().call_later(left, self._mark, key)
+
+                def due() -> None:  # (the loop's clock may fire a little early: then another)
+                    self._ttl_due.pop(key, None)
+                    self._mark(key)
+
+                asyncio.get_running_loop().call_later(left + TTL_MARGIN, due)
             return
         self._ttl_due.pop(key, None)
         ns, name = key.split("/", 1)
