@@ -570,9 +570,9 @@ class Admission:
         init = [self._container_requests(ctx, f"{path}.spec.initContainers[{i}]", c)
                 for i, c in enumerate(init_containers)]  # fmt: skip
         sidecars = [sidecar(c) for c in init_containers]
-        own_limits = [(f"{path}.spec.{kind_of}[{i}]", (c.get("resources") or {}).get("limits"))
-                      for kind_of, listed in (("containers", containers), ("initContainers", init_containers))
-                      for i, c in enumerate(listed)]  # fmt: skip
+        # the API server holds the app containers' limits to the pod's (not the init containers')
+        own_limits = [(f"{path}.spec.containers[{i}]", (c.get("resources") or {}).get("limits"))
+                      for i, c in enumerate(containers)]  # fmt: skip
         pod_requests, pod_limits, problems = pod_level(spec.get("resources"), f"{path}.spec.resources",
                                                        app, init, sidecars, own_limits)  # fmt: skip
         for where, rule in problems:

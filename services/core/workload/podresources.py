@@ -11,7 +11,7 @@ met one (`tessera apply`); a pod read from a cluster passed them already:
 * a request is at most its limit;
 * a request is at least the containers' aggregate request (sidecars and init containers
   counted as the kubelet counts them, `resources.aggregate`);
-* no container's limit is above the pod's limit of that resource.
+* no app container's limit is above the pod's limit of that resource.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def pod_level(
     sidecars: Sequence[bool], limits: Sequence[tuple[str, Mapping[str, Any]]],
 ) -> tuple[dict[str, int], dict[str, int], list[Problem]]:  # fmt: skip
     """`raw`: the pod's `spec.resources`; `app`/`init`: each container's requests (a missing
-    one defaulted to its limit); `limits`: each container's path and raw `resources.limits`.
+    one defaulted to its limit); `limits`: each app container's path and raw `resources.limits`.
     → (requests, limits, problems)."""
     problems: list[Problem] = []
     if raw is None:

@@ -108,3 +108,10 @@ def test_a_volcano_jobs_template_is_held_to_the_same_rules() -> None:
     assert r.path == "spec.tasks[0].template.spec.resources.requests[cpu]"
     ok = run(text.replace('cpu: "2"}}', 'cpu: "6"}}'))
     assert not ok.rejections and ok.jobs[0].tasks[0].cpu_milli == 6000
+
+
+def test_an_init_containers_limit_above_the_pods_is_the_api_servers_business_not_a_refusal() -> None:
+    """The API server holds only the app containers' limits to the pod-level limit."""
+    spec = ("{resources: {limits: {cpu: 2}}, initContainers: [" + c("warm", "{cpu: 1}", "{cpu: 4}") + "],"
+            " containers: [" + c("a", "{cpu: 1}", "{cpu: 2}") + "]}")  # fmt: skip
+    assert not run(pod(spec)).rejections
