@@ -75,6 +75,10 @@ class Cluster:
     #: kmock: watches whose events wait until the Event is set, by (User-Agent, resource): one
     #: client's watch lagging another's, as watches of a real API server may
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    #: kmock: the lock its emulator stores objects and lists under, and its rules (a test may
+    #: hold the one and gate the other's lists)
+    store_lock: asyncio.Lock | None = None
+    rules: Any = None
 
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
                           annotations: dict[str, str] | None = None,
@@ -298,6 +302,12 @@ class ServerRules:
     requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # see Cluster.held
 
+    #: resourceVersions given to writes whose events are not out yet, by resource: a list's
+    #: version stays below them, so the watch from it brings them (see `_serve_list`)
+    in_flight: dict[int, Any] = field(default_factory=dict)
+    #: when set (and not yet released), lists wait for it before taking the store's lock
+    list_gate: asyncio.Event | None = None
+
     def next_rv(self) -> str:
         self.rv += 1
         return str(self.rv)
@@ -419,6 +429,7 @@ def emulator() -> Any:
             _as_subresources_serve(request)
             rules: ServerRules = self._tessera_rules
             res = request.resource
+            stamped = 0  # the resourceVersion this write is given, until its event is out
             kind = (res.group or "", res.plural) if res is not None else ("", "")
             agent, what = _client_resource(request)
             verb = (request.action or request.method).value.lower()  # a subresource POST has no action
@@ -431,6 +442,8 @@ def emulator() -> Any:
                 if stored is not None:  # a deletion is a change with a resourceVersion of its own
                     async with self._lock:
                         stored.patch({"metadata": {"resourceVersion": rules.next_rv()}})
+                        stamped = rules.rv
+                        rules.in_flight[stamped] = res
             if res is not None and isinstance(request.data, dict) and \
                     request.action in (kmock.action.CREATE, kmock.action.UPDATE):  # fmt: skip
                 meta = request.data.setdefault("metadata", {})
@@ -451,7 +464,13 @@ def emulator() -> Any:
                     if not any(t.get("key") == NOT_READY_TAINT["key"] for t in taints):
                         request.data["spec"]["taints"] = [*taints, dict(NOT_READY_TAINT)]
                 meta["resourceVersion"] = rules.next_rv()
-            response = await super()._handle(request)
+                stamped = rules.rv
+                rules.in_flight[stamped] = res
+            try:
+                response = await super()._handle(request)
+            finally:
+                if stamped:
+                    rules.in_flight.pop(stamped, None)
             if kind == ("", "nodes") and request.subresource == "status" and request.action == kmock.action.UPDATE:
                 await self._node_lifecycle(request, rules)
             return response
@@ -519,10 +538,24 @@ def emulator() -> Any:
             return not ls or label_selector_matches(ls, obj)
 
         async def _serve_list(self, request: Any) -> Any:
-            body = await super()._serve_list(request)
-            body["items"] = [o for o in body.get("items") or [] if self._selected(request, o)]
-            body["metadata"] = {"resourceVersion": str(self._tessera_rules.rv)}
-            return body
+            """The items and their resourceVersion as one snapshot, as a real API server's list
+            is: a write is given its version before kmock takes its lock to store it, so a list
+            that read the version after its items could be past a write it did not hold — and
+            the watch from there never brought it (a Queue admission never heard of, under
+            load). The version is read under the lock the items are, and below every write of
+            this resource still waiting for it."""
+            if request.resource not in self._get_resources():
+                return await super()._serve_list(request)  # kmock's 404
+            rules: ServerRules = self._tessera_rules
+            if rules.list_gate is not None:
+                await rules.list_gate.wait()
+            async with self._lock:
+                objs = self._KubernetesEmulator__get_objs(request, strict=False)
+                items = [o.raw for o in objs if not o.deleted and self._selected(request, o.raw)]
+                out = {rv for rv, _ in self._buses[request.resource].history if rv in rules.in_flight}
+                waiting = [rv for rv, r in rules.in_flight.items() if r == request.resource and rv not in out]
+                version = min(waiting) - 1 if waiting else rules.rv
+            return {"metadata": {"resourceVersion": str(version)}, "items": items}
 
         async def _serve_watch(self, request: Any) -> Any:
             """kmock starts every watch with the objects there now, then what happens next; a
@@ -667,7 +700,8 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         path = tmp / "kubeconfig"
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))
-        cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held)
+        cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held,
+                          store_lock=km._lock, rules=km._tessera_rules)
         cluster_box.append(cluster)
         try:
             yield cluster

@@ -9,6 +9,8 @@ stops matching one is ADDED or DELETED for that watch)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -269,3 +271,52 @@ async def test_the_benchmark_leaves_a_server_as_it_found_it(cluster: Cluster) ->
         assert [p["metadata"]["name"] for p in left] == []
         nodes = [n["metadata"]["name"] for n in (await kube.get(nodes_path())).get("items", [])]
         assert not [n for n in nodes if n.startswith("bench-")]
+
+
+async def test_a_list_is_a_snapshot_its_watch_continues_from(cluster: Cluster) -> None:
+    """A list's resourceVersion and items are one snapshot: every change after it comes on a
+    watch from that version. The emulator gave a write its version before storing it, and a
+    list read the version after its items — a list served between the two said it was past a
+    write it did not hold, and the watch from there never brought that object."""
+    if cluster.kind != "kmock" or cluster.store_lock is None:
+        pytest.skip("orders requests on the emulator's own lock")
+    from tests.processes import wait_until
+
+    lock, gate = cluster.store_lock, asyncio.Event()
+
+    async def queued(n: int) -> bool:
+        return len(lock._waiters or ()) == n  # type: ignore[attr-defined]
+
+    async def at_gate() -> bool:
+        return len(gate._waiters) == 1  # type: ignore[attr-defined]
+
+    cluster.rules.list_gate = gate
+    listing = asyncio.create_task(cluster.kube.get(pods_path("default")))
+    await wait_until(at_gate, 10, "the list held at the gate")
+    await lock.acquire()
+    try:
+        gate.set()  # the list now waits for the store's lock ...
+        await wait_until(lambda: queued(1), 10, "the list waiting for the store")
+        making = asyncio.create_task(cluster.create_pod(pod("late")))  # ... and the create behind it
+        await wait_until(lambda: queued(2), 10, "the create, given its version, waiting behind it")
+    finally:
+        lock.release()
+    listed, _ = await asyncio.gather(listing, making)
+    assert [p["metadata"]["name"] for p in listed["items"]] == []  # listed before the pod was stored
+    version = listed["metadata"]["resourceVersion"]
+    seen: list[str] = []
+
+    async def watch() -> None:
+        async for ev in cluster.kube.watch(pods_path("default"), {"resourceVersion": version, "timeoutSeconds": "30"}):
+            seen.append(ev["object"]["metadata"]["name"])
+
+    watching = asyncio.create_task(watch())
+    try:
+        async def brought() -> bool:
+            return "late" in seen
+
+        await wait_until(brought, 10, "the pod stored after the list, on the watch from its version")
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
