@@ -66,7 +66,7 @@ from contracts.workloads import JobSpec
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
-from services.kube import pods, reasons, status, volcano
+from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
     Kube,
     KubeError,
@@ -462,8 +462,7 @@ class JobController:
         it names are ready — all of them, or any one with `iteration: any` and two or more
         names. A task is ready when at least its minAvailable pods (replicas when unset) are
         Running or Succeeded with every container status ready."""
-        raw = next((t for t in (job.get("spec") or {}).get("tasks") or [] if str(t.get("name") or "") == task), {})
-        depends = raw.get("dependsOn") or {}
+        depends = (jobplugins.task_named(job, task) or {}).get("dependsOn") or {}
         names = [str(n) for n in depends.get("name") or []] if isinstance(depends, dict) else []
         if not names:
             return True

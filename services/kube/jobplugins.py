@@ -159,18 +159,23 @@ def _svc(pod: dict[str, Any], job: Mapping[str, Any]) -> None:
     spec["volumes"] = [*(spec.get("volumes") or []), {"name": cm, "configMap": {"name": cm}}]
 
 
+def task_named(job: Mapping[str, Any], task: str) -> Mapping[str, Any] | None:
+    """The Job object's task of that name (its raw spec: template, replicas, dependsOn)."""
+    return next((t for t in _tasks(job) if str(t.get("name") or "") == task), None)
+
+
 def _replicas(job: Mapping[str, Any], task: str) -> int | None:
-    found = next((t for t in _tasks(job) if str(t.get("name") or "") == task), None)
+    found = task_named(job, task)
     return None if found is None else int(found.get("replicas") or 0)
 
 
 def _pytorch(spec: dict[str, Any], job: Mapping[str, Any], task: str, index: int,
              flags: Mapping[str, str | int | bool]) -> None:  # fmt: skip
     master, worker, port = str(flags["master"]), str(flags["worker"]), int(flags["port"])
-    masters = _replicas(job, master)
-    if masters is None:
+    found = task_named(job, master)
+    if found is None:
         return  # no master task: nothing to rendezvous at (admission warned)
-    found = next(t for t in _tasks(job) if str(t.get("name") or "") == master)
+    masters = int(found.get("replicas") or 0)
     tspec = (found.get("template") or {}).get("spec") or {}
     address = f"{tspec.get('hostname') or f'{_name(job)}-{master}-0'}.{tspec.get('subdomain') or _name(job)}"
     world = masters + (_replicas(job, worker) or 0)

@@ -18,6 +18,7 @@ import pytest
 from services.cli.up import ControlPlane
 from services.kube import volcano
 from services.kube.client import pods_path
+from services.kube.status import scheduled_condition
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import (
     _get,
@@ -139,9 +140,8 @@ async def test_every_pod_on_a_node_counts_whoever_scheduled_it(cluster: Cluster,
                 waiting = [n for n, node in got.items() if not node]
                 if len(waiting) != 1 or sorted(set(got.values()) - {""}) != ["gpu-1"]:
                     return False
-                cond = [c for c in ((await cluster.pod("default", waiting[0])) or {}).get("status", {}).get("conditions") or []
-                        if c.get("type") == "PodScheduled"]  # fmt: skip
-                return bool(cond) and cond[0]["status"] == "False" and "cpu" in cond[0].get("message", "")
+                cond = scheduled_condition((await cluster.pod("default", waiting[0])) or {}) or {}
+                return cond.get("status") == "False" and "cpu" in cond.get("message", "")
 
             await wait_until(four_on_gpu1_one_waiting, 90, "four 40-cpu pods on gpu-1, the fifth Pending for cpu")
             got = await placed()
@@ -187,15 +187,14 @@ async def test_ephemeral_storage_is_fitted_against_what_the_kubelet_reports(clus
 
             async def settled() -> bool:
                 twenty, big = await cluster.pod("default", "twenty"), await cluster.pod("default", "ninety-five")
-                cond = [c for c in ((big or {}).get("status") or {}).get("conditions") or []
-                        if c.get("type") == "PodScheduled"]  # fmt: skip
-                return bool(twenty and twenty["spec"].get("nodeName")) and bool(cond) and cond[0]["status"] == "False"
+                cond = scheduled_condition(big or {}) or {}
+                return bool(twenty and twenty["spec"].get("nodeName")) and cond.get("status") == "False"
 
             await wait_until(settled, 60, "the 20Gi pod bound, the 95Gi one Pending with its reason")
             assert (await cluster.pod("default", "twenty") or {})["spec"]["nodeName"] == "disk-2"
             big = await cluster.pod("default", "ninety-five") or {}
             assert not big["spec"].get("nodeName")
-            message = next(c["message"] for c in big["status"]["conditions"] if c["type"] == "PodScheduled")
+            message = str((scheduled_condition(big) or {}).get("message"))
             assert "ephemeral-storage" in message, message
         finally:
             await asyncio.to_thread(cp.stop)
