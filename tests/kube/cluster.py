@@ -563,24 +563,22 @@ def emulator() -> Any:
             what happened after it instead — a pod deleted between the list and the watch is
             a DELETED event, where kmock's way left the reflector holding it for good (a Volcano
             Job's pod never made again after a restart of the queue service). Too old a
-            version is the server's 410 Gone, as an ERROR event."""
+            version is the server's 410 Gone, as an ERROR event. From "0" (or none) the objects
+            there now come first, and the stream starts where that snapshot was taken: kmock's
+            joined the stream only once those were sent, and lost what was written meanwhile
+            (a list answering "0" while the first write was in flight, then a held watch: a
+            Queue admission never heard of)."""
             since = int(str((request.params or {}).get("resourceVersion") or "0") or 0)
-            gate = self._tessera_rules.held.get(_client_resource(request))
-            if since <= 0:  # "0" or none: the current state first, as kmock does
-                async for ev in super()._serve_watch(request):
-                    if not isinstance(ev, dict):
-                        yield ev
-                    elif (seen := self._as_seen(request, ev)) is not None:
-                        if gate is not None:
-                            await gate.wait()
-                        yield seen
-                return
             yield b""  # the headers go out now (kmock's own first chunk)
             bus = self._buses[request.resource]
-            async with self._lock:  # events are put under the lock: history and stream line up
+            async with self._lock:  # events are put under the lock: the start and stream line up
                 marker = await bus.mark()
-                if since < bus.forgotten:
-                    past: list[dict[str, Any]] | None = None
+                if since <= 0:  # "0" or none: the objects there now, then what follows them
+                    objs = self._KubernetesEmulator__get_objs(request, strict=False)
+                    past: list[dict[str, Any]] | None = [
+                        {"type": "ADDED", "object": _prev_copy(o.raw)} for o in objs if not o.deleted]
+                elif since < bus.forgotten:
+                    past = None
                 else:
                     past = [ev for rv, ev in bus.history if rv > since]
             try:
@@ -589,6 +587,7 @@ def emulator() -> Any:
                                                        "reason": "Expired", "code": 410,
                                                        "message": f"too old resource version: {since}"}}  # fmt: skip
                     return
+                gate = self._tessera_rules.held.get(_client_resource(request))
                 for ev in past:
                     if (seen := self._as_seen(request, ev)) is not None:
                         if gate is not None:

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from services.kube.client import KubeError, claims_path, nodes_path, pods_path
+from services.runtime.waits import within
 from tests.kube.cluster import NOT_READY_TAINT, Cluster
+from tests.processes import wait_until
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:
@@ -280,7 +282,6 @@ async def test_a_list_is_a_snapshot_its_watch_continues_from(cluster: Cluster) -
     write it did not hold, and the watch from there never brought that object."""
     if cluster.kind != "kmock" or cluster.store_lock is None:
         pytest.skip("orders requests on the emulator's own lock")
-    from tests.processes import wait_until
 
     lock, gate = cluster.store_lock, asyncio.Event()
 
@@ -320,3 +321,33 @@ async def test_a_list_is_a_snapshot_its_watch_continues_from(cluster: Cluster) -
         watching.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watching
+
+
+async def test_a_watch_from_now_misses_nothing_written_while_it_sends_the_present(cluster: Cluster) -> None:
+    """A watch from "0" (or no version) sends the objects there now, then every change after
+    that snapshot, however long the first part takes to send. The emulator joined its event
+    stream only after sending the present, so a write made meanwhile was never sent."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await cluster.create_pod(pod("there"))
+    held = cluster.held[(cluster.kube.agent, "pods")] = asyncio.Event()
+    seen: list[tuple[str, str]] = []
+
+    async def watch() -> None:
+        async for ev in cluster.kube.watch(pods_path("default"), {"resourceVersion": "0", "timeoutSeconds": "30"}):
+            seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+            if ("ADDED", "late") in seen:
+                return
+
+    watching = asyncio.create_task(watch())
+    try:
+        async def waiting() -> bool:  # the present taken and held: the watch waits at the gate
+            return len(held._waiters or ()) == 1  # type: ignore[attr-defined]
+
+        await wait_until(waiting, 10, "the watch holding the present")
+        await cluster.create_pod(pod("late"))
+        held.set()
+        await within(watching, 10)
+    finally:
+        watching.cancel()
+    assert seen == [("ADDED", "there"), ("ADDED", "late")], seen
