@@ -44,8 +44,12 @@ class Reflector:
 
     def __init__(self, kube: Kube, path: str, query: Mapping[str, Any] | None = None,
                  keep: Callable[[Obj], bool] | None = None, page: int = 500,
-                 watch_timeout: int = 300, retry: float = 1.0) -> None:  # fmt: skip
+                 watch_timeout: int = 300, retry: float = 1.0,
+                 missing: asyncio.Event | None = None) -> None:  # fmt: skip
         self.kube, self.path = kube, path
+        #: set when the list answers 404: the server does not serve the resource (a CRD not
+        #: installed), so one waiting for the first list need not (the list is tried again)
+        self.missing = missing
         self.query = dict(query or {})
         self.keep = keep or (lambda _o: True)
         self.page, self.watch_timeout, self.retry = page, watch_timeout, retry
@@ -126,6 +130,8 @@ class Reflector:
                 if exc.status == 410:  # the version expired: only a fresh list is consistent
                     relist = True
                     continue
+                if exc.status == 404 and relist and self.missing is not None:
+                    self.missing.set()
                 log.warning("watch %s failed (%s): retrying", self.path, exc)
                 relist = relist or not self.rv
                 await asyncio.sleep(self.retry)

@@ -85,21 +85,23 @@ class PodSource:
                 synced.set()
 
     async def _feed_all(self) -> None:
-        """PriorityClasses and Queues are listed before the first pod or job, so an object
-        naming one is judged with it."""
-        pcs, queues = asyncio.Event(), asyncio.Event()
-        first = [asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES), pcs)),
-                 asyncio.create_task(self._feed("queue", Reflector(self.kube, queues_path()), queues))]  # fmt: skip
+        """PriorityClasses, Queues and HyperNodes are listed before the first pod or job, so an
+        object naming one is judged with it, and a gang asking for a network topology is in the
+        log after the HyperNodes there were when Tessera started (a session seeing the job
+        without them placed a hard gang across super-pods). A resource the server does not
+        serve (a CRD not installed) is not waited for."""
+        ready = [asyncio.Event() for _ in range(3)]
+        first = [asyncio.create_task(self._feed(what, Reflector(self.kube, path, missing=ev), ev))
+                 for (what, path), ev in zip((("priorityclass", PRIORITY_CLASSES), ("queue", queues_path()),
+                                              ("hypernode", hypernodes_path())), ready, strict=True)]  # fmt: skip
         later: list[asyncio.Task[None]] = []
         try:
-            with contextlib.suppress(TimeoutError):  # a server without them must not stall pods
-                await within(asyncio.gather(pcs.wait(), queues.wait()), 10.0)
+            with contextlib.suppress(TimeoutError):  # one the server refuses must not stall pods
+                await within(asyncio.gather(*(ev.wait() for ev in ready)), 10.0)
             groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
             jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
             later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
-                     asyncio.create_task(self._feed("job", jobs, asyncio.Event())),
-                     asyncio.create_task(self._feed("hypernode", Reflector(self.kube, hypernodes_path()),
-                                                    asyncio.Event()))]  # fmt: skip
+                     asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
             await self._feed("pod", scheduler_pods(self.kube, self.scheduler_names, keep=self._ours), asyncio.Event())
         finally:
             await cancel_all(first + later)

@@ -75,6 +75,8 @@ class Cluster:
     #: kmock: watches whose events wait until the Event is set, by (User-Agent, resource): one
     #: client's watch lagging another's, as watches of a real API server may
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    #: kmock: lists that wait until the Event is set, by (User-Agent, resource): a slow answer
+    held_lists: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     #: kmock: the lock its emulator stores objects and lists under, and its rules (a test may
     #: hold the one and gate the other's lists)
     store_lock: asyncio.Lock | None = None
@@ -301,6 +303,7 @@ class ServerRules:
     deletes: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, grace) asked
     requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # see Cluster.held
+    held_lists: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_lists
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -549,6 +552,8 @@ def emulator() -> Any:
             rules: ServerRules = self._tessera_rules
             if rules.list_gate is not None:
                 await rules.list_gate.wait()
+            if (held := rules.held_lists.get(_client_resource(request))) is not None:
+                await held.wait()
             async with self._lock:
                 objs = self._KubernetesEmulator__get_objs(request, strict=False)
                 items = [o.raw for o in objs if not o.deleted and self._selected(request, o.raw)]
@@ -700,6 +705,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))
         cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held,
+                          held_lists=km._tessera_rules.held_lists,
                           store_lock=km._lock, rules=km._tessera_rules)
         cluster_box.append(cluster)
         try:

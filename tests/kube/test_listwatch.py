@@ -57,3 +57,18 @@ async def test_resume_from_bookmark_then_relist_on_410_reports_deletions(emulato
     assert resumed[1].params.get("resourceVersion") == "42"
     await kube.create(pods_path("default"), _pod("c"))
     assert await _take(it, 1) == [("upsert", "default/c")]
+
+
+async def test_a_resource_the_server_does_not_serve_is_reported_missing(emulator) -> None:  # type: ignore[no-untyped-def]
+    """A CRD not installed (Volcano's HyperNode on an older Volcano, or none at all) answers a
+    list with 404: the reflector keeps trying, and says so, so that admission, which waits for
+    Queues and HyperNodes before judging pods, does not wait its 10 s for nothing."""
+    _km, kube = emulator
+    missing = asyncio.Event()
+    reflector = Reflector(kube, "/apis/topology.volcano.sh/v1alpha1/hypernodes", retry=0.01, missing=missing)
+    changes = asyncio.create_task(anext(reflector.changes().__aiter__()))
+    try:
+        await asyncio.wait_for(missing.wait(), 10)
+        assert not changes.done()  # nothing listed: no change, no `synced`
+    finally:
+        changes.cancel()
