@@ -88,7 +88,8 @@ def summary(report: dict[str, Any]) -> str:
 
 def _build(args: argparse.Namespace) -> Any:
     from services.core.devices import CatalogueError, DeviceConfig, build_vendors, load_catalogue
-    from services.core.scheduling.config import ConfigError, default_conf, parse_conf
+    from services.core.scheduling.config import ConfigError, default_conf, not_run, parse_conf
+    from services.core.scheduling.decide import plugin_names
     from services.core.scheduling.record import configured
     from services.core.simulate.engine import load_simulation
     from services.core.simulate.inventory import InventoryError, load_hypernodes, load_inventory
@@ -112,6 +113,8 @@ def _build(args: argparse.Namespace) -> Any:
             conf = parse_conf(conf_text)
         except ConfigError as exc:
             raise InputError(f"{args.scheduler_conf}: {exc}") from None
+        for line in not_run(conf, plugin_names()):
+            print(f"warning: {args.scheduler_conf}: {line}", file=sys.stderr)
     if catalogue is not None:
         conf = dataclasses.replace(conf, vendors=vendors)  # the scheduler fits on it too
     try:

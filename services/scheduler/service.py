@@ -32,7 +32,8 @@ from services.core.observe import Series
 from services.core.observe.volcano import session_series
 from services.core.scheduling import record
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.decide import decide
+from services.core.scheduling.config import not_run
+from services.core.scheduling.decide import decide, plugin_names
 from services.core.scheduling.view import SchedulerView
 from services.runtime.collector import paused as collector_paused
 from services.runtime.eventlog import Appended, EventLog
@@ -80,6 +81,8 @@ class Scheduler:
         self.subjects = event_log.subjects
         self.config = config or record.configured()
         self.conf = record.conf_of(self.config)
+        for line in not_run(self.conf, plugin_names()):
+            log.warning("volcano-scheduler.conf: %s", line)
         self.period = period
         self.debounce = debounce
         #: with replicas, only the lease holder runs sessions; without one (in-process tests,

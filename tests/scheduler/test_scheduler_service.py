@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from contracts.events import (
     JobSubmitted,
@@ -254,3 +257,17 @@ async def test_a_restarted_scheduler_finds_the_listing_in_the_log(event_log: Eve
         follow.cancel()
     assert sched.held_for_inventory == 0
     assert [e.name for e in events if isinstance(e, PlacementProposed)] == ["small"]
+
+
+async def test_the_scheduler_says_at_start_what_of_its_conf_it_does_not_run(
+    event_log: EventLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    from services.core.scheduling import record
+    from tests.core.scheduling.test_conf_not_run import MOVED
+
+    with caplog.at_level(logging.WARNING, logger="services.scheduler.service"):
+        Scheduler(event_log, record.configured(MOVED))
+    said = [r.getMessage() for r in caplog.records if r.name == "services.scheduler.service"]
+    assert [s.split(": ")[1] for s in said] == ["actions", "actions", "tiers[0].plugins[2].name",
+                                                "tiers[1].plugins[1].name"], said  # fmt: skip
+    assert all(s.startswith("volcano-scheduler.conf: ") for s in said)

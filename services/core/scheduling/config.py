@@ -10,7 +10,7 @@ have its pods refused by the API server; it costs nothing where no quota exists)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,13 @@ SWITCHES = (
     "enabledHyperNodeGradient",
 )  # fmt: skip
 KNOWN_ACTIONS = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+#: Volcano's other actions: a conf naming them is taken (it is what the operator runs today),
+#: they are not run, and the scheduler says so at start (`not_run`)
+VOLCANO_ONLY_ACTIONS = {
+    "shuffle": "no evictions of the victims rescheduling/tdm/pdb name",
+    "gangpreempt": "preemption is done task by task by `preempt`",
+    "gangreclaim": "reclaim is done task by task by `reclaim`",
+}
 
 
 class ConfigError(ValueError):
@@ -118,7 +125,7 @@ def conf_from_mapping(
         raise ConfigError(f"{sorted(unknown)[0]}: unknown field")
     actions = tuple(a.strip() for a in str(raw.get("actions") or "").split(",") if a.strip())
     for a in actions:
-        if a not in KNOWN_ACTIONS:
+        if a not in KNOWN_ACTIONS and a not in VOLCANO_ONLY_ACTIONS:
             raise ConfigError(f"actions: unknown action {a!r}")
     tiers: list[tuple[PluginConf, ...]] = []
     for i, tier in enumerate(raw.get("tiers") or []):
@@ -151,6 +158,21 @@ def conf_from_mapping(
     for c in raw.get("configurations") or []:
         configurations[str(c.get("name"))] = dict(c.get("arguments") or {})
     return SchedulerConf(actions, tuple(tiers), configurations)
+
+
+def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
+    """What of `conf` Tessera leaves out, one line each: Volcano's scheduler skips a plugin it
+    does not know with an error in its log, and an operator moving a conf over (a `pdb` or
+    `cdp` tier) must not believe it is honoured."""
+    have = set(plugins)
+    out = [f"actions: {a!r} is not run by Tessera ({VOLCANO_ONLY_ACTIONS[a]})"
+           for a in conf.actions if a in VOLCANO_ONLY_ACTIONS]  # fmt: skip
+    for i, tier in enumerate(conf.tiers):
+        for j, p in enumerate(tier):
+            if p.name not in have:
+                out.append(f"tiers[{i}].plugins[{j}].name: plugin {p.name!r} is not run by Tessera "
+                           f"(runs: {', '.join(sorted(have))})")  # fmt: skip
+    return tuple(out)
 
 
 def default_conf() -> SchedulerConf:

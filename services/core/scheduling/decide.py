@@ -38,6 +38,11 @@ def _registries() -> tuple[Mapping[str, PluginFactory], Mapping[str, Action]]:
     return build_plugins(), build_actions()
 
 
+def plugin_names() -> frozenset[str]:
+    """The plugins Tessera runs (a conf naming others: `config.not_run`)."""
+    return frozenset(_registries()[0])
+
+
 def open_session(
     snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True
 ) -> Session:
@@ -54,7 +59,8 @@ def decide(
     _, actions = _registries()
     ssn = open_session(snapshot, conf, node_cache=node_cache)
     for name in conf.actions:
-        actions[name].execute(ssn)
+        if (action := actions.get(name)) is not None:  # Volcano's others: see config.not_run
+            action.execute(ssn)
     for plugin in ssn.plugins.values():
         close = getattr(plugin, "on_session_close", None)
         if close is not None:

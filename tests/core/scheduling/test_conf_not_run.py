@@ -1,0 +1,68 @@
+"""A volcano-scheduler.conf naming what Tessera does not run — Volcano's `shuffle`,
+`gangpreempt` and `gangreclaim` actions, plugins such as `pdb` and `cdp` — is taken as Volcano
+takes a plugin it lacks: the rest runs as written. The scheduler and `tessera simulate` say
+what is left out, naming the field (an unknown action refused the whole conf before, and an
+unknown plugin was skipped without a word)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.cli.main import main
+from services.core.scheduling.config import ConfigError, not_run, parse_conf
+from services.core.scheduling.decide import plugin_names
+from tests.processes import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "explain"
+
+MOVED = """actions: "enqueue, allocate, preempt, shuffle, gangreclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: pdb
+- plugins:
+  - name: predicates
+  - name: cdp
+  - name: nodeorder
+  - name: deviceshare
+    arguments:
+      deviceshare.AscendHAMiVNPUEnable: true
+"""
+
+
+def test_what_is_not_run_is_named_by_its_field() -> None:
+    conf = parse_conf(MOVED)
+    lines = not_run(conf, plugin_names())
+    assert [line.split(":")[0] for line in lines] == ["actions", "actions", "tiers[0].plugins[2].name",
+                                                      "tiers[1].plugins[1].name"]  # fmt: skip
+    assert "'shuffle' is not run by Tessera" in lines[0] and "'gangreclaim'" in lines[1]
+    assert "plugin 'pdb' is not run by Tessera" in lines[2] and "deviceshare" in lines[2]
+    assert not not_run(parse_conf(MOVED.replace("shuffle, gangreclaim, ", "").replace(
+        "  - name: pdb\n", "").replace("  - name: cdp\n", "")), plugin_names())  # fmt: skip
+
+
+def test_a_misspelt_action_is_still_refused() -> None:
+    with pytest.raises(ConfigError, match="actions: unknown action 'alocate'"):
+        parse_conf('actions: "enqueue, alocate"\ntiers: []\n')
+
+
+def test_simulate_runs_the_rest_and_says_what_it_left_out(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    conf = tmp_path / "moved.conf"
+    conf.write_text(MOVED)
+    args = ["simulate", "--inventory", str(FIXTURES / "one-node.yaml"), "--workload",
+            str(FIXTURES / "train-queue.yaml"), "-o", "json"]  # fmt: skip
+    assert main([*args, "--scheduler-conf", str(conf)]) == 0
+    out = capsys.readouterr()
+    assert f"warning: {conf}: actions: 'shuffle' is not run by Tessera" in out.err, out.err
+    assert f"warning: {conf}: tiers[1].plugins[1].name: plugin 'cdp' is not run" in out.err, out.err
+    plain = tmp_path / "plain.conf"
+    plain.write_text(MOVED.replace("shuffle, gangreclaim, ", "").replace("  - name: pdb\n", "")
+                     .replace("  - name: cdp\n", ""))  # fmt: skip
+    assert main([*args, "--scheduler-conf", str(plain)]) == 0
+    same = capsys.readouterr()
+    assert "warning" not in same.err
+    assert same.out == out.out  # the same placements: what is not run changes nothing
