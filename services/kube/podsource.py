@@ -90,10 +90,12 @@ class PodSource:
         log after the HyperNodes there were when Tessera started (a session seeing the job
         without them placed a hard gang across super-pods). A resource the server does not
         serve (a CRD not installed) is not waited for."""
-        ready = [asyncio.Event() for _ in range(3)]
-        first = [asyncio.create_task(self._feed(what, Reflector(self.kube, path, missing=ev), ev))
-                 for (what, path), ev in zip((("priorityclass", PRIORITY_CLASSES), ("queue", queues_path()),
-                                              ("hypernode", hypernodes_path())), ready, strict=True)]  # fmt: skip
+        ready = pcs, queues, hypernodes = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        first = [  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
+            asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES, missing=pcs), pcs)),
+            asyncio.create_task(self._feed("queue", Reflector(self.kube, queues_path(), missing=queues), queues)),
+            asyncio.create_task(self._feed("hypernode", Reflector(self.kube, hypernodes_path(), missing=hypernodes),
+                                           hypernodes))]  # fmt: skip
         later: list[asyncio.Task[None]] = []
         try:
             with contextlib.suppress(TimeoutError):  # one the server refuses must not stall pods
