@@ -164,6 +164,8 @@ def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
         meta.pop(noise, None)
     if meta.get("uid"):
         meta["annotations"] = {**(meta.get("annotations") or {}), POD_UID: str(meta["uid"])}
+    if not ref(obj).grouped:  # a pod of its own is its job: it arrived when it was made
+        meta["annotations"] = volcano.with_arrival(meta.get("annotations") or {}, obj)
     doc["metadata"] = meta
     st = obj.get("status") or {}
     doc["status"] = {"phase": st["phase"]} if st.get("phase") == "Running" and node_name(obj) else {}

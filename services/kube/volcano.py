@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
-from services.core.workload.admission import GROUP_NAME
+from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.jobvolumes import with_job_volumes
 from services.core.workload.quantity import from_units
@@ -103,6 +104,20 @@ def uid(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("uid") or "")
 
 
+def with_arrival(annotations: Mapping[str, Any], obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`annotations` with the object's creation time as the job's arrival (`tessera.io/arrive-at`,
+    seconds), unless it names one: Volcano's sla plugin counts a job's waiting time from its
+    creationTimestamp, and without it every job's deadline had passed at once."""
+    out = dict(annotations)
+    stamp = str(meta(obj).get("creationTimestamp") or "")
+    if stamp and ARRIVE_AT not in out:
+        try:
+            out[ARRIVE_AT] = f"{datetime.fromisoformat(stamp.replace('Z', '+00:00')).timestamp():.0f}"
+        except ValueError:
+            pass  # not RFC 3339: no arrival, as before
+    return out
+
+
 def owner_job(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """(name, uid) of the Volcano Job controlling this object, if one does."""
     for ref in meta(obj).get("ownerReferences") or []:
@@ -121,6 +136,8 @@ def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
     kept = {k: copy.deepcopy(m[k]) for k in ("name", "namespace", "labels", "annotations") if m.get(k)}
     if m.get("uid") and obj.get("kind") != "Queue":
         kept["annotations"] = {**(kept.get("annotations") or {}), OBJECT_UID: str(m["uid"])}
+    if obj.get("kind") in ("Job", "PodGroup"):
+        kept["annotations"] = with_arrival(kept.get("annotations") or {}, obj)
     doc["metadata"] = kept
     return doc
 

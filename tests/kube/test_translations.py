@@ -161,3 +161,25 @@ def test_why_a_pod_waits_in_words() -> None:
     # a job refused before any node was tried says the rule in words when the scheduler gave them
     why = "queue train-queue: Ascend910B3 1 requested, capability 8, allocated 8 (capacity)"
     assert reasons.message("queue resource quota insufficient", {}, 3, spec, why) == why
+
+
+def test_a_job_arrives_when_its_object_was_made() -> None:
+    """Volcano's sla plugin counts a job's waiting time from its creationTimestamp: the object's
+    creation is the job's arrival (`tessera.io/arrive-at`), unless the object names one; a pod
+    of a PodGroup is not a job (its PodGroup arrives)."""
+    from services.core.workload.admission import ARRIVE_AT
+    from services.kube import volcano
+
+    made = {"name": "j", "namespace": "default", "uid": "u1", "creationTimestamp": "2026-12-06T08:00:00Z"}
+    job = volcano.manifest({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": made, "spec": {}})
+    assert job["metadata"]["annotations"][ARRIVE_AT] == "1796544000"
+    named = {**made, "annotations": {ARRIVE_AT: "5"}}
+    assert volcano.manifest({"kind": "PodGroup", "metadata": named})["metadata"]["annotations"][ARRIVE_AT] == "5"
+    queue = volcano.manifest({"kind": "Queue", "metadata": {"name": "q", "creationTimestamp": made["creationTimestamp"]}})
+    assert ARRIVE_AT not in (queue["metadata"].get("annotations") or {})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": made, "spec": {"containers": []}}
+    assert pods.manifest(pod)["metadata"]["annotations"][ARRIVE_AT] == "1796544000"
+    member = {**pod, "metadata": {**made, "annotations": {"scheduling.k8s.io/group-name": "pg"}}}
+    assert ARRIVE_AT not in pods.manifest(member)["metadata"]["annotations"]
+    odd = {**pod, "metadata": {**made, "creationTimestamp": "yesterday"}}
+    assert ARRIVE_AT not in pods.manifest(odd)["metadata"]["annotations"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import msgspec
 import pytest
 
 from contracts.events import (
@@ -271,3 +272,42 @@ async def test_the_scheduler_says_at_start_what_of_its_conf_it_does_not_run(
     assert [s.split(": ")[1] for s in said] == ["actions", "actions", "tiers[0].plugins[2].name",
                                                 "tiers[1].plugins[1].name"], said  # fmt: skip
     assert all(s.startswith("volcano-scheduler.conf: ") for s in said)
+
+
+SLA_CONF = """actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: sla
+    arguments: {sla-waiting-time: 60s}
+- plugins:
+  - name: proportion
+  - name: predicates
+  - name: deviceshare
+    arguments: {deviceshare.AscendHAMiVNPUEnable: true}
+"""
+
+
+async def test_a_job_waits_out_its_sla_time_on_the_wall_clock(event_log: EventLog) -> None:
+    """Sessions run at the wall clock where the log's lags it: the log's clock moves only with
+    events that carry a time (a pod started), so a job whose sla waiting time had run out on a
+    quiet cluster waited on, and one submitted after any pod had started was let through at
+    once. Here proportion keeps a job larger than the cluster Pending until sla lets it in,
+    60 s after it arrived — and the clock each session ran at is in its record."""
+    from services.core.scheduling import record
+
+    await seed(event_log)
+    s = event_log.subjects
+    big = msgspec.structs.replace(inference_job("big"), arrive_at=1000.0, min_resources={"cpu": 500_000, "memory": 1024})
+    await put(event_log, s.job("default", "big"), JobSubmitted(spec=big))
+    clock = [1059.0]
+    sched = Scheduler(event_log, record.configured(SLA_CONF), clock=lambda: clock[0])
+    await sched.recover()
+
+    def decided() -> list[str]:
+        outs = sched.session_events()
+        assert all((ref := record.ref_of(o.headers or {})) is not None and ref.now == clock[0] for o in outs)
+        return [o.event.type_name() for o in outs]
+
+    assert decided() == ["JobUnschedulable"]  # 59 s: proportion's word stands
+    clock[0] = 1060.0
+    assert decided() == ["PlacementProposed"]  # its waiting time is over: sla let it in

@@ -44,6 +44,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     classes: dict[str, StorageClassChanged] = {}
     quotas: dict[str, QuotaChanged] = {}
     hypernodes: dict[str, HyperNodeChanged] = {}
+    started: dict[str, float] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -53,7 +54,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            others=p.others, held_resources=p.held_resources,
                            claims=p.storage.claims, volumes=p.storage.volumes,
                            classes=p.storage.classes, quotas=p.quotas.quotas,
-                           hypernodes=p.hypernodes)  # fmt: skip
+                           hypernodes=p.hypernodes, started=p.started)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -68,6 +69,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
     p.quotas = QuotaState(dict(s.quotas))
     p.hypernodes = dict(s.hypernodes)
+    p.started = dict(s.started)
     p._hypernodes = None
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

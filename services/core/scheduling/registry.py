@@ -37,6 +37,7 @@ class Registry(Generic[T]):
 def build_plugins() -> Mapping[str, PluginFactory]:
     from services.core.scheduling.plugins.binpack import BinpackPlugin
     from services.core.scheduling.plugins.capacity import CapacityPlugin
+    from services.core.scheduling.plugins.cdp import CdpPlugin
     from services.core.scheduling.plugins.conformance import ConformancePlugin
     from services.core.scheduling.plugins.deviceshare import DeviceSharePlugin
     from services.core.scheduling.plugins.drf import DrfPlugin
@@ -54,7 +55,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     for cls in (PriorityPlugin, GangPlugin, ConformancePlugin, DrfPlugin, PredicatesPlugin,
                 ProportionPlugin, CapacityPlugin, OvercommitPlugin, BinpackPlugin,
                 NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin,
-                NetworkTopologyAwarePlugin):  # fmt: skip
+                NetworkTopologyAwarePlugin, CdpPlugin):  # fmt: skip
         reg.register(cls.name, cls)
     return reg.as_mapping()
 

@@ -151,6 +151,7 @@ class Session:
         self.snapshot = snapshot
         self.conf = conf
         self.now = snapshot.now
+        self.started = snapshot.started  # plugins/cdp.py
         self.nodes: dict[str, NodeInfo] = {}
         self.node_list: list[NodeInfo] = []
         self.queues: dict[str, QueueInfo] = {}

@@ -147,6 +147,17 @@ class Snapshot:
     storage: Storage = NO_STORAGE  # claims, volumes, storage classes (volumes.py)
     quotas: Quotas = NO_QUOTAS  # namespaces' ResourceQuotas (plugins/resourcequota.py)
     hypernodes: tuple[HyperNodeChanged, ...] = ()  # by name (hypernodes.py)
+    #: when each running pod with a cooldown time started (plugins/cdp.py), by task uid
+    started: dict[str, float] = field(default_factory=dict)
+
+
+#: the label or annotation giving a pod its cooldown time (Volcano's cdp plugin)
+COOLDOWN_TIME = "volcano.sh/cooldown-time"
+
+
+def cooled(spec: TaskSpec) -> bool:
+    """Whether the pod names a cooldown time (its start is then kept: `Snapshot.started`)."""
+    return COOLDOWN_TIME in spec.labels or COOLDOWN_TIME in spec.annotations
 
 
 #: statuses of a pod that holds a node: a removed one stays in its job until it ends
@@ -220,6 +231,8 @@ class ClusterProjection:
         self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
         self.quotas = QuotaState()  # namespaces' ResourceQuotas (quotastate.py)
         self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
+        #: "<ns>/<job>/<pod>" → when it started running, for pods with a cooldown time only
+        self.started: dict[str, float] = {}
         self._hypernodes: tuple[HyperNodeChanged, ...] | None = ()  # sorted, until one changes
 
     def apply(self, seq: int, event: Event) -> str | None:
@@ -308,6 +321,7 @@ class ClusterProjection:
                     self.jobs.pop(key, None)  # terminal: the scheduler no longer sees it
                     self.tasks.pop(key, None)
                     self.leaving.pop(key, None)
+                    self._forget_started(key)
                 elif event.phase in ("Pending", "Inqueue", "Running", "Unknown", "Completed", *ENDING_PHASES):
                     self._phase(key, event.phase)
             case JobDeleted():
@@ -315,6 +329,7 @@ class ClusterProjection:
                 self.jobs.pop(key, None)
                 self.tasks.pop(key, None)
                 self.leaving.pop(key, None)
+                self._forget_started(key)
             case PlacementProposed(admits=True):  # as the JobPhaseChanged Inqueue it stands for
                 key = f"{event.namespace}/{event.name}"
                 return key if self._phase(key, "Inqueue") else None
@@ -328,7 +343,7 @@ class ClusterProjection:
                     if event.sets_phase and (job := self.jobs.get(key)) is not None:
                         return key if self._phase(key, committed_phase(job, tasks.values())) else None
             case TaskStarted():
-                self._task_status(event.namespace, event.name, event.task, RUNNING, event.node)
+                self._task_status(event.namespace, event.name, event.task, RUNNING, event.node, event.at)
             case BindingFailed() | TaskFinished() if self._left(event.namespace, event.name, event.task):
                 pass  # a removed pod finished: it left the job
             case BindingFailed():  # the API server refused the binding: the pod waits again
@@ -402,13 +417,22 @@ class ClusterProjection:
             self.node_cards.setdefault(card.node, []).append(card.uuid)
         self.cards[card.uuid] = CardSnap(card, usage, seq)
 
-    def _task_status(self, ns: str, job: str, pod: str, status: str, node: str) -> None:
+    def _task_status(self, ns: str, job: str, pod: str, status: str, node: str, at: float = 0.0) -> None:
         tasks = self.tasks.get(f"{ns}/{job}")
         if tasks is None or pod not in tasks:
             return
         t = tasks[pod]
         keep = status in (RUNNING, SUCCEEDED, FAILED)
         tasks[pod] = _task_as(t, status, node or (t.node if keep else ""), t.slices if keep else ())
+        if status == RUNNING and cooled(t.spec):
+            self.started.setdefault(f"{ns}/{job}/{pod}", at)  # its first start (redelivered: kept)
+        elif self.started:
+            self.started.pop(f"{ns}/{job}/{pod}", None)
+
+    def _forget_started(self, job: str) -> None:
+        if self.started:
+            for uid in [u for u in self.started if u.startswith(f"{job}/")]:
+                del self.started[uid]
 
     def waiting(self) -> bool:
         """Whether a session has anything to decide: a job waiting at enqueue, or a pod of a
@@ -452,7 +476,7 @@ class ClusterProjection:
             self._hypernodes = tuple(self.hypernodes[n] for n in sorted(self.hypernodes))
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
                         storage=self.storage.frozen(), quotas=self.quotas.frozen(),
-                        hypernodes=self._hypernodes)  # fmt: skip
+                        hypernodes=self._hypernodes, started=dict(self.started) if self.started else {})  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed

@@ -15,7 +15,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 
 import msgspec
@@ -25,7 +25,6 @@ from contracts.events import PlacementProposed, SchedulerConfigured, TaskPlaceme
 from services.core.scheduling import record
 from services.core.scheduling.config import SchedulerConf
 from services.core.scheduling.decide import decide
-from services.core.scheduling.snapshot import Snapshot
 from services.core.scheduling.view import SchedulerView
 
 #: (seq, headers, event) of one stored, decoded message
@@ -157,9 +156,8 @@ def _rerun(
                           first_seq)  # fmt: skip
     view = views[config.mode]
     snap = view.snapshot()
-    if config.mode == "simulate":  # the simulation's clock is virtual: it is in the record
-        snap = Snapshot(snap.seq, ref.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage,
-                        quotas=snap.quotas, hypernodes=snap.hypernodes)  # fmt: skip
+    if snap.now != ref.now:  # the session's clock is in its record: the simulation's virtual
+        snap = replace(snap, now=ref.now)  # one, the service's wall clock when ahead of the log
     digests = record.input_digests(snap, config)
     differ = tuple(n for n in record.INPUT_NAMES
                    if n in ref.inputs and ref.inputs[n] != digests.get(n))  # fmt: skip

@@ -9,7 +9,7 @@ arrival or task completion; sessions run at each instant while they still change
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 
@@ -291,8 +291,7 @@ class Simulation:
         self.sessions += 1
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
-        snap = st.Snapshot(snap.seq, self.now, snap.nodes, snap.queues, snap.jobs, storage=snap.storage,
-                           quotas=snap.quotas, hypernodes=snap.hypernodes)  # fmt: skip
+        snap = replace(snap, now=self.now)  # the simulation's virtual clock
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed,

@@ -33,7 +33,9 @@ from contracts.workloads import (
     Toleration,
 )
 from services.core.devices.requests import unknown_device_names
+from services.core.scheduling.plugins.sla import go_duration
 from services.core.scheduling.resources import pod_request, requested, sidecar
+from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser, uncounted
@@ -635,6 +637,10 @@ class Admission:
         for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
         preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
+        for where, values in (("labels", labels), ("annotations", annotations)):
+            if (cooldown := values.get(COOLDOWN_TIME)) is not None and go_duration(cooldown) is None:
+                ctx.warn(f"{path}.metadata.{where}[{COOLDOWN_TIME}]", cooldown, "not a Go duration "
+                         '("600s", "10m", "1h30m"): the pod has no cooldown protection (cdp)')  # fmt: skip
         policy = str(spec.get("preemptionPolicy") or "")
         if not policy and pc_name in self.priority:
             policy = self.priority[pc_name].preemption_policy

@@ -1,5 +1,5 @@
 """A volcano-scheduler.conf naming what Tessera does not run — Volcano's `shuffle`,
-`gangpreempt` and `gangreclaim` actions, plugins such as `pdb` and `cdp` — is taken as Volcano
+`gangpreempt` and `gangreclaim` actions, plugins such as `pdb` and `tdm` — is taken as Volcano
 takes a plugin it lacks: the rest runs as written. The scheduler and `tessera simulate` say
 what is left out, naming the field (an unknown action refused the whole conf before, and an
 unknown plugin was skipped without a word)."""
@@ -25,7 +25,7 @@ tiers:
   - name: pdb
 - plugins:
   - name: predicates
-  - name: cdp
+  - name: tdm
   - name: nodeorder
   - name: deviceshare
     arguments:
@@ -41,7 +41,7 @@ def test_what_is_not_run_is_named_by_its_field() -> None:
     assert "'shuffle' is not run by Tessera" in lines[0] and "'gangreclaim'" in lines[1]
     assert "plugin 'pdb' is not run by Tessera" in lines[2] and "deviceshare" in lines[2]
     assert not not_run(parse_conf(MOVED.replace("shuffle, gangreclaim, ", "").replace(
-        "  - name: pdb\n", "").replace("  - name: cdp\n", "")), plugin_names())  # fmt: skip
+        "  - name: pdb\n", "").replace("  - name: tdm\n", "")), plugin_names())  # fmt: skip
 
 
 def test_a_misspelt_action_is_still_refused() -> None:
@@ -58,10 +58,10 @@ def test_simulate_runs_the_rest_and_says_what_it_left_out(tmp_path: Path,
     assert main([*args, "--scheduler-conf", str(conf)]) == 0
     out = capsys.readouterr()
     assert f"warning: {conf}: actions: 'shuffle' is not run by Tessera" in out.err, out.err
-    assert f"warning: {conf}: tiers[1].plugins[1].name: plugin 'cdp' is not run" in out.err, out.err
+    assert f"warning: {conf}: tiers[1].plugins[1].name: plugin 'tdm' is not run" in out.err, out.err
     plain = tmp_path / "plain.conf"
     plain.write_text(MOVED.replace("shuffle, gangreclaim, ", "").replace("  - name: pdb\n", "")
-                     .replace("  - name: cdp\n", ""))  # fmt: skip
+                     .replace("  - name: tdm\n", ""))  # fmt: skip
     assert main([*args, "--scheduler-conf", str(plain)]) == 0
     same = capsys.readouterr()
     assert "warning" not in same.err

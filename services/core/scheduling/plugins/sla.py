@@ -16,8 +16,8 @@ from services.core.scheduling.model import JobInfo
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import ABSTAIN, PERMIT
 
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)")
 KEYS = ("sla-waiting-time", "volcano.sh/sla-waiting-time")
 
 

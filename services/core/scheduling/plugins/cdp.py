@@ -1,0 +1,54 @@
+"""`cdp`, cooldown protection (Volcano `plugins/cdp`): a running pod whose label or annotation
+`volcano.sh/cooldown-time` (a Go duration) has not passed since it started is no victim of
+preemption or reclaim, so an elastic job's pods brought back are not taken again at once.
+
+Volcano counts from the pod's PodScheduled transition; Tessera from its start in the log
+(`TaskStarted.at`, the kubelet's Running, a little later), kept for such pods only
+(`Snapshot.started`). The session's clock is the service's wall clock (scheduler/service.py),
+so the protection ends on a quiet cluster too. An unparsable duration protects nothing, as in
+Volcano (which logs it; admission warns of it)."""
+
+from __future__ import annotations
+
+from services.core.scheduling import snapshot as st
+from services.core.scheduling.config import PluginConf
+from services.core.scheduling.model import TaskInfo
+from services.core.scheduling.plugins.sla import go_duration
+from services.core.scheduling.session import Session
+from services.core.scheduling.status import PERMIT
+
+
+def cooldown_of(task: TaskInfo) -> float | None:
+    """Seconds of the pod's cooldown time, label first; None when it has none (or no valid one)."""
+    raw = task.spec.labels.get(st.COOLDOWN_TIME)
+    if raw is None:
+        raw = task.spec.annotations.get(st.COOLDOWN_TIME)
+    return None if raw is None else go_duration(raw)
+
+
+class CdpPlugin:
+    name = "cdp"
+
+    def __init__(self, conf: PluginConf) -> None:
+        self.now = 0.0
+        self.started: dict[str, float] = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.now, self.started = ssn.now, ssn.started
+
+    def cooling(self, task: TaskInfo) -> bool:
+        """Still within its cooldown time (only a running pod is protected)."""
+        if task.status != st.RUNNING:
+            return False
+        cooldown = cooldown_of(task)
+        since = self.started.get(task.uid)
+        return cooldown is not None and since is not None and since + cooldown > self.now
+
+    def _filter(self, tasks: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        return [t for t in tasks if not self.cooling(t)], PERMIT
+
+    def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        return self._filter(preemptees)
+
+    def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        return self._filter(reclaimees)
