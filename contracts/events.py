@@ -458,6 +458,28 @@ class HyperNodeDeleted(Event, frozen=True, tag="HyperNodeDeleted"):
     name: str
 
 
+# --- PodDisruptionBudgets (policy/v1): the victims preemption and reclaim may take -------------
+
+
+class DisruptionBudgetChanged(Event, frozen=True, tag="DisruptionBudgetChanged"):
+    """A PodDisruptionBudget as the `pdb` plugin reads it: the pods of its namespace its
+    selector matches (None: no selector, no pod; (): every pod of the namespace, as policy/v1
+    reads an empty one), how many of them may go now (`status.disruptionsAllowed`, the
+    disruption controller's count) and the pods an eviction already took from that allowance
+    (`status.disruptedPods`)."""
+
+    namespace: str
+    name: str
+    selector: tuple[LabelRequirement, ...] | None = None
+    allowed: int = 0
+    disrupted: tuple[str, ...] = ()
+
+
+class DisruptionBudgetDeleted(Event, frozen=True, tag="DisruptionBudgetDeleted"):
+    namespace: str
+    name: str
+
+
 ALL_EVENTS: tuple[type[Event], ...] = (
     QueueCreated,
     QueueStateChanged,
@@ -495,4 +517,6 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     QuotaDeleted,
     HyperNodeChanged,
     HyperNodeDeleted,
+    DisruptionBudgetChanged,
+    DisruptionBudgetDeleted,
 )

@@ -115,6 +115,13 @@ class Subjects:
 
     def all_quotas(self) -> str:
         return f"{self.root}.ev.quota.>"
+
+    def budget(self, namespace: str, name: str) -> str:
+        """A PodDisruptionBudget (`DisruptionBudgetChanged` / `DisruptionBudgetDeleted`)."""
+        return f"{self.root}.ev.pdb.{escape(namespace)}.{escape(name)}"
+
+    def all_budgets(self) -> str:
+        return f"{self.root}.ev.pdb.>"
     def hypernode(self, name: str) -> str:
         """A HyperNode (`HyperNodeChanged` / `HyperNodeDeleted`)."""
         return f"{self.root}.ev.topo.{escape(name)}"
@@ -172,6 +179,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.NodeUsage,), lambda s, e: s.usage(e.node)),
         ((ev.NodesListed,), lambda s, e: s.inventory(e.agent)),
         ((ev.QuotaChanged, ev.QuotaDeleted), lambda s, e: s.quota(e.namespace, e.name)),
+        ((ev.DisruptionBudgetChanged, ev.DisruptionBudgetDeleted), lambda s, e: s.budget(e.namespace, e.name)),
         ((ev.ClaimChanged,), lambda s, e: s.storage("pvc", e.name, e.namespace)),
         ((ev.VolumeChanged,), lambda s, e: s.storage("pv", e.name)),
         ((ev.StorageClassChanged,), lambda s, e: s.storage("sc", e.name)),

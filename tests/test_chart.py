@@ -564,6 +564,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
                 "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
                 "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas"),
+                "pdbs_path": ("policy", "poddisruptionbudgets"),
                 "hypernodes_path": ("topology.volcano.sh", "hypernodes"),
                 "configmaps_path": ("", "configmaps"), "services_path": ("", "services"),
                 "networkpolicies_path": ("networking.k8s.io", "networkpolicies")}  # fmt: skip

@@ -36,12 +36,13 @@ def main(argv: list[str] | None = None) -> int:
                                 or NATS_DEFAULT_MAX_PAYLOAD)  # fmt: skip
 
     def edge(app: App, event_log: EventLog, kube: object) -> object:
+        from services.kube.budgetsource import BudgetSource
         from services.kube.podsource import PodSource
         from services.kube.quotasource import QuotaSource
 
         assert isinstance(app, AdmissionService)
         return Edges(PodSource(app, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
-                     QuotaSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
+                     QuotaSource(event_log, kube), BudgetSource(event_log, kube))  # type: ignore[arg-type]  # fmt: skip
 
     return eventloop.run(run_service("admission", args, build, api, edge))  # type: ignore[arg-type]
 

@@ -373,6 +373,13 @@ def networkpolicies_path(namespace: str, name: str = "") -> str:
     return f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies" + (f"/{name}" if name else "")
 
 
+def pdbs_path(namespace: str = "", name: str = "") -> str:
+    """PodDisruptionBudgets, policy/v1 (all namespaces when `namespace` is empty)."""
+    base = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets" if namespace else \
+        "/apis/policy/v1/poddisruptionbudgets"  # fmt: skip
+    return f"{base}/{name}" if name else base
+
+
 def quotas_path(namespace: str = "", name: str = "") -> str:
     """ResourceQuotas (all namespaces when `namespace` is empty)."""
     base = f"/api/v1/namespaces/{namespace}/resourcequotas" if namespace else "/api/v1/resourcequotas"

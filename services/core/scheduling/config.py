@@ -162,8 +162,8 @@ def conf_from_mapping(
 
 def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
     """What of `conf` Tessera leaves out, one line each: Volcano's scheduler skips a plugin it
-    does not know with an error in its log, and an operator moving a conf over (a `pdb` or
-    `tdm` tier) must not believe it is honoured."""
+    does not know with an error in its log, and an operator moving a conf over (a `tdm` or
+    `usage` tier) must not believe it is honoured."""
     have = set(plugins)
     out = [f"actions: {a!r} is not run by Tessera ({VOLCANO_ONLY_ACTIONS[a]})"
            for a in conf.actions if a in VOLCANO_ONLY_ACTIONS]  # fmt: skip

@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.events import (
     ClaimChanged,
+    DisruptionBudgetChanged,
     HyperNodeChanged,
     OtherPods,
     QuotaChanged,
@@ -45,6 +46,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     quotas: dict[str, QuotaChanged] = {}
     hypernodes: dict[str, HyperNodeChanged] = {}
     started: dict[str, float] = {}
+    budgets: dict[str, DisruptionBudgetChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -54,7 +56,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            others=p.others, held_resources=p.held_resources,
                            claims=p.storage.claims, volumes=p.storage.volumes,
                            classes=p.storage.classes, quotas=p.quotas.quotas,
-                           hypernodes=p.hypernodes, started=p.started)  # fmt: skip
+                           hypernodes=p.hypernodes, started=p.started, budgets=p.budgets)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -70,6 +72,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.quotas = QuotaState(dict(s.quotas))
     p.hypernodes = dict(s.hypernodes)
     p.started = dict(s.started)
+    p.budgets = dict(s.budgets)
     p._hypernodes = None
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

@@ -45,6 +45,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     from services.core.scheduling.plugins.networktopology import NetworkTopologyAwarePlugin
     from services.core.scheduling.plugins.nodeorder import NodeOrderPlugin
     from services.core.scheduling.plugins.overcommit import OvercommitPlugin
+    from services.core.scheduling.plugins.pdb import PdbPlugin
     from services.core.scheduling.plugins.predicates import PredicatesPlugin
     from services.core.scheduling.plugins.priority import PriorityPlugin
     from services.core.scheduling.plugins.proportion import ProportionPlugin
@@ -55,7 +56,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     for cls in (PriorityPlugin, GangPlugin, ConformancePlugin, DrfPlugin, PredicatesPlugin,
                 ProportionPlugin, CapacityPlugin, OvercommitPlugin, BinpackPlugin,
                 NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin,
-                NetworkTopologyAwarePlugin, CdpPlugin):  # fmt: skip
+                NetworkTopologyAwarePlugin, CdpPlugin, PdbPlugin):  # fmt: skip
         reg.register(cls.name, cls)
     return reg.as_mapping()
 

@@ -152,6 +152,7 @@ class Session:
         self.conf = conf
         self.now = snapshot.now
         self.started = snapshot.started  # plugins/cdp.py
+        self.budgets = snapshot.budgets  # plugins/pdb.py
         self.nodes: dict[str, NodeInfo] = {}
         self.node_list: list[NodeInfo] = []
         self.queues: dict[str, QueueInfo] = {}

@@ -16,6 +16,8 @@ from contracts.events import (
     BindingFailed,
     CardHealthChanged,
     CardRegistered,
+    DisruptionBudgetChanged,
+    DisruptionBudgetDeleted,
     EvictionRequested,
     HyperNodeChanged,
     HyperNodeDeleted,
@@ -149,6 +151,8 @@ class Snapshot:
     hypernodes: tuple[HyperNodeChanged, ...] = ()  # by name (hypernodes.py)
     #: when each running pod with a cooldown time started (plugins/cdp.py), by task uid
     started: dict[str, float] = field(default_factory=dict)
+    #: the PodDisruptionBudgets, by namespace and name (plugins/pdb.py)
+    budgets: tuple[DisruptionBudgetChanged, ...] = ()
 
 
 #: the label or annotation giving a pod its cooldown time (Volcano's cdp plugin)
@@ -233,6 +237,8 @@ class ClusterProjection:
         self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
         #: "<ns>/<job>/<pod>" → when it started running, for pods with a cooldown time only
         self.started: dict[str, float] = {}
+        #: "<ns>/<name>" → the PodDisruptionBudget as last said (plugins/pdb.py)
+        self.budgets: dict[str, DisruptionBudgetChanged] = {}
         self._hypernodes: tuple[HyperNodeChanged, ...] | None = ()  # sorted, until one changes
 
     def apply(self, seq: int, event: Event) -> str | None:
@@ -370,6 +376,10 @@ class ClusterProjection:
             case HyperNodeDeleted():
                 self.hypernodes.pop(event.name, None)
                 self._hypernodes = None
+            case DisruptionBudgetChanged():
+                self.budgets[f"{event.namespace}/{event.name}"] = event
+            case DisruptionBudgetDeleted():
+                self.budgets.pop(f"{event.namespace}/{event.name}", None)
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
         return None
@@ -476,7 +486,8 @@ class ClusterProjection:
             self._hypernodes = tuple(self.hypernodes[n] for n in sorted(self.hypernodes))
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
                         storage=self.storage.frozen(), quotas=self.quotas.frozen(),
-                        hypernodes=self._hypernodes, started=dict(self.started) if self.started else {})  # fmt: skip
+                        hypernodes=self._hypernodes, started=dict(self.started) if self.started else {},
+                        budgets=tuple(self.budgets[k] for k in sorted(self.budgets)) if self.budgets else ())  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob): its running pods are being killed

@@ -1,5 +1,5 @@
 """A volcano-scheduler.conf naming what Tessera does not run — Volcano's `shuffle`,
-`gangpreempt` and `gangreclaim` actions, plugins such as `pdb` and `tdm` — is taken as Volcano
+`gangpreempt` and `gangreclaim` actions, plugins such as `usage` and `tdm` — is taken as Volcano
 takes a plugin it lacks: the rest runs as written. The scheduler and `tessera simulate` say
 what is left out, naming the field (an unknown action refused the whole conf before, and an
 unknown plugin was skipped without a word)."""
@@ -22,7 +22,7 @@ tiers:
 - plugins:
   - name: priority
   - name: gang
-  - name: pdb
+  - name: usage
 - plugins:
   - name: predicates
   - name: tdm
@@ -39,9 +39,9 @@ def test_what_is_not_run_is_named_by_its_field() -> None:
     assert [line.split(":")[0] for line in lines] == ["actions", "actions", "tiers[0].plugins[2].name",
                                                       "tiers[1].plugins[1].name"]  # fmt: skip
     assert "'shuffle' is not run by Tessera" in lines[0] and "'gangreclaim'" in lines[1]
-    assert "plugin 'pdb' is not run by Tessera" in lines[2] and "deviceshare" in lines[2]
+    assert "plugin 'usage' is not run by Tessera" in lines[2] and "deviceshare" in lines[2]
     assert not not_run(parse_conf(MOVED.replace("shuffle, gangreclaim, ", "").replace(
-        "  - name: pdb\n", "").replace("  - name: tdm\n", "")), plugin_names())  # fmt: skip
+        "  - name: usage\n", "").replace("  - name: tdm\n", "")), plugin_names())  # fmt: skip
 
 
 def test_a_misspelt_action_is_still_refused() -> None:
@@ -60,7 +60,7 @@ def test_simulate_runs_the_rest_and_says_what_it_left_out(tmp_path: Path,
     assert f"warning: {conf}: actions: 'shuffle' is not run by Tessera" in out.err, out.err
     assert f"warning: {conf}: tiers[1].plugins[1].name: plugin 'tdm' is not run" in out.err, out.err
     plain = tmp_path / "plain.conf"
-    plain.write_text(MOVED.replace("shuffle, gangreclaim, ", "").replace("  - name: pdb\n", "")
+    plain.write_text(MOVED.replace("shuffle, gangreclaim, ", "").replace("  - name: usage\n", "")
                      .replace("  - name: tdm\n", ""))  # fmt: skip
     assert main([*args, "--scheduler-conf", str(plain)]) == 0
     same = capsys.readouterr()
