@@ -177,6 +177,17 @@ class JobSpec(Record, frozen=True):
     network_topology: NetworkTopology | None = None  # spec.networkTopology (hypernodes.py)
 
 
+class NodeGroupAffinity(Record, frozen=True):
+    """A Queue's `spec.affinity` (Volcano's `nodegroup` plugin): node groups (the node label
+    `volcano.sh/nodegroup-name`) its jobs must or would rather run in, and must or would rather
+    not."""
+
+    required: tuple[str, ...] = ()
+    preferred: tuple[str, ...] = ()
+    anti_required: tuple[str, ...] = ()
+    anti_preferred: tuple[str, ...] = ()
+
+
 class QueueSpec(Record, frozen=True):
     name: str
     weight: int = 1
@@ -188,3 +199,4 @@ class QueueSpec(Record, frozen=True):
     state: str = "Open"
     priority: int = 0
     annotations: dict[str, str] = {}
+    node_groups: NodeGroupAffinity | None = None  # spec.affinity (None: none)

@@ -157,6 +157,14 @@ def queue_object(spec: QueueSpec) -> dict[str, Any]:
         body["guarantee"] = {"resource": amounts(spec.guarantee)}
     if spec.parent:
         body["parent"] = spec.parent
+    if (g := spec.node_groups) is not None:
+        body["affinity"] = {
+            field_name: {when: list(names) for when, names in (
+                ("requiredDuringSchedulingIgnoredDuringExecution", required),
+                ("preferredDuringSchedulingIgnoredDuringExecution", preferred)) if names}
+            for field_name, required, preferred in (("nodeGroupAffinity", g.required, g.preferred),
+                                                    ("nodeGroupAntiAffinity", g.anti_required, g.anti_preferred))
+            if required or preferred}  # fmt: skip
     m: dict[str, Any] = {"name": spec.name}
     if spec.annotations:
         m["annotations"] = dict(spec.annotations)

@@ -43,6 +43,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     from services.core.scheduling.plugins.drf import DrfPlugin
     from services.core.scheduling.plugins.gang import GangPlugin
     from services.core.scheduling.plugins.networktopology import NetworkTopologyAwarePlugin
+    from services.core.scheduling.plugins.nodegroup import NodeGroupPlugin
     from services.core.scheduling.plugins.nodeorder import NodeOrderPlugin
     from services.core.scheduling.plugins.overcommit import OvercommitPlugin
     from services.core.scheduling.plugins.pdb import PdbPlugin
@@ -56,7 +57,7 @@ def build_plugins() -> Mapping[str, PluginFactory]:
     for cls in (PriorityPlugin, GangPlugin, ConformancePlugin, DrfPlugin, PredicatesPlugin,
                 ProportionPlugin, CapacityPlugin, OvercommitPlugin, BinpackPlugin,
                 NodeOrderPlugin, DeviceSharePlugin, SlaPlugin, ResourceQuotaPlugin,
-                NetworkTopologyAwarePlugin, CdpPlugin, PdbPlugin):  # fmt: skip
+                NetworkTopologyAwarePlugin, CdpPlugin, PdbPlugin, NodeGroupPlugin):  # fmt: skip
         reg.register(cls.name, cls)
     return reg.as_mapping()
 

@@ -27,6 +27,7 @@ from contracts.workloads import (
     JobSpec,
     LabelRequirement,
     NetworkTopology,
+    NodeGroupAffinity,
     PreferredNodeTerm,
     QueueSpec,
     TaskSpec,
@@ -240,6 +241,38 @@ def _seconds(ctx: _Ctx, path: str, raw: str | None) -> float | None:
     if value < 0:
         ctx.reject(path, raw, "must be >= 0")
     return value
+
+
+def _node_groups(ctx: _Ctx, raw: object) -> NodeGroupAffinity | None:
+    """A Queue's `spec.affinity` (the CRD's schema: lists of node-group names)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        ctx.reject("spec.affinity", raw, "must be an object")
+        return None
+    lists: dict[str, tuple[str, ...]] = {}
+    whens = ("requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution")
+    for key in sorted(set(raw) - {"nodeGroupAffinity", "nodeGroupAntiAffinity"}):
+        ctx.reject(f"spec.affinity.{key}", None, "unknown field")
+    for field_name, kind in (("nodeGroupAffinity", ""), ("nodeGroupAntiAffinity", "anti_")):
+        part = raw.get(field_name)
+        if part is None:
+            continue
+        if not isinstance(part, Mapping):
+            ctx.reject(f"spec.affinity.{field_name}", part, "must be an object")
+            continue
+        for key in sorted(set(part) - set(whens)):
+            ctx.reject(f"spec.affinity.{field_name}.{key}", None, "unknown field")
+        for when, attr in (("requiredDuringSchedulingIgnoredDuringExecution", "required"),
+                           ("preferredDuringSchedulingIgnoredDuringExecution", "preferred")):  # fmt: skip
+            names = part.get(when)
+            if names is None:
+                continue
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                ctx.reject(f"spec.affinity.{field_name}.{when}", names, "must be a list of node group names")
+                continue
+            lists[kind + attr] = tuple(names)
+    return NodeGroupAffinity(**lists)
 
 
 def _resources(ctx: _Ctx, path: str, raw: object) -> dict[str, int]:
@@ -467,6 +500,7 @@ class Admission:
             ctx.reject("spec.dequeueStrategy", strategy, "must be fifo or traverse")
         priority = _int(ctx, "spec.priority", spec.get("priority"), 0)
         parent = str(spec.get("parent") or ("" if name == "root" else "root"))
+        node_groups = _node_groups(ctx, spec.get("affinity"))
         if name in self.queues:
             ctx.reject("metadata.name", name, "duplicate queue")
         ctx.check()
@@ -474,6 +508,7 @@ class Admission:
             name=name, weight=weight, capability=capability, deserved=deserved,
             guarantee=guarantee, reclaimable=True if reclaimable is None else reclaimable,
             parent=parent, state=state, priority=priority, annotations=annotations,
+            node_groups=node_groups,
         )  # fmt: skip
 
     def _validate_hierarchy(self) -> None:
