@@ -10,6 +10,7 @@ PodGroups promoted to Inqueue, and unschedulable jobs with the gang plugin's mes
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -101,6 +102,8 @@ def close_session(ssn: Session) -> Decisions:
         reason, code = _unschedulable_reason(ssn, job)
         if reason:
             why = explain_job(ssn, job, words)
+            if (kept := ssn.kept.get(job.key)) is not None:
+                why = replace(why, unblock=f"{why.unblock}; {kept}" if why.unblock else kept)
             node_reasons = dict(sorted(job.node_errors.items()))
             if job.key in trials:
                 reason, node_reasons, why = with_trial(job, reason, why, trials[job.key])

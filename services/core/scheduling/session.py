@@ -153,6 +153,9 @@ class Session:
         self.now = snapshot.now
         self.started = snapshot.started  # plugins/cdp.py
         self.budgets = snapshot.budgets  # plugins/pdb.py
+        #: job key → why preemption or reclaim left one of its pods waiting: a victim filter
+        #: (pdb, cdp) kept a pod that would have gone; explain.py adds it to the job's words
+        self.kept: dict[str, str] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.node_list: list[NodeInfo] = []
         self.queues: dict[str, QueueInfo] = {}

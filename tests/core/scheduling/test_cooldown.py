@@ -98,3 +98,10 @@ def test_without_a_cooldown_nothing_is_kept_and_the_session_inputs_are_as_before
 def test_an_invalid_duration_protects_nothing() -> None:
     p = cluster(job("odd", 10, labels={st.COOLDOWN_TIME: "ten minutes"}))
     assert evicted(p, STARTED + 1) == ["odd"]
+
+
+def test_the_waiting_job_is_told_which_pod_cools_down() -> None:
+    p = cluster(job("cool", 10, labels={st.COOLDOWN_TIME: "10m"}))
+    words = {u.name: u.unblock for u in decide(dataclasses.replace(p.snapshot(), now=STARTED + 1), CONF).unschedulable}
+    assert "preemption held back: cool-main-0 is within its cooldown time (volcano.sh/cooldown-time: 10m" \
+        in words["urgent"], words  # fmt: skip

@@ -105,3 +105,10 @@ def test_budgets_survive_a_restored_projection_and_go_when_deleted() -> None:
     c.add(DisruptionBudgetDeleted(namespace="default", name="web"))
     assert c.evicted() == ["web-0", "web-1"]
     assert "budgets" not in record.input_digests(dataclasses.replace(c.p.snapshot()), record.configured())
+
+
+def test_the_waiting_job_is_told_which_budget_holds_its_preemption_back() -> None:
+    c = Cluster(budget(0))
+    words = {u.name: u.unblock for u in decide(c.p.snapshot(), CONF).unschedulable}
+    assert "preemption held back: PodDisruptionBudget default/web allows 0 disruption(s) now, web-0-main-0" \
+        in words["urgent-a"], words  # fmt: skip

@@ -32,9 +32,10 @@ class CdpPlugin:
     def __init__(self, conf: PluginConf) -> None:
         self.now = 0.0
         self.started: dict[str, float] = {}
+        self.kept: dict[str, str] = {}  # the session's (Session.kept)
 
     def on_session_open(self, ssn: Session) -> None:
-        self.now, self.started = ssn.now, ssn.started
+        self.now, self.started, self.kept = ssn.now, ssn.started, ssn.kept
 
     def cooling(self, task: TaskInfo) -> bool:
         """Still within its cooldown time (only a running pod is protected)."""
@@ -44,11 +45,19 @@ class CdpPlugin:
         since = self.started.get(task.uid)
         return cooldown is not None and since is not None and since + cooldown > self.now
 
-    def _filter(self, tasks: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        return [t for t in tasks if not self.cooling(t)], PERMIT
+    def _filter(self, actor: TaskInfo, tasks: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
+        out = []
+        for t in tasks:
+            if not self.cooling(t):
+                out.append(t)
+            elif actor.job not in self.kept:  # (words that do not change while it cools: no new event)
+                raw = t.spec.labels.get(st.COOLDOWN_TIME) or t.spec.annotations.get(st.COOLDOWN_TIME)
+                self.kept[actor.job] = (f"preemption held back: {t.pod} is within its cooldown time "
+                                        f"({st.COOLDOWN_TIME}: {raw} from its start; cdp)")  # fmt: skip
+        return out, PERMIT
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        return self._filter(preemptees)
+        return self._filter(preemptor, preemptees)
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        return self._filter(reclaimees)
+        return self._filter(reclaimer, reclaimees)

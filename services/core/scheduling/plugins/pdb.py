@@ -26,11 +26,12 @@ class PdbPlugin:
     name = "pdb"
 
     def __init__(self, conf: PluginConf) -> None:
+        self.kept: dict[str, str] = {}  # the session's (Session.kept)
         self.by_namespace: dict[str, list[DisruptionBudgetChanged]] = {}
         self.covered: dict[tuple[str, str], list[TaskInfo]] = {}  # budget → the pods it covers
 
     def on_session_open(self, ssn: Session) -> None:
-        self.by_namespace, self.covered = {}, {}
+        self.by_namespace, self.covered, self.kept = {}, {}, ssn.kept
         for b in ssn.budgets:
             self.by_namespace.setdefault(b.namespace, []).append(b)
             self.covered[(b.namespace, b.name)] = []
@@ -42,8 +43,9 @@ class PdbPlugin:
                     if selects(b.selector, t.spec.labels):
                         self.covered[(b.namespace, b.name)].append(t)
 
-    def allowed(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
-        """The candidates within every budget that covers them, in order."""
+    def allowed(self, tasks: list[TaskInfo], actor: TaskInfo | None = None) -> list[TaskInfo]:
+        """The candidates within every budget that covers them, in order; the first one kept
+        is said for `actor`'s job."""
         if not self.by_namespace:
             return tasks
         left: dict[tuple[str, str], int] = {}
@@ -58,13 +60,17 @@ class PdbPlugin:
                     left[key] = b.allowed - sum(1 for c in self.covered[key]
                                                 if c.status == st.RELEASING and c.pod not in b.disrupted)  # fmt: skip
                 left[key] -= 1
+                if left[key] < 0 and within and actor is not None:
+                    self.kept.setdefault(actor.job, f"preemption held back: PodDisruptionBudget {b.namespace}/{b.name} "
+                                                    f"allows {max(b.allowed, 0)} disruption(s) now, {t.pod} "
+                                                    "would have gone (pdb)")  # fmt: skip
                 within = within and left[key] >= 0
             if within:
                 out.append(t)
         return out
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        return self.allowed(preemptees), PERMIT
+        return self.allowed(preemptees, preemptor), PERMIT
 
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
-        return self.allowed(reclaimees), PERMIT
+        return self.allowed(reclaimees, reclaimer), PERMIT
