@@ -200,3 +200,4 @@ class QueueSpec(Record, frozen=True):
     priority: int = 0
     annotations: dict[str, str] = {}
     node_groups: NodeGroupAffinity | None = None  # spec.affinity (None: none)
+    dequeue_strategy: str = "traverse"  # spec.dequeueStrategy: traverse | fifo

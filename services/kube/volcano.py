@@ -157,6 +157,8 @@ def queue_object(spec: QueueSpec) -> dict[str, Any]:
         body["guarantee"] = {"resource": amounts(spec.guarantee)}
     if spec.parent:
         body["parent"] = spec.parent
+    if spec.dequeue_strategy != "traverse":
+        body["dequeueStrategy"] = spec.dequeue_strategy
     if (g := spec.node_groups) is not None:
         body["affinity"] = {
             field_name: {when: list(names) for when, names in (

@@ -438,6 +438,11 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
                            unblock=f"let queue {queue.name}'s running pods finish, or raise its "
                            "weight")  # fmt: skip
     pending = [t for t in job.tasks.values() if t.status == st.PENDING]
+    if pending and not job.fit_errors and (head := ssn.fifo_blocked.get(job.queue, job.key)) != job.key:
+        return Explanation(f"queue {job.queue} takes its jobs in order (dequeueStrategy: fifo): "
+                           f"{head} before it cannot be placed yet", "allocate",
+                           unblock=f"let {head} be placed, or set queue {job.queue}'s dequeueStrategy "
+                           "to traverse")  # fmt: skip
     if pending and not job.fit_errors:
         return Explanation("not reached in this session (queue share or session order)")
     return Explanation("")

@@ -156,6 +156,8 @@ class Session:
         #: job key → why preemption or reclaim left one of its pods waiting: a victim filter
         #: (pdb, cdp) kept a pod that would have gone; explain.py adds it to the job's words
         self.kept: dict[str, str] = {}
+        #: queue → its head job that could not be placed, where the queue is fifo (allocate)
+        self.fifo_blocked: dict[str, str] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.node_list: list[NodeInfo] = []
         self.queues: dict[str, QueueInfo] = {}

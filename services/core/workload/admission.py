@@ -65,6 +65,8 @@ GROUP_NAME_VOLCANO = "scheduling.volcano.sh/group-name"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 TASK_SPEC = "volcano.sh/task-spec"
 PREEMPTABLE = "volcano.sh/preemptable"
+#: a Queue annotation Volcano read before `spec.dequeueStrategy` (an invalid one: the default)
+DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
 TASK_PRIORITY = "volcano.sh/task-priority"
 
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
@@ -498,6 +500,8 @@ class Admission:
         strategy = spec.get("dequeueStrategy")
         if strategy is not None and strategy not in ("fifo", "traverse"):
             ctx.reject("spec.dequeueStrategy", strategy, "must be fifo or traverse")
+        elif strategy is None and annotations.get(DEQUEUE_STRATEGY) in ("fifo", "traverse"):
+            strategy = annotations[DEQUEUE_STRATEGY]  # Volcano's earlier way to say it
         priority = _int(ctx, "spec.priority", spec.get("priority"), 0)
         parent = str(spec.get("parent") or ("" if name == "root" else "root"))
         node_groups = _node_groups(ctx, spec.get("affinity"))
@@ -508,7 +512,7 @@ class Admission:
             name=name, weight=weight, capability=capability, deserved=deserved,
             guarantee=guarantee, reclaimable=True if reclaimable is None else reclaimable,
             parent=parent, state=state, priority=priority, annotations=annotations,
-            node_groups=node_groups,
+            node_groups=node_groups, dequeue_strategy=str(strategy or "traverse"),
         )  # fmt: skip
 
     def _validate_hierarchy(self) -> None:

@@ -5,7 +5,9 @@ QueueOrder; an Overused queue is skipped (not pushed back); per job, pending non
 tasks in TaskOrder through Allocatable, predicates and scoring; a task fitting only FutureIdle
 is pipelined. The task loop stops as soon as the job is ready; then commit if JobReady, keep if
 only JobPipelined, discard otherwise. A committed job with tasks left is pushed back, and the
-queue after every job, so shares are re-evaluated.
+queue after every job, so shares are re-evaluated — but a queue with `dequeueStrategy: fifo`
+whose job could not be placed is not: its head blocks the rest of it (Volcano's; the default,
+`traverse`, goes on to its next job).
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class AllocateAction:
                 pass  # keep: resources stay reserved in this session, nothing is bound
             else:
                 stmt.discard()
+                if queue.spec.dequeue_strategy == "fifo":
+                    ssn.fifo_blocked[queue.name] = job.key
+                    continue  # the head of a fifo queue blocks the rest of it (not pushed back)
             queues.push(queue)
 
     def allocate_job(
