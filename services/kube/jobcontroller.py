@@ -70,6 +70,7 @@ from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
     Kube,
     KubeError,
+    claims_path,
     configmaps_path,
     networkpolicies_path,
     pods_path,
@@ -128,9 +129,9 @@ class JobController:
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
         self.created: list[str] = []  # every pod this process created (tests, benchmarks)
         self.pg_specs: dict[str, dict[str, Any]] = {}  # PodGroup → the spec fields last patched
-        #: job → (Job uid, the plugin objects as last written, kind → the object's uid): what the
+        #: job → (Job uid, the objects as last written, (kind, name) → the object's uid): what the
         #: Job's plugins (svc) have beside its pods, made or found owned by it in this process
-        self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[str, str]]] = {}
+        self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[tuple[str, str], str]]] = {}
         self.plugin_spec_seen: dict[str, tuple[str, object]] = {}  # job → (uid, generation) written for
         self._ttl_due: dict[str, float] = {}  # job → when its ttlSecondsAfterFinished runs out (timer set)
         self._queues_at = float("-inf")  # loop time of the last queue status pass
@@ -480,10 +481,11 @@ class JobController:
         return all(ready(n) for n in names)
 
     async def _plugin_objects(self, key: str, job: dict[str, Any]) -> None:
-        """What the Job's plugins put beside its pods (svc: the hosts ConfigMap, the headless
-        Service, the NetworkPolicy), before its pods are made: written when missing or when the
-        job's replicas changed its hosts; an object of that name the Job does not own is left
-        alone, with a warning (Tessera changes only what is its own)."""
+        """What the Job's controller puts beside its pods (svc: the hosts ConfigMap, the headless
+        Service, the NetworkPolicy; the claims its `spec.volumes` asks for), before its pods are
+        made: written when missing or when the job's replicas changed its hosts; an object of
+        that name the Job does not own is left alone, with a warning (Tessera changes only what
+        is its own)."""
         m = volcano.meta(job)
         version = (volcano.uid(job), m.get("generation") or m.get("resourceVersion"))
         if self.plugin_spec_seen.get(key) == version:
@@ -508,6 +510,9 @@ class JobController:
                 elif kind == "Service":
                     obj = await self._made_or_found(self.kube.create(services_path(ns), body),
                                                     lambda n=name: self.kube.get(services_path(ns, n)))  # fmt: skip
+                elif kind == "PersistentVolumeClaim":  # a claim's spec is immutable: made once
+                    obj = await self._made_or_found(self.kube.create(claims_path(ns), body),
+                                                    lambda n=name: self.kube.get(claims_path(ns, n)))  # fmt: skip
                 else:
                     obj = await self._made_or_found(self.kube.create(networkpolicies_path(ns), body),
                                                     lambda n=name: self.kube.get(networkpolicies_path(ns, n)))  # fmt: skip
@@ -515,7 +520,7 @@ class JobController:
                 log.warning("job %s: its %s %s not written (%s); again at its next change", key, kind, name, exc)
                 return
             if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid):
-                uids[kind] = volcano.uid(obj)
+                uids[(kind, name)] = volcano.uid(obj)
             elif obj is not None:
                 log.warning("job %s: %s %s exists and is not this Job's; left alone (its svc plugin "
                             "needs it)", key, kind, name)  # fmt: skip
@@ -548,14 +553,16 @@ class JobController:
             return
         ns = key.split("/", 1)[0]
         for kind, body in made[1]:
-            uid = made[2].get(kind)
+            name = body["metadata"]["name"]
+            uid = made[2].get((kind, name))
             if not uid:
                 continue
-            name = body["metadata"]["name"]
             if kind == "ConfigMap":
                 await self.kube.delete_this(configmaps_path(ns, name), uid)
             elif kind == "Service":
                 await self.kube.delete_this(services_path(ns, name), uid)
+            elif kind == "PersistentVolumeClaim":
+                await self.kube.delete_this(claims_path(ns, name), uid)
             else:
                 await self.kube.delete_this(networkpolicies_path(ns, name), uid)
 

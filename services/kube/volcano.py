@@ -18,7 +18,7 @@ from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
-from services.core.workload.jobvolumes import with_job_volumes
+from services.core.workload.jobvolumes import claims_to_make, with_job_volumes
 from services.core.workload.quantity import from_units
 from services.kube import jobplugins
 
@@ -232,7 +232,8 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
         tasks = (job.get("spec") or {}).get("tasks") or []
         i = int(task.removeprefix("default")) if task.startswith("default") and task[7:].isdigit() else -1
         raw = tasks[i] if 0 <= i < len(tasks) else {}
-    template = with_job_volumes(raw.get("template") or {}, (job.get("spec") or {}).get("volumes"))
+    template = with_job_volumes(raw.get("template") or {}, (job.get("spec") or {}).get("volumes"),
+                                str(meta(job).get("name") or ""), uid(job))  # fmt: skip
     tmeta = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
     job_spec = job.get("spec") or {}
@@ -257,8 +258,14 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
 
 
 def plugin_objects(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(kind, body) of what the Job's plugins put beside its pods, owned by the Job."""
-    return jobplugins.svc_objects(job, _owner(job))
+    """(kind, body) of what the Job's controller puts beside its pods, owned by the Job: its
+    plugins' objects, and the claims its `spec.volumes` asks to be made (jobvolumes.py)."""
+    ns = str(meta(job).get("namespace") or "default")
+    claims = [("PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                         "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(job)]},
+                                         "spec": spec})
+              for name, spec in claims_to_make(job)]  # fmt: skip
+    return [*claims, *jobplugins.svc_objects(job, _owner(job))]
 
 
 def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:

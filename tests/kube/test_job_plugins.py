@@ -159,3 +159,61 @@ async def test_a_pytorch_job_runs_with_its_rendezvous_and_its_service_goes_with_
             await wait_until(gone, 60, "the ConfigMap, Service and NetworkPolicy gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_jobs_volume_claim_is_made_owned_by_the_job_and_its_pods_run_on_it(cluster: Cluster, tmp_path: Path) -> None:
+    """`spec.volumes[].volumeClaim` (the Job of Volcano's own cdp guide has one): the job
+    controller makes the claim, owned by the Job, before its pods (refused before: Tessera made
+    none); once it is bound (the test plays the PV controller; pods wait for that as in
+    test_volumes.py) they run with it mounted; it goes with the Job."""
+    from services.core.workload.jobvolumes import generated_claim
+    from services.kube.client import claims_path, volumes_path
+
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    job = training_job({}, masters=1, workers=1)
+    del job["metadata"]["uid"]
+    wanted = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    job["spec"]["volumes"] = [{"mountPath": "/ckpt", "volumeClaim": wanted}]
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            created = await cluster.kube.create(volcano.jobs_path("default"), job)
+            name = generated_claim("ddp", created["metadata"]["uid"], 0)
+            path = claims_path("default", name)
+
+            async def made() -> bool:
+                return await _get(cluster, path) is not None
+
+            await wait_until(made, 60, f"the claim {name} made")
+            claim = await _get(cluster, path) or {}
+            assert volcano.owner_job(claim) == ("ddp", created["metadata"]["uid"])
+            assert claim["spec"]["accessModes"] == wanted["accessModes"]
+            assert claim["spec"]["resources"] == wanted["resources"]
+            await cluster.kube.create(volumes_path(), {"apiVersion": "v1", "kind": "PersistentVolume",
+                                                       "metadata": {"name": "pv-ckpt"},
+                                                       "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                                                "hostPath": {"path": "/mnt/ckpt"},
+                                                                "claimRef": {"namespace": "default", "name": name}}})  # fmt: skip
+            await cluster.kube.patch(path, {"spec": {"volumeName": "pv-ckpt"}})
+            await cluster.kube.patch(claims_path("default", name, "status"), {"status": {"phase": "Bound"}})
+
+            async def running() -> bool:
+                got = [await cluster.pod("default", p) for p in ("ddp-master-0", "ddp-worker-0")]
+                return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in got)
+
+            await wait_until(running, 60, "the job's pods Running on the bound claim")
+            worker = await cluster.pod("default", "ddp-worker-0") or {}
+            vol = next(v for v in worker["spec"]["volumes"] if "persistentVolumeClaim" in v)
+            assert vol["persistentVolumeClaim"] == {"claimName": name}
+            assert {"name": vol["name"], "mountPath": "/ckpt"} in worker["spec"]["containers"][0]["volumeMounts"]
+
+            await cluster.kube.delete(volcano.jobs_path("default", "ddp"))
+
+            async def gone() -> bool:
+                return await _get(cluster, path) is None
+
+            await wait_until(gone, 60, "the claim gone with the Job")
+        finally:
+            await asyncio.to_thread(cp.stop)

@@ -45,6 +45,7 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
+from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
@@ -943,7 +944,8 @@ class Admission:
                            f"failed {names.go_list(errs)}")  # fmt: skip
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             # the job's own volumes are in every pod the job controller makes (jobvolumes.py)
-            template = with_job_volumes(t.get("template") or {}, spec.get("volumes"))
+            template = with_job_volumes(t.get("template") or {}, spec.get("volumes"), name,
+                                        annotations.get(OBJECT_UID, ""))  # fmt: skip
             task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
                               defaults=annotations, counts_needed=False)  # fmt: skip

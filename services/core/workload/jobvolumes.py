@@ -6,14 +6,17 @@ scheduled for as a pod's own are: bound, on the node their volume allows), and t
 controller makes the pods from the same templates.
 
 Volcano's webhook rules, in its words (`validateIO`): a mountPath, no mountPath twice, a claim
-name or a claim spec but not both. Volcano's controller also creates a PVC from a
-`volumeClaim` spec; Tessera's does not, and refuses such a Job saying so — run without its
-volume, a job would write its checkpoints into the container and lose them.
+name or a claim spec but not both. A `volumeClaim` spec is a claim the job controller creates,
+owned by the Job (deleted with it), before the job's pods: named `<job>-volume-<12 characters>`
+as Volcano names it — here derived from the Job's uid and the volume's index instead of drawn
+at random, so admission schedules for the very claim the controller makes, and Volcano's write
+of the drawn name back into the Job is not needed.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,9 +48,10 @@ def volume_problems(raw: object) -> list[tuple[str, object, str]]:
         paths.add(mount)
         if claim and spec:
             problems.append((where, None, CONFLICT))
+        elif spec is not None and not isinstance(spec, Mapping):
+            problems.append((f"{where}.volumeClaim", spec, "must be a PersistentVolumeClaim spec"))
         elif spec:
-            problems.append((f"{where}.volumeClaim", None, "Tessera's job controller creates no PVC from a "
-                             "volumeClaim spec: create the PersistentVolumeClaim and name it in volumeClaimName"))  # fmt: skip
+            pass  # the API server judges the claim when the job controller creates it
         elif not claim:
             problems.append((where, None, "either VolumeClaim or VolumeClaimName must be specified"))
         elif errors := dns1123_subdomain(str(claim)):
@@ -55,9 +59,26 @@ def volume_problems(raw: object) -> list[tuple[str, object, str]]:
     return problems
 
 
-def with_job_volumes(template: Mapping[str, Any], raw: object) -> dict[str, Any]:
+def generated_claim(job: str, uid: str, index: int) -> str:
+    """The claim the job controller makes for `spec.volumes[index].volumeClaim`."""
+    return f"{job}-volume-{hashlib.blake2b(f'{uid}/{index}'.encode(), digest_size=6).hexdigest()}"
+
+
+def claims_to_make(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, spec) of each claim a Job's `spec.volumes` asks its controller to create."""
+    meta = job.get("metadata") or {}
+    raw = (job.get("spec") or {}).get("volumes")
+    if not isinstance(raw, list):
+        return []
+    return [(generated_claim(str(meta.get("name") or ""), str(meta.get("uid") or ""), i), dict(v["volumeClaim"]))
+            for i, v in enumerate(raw)
+            if isinstance(v, Mapping) and isinstance(v.get("volumeClaim"), Mapping) and not v.get("volumeClaimName")]  # fmt: skip
+
+
+def with_job_volumes(template: Mapping[str, Any], raw: object, job: str = "", uid: str = "") -> dict[str, Any]:
     """The pod template with the job's volumes in it: a volume `job-volume-<i>` per claim
-    (each claim once, as Volcano skips a repeated one) mounted in every app container."""
+    (each claim once, as Volcano skips a repeated one) mounted in every app container; a claim
+    to create (`volumeClaim`) under the name the job controller gives it."""
     out = copy.deepcopy(dict(template))
     if not isinstance(raw, list) or not raw:
         return out
@@ -65,6 +86,8 @@ def with_job_volumes(template: Mapping[str, Any], raw: object) -> dict[str, Any]
     seen: set[str] = set()
     for i, v in enumerate(raw):
         claim = str(v.get("volumeClaimName") or "") if isinstance(v, Mapping) else ""
+        if not claim and isinstance(v, Mapping) and isinstance(v.get("volumeClaim"), Mapping):
+            claim = generated_claim(job, uid, i)
         if not claim or claim in seen or not isinstance(v, Mapping) or not v.get("mountPath"):
             continue  # (admission refuses what is missing)
         seen.add(claim)
