@@ -53,7 +53,8 @@ _ON_NODE = ALLOCATED_STATUSES | {st.RELEASING}
 #: plugin of the configuration is listed may results be cached per (node state, task shape);
 #: a plugin that reads anything else (other nodes, queue or job state) must stay off this list.
 NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare",
-                                "VolumeBinding"})  # volumes.py: its verdict is in the task's shape
+                                "VolumeBinding",  # volumes.py: its verdict is in the task's shape
+                                "nodegroup"})  # its queue's affinity is in the task's shape
 
 
 def reads_node_identity(conf: SchedulerConf) -> bool:

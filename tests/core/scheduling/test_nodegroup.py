@@ -42,8 +42,11 @@ def placed(queues: dict[str, NodeGroupAffinity | None], jobs: dict[str, str], ar
     for e in events:
         seq += 1
         p.apply(seq, e)  # type: ignore[arg-type]
-    d = decide(p.snapshot(), parse_conf(CONF % args))
-    return {pl.name: pl.placements[0].node for pl in d.placements}
+    conf = parse_conf(CONF % args)
+    got = [{pl.name: pl.placements[0].node for pl in decide(p.snapshot(), conf, node_cache=cached).placements}
+           for cached in (True, False)]  # fmt: skip
+    assert got[0] == got[1], "results cached per node and pod shape differ from the plain evaluation"
+    return got[0]
 
 
 def test_required_groups_and_the_preferred_one_first() -> None:
@@ -103,3 +106,11 @@ def test_a_mistyped_affinity_is_refused_naming_the_field(affinity: dict, where: 
                   "spec": {"affinity": affinity}})  # fmt: skip
     assert not w.queues
     assert [r.path for r in w.rejections] == [where], w.rejections
+
+
+def test_two_queues_with_different_groups_share_no_cached_results() -> None:
+    """Equal pods of two queues on equal nodes: each queue's pods go to its own group (the
+    node cache keys results by the pod's shape, which holds its queue's affinity)."""
+    queues = {"x": NodeGroupAffinity(required=("a",)), "y": NodeGroupAffinity(required=("b",))}
+    assert placed(queues, {"jx1": "x", "jy1": "y", "jx2": "x", "jy2": "y"}) == {
+        "jx1": "na", "jy1": "nb", "jx2": "na", "jy2": "nb"}  # fmt: skip

@@ -9,13 +9,16 @@ anti-preferred, which lets it in (Volcano's order of checks). Score: 100 for a r
 plus 50 for a preferred one (or, with `enablePreferredOrder`, 50 × (n − i)/n for the i-th of n),
 and −1 for an anti-preferred one. With `enableHierarchy` a queue without affinity takes its
 nearest ancestor's. Volcano's per-group resource limits (a Queue annotation) are not read.
+
+The affinity a pod's queue runs under is put in the pod's shape, so the node cache
+(actions/nodes.py) keeps its results per node and shape right and stays on.
 """
 
 from __future__ import annotations
 
 from contracts.workloads import NodeGroupAffinity
 from services.core.scheduling.config import PluginConf
-from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import Status, unschedulable
 
@@ -51,6 +54,10 @@ class NodeGroupPlugin:
             for name in own:
                 self.affinity[name] = self._inherited(ssn, name, own)
         self.queue_of = {key: job.queue for key, job in ssn.jobs.items()}
+        for job in ssn.jobs.values():  # what the queue allows is part of each pod's shape, so
+            g = ("nodegroup", self.affinity.get(job.queue))  # results cached per node and shape
+            for t in job.pending_tasks():  # (actions/nodes.py) stay right per queue
+                t.shape = (*(t.shape or task_shape(t.spec)), g)
 
     def _inherited(self, ssn: Session, name: str, own: dict[str, NodeGroupAffinity | None]) -> NodeGroupAffinity | None:
         seen: set[str] = set()
