@@ -183,3 +183,30 @@ def test_a_job_arrives_when_its_object_was_made() -> None:
     assert ARRIVE_AT not in pods.manifest(member)["metadata"]["annotations"]
     odd = {**pod, "metadata": {**made, "creationTimestamp": "yesterday"}}
     assert ARRIVE_AT not in pods.manifest(odd)["metadata"]["annotations"]
+
+
+def test_a_job_admitted_before_arrivals_were_read_is_not_refused_when_judged_again() -> None:
+    """After an upgrade, admission judges each live Job again: its manifest now carries its
+    arrival, which must not read as a change of its pod template (Volcano's update rule) — the
+    job's arrival is not copied into its pods' annotations."""
+    from services.core.devices import build_vendors
+    from services.core.workload import admit
+    from services.core.workload.admission import ARRIVE_AT
+    from services.core.workload.devicerequests import hami_parser
+    from services.core.workload.jobupdate import judge_update
+    from services.kube import volcano
+
+    reg = build_vendors()
+    obj = {"apiVersion": volcano.BATCH, "kind": "Job",
+           "metadata": {"name": "j", "namespace": "default", "uid": "u1", "creationTimestamp": "2026-12-06T08:00:00Z",
+                        "annotations": {"team": "nlp"}},
+           "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 1, "template": {
+               "spec": {"containers": [{"name": "c", "image": "x"}]}}}]}}  # fmt: skip
+    now = volcano.manifest(obj)
+    before = {**now, "metadata": {**now["metadata"], "annotations": {
+        k: v for k, v in now["metadata"]["annotations"].items() if k != ARRIVE_AT}}}  # fmt: skip
+    (old,) = admit([before], hami_parser(reg), reg.resource_names()).jobs
+    (new,) = admit([now], hami_parser(reg), reg.resource_names()).jobs
+    change = judge_update(old, new)
+    assert change.refusals == () and change.spec is not None and change.spec.arrive_at == 1796544000.0
+    assert new.tasks[0].annotations.get("team") == "nlp" and ARRIVE_AT not in new.tasks[0].annotations

@@ -942,13 +942,17 @@ class Admission:
             if errs := names.qualified_name(longest):
                 ctx.reject(f"{path}.name", tname, f"create pod with name {longest} validate "
                            f"failed {names.go_list(errs)}")  # fmt: skip
+            # the job's annotations reach its pods (Volcano's controller copies them) — but not
+            # its arrival, which is the job's: a Job admitted before the arrival was read would
+            # otherwise be refused as a template change when judged again after an upgrade
+            pod_defaults = {k: v for k, v in annotations.items() if k != ARRIVE_AT}
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             # the job's own volumes are in every pod the job controller makes (jobvolumes.py)
             template = with_job_volumes(t.get("template") or {}, spec.get("volumes"), name,
                                         annotations.get(OBJECT_UID, ""))  # fmt: skip
             task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
-                              defaults=annotations, counts_needed=False)  # fmt: skip
+                              defaults=pod_defaults, counts_needed=False)  # fmt: skip
             task = TaskSpec(
                 **{
                     **_fields(task),
