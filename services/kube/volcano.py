@@ -17,6 +17,14 @@ from typing import Any
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
+from services.core.workload.joblabels import (
+    JOB_NAME,
+    JOB_NAMESPACE,
+    QUEUE_NAME,
+    TASK_INDEX,
+    TASK_SPEC,
+    job_pod_labels,
+)
 from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.jobvolumes import claims_to_make, with_job_volumes
 from services.core.workload.quantity import from_units
@@ -29,11 +37,6 @@ BUS = "bus.volcano.sh/v1alpha1"
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
 HYPERNODES = f"/apis/{TOPOLOGY}/hypernodes"
 
-JOB_NAME = "volcano.sh/job-name"
-JOB_NAMESPACE = "volcano.sh/job-namespace"
-QUEUE_NAME = "volcano.sh/queue-name"
-TASK_SPEC = "volcano.sh/task-spec"
-TASK_INDEX = "volcano.sh/task-index"
 JOB_VERSION = "volcano.sh/job-version"
 RETRY_COUNT = "volcano.sh/job-retry-count"
 #: the commit a pod was bound for (the binder puts it on the binding): a pod of an earlier
@@ -245,8 +248,7 @@ def pod_for(job: Mapping[str, Any], spec: JobSpec, task: str, index: int, retrie
         _write_counts(pod_spec, counted)
     ours = {JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue, TASK_SPEC: task,
             TASK_INDEX: str(index), JOB_VERSION: str(retries), RETRY_COUNT: str(retries)}  # fmt: skip
-    labels = {**(tmeta.get("labels") or {}), JOB_NAME: name, JOB_NAMESPACE: ns, QUEUE_NAME: spec.queue,
-              TASK_SPEC: task, TASK_INDEX: str(index)}  # fmt: skip
+    labels = job_pod_labels(tmeta.get("labels") or {}, name, ns, spec.queue, task, index)
     annotations = {**(tmeta.get("annotations") or {}), **ours, GROUP_NAME: podgroup_name(job),
                    MADE_AFTER: str(made_after)}
     pod = {"apiVersion": "v1", "kind": "Pod",

@@ -30,18 +30,19 @@ CONF = parse_conf(PREEMPT_CONF.replace("  - name: conformance\n", "  - name: con
 WEB = (LabelRequirement(key="app", operator="In", values=("web",)),)
 
 
-def job(name: str, priority: int, labels: dict[str, str] | None = None) -> JobSpec:
+def job(name: str, priority: int, labels: dict[str, str] | None = None, kind: str = "PodGroup") -> JobSpec:
     task = TaskSpec(name="main", replicas=1, cpu_milli=2000, min_available=1, labels=labels or {})
-    return JobSpec(namespace="default", name=name, kind="PodGroup", min_available=1, tasks=(task,),
+    return JobSpec(namespace="default", name=name, kind=kind, min_available=1, tasks=(task,),
                    priority=priority)  # fmt: skip
 
 
 class Cluster:
-    def __init__(self, *budgets: DisruptionBudgetChanged, labels: dict[str, str] | None = None) -> None:
+    def __init__(self, *budgets: DisruptionBudgetChanged, labels: dict[str, str] | None = None,
+                 kind: str = "PodGroup") -> None:  # fmt: skip
         self.p, self.seq = st.ClusterProjection(), 0
         self.add(QueueCreated(spec=QueueSpec(name="default")), *budgets)
         for i in range(2):
-            web = job(f"web-{i}", 10, labels={"app": "web"} if labels is None else labels)
+            web = job(f"web-{i}", 10, labels={"app": "web"} if labels is None else labels, kind=kind)
             pod = f"web-{i}-main-0"
             self.add(NodeRegistered(node=f"n{i}", cpu_milli=2000, memory_mib=4096), JobSubmitted(spec=web),
                      PlacementCommitted(namespace="default", name=web.name,
@@ -112,3 +113,11 @@ def test_the_waiting_job_is_told_which_budget_holds_its_preemption_back() -> Non
     words = {u.name: u.unblock for u in decide(c.p.snapshot(), CONF).unschedulable}
     assert "preemption held back: PodDisruptionBudget default/web allows 0 disruption(s) now, web-0-main-0" \
         in words["urgent-a"], words  # fmt: skip
+
+
+def test_a_volcano_jobs_pods_carry_their_controllers_labels() -> None:
+    """A budget over one Volcano Job selects its pods by `volcano.sh/job-name`, a label the job
+    controller puts on them (not in their template)."""
+    one_job = (LabelRequirement(key="volcano.sh/job-name", operator="In", values=("web-1",)),)
+    assert Cluster(budget(0, selector=one_job), kind="Job").evicted() == ["web-0"]
+    assert Cluster(budget(0, selector=one_job)).evicted() == ["web-0", "web-1"]  # PodGroup pods: no such label
