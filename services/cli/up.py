@@ -192,6 +192,13 @@ class ControlPlane:
                 self._start_nats(report)
             if admin := self.creds("admin"):  # this process is the operator of what it starts
                 remember(self.url, admin, self.ca)
+                if self.cluster > 1 and self.servers:
+                    # the streams made once, before the services: five of them creating an R3
+                    # stream at once on a cluster just formed once left it without a leader for
+                    # 30 s (every service was told it existed "with another configuration")
+                    from services.cli.streams import ensure_streams
+
+                    asyncio.run(ensure_streams(self.url, min(3, self.cluster)))
             if on_nats is not None:
                 on_nats(self.url)
             for name in self.names():
