@@ -15,9 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
-from services.core.scheduling import snapshot as st
-from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
-from services.core.workload.joblabels import (
+from services.core.joblabels import (
     JOB_NAME,
     JOB_NAMESPACE,
     QUEUE_NAME,
@@ -25,6 +23,8 @@ from services.core.workload.joblabels import (
     TASK_SPEC,
     job_pod_labels,
 )
+from services.core.scheduling import snapshot as st
+from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.jobvolumes import claims_to_make, with_job_volumes
 from services.core.workload.quantity import from_units

@@ -249,7 +249,7 @@ def node_groups(
     tuple of every node's name built and hashed per pending job was too dear at 5,000 nodes)."""
     shape = shape_of(task)
     if reads_pods(ssn, task):  # other pods' terms may select it: its labels change the words
-        shape = (shape, task.namespace, tuple(sorted(task.spec.labels.items())))
+        shape = (shape, task.namespace, tuple(sorted(task.labels.items())))
     names = which if which is not None else tuple(n.name for n in nodes)
     memo = cache.get((shape, names))  # equal pods failing on equal nodes: one grouping
     if memo is not None:

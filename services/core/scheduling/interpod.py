@@ -158,7 +158,7 @@ class PodIndex:
     # --- keeping up with the session -----------------------------------------------------
 
     def _group(self, task: TaskInfo) -> int:
-        return self._group_for(task.namespace, task.spec.labels, task.spec.pod_affinity)
+        return self._group_for(task.namespace, task.labels, task.spec.pod_affinity)
 
     def _group_for(self, namespace: str, labels: dict[str, str], pa: PodAffinity | None) -> int:
         key = (namespace, tuple(sorted(labels.items())), pa)
@@ -216,7 +216,7 @@ class PodIndex:
         spec = task.spec
         got = self._aware.get(id(spec))
         if got is None or got[0] is not spec:
-            ns, labels = task.namespace, spec.labels
+            ns, labels = task.namespace, task.labels
             aware = spec.pod_affinity is not None or any(
                 term_matches(term, ns, labels) for _, pa in self.held for term in _terms(pa)
             )
@@ -246,7 +246,7 @@ class PodIndex:
         spec = task.spec
         got = self._keys.get(id(spec))
         if got is None or got[0] is not spec or got[1] != task.job:
-            key = (task.namespace, tuple(sorted(spec.labels.items())), spec.pod_affinity,
+            key = (task.namespace, tuple(sorted(task.labels.items())), spec.pod_affinity,
                    spec.spread, tuple(sorted(spec.node_selector.items())), spec.affinity,
                    spec.tolerations)  # fmt: skip
             got = self._keys[id(spec)] = (spec, task.job, key)
@@ -288,7 +288,7 @@ class PodIndex:
     ) -> None:
         """Group `g`'s pods at `where` (node position, how many; negative takes away)."""
         pa = task.spec.pod_affinity
-        ns, labels = task.namespace, task.spec.labels
+        ns, labels = task.namespace, task.labels
         aff = pa.affinity if pa is not None else ()
         all_aff = bool(aff) and all(term_matches(t, g.namespace, g.labels) for t in aff)
         anti = [t for t in (pa.anti_affinity if pa is not None else ())
@@ -356,7 +356,7 @@ class PodIndex:
         return ""
 
     def _matches_own(self, task: TaskInfo, pa: PodAffinity) -> bool:
-        return all(term_matches(t, task.namespace, task.spec.labels) for t in pa.affinity)
+        return all(term_matches(t, task.namespace, task.labels) for t in pa.affinity)
 
     # --- score -----------------------------------------------------------------------------
 
@@ -373,7 +373,7 @@ class PodIndex:
     def _normalised(self, task: TaskInfo) -> dict[int, int]:
         pa = task.spec.pod_affinity
         preferred = pa is not None and bool(pa.preferred or pa.preferred_anti)
-        ns, labels = task.namespace, task.spec.labels
+        ns, labels = task.namespace, task.labels
         by_key: dict[str, dict[str, int]] = {}
         for g in self.groups:
             if not g.nodes or not (preferred or g.terms is not None):
@@ -481,7 +481,7 @@ def refusal_of(ssn: Session, task: TaskInfo, node_labels: Mapping[str, str]) -> 
     for gid, g in enumerate(idx.groups):  # EXISTING_ANTI_AFFINITY
         for t in g.terms.anti_affinity if g.terms is not None else ():
             value = node_labels.get(t.topology_key)
-            if value is not None and term_matches(t, task.namespace, task.spec.labels):
+            if value is not None and term_matches(t, task.namespace, task.labels):
                 holder = idx.pod_in(gid, t.topology_key, value)
                 if holder:
                     return Refusal(EXISTING_ANTI_AFFINITY, t, value, holder)

@@ -155,6 +155,14 @@ class TaskInfo:
     feasible: int = 0  # feasible nodes it was chosen among
     shape: tuple[object, ...] | None = None  # task_shape(spec), filled on first use
     volume: VolumeFit | None = None  # its claims' verdict (volumes.py), for tasks with claims
+    #: its labels as the API server holds them where they are more than its template's (a
+    #: Volcano Job's pods: its controller's, services/core/joblabels.py); None: those
+    pod_labels: dict[str, str] | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """What label selectors (pod affinity, topology spread, budgets) see of the pod."""
+        return self.spec.labels if self.pod_labels is None else self.pod_labels
 
     @property
     def best_effort(self) -> bool:

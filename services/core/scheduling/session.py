@@ -21,6 +21,7 @@ import msgspec
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices.policies import PLACEMENT_POLICIES
+from services.core.joblabels import job_task_labels
 from services.core.ledger import is_exclusive
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
@@ -259,11 +260,18 @@ class Session:
                                  if t.min_available is not None},
                 tasks=tasks,
             )  # fmt: skip
+            by_role: dict[str, dict[str, str]] = {}  # a Job's pods: its controller's labels too
             for t in j.tasks:
+                labels = None
+                if j.spec.kind == "Job":
+                    labels = by_role.get(t.role)
+                    if labels is None:
+                        labels = by_role[t.role] = job_task_labels(t.spec.labels, j.spec.name, j.spec.namespace,
+                                                                   j.spec.queue, t.role)  # fmt: skip
                 info = TaskInfo(
                     uid=f"{j.key}/{t.pod}", pod=t.pod, role=t.role, index=t.index, job=j.key,
                     spec=t.spec, resreq=task_request(t.spec), status=t.status, node=t.node,
-                    slices=t.slices, priority=t.spec.priority,
+                    slices=t.slices, priority=t.spec.priority, pod_labels=labels,
                 )  # fmt: skip
                 tasks[t.pod] = info
                 if t.spec.claims:

@@ -86,7 +86,7 @@ class Spread:
             on_node = dict(idx.matching(task.namespace, c.selector))
             for t in without:  # the victims preempt weighs: gone in the future view
                 if t.status != RELEASING and t.namespace == task.namespace and t.node in idx.ssn.nodes \
-                        and selects(c.selector, t.spec.labels):  # fmt: skip
+                        and selects(c.selector, t.labels):  # fmt: skip
                     pos = idx.ssn.nodes[t.node].pos
                     on_node[pos] = on_node.get(pos, 0) - 1
             hard = c.when_unsatisfiable == DO_NOT_SCHEDULE
@@ -94,7 +94,7 @@ class Spread:
             (self.hard if hard else self.soft).append(
                 Domains(c, _counts(nodes, task, c, keys, on_node), on_node)
             )
-        self.self_match = [selects(d.constraint.selector, spec.labels) for d in self.hard]
+        self.self_match = [selects(d.constraint.selector, task.labels) for d in self.hard]
         self._scores: dict[int, int] | None = None
         self._nodes = nodes
         self._soft_keys = soft_keys

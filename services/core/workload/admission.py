@@ -34,7 +34,7 @@ from contracts.workloads import (
     Toleration,
 )
 from services.core.devices.requests import unknown_device_names
-from services.core.scheduling.plugins.sla import go_duration
+from services.core.godurations import go_duration
 from services.core.scheduling.resources import pod_request, requested, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names

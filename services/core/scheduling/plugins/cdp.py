@@ -10,10 +10,10 @@ Volcano (which logs it; admission warns of it)."""
 
 from __future__ import annotations
 
+from services.core.godurations import go_duration
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import TaskInfo
-from services.core.scheduling.plugins.sla import go_duration
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT
 

@@ -10,7 +10,8 @@ errs on the side of the budget until those pods are gone. Selectors read as poli
 disruption controller read them: an empty one covers every pod of the namespace (Volcano's
 plugin reads it as none, policy/v1beta1's way), and a pod without labels is covered by such a
 one only (Volcano's plugin drops it from the victims). A Volcano Job's pods carry its
-controller's labels (`volcano.sh/job-name`, `task-spec`…: a budget over a job selects them)."""
+controller's labels (`volcano.sh/job-name`, `task-spec`…: a budget over a job selects them;
+`TaskInfo.labels`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from services.core.scheduling.interpod import selects
 from services.core.scheduling.model import TaskInfo
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT
-from services.core.workload.joblabels import job_pod_labels
 
 
 class PdbPlugin:
@@ -31,8 +31,6 @@ class PdbPlugin:
         self.kept: dict[str, str] = {}  # the session's (Session.kept)
         self.by_namespace: dict[str, list[DisruptionBudgetChanged]] = {}
         self.covered: dict[tuple[str, str], list[TaskInfo]] = {}  # budget → the pods it covers
-        #: each pod's labels as the API server holds them (a Job's pods: with its controller's)
-        self.labels: dict[str, dict[str, str]] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         self.by_namespace, self.covered, self.kept = {}, {}, ssn.kept
@@ -41,14 +39,10 @@ class PdbPlugin:
             self.covered[(b.namespace, b.name)] = []
         if not self.by_namespace:
             return
-        self.labels = {}
         for job in ssn.jobs.values():
             for t in job.tasks.values():
-                labels = self.labels[t.uid] = (job_pod_labels(t.spec.labels, job.spec.name, job.spec.namespace, job.queue,
-                                                              t.role, t.index)
-                                               if job.spec.kind == "Job" else t.spec.labels)  # fmt: skip
                 for b in self.by_namespace.get(t.namespace, ()):
-                    if selects(b.selector, labels):
+                    if selects(b.selector, t.labels):
                         self.covered[(b.namespace, b.name)].append(t)
 
     def allowed(self, tasks: list[TaskInfo], actor: TaskInfo | None = None) -> list[TaskInfo]:
@@ -61,7 +55,7 @@ class PdbPlugin:
         for t in tasks:
             within = True
             for b in self.by_namespace.get(t.namespace, ()):
-                if not selects(b.selector, self.labels.get(t.uid, t.spec.labels)) or t.pod in b.disrupted:
+                if not selects(b.selector, t.labels) or t.pod in b.disrupted:
                     continue
                 key = (b.namespace, b.name)
                 if key not in left:

@@ -9,25 +9,13 @@ durations ("3m", "1h30m"). JobOrder puts jobs with a waiting time first, earlier
 
 from __future__ import annotations
 
-import re
-
+from services.core.godurations import go_duration
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.model import JobInfo
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import ABSTAIN, PERMIT
 
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)")
 KEYS = ("sla-waiting-time", "volcano.sh/sla-waiting-time")
-
-
-def go_duration(text: str) -> float | None:
-    """Seconds of a Go duration string; None when it is not one."""
-    text = text.strip()
-    parts = _PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 class SlaPlugin:
