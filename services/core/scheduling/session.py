@@ -153,8 +153,6 @@ class Session:
         self.snapshot = snapshot
         self.conf = conf
         self.now = snapshot.now
-        self.started = snapshot.started  # plugins/cdp.py
-        self.budgets = snapshot.budgets  # plugins/pdb.py
         #: job key → why preemption or reclaim left one of its pods waiting: a victim filter
         #: (pdb, cdp) kept a pod that would have gone; explain.py adds it to the job's words
         self.kept: dict[str, str] = {}

@@ -18,11 +18,15 @@ from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT
 
 
-def cooldown_of(task: TaskInfo) -> float | None:
-    """Seconds of the pod's cooldown time, label first; None when it has none (or no valid one)."""
+def cooldown_text(task: TaskInfo) -> str | None:
+    """The pod's cooldown time as written, label first (as Volcano reads it); None: none."""
     raw = task.spec.labels.get(st.COOLDOWN_TIME)
-    if raw is None:
-        raw = task.spec.annotations.get(st.COOLDOWN_TIME)
+    return task.spec.annotations.get(st.COOLDOWN_TIME) if raw is None else raw
+
+
+def cooldown_of(task: TaskInfo) -> float | None:
+    """Seconds of the pod's cooldown time; None when it has none (or no valid one)."""
+    raw = cooldown_text(task)
     return None if raw is None else go_duration(raw)
 
 
@@ -35,7 +39,7 @@ class CdpPlugin:
         self.kept: dict[str, str] = {}  # the session's (Session.kept)
 
     def on_session_open(self, ssn: Session) -> None:
-        self.now, self.started, self.kept = ssn.now, ssn.started, ssn.kept
+        self.now, self.started, self.kept = ssn.now, ssn.snapshot.started, ssn.kept
 
     def cooling(self, task: TaskInfo) -> bool:
         """Still within its cooldown time (only a running pod is protected)."""
@@ -51,9 +55,8 @@ class CdpPlugin:
             if not self.cooling(t):
                 out.append(t)
             elif actor.job not in self.kept:  # (words that do not change while it cools: no new event)
-                raw = t.spec.labels.get(st.COOLDOWN_TIME) or t.spec.annotations.get(st.COOLDOWN_TIME)
                 self.kept[actor.job] = (f"preemption held back: {t.pod} is within its cooldown time "
-                                        f"({st.COOLDOWN_TIME}: {raw} from its start; cdp)")  # fmt: skip
+                                        f"({st.COOLDOWN_TIME}: {cooldown_text(t)} from its start; cdp)")  # fmt: skip
         return out, PERMIT
 
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:

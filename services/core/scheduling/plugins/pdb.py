@@ -34,7 +34,7 @@ class PdbPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.by_namespace, self.covered, self.kept = {}, {}, ssn.kept
-        for b in ssn.budgets:
+        for b in ssn.snapshot.budgets:
             self.by_namespace.setdefault(b.namespace, []).append(b)
             self.covered[(b.namespace, b.name)] = []
         if not self.by_namespace:
