@@ -46,7 +46,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime
 from typing import Any
 
 from contracts.base import Event
@@ -432,9 +431,8 @@ class JobController:
         if not isinstance(ttl, int) or isinstance(ttl, bool) or state.get("phase") not in FINISHED_JOB_PHASES \
                 or volcano.meta(job).get("deletionTimestamp"):  # fmt: skip
             return
-        try:
-            finished = datetime.fromisoformat(str(state.get("lastTransitionTime"))).timestamp()
-        except ValueError:
+        finished = volcano.api_time(state.get("lastTransitionTime"))
+        if finished is None:
             return
         left = finished + ttl - self.clock()
         if left > 0:

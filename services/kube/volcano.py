@@ -107,17 +107,21 @@ def uid(obj: Mapping[str, Any]) -> str:
     return str(meta(obj).get("uid") or "")
 
 
+def api_time(stamp: object) -> float | None:
+    """Seconds of an API server timestamp (RFC 3339, `2026-12-06T08:00:00Z`); None if it is none."""
+    try:
+        return datetime.fromisoformat(str(stamp)).timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
 def with_arrival(annotations: Mapping[str, Any], obj: Mapping[str, Any]) -> dict[str, Any]:
     """`annotations` with the object's creation time as the job's arrival (`tessera.io/arrive-at`,
     seconds), unless it names one: Volcano's sla plugin counts a job's waiting time from its
     creationTimestamp, and without it every job's deadline had passed at once."""
     out = dict(annotations)
-    stamp = str(meta(obj).get("creationTimestamp") or "")
-    if stamp and ARRIVE_AT not in out:
-        try:
-            out[ARRIVE_AT] = f"{datetime.fromisoformat(stamp.replace('Z', '+00:00')).timestamp():.0f}"
-        except ValueError:
-            pass  # not RFC 3339: no arrival, as before
+    if ARRIVE_AT not in out and (made := api_time(meta(obj).get("creationTimestamp"))) is not None:
+        out[ARRIVE_AT] = f"{made:.0f}"
     return out
 
 
