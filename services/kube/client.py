@@ -365,6 +365,10 @@ def configmaps_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
 
 
+def secret_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/secrets" + (f"/{name}" if name else "")
+
+
 def services_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/services" + (f"/{name}" if name else "")
 

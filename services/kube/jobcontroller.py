@@ -73,9 +73,11 @@ from services.kube.client import (
     configmaps_path,
     networkpolicies_path,
     pods_path,
+    secret_path,
     services_path,
 )
 from services.kube.listwatch import Change, Reflector
+from services.kube.sshkeys import new_key_pair
 from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
 from services.queue import flow as fl
 from services.runtime.eventlog import EventLog
@@ -511,6 +513,12 @@ class JobController:
                 elif kind == "PersistentVolumeClaim":  # a claim's spec is immutable: made once
                     obj = await self._made_or_found(self.kube.create(claims_path(ns), body),
                                                     lambda n=name: self.kube.get(claims_path(ns, n)))  # fmt: skip
+                elif kind == "Secret":  # ssh: the key pair made once, kept; its host list follows the job
+                    obj = await self._ssh_secret(ns, name, body)
+                    config = (body["data"] or {}).get(jobplugins.SSH_CONFIG)
+                    if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid) \
+                            and (obj.get("data") or {}).get(jobplugins.SSH_CONFIG) != config:  # fmt: skip
+                        await self.kube.patch(secret_path(ns, name), {"data": {jobplugins.SSH_CONFIG: config}})
                 else:
                     obj = await self._made_or_found(self.kube.create(networkpolicies_path(ns), body),
                                                     lambda n=name: self.kube.get(networkpolicies_path(ns, n)))  # fmt: skip
@@ -520,10 +528,27 @@ class JobController:
             if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid):
                 uids[(kind, name)] = volcano.uid(obj)
             elif obj is not None:
-                log.warning("job %s: %s %s exists and is not this Job's; left alone (its svc plugin "
-                            "needs it)", key, kind, name)  # fmt: skip
+                log.warning("job %s: %s %s exists and is not this Job's; left alone (its pods would "
+                            "use it)", key, kind, name)  # fmt: skip
         self.plugin_made[key] = (job_uid, wanted, uids)
         self.plugin_spec_seen[key] = version
+
+    async def _ssh_secret(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The ssh plugin's Secret: the one there (a restart keeps its pair, and makes none for
+        nothing: a key costs tens of ms), else created with a new key pair unless the flags
+        gave one."""
+        try:
+            found = await self.kube.get(secret_path(ns, name))
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+        else:
+            return found if isinstance(found, dict) else None
+        if jobplugins.SSH_PRIVATE not in (body.get("data") or {}):
+            private, public = await asyncio.to_thread(new_key_pair)
+            body = jobplugins.with_key_pair(body, private, public)
+        return await self._made_or_found(self.kube.create(secret_path(ns), body),
+                                         lambda: self.kube.get(secret_path(ns, name)))  # fmt: skip
 
     async def _made_or_found(self, make: Awaitable[Any], read: Callable[[], Awaitable[Any]]) -> dict[str, Any] | None:
         """The object created, or (409) the one already there; None if it went meanwhile."""
@@ -561,6 +586,8 @@ class JobController:
                 await self.kube.delete_this(services_path(ns, name), uid)
             elif kind == "PersistentVolumeClaim":
                 await self.kube.delete_this(claims_path(ns, name), uid)
+            elif kind == "Secret":
+                await self.kube.delete_this(secret_path(ns, name), uid)
             else:
                 await self.kube.delete_this(networkpolicies_path(ns, name), uid)
 

@@ -15,6 +15,20 @@ Pure: the Job object in, pod changes and objects out.
   index + 1), and the port.
 * `hcclrank`: the pod gets `hccl/rankIndex` (master: its index; worker: master replicas + index;
   a literal `RANK` in the template wins).
+* `mpi`: the master task's containers and init containers get `MPI_HOST` (the worker task's
+  hosts, comma-separated); every container of the job opens the ssh port (`mpijob-port`, 22).
+* `ssh`: the Secret `<job>-ssh` (`id_rsa`, `id_rsa.pub`, `authorized_keys`: one RSA key pair
+  per Job, made by the controller unless the flags give one; `config`: every host of the job,
+  strict host checking off) is mounted at `/root/.ssh` (or `--ssh-key-file-path`) in every
+  container and init container, mode 0600. The pair is not part of what `objects` returns (it
+  is new each time it is made): the controller adds it when it creates the Secret, and keeps
+  the one it finds.
+* `tensorflow`: the app containers get `TF_CONFIG` (the cluster's ps, worker, chief and
+  evaluator addresses with the port, and this pod's role and index), unless the job is one
+  pod.
+
+What the plugins build on runs with them, as Volcano's webhook adds it (`implied`: `svc` for
+`mpi`, `pytorch` and `tensorflow`; `ssh` for `mpi`).
 
 Volcano iterates a map, so its plugins run in no fixed order; here they run in name order, so
 the same Job always gives the same pods (hcclrank thus reads the template's `RANK`, never
@@ -23,16 +37,23 @@ pytorch's: with one master the two formulas agree).
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from services.core.workload.jobplugins import FLAGS, parse_flags
+from services.core.workload.jobplugins import FLAGS, implied, parse_flags
 
 JOB_NAME = "volcano.sh/job-name"
 JOB_NAMESPACE = "volcano.sh/job-namespace"
 RANK_ANNOTATION = "hccl/rankIndex"
 HOSTS_MOUNT = "/etc/volcano"
 PYTORCH_PORT_NAME = "pytorchjob-port"
+MPI_PORT_NAME = "mpijob-port"
+#: the ssh Secret's keys, each mounted as `.ssh/<key>` under the key path
+SSH_PRIVATE, SSH_PUBLIC, SSH_AUTHORIZED, SSH_CONFIG = "id_rsa", "id_rsa.pub", "authorized_keys", "config"
+SSH_KEYS = (SSH_PRIVATE, SSH_PUBLIC, SSH_AUTHORIZED, SSH_CONFIG)
+SSH_MODE = 0o600
 
 
 def plugins_of(job: Mapping[str, Any]) -> dict[str, dict[str, str | int | bool]]:
@@ -41,8 +62,9 @@ def plugins_of(job: Mapping[str, Any]) -> dict[str, dict[str, str | int | bool]]
     raw = (job.get("spec") or {}).get("plugins") or {}
     if not isinstance(raw, Mapping):
         return {}
-    return {str(name): parse_flags(str(name), args if isinstance(args, list) else [])[0]
-            for name, args in sorted(raw.items()) if str(name) in FLAGS}  # fmt: skip
+    named = {str(name): args for name, args in raw.items()}
+    return {name: parse_flags(name, named[name] if isinstance(named.get(name), list) else [])[0]
+            for name in implied(list(named)) if name in FLAGS}  # fmt: skip
 
 
 def _name(job: Mapping[str, Any]) -> str:
@@ -61,14 +83,20 @@ def _env_name(task: str, what: str) -> str:
     return f"VC_{_key(task).upper()}_{what}"
 
 
-def _hosts(job: Mapping[str, Any], task: Mapping[str, Any]) -> list[str]:
-    """Volcano's GenerateHosts: `<hostname or job-task-i>.<subdomain or job>` per replica."""
+def _host_names(job: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(host, subdomain) per replica, one only when the template names its host (every pod
+    would have that name): Volcano's GenerateHosts and the ssh config's hosts."""
     spec = (task.get("template") or {}).get("spec") or {}
     name, tname = _name(job), str(task.get("name") or "")
     domain = str(spec.get("subdomain") or name)
     if spec.get("hostname"):
-        return [f"{spec['hostname']}.{domain}"]
-    return [f"{name}-{tname}-{i}.{domain}" for i in range(int(task.get("replicas") or 0))]
+        return [(str(spec["hostname"]), domain)]
+    return [(f"{name}-{tname}-{i}", domain) for i in range(int(task.get("replicas") or 0))]
+
+
+def _hosts(job: Mapping[str, Any], task: Mapping[str, Any]) -> list[str]:
+    """`<hostname or job-task-i>.<subdomain or job>` per replica."""
+    return [f"{host}.{domain}" for host, domain in _host_names(job, task)]
 
 
 def configmap_name(job: Mapping[str, Any]) -> str:
@@ -86,6 +114,54 @@ def hosts_data(job: Mapping[str, Any]) -> dict[str, str]:
         data[_env_name(tname, "HOSTS")] = ",".join(hosts)
         data[_env_name(tname, "NUM")] = str(len(hosts))
     return data
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(kind, body) of what the job's plugins put beside its pods (svc's, then ssh's Secret)."""
+    return [*svc_objects(job, owner), *ssh_objects(job, owner)]
+
+
+def ssh_secret_name(job: Mapping[str, Any]) -> str:
+    return f"{_name(job)}-ssh"
+
+
+def ssh_config(job: Mapping[str, Any]) -> str:
+    """The ssh client's config every pod gets: each host of the job by its short name, reached
+    at its svc name, with host keys not checked (every pod's sshd makes its own)."""
+    lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]
+    for task in _tasks(job):
+        for host, domain in _host_names(job, task):
+            lines += [f"Host {host}", f"  HostName {host}.{domain}"]
+    return "\n".join(lines) + "\n"
+
+
+def ssh_objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The ssh plugin's Secret without its key pair (added when it is made), unless the flags
+    give the pair. Empty without the plugin."""
+    flags = plugins_of(job).get("ssh")
+    if flags is None:
+        return []
+    data = {SSH_CONFIG: _b64(ssh_config(job))}
+    if flags["ssh-private-key"] and flags["ssh-public-key"]:
+        public = str(flags["ssh-public-key"])
+        data |= {SSH_PRIVATE: _b64(str(flags["ssh-private-key"])), SSH_PUBLIC: _b64(public),
+                 SSH_AUTHORIZED: _b64(public)}  # fmt: skip
+    ns = str((job.get("metadata") or {}).get("namespace") or "default")
+    return [("Secret", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": ssh_secret_name(job), "namespace": ns, "ownerReferences": [dict(owner)]},
+                        "data": dict(sorted(data.items()))})]  # fmt: skip
+
+
+def with_key_pair(body: Mapping[str, Any], private_pem: str, public_line: str) -> dict[str, Any]:
+    """The ssh Secret's body with a key pair added (where `ssh_objects` left it out)."""
+    data = dict(body.get("data") or {})
+    if SSH_PRIVATE not in data:
+        data |= {SSH_PRIVATE: _b64(private_pem), SSH_PUBLIC: _b64(public_line), SSH_AUTHORIZED: _b64(public_line)}
+    return {**body, "data": dict(sorted(data.items()))}
 
 
 def svc_objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -138,10 +214,63 @@ def apply_to_pod(pod: dict[str, Any], job: Mapping[str, Any], task: str, index: 
                          {"name": "VC_TASK_INDEX", "value": str(index)})  # fmt: skip
         elif name == "hcclrank":
             _hccl_rank(pod, job, task, index, flags)
+        elif name == "mpi":
+            _mpi(spec, job, task, flags)
         elif name == "pytorch":
             _pytorch(spec, job, task, index, flags)
+        elif name == "ssh":
+            _ssh(spec, job, flags)
         elif name == "svc":
             _svc(pod, job)
+        elif name == "tensorflow":
+            _tensorflow(spec, job, task, index, flags)
+
+
+def _open_port(container: dict[str, Any], name: str, port: int) -> None:
+    ports = container.get("ports") or []
+    if not any(p.get("containerPort") == port for p in ports):
+        container["ports"] = [*ports, {"name": name, "containerPort": port}]
+
+
+def _mpi(spec: dict[str, Any], job: Mapping[str, Any], task: str, flags: Mapping[str, str | int | bool]) -> None:
+    master, port = str(flags["master"]), int(flags["port"])
+    workers = task_named(job, str(flags["worker"]))
+    for c in _containers(spec):
+        _open_port(c, MPI_PORT_NAME, port)
+        if task == master:
+            _add_env(c, {"name": "MPI_HOST", "value": ",".join(_hosts(job, workers) if workers else [])})
+
+
+def _ssh(spec: dict[str, Any], job: Mapping[str, Any], flags: Mapping[str, str | int | bool]) -> None:
+    secret = ssh_secret_name(job)
+    spec["volumes"] = [*(spec.get("volumes") or []), {"name": secret, "secret": {
+        "secretName": secret, "defaultMode": SSH_MODE,
+        "items": [{"key": k, "path": f".ssh/{k}"} for k in SSH_KEYS]}}]  # fmt: skip
+    for c in _containers(spec):
+        c["volumeMounts"] = [*(c.get("volumeMounts") or []),
+                             {"name": secret, "mountPath": str(flags["ssh-key-file-path"]), "subPath": ".ssh"}]  # fmt: skip
+
+
+def _tensorflow(spec: dict[str, Any], job: Mapping[str, Any], task: str, index: int,
+                flags: Mapping[str, str | int | bool]) -> None:  # fmt: skip
+    tasks = _tasks(job)
+    if len(tasks) == 1 and int(tasks[0].get("replicas") or 0) == 1:
+        return  # one pod: a stand-alone TensorFlow needs no cluster
+    port = int(flags["port"])
+    roles = {str(flags[r]): r for r in ("ps", "worker", "chief", "evaluator")}
+    cluster: dict[str, list[str]] = {}
+    for t in tasks:
+        role = roles.get(str(t.get("name") or ""))
+        if role is not None:
+            names = _host_names(job, t)
+            count = int(t.get("replicas") or 0)
+            # every replica by its address (a template naming its host gives them all that one)
+            cluster[role] = [f"{names[min(i, len(names) - 1)][0]}.{names[0][1]}:{port}" for i in range(count)] if names else []
+    ordered = {r: cluster[r] for r in ("ps", "worker", "chief", "evaluator") if cluster.get(r)}
+    value = json.dumps({"cluster": ordered, "task": {"type": roles.get(task, task), "index": index}},
+                       separators=(",", ":"))  # fmt: skip
+    for c in _containers(spec, inits=False):
+        _add_env(c, {"name": "TF_CONFIG", "value": value})
 
 
 def _svc(pod: dict[str, Any], job: Mapping[str, Any]) -> None:
@@ -188,9 +317,7 @@ def _pytorch(spec: dict[str, Any], job: Mapping[str, Any], task: str, index: int
         env.append({"name": "RANK", "value": str(index + 1)})
     for c in _containers(spec, inits=False):
         _add_env(c, *env)
-        ports = c.get("ports") or []
-        if not any(p.get("containerPort") == port for p in ports):
-            c["ports"] = [*ports, {"name": PYTORCH_PORT_NAME, "containerPort": port}]
+        _open_port(c, PYTORCH_PORT_NAME, port)
 
 
 def _hccl_rank(pod: dict[str, Any], job: Mapping[str, Any], task: str, index: int,

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contracts.permissions import USERS
-from services.kube.client import Kube, KubeError, agent_of
+from services.kube.client import Kube, KubeError, agent_of, secret_path
 from services.runtime.natsauth import generate_tls, new_password, readable_password
 
 #: the cluster routes' user (nats.conf `cluster.authorization`): a server joins only with it
@@ -33,11 +33,6 @@ ROUTE = "route"
 KEYS = (*USERS, ROUTE)
 LABELS = {"app.kubernetes.io/part-of": "tessera", "app.kubernetes.io/component": "nats"}
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def secret_path(namespace: str, name: str = "") -> str:
-    base = f"/api/v1/namespaces/{namespace}/secrets"
-    return f"{base}/{name}" if name else base
 
 
 def missing_passwords(existing: Mapping[str, str], keys: Sequence[str]) -> dict[str, str]:

@@ -271,7 +271,7 @@ def plugin_objects(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
                                          "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(job)]},
                                          "spec": spec})
               for name, spec in claims_to_make(job)]  # fmt: skip
-    return [*claims, *jobplugins.svc_objects(job, _owner(job))]
+    return [*claims, *jobplugins.objects(job, _owner(job))]
 
 
 def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:

@@ -38,6 +38,11 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
 
 
+async def all_running(cluster: Cluster, names: tuple[str, ...] | list[str]) -> bool:
+    got = [await cluster.pod("default", p) for p in names]
+    return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in got)
+
+
 def made_pod(job: dict[str, Any], task: str, index: int) -> dict[str, Any]:
     pod: dict[str, Any] = {"metadata": {"name": f"ddp-{task}-{index}", "annotations": {}},
                            "spec": copy.deepcopy(next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"])}  # fmt: skip
@@ -94,6 +99,87 @@ def test_hccl_ranks_follow_the_master_count_unless_the_template_says() -> None:
     assert made_pod(job, "worker", 0)["metadata"]["annotations"]["hccl/rankIndex"] == "7"
 
 
+def test_an_mpi_jobs_master_gets_the_workers_and_every_pod_the_ssh_port_keys_and_hosts() -> None:
+    """Volcano's MPI example names only `mpi`: its webhook adds `svc` and `ssh`, which the
+    master's `mpiexec --host ${MPI_HOST}` needs (names that resolve, and a key every worker's
+    sshd accepts); Tessera's controller runs them as if named."""
+    job = training_job({"mpi": ["--master=master", "--worker=worker", "--port=22"]}, masters=1, workers=2)
+    master, worker = made_pod(job, "master", 0), made_pod(job, "worker", 1)
+    for pod in (master, worker):
+        spec = pod["spec"]
+        assert spec["subdomain"] == "ddp"  # svc, implied
+        for c in (*spec["containers"], *spec["initContainers"]):
+            assert {"name": "mpijob-port", "containerPort": 22} in c["ports"]
+            assert {"name": "ddp-ssh", "mountPath": "/root/.ssh", "subPath": ".ssh"} in c["volumeMounts"]
+        [ssh] = [v for v in spec["volumes"] if v["name"] == "ddp-ssh"]
+        assert ssh["secret"]["secretName"] == "ddp-ssh" and ssh["secret"]["defaultMode"] == 0o600
+        assert [i["path"] for i in ssh["secret"]["items"]] == [".ssh/id_rsa", ".ssh/id_rsa.pub", ".ssh/authorized_keys", ".ssh/config"]
+    assert env_of(master["spec"]["containers"][0])["MPI_HOST"] == "ddp-worker-0.ddp,ddp-worker-1.ddp"
+    assert env_of(master["spec"]["initContainers"][0])["MPI_HOST"] == "ddp-worker-0.ddp,ddp-worker-1.ddp"
+    assert "MPI_HOST" not in env_of(worker["spec"]["containers"][0])
+    # a port the template opens already is not opened twice
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["ports"] = [{"name": "sshd", "containerPort": 22}]
+    assert made_pod(job, "worker", 0)["spec"]["containers"][0]["ports"] == [{"name": "sshd", "containerPort": 22}]
+    # beside the pods: svc's objects and the Secret, its pair left to the controller
+    kinds = [k for k, _ in volcano.plugin_objects(job)]
+    assert kinds == ["ConfigMap", "Service", "NetworkPolicy", "Secret"]
+    # a plain job is untouched by any of it
+    plain = made_pod(training_job({}), "worker", 0)["spec"]
+    assert "volumes" not in plain and "ports" not in plain["containers"][0] and "subdomain" not in plain
+
+
+def test_the_ssh_secret_lists_every_host_and_takes_a_given_pair_or_a_new_one() -> None:
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    from services.kube.sshkeys import new_key_pair
+
+    job = training_job({"ssh": ["--ssh-key-file-path", "/home/mpi/.ssh"]}, masters=1, workers=2)
+    job["spec"]["tasks"][0]["template"]["spec"]["hostname"] = "launcher"  # one host, whatever the replicas
+    owner = {"kind": "Job", "name": "ddp", "uid": "u-9"}
+    [(kind, body)] = jobplugins.ssh_objects(job, owner)
+    assert kind == "Secret" and body["metadata"] == {"name": "ddp-ssh", "namespace": "default", "ownerReferences": [owner]}
+    assert list(body["data"]) == ["config"]  # the pair is made when the Secret is
+    assert base64.b64decode(body["data"]["config"]).decode() == (
+        "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n"
+        "Host launcher\n  HostName launcher.ddp\n"
+        "Host ddp-worker-0\n  HostName ddp-worker-0.ddp\nHost ddp-worker-1\n  HostName ddp-worker-1.ddp\n")
+    mount = made_pod(job, "worker", 0)["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "ddp-ssh", "mountPath": "/home/mpi/.ssh", "subPath": ".ssh"} in mount
+
+    private, public = new_key_pair()
+    assert private.startswith("-----BEGIN RSA PRIVATE KEY-----") and public.startswith("ssh-rsa ") and public.endswith("\n")
+    key = serialization.load_pem_private_key(private.encode(), password=None)
+    derived = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert derived.decode() + "\n" == public  # the pair is a pair
+    full = jobplugins.with_key_pair(body, private, public)
+    decoded = {k: base64.b64decode(v).decode() for k, v in full["data"].items()}
+    assert decoded["id_rsa"] == private and decoded["id_rsa.pub"] == decoded["authorized_keys"] == public
+    assert jobplugins.with_key_pair(full, "other", "other")["data"] == full["data"]  # a pair is never replaced
+    assert new_key_pair()[0] != private
+
+    given = training_job({"ssh": ["--ssh-private-key=PRIVATE", "--ssh-public-key=ssh-rsa AAAA"]})
+    [(_, body)] = jobplugins.ssh_objects(given, owner)
+    assert {k: base64.b64decode(v).decode() for k, v in body["data"].items() if k != "config"} == {
+        "authorized_keys": "ssh-rsa AAAA", "id_rsa": "PRIVATE", "id_rsa.pub": "ssh-rsa AAAA"}
+
+
+def test_tensorflow_config_names_the_cluster_and_the_pods_role() -> None:
+    import json
+
+    job = training_job({"tensorflow": ["--ps=master", "--port=2223"]}, masters=1, workers=2)
+    config = json.loads(env_of(made_pod(job, "worker", 1)["spec"]["containers"][0])["TF_CONFIG"])
+    assert config == {"cluster": {"ps": ["ddp-master-0.ddp:2223"], "worker": ["ddp-worker-0.ddp:2223", "ddp-worker-1.ddp:2223"]},
+                      "task": {"type": "worker", "index": 1}}  # fmt: skip
+    ps = json.loads(env_of(made_pod(job, "master", 0)["spec"]["containers"][0])["TF_CONFIG"])
+    assert ps["task"] == {"type": "ps", "index": 0}
+    assert "TF_CONFIG" not in env_of(made_pod(job, "worker", 0)["spec"]["initContainers"][0])
+    alone = training_job({"tensorflow": []}, masters=1, workers=0)
+    del alone["spec"]["tasks"][1]
+    assert "TF_CONFIG" not in env_of(made_pod(alone, "master", 0)["spec"]["containers"][0])  # one pod: no cluster
+
+
 def test_flags_are_read_as_gos_flag_package_reads_them() -> None:
     assert parse_flags("pytorch", ["--port", "29500", "-master=chief"])[0] == {"master": "chief", "worker": "worker", "port": 29500}
     assert parse_flags("svc", ["--disable-network-policy"])[0]["disable-network-policy"] is True
@@ -107,8 +193,16 @@ def test_flags_are_read_as_gos_flag_package_reads_them() -> None:
         ({"pytorch": ["--port=x"]}, ["spec.plugins.pytorch[0]: --port is a number"], []),
         ({"svc": ["--disable-network-policy=maybe"]}, ["spec.plugins.svc[0]: --disable-network-policy is a boolean: true or false"], []),
         ({"horovod": []}, ["spec.plugins.horovod: unable to find job plugin"], []),
-        ({"mpi": [], "ssh": []}, [], ["spec.plugins.mpi: Tessera's job controller does not run the mpi plugin: its pods will lack MPI_HOST and the ssh setup mpirun needs",
-                                     "spec.plugins.ssh: Tessera's job controller does not run the ssh plugin: its pods will lack the job's SSH key Secret mounted at /root/.ssh"]),
+        ({"ray": []}, [], ["spec.plugins.ray: Tessera's job controller does not run the ray plugin: its pods will lack the Ray head's address and ports"]),
+        ({"mpi": [], "ssh": [], "tensorflow": []}, [], []),
+        ({"mpi": ["--master=mpimaster"]}, [], ["spec.plugins.mpi: the job has no task mpimaster: its pods will lack MPI_HOST"]),
+        ({"mpi": ["--worker=mpiworker"]}, [], ["spec.plugins.mpi: the job has no task mpiworker: its pods will lack MPI_HOST's workers (it will be empty)"]),
+        ({"mpi": ["--port=twenty-two"]}, ["spec.plugins.mpi[0]: --port is a number"], []),
+        ({"ssh": ["--ssh-key-file-path=.ssh"]}, ["spec.plugins.ssh: --ssh-key-file-path must be an absolute path: every container mounts the keys there"], []),
+        ({"ssh": ["--ssh-private-key=KEY"]}, ["spec.plugins.ssh: --ssh-private-key needs --ssh-public-key too: authorized_keys is made from it, and would be empty"], []),
+        ({"ssh": ["--ssh-public-key=PUB"]}, [], ["spec.plugins.ssh: --ssh-public-key is ignored without --ssh-private-key: a new key pair is made for the job"]),
+        ({"ssh": ["--no-root"]}, ["spec.plugins.ssh[0]: unknown flag --no-root (ssh's flags: --ssh-key-file-path, --ssh-private-key, --ssh-public-key)"], []),
+        ({"tensorflow": ["--chief=master", "--port=2223"]}, [], []),
         ({"pytorch": ["--master=chief"]}, [], ["spec.plugins.pytorch: the job has no task chief: its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"]),
     ],
 )  # fmt: skip
@@ -133,11 +227,7 @@ async def test_a_pytorch_job_runs_with_its_rendezvous_and_its_service_goes_with_
         try:
             created = await cluster.kube.create(volcano.jobs_path("default"), job)
 
-            async def running() -> bool:
-                got = [await cluster.pod("default", p) for p in pods]
-                return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in got)
-
-            await wait_until(running, 60, "the job's three pods Running")
+            await wait_until(lambda: all_running(cluster, pods), 60, "the job's three pods Running")
             worker = await cluster.pod("default", "ddp-worker-1") or {}
             env = env_of(worker["spec"]["containers"][0])
             assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["RANK"]) == ("ddp-master-0.ddp", "3", "2")
@@ -199,11 +289,7 @@ async def test_a_jobs_volume_claim_is_made_owned_by_the_job_and_its_pods_run_on_
             await cluster.kube.patch(path, {"spec": {"volumeName": "pv-ckpt"}})
             await cluster.kube.patch(claims_path("default", name, "status"), {"status": {"phase": "Bound"}})
 
-            async def running() -> bool:
-                got = [await cluster.pod("default", p) for p in ("ddp-master-0", "ddp-worker-0")]
-                return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in got)
-
-            await wait_until(running, 60, "the job's pods Running on the bound claim")
+            await wait_until(lambda: all_running(cluster, ("ddp-master-0", "ddp-worker-0")), 60, "the job's pods Running on the bound claim")
             worker = await cluster.pod("default", "ddp-worker-0") or {}
             vol = next(v for v in worker["spec"]["volumes"] if "persistentVolumeClaim" in v)
             assert vol["persistentVolumeClaim"] == {"claimName": name}
@@ -215,5 +301,90 @@ async def test_a_jobs_volume_claim_is_made_owned_by_the_job_and_its_pods_run_on_
                 return await _get(cluster, path) is None
 
             await wait_until(gone, 60, "the claim gone with the Job")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+def mpi_example() -> dict[str, Any]:
+    """Volcano's MPI example as users apply it: only `mpi` named, the launcher runs sshd and
+    `mpiexec --host ${MPI_HOST}`, the workers `sshd -D`."""
+    def task(name: str, replicas: int, command: str) -> dict[str, Any]:
+        return {"name": name, "replicas": replicas, "template": {"spec": {
+            "containers": [{"name": name, "image": "volcanosh/example-mpi:0.0.3", "workingDir": "/home",
+                            "command": ["/bin/sh", "-c", command], "resources": {"requests": {"cpu": "1"}}}],
+            "restartPolicy": "OnFailure"}}}  # fmt: skip
+
+    return {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": "lm-mpi-job", "namespace": "default"},
+            "spec": {"minAvailable": 3, "schedulerName": "volcano",
+                     "plugins": {"mpi": ["--master=mpimaster", "--worker=mpiworker", "--port=22"]},
+                     "tasks": [task("mpimaster", 1, "mkdir -p /var/run/sshd; /usr/sbin/sshd; "
+                                    "mpiexec --allow-run-as-root --host ${MPI_HOST} -np 2 mpi_hello_world"),
+                               task("mpiworker", 2, "mkdir -p /var/run/sshd; /usr/sbin/sshd -D")]}}  # fmt: skip
+
+
+async def test_an_mpi_job_runs_with_one_key_pair_kept_over_a_restart_and_gone_with_the_job(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Refused before ("does not run the mpi plugin"): the launcher had no MPI_HOST and no key
+    the workers' sshd accepts. Now the Secret `<job>-ssh` holds one pair, made once and owned
+    by the Job; the queue service restarted keeps it (a new pair would lock running pods out
+    of each other); it goes with the Job."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+
+    from services.kube.client import secret_path
+
+    await cluster.volcano_crds()
+    for node in ("n1", "n2"):
+        await cluster.create_node(node)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pods = ("lm-mpi-job-mpimaster-0", "lm-mpi-job-mpiworker-0", "lm-mpi-job-mpiworker-1")
+    path = secret_path("default", "lm-mpi-job-ssh")
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            created = await cluster.kube.create(volcano.jobs_path("default"), mpi_example())
+
+            await wait_until(lambda: all_running(cluster, pods), 60, "the MPI job's three pods Running")
+            secret = await _get(cluster, path)
+            assert secret is not None and volcano.owner_job(secret) == ("lm-mpi-job", created["metadata"]["uid"])
+            data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+            assert sorted(data) == ["authorized_keys", "config", "id_rsa", "id_rsa.pub"]
+            key = serialization.load_pem_private_key(data["id_rsa"].encode(), password=None)
+            public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            assert data["authorized_keys"] == data["id_rsa.pub"] == public.decode() + "\n"
+            assert "Host lm-mpi-job-mpiworker-1\n  HostName lm-mpi-job-mpiworker-1.lm-mpi-job\n" in data["config"]
+            launcher = await cluster.pod("default", pods[0]) or {}
+            assert env_of(launcher["spec"]["containers"][0])["MPI_HOST"] == \
+                "lm-mpi-job-mpiworker-0.lm-mpi-job,lm-mpi-job-mpiworker-1.lm-mpi-job"  # fmt: skip
+            assert {"name": "lm-mpi-job-ssh", "mountPath": "/root/.ssh", "subPath": ".ssh"} in \
+                launcher["spec"]["containers"][0]["volumeMounts"]  # fmt: skip
+            assert await _get(cluster, services_path("default", "lm-mpi-job")) is not None  # svc, implied
+
+            cp.kill("queue")  # the job controller's process
+            await asyncio.to_thread(cp.restart, "queue")
+            # a fourth worker: the restarted controller writes the job's new host into the
+            # Secret's config — and nothing else of it
+            await cluster.kube.patch(volcano.jobs_path("default", "lm-mpi-job"),
+                                     {"spec": {"tasks": [created["spec"]["tasks"][0],
+                                                         {**created["spec"]["tasks"][1], "replicas": 3}]}})  # fmt: skip
+
+            async def config_follows() -> bool:
+                now = await _get(cluster, path) or {}
+                return "lm-mpi-job-mpiworker-2" in base64.b64decode((now.get("data") or {}).get("config", "")).decode()
+
+            await wait_until(config_follows, 60, "the Secret's config listing the third worker")
+            after = await _get(cluster, path) or {}
+            assert after["metadata"]["uid"] == secret["metadata"]["uid"]
+            assert {k: v for k, v in after["data"].items() if k != "config"} == \
+                {k: v for k, v in secret["data"].items() if k != "config"}  # fmt: skip
+
+            await cluster.kube.delete(volcano.jobs_path("default", "lm-mpi-job"))
+
+            async def gone() -> bool:
+                return await _get(cluster, path) is None
+
+            await wait_until(gone, 60, "the ssh Secret gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)

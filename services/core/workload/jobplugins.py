@@ -3,13 +3,18 @@ their flags, and the words for what it does not run.
 
 Distributed training jobs rely on these: `svc` gives each pod a stable DNS name under a headless
 Service and every pod the task host lists (`VC_<TASK>_HOSTS`), `env` the task index, `pytorch`
-the rendezvous variables (`MASTER_ADDR`, `WORLD_SIZE`, `RANK`), `hcclrank` Ascend's HCCL rank
-annotation. Tessera's job controller runs these four (`services.kube.jobplugins`); `ssh`, `mpi`,
-`tensorflow` and `ray` are accepted, as Volcano accepts them, with a warning that their pods get
-nothing from them. Flags are read as Go's `flag` package reads them (`--name=value`,
-`--name value`, a bare `--name` for a boolean; the first argument that is not a flag ends them),
-and an unknown flag or a bad value is refused here, where Volcano would log it and go on with
-the defaults.
+the rendezvous variables (`MASTER_ADDR`, `WORLD_SIZE`, `RANK`), `tensorflow` `TF_CONFIG`, `mpi`
+the workers' addresses (`MPI_HOST`) and the ssh port, `ssh` a key pair every pod of the job
+trusts (mpirun and DeepSpeed's launcher log into the workers with it), `hcclrank` Ascend's HCCL
+rank annotation. Tessera's job controller runs these (`services.kube.jobplugins`); `ray` is
+accepted, as Volcano accepts it, with a warning that its pods get nothing from it.
+
+Volcano's job webhook adds the plugins these depend on to the Job (`svc` for `mpi`,
+`tensorflow` and `pytorch`, whose addresses are svc's names; `ssh` for `mpi`); Tessera has no
+webhook writing the Job, so its controller runs them as if named (`implied`), with their
+defaults. Flags are read as Go's `flag` package reads them (`--name=value`, `--name value`, a
+bare `--name` for a boolean; the first argument that is not a flag ends them), and an unknown
+flag or a bad value is refused here, where Volcano would log it and go on with the defaults.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ FLAGS: dict[str, dict[str, str | int | bool]] = {
     "svc": {"publish-not-ready-addresses": False, "disable-network-policy": False},
     "pytorch": {"master": "master", "worker": "worker", "port": 23456},
     "hcclrank": {"master": "master", "worker": "worker"},
+    "mpi": {"master": "master", "worker": "worker", "port": 22},
+    "ssh": {"ssh-key-file-path": "/root/.ssh", "ssh-private-key": "", "ssh-public-key": ""},
+    "tensorflow": {"ps": "ps", "worker": "worker", "chief": "chief", "evaluator": "evaluator", "port": 2222},
 }
+#: plugin → the plugins Volcano's webhook adds to a Job naming it (what it builds on)
+IMPLIED: dict[str, tuple[str, ...]] = {"mpi": ("ssh", "svc"), "pytorch": ("svc",), "tensorflow": ("svc",)}
 #: what Volcano's job webhook knows but Tessera's job controller does not run, and what the
 #: pods then lack
 NOT_RUN = {
-    "ssh": "the job's SSH key Secret mounted at /root/.ssh",
-    "mpi": "MPI_HOST and the ssh setup mpirun needs",
-    "tensorflow": "TF_CONFIG",
     "ray": "the Ray head's address and ports",
 }
 
@@ -106,10 +113,47 @@ def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginPr
             continue
         flags, problems = parse_flags(name, args or [])
         refusals.extend(problems)
-        if name == "pytorch" and not problems and flags["master"] not in task_names:
-            warnings.append(PluginProblem(where, str(flags["master"]), f"the job has no task {flags['master']}: "
-                                          "its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"))  # fmt: skip
+        if not problems:
+            told, refused = _roles(name, flags, task_names, where)
+            warnings.extend(told)
+            refusals.extend(refused)
     return refusals, warnings
+
+
+def implied(names: Sequence[str]) -> list[str]:
+    """The plugins a Job naming `names` runs, in name order: those and what they build on."""
+    return sorted({*names, *(dep for n in names for dep in IMPLIED.get(n, ()))})
+
+
+def _roles(name: str, flags: Mapping[str, str | int | bool], task_names: Sequence[str],
+           where: str) -> tuple[list[PluginProblem], list[PluginProblem]]:  # fmt: skip
+    """(warnings, refusals) of one plugin's flags against the job's tasks."""
+    told: list[PluginProblem] = []
+    refused: list[PluginProblem] = []
+
+    def missing(flag: str, lacks: str) -> None:
+        task = str(flags[flag])
+        if task not in task_names:
+            told.append(PluginProblem(where, task, f"the job has no task {task}: its pods will lack {lacks}"))
+
+    if name == "pytorch":
+        missing("master", "MASTER_ADDR, WORLD_SIZE and RANK")
+    elif name == "mpi":
+        missing("master", "MPI_HOST")
+        if str(flags["master"]) in task_names:
+            missing("worker", "MPI_HOST's workers (it will be empty)")
+    elif name == "ssh":
+        path = str(flags["ssh-key-file-path"])
+        if not path.startswith("/"):
+            refused.append(PluginProblem(where, path, "--ssh-key-file-path must be an absolute path: "
+                                         "every container mounts the keys there"))  # fmt: skip
+        if flags["ssh-private-key"] and not flags["ssh-public-key"]:
+            refused.append(PluginProblem(where, "--ssh-private-key", "--ssh-private-key needs --ssh-public-key "
+                                         "too: authorized_keys is made from it, and would be empty"))  # fmt: skip
+        elif flags["ssh-public-key"] and not flags["ssh-private-key"]:
+            told.append(PluginProblem(where, "--ssh-public-key", "--ssh-public-key is ignored without "
+                                      "--ssh-private-key: a new key pair is made for the job"))  # fmt: skip
+    return told, refused
 
 
 #: Volcano's job webhook, in its words, for a `dependsOn` that names no task or forms a cycle
