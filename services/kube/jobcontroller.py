@@ -504,8 +504,9 @@ class JobController:
                 if kind == "ConfigMap":
                     obj = await self._made_or_found(self.kube.create(configmaps_path(ns), body),
                                                     lambda n=name: self.kube.get(configmaps_path(ns, n)))  # fmt: skip
+                    # svc's host list follows the job; ringsconfigmap's data is MindCluster's to write
                     if obj is not None and volcano.owner_job(obj) == (volcano.meta(job).get("name"), job_uid) \
-                            and obj.get("data") != body["data"]:  # fmt: skip
+                            and name == jobplugins.configmap_name(job) and obj.get("data") != body["data"]:  # fmt: skip
                         await self.kube.patch(configmaps_path(ns, name), {"data": body["data"]})
                 elif kind == "Service":
                     obj = await self._made_or_found(self.kube.create(services_path(ns), body),

@@ -23,6 +23,13 @@ Pure: the Job object in, pod changes and objects out.
   container and init container, mode 0600. The pair is not part of what `objects` returns (it
   is new each time it is made): the controller adds it when it creates the Secret, and keeps
   the one it finds.
+* `ringsconfigmap`: the ConfigMap `rings-config-<job>` (`-configmap-name-template`; labelled
+  `ring-controller.atlas: ascend-910b`, `hccl.json` "initializing": what Ascend's MindCluster
+  fills with the job's rank table; the flags' labels and data are added to these, as Volcano's
+  JSON decoding into its defaults adds them) is made once and never written again — another
+  controller owns its data — and mounted as `ascend-910-config` at
+  `/user/serverid/devindex/config` in every container and init container, unless the pod has
+  a volume or mount of that name already.
 * `tensorflow`: the app containers get `TF_CONFIG` (the cluster's ps, worker, chief and
   evaluator addresses with the port, and this pod's role and index), unless the job is one
   pod.
@@ -42,7 +49,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from services.core.workload.jobplugins import FLAGS, implied, parse_flags
+from services.core.workload.jobplugins import (
+    FLAGS,
+    RINGS_DATA,
+    RINGS_LABELS,
+    implied,
+    json_map,
+    parse_flags,
+    render_name,
+)
 
 JOB_NAME = "volcano.sh/job-name"
 JOB_NAMESPACE = "volcano.sh/job-namespace"
@@ -122,7 +137,28 @@ def _b64(text: str) -> str:
 
 def objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(kind, body) of what the job's plugins put beside its pods (svc's, then ssh's Secret)."""
-    return [*svc_objects(job, owner), *ssh_objects(job, owner)]
+    return [*svc_objects(job, owner), *ssh_objects(job, owner), *rings_objects(job, owner)]
+
+
+def rings_name(job: Mapping[str, Any], flags: Mapping[str, str | int | bool]) -> str:
+    m = job.get("metadata") or {}
+    return render_name(str(flags["configmap-name-template"]), str(m.get("name") or ""),
+                       str(m.get("namespace") or "default"), str(m.get("uid") or ""))  # fmt: skip
+
+
+def rings_objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The ringsconfigmap plugin's ConfigMap. Empty without the plugin."""
+    flags = plugins_of(job).get("ringsconfigmap")
+    if flags is None:
+        return []
+    ns = str((job.get("metadata") or {}).get("namespace") or "default")
+    meta: dict[str, Any] = {"name": rings_name(job, flags), "namespace": ns,
+                            "labels": {**RINGS_LABELS, **(json_map(flags["configmap-labels"]) or {})},
+                            "ownerReferences": [dict(owner)]}  # fmt: skip
+    if annotations := json_map(flags["configmap-annotations"]):
+        meta["annotations"] = annotations
+    return [("ConfigMap", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                           "data": {**RINGS_DATA, **(json_map(flags["configmap-data"]) or {})}})]  # fmt: skip
 
 
 def ssh_secret_name(job: Mapping[str, Any]) -> str:
@@ -218,6 +254,8 @@ def apply_to_pod(pod: dict[str, Any], job: Mapping[str, Any], task: str, index: 
             _mpi(spec, job, task, flags)
         elif name == "pytorch":
             _pytorch(spec, job, task, index, flags)
+        elif name == "ringsconfigmap":
+            _rings(spec, job, flags)
         elif name == "ssh":
             _ssh(spec, job, flags)
         elif name == "svc":
@@ -239,6 +277,17 @@ def _mpi(spec: dict[str, Any], job: Mapping[str, Any], task: str, flags: Mapping
         _open_port(c, MPI_PORT_NAME, port)
         if task == master:
             _add_env(c, {"name": "MPI_HOST", "value": ",".join(_hosts(job, workers) if workers else [])})
+
+
+def _rings(spec: dict[str, Any], job: Mapping[str, Any], flags: Mapping[str, str | int | bool]) -> None:
+    volume = str(flags["volume-name"])
+    volumes = spec.get("volumes") or []
+    if not any(v.get("name") == volume for v in volumes):
+        spec["volumes"] = [*volumes, {"name": volume, "configMap": {"name": rings_name(job, flags)}}]
+    for c in _containers(spec):
+        mounts = c.get("volumeMounts") or []
+        if not any(m.get("name") == volume for m in mounts):
+            c["volumeMounts"] = [*mounts, {"name": volume, "mountPath": str(flags["mount-path"])}]
 
 
 def _ssh(spec: dict[str, Any], job: Mapping[str, Any], flags: Mapping[str, str | int | bool]) -> None:

@@ -43,6 +43,10 @@ async def all_running(cluster: Cluster, names: tuple[str, ...] | list[str]) -> b
     return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in got)
 
 
+async def all_gone(cluster: Cluster, *paths: str) -> bool:
+    return all([await _get(cluster, p) is None for p in paths])
+
+
 def made_pod(job: dict[str, Any], task: str, index: int) -> dict[str, Any]:
     pod: dict[str, Any] = {"metadata": {"name": f"ddp-{task}-{index}", "annotations": {}},
                            "spec": copy.deepcopy(next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"])}  # fmt: skip
@@ -180,6 +184,35 @@ def test_tensorflow_config_names_the_cluster_and_the_pods_role() -> None:
     assert "TF_CONFIG" not in env_of(made_pod(alone, "master", 0)["spec"]["containers"][0])  # one pod: no cluster
 
 
+def test_rings_configmap_is_volcanos_defaults_plus_the_flags_and_mounted_once() -> None:
+    """What Ascend's MindCluster expects of a 910 training job: `rings-config-<job>` labelled
+    `ring-controller.atlas: ascend-910b` with hccl.json "initializing", at
+    /user/serverid/devindex/config. The flags' JSON maps add to the defaults (Volcano decodes
+    them into its default maps)."""
+    owner = {"kind": "Job", "name": "ddp", "uid": "u-9"}
+    [(kind, body)] = jobplugins.rings_objects(training_job({"ringsconfigmap": []}), owner)
+    assert kind == "ConfigMap" and body["metadata"]["name"] == "rings-config-ddp"
+    assert body["metadata"]["labels"] == {"ring-controller.atlas": "ascend-910b"} and "annotations" not in body["metadata"]
+    assert body["data"] == {"hccl.json": '{\n        "status":"initializing"\n    }'}
+    flagged = training_job({"ringsconfigmap": ["-configmap-name-template", "hccl-{{ .Namespace }}-{{.Name}}",
+                                               "-configmap-labels", '{"team":"ai"}', "-configmap-data", '{"extra.json":"{}"}',
+                                               "-configmap-annotations", '{"by":"ops"}', "-volume-name", "ranks",
+                                               "-mount-path", "/etc/ranks"]})  # fmt: skip
+    [(_, body)] = jobplugins.rings_objects(flagged, owner)
+    assert body["metadata"]["name"] == "hccl-default-ddp"
+    assert body["metadata"]["labels"] == {"ring-controller.atlas": "ascend-910b", "team": "ai"}
+    assert body["metadata"]["annotations"] == {"by": "ops"}
+    assert sorted(body["data"]) == ["extra.json", "hccl.json"]
+    spec = made_pod(flagged, "worker", 0)["spec"]
+    assert spec["volumes"] == [{"name": "ranks", "configMap": {"name": "hccl-default-ddp"}}]
+    for c in (*spec["containers"], *spec["initContainers"]):
+        assert {"name": "ranks", "mountPath": "/etc/ranks"} in c["volumeMounts"]
+    # a template that brings its own volume of that name keeps it
+    own = training_job({"ringsconfigmap": []})
+    own["spec"]["tasks"][1]["template"]["spec"]["volumes"] = [{"name": "ascend-910-config", "configMap": {"name": "mine"}}]
+    assert made_pod(own, "worker", 0)["spec"]["volumes"] == [{"name": "ascend-910-config", "configMap": {"name": "mine"}}]
+
+
 def test_flags_are_read_as_gos_flag_package_reads_them() -> None:
     assert parse_flags("pytorch", ["--port", "29500", "-master=chief"])[0] == {"master": "chief", "worker": "worker", "port": 29500}
     assert parse_flags("svc", ["--disable-network-policy"])[0]["disable-network-policy"] is True
@@ -203,6 +236,10 @@ def test_flags_are_read_as_gos_flag_package_reads_them() -> None:
         ({"ssh": ["--ssh-public-key=PUB"]}, [], ["spec.plugins.ssh: --ssh-public-key is ignored without --ssh-private-key: a new key pair is made for the job"]),
         ({"ssh": ["--no-root"]}, ["spec.plugins.ssh[0]: unknown flag --no-root (ssh's flags: --ssh-key-file-path, --ssh-private-key, --ssh-public-key)"], []),
         ({"tensorflow": ["--chief=master", "--port=2223"]}, [], []),
+        ({"ringsconfigmap": []}, [], []),
+        ({"ringsconfigmap": ["-configmap-name-template", "cfg-{{.Spec.Queue}}"]}, ["spec.plugins.ringsconfigmap: -configmap-name-template may use only {{.Name}}, {{.Namespace}}, {{.UID}}"], []),
+        ({"ringsconfigmap": ["-configmap-name-template=Rings_{{.Name}}"]}, ["spec.plugins.ringsconfigmap: -configmap-name-template must make a ConfigMap name: lower-case letters, digits, '-' and '.', at most 253 characters"], []),
+        ({"ringsconfigmap": ["-configmap-data", "[1]", "-volume-name="]}, ["spec.plugins.ringsconfigmap: -volume-name cannot be empty", "spec.plugins.ringsconfigmap: -configmap-data must be a JSON object of strings"], []),
         ({"pytorch": ["--master=chief"]}, [], ["spec.plugins.pytorch: the job has no task chief: its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"]),
     ],
 )  # fmt: skip
@@ -243,10 +280,7 @@ async def test_a_pytorch_job_runs_with_its_rendezvous_and_its_service_goes_with_
 
             await cluster.kube.delete(volcano.jobs_path("default", "ddp"))
 
-            async def gone() -> bool:
-                return all([await _get(cluster, p) is None for p in paths])
-
-            await wait_until(gone, 60, "the ConfigMap, Service and NetworkPolicy gone with the Job")
+            await wait_until(lambda: all_gone(cluster, *paths), 60, "the ConfigMap, Service and NetworkPolicy gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)
 
@@ -297,10 +331,7 @@ async def test_a_jobs_volume_claim_is_made_owned_by_the_job_and_its_pods_run_on_
 
             await cluster.kube.delete(volcano.jobs_path("default", "ddp"))
 
-            async def gone() -> bool:
-                return await _get(cluster, path) is None
-
-            await wait_until(gone, 60, "the claim gone with the Job")
+            await wait_until(lambda: all_gone(cluster, path), 60, "the claim gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)
 
@@ -382,9 +413,47 @@ async def test_an_mpi_job_runs_with_one_key_pair_kept_over_a_restart_and_gone_wi
 
             await cluster.kube.delete(volcano.jobs_path("default", "lm-mpi-job"))
 
-            async def gone() -> bool:
-                return await _get(cluster, path) is None
+            await wait_until(lambda: all_gone(cluster, path), 60, "the ssh Secret gone with the Job")
+        finally:
+            await asyncio.to_thread(cp.stop)
 
-            await wait_until(gone, 60, "the ssh Secret gone with the Job")
+
+async def test_the_rings_configmap_is_made_once_and_what_mindcluster_writes_stays(cluster: Cluster, tmp_path: Path) -> None:
+    """A 910B job naming `ringsconfigmap` (refused before: "unable to find job plugin"): its
+    ConfigMap is made owned by the Job before its pods and mounted in them; once Ascend's
+    controller has written the rank table, a change of the Job (more workers) leaves it as
+    written, also by a restarted controller; it goes with the Job."""
+    await cluster.volcano_crds()
+    for node in ("n1", "n2"):
+        await cluster.create_node(node)
+    job = training_job({"ringsconfigmap": [], "hcclrank": []})
+    del job["metadata"]["uid"]
+    path = configmaps_path("default", "rings-config-ddp")
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            created = await cluster.kube.create(volcano.jobs_path("default"), job)
+            await wait_until(lambda: all_running(cluster, ("ddp-master-0", "ddp-worker-0", "ddp-worker-1")), 60,
+                             "the job's pods Running")  # fmt: skip
+            cm = await _get(cluster, path)
+            assert cm is not None and volcano.owner_job(cm) == ("ddp", created["metadata"]["uid"])
+            assert cm["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
+            pod = await cluster.pod("default", "ddp-worker-1") or {}
+            assert {"name": "ascend-910-config", "configMap": {"name": "rings-config-ddp"}} in pod["spec"]["volumes"]
+            ranks = '{"status":"completed","server_count":"2"}'
+            await cluster.kube.patch(path, {"data": {"hccl.json": ranks}})  # MindCluster's rank table
+            cp.kill("queue")  # a restarted job controller knows nothing it made: it finds them
+            await asyncio.to_thread(cp.restart, "queue")
+            tasks = created["spec"]["tasks"]
+            await cluster.kube.patch(volcano.jobs_path("default", "ddp"),
+                                     {"spec": {"minAvailable": 4, "tasks": [tasks[0], {**tasks[1], "replicas": 3}]}})  # fmt: skip
+            await wait_until(lambda: all_running(cluster, ("ddp-worker-2",)), 60, "the third worker Running")
+            after = await _get(cluster, path) or {}
+            assert after["data"] == {"hccl.json": ranks}
+
+            await cluster.kube.delete(volcano.jobs_path("default", "ddp"))
+
+            await wait_until(lambda: all_gone(cluster, path), 60, "the rings ConfigMap gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)

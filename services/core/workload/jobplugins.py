@@ -6,7 +6,9 @@ Service and every pod the task host lists (`VC_<TASK>_HOSTS`), `env` the task in
 the rendezvous variables (`MASTER_ADDR`, `WORLD_SIZE`, `RANK`), `tensorflow` `TF_CONFIG`, `mpi`
 the workers' addresses (`MPI_HOST`) and the ssh port, `ssh` a key pair every pod of the job
 trusts (mpirun and DeepSpeed's launcher log into the workers with it), `hcclrank` Ascend's HCCL
-rank annotation. Tessera's job controller runs these (`services.kube.jobplugins`); `ray` is
+rank annotation, `ringsconfigmap` the ConfigMap `rings-config-<job>` Ascend's MindCluster
+writes the job's HCCL rank table into (`hccl.json`), mounted in every container where the
+training scripts wait for it. Tessera's job controller runs these (`services.kube.jobplugins`); `ray` is
 accepted, as Volcano accepts it, with a warning that its pods get nothing from it.
 
 Volcano's job webhook adds the plugins these depend on to the Job (`svc` for `mpi`,
@@ -19,6 +21,8 @@ flag or a bad value is refused here, where Volcano would log it and go on with t
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,7 +35,17 @@ FLAGS: dict[str, dict[str, str | int | bool]] = {
     "mpi": {"master": "master", "worker": "worker", "port": 22},
     "ssh": {"ssh-key-file-path": "/root/.ssh", "ssh-private-key": "", "ssh-public-key": ""},
     "tensorflow": {"ps": "ps", "worker": "worker", "chief": "chief", "evaluator": "evaluator", "port": 2222},
+    "ringsconfigmap": {"configmap-name-template": "rings-config-{{.Name}}", "volume-name": "ascend-910-config",
+                       "mount-path": "/user/serverid/devindex/config", "configmap-labels": "",
+                       "configmap-data": "", "configmap-annotations": ""},
 }
+#: ringsconfigmap's ConfigMap when its flags say nothing (Volcano's defaults, to the byte)
+RINGS_LABELS = {"ring-controller.atlas": "ascend-910b"}
+RINGS_DATA = {"hccl.json": '{\n        "status":"initializing"\n    }'}
+#: the Job's fields a ConfigMap name template may use (Go's `{{.Name}}` on the Job object)
+TEMPLATE_FIELD = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
+TEMPLATE_FIELDS = ("Name", "Namespace", "UID")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: plugin → the plugins Volcano's webhook adds to a Job naming it (what it builds on)
 IMPLIED: dict[str, tuple[str, ...]] = {"mpi": ("ssh", "svc"), "pytorch": ("svc",), "tensorflow": ("svc",)}
 #: what Volcano's job webhook knows but Tessera's job controller does not run, and what the
@@ -120,6 +134,26 @@ def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginPr
     return refusals, warnings
 
 
+def render_name(template: str, name: str, namespace: str, uid: str) -> str:
+    """A ConfigMap name template with the Job's fields put in (`{{.Name}}`, `{{.Namespace}}`,
+    `{{.UID}}`; admission refused any other), trimmed as Volcano trims it."""
+    values = {"Name": name, "Namespace": namespace, "UID": uid}
+    return TEMPLATE_FIELD.sub(lambda m: values.get(m.group(1), ""), template).strip()
+
+
+def json_map(text: str | int | bool) -> dict[str, str] | None:
+    """A flag's JSON object of strings ("" = not given: {}); None if it is not one."""
+    if not text:
+        return {}
+    try:
+        got = json.loads(str(text))
+    except ValueError:
+        return None
+    if not isinstance(got, dict) or not all(isinstance(v, str) for v in got.values()):
+        return None
+    return got
+
+
 def implied(names: Sequence[str]) -> list[str]:
     """The plugins a Job naming `names` runs, in name order: those and what they build on."""
     return sorted({*names, *(dep for n in names for dep in IMPLIED.get(n, ()))})
@@ -153,7 +187,33 @@ def _roles(name: str, flags: Mapping[str, str | int | bool], task_names: Sequenc
         elif flags["ssh-public-key"] and not flags["ssh-private-key"]:
             told.append(PluginProblem(where, "--ssh-public-key", "--ssh-public-key is ignored without "
                                       "--ssh-private-key: a new key pair is made for the job"))  # fmt: skip
+    elif name == "ringsconfigmap":
+        refused.extend(_rings_problems(flags, where))
     return told, refused
+
+
+def _rings_problems(flags: Mapping[str, str | int | bool], where: str) -> list[PluginProblem]:
+    problems: list[PluginProblem] = []
+    template = str(flags["configmap-name-template"])
+    unknown = [f for f in TEMPLATE_FIELD.findall(template) if f not in TEMPLATE_FIELDS]
+    rest = TEMPLATE_FIELD.sub("", template)
+    if unknown or "{{" in rest or "}}" in rest:
+        problems.append(PluginProblem(where, template, "-configmap-name-template may use only "
+                                      + ", ".join(f"{{{{.{f}}}}}" for f in TEMPLATE_FIELDS)))  # fmt: skip
+    else:
+        # the longest a name gets: a Job's name and namespace are at most 63 characters, a uid 36
+        sample = render_name(template, "a" * 63, "a" * 63, "0" * 36)
+        shortest = render_name(template, "a", "a", "0")
+        if not shortest or not DNS_SUBDOMAIN.fullmatch(shortest) or len(sample) > 253:
+            problems.append(PluginProblem(where, template, "-configmap-name-template must make a ConfigMap "
+                                          "name: lower-case letters, digits, '-' and '.', at most 253 characters"))  # fmt: skip
+    for flag in ("volume-name", "mount-path"):
+        if not flags[flag]:
+            problems.append(PluginProblem(where, f"-{flag}", f"-{flag} cannot be empty"))
+    for flag in ("configmap-labels", "configmap-data", "configmap-annotations"):
+        if json_map(flags[flag]) is None:
+            problems.append(PluginProblem(where, str(flags[flag]), f"-{flag} must be a JSON object of strings"))
+    return problems
 
 
 #: Volcano's job webhook, in its words, for a `dependsOn` that names no task or forms a cycle
