@@ -21,6 +21,13 @@ from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
+SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+                  "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+                  "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+QUALIFIED_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                  "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                  "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
 
 def training_job(plugins: dict[str, list[str]], masters: int = 1, workers: int = 2) -> dict[str, Any]:
     def task(name: str, replicas: int) -> dict[str, Any]:
@@ -238,8 +245,11 @@ def test_flags_are_read_as_gos_flag_package_reads_them() -> None:
         ({"tensorflow": ["--chief=master", "--port=2223"]}, [], []),
         ({"ringsconfigmap": []}, [], []),
         ({"ringsconfigmap": ["-configmap-name-template", "cfg-{{.Spec.Queue}}"]}, ["spec.plugins.ringsconfigmap: -configmap-name-template may use only {{.Name}}, {{.Namespace}}, {{.UID}}"], []),
-        ({"ringsconfigmap": ["-configmap-name-template=Rings_{{.Name}}"]}, ["spec.plugins.ringsconfigmap: -configmap-name-template must make a ConfigMap name: lower-case letters, digits, '-' and '.', at most 253 characters"], []),
-        ({"ringsconfigmap": ["-configmap-data", "[1]", "-volume-name="]}, ["spec.plugins.ringsconfigmap: -volume-name cannot be empty", "spec.plugins.ringsconfigmap: -configmap-data must be a JSON object of strings"], []),
+        ({"ringsconfigmap": ["-configmap-name-template=Rings_{{.Name}}"]}, ["spec.plugins.ringsconfigmap: -configmap-name-template must make a ConfigMap name: " + SUBDOMAIN_RULE], []),
+        ({"ringsconfigmap": ["-configmap-name-template=r-{{.Name}}-{{.Namespace}}-{{.UID}}-" + "x" * 100]}, ["spec.plugins.ringsconfigmap: -configmap-name-template must make a ConfigMap name: must be no more than 253 characters"], []),
+        ({"ringsconfigmap": ["-configmap-data", "[1]", "-mount-path="]}, ["spec.plugins.ringsconfigmap: -mount-path cannot be empty", "spec.plugins.ringsconfigmap: -configmap-data must be a JSON object of strings"], []),
+        ({"ringsconfigmap": ["-configmap-labels", '{"team": "a i"}', "-configmap-data", '{"a/b": "x"}']}, ["spec.plugins.ringsconfigmap: -configmap-labels 'team': a valid label " + QUALIFIED_RULE.replace("'MyName',  or 'my.name',  or '123-abc'", "'MyValue',  or 'my_value',  or '12345'"),
+                                                                                                        "spec.plugins.ringsconfigmap: -configmap-data 'a/b': a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"], []),
         ({"pytorch": ["--master=chief"]}, [], ["spec.plugins.pytorch: the job has no task chief: its pods will lack MASTER_ADDR, WORLD_SIZE and RANK"]),
     ],
 )  # fmt: skip

@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.core.workload import names
+
 #: plugin → flag → default (its type is the default's)
 FLAGS: dict[str, dict[str, str | int | bool]] = {
     "env": {},
@@ -45,7 +47,6 @@ RINGS_DATA = {"hccl.json": '{\n        "status":"initializing"\n    }'}
 #: the Job's fields a ConfigMap name template may use (Go's `{{.Name}}` on the Job object)
 TEMPLATE_FIELD = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
 TEMPLATE_FIELDS = ("Name", "Namespace", "UID")
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: plugin → the plugins Volcano's webhook adds to a Job naming it (what it builds on)
 IMPLIED: dict[str, tuple[str, ...]] = {"mpi": ("ssh", "svc"), "pytorch": ("svc",), "tensorflow": ("svc",)}
 #: what Volcano's job webhook knows but Tessera's job controller does not run, and what the
@@ -201,18 +202,25 @@ def _rings_problems(flags: Mapping[str, str | int | bool], where: str) -> list[P
         problems.append(PluginProblem(where, template, "-configmap-name-template may use only "
                                       + ", ".join(f"{{{{.{f}}}}}" for f in TEMPLATE_FIELDS)))  # fmt: skip
     else:
-        # the longest a name gets: a Job's name and namespace are at most 63 characters, a uid 36
-        sample = render_name(template, "a" * 63, "a" * 63, "0" * 36)
-        shortest = render_name(template, "a", "a", "0")
-        if not shortest or not DNS_SUBDOMAIN.fullmatch(shortest) or len(sample) > 253:
+        # as the longest Job (name and namespace 63 characters, a uid 36) would have it
+        errs = names.dns1123_subdomain(render_name(template, "a" * 63, "a" * 63, "0" * 36))
+        if errs:
             problems.append(PluginProblem(where, template, "-configmap-name-template must make a ConfigMap "
-                                          "name: lower-case letters, digits, '-' and '.', at most 253 characters"))  # fmt: skip
-    for flag in ("volume-name", "mount-path"):
-        if not flags[flag]:
-            problems.append(PluginProblem(where, f"-{flag}", f"-{flag} cannot be empty"))
+                                          f"name: {'; '.join(errs)}"))  # fmt: skip
+    if not flags["mount-path"]:
+        problems.append(PluginProblem(where, "-mount-path", "-mount-path cannot be empty"))
+    if errs := names.dns1123_label(str(flags["volume-name"])):
+        problems.append(PluginProblem(where, str(flags["volume-name"]), f"-volume-name: {'; '.join(errs)}"))
     for flag in ("configmap-labels", "configmap-data", "configmap-annotations"):
-        if json_map(flags[flag]) is None:
+        got = json_map(flags[flag])
+        if got is None:
             problems.append(PluginProblem(where, str(flags[flag]), f"-{flag} must be a JSON object of strings"))
+            continue
+        for key, value in got.items():  # what the API server would refuse the ConfigMap for
+            errs = (names.qualified_name(key) + (names.label_value(value) if flag == "configmap-labels" else [])
+                    if flag != "configmap-data" else names.config_key(key))  # fmt: skip
+            if errs:
+                problems.append(PluginProblem(where, key, f"-{flag} {key!r}: {'; '.join(errs)}"))
     return problems
 
 

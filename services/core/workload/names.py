@@ -105,6 +105,33 @@ def qualified_name(value: str) -> list[str]:
     return errs
 
 
+def label_value(value: str) -> list[str]:
+    """Why `value` is not a label value (empty, or a name part ≤ 63) ([] when it is)."""
+    errs: list[str] = []
+    if len(value) > LABEL_MAX:
+        errs.append(max_len_error(LABEL_MAX))
+    if value and not _QUALIFIED.fullmatch(value):
+        errs.append("a valid label " + _regex_error(_QUALIFIED_MSG, _QUALIFIED_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY = re.compile(_CONFIG_KEY_FMT)
+
+
+def config_key(value: str) -> list[str]:
+    """Why `value` is not a ConfigMap or Secret key ([] when it is)."""
+    errs: list[str] = []
+    if len(value) > SUBDOMAIN_MAX:
+        errs.append(max_len_error(SUBDOMAIN_MAX))
+    if not _CONFIG_KEY.fullmatch(value):
+        errs.append(_regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                                 _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name"))  # fmt: skip
+    if value in (".", ".."):
+        errs.append("must not be '.' or '..'")
+    return errs
+
+
 def go_list(errs: list[str]) -> str:
     """Go's `%v` of a `[]string`, as Volcano's webhook prints its validation messages."""
     return "[" + " ".join(errs) + "]"
