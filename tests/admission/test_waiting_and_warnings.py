@@ -132,3 +132,35 @@ def test_simulate_report_lists_the_waiting_pods(tmp_path: Path) -> None:
     assert "waiting for PodGroup pg, which was refused" in pods["pg-0"]["reason"]
     jobs = {j["name"]: j for j in report["jobs"]}
     assert jobs["pg"]["phase"] == "Rejected" and jobs["soft"]["warnings"] == [CLAMP_WARNING]
+
+
+def test_fields_tessera_does_not_act_on_are_accepted_with_a_warning_naming_them() -> None:
+    """A task's `topologyPolicy` (Volcano's numaaware), `partitionPolicy` and a PodGroup's
+    `subGroupPolicy` were accepted in silence: the job ran without what they ask. Each set one
+    is named now; `none` and absent ones are not."""
+    from services.admission.plan import Known, plan_apply
+
+    job = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: numa, namespace: default}
+spec:
+  minAvailable: 2
+  tasks:
+    - {name: a, replicas: 1, topologyPolicy: single-numa-node, template: {spec: {containers: [{name: c, image: busybox}]}}}
+    - {name: b, replicas: 1, topologyPolicy: none, partitionPolicy: {totalPartitions: 1, partitionSize: 1},
+       template: {spec: {containers: [{name: c, image: busybox}]}}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: sub, namespace: default}
+spec: {minMember: 1, subGroupPolicy: [{name: g, subGroupSize: 1}]}
+"""
+    plan = plan_apply(job, Known(), None, frozenset())
+    assert [r.outcome for r in plan.results] == [ACCEPTED, ACCEPTED]
+    assert plan.results[0].warnings == (
+        "spec.tasks[0].topologyPolicy: Tessera does not align a pod's CPUs and devices to one NUMA node (Volcano's "
+        "numaaware plugin): its pods are placed without it (value: single-numa-node)",
+        "spec.tasks[1].partitionPolicy: Tessera does not place a task's pods in partitions: they are placed as one gang")
+    assert plan.results[1].warnings == (
+        "spec.subGroupPolicy: Tessera does not place a PodGroup's pods in sub-groups: they are placed as one gang",)

@@ -139,6 +139,26 @@ def _no_devices(
     return (), ()
 
 
+#: fields of Volcano's Job tasks and PodGroups that Tessera accepts and does not act on: what a
+#: pod placed without them lacks
+NOT_ACTED_ON = {
+    "topologyPolicy": "Tessera does not align a pod's CPUs and devices to one NUMA node (Volcano's "
+                      "numaaware plugin): its pods are placed without it",
+    "partitionPolicy": "Tessera does not place a task's pods in partitions: they are placed as one gang",
+    "subGroupPolicy": "Tessera does not place a PodGroup's pods in sub-groups: they are placed as one gang",
+}
+
+
+def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
+    """A warning for each field set that Tessera accepts but does not act on (a Job admitted
+    with it would otherwise run without what it asks, silently)."""
+    for key, words in NOT_ACTED_ON.items():
+        value = spec.get(key)
+        if value in (None, "", "none", [], {}):
+            continue
+        ctx.warn(f"{path}.{key}", value if isinstance(value, str) else "", words)
+
+
 class _Ctx:
     """Per-object accumulator: collects rejections so one object reports all its problems."""
 
@@ -842,6 +862,7 @@ class Admission:
         if spec.get("minResources") is not None:
             min_resources = _resources(ctx, "spec.minResources", spec.get("minResources"))
         topology = self._network_topology(ctx, spec)
+        _not_acted_on(ctx, "spec", spec)
         tasks: list[TaskSpec] = []
         running: list[RunningPod] = []
         for pod in pods:
@@ -937,6 +958,7 @@ class Admission:
                 )
             total_replicas += replicas
             total_min += tmin
+            _not_acted_on(ctx, path, t)
             # The longest pod name the job controller creates (`<job>-<task>-<index>`).
             longest = f"{name}-{tname}-{max(replicas - 1, 0)}"
             if errs := names.qualified_name(longest):
