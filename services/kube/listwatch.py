@@ -39,6 +39,10 @@ def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+#: seconds between two lists of a resource the server does not serve, at most
+MISSING_BACKOFF = 60.0
+
+
 class Reflector:
     """`changes()` yields upserts and deletes, and `synced` after every (re)list."""
 
@@ -57,6 +61,7 @@ class Reflector:
         self.rv = ""
         self.relists = 0
         self.resumes = 0
+        self.absent = 0  # lists answered 404 in a row
 
     async def _list(self) -> tuple[dict[str, Obj], str]:
         items: dict[str, Obj] = {}
@@ -96,6 +101,9 @@ class Reflector:
                 if relist:
                     items, self.rv = await self._list()
                     self.relists += 1
+                    if self.absent:
+                        log.info("%s is served now: listed", self.path)
+                        self.absent = 0
                     for key in [k for k in self.cache if k not in items]:
                         yield Change("delete", key, self.cache.pop(key))
                     for obj in items.values():
@@ -130,8 +138,17 @@ class Reflector:
                 if exc.status == 410:  # the version expired: only a fresh list is consistent
                     relist = True
                     continue
-                if exc.status == 404 and relist and self.missing is not None:
-                    self.missing.set()
+                if exc.status == 404 and relist:
+                    # not served (a CRD not installed: HyperNodes before Volcano 1.12, JobFlows):
+                    # asked again, less and less often, and said once — not every second for ever
+                    if self.missing is not None:
+                        self.missing.set()
+                    self.absent += 1
+                    if self.absent == 1:
+                        log.warning("%s is not served (%s): a CRD not installed? Listed again every "
+                                    "%.0f s at most", self.path, exc, MISSING_BACKOFF)  # fmt: skip
+                    await asyncio.sleep(min(MISSING_BACKOFF, self.retry * 2 ** min(self.absent - 1, 10)))
+                    continue
                 log.warning("watch %s failed (%s): retrying", self.path, exc)
                 relist = relist or not self.rv
                 await asyncio.sleep(self.retry)

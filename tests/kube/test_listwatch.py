@@ -72,3 +72,23 @@ async def test_a_resource_the_server_does_not_serve_is_reported_missing(emulator
         assert not changes.done()  # nothing listed: no change, no `synced`
     finally:
         changes.cancel()
+
+
+async def test_an_unserved_resource_is_said_once_and_asked_less_and_less_often(emulator, caplog) -> None:  # type: ignore[no-untyped-def]
+    """It was asked every second, with a warning each time, for as long as the service ran (a
+    cluster without the HyperNode CRD logged one a second)."""
+    import logging
+
+    from services.kube import listwatch
+    from tests.processes import wait_until
+
+    _km, kube = emulator
+    reflector = Reflector(kube, "/apis/flow.volcano.sh/v1alpha1/jobflows", retry=0.001)
+    caplog.set_level(logging.INFO, logger=listwatch.__name__)
+    changes = asyncio.create_task(anext(reflector.changes().__aiter__()))
+    try:
+        await wait_until(lambda: asyncio.sleep(0, reflector.absent >= 6), 10, "six lists answered 404")
+    finally:
+        changes.cancel()
+    said = [r for r in caplog.records if "jobflows" in r.getMessage()]
+    assert len(said) == 1 and "is not served" in said[0].getMessage()
