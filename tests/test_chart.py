@@ -141,7 +141,8 @@ def test_volcanos_crds_are_rendered_only_when_asked_and_kept_on_uninstall(defaul
              for p in sorted((CHART / "files" / "crds").glob("*.yaml"))}  # fmt: skip
     assert set(rendered) == set(files) == {"queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh",
                                            "jobs.batch.volcano.sh", "commands.bus.volcano.sh",
-                                               "hypernodes.topology.volcano.sh"}  # fmt: skip
+                                           "hypernodes.topology.volcano.sh", "jobflows.flow.volcano.sh",
+                                           "jobtemplates.flow.volcano.sh"}  # fmt: skip
     for name, crd in rendered.items():
         assert crd["spec"] == files[name]["spec"], name  # the files as written, anchors resolved
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -566,6 +567,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas"),
                 "pdbs_path": ("policy", "poddisruptionbudgets"),
                 "hypernodes_path": ("topology.volcano.sh", "hypernodes"),
+                "jobflows_path": ("flow.volcano.sh", "jobflows"), "jobtemplates_path": ("flow.volcano.sh", "jobtemplates"),
                 "configmaps_path": ("", "configmaps"), "services_path": ("", "services"),
                 "networkpolicies_path": ("networking.k8s.io", "networkpolicies")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path")  # the name comes first, then the subresource
@@ -605,7 +607,7 @@ def _resource(path: ast.expr, where: str) -> tuple[str, str, bool]:
 
 #: owners our objects name with blockOwnerDeletion: the API server's OwnerReferencesPermission-
 #: Enforcement admits such a reference only from a writer that may update the owner's finalizers
-OWNER_KINDS = {"Job": ("batch.volcano.sh", "jobs")}
+OWNER_KINDS = {"Job": ("batch.volcano.sh", "jobs"), "JobFlow": ("flow.volcano.sh", "jobflows")}
 
 
 def _blocking_owner(node: ast.Dict) -> Rule | None:

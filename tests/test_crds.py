@@ -113,7 +113,7 @@ def article(kind: str) -> dict[str, Any]:
     return doc
 
 
-def test_the_five_kinds_are_there_with_volcanos_groups_scopes_and_short_names() -> None:
+def test_the_seven_kinds_are_there_with_volcanos_groups_scopes_and_short_names() -> None:
     got = {kind: (c["spec"]["group"], c["spec"]["scope"], c["spec"]["versions"][0]["name"],
                   c["spec"]["names"].get("shortNames", [])) for kind, c in crds().items()}  # fmt: skip
     assert got == {
@@ -122,6 +122,8 @@ def test_the_five_kinds_are_there_with_volcanos_groups_scopes_and_short_names() 
         "Job": ("batch.volcano.sh", "Namespaced", "v1alpha1", ["vcjob", "vj"]),
         "Command": ("bus.volcano.sh", "Namespaced", "v1alpha1", []),
         "HyperNode": ("topology.volcano.sh", "Cluster", "v1alpha1", ["hn"]),
+        "JobFlow": ("flow.volcano.sh", "Namespaced", "v1alpha1", ["jf"]),
+        "JobTemplate": ("flow.volcano.sh", "Namespaced", "v1alpha1", ["jt"]),
     }
     for kind, crd in crds().items():
         assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
@@ -129,10 +131,11 @@ def test_the_five_kinds_are_there_with_volcanos_groups_scopes_and_short_names() 
         assert version["served"] and version["storage"]
         # as Volcano's: a status subresource on Queue and Job; a PodGroup's status is written
         # with the object (Volcano's scheduler updates it so), a Command has none
-        assert ("status" in (version.get("subresources") or {})) is (kind in ("Queue", "Job", "HyperNode")), kind
+        assert ("status" in (version.get("subresources") or {})) is (
+            kind in ("Queue", "Job", "HyperNode", "JobFlow", "JobTemplate")), kind
 
 
-@pytest.mark.parametrize("kind", ["Queue", "PodGroup", "Job", "Command", "HyperNode"])
+@pytest.mark.parametrize("kind", ["Queue", "PodGroup", "Job", "Command", "HyperNode", "JobFlow", "JobTemplate"])
 def test_every_schema_is_structural(kind: str) -> None:
     assert structural_errors(schema_of(kind)) == []
 
@@ -164,6 +167,7 @@ def test_printer_columns_are_volcanos_and_name_fields_of_the_schema() -> None:
                               ("QUEUE", ".spec.queue")]  # fmt: skip
     assert columns["HyperNode"] == [("Tier", ".spec.tier"), ("TierName", ".spec.tierName"),
                                     ("NodeCount", ".status.nodeCount"), ("Age", ".metadata.creationTimestamp")]  # fmt: skip
+    assert columns["JobFlow"] == [("Status", ".status.state.phase"), ("Age", ".metadata.creationTimestamp")]
     for kind, cols in columns.items():
         for _, path in cols:
             if not path.startswith(".metadata"):
@@ -187,6 +191,10 @@ def test_every_field_of_the_tables_is_typed() -> None:
                 "status.failed", "status.terminating", "status.unknown", "status.taskStatusCount"],
         "Command": ["action", "target.uid", "target.kind", "target.name", "reason", "message"],
         "HyperNode": ["spec.tier", "spec.tierName", "spec.members", "status.nodeCount", "status.conditions"],
+        "JobFlow": ["spec.flows", "spec.jobRetainPolicy", "status.pendingJobs", "status.runningJobs",
+                    "status.completedJobs", "status.failedJobs", "status.terminatedJobs", "status.unKnowJobs",
+                    "status.jobStatusList", "status.conditions", "status.state.phase"],
+        "JobTemplate": ["spec", "status.jobDependsOnList"],
     }  # fmt: skip
     for kind, fields in want.items():
         for f in fields:

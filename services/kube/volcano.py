@@ -36,6 +36,7 @@ BATCH = "batch.volcano.sh/v1alpha1"
 BUS = "bus.volcano.sh/v1alpha1"
 TOPOLOGY = "topology.volcano.sh/v1alpha1"
 HYPERNODES = f"/apis/{TOPOLOGY}/hypernodes"
+FLOW = "flow.volcano.sh/v1alpha1"
 
 JOB_VERSION = "volcano.sh/job-version"
 RETRY_COUNT = "volcano.sh/job-retry-count"
@@ -72,12 +73,20 @@ def commands_path(namespace: str = "", name: str = "") -> str:
     return _namespaced(BUS, "commands", namespace, name, "")
 
 
+def jobflows_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    return _namespaced(FLOW, "jobflows", namespace, name, sub)
+
+
+def jobtemplates_path(namespace: str = "", name: str = "") -> str:
+    return _namespaced(FLOW, "jobtemplates", namespace, name, "")
+
+
 def hypernodes_path(name: str = "") -> str:
     return f"{HYPERNODES}/{name}" if name else HYPERNODES
 
 
 API_VERSIONS = {"Queue": SCHEDULING, "PodGroup": SCHEDULING, "Job": BATCH, "Command": BUS,
-                "HyperNode": TOPOLOGY}  # fmt: skip
+                "HyperNode": TOPOLOGY, "JobFlow": FLOW, "JobTemplate": FLOW}  # fmt: skip
 
 
 def status_path(obj: Mapping[str, Any]) -> str:

@@ -37,11 +37,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def edge(app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.jobcontroller import JobController
+        from services.kube.jobflows import JobFlowController
         from services.kube.status import PodStatusWriter
 
         assert isinstance(app, QueueService)
         return Edges(PodStatusWriter(event_log, kube, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
-                     JobController(event_log, kube, app.command, scheduler_names=scheduler_names(args)))  # type: ignore[arg-type]
+                     JobController(event_log, kube, app.command, scheduler_names=scheduler_names(args)),  # type: ignore[arg-type]
+                     JobFlowController(kube, scheduler_names=scheduler_names(args)))  # type: ignore[arg-type]
 
     return eventloop.run(run_service("queue", args, build, api, edge))  # type: ignore[arg-type]
 

@@ -54,6 +54,8 @@ VOLCANO_KINDS: dict[str, dict[str, Any]] = {
     "batch.volcano.sh/v1alpha1/jobs": {"kind": "Job", "namespaced": True, "subresources": {"status"}},
     "bus.volcano.sh/v1alpha1/commands": {"kind": "Command", "namespaced": True},
     "topology.volcano.sh/v1alpha1/hypernodes": {"kind": "HyperNode", "namespaced": False, "subresources": {"status"}},
+    "flow.volcano.sh/v1alpha1/jobflows": {"kind": "JobFlow", "namespaced": True, "subresources": {"status"}},
+    "flow.volcano.sh/v1alpha1/jobtemplates": {"kind": "JobTemplate", "namespaced": True, "subresources": {"status"}},
 }
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -1,0 +1,185 @@
+"""Volcano's JobFlows run: the Jobs of a flow's steps made as their dependencies complete, the
+flow's status written, its jobs deleted after it succeeded when it says so. What to do is
+`services.core.workload.jobflow.plan`; this reads the API server and writes to it.
+
+It runs in the queue service beside the job controller, on the API server's objects alone:
+the Jobs it makes enter Tessera's log as any Job does (admission), and a flow holds no state
+the API server does not (the flow, its templates, its jobs), so a restart just lists again.
+
+A flow is Tessera's to run when the JobTemplates it names ask one of Tessera's scheduler
+names (empty: `volcano`, as Volcano's webhook defaults a Job) — beside Volcano's own
+controllers (the chart without `volcano` among its scheduler names), their flows are theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+from services.core.workload import jobflow as jf
+from services.kube import status, volcano
+from services.kube.client import Kube, KubeError
+from services.kube.listwatch import Change, Reflector
+from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
+from services.runtime.tasks import cancel_all
+
+log = logging.getLogger(__name__)
+
+
+def _key(obj: dict[str, Any]) -> str:
+    m = volcano.meta(obj)
+    return f"{m.get('namespace') or 'default'}/{m.get('name') or ''}"
+
+
+class JobFlowController:
+    def __init__(self, kube: Kube, *, scheduler_names: Collection[str] = ("volcano",),
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.kube = kube
+        self.scheduler_names = frozenset(scheduler_names)
+        self.clock = clock
+        self.flows: dict[str, dict[str, Any]] = {}
+        self.templates: dict[str, dict[str, Any]] = {}  # ns/name → JobTemplate
+        self.jobs: dict[str, dict[str, Any]] = {}  # ns/name → Job made from a template
+        self.dirty: set[str] = set()
+        self.said: dict[str, str] = {}  # flow → the last problem told (told once per change)
+        self._wake = asyncio.Event()
+        self.synced = {k: asyncio.Event() for k in ("flow", "template", "job")}
+
+    async def recover(self) -> None:
+        """Nothing to recover: everything is listed from the API server at start."""
+
+    # --- the API -----------------------------------------------------------------------------
+
+    async def _watch(self, what: str, reflector: Reflector, store: dict[str, dict[str, Any]]) -> None:
+        async for ch in reflector.changes():
+            if ch.kind == "synced":
+                self.synced[what].set()
+                self._wake.set()
+                continue
+            self._observe(what, ch, store)
+
+    def _observe(self, what: str, ch: Change, store: dict[str, dict[str, Any]]) -> None:
+        if ch.kind == "delete":
+            store.pop(ch.key, None)
+        else:
+            store[ch.key] = ch.obj
+        ns = ch.key.split("/", 1)[0]
+        if what == "flow":
+            self.dirty.add(ch.key)
+        else:  # a template or a job: every flow of the namespace that names it
+            step = ch.key.split("/", 1)[1]
+            for key, flow in self.flows.items():
+                if key.startswith(f"{ns}/") and any(
+                        step in (s, jf.job_name(key.split("/", 1)[1], s)) for s in _step_names(flow)):  # fmt: skip
+                    self.dirty.add(key)
+        self._wake.set()
+
+    def _ours(self, key: str, flow: dict[str, Any]) -> bool:
+        ns = key.split("/", 1)[0]
+        names = [self.templates.get(f"{ns}/{s}") for s in _step_names(flow)]
+        known = [t for t in names if t is not None]
+        return bool(known) and all(
+            str((t.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names for t in known)
+
+    def _made(self, key: str, flow: dict[str, Any]) -> dict[str, jf.FlowJob]:
+        ns, name = key.split("/", 1)
+        uid = volcano.uid(flow)
+        out: dict[str, jf.FlowJob] = {}
+        for step in _step_names(flow):
+            job = self.jobs.get(f"{ns}/{jf.job_name(name, step)}")
+            if job is None:
+                continue
+            owners = [r for r in volcano.meta(job).get("ownerReferences") or [] if r.get("kind") == "JobFlow"]
+            st = job.get("status") or {}
+            out[jf.job_name(name, step)] = jf.FlowJob(
+                name=jf.job_name(name, step), phase=str((st.get("state") or {}).get("phase") or ""),
+                created=str(volcano.meta(job).get("creationTimestamp") or ""), retries=int(st.get("retryCount") or 0),
+                owned=any(r.get("uid") == uid for r in owners))  # fmt: skip
+        return out
+
+    async def reconcile(self, key: str) -> None:
+        flow = self.flows.get(key)
+        if flow is None or not self._ours(key, flow):
+            return
+        ns, name = key.split("/", 1)
+        templates = {k.split("/", 1)[1]: t for k, t in self.templates.items() if k.startswith(f"{ns}/")}
+        plan = jf.plan(flow, templates, self._made(key, flow))
+        said = "; ".join(f"{p}: {r}" + (f" (value: {v})" if v else "") for p, v, r in plan.problems) or \
+            "; ".join(f"spec.flows: JobTemplate {ns}/{s} not found: its job waits for it" for s in plan.missing)  # fmt: skip
+        if said and self.said.get(key) != said:
+            self.said[key] = said
+            log.warning("JobFlow %s: %s", key, said)
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, volcano.typed(flow, "JobFlow"), "Warning",
+                                         "InvalidJobFlow" if plan.problems else "JobTemplateNotFound", said,
+                                         self.clock())  # fmt: skip
+        elif not said:
+            self.said.pop(key, None)
+        for job in plan.delete:
+            await self.kube.delete_this(jobs_path(ns, job), volcano.uid(self.jobs.get(f"{ns}/{job}") or {}))
+        for step in plan.create:
+            await self._create(flow, ns, name, step, templates[step])
+        if plan.status is not None and volcano.status_differs(flow.get("status"), plan.status):
+            await self.kube.patch(jobflows_path(ns, name, "status"),
+                                  {"status": volcano.removals(flow.get("status"), plan.status)})  # fmt: skip
+
+    async def _create(self, flow: dict[str, Any], ns: str, name: str, step: str, template: dict[str, Any]) -> None:
+        made_by = jf.template_key(ns, step)
+        owner = {"apiVersion": volcano.FLOW, "kind": "JobFlow", "name": name, "uid": volcano.uid(flow),
+                 "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+        body = {"apiVersion": volcano.BATCH, "kind": "Job",
+                "metadata": {"name": jf.job_name(name, step), "namespace": ns, "labels": {jf.CREATED_BY: made_by},
+                             "annotations": {jf.CREATED_BY: made_by}, "ownerReferences": [owner]},
+                "spec": template.get("spec") or {}}  # fmt: skip
+        try:
+            await self.kube.create(jobs_path(ns), body)
+        except KubeError as exc:
+            if exc.status != 409:  # there already (made before a restart): its watch brings it
+                raise
+        else:
+            log.info("JobFlow %s/%s: made job %s", ns, name, body["metadata"]["name"])
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, volcano.typed(flow, "JobFlow"), "Normal", "Created",
+                                         f"create a job named {body['metadata']['name']}!", self.clock())  # fmt: skip
+
+    # --- running -------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        for ev in self.synced.values():
+            await ev.wait()
+        self.dirty.update(self.flows)
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            keys, self.dirty = sorted(self.dirty), set()
+            for key in keys:
+                try:
+                    await self.reconcile(key)
+                except KubeError as exc:
+                    log.warning("JobFlow %s not reconciled (%s): again shortly", key, exc)
+                    asyncio.get_running_loop().call_later(1.0, self._again, key)
+
+    def _again(self, key: str) -> None:
+        self.dirty.add(key)
+        self._wake.set()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        tasks = [asyncio.create_task(c) for c in (
+            self._watch("flow", Reflector(self.kube, jobflows_path()), self.flows),
+            self._watch("template", Reflector(self.kube, jobtemplates_path()), self.templates),
+            self._watch("job", Reflector(self.kube, jobs_path(), query={"labelSelector": jf.CREATED_BY}), self.jobs),
+            self._loop(),
+        )]  # fmt: skip
+        try:
+            await stopping.wait()
+        finally:
+            await cancel_all(tasks)
+
+
+def _step_names(flow: dict[str, Any]) -> list[str]:
+    return [str(f.get("name")) for f in (flow.get("spec") or {}).get("flows") or []
+            if isinstance(f, dict) and f.get("name")]  # fmt: skip

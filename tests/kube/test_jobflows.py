@@ -1,0 +1,141 @@
+"""Volcano's JobFlow (refused before: no controller read it, its Jobs were never made): the
+decisions as pure functions (services/core/workload/jobflow.py), then on the emulated cluster
+a two-step flow runs its second step only once the first Completed, writes Volcano's status
+and, with `jobRetainPolicy: delete`, deletes its jobs once it succeeded."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from services.cli.up import ControlPlane
+from services.core.workload import jobflow as jf
+from services.kube import volcano
+from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_volcano import _get
+from tests.processes import wait_until
+
+
+def flow(*steps: tuple[str, list[str]], phase: str = "", retain: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"flows": [{"name": s, **({"dependsOn": {"targets": t}} if t else {})} for s, t in steps]}
+    if retain:
+        spec["jobRetainPolicy"] = retain
+    return {"metadata": {"name": "pipe", "namespace": "default", "uid": "f-1"}, "spec": spec,
+            "status": {"state": {"phase": phase}} if phase else {}}  # fmt: skip
+
+
+TEMPLATES = {"prep": {"spec": {}}, "train": {"spec": {}}, "eval": {"spec": {}}}
+
+
+def job(step: str, phase: str, owned: bool = True) -> jf.FlowJob:
+    return jf.FlowJob(name=f"pipe-{step}", phase=phase, created="2026-12-06T10:00:00Z", owned=owned)
+
+
+def test_a_step_is_made_once_every_target_completed_and_the_phase_moves_as_volcanos() -> None:
+    dag = flow(("prep", []), ("train", ["prep"]), ("eval", ["prep", "train"]))
+    first = jf.plan(dag, TEMPLATES, {})
+    assert first.create == ("prep",) and first.status == {"jobStatusList": [], "conditions": {},
+                                                           "state": {"phase": "Pending"}}  # fmt: skip
+    running = jf.plan(dag, TEMPLATES, {"pipe-prep": job("prep", "Running")})
+    assert running.create == () and running.status is not None
+    assert running.status["runningJobs"] == ["pipe-prep"] and running.status["state"] == {"phase": "Running"}
+    assert running.status["jobStatusList"] == [{"name": "pipe-prep", "state": "Running", "restartCount": 0,
+                                                "startTimestamp": "2026-12-06T10:00:00Z"}]  # fmt: skip
+    dag["status"] = running.status
+    done = jf.plan(dag, TEMPLATES, {"pipe-prep": job("prep", "Completed")})
+    assert done.create == ("train",)  # eval waits for train as well
+    assert done.status is not None and done.status["completedJobs"] == ["pipe-prep"]
+    all_done = {f"pipe-{s}": job(s, "Completed") for s in ("prep", "train", "eval")}
+    assert jf.plan(dag, TEMPLATES, all_done).status["state"] == {"phase": "Succeed"}  # type: ignore[index]
+    # a failure: from Pending the flow fails; from Running it stays Running (as Volcano's does)
+    assert jf.plan(flow(("prep", [])), TEMPLATES, {"pipe-prep": job("prep", "Failed")}).status["state"] == {"phase": "Failed"}  # type: ignore[index]
+    assert jf.plan(dag, TEMPLATES, {"pipe-prep": job("prep", "Failed")}).status["state"] == {"phase": "Running"}  # type: ignore[index]
+    # Failed and Terminating flows are left as they are
+    assert jf.plan(flow(("prep", []), phase="Failed"), TEMPLATES, {}) == jf.Plan()
+
+
+def test_a_missing_template_waits_and_a_succeeded_flow_deletes_only_its_own_jobs() -> None:
+    lacking = jf.plan(flow(("prep", []), ("train", [])), {"prep": {}}, {})
+    assert lacking.create == ("prep",) and lacking.missing == ("train",)
+    deleting = flow(("prep", []), ("train", ["prep"]), phase="Succeed", retain="delete")
+    plan = jf.plan(deleting, TEMPLATES, {"pipe-prep": job("prep", "Completed"),
+                                         "pipe-train": job("train", "Completed", owned=False)})  # fmt: skip
+    assert plan.delete == ("pipe-prep",) and plan.create == () and plan.status is None
+    kept = jf.plan(flow(("prep", []), phase="Succeed"), TEMPLATES, {"pipe-prep": job("prep", "Completed")})
+    assert kept.delete == () and kept.status is not None and kept.status["state"] == {"phase": "Succeed"}
+
+
+def test_what_volcanos_webhook_would_refuse_is_named_and_nothing_is_made() -> None:
+    cases = {
+        "cycle": (flow(("a", ["b"]), ("b", ["a"])), [("spec.flows", "", "the flows' dependsOn do not form a directed acyclic graph")]),
+        "unknown": (flow(("a", ["nope"])), [("spec.flows[0].dependsOn.targets", "nope", "no flow is named nope")]),
+        "twice": (flow(("a", []), ("a", [])), [("spec.flows[1].name", "a", "duplicated flow name")]),
+        "name": (flow(("Train_1", [])), [("spec.flows[0].name", "Train_1", "its job pipe-Train_1: [a lowercase RFC 1123 subdomain")]),
+        "empty": ({"metadata": {"name": "pipe"}, "spec": {"flows": []}}, [("spec.flows", "", "a JobFlow needs at least one flow")]),
+    }  # fmt: skip
+    for what, (bad, want) in cases.items():
+        plan = jf.plan(bad, {"a": {}, "b": {}, "Train_1": {}}, {})
+        assert plan.create == () and plan.status is None, what
+        got = [(p, v, r[: len(want[i][2])]) for i, (p, v, r) in enumerate(plan.problems)]
+        assert got == want, what
+
+
+def template(name: str) -> dict[str, Any]:
+    return {"apiVersion": volcano.FLOW, "kind": "JobTemplate", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "default", "tasks": [
+                {"name": "main", "replicas": 1, "template": {"spec": {
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+                    "restartPolicy": "Never"}}}]}}  # fmt: skip
+
+
+async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succeeded(cluster: Cluster, tmp_path: Path) -> None:
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    for step in ("prep", "train"):
+        await cluster.kube.create(jobtemplates_path("default"), template(step))
+    body = {"apiVersion": volcano.FLOW, "kind": "JobFlow", "metadata": {"name": "pipe", "namespace": "default"},
+            "spec": {"jobRetainPolicy": "delete",
+                     "flows": [{"name": "prep"}, {"name": "train", "dependsOn": {"targets": ["prep"]}}]}}  # fmt: skip
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            made = await cluster.kube.create(jobflows_path("default"), body)
+
+            async def phase_of(name: str) -> str:
+                obj = await _get(cluster, jobs_path("default", name)) or {}
+                return str(((obj.get("status") or {}).get("state") or {}).get("phase") or "")
+
+            async def running(name: str) -> bool:
+                return await phase_of(name) == "Running"
+
+            await wait_until(lambda: running("pipe-prep"), 60, "the first step's job Running")
+            prep = await _get(cluster, jobs_path("default", "pipe-prep")) or {}
+            assert prep["metadata"]["labels"] == {jf.CREATED_BY: "default.prep"}
+            assert [(r["kind"], r["uid"]) for r in prep["metadata"]["ownerReferences"]] == [("JobFlow", made["metadata"]["uid"])]
+            assert await _get(cluster, jobs_path("default", "pipe-train")) is None  # waits for prep
+
+            async def flow_status() -> dict[str, Any]:
+                return (await _get(cluster, jobflows_path("default", "pipe")) or {}).get("status") or {}
+
+            async def flow_running() -> bool:
+                st = await flow_status()
+                return st.get("runningJobs") == ["pipe-prep"] and st.get("state") == {"phase": "Running"}
+
+            await wait_until(flow_running, 60, "the flow Running with its first job")
+            await kubelet.finish("default", "pipe-prep-main-0", 0)
+            await wait_until(lambda: running("pipe-train"), 60, "the second step made once the first Completed")
+            await kubelet.finish("default", "pipe-train-main-0", 0)
+
+            async def all_gone() -> bool:
+                st = await flow_status()
+                gone = [await _get(cluster, jobs_path("default", n)) is None for n in ("pipe-prep", "pipe-train")]
+                return st.get("state") == {"phase": "Succeed"} and all(gone)
+
+            await wait_until(all_gone, 60, "the flow Succeed and its jobs deleted (jobRetainPolicy: delete)")
+            st = await flow_status()
+            assert sorted(e["name"] for e in st["jobStatusList"]) == ["pipe-prep", "pipe-train"]
+        finally:
+            await asyncio.to_thread(cp.stop)
