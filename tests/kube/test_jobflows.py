@@ -36,8 +36,9 @@ def job(step: str, phase: str, owned: bool = True) -> jf.FlowJob:
 def test_a_step_is_made_once_every_target_completed_and_the_phase_moves_as_volcanos() -> None:
     dag = flow(("prep", []), ("train", ["prep"]), ("eval", ["prep", "train"]))
     first = jf.plan(dag, TEMPLATES, {})
-    assert first.create == ("prep",) and first.status == {"jobStatusList": [], "conditions": {},
-                                                           "state": {"phase": "Pending"}}  # fmt: skip
+    assert first.create == ("prep",) and first.status == {
+        "pendingJobs": [], "runningJobs": [], "failedJobs": [], "completedJobs": [], "terminatedJobs": [],
+        "unKnowJobs": [], "jobStatusList": [], "conditions": {}, "state": {"phase": "Pending"}}  # fmt: skip
     running = jf.plan(dag, TEMPLATES, {"pipe-prep": job("prep", "Running")})
     assert running.create == () and running.status is not None
     assert running.status["runningJobs"] == ["pipe-prep"] and running.status["state"] == {"phase": "Running"}
@@ -127,6 +128,12 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
             await wait_until(flow_running, 60, "the flow Running with its first job")
             await kubelet.finish("default", "pipe-prep-main-0", 0)
             await wait_until(lambda: running("pipe-train"), 60, "the second step made once the first Completed")
+
+            async def moved_on() -> bool:
+                st = await flow_status()
+                return st.get("runningJobs") == ["pipe-train"] and st.get("completedJobs") == ["pipe-prep"]
+
+            await wait_until(moved_on, 60, "the first job among the completed, no longer among the running")
             await kubelet.finish("default", "pipe-train-main-0", 0)
 
             async def all_gone() -> bool:
@@ -137,5 +144,6 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
             await wait_until(all_gone, 60, "the flow Succeed and its jobs deleted (jobRetainPolicy: delete)")
             st = await flow_status()
             assert sorted(e["name"] for e in st["jobStatusList"]) == ["pipe-prep", "pipe-train"]
+            assert st["runningJobs"] == [] and st["completedJobs"] == ["pipe-prep", "pipe-train"]  # none left behind
         finally:
             await asyncio.to_thread(cp.stop)

@@ -169,5 +169,6 @@ def flow_status(old: Mapping[str, Any], made: Sequence[FlowJob], steps: int, pha
         phase = FAILED if lists["failedJobs"] else RUNNING if running else PENDING
     elif phase == RUNNING and len(lists["completedJobs"]) == steps:
         phase = SUCCEED
-    return {**{k: v for k, v in lists.items() if v}, "jobStatusList": entries, "conditions": conditions,
-            "state": {"phase": phase}}  # fmt: skip
+    # every list, empty ones too: written as a merge patch, a list left out would keep its old
+    # names (a job Completed would still show among the running)
+    return {**lists, "jobStatusList": entries, "conditions": conditions, "state": {"phase": phase}}
