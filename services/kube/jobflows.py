@@ -6,6 +6,9 @@ It runs in the queue service beside the job controller, on the API server's obje
 the Jobs it makes enter Tessera's log as any Job does (admission), and a flow holds no state
 the API server does not (the flow, its templates, its jobs), so a restart just lists again.
 
+A JobTemplate's `status.jobDependsOnList` names the Jobs made from it (Volcano's jobtemplate
+controller: written once there is one, never emptied).
+
 A flow is Tessera's to run when the JobTemplates it names ask one of Tessera's scheduler
 names (empty: `volcano`, as Volcano's webhook defaults a Job) — beside Volcano's own
 controllers (the chart without `volcano` among its scheduler names), their flows are theirs.
@@ -45,6 +48,7 @@ class JobFlowController:
         self.templates: dict[str, dict[str, Any]] = {}  # ns/name → JobTemplate
         self.jobs: dict[str, dict[str, Any]] = {}  # ns/name → Job made from a template
         self.dirty: set[str] = set()
+        self.dirty_templates: set[str] = set()
         self.said: dict[str, str] = {}  # flow → the last problem told (told once per change)
         self._wake = asyncio.Event()
         self.synced = {k: asyncio.Event() for k in ("flow", "template", "job")}
@@ -68,6 +72,10 @@ class JobFlowController:
         else:
             store[ch.key] = ch.obj
         ns = ch.key.split("/", 1)[0]
+        if what == "template":
+            self.dirty_templates.add(ch.key)
+        elif what == "job" and (made_by := str((volcano.meta(ch.obj).get("labels") or {}).get(jf.CREATED_BY) or "")):
+            self.dirty_templates.add(made_by.replace(".", "/", 1))
         if what == "flow":
             self.dirty.add(ch.key)
         else:  # a template or a job: every flow of the namespace that names it
@@ -82,8 +90,22 @@ class JobFlowController:
         ns = key.split("/", 1)[0]
         names = [self.templates.get(f"{ns}/{s}") for s in _step_names(flow)]
         known = [t for t in names if t is not None]
-        return bool(known) and all(
-            str((t.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names for t in known)
+        return bool(known) and all(self._our_template(t) for t in known)
+
+    def _our_template(self, template: dict[str, Any]) -> bool:
+        return str((template.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
+
+    async def template_status(self, key: str) -> None:
+        """The Jobs made from this JobTemplate, in its status (none yet: left as it is)."""
+        template = self.templates.get(key)
+        if template is None or not self._our_template(template):
+            return
+        ns, name = key.split("/", 1)
+        label = jf.template_key(ns, name)
+        made = sorted(str(volcano.meta(j).get("name") or "") for k, j in self.jobs.items() if k.startswith(f"{ns}/")
+                      and (volcano.meta(j).get("labels") or {}).get(jf.CREATED_BY) == label)  # fmt: skip
+        if made and (template.get("status") or {}).get("jobDependsOnList") != made:
+            await self.kube.patch(jobtemplates_path(ns, name, "status"), {"status": {"jobDependsOnList": made}})
 
     def _made(self, key: str, flow: dict[str, Any]) -> dict[str, jf.FlowJob]:
         ns, name = key.split("/", 1)
@@ -152,6 +174,7 @@ class JobFlowController:
         for ev in self.synced.values():
             await ev.wait()
         self.dirty.update(self.flows)
+        self.dirty_templates.update(self.templates)
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -162,6 +185,12 @@ class JobFlowController:
                 except KubeError as exc:
                     log.warning("JobFlow %s not reconciled (%s): again shortly", key, exc)
                     asyncio.get_running_loop().call_later(1.0, self._again, key)
+            templates, self.dirty_templates = sorted(self.dirty_templates), set()
+            for key in templates:
+                try:
+                    await self.template_status(key)
+                except KubeError as exc:
+                    log.warning("JobTemplate %s status not written (%s): at its next change", key, exc)
 
     def _again(self, key: str) -> None:
         self.dirty.add(key)

@@ -77,8 +77,8 @@ def jobflows_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     return _namespaced(FLOW, "jobflows", namespace, name, sub)
 
 
-def jobtemplates_path(namespace: str = "", name: str = "") -> str:
-    return _namespaced(FLOW, "jobtemplates", namespace, name, "")
+def jobtemplates_path(namespace: str = "", name: str = "", sub: str = "") -> str:
+    return _namespaced(FLOW, "jobtemplates", namespace, name, sub)
 
 
 def hypernodes_path(name: str = "") -> str:

@@ -118,6 +118,12 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
             assert [(r["kind"], r["uid"]) for r in prep["metadata"]["ownerReferences"]] == [("JobFlow", made["metadata"]["uid"])]
             assert await _get(cluster, jobs_path("default", "pipe-train")) is None  # waits for prep
 
+            async def listed_in_template() -> bool:
+                got = await _get(cluster, jobtemplates_path("default", "prep")) or {}
+                return (got.get("status") or {}).get("jobDependsOnList") == ["pipe-prep"]
+
+            await wait_until(listed_in_template, 60, "the JobTemplate listing the job made from it")
+
             async def flow_status() -> dict[str, Any]:
                 return (await _get(cluster, jobflows_path("default", "pipe")) or {}).get("status") or {}
 
