@@ -78,6 +78,8 @@ class JobFlowController:
             self.dirty_templates.add(made_by.replace(".", "/", 1))
         if what == "flow":
             self.dirty.add(ch.key)
+            if ch.kind == "delete":
+                self.said.pop(ch.key, None)
         else:  # a template or a job: every flow of the namespace that names it
             step = ch.key.split("/", 1)[1]
             for key, flow in self.flows.items():
