@@ -25,6 +25,7 @@ from services.core.joblabels import (
 )
 from services.core.scheduling import snapshot as st
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
+from services.core.workload.jobplugins import redacted
 from services.core.workload.jobupdate import OBJECT_UID
 from services.core.workload.jobvolumes import claims_to_make, with_job_volumes
 from services.core.workload.quantity import from_units
@@ -154,6 +155,8 @@ def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
         kept["annotations"] = {**(kept.get("annotations") or {}), OBJECT_UID: str(m["uid"])}
     if obj.get("kind") in ("Job", "PodGroup"):
         kept["annotations"] = with_arrival(kept.get("annotations") or {}, obj)
+    if obj.get("kind") == "Job" and isinstance(doc.get("spec"), dict) and "plugins" in doc["spec"]:
+        doc["spec"]["plugins"] = redacted(doc["spec"]["plugins"])
     doc["metadata"] = kept
     return doc
 

@@ -467,3 +467,19 @@ async def test_the_rings_configmap_is_made_once_and_what_mindcluster_writes_stay
             await wait_until(lambda: all_gone(cluster, path), 60, "the rings ConfigMap gone with the Job")
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+def test_a_private_key_in_the_ssh_flags_reaches_the_secret_and_not_the_logs_copy() -> None:
+    """The log keeps every admitted manifest (readable by the cli user, replays, reports); the
+    job controller makes the Secret from the Job object, so the log's copy goes without it."""
+    import base64
+
+    for flags in (["--ssh-private-key", "PRIVATE", "--ssh-public-key=ssh-rsa AAAA"],
+                  ["-ssh-private-key=PRIVATE", "--ssh-public-key", "ssh-rsa AAAA"]):  # fmt: skip
+        job = training_job({"ssh": flags, "svc": []})
+        logged = volcano.manifest(job)
+        assert "PRIVATE" not in str(logged) and "ssh-rsa AAAA" in str(logged)
+        assert logged["spec"]["plugins"]["svc"] == [] and job["spec"]["plugins"]["ssh"] == flags  # the object untouched
+        [(_, secret)] = jobplugins.ssh_objects(job, {"kind": "Job", "name": "ddp", "uid": "u-9"})
+        assert base64.b64decode(secret["data"]["id_rsa"]).decode() == "PRIVATE"
+        assert check_plugins(logged["spec"]["plugins"], ["master", "worker"]) == ([], [])  # still admitted

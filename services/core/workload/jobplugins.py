@@ -129,7 +129,7 @@ def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginPr
         flags, problems = parse_flags(name, args or [])
         refusals.extend(problems)
         if not problems:
-            told, refused = _roles(name, flags, task_names, where)
+            told, refused = _flag_problems(name, flags, task_names, where)
             warnings.extend(told)
             refusals.extend(refused)
     return refusals, warnings
@@ -155,12 +155,38 @@ def json_map(text: str | int | bool) -> dict[str, str] | None:
     return got
 
 
+#: what a private key given in the ssh plugin's flags is replaced with in the log's copy
+REDACTED = "(redacted: read from the Job object)"
+
+
+def redacted(plugins: object) -> object:
+    """A Job's `spec.plugins` without the private key `--ssh-private-key` may carry: the log
+    keeps a copy of every admitted manifest, readable by more than may read the Job (the
+    controller makes the Secret from the Job object itself). Anything else as it is."""
+    if not isinstance(plugins, Mapping) or not isinstance(plugins.get("ssh"), list):
+        return plugins
+    args = [str(a) for a in plugins["ssh"]]
+    out: list[str] = []
+    hide = False
+    for arg in args:
+        name, eq, _ = arg.lstrip("-").partition("=")
+        if hide:
+            out.append(REDACTED)
+            hide = False
+        elif arg.startswith("-") and name == "ssh-private-key":
+            out.append(f"{arg.partition('=')[0]}={REDACTED}" if eq else arg)
+            hide = not eq
+        else:
+            out.append(arg)
+    return {**plugins, "ssh": out}
+
+
 def implied(names: Sequence[str]) -> list[str]:
     """The plugins a Job naming `names` runs, in name order: those and what they build on."""
     return sorted({*names, *(dep for n in names for dep in IMPLIED.get(n, ()))})
 
 
-def _roles(name: str, flags: Mapping[str, str | int | bool], task_names: Sequence[str],
+def _flag_problems(name: str, flags: Mapping[str, str | int | bool], task_names: Sequence[str],
            where: str) -> tuple[list[PluginProblem], list[PluginProblem]]:  # fmt: skip
     """(warnings, refusals) of one plugin's flags against the job's tasks."""
     told: list[PluginProblem] = []
