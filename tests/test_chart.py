@@ -743,6 +743,30 @@ def test_rbac_grants_exactly_the_verbs_each_service_calls(default: list[Obj]) ->
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": "tessera-system"}]
 
 
+@needs_helm
+def test_without_the_ssh_plugin_the_queue_service_has_no_right_to_secrets_and_admission_says_so(default: list[Obj]) -> None:
+    """The ssh plugin's Secrets are the one right to every namespace's Secrets a service holds:
+    `jobPlugins.ssh: false` drops it, and admission then refuses what would need it."""
+    from services.admission.__main__ import parser, plugins_off
+
+    def secrets_of(docs: list[Obj]) -> set[str]:
+        role = of_kind(docs, "ClusterRole")["rel-tessera-queue"]
+        return {v for rule in role["rules"] if "secrets" in rule["resources"] for v in rule["verbs"]}
+
+    def admission_args(docs: list[Obj]) -> list[str]:
+        return of_kind(docs, "Deployment")["rel-tessera-admission"]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    assert secrets_of(default) == {"create", "get", "patch", "delete"}
+    assert not any(a.startswith("--plugins-off") for a in admission_args(default))
+    off = render(sets=("jobPlugins.ssh=false",))
+    assert secrets_of(off) == set()
+    args = admission_args(off)
+    assert "--plugins-off=ssh" in args
+    # the admission process takes what the chart passes, and turns ssh off with it
+    assert plugins_off(parser().parse_args(args[1:])) == {"ssh"}
+    assert plugins_off(parser().parse_args(admission_args(default)[1:])) == frozenset()
+
+
 # ---- Tessera's node side (nodeAgent.devicePlugin: tessera) ---------------------------------
 
 NODE_SIDE = ROOT / "services" / "nodeagent" / "deviceplugin" / "node.py"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from services.admission.service import AdmissionService
@@ -19,8 +20,21 @@ from services.runtime.bootstrap import (
 from services.runtime.eventlog import EventLog
 
 
+def parser() -> argparse.ArgumentParser:
+    out = common_parser("admission")
+    out.add_argument("--plugins-off", default="", metavar="NAMES",
+                     help="Volcano job plugins not run here (comma-separated: `ssh`, when the queue "
+                          "service may not make Secrets): Jobs naming them, or mpi for ssh, are refused")  # fmt: skip
+    return out
+
+
+def plugins_off(args: argparse.Namespace) -> frozenset[str]:
+    return frozenset(n.strip() for n in args.plugins_off.split(",") if n.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = common_parser("admission").parse_args(argv)
+    args = parser().parse_args(argv)
+    off = plugins_off(args)
 
     def api(app: App) -> dict:
         assert isinstance(app, AdmissionService)
@@ -33,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         # the connection's max_payload bounds every event admission appends and every reply
         nc = getattr(log, "nc", None)
         return AdmissionService(log, vendors, max_payload=getattr(nc, "max_payload", None)
-                                or NATS_DEFAULT_MAX_PAYLOAD)  # fmt: skip
+                                or NATS_DEFAULT_MAX_PAYLOAD, plugins_off=off)  # fmt: skip
 
     def edge(app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.budgetsource import BudgetSource

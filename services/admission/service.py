@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 import msgspec
 from opentelemetry import context, trace
@@ -92,6 +93,7 @@ class AdmissionService:
         vendors: VendorRegistry | None = None,
         limits: Limits = DEFAULT_LIMITS,
         max_payload: int = NATS_DEFAULT_MAX_PAYLOAD,
+        plugins_off: frozenset[str] = frozenset(),
     ) -> None:
         """`max_payload` is the NATS connection's (the server's INFO): no appended event and no
         reply may be larger, so objects are judged against it before anything is written."""
@@ -102,7 +104,7 @@ class AdmissionService:
         self.device_names = self.vendors.resource_names()
         self.limits = limits
         self.max_payload = max_payload
-        self.workload_limits = WorkloadLimits.for_payload(max_payload)
+        self.workload_limits = replace(WorkloadLimits.for_payload(max_payload), plugins_off=plugins_off)
         self.known = Known()
         self.watermark = 0  # events at or below were folded during recovery
         self.keep_finished = DEFAULT_KEEP_FINISHED

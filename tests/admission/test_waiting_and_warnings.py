@@ -164,3 +164,35 @@ spec: {minMember: 1, subGroupPolicy: [{name: g, subGroupSize: 1}]}
         "spec.tasks[1].partitionPolicy: Tessera does not place a task's pods in partitions: they are placed as one gang")
     assert plan.results[1].warnings == (
         "spec.subGroupPolicy: Tessera does not place a PodGroup's pods in sub-groups: they are placed as one gang",)
+
+
+def test_with_the_ssh_plugin_off_a_job_needing_it_is_refused_saying_why() -> None:
+    """The chart's `jobPlugins.ssh: false` leaves the queue service no right to Secrets: a Job
+    naming ssh — or mpi, which runs with it — would have pods waiting for a Secret never made,
+    so admission refuses it and names the setting; other plugins go on."""
+    from dataclasses import replace
+
+    from services.admission.plan import Known, plan_apply
+    from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS
+
+    def job(plugins: str) -> str:
+        return f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: mpi, namespace: default}}
+spec:
+  minAvailable: 1
+  plugins: {plugins}
+  tasks: [{{name: master, replicas: 1, template: {{spec: {{containers: [{{name: c, image: busybox}}]}}}}}}]
+"""
+
+    off = replace(DEFAULT_WORKLOAD_LIMITS, plugins_off=frozenset({"ssh"}))
+    results = {p: plan_apply(job(p), Known(), None, frozenset(), workload_limits=off).results[0]
+               for p in ("{ssh: []}", "{mpi: []}", "{svc: [], env: []}")}  # fmt: skip
+    assert results["{ssh: []}"].reasons == ("spec.plugins.ssh: the ssh plugin is off in this cluster: Tessera's queue "
+                                            "service may not make its Secret (the chart's jobPlugins.ssh: false) (value: ssh)",)
+    assert results["{mpi: []}"].reasons == ("spec.plugins.mpi: the ssh plugin is off in this cluster (it runs with ssh): "
+                                            "Tessera's queue service may not make its Secret (the chart's jobPlugins.ssh: "
+                                            "false) (value: mpi)",)  # fmt: skip
+    assert results["{svc: [], env: []}"].outcome == ACCEPTED
+    assert plan_apply(job("{ssh: []}"), Known(), None, frozenset()).results[0].outcome == ACCEPTED  # on by default

@@ -1005,7 +1005,7 @@ class Admission:
         for where, value, rule in (*dependency_problems(spec.get("tasks") or [], [t.name for t in tasks]),
                                    *volume_problems(spec.get("volumes"))):
             ctx.reject(where, value, rule)
-        refused, warned = check_plugins(spec.get("plugins"), [t.name for t in tasks])
+        refused, warned = check_plugins(spec.get("plugins"), [t.name for t in tasks], self.limits.plugins_off)
         for problem in refused:
             ctx.reject(problem.path, problem.value, problem.rule)
         for problem in warned:

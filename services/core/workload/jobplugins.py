@@ -105,8 +105,10 @@ def parse_flags(plugin: str, args: Sequence[object]) -> tuple[dict[str, str | in
     return out, problems
 
 
-def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginProblem], list[PluginProblem]]:
-    """(refusals, warnings) for a Job's `spec.plugins`."""
+def check_plugins(raw: object, task_names: Sequence[str],
+                  off: frozenset[str] = frozenset()) -> tuple[list[PluginProblem], list[PluginProblem]]:  # fmt: skip
+    """(refusals, warnings) for a Job's `spec.plugins`; `off`: plugins this installation does
+    not run (refused, also where another plugin implies them)."""
     refusals: list[PluginProblem] = []
     warnings: list[PluginProblem] = []
     if raw is None:
@@ -122,6 +124,12 @@ def check_plugins(raw: object, task_names: Sequence[str]) -> tuple[list[PluginPr
             continue
         if name not in FLAGS:
             refusals.append(PluginProblem(where, name, "unable to find job plugin"))
+            continue
+        if turned_off := [p for p in implied([name]) if p in off]:
+            via = "" if turned_off == [name] else f" (it runs with {', '.join(turned_off)})"
+            refusals.append(PluginProblem(where, name, f"the {turned_off[0]} plugin is off in this cluster{via}: "
+                                          "Tessera's queue service may not make its Secret (the chart's "
+                                          "jobPlugins.ssh: false)"))  # fmt: skip
             continue
         if args is not None and not isinstance(args, list):
             refusals.append(PluginProblem(where, str(args), "must be a list of arguments"))

@@ -34,6 +34,10 @@ class WorkloadLimits:
     max_containers: int = 64  # containers + initContainers of one pod template
     max_annotation_bytes: int = ANNOTATIONS_MAX_BYTES
     max_event_bytes: int = NATS_DEFAULT_MAX_PAYLOAD - HEADER_ALLOWANCE
+    #: Volcano job plugins this installation does not run (the chart's `jobPlugins.ssh: false`
+    #: leaves the queue service no right to Secrets): a Job naming one, or one that implies it,
+    #: is refused rather than left with pods waiting on a Secret never made
+    plugins_off: frozenset[str] = frozenset()
 
     @classmethod
     def for_payload(cls, max_payload: int) -> WorkloadLimits:
