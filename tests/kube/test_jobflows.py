@@ -68,6 +68,23 @@ def test_a_missing_template_waits_and_a_succeeded_flow_deletes_only_its_own_jobs
     assert kept.delete == () and kept.status is not None and kept.status["state"] == {"phase": "Succeed"}
 
 
+def test_a_completed_job_gone_since_stays_done_and_is_not_made_again() -> None:
+    """A template with ttlSecondsAfterFinished: its job is deleted once Completed. Volcano's
+    controller then made it again (the step ran for ever); here the flow's status remembers it."""
+    dag = flow(("prep", []), ("train", ["prep"]))
+    dag["status"] = jf.plan(dag, TEMPLATES, {"pipe-prep": job("prep", "Completed")}).status
+    gone = jf.plan(dag, TEMPLATES, {})  # prep's job deleted by its ttl, train not made yet
+    assert gone.create == ("train",) and gone.status is not None
+    assert gone.status["completedJobs"] == ["pipe-prep"] and gone.status["state"] == {"phase": "Running"}
+    dag["status"] = gone.status
+    finished = jf.plan(dag, TEMPLATES, {"pipe-train": job("train", "Completed")})
+    assert finished.create == () and finished.status["state"] == {"phase": "Succeed"}  # type: ignore[index]
+    # a job seen running and gone is made again (it never finished)
+    running = flow(("prep", []))
+    running["status"] = jf.plan(running, TEMPLATES, {"pipe-prep": job("prep", "Running")}).status
+    assert jf.plan(running, TEMPLATES, {}).create == ("prep",)
+
+
 def test_what_volcanos_webhook_would_refuse_is_named_and_nothing_is_made() -> None:
     cases = {
         "cycle": (flow(("a", ["b"]), ("b", ["a"])), [("spec.flows", "", "the flows' dependsOn do not form a directed acyclic graph")]),

@@ -8,7 +8,9 @@ As Volcano's jobflow controller has it:
   flow's namespace (its spec as it is), labelled and annotated
   `volcano.sh/createdByJobTemplate: <namespace>.<step>`, owned by the flow;
 * a step with no `dependsOn.targets` is made at once, any other when every target's job is
-  `Completed` (the `probe` field is accepted and, as in Volcano, not consulted);
+  `Completed` (the `probe` field is accepted and, as in Volcano, not consulted); a job the
+  flow's status shows Completed stays done once it is gone (Volcano made it again: a template
+  with `ttlSecondsAfterFinished` re-ran its step for ever);
 * the flow's phase: from Pending (or none) it becomes Running once a job runs or completed and
   none failed, Failed once one failed; from Running, Succeed once every step's job Completed
   (a job failing while Running leaves it Running); Failed and Terminating flows are left as
@@ -130,9 +132,22 @@ def plan(flow: Mapping[str, Any], templates: Mapping[str, Any], jobs: Mapping[st
     steps, problems = steps_of(spec, name)
     if problems:
         return Plan(problems=tuple(problems))
-    mine = {s.name: jobs.get(job_name(name, s.name)) for s in steps}
+    live = {s.name: jobs.get(job_name(name, s.name)) for s in steps}
     if spec.get("jobRetainPolicy") == "delete" and phase == SUCCEED:
-        return Plan(delete=tuple(j.name for j in mine.values() if j is not None and j.owned))
+        return Plan(delete=tuple(j.name for j in live.values() if j is not None and j.owned))
+    # a job the flow saw Completed and that is gone since (its ttlSecondsAfterFinished, a
+    # delete by hand) stays done: Volcano's controller made it again, and a template with a ttl
+    # re-ran its step for ever
+    seen = {str(e.get("name")): e for e in status.get("jobStatusList") or [] if isinstance(e, Mapping)}
+    mine: dict[str, FlowJob | None] = {}
+    for s in steps:
+        entry = seen.get(job_name(name, s.name))
+        if live[s.name] is None and entry is not None and entry.get("state") == "Completed":
+            mine[s.name] = FlowJob(name=job_name(name, s.name), phase="Completed",
+                                   created=str(entry.get("startTimestamp") or ""),
+                                   retries=int(entry.get("restartCount") or 0))  # fmt: skip
+        else:
+            mine[s.name] = live[s.name]
 
     def done(target: str) -> bool:
         job = mine.get(target)
