@@ -242,6 +242,7 @@ def test_every_status_tessera_writes_survives_the_servers_pruning() -> None:
     and admission write must come back whole, or it would vanish on a cluster (and be written
     again on every pass)."""
     from contracts.workloads import JobSpec, TaskSpec
+    from services.core.workload import jobflow as jf
     from services.kube import volcano
     from services.kube.status import refusal_status
     from tests.kube.pruning import pruned_status
@@ -262,6 +263,10 @@ def test_every_status_tessera_writes_survives_the_servers_pruning() -> None:
         ("scheduling.volcano.sh", "queues"): [
             volcano.queue_status("Open", {"cpu": 4000, "memory": 8192, "huawei.com/Ascend910B3": 2000},
                                  ["Running", "Pending", "Inqueue"]),
+        ],
+        ("flow.volcano.sh", "jobflows"): [
+            jf.flow_status({}, [jf.FlowJob("f-a", "Completed", now, 1), jf.FlowJob("f-b", "Running", now)], 2, ""),
+            jf.flow_status({}, [jf.FlowJob("f-a", "Aborted")], 1, "Running"),
         ],
     }
     for (group, plural), statuses in written.items():
