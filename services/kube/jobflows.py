@@ -50,6 +50,8 @@ class JobFlowController:
         self.dirty: set[str] = set()
         self.dirty_templates: set[str] = set()
         self.said: dict[str, str] = {}  # flow → the last problem told (told once per change)
+        #: flow uid → its jobs seen Completed (a job deleted by its ttl stays done meanwhile)
+        self.completed: dict[str, dict[str, jf.FlowJob]] = {}
         self._wake = asyncio.Event()
         self.synced = {k: asyncio.Event() for k in ("flow", "template", "job")}
 
@@ -80,6 +82,7 @@ class JobFlowController:
             self.dirty.add(ch.key)
             if ch.kind == "delete":
                 self.said.pop(ch.key, None)
+                self.completed.pop(volcano.uid(ch.obj), None)
         else:  # a template or a job: every flow of the namespace that names it
             step = ch.key.split("/", 1)[1]
             for key, flow in self.flows.items():
@@ -113,16 +116,23 @@ class JobFlowController:
         ns, name = key.split("/", 1)
         uid = volcano.uid(flow)
         out: dict[str, jf.FlowJob] = {}
+        done = self.completed.setdefault(uid, {})
         for step in _step_names(flow):
             job = self.jobs.get(f"{ns}/{jf.job_name(name, step)}")
             if job is None:
+                # seen Completed by this process and gone since (a ttl), before the flow's
+                # status saying so was back from its watch: still done
+                if jf.job_name(name, step) in done:
+                    out[jf.job_name(name, step)] = done[jf.job_name(name, step)]
                 continue
             owners = [r for r in volcano.meta(job).get("ownerReferences") or [] if r.get("kind") == "JobFlow"]
             st = job.get("status") or {}
-            out[jf.job_name(name, step)] = jf.FlowJob(
+            got = out[jf.job_name(name, step)] = jf.FlowJob(
                 name=jf.job_name(name, step), phase=str((st.get("state") or {}).get("phase") or ""),
                 created=str(volcano.meta(job).get("creationTimestamp") or ""), retries=int(st.get("retryCount") or 0),
                 owned=any(r.get("uid") == uid for r in owners))  # fmt: skip
+            if got.phase == "Completed" and got.owned:
+                done[got.name] = got
         return out
 
     async def reconcile(self, key: str) -> None:
@@ -148,8 +158,12 @@ class JobFlowController:
         for step in plan.create:
             await self._create(flow, ns, name, step, templates[step])
         if plan.status is not None and volcano.status_differs(flow.get("status"), plan.status):
-            await self.kube.patch(jobflows_path(ns, name, "status"),
-                                  {"status": volcano.removals(flow.get("status"), plan.status)})  # fmt: skip
+            written = await self.kube.patch(jobflows_path(ns, name, "status"),
+                                            {"status": volcano.removals(flow.get("status"), plan.status)})  # fmt: skip
+            if isinstance(written, dict) and self.flows.get(key) is flow:
+                # the next pass reads what was written, not the watch's older copy: a job the
+                # status now holds Completed may be gone (ttl) before the watch brings the flow
+                self.flows[key] = volcano.typed(written, "JobFlow")
 
     async def _create(self, flow: dict[str, Any], ns: str, name: str, step: str, template: dict[str, Any]) -> None:
         made_by = jf.template_key(ns, step)

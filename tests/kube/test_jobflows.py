@@ -170,3 +170,39 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
             assert st["runningJobs"] == [] and st["completedJobs"] == ["pipe-prep", "pipe-train"]  # none left behind
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_step_whose_job_its_ttl_deleted_is_not_run_again(cluster: Cluster, tmp_path: Path) -> None:
+    """`ttlSecondsAfterFinished: 0` in the first template: its job goes the moment it Completed.
+    The second step still starts, the first is never made again, and the flow succeeds."""
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    prep = template("prep")
+    prep["spec"]["ttlSecondsAfterFinished"] = 0
+    await cluster.kube.create(jobtemplates_path("default"), prep)
+    await cluster.kube.create(jobtemplates_path("default"), template("train"))
+    body = {"apiVersion": volcano.FLOW, "kind": "JobFlow", "metadata": {"name": "pipe", "namespace": "default"},
+            "spec": {"flows": [{"name": "prep"}, {"name": "train", "dependsOn": {"targets": ["prep"]}}]}}  # fmt: skip
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, run_for={"pipe-prep-main-0": 0, "pipe-train-main-0": 0}):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            made = await cluster.kube.create(jobflows_path("default"), body)
+            seen: set[str] = set()  # uids of every pipe-prep Job there was
+
+            async def succeeded() -> bool:
+                got = await _get(cluster, jobs_path("default", "pipe-prep"))
+                if got is not None:
+                    seen.add(got["metadata"]["uid"])
+                flow_obj = await _get(cluster, jobflows_path("default", "pipe")) or {}
+                return ((flow_obj.get("status") or {}).get("state") or {}).get("phase") == "Succeed"
+
+            await wait_until(succeeded, 60, "the flow Succeed with its first job gone by its ttl")
+            assert await _get(cluster, jobs_path("default", "pipe-prep")) is None  # gone, and not made again
+            assert len(seen) <= 1
+            events = await cluster.kube.get("/api/v1/namespaces/default/events")
+            created = [e["message"] for e in events.get("items") or []
+                       if e["involvedObject"].get("uid") == made["metadata"]["uid"] and e["reason"] == "Created"]  # fmt: skip
+            assert sorted(created) == ["create a job named pipe-prep!", "create a job named pipe-train!"]
+        finally:
+            await asyncio.to_thread(cp.stop)
