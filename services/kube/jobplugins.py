@@ -136,7 +136,7 @@ def _b64(text: str) -> str:
 
 
 def objects(job: Mapping[str, Any], owner: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(kind, body) of what the job's plugins put beside its pods (svc's, then ssh's Secret)."""
+    """(kind, body) of what the job's plugins put beside its pods: svc's, ssh's Secret, ringsconfigmap's."""
     return [*svc_objects(job, owner), *ssh_objects(job, owner), *rings_objects(job, owner)]
 
 
