@@ -568,6 +568,8 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "pdbs_path": ("policy", "poddisruptionbudgets"),
                 "hypernodes_path": ("topology.volcano.sh", "hypernodes"),
                 "jobflows_path": ("flow.volcano.sh", "jobflows"), "jobtemplates_path": ("flow.volcano.sh", "jobtemplates"),
+                "replicasets_path": ("apps", "replicasets"), "statefulsets_path": ("apps", "statefulsets"),
+                "daemonsets_path": ("apps", "daemonsets"), "batchjobs_path": ("batch", "jobs"),
                 "configmaps_path": ("", "configmaps"), "services_path": ("", "services"),
                 "networkpolicies_path": ("networking.k8s.io", "networkpolicies")}  # fmt: skip
 CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path")  # the name comes first, then the subresource

@@ -347,6 +347,23 @@ def events_path(namespace: str, name: str = "") -> str:
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
 
+def replicasets_path(namespace: str, name: str = "") -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/replicasets" + (f"/{name}" if name else "")
+
+
+def statefulsets_path(namespace: str, name: str = "") -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/statefulsets" + (f"/{name}" if name else "")
+
+
+def daemonsets_path(namespace: str, name: str = "") -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/daemonsets" + (f"/{name}" if name else "")
+
+
+def batchjobs_path(namespace: str, name: str = "") -> str:
+    """Kubernetes Jobs (batch/v1), not Volcano's."""
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs" + (f"/{name}" if name else "")
+
+
 def claims_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     """PersistentVolumeClaims (all namespaces when `namespace` is empty)."""
     base = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims" if namespace else "/api/v1/persistentvolumeclaims"

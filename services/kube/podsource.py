@@ -38,9 +38,18 @@ import msgspec
 
 from contracts.api import REJECTED
 from services.admission.service import AdmissionService
-from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
 from services.kube import pods, status, volcano
-from services.kube.client import PRIORITY_CLASSES, Kube, KubeError
+from services.kube.client import (
+    PRIORITY_CLASSES,
+    Kube,
+    KubeError,
+    batchjobs_path,
+    daemonsets_path,
+    pods_path,
+    replicasets_path,
+    statefulsets_path,
+)
 from services.kube.listwatch import Change, Merged, Reflector, scheduler_pods
 from services.kube.volcano import hypernodes_path, jobs_path, podgroups_path, queues_path
 from services.runtime.tasks import cancel_all
@@ -49,6 +58,11 @@ from services.runtime.waits import within
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
+#: the owner annotation that makes its pods one gang (Volcano's PodGroup controller reads it
+#: from the pods' controller: ReplicaSet — a Deployment's annotations reach it —, StatefulSet,
+#: DaemonSet, Kubernetes Job)
+GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
 
 
 class PodSource:
@@ -74,6 +88,10 @@ class PodSource:
         self.deleting: set[tuple[str, str, str]] = set()
         self.jobs_present: set[tuple[str, str, str]] = set()  # Job objects listed, by uid
         self.listed: set[str] = set()  # the reflectors that have listed once
+        #: owner uid → its `group-min-member` (0: none, or its pods are not a gang), read once
+        self.owner_min: dict[str, int] = {}
+        self.owner_groups: set[tuple[str, str]] = set()  # PodGroups made for owners, by this process
+        self.retrying: dict[str, dict[str, Any]] = {}  # pods to look at again (their latest version)
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -250,6 +268,95 @@ class PodSource:
             else:
                 await self.admission.delete_job(ns, name, uid)
 
+    async def _owner_gang(self, obj: dict[str, Any]) -> bool:
+        """Volcano's PodGroup controller, for the pods it makes a gang of: a pod naming no
+        PodGroup whose controller (a StatefulSet, ReplicaSet, DaemonSet or Job) carries
+        `scheduling.volcano.sh/group-min-member` ≥ 2 gets the PodGroup `podgroup-<owner uid>`
+        with that minMember (its queue and priority class from the pod), and is named in it; until
+        then it is no job of its own (Volcano's scheduler ignores it as well). True when so."""
+        if pods.node_name(obj) or not self._wanted(obj):
+            return False
+        m = volcano.meta(obj)
+        owner = next((r for r in m.get("ownerReferences") or [] if r.get("controller")), None)
+        group = str((owner or {}).get("apiVersion") or "").split("/")[0]
+        if owner is None or (group, owner.get("kind")) not in OWNER_KINDS:
+            return False
+        ns, uid = str(m.get("namespace") or "default"), str(owner.get("uid") or "")
+        if uid not in self.owner_min:
+            try:
+                self.owner_min[uid] = await self._min_member(ns, owner)
+            except KubeError as exc:  # the API server did not answer: held, and looked at again
+                log.warning("pod %s/%s: its owner %s not read (%s); again shortly", ns, m.get("name"),
+                            owner.get("name"), exc)  # fmt: skip
+                self._again(obj)
+                return True
+        wanted = self.owner_min[uid]
+        if wanted < 2:
+            return False
+        name = f"podgroup-{uid}"
+        try:
+            if (ns, name) not in self.groups and (ns, name) not in self.owner_groups:
+                spec: dict[str, Any] = {"minMember": wanted}
+                if queue := (m.get("annotations") or {}).get(QUEUE_NAME):
+                    spec["queue"] = queue
+                if pc := (obj.get("spec") or {}).get("priorityClassName"):
+                    spec["priorityClassName"] = pc
+                body = {"apiVersion": volcano.SCHEDULING, "kind": "PodGroup",
+                        "metadata": {"name": name, "namespace": ns, "ownerReferences": [
+                            {k: owner[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in owner}]},
+                        "spec": spec}  # fmt: skip
+                try:
+                    await self.kube.create(podgroups_path(ns), body)
+                except KubeError as exc:
+                    if exc.status != 409:
+                        raise
+                self.owner_groups.add((ns, name))
+            await self.kube.patch(pods_path(ns, str(m.get("name") or "")),
+                                  {"metadata": {"annotations": {GROUP_NAME: name}}})  # fmt: skip
+        except KubeError as exc:
+            if exc.status == 404:
+                return True  # the pod went meanwhile
+            log.warning("pod %s/%s: its owner's PodGroup %s not made (%s); again shortly", ns,
+                        m.get("name"), name, exc)  # fmt: skip
+            self.owner_groups.discard((ns, name))
+            self._again(obj)
+        return True
+
+    def _again(self, obj: dict[str, Any]) -> None:
+        """The pod looked at again in a second, as it is then (a pod waiting to be placed changes
+        no more; one deleted meanwhile is not looked at)."""
+        r = pods.ref(obj)
+        key = f"{r.namespace}/{r.name}"
+        self.retrying[key] = obj
+
+        def again() -> None:
+            latest = self.retrying.pop(key, None)
+            if latest is not None:
+                self.changes.put_nowait(("pod", Change("upsert", key, latest)))
+
+        asyncio.get_running_loop().call_later(1.0, again)
+
+    async def _min_member(self, ns: str, owner: dict[str, Any]) -> int:
+        """The owner's `group-min-member` (0 when it has none, is gone, or may not be read)."""
+        kind, name = owner.get("kind"), str(owner.get("name") or "")
+        try:  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
+            if kind == "StatefulSet":
+                got = await self.kube.get(statefulsets_path(ns, name))
+            elif kind == "ReplicaSet":
+                got = await self.kube.get(replicasets_path(ns, name))
+            elif kind == "DaemonSet":
+                got = await self.kube.get(daemonsets_path(ns, name))
+            else:
+                got = await self.kube.get(batchjobs_path(ns, name))
+        except KubeError as exc:
+            if exc.status not in (403, 404):
+                raise
+            return 0
+        if not isinstance(got, dict) or volcano.uid(got) != owner.get("uid"):
+            return 0
+        raw = str((volcano.meta(got).get("annotations") or {}).get(GROUP_MIN_MEMBER) or "")
+        return int(raw) if raw.isdigit() else 0
+
     def _wanted(self, obj: dict[str, Any]) -> bool:
         r = pods.ref(obj)
         job = self.admission.known.jobs.get((r.namespace, r.job))
@@ -288,8 +395,15 @@ class PodSource:
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None:
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
+            if what == "pod" and ch.key in self.retrying:  # a newer version, or gone
+                if ch.kind == "delete":
+                    del self.retrying[ch.key]
+                else:
+                    self.retrying[ch.key] = ch.obj
             if what == "pod" and self._member(ch, touched, held):
                 continue
+            if what == "pod" and ch.kind != "delete" and await self._owner_gang(ch.obj):
+                continue  # its PodGroup made and the pod named in it: it comes back a member
             if what == "priorityclass":
                 if ch.kind == "upsert":
                     docs.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
