@@ -63,6 +63,7 @@ MAX_BATCH = 500
 #: DaemonSet, Kubernetes Job)
 GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
+OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 
 
 class PodSource:
@@ -283,6 +284,8 @@ class PodSource:
             return False
         ns, uid = str(m.get("namespace") or "default"), str(owner.get("uid") or "")
         if uid not in self.owner_min:
+            while len(self.owner_min) >= OWNERS_REMEMBERED:  # the oldest first (CronJobs' Jobs pile up)
+                del self.owner_min[next(iter(self.owner_min))]
             try:
                 self.owner_min[uid] = await self._min_member(ns, owner)
             except KubeError as exc:  # the API server did not answer: held, and looked at again
