@@ -689,9 +689,12 @@ class JobController:
                     for res, v in requested(t.spec):
                         acc[res] = acc.get(res, 0) + v
         for i, name in enumerate(names):
+            obj = self.queues.get(name)
+            if obj is None or name not in proj.queues:
+                continue  # deleted while an earlier one was written (a KeyError here ended the service)
             desired = volcano.queue_status(proj.queues[name].state, allocated[name], phases[name])
             try:
-                await self._write_status(self.queues[name], desired)
+                await self._write_status(obj, desired)
             except KubeError:
                 self.dirty_queues.update(names[i:])
                 raise

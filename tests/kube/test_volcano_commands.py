@@ -212,3 +212,29 @@ async def test_a_queue_changed_twice_within_one_batch_is_judged_once_as_it_last_
         assert not [w for w in await warnings_about(cluster, "twice") if w["reason"] == "FailedAdmission"]
     finally:
         await asyncio.to_thread(cp.stop)
+
+
+async def test_a_queue_deleted_while_the_status_pass_writes_does_not_end_the_queue_service() -> None:
+    """The queue status pass writes one Queue after another; a Queue deleted from the API server
+    meanwhile (its watch drops it from the store) ended the whole queue service with a KeyError
+    — a loaded run of the test above hit it. The pass now skips the queue that went."""
+    from contracts.events import QueueCreated
+    from contracts.workloads import QueueSpec
+    from services.kube.jobcontroller import JobController
+    from services.runtime.eventlog.memory import MemoryLog
+
+    written: list[str] = []
+
+    class Server:
+        async def patch(self, path: str, body: object) -> dict:
+            written.append(path)
+            controller.queues.pop("qb", None)  # the watch's delete, while this write was out
+            return {}
+
+    controller = JobController(MemoryLog(), Server())  # type: ignore[arg-type]
+    for seq, name in enumerate(("qa", "qb"), start=1):
+        controller.fold(seq, QueueCreated(spec=QueueSpec(name=name)))
+        controller.queues[name] = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": name}}
+    controller.dirty_queues.update(("qa", "qb"))
+    await controller.queue_statuses()
+    assert written == [volcano.queues_path("qa", "status")]
