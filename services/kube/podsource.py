@@ -64,6 +64,7 @@ MAX_BATCH = 500
 GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
+QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
 
 
 class PodSource:
@@ -93,6 +94,9 @@ class PodSource:
         self.owner_min: dict[str, int] = {}
         self.owner_groups: set[tuple[str, str]] = set()  # PodGroups made for owners, by this process
         self.retrying: dict[str, dict[str, Any]] = {}  # pods to look at again (their latest version)
+        #: queue → the changes waiting for its watch event (objects naming a queue the server has)
+        self.queue_waiters: dict[str, dict[str, tuple[str, Change]]] = {}
+        self.queues_waited: set[str] = set()  # queues waited for in vain: what names them is judged at once
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -184,6 +188,9 @@ class PodSource:
         if what == "queue":
             docs.append(volcano.manifest(ch.obj))
             objs[(kind, "", name)] = ch.obj
+            self.queues_waited.discard(name)
+            if name in self.queue_waiters:  # judged after this batch has admitted the queue
+                asyncio.get_running_loop().call_soon(self._queue_came, name)
         elif what == "job":
             for old in [d for d in self.deleting if d[:2] == (ns, name) and d[2] != volcano.uid(ch.obj)]:
                 # made again under its name while the old one's pods terminate: the old job ends
@@ -325,6 +332,81 @@ class PodSource:
             self._again(obj)
         return True
 
+    async def _queues_first(self, docs: list[dict[str, Any]], objs: dict[tuple[str, str], dict[str, Any]],
+                            others: dict[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
+        """The documents to judge now: one naming a Queue this process has not heard of yet,
+        which the API server has (created just before it — `kubectl apply` of a Queue and a
+        Job — and its watch event not here yet: watches of two resources keep no order between
+        them), waits for that Queue instead of being refused "queue does not exist" with a
+        Warning the user would see for nothing. A queue the server does not have either is
+        judged at once (and refused)."""
+        known = set(self.admission.known.queues) | {
+            str((d.get("metadata") or {}).get("name") or "") for d in docs if d.get("kind") == "Queue"}
+        kept: list[dict[str, Any]] = []
+        waiting: dict[str, bool] = {}  # queue → on the server
+        groups: set[tuple[str, str]] = set()  # PodGroups held
+        for d in docs:
+            queue = _queue_of(d)
+            if queue is None or queue in known or queue in ("default", "root") or queue in self.queues_waited:
+                kept.append(d)
+                continue
+            if queue not in waiting:
+                waiting[queue] = await self._queue_served(queue)
+            if not waiting[queue]:
+                kept.append(d)
+                continue
+            m = d.get("metadata") or {}
+            ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+            if d.get("kind") == "PodGroup":
+                groups.add((ns, name))
+            change = self._change_of(d, ns, name, objs, others)
+            if change is not None:
+                self.queue_waiters.setdefault(queue, {})[f"{change[0]}/{ns}/{name}"] = change
+        for queue in [q for q, served in waiting.items() if served]:
+            asyncio.get_running_loop().call_later(QUEUE_PATIENCE, self._queue_waited, queue)
+        # a held PodGroup's pods wait with it (judged without it, they would be refused)
+        if groups:
+            kept = [d for d in kept if d.get("kind") != "Pod" or _group_of(d) not in groups]
+        return kept
+
+    def _change_of(self, doc: dict[str, Any], ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
+                   others: dict[tuple[str, str, str], dict[str, Any]]) -> tuple[str, Change] | None:  # fmt: skip
+        """The change that brings a held document back (a pod, a Job, a PodGroup with its pods)."""
+        kind = doc.get("kind")
+        if kind == "Pod":
+            obj = objs.get((ns, name))
+            if obj is None:  # a member of a PodGroup: the group brings it back
+                return None
+            return "pod", Change("upsert", f"{ns}/{name}", obj)
+        if kind == "Job" and (obj := others.get(("Job", ns, name))) is not None:
+            return "job", Change("upsert", f"{ns}/{name}", obj)
+        if kind == "PodGroup" and (obj := self.groups.get((ns, name))) is not None:
+            return "podgroup", Change("upsert", f"{ns}/{name}", obj)
+        return None
+
+    async def _queue_served(self, queue: str) -> bool:
+        try:
+            await self.kube.get(queues_path(queue))
+        except KubeError as exc:
+            if exc.status in (403, 404):
+                return False
+            log.warning("queue %s not looked up (%s): what names it is judged now", queue, exc)
+            return False
+        return True
+
+    def _queue_waited(self, queue: str) -> None:
+        """Patience out: what names the queue is judged as it is from now on (a Queue admission
+        refused is on the server and never in the log: it must not hold them for ever)."""
+        if queue not in self.admission.known.queues:
+            self.queues_waited.add(queue)
+        self._queue_came(queue)
+
+    def _queue_came(self, queue: str) -> None:
+        """The objects that waited for the queue, judged again (its watch event is here, or
+        the patience ran out: then they are judged as they are)."""
+        for what, change in (self.queue_waiters.pop(queue, None) or {}).values():
+            self.changes.put_nowait((what, change))
+
     def _again(self, obj: dict[str, Any]) -> None:
         """The pod looked at again in a second, as it is then (a pod waiting to be placed changes
         no more; one deleted meanwhile is not looked at)."""
@@ -432,6 +514,7 @@ class PodSource:
         running = [o for o in objs.values() if pods.node_name(o)]
         docs.extend(pods.manifest(o) for o in running)
         docs.extend(pods.manifest(o) for o in objs.values() if not pods.node_name(o))
+        docs = await self._queues_first(docs, objs, others)
         if not docs:
             return
         results = await self.admission.admit_documents(_latest(docs))
@@ -509,6 +592,24 @@ class PodSource:
 
 
 _STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `run`'s wait
+
+
+def _queue_of(doc: dict[str, Any]) -> str | None:
+    """The queue a Job, PodGroup or pod document names (None for other kinds)."""
+    kind = doc.get("kind")
+    if kind in ("Job", "PodGroup"):
+        return str((doc.get("spec") or {}).get("queue") or "default")
+    if kind == "Pod":
+        return str(((doc.get("metadata") or {}).get("annotations") or {}).get(QUEUE_NAME) or "default")
+    return None
+
+
+def _group_of(doc: dict[str, Any]) -> tuple[str, str] | None:
+    """(namespace, PodGroup) a pod document names, if it names one."""
+    m = doc.get("metadata") or {}
+    annotations = m.get("annotations") or {}
+    group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
+    return (str(m.get("namespace") or "default"), str(group)) if group else None
 
 
 def _latest(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -214,10 +214,47 @@ async def test_a_queue_changed_twice_within_one_batch_is_judged_once_as_it_last_
         await asyncio.to_thread(cp.stop)
 
 
+async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being_refused(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """`kubectl apply` of a Queue and a Job naming it: the Job's watch event can reach admission
+    before the Queue's (two resources' watches keep no order between them) — the Job was refused
+    "queue does not exist", a Warning the user saw for nothing (a loaded run of
+    test_job_update.py showed it). Admission now asks the server, and the Job waits for its
+    queue. Here admission's Queue watch is held until the Job is there."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await volcano_served(cluster)
+    held = cluster.held[("tessera-admission", "scheduling.volcano.sh/queues")] = asyncio.Event()
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        queue = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "late"}, "spec": {"weight": 1}}
+        await cluster.kube.create(volcano.queues_path(), queue)
+        await cluster.kube.create(volcano.jobs_path("default"), huge_job("late"))
+
+        async def judged() -> bool:  # the Job seen: its queue looked up on the server, or refused
+            return cluster.requests[("tessera-admission", "fetch", "scheduling.volcano.sh/queues")] > 0 \
+                or bool(await warnings_about(cluster, "huge"))  # fmt: skip
+
+        await wait_until(judged, 60, "admission judging the Job before it heard of its queue")
+        held.set()
+
+        async def has_podgroup() -> bool:
+            uid = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
+            return bool(uid) and await _get(cluster, volcano.podgroups_path("default", f"huge-{uid}")) is not None
+
+        await wait_until(has_podgroup, 60, "the job admitted into its queue (its PodGroup made)")
+        assert not await warnings_about(cluster, "huge")
+    finally:
+        await asyncio.to_thread(cp.stop)
+
+
 async def test_a_queue_deleted_while_the_status_pass_writes_does_not_end_the_queue_service() -> None:
     """The queue status pass writes one Queue after another; a Queue deleted from the API server
     meanwhile (its watch drops it from the store) ended the whole queue service with a KeyError
-    — a loaded run of the test above hit it. The pass now skips the queue that went."""
+    — a loaded run of test_queue_objects_default_root_and_deletions hit it. The pass now skips
+    the queue that went."""
     from contracts.events import QueueCreated
     from contracts.workloads import QueueSpec
     from services.kube.jobcontroller import JobController
