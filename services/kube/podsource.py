@@ -93,9 +93,11 @@ class PodSource:
         #: owner uid → its `group-min-member` (0: none, or its pods are not a gang), read once
         self.owner_min: dict[str, int] = {}
         self.owner_groups: set[tuple[str, str]] = set()  # PodGroups made for owners, by this process
-        self.retrying: dict[str, dict[str, Any]] = {}  # pods to look at again (their latest version)
+        #: changes to look at again later ("<what>/<ns>/<name>" → their latest version): a pod
+        #: whose owner could not be read, objects waiting for their Queue; dropped when deleted
+        self.later: dict[str, tuple[str, Change]] = {}
         #: queue → the changes waiting for its watch event (objects naming a queue the server has)
-        self.queue_waiters: dict[str, dict[str, tuple[str, Change]]] = {}
+        self.queue_waiters: dict[str, set[str]] = {}
         self.queues_waited: set[str] = set()  # queues waited for in vain: what names them is judged at once
 
     def _ours(self, obj: dict[str, Any]) -> bool:
@@ -361,7 +363,7 @@ class PodSource:
                 groups.add((ns, name))
             change = self._change_of(d, ns, name, objs, others)
             if change is not None:
-                self.queue_waiters.setdefault(queue, {})[f"{change[0]}/{ns}/{name}"] = change
+                self.queue_waiters.setdefault(queue, set()).add(self._keep(*change))
         for queue in [q for q, served in waiting.items() if served]:
             asyncio.get_running_loop().call_later(QUEUE_PATIENCE, self._queue_waited, queue)
         # a held PodGroup's pods wait with it (judged without it, they would be refused)
@@ -404,22 +406,25 @@ class PodSource:
     def _queue_came(self, queue: str) -> None:
         """The objects that waited for the queue, judged again (its watch event is here, or
         the patience ran out: then they are judged as they are)."""
-        for what, change in (self.queue_waiters.pop(queue, None) or {}).values():
-            self.changes.put_nowait((what, change))
+        for key in sorted(self.queue_waiters.pop(queue, None) or ()):
+            self._release(key)
+
+    def _keep(self, what: str, change: Change) -> str:
+        """Hold a change to look at again (`_release`), kept at its object's latest version."""
+        key = f"{what}/{change.key}"
+        self.later[key] = (what, change)
+        return key
+
+    def _release(self, key: str) -> None:
+        """A held change back into the stream, as its object is now (not if it was deleted)."""
+        if (held := self.later.pop(key, None)) is not None:
+            self.changes.put_nowait(held)
 
     def _again(self, obj: dict[str, Any]) -> None:
-        """The pod looked at again in a second, as it is then (a pod waiting to be placed changes
-        no more; one deleted meanwhile is not looked at)."""
+        """The pod looked at again in a second (a pod waiting to be placed changes no more)."""
         r = pods.ref(obj)
-        key = f"{r.namespace}/{r.name}"
-        self.retrying[key] = obj
-
-        def again() -> None:
-            latest = self.retrying.pop(key, None)
-            if latest is not None:
-                self.changes.put_nowait(("pod", Change("upsert", key, latest)))
-
-        asyncio.get_running_loop().call_later(1.0, again)
+        key = self._keep("pod", Change("upsert", f"{r.namespace}/{r.name}", obj))
+        asyncio.get_running_loop().call_later(1.0, self._release, key)
 
     async def _min_member(self, ns: str, owner: dict[str, Any]) -> int:
         """The owner's `group-min-member` (0 when it has none, is gone, or may not be read)."""
@@ -464,6 +469,11 @@ class PodSource:
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
                 continue
+            if (key := f"{what}/{ch.key}") in self.later:  # held: a newer version, or gone
+                if ch.kind == "delete":
+                    del self.later[key]
+                else:
+                    self.later[key] = (what, ch)
             if what in ("queue", "job", "podgroup"):
                 await self._volcano(what, ch, docs, others, touched)
                 continue
@@ -480,11 +490,6 @@ class PodSource:
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None:
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
-            if what == "pod" and ch.key in self.retrying:  # a newer version, or gone
-                if ch.kind == "delete":
-                    del self.retrying[ch.key]
-                else:
-                    self.retrying[ch.key] = ch.obj
             if what == "pod" and self._member(ch, touched, held):
                 continue
             if what == "pod" and ch.kind != "delete" and await self._owner_gang(ch.obj):

@@ -16,6 +16,7 @@ import pytest
 
 from services.cli.up import ControlPlane
 from services.kube import volcano
+from services.kube.client import pods_path as kpods_path
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import (
     JOB,
@@ -231,11 +232,24 @@ async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being
     try:
         queue = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "late"}, "spec": {"weight": 1}}
         await cluster.kube.create(volcano.queues_path(), queue)
+
+        def pod(name: str) -> dict[str, Any]:
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": name, "namespace": "default", "annotations": {"scheduling.volcano.sh/queue-name": "late"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+
+        asked = ("tessera-admission", "fetch", "scheduling.volcano.sh/queues")
+        await cluster.create_pod(pod("gone"))  # waits for the queue too, and is deleted meanwhile
+
+        async def asked_for(n: int) -> bool:
+            return cluster.requests[asked] >= n
+
+        await wait_until(lambda: asked_for(1), 60, "admission holding the pod for its queue")
+        await cluster.kube.delete(kpods_path("default", "gone"))
         await cluster.kube.create(volcano.jobs_path("default"), huge_job("late"))
 
         async def judged() -> bool:  # the Job seen: its queue looked up on the server, or refused
-            return cluster.requests[("tessera-admission", "fetch", "scheduling.volcano.sh/queues")] > 0 \
-                or bool(await warnings_about(cluster, "huge"))  # fmt: skip
+            return cluster.requests[asked] >= 2 or bool(await warnings_about(cluster, "huge"))
 
         await wait_until(judged, 60, "admission judging the Job before it heard of its queue")
         held.set()
@@ -246,6 +260,14 @@ async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being
 
         await wait_until(has_podgroup, 60, "the job admitted into its queue (its PodGroup made)")
         assert not await warnings_about(cluster, "huge")
+        # a pod made now is judged after whatever waited for the queue was let go
+        await cluster.create_pod(pod("marker"))
+
+        async def in_log(name: str) -> bool:
+            return any(p.get("name") == name for p in await cli_json(cp, "get", "pods", "-o", "records"))
+
+        await wait_until(lambda: in_log("marker"), 60, "a later pod of the queue in the log")
+        assert not await in_log("gone")  # deleted while it waited: not brought back
     finally:
         await asyncio.to_thread(cp.stop)
 
