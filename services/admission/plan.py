@@ -13,7 +13,7 @@ excepted: Volcano's root-queue protection), and a live Job's `minAvailable`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -219,6 +219,10 @@ def plan_documents(
     running: dict[tuple[str, str], list[RunningPod]] = {}
     for rp in workload.running:
         running.setdefault((rp.namespace, rp.job), []).append(rp)
+    refused_pods: dict[tuple[str, str], list[str]] = {}
+    for r in workload.rejections:
+        if r.kind == "Pod":
+            refused_pods.setdefault((r.namespace, r.name), []).append(r.line())
     for job in workload.jobs:
         key = (job.namespace, job.name)
         kind = job.kind or "Job"
@@ -226,7 +230,9 @@ def plan_documents(
         warnings = tuple(warned.get((kind, job.namespace, job.name), ()))
         if have_job is not None and have_job.live:
             change = judge_update(have_job.spec, job)
-            if change.refusals:
+            if kind == "PodGroup" and (kept := _refused_members(have_job.spec, refused_pods)):
+                results.append(_result(kind, job.namespace, job.name, REJECTED, kept))
+            elif change.refusals:
                 results.append(_result(kind, job.namespace, job.name, REJECTED, change.refusals))
             elif change.spec is None:
                 results.append(_result(kind, job.namespace, job.name, UNCHANGED, (), warnings))
@@ -322,6 +328,17 @@ def _result(
 ) -> ObjectResult:  # fmt: skip
     return ObjectResult(kind=kind, name=name, namespace=ns, outcome=outcome, reasons=reasons,
                         warnings=warnings)  # fmt: skip
+
+
+def _refused_members(live: JobSpec, refused_pods: Mapping[tuple[str, str], list[str]]) -> tuple[str, ...]:
+    """Why a live PodGroup's change is not taken: pods among its tasks that were refused this
+    time (a rule added by an upgrade, an annotation edited since). Taken without them, the
+    change would be a scale-down — the pods evicted, though they run as admitted; nothing
+    changes instead, and the refusal names each pod's rules."""
+    return tuple(f"pod {pod} is one of the running PodGroup's pods and was refused "
+                 f"({'; '.join(refused_pods[(live.namespace, pod)])}): the PodGroup's change "
+                 "is not taken" for task in live.tasks for pod in task.pod_names
+                 if (live.namespace, pod) in refused_pods)  # fmt: skip
 
 
 def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:

@@ -542,6 +542,12 @@ class PodSource:
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
                     continue
             obj = objs.get((res.namespace, res.name)) if res.kind == "Pod" else None
+            if res.outcome == REJECTED and res.kind == "Pod" and obj is None \
+                    and (member := self._member_named(res.namespace, res.name)) is not None:  # fmt: skip
+                self.refused += 1
+                with contextlib.suppress(KubeError):
+                    await self._refuse_member(*member, res.reasons)
+                continue
             if res.outcome == REJECTED:
                 if obj is None:
                     obj = next((o for o in objs.values() if pods.ref(o).job == res.name
@@ -554,6 +560,23 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
+
+    def _member_named(self, namespace: str, name: str) -> tuple[tuple[str, str], dict[str, Any]] | None:
+        """(its PodGroup, the pod) for a pod kept as a group's member."""
+        for key, pods_of in self.members.items():
+            if key[0] == namespace and name in pods_of:
+                return key, pods_of[name]
+        return None
+
+    async def _refuse_member(self, group: tuple[str, str], obj: dict[str, Any], reasons: tuple[str, ...]) -> None:
+        """A PodGroup's refused pod is told so, as a pod of its own is: one the running group
+        has among its tasks runs on as admitted (its edit is what was refused: a Warning
+        Event), any other waits unbound for ever (the Rejected condition and the Event)."""
+        job = self.admission.known.jobs.get(group)
+        if job is not None and job.live and any(pods.ref(obj).name in t.pod_names for t in job.spec.tasks):
+            await status.write_event(self.kube, obj, "Warning", "FailedUpdate", "; ".join(reasons), self.clock())
+        else:
+            await status.refuse(self.kube, obj, reasons, self.clock())
 
     async def _hold(self, gated: Iterable[dict[str, Any]]) -> None:
         """Say why a gated pod waits, in kube-scheduler's words, as it would: the pod is not in

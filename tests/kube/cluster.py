@@ -813,12 +813,15 @@ class Kubelet:
     """HAMi's device plugin and the kubelet for every node (see the module docstring)."""
 
     def __init__(self, cluster: Cluster, run_for: dict[str, int] | None = None, *,
-                 hold_deletions: bool = False) -> None:  # fmt: skip
+                 hold_deletions: bool = False, hold_starts: bool = False) -> None:  # fmt: skip
         """`hold_deletions`: a pod being deleted keeps running (its grace period) until the test
         calls `confirm`; otherwise the kubelet confirms at once, as for containers that stop
-        on SIGTERM."""
+        on SIGTERM. `hold_starts`: a bound pod stays Pending (its images pulling) until the
+        test calls `start`."""
         self.cluster = cluster
         self.hold_deletions = hold_deletions
+        self.hold_starts = hold_starts
+        self.pulling: dict[tuple[str, str], dict[str, Any]] = {}  # held starts
         self.terminating: dict[tuple[str, str], str] = {}  # (ns, pod) -> uid, held
         self.kube = cluster.kube
         self.served: list[tuple[str, str, str]] = []  # (node, ns, pod) in order served
@@ -870,6 +873,9 @@ class Kubelet:
             await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": {hami.BIND_PHASE: "success"}}})
             await self.kube.patch(nodes_path(node), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
             self.allocating[node].discard(name)
+        if self.hold_starts:
+            self.pulling[(ns, name)] = obj
+            return
         self._done.add(served)
         self.served.append((node, ns, name))
         # as a kubelet reports a started pod: each container running and ready (no probes)
@@ -878,6 +884,17 @@ class Kubelet:
         await self.kube.patch(pods_path(ns, name, "status"), {"status": {"phase": "Running", "containerStatuses": statuses}})
         if name in self.exit_codes:
             await self.finish(ns, name, self.exit_codes[name])
+
+    async def start(self) -> None:
+        """The images are in: every held pod starts (and those bound from now on at once)."""
+        self.hold_starts = False
+        held, self.pulling = list(self.pulling.values()), {}
+        for obj in held:
+            meta = obj.get("metadata") or {}
+            with contextlib.suppress(KubeError):  # 404: deleted meanwhile
+                current = await self.kube.get(pods_path(meta.get("namespace"), meta.get("name")))
+                if (current.get("metadata") or {}).get("uid") == meta.get("uid"):
+                    await self._serve(current)
 
     async def confirm(self, ns: str, name: str, uid: str = "") -> None:
         """The containers stopped: delete this very pod (a UID precondition, as a kubelet does:

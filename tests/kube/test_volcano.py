@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.events import EvictionRequested, JobUpdated, TaskFinished
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
@@ -24,6 +25,7 @@ from services.kube.client import KubeError, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_disruption_budgets import logged
 from tests.kube.workload import EXAMPLES, hami_nodes
 from tests.processes import wait_until
 
@@ -278,18 +280,33 @@ async def test_rejected_job_gets_a_warning_and_a_failed_state(cluster: Cluster, 
         await asyncio.to_thread(cp.stop)
 
 
-async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_path: Path) -> None:
-    """A PodGroup and two pods naming it (`scheduling.k8s.io/group-name`), all made by kubectl:
-    one gang of two, bound together, and the PodGroup's status says Running with Scheduled."""
-    await volcano_served(cluster)
-    await hami_nodes(cluster)
-    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+def _pair() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A PodGroup of two and its two one-card pods, as kubectl makes them."""
     pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
           "metadata": {"name": "pair", "namespace": "default"}, "spec": {"minMember": 2, "queue": "default"}}  # fmt: skip
     members = [{"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"pair-{i}", "annotations": {"scheduling.k8s.io/group-name": "pair"}},
                 "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox", "resources": {
                     "limits": {"huawei.com/Ascend910B3": "1"}}}]}} for i in range(2)]  # fmt: skip
+    return pg, members
+
+
+async def _pair_events(cp: ControlPlane, *types: type) -> list[Any]:
+    return [e for _, e in await logged(cp) if isinstance(e, types) and getattr(e, "name", "") == "pair"]
+
+
+async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_path: Path) -> None:
+    """A PodGroup and two pods naming it (`scheduling.k8s.io/group-name`), all made by kubectl:
+    one gang of two, bound together, and the PodGroup's status says Running with Scheduled.
+
+    Then one of its pods is edited into something admission refuses (a task priority that is
+    no number) and the PodGroup is changed: the change was taken without that pod and the pod,
+    running as admitted, evicted. Now nothing changes: the PodGroup and the pod each get a
+    Warning naming the rule, and both pods run on."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pg, members = _pair()
     async with Kubelet(cluster):
         await _start(cp)
         try:
@@ -305,5 +322,72 @@ async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_pa
                     and [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
 
             await wait_until(gang_runs, 90, "both pods Running as one gang, the PodGroup Running")
+            uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await cluster.pods()}
+            await cluster.kube.patch(pods_path("default", "pair-1"),
+                                     {"metadata": {"annotations": {"volcano.sh/task-priority": "high"}}})  # fmt: skip
+            await cluster.kube.patch(volcano.podgroups_path("default", "pair"),
+                                     {"metadata": {"annotations": {"team": "search"}}})  # fmt: skip
+
+            async def told() -> dict[str, str]:
+                return {e["involvedObject"]["name"]: e["message"] for e in await cluster.events()
+                        if e.get("reason") == "FailedUpdate"}  # fmt: skip
+
+            async def both_told() -> bool:
+                return {"pair", "pair-1"} <= set(await told())
+
+            await wait_until(both_told, 30, "a Warning on the PodGroup and on its refused pod")
+            said = await told()
+            assert "pod pair-1" in said["pair"] and "volcano.sh/task-priority" in said["pair"]
+            assert "volcano.sh/task-priority" in said["pair-1"]
+            assert not await _pair_events(cp, JobUpdated, EvictionRequested, TaskFinished)
+            assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in await cluster.pods()} == uids
+            assert all(kpods.phase(p) == "Running" for p in await cluster.pods())
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(cluster: Cluster, tmp_path: Path) -> None:
+    """A gang's pods bound and still Pending (their images pulling: minutes for an NPU image)
+    when its PodGroup changes: admission judged each such pod a pod claiming a node it was
+    never given, took the change without them — a scale-down — and both pods were deleted.
+    Seen as a loaded run's flake, whenever the binding reached admission before anything else
+    touched the group; `kubectl annotate podgroup` or an admission restart did it at will."""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pg, members = _pair()
+    async with Kubelet(cluster, hold_starts=True) as kubelet:
+        await _start(cp)
+        try:
+            await cluster.kube.create(volcano.podgroups_path("default"), pg)
+            for pod in members:
+                await cluster.create_pod(pod)
+
+            async def pulling() -> bool:
+                return len(kubelet.pulling) == 2
+
+            await wait_until(pulling, 60, "both pods bound, their images pulling")
+            uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await cluster.pods()}
+            await cluster.kube.patch(volcano.podgroups_path("default", "pair"),
+                                     {"metadata": {"annotations": {"team": "search"}}})  # fmt: skip
+
+            async def taken() -> bool:
+                return any(e.spec.annotations.get("team") == "search" for e in await _pair_events(cp, JobUpdated))
+
+            await wait_until(taken, 30, "the PodGroup's change in the log")
+            await kubelet.start()
+
+            async def gang_runs() -> bool:
+                ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
+                st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+                return all(kpods.phase(ps.get(f"pair-{i}", {})) == "Running" for i in range(2)) \
+                    and st.get("running") == 2  # fmt: skip
+
+            await wait_until(gang_runs, 60, "both pods Running, the PodGroup counting them")
+            assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in await cluster.pods()} == uids
+            assert not await _pair_events(cp, EvictionRequested, TaskFinished)
+            update = (await _pair_events(cp, JobUpdated))[-1]
+            assert sorted(n for t in update.spec.tasks for n in t.pod_names) == ["pair-0", "pair-1"]
+        finally:
+            await asyncio.to_thread(cp.stop)
+
