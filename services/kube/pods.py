@@ -168,11 +168,10 @@ def manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
         meta["annotations"] = volcano.with_arrival(meta.get("annotations") or {}, obj)
     doc["metadata"] = meta
     st = obj.get("status") or {}
-    # a bound pod's phase says it holds its node (Running, or Pending while its images are
-    # pulled — minutes for an NPU training image): admission takes either as a placement, and
-    # a bound pod without one as a pod that claims a node it was never given
-    bound = st.get("phase") in ("Running", "Pending") and node_name(obj)
-    doc["status"] = {"phase": st["phase"]} if bound else {}
+    # a bound pod's phase says whether it holds its node (Running, or Pending while its images
+    # are pulled — minutes for an NPU training image) or held it (Succeeded, Failed): without
+    # one admission reads a pod that claims a node it was never given, and refuses it
+    doc["status"] = {"phase": st["phase"]} if st.get("phase") and node_name(obj) else {}
     if not node_name(obj):
         (doc.get("spec") or {}).pop("nodeName", None)
     return doc

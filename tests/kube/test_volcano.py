@@ -351,7 +351,8 @@ async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(clu
     when its PodGroup changes: admission judged each such pod a pod claiming a node it was
     never given, took the change without them — a scale-down — and both pods were deleted.
     Seen as a loaded run's flake, whenever the binding reached admission before anything else
-    touched the group; `kubectl annotate podgroup` or an admission restart did it at will."""
+    touched the group; `kubectl annotate podgroup` or an admission restart did it at will.
+    A finished pod, bound and Succeeded, was refused alike: a change after it stays whole."""
     await volcano_served(cluster)
     await hami_nodes(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
@@ -388,6 +389,24 @@ async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(clu
             assert not await _pair_events(cp, EvictionRequested, TaskFinished)
             update = (await _pair_events(cp, JobUpdated))[-1]
             assert sorted(n for t in update.spec.tasks for n in t.pod_names) == ["pair-0", "pair-1"]
+
+            await kubelet.finish("default", "pair-0", 0)  # one is done; a change still keeps it
+
+            async def finished() -> bool:
+                return bool(await _pair_events(cp, TaskFinished))
+
+            await wait_until(finished, 30, "pair-0's end in the log")
+            await cluster.kube.patch(volcano.podgroups_path("default", "pair"),
+                                     {"metadata": {"annotations": {"team": "ads"}}})  # fmt: skip
+
+            async def again() -> bool:
+                return any(e.spec.annotations.get("team") == "ads" for e in await _pair_events(cp, JobUpdated))
+
+            await wait_until(again, 30, "the second change in the log")
+            update = (await _pair_events(cp, JobUpdated))[-1]
+            assert sorted(n for t in update.spec.tasks for n in t.pod_names) == ["pair-0", "pair-1"]
+            assert not await _pair_events(cp, EvictionRequested)
+            assert not [e for e in await cluster.events() if e.get("reason") in ("FailedUpdate", "FailedAdmission")]
         finally:
             await asyncio.to_thread(cp.stop)
 
