@@ -810,10 +810,12 @@ class Admission:
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed"):
             return []  # finished where it ran: it holds nothing
-        if phase not in ("Running", "Pending"):  # bound and Pending: starting (pulling its image)
+        # bound and Pending: starting (pulling its image); Unknown: its node stopped reporting,
+        # and the pod may still run there, on its cards
+        if phase not in ("Running", "Pending", "Unknown"):
             ctx.reject("spec.nodeName", node,
-                       "only a bound pod (status.phase Pending or Running) may carry spec.nodeName "
-                       "(pre-existing placement)")  # fmt: skip
+                       "only a bound pod (status.phase Pending, Running or Unknown) may carry "
+                       "spec.nodeName (pre-existing placement)")  # fmt: skip
             return []
         namespace, name, _, annotations = _meta(doc)
         return [RunningPod(namespace, job, name, str(node), annotations, task.devices)]
