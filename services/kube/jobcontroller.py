@@ -62,6 +62,7 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.workloads import JobSpec
+from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
@@ -114,8 +115,8 @@ class JobController:
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
         self.placed: set[str] = set()  # placed since its last verdict
-        #: (job, pod) → seq of the last eviction or return to Pending: pods bound before it are stale
-        self.reset: dict[tuple[str, str], int] = {}
+        #: job → pod → seq of the last eviction or return to Pending: pods bound before it are stale
+        self.reset: dict[str, dict[str, int]] = {}
         self.last_tasks: dict[str, tuple[st.TaskSnap, ...]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}  # "ns/name" → Job object
         self.podgroups: dict[str, dict[str, Any]] = {}  # "ns/name" → PodGroup object
@@ -128,8 +129,12 @@ class JobController:
         self.deleted_queues: dict[str, dict[str, Any]] = {}  # Queue objects deleted on the API
         self._wake = asyncio.Event()
         self.synced: dict[str, asyncio.Event] = {k: asyncio.Event() for k in ("job", "podgroup", "pod", "queue")}
-        self.created: list[str] = []  # every pod this process created (tests, benchmarks)
-        self.pg_specs: dict[str, dict[str, Any]] = {}  # PodGroup → the spec fields last patched
+        self.pg_specs: dict[str, dict[str, Any]] = {}  # job → its PodGroup's spec fields last patched
+        #: deleted jobs, oldest first: what this process holds of each (its spec, pods' resets,
+        #: tasks, PodGroup patch) goes once `keep` more were deleted after it — kept that long
+        #: for a late reconcile of the job, dropped then, or a long-lived controller grew by
+        #: every job the cluster ever ran (the log's own retention never reached these)
+        self.deleted: FinishedOrder[str] = FinishedOrder(DEFAULT_KEEP_FINISHED)
         #: job → (Job uid, the objects as last written, (kind, name) → the object's uid): what the
         #: Job's plugins (svc) have beside its pods, made or found owned by it in this process
         self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[tuple[str, str], str]]] = {}
@@ -156,8 +161,8 @@ class JobController:
                 self.specs[key] = event.spec  # type: ignore[index]
                 self.verdict.pop(key, None)  # type: ignore[arg-type]
                 self.placed.discard(key)  # type: ignore[arg-type]
-                for pod, _r, _i, _t in st.task_names(event.spec):
-                    self.reset[(key, pod)] = seq  # type: ignore[index]
+                self.deleted.revived(key)  # type: ignore[arg-type]
+                self.reset[key] = dict.fromkeys((pod for pod, _r, _i, _t in st.task_names(event.spec)), seq)  # type: ignore[index]
             case JobUpdated():
                 self._updated(key, seq, event.spec)  # type: ignore[arg-type]
             case JobUnschedulable():
@@ -166,13 +171,15 @@ class JobController:
             case PlacementCommitted() if not event.existing:
                 self.placed.add(key)  # type: ignore[arg-type]
             case TaskFinished() if event.reason in st.BACK_TO_PENDING:
-                self.reset[(key, event.task)] = seq  # type: ignore[index]
+                self.reset.setdefault(key, {})[event.task] = seq  # type: ignore[index]
             case EvictionRequested():  # the pod bound before it goes, even if the writer
-                self.reset[(key, event.task)] = seq  # type: ignore[index]  # missed it (a crash)
+                self.reset.setdefault(key, {})[event.task] = seq  # type: ignore[index]  # missed it (a crash)
             case JobDeleted():  # (a job made again under the name starts afresh)
                 self.ran.discard(key)  # type: ignore[arg-type]
                 self.ended_for_deletion.discard(key)  # type: ignore[arg-type]
                 self.gone.pop(key, None)  # type: ignore[arg-type]
+                for old in self.deleted.finished(key):  # type: ignore[arg-type]
+                    self._forget(old)
             case _:
                 pass
         if key is not None:
@@ -188,7 +195,13 @@ class JobController:
         self.specs[key] = spec
         for pod, _r, _i, _t in st.task_names(spec):
             if pod not in had:
-                self.reset[(key, pod)] = seq
+                self.reset.setdefault(key, {})[pod] = seq
+
+    def _forget(self, key: str) -> None:
+        """A job deleted long enough ago: nothing of it is asked for again."""
+        for held in (self.specs, self.reset, self.last_tasks, self.pg_specs, self.verdict):
+            held.pop(key, None)
+        self.placed.discard(key)
 
     async def on_event(self, event: Event, rx: Received) -> None:
         if rx.message.seq > self.watermark:
@@ -321,7 +334,7 @@ class JobController:
         """A pod of an earlier incarnation: bound for a commit before its task was last sent
         back to Pending (`_owned` has already kept only the pods of this very Job object)."""
         bound = pods.seq_annotation(obj, volcano.PLACEMENT)
-        return bound is not None and bound < self.reset.get((key, pod), 0)
+        return bound is not None and bound < self.reset.get(key, {}).get(pod, 0)
 
     async def _created(self, make: Awaitable[Any]) -> bool:
         try:
@@ -412,8 +425,7 @@ class JobController:
                 # would carry the old retry count and race the restart (issue 28)
                 if obj is None and snap is not None and snap.status in (st.PENDING, st.BOUND):
                     body = volcano.pod_for(job, spec, role, index, retries, self.read_seq)
-                    if await self._created(self.kube.create(pods_path(ns), body)):
-                        self.created.append(f"{ns}/{pod}")
+                    await self._created(self.kube.create(pods_path(ns), body))
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
             for k, obj in self._owned(self.pods, key, admitted):
                 if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
@@ -626,12 +638,12 @@ class JobController:
         want = volcano.podgroup_for(job, spec)["spec"]
         have = (pg or {}).get("spec") or {}
         changed = {k: v for k, v in want.items() if have.get(k) != v}
-        if pg is not None and changed and self.pg_specs.get(pg_key) != changed:
+        if pg is not None and changed and self.pg_specs.get(key) != changed:
             # once per difference: a server that shows a value in another form is not patched
             # again at every reconcile
             await self.kube.patch(podgroups_path(ns, pg_key.split("/", 1)[1]), {"spec": changed})
             pg["spec"] = {**have, **changed}  # what the watch will show; no second patch meanwhile
-            self.pg_specs[pg_key] = changed
+            self.pg_specs[key] = changed
             self.writes += 1
 
     # --- status ----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -186,6 +187,10 @@ class PodSource:
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
+                if not self.members.get((ns, name)):
+                    self.members.pop((ns, name), None)
+            if what != "queue":
+                self.judged.pop((ns, name), None)  # (held for as long as the object exists)
             return
         if what == "queue":
             docs.append(volcano.manifest(ch.obj))
@@ -236,6 +241,8 @@ class PodSource:
             held.pop((r.namespace, r.name), None)  # ungated later in the same batch
         if ch.kind == "delete" or not keep:
             self.members.get(key, {}).pop(r.name, None)
+            if not self.members.get(key, True) and key not in self.groups:
+                del self.members[key]  # the group's last pod gone after the group itself
         else:
             self.members.setdefault(key, {})[r.name] = ch.obj
         touched.add(key)
@@ -653,5 +660,6 @@ def _latest(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _version(obj: dict[str, Any]) -> bytes:
-    """What admission judges of a Volcano object (no status, no server fields)."""
-    return msgspec.json.encode(volcano.manifest(obj))
+    """What admission judges of a Volcano object (no status, no server fields), as a digest:
+    one is held per live object, and a Job's manifest runs to kilobytes."""
+    return hashlib.blake2b(msgspec.json.encode(volcano.manifest(obj)), digest_size=16).digest()

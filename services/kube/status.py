@@ -228,6 +228,7 @@ class PodStatusWriter:
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)
                 self.verdict.pop((event.namespace, event.name), None)
+                self.placed.pop((event.namespace, event.name), None)
             case NodeRegistered():
                 self.nodes.add(event.node)
             case _:
