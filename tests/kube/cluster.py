@@ -84,6 +84,18 @@ class Cluster:
     store_lock: asyncio.Lock | None = None
     rules: Any = None
 
+    async def watching(self, agent: str, resource: str) -> None:
+        """Until `agent` watches `resource` (kmock): its list is done, so what is made from now
+        on reaches it by the watch — and waits there when the watch is `held`. Made before, it
+        would be in the list, which nothing holds (a test of a lagging watch raced its client's
+        start: under load the list came late and already held the object)."""
+        from tests.processes import wait_until
+
+        async def opened() -> bool:
+            return self.requests[(agent, "watch", resource)] > 0
+
+        await wait_until(opened, 60, f"{agent} watching {resource}")
+
     async def create_node(self, name: str, *, cpu: str = "192", memory: str = "1536Gi",
                           annotations: dict[str, str] | None = None,
                           labels: dict[str, str] | None = None,

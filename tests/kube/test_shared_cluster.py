@@ -366,6 +366,7 @@ async def test_a_job_the_job_controllers_watch_has_not_brought_yet_runs(cluster:
     async with Kubelet(cluster):
         await asyncio.to_thread(cp.start, lambda _line: None)
         try:
+            await cluster.watching("tessera-queue", "batch.volcano.sh/jobs")
             await create_article_job(cluster)
 
             async def ended() -> bool:

@@ -230,6 +230,7 @@ async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     await asyncio.to_thread(cp.start, lambda _line: None)
     try:
+        await cluster.watching("tessera-admission", "scheduling.volcano.sh/queues")
         queue = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "late"}, "spec": {"weight": 1}}
         await cluster.kube.create(volcano.queues_path(), queue)
 
