@@ -1,6 +1,6 @@
 """Binding throughput and latency against a Kubernetes API server.
 
-    python -m benchmarks.k8s [--nodes 500] [--pods 4000] [--shapes whole,slice]
+    python -m benchmarks.k8s [--nodes 500] [--pods 4000] [--shapes whole,slice,vcjob]
                              [--modes backlog,stream] [--kubeconfig PATH] [--qps 1000]
     python -m benchmarks.k8s --sizes 500x4000,5000x10000   # the whole table (issue 29)
     python -m benchmarks.k8s --kubeconfig K \
@@ -8,7 +8,9 @@
 
 Per run: `--nodes` Nodes with HAMi's register annotation (8 × Ascend 910B3, template mode), then
 `--pods` Pods with `schedulerName: volcano` (whole cards, or 16 GB vNPU slices), created
-concurrently (64 requests in flight on one client); `backlog` creates them all and then starts
+concurrently (64 requests in flight on one client) — or, shape `vcjob`, Volcano Jobs of
+`--job-size` workers (whole cards; gangs of that size) whose pods Tessera's job controller makes,
+each pod's latency from its Job's creation; `backlog` creates them all and then starts
 the control plane, `stream` starts it first and creates them while it schedules. The five
 services run as processes with `--kubeconfig` on an embedded NATS; bindings without HAMi's node
 lock (no device plugin answers here). Measured from a watch of the pods: pods/s from the first
@@ -45,6 +47,7 @@ from contracts import hami
 from services.cli.up import ControlPlane
 from services.kube.client import Kube, KubeError, Limits, nodes_path, pods_path
 from services.kube.listwatch import Reflector
+from services.kube.volcano import jobs_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
@@ -56,6 +59,21 @@ MARK = "<!-- measured below: rewritten by benchmarks/k8s.py -->"
 def _register(node: str) -> str:
     return json.dumps([{"id": f"{node}-npu-{i}", "index": i, "count": 4, "devmem": 65536,
                         "devcore": 20, "type": "Ascend910B3", "health": True} for i in range(8)])  # fmt: skip
+
+
+def _job(j: int, size: int) -> dict[str, Any]:
+    """A Volcano Job of `size` one-card workers, one gang (`vcjob`): what users submit most."""
+    limits = {"huawei.com/Ascend910B3": "1", "cpu": "1", "memory": "1Gi"}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": f"bj-{j}", "namespace": NAMESPACE},
+            "spec": {"schedulerName": "volcano", "minAvailable": size, "queue": "default", "tasks": [
+                {"name": "worker", "replicas": size, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"limits": limits}}]}}}]}}  # fmt: skip
+
+
+def _job_pods(job: dict[str, Any]) -> list[str]:
+    task = job["spec"]["tasks"][0]
+    return [f"{job['metadata']['name']}-{task['name']}-{i}" for i in range(task["replicas"])]
 
 
 def _pod(i: int, shape: str, scheduler: str = "volcano") -> dict[str, Any]:
@@ -115,12 +133,17 @@ class Watch:
                 if len(self.bound) >= self.want:
                     self.all_bound.set()
 
-    async def create(self, pods: list[dict[str, Any]]) -> None:
-        async def one(p: dict[str, Any]) -> None:
-            await self.kube.create(pods_path(NAMESPACE), p)
-            self.created[p["metadata"]["name"]] = time.perf_counter()
+    async def create(self, objs: list[dict[str, Any]]) -> None:
+        async def one(o: dict[str, Any]) -> None:
+            if o["kind"] == "Job":
+                await self.kube.create(jobs_path(NAMESPACE), o)
+                now = time.perf_counter()
+                self.created.update(dict.fromkeys(_job_pods(o), now))
+                return
+            await self.kube.create(pods_path(NAMESPACE), o)
+            self.created[o["metadata"]["name"]] = time.perf_counter()
 
-        await _gather_limited([one(p) for p in pods], 64)
+        await _gather_limited([one(o) for o in objs], 64)
 
 
 async def _delivered(url: str, creds: str) -> dict[str, int]:
@@ -237,7 +260,12 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
     watch.want = args.pods
     watch.at_first = lambda: _cpu_of(pids())
     watcher = asyncio.create_task(watch.run())
-    pods = [_pod(i, shape, against.label if against is not None else "volcano") for i in range(args.pods)]
+    if shape == "vcjob":
+        size = max(1, args.job_size)
+        pods = [_job(j, size) for j in range(args.pods // size)]
+        watch.want = len(pods) * size
+    else:
+        pods = [_pod(i, shape, against.label if against is not None else "volcano") for i in range(args.pods)]
     reads: dict[str, int] = {}
     writes: dict[str, int] = {}
     try:
@@ -278,7 +306,8 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         if args.kubeconfig:
-            await _cleanup(kube, args.nodes, args.pods)
+            await _cleanup(kube, args.nodes, [*watch.created, *(f"b-{i}" for i in range(args.pods))],
+                           [p["metadata"]["name"] for p in pods if p["kind"] == "Job"])  # fmt: skip
         await kube.close()
     times = sorted(watch.bound.values())
     lat = sorted(watch.bound[n] - watch.created[n] for n in watch.bound if n in watch.created)
@@ -313,7 +342,7 @@ async def _ensure_namespace(kube: Kube) -> None:
             raise
 
 
-async def _cleanup(kube: Kube, nodes: int, pods: int) -> None:
+async def _cleanup(kube: Kube, nodes: int, pods: Iterable[str], jobs: Iterable[str] = ()) -> None:
     """What a run made on a real server, gone before the next run makes it again: the Pods at
     once (`gracePeriodSeconds: 0` — no kubelet runs them, so a graceful deletion of a bound pod
     would wait for a confirmation that never comes, and the next run's `b-0` would meet it),
@@ -325,7 +354,8 @@ async def _cleanup(kube: Kube, nodes: int, pods: int) -> None:
         with contextlib.suppress(KubeError):  # (404: never made, or gone already)
             await kube.delete(path, body)
 
-    await _gather_limited([gone(pods_path(NAMESPACE, f"b-{i}"), now) for i in range(pods)], 64)
+    await _gather_limited([gone(jobs_path(NAMESPACE, j), now) for j in jobs], 64)  # (their pods below)
+    await _gather_limited([gone(pods_path(NAMESPACE, n), now) for n in dict.fromkeys(pods)], 64)
     await _gather_limited([gone(nodes_path(f"bench-{i}")) for i in range(nodes)], 64)
 
 
@@ -501,7 +531,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pods", type=int, default=4000)
     p.add_argument("--sizes", default="", help="several runs' nodes × pods: 500x4000,5000x10000 (the "
                    "table issue 29 asks for; ~15 minutes on 2 cores)")
-    p.add_argument("--shapes", default="whole,slice", help="whole cards and/or 16 GB slices")
+    p.add_argument("--shapes", default="whole,slice", help="whole cards and/or 16 GB slices, or vcjob: "
+                   "Volcano Jobs of --job-size whole-card workers (not in the default table)")
+    p.add_argument("--job-size", type=int, default=8, help="workers per Volcano Job (shape vcjob)")
     p.add_argument("--modes", default="backlog,stream")
     p.add_argument("--kubeconfig", default="", help="a real API server (default: kmock's emulator)")
     p.add_argument("--qps", type=float, default=1000, help="client QPS limit of every service")

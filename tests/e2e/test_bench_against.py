@@ -51,3 +51,15 @@ async def test_a_foreign_scheduler_that_exits_stops_the_run() -> None:
     with pytest.raises(SystemExit) as stopped:
         await k8s._on_server(args, "whole", "stream", args.against)
     assert "exited with 3" in str(stopped.value) and "no such flag" in str(stopped.value)
+
+
+async def test_volcano_jobs_are_measured_from_their_jobs_creation() -> None:
+    """Shape `vcjob`: Volcano Jobs of `--job-size` workers, whose pods Tessera's job controller
+    makes; each pod's latency counts from its Job's creation, and the against scheduler (which
+    cannot run a Volcano Job) is not run on it."""
+    args = k8s.parse(["--nodes", "2", "--pods", "12", "--shapes", "vcjob", "--job-size", "4", "--modes", "backlog",
+                      "--against", TOY, "--against-name", "toy", "--timeout", "120"])  # fmt: skip
+    [row] = await k8s.main_async(args)
+    assert (row["scheduler"], row["shape"], row["bound"]) == ("tessera", "vcjob", 12)
+    assert row["p99"] is not None and row["p99"] > 0
+    assert row["api_per_pod"]["queue"]["create pods"] == 1.0  # the job controller made every pod

@@ -268,7 +268,7 @@ async def test_the_benchmark_leaves_a_server_as_it_found_it(cluster: Cluster) ->
             await kube.create(pods_path(k8s.NAMESPACE, f"b-{i}", "binding"), {
                 "apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"b-{i}"},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": "bench-0"}})  # fmt: skip
-        await k8s._cleanup(kube, 3, 4)
+        await k8s._cleanup(kube, 3, [f"b-{i}" for i in range(4)])
         left = (await kube.get(pods_path(k8s.NAMESPACE))).get("items", [])
         assert [p["metadata"]["name"] for p in left] == []
         nodes = [n["metadata"]["name"] for n in (await kube.get(nodes_path())).get("items", [])]
