@@ -159,8 +159,8 @@ def plan_documents(
     pcs = {n: pc for n, pc in known.priority_classes.items() if n not in declared_pcs}
     try:
         largest = largest_of(known.node_largest.values())
-        workload = admit(docs, parser, device_names, existing_queues=seed,
-                         existing_priority_classes=pcs, limits=workload_limits, largest=largest)  # fmt: skip
+        workload = admit(docs, parser, device_names, existing_queues=seed, existing_priority_classes=pcs,
+                         limits=workload_limits, largest=largest, live_jobs=_Live(known))  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
@@ -328,6 +328,18 @@ def _result(
 ) -> ObjectResult:  # fmt: skip
     return ObjectResult(kind=kind, name=name, namespace=ns, outcome=outcome, reasons=reasons,
                         warnings=warnings)  # fmt: skip
+
+
+class _Live:
+    """The live jobs' names, asked of `Known` as admission asks (a set of them per batch would
+    be a walk over every job)."""
+
+    def __init__(self, known: Known) -> None:
+        self.known = known
+
+    def __contains__(self, key: object) -> bool:
+        job = self.known.jobs.get(key)  # type: ignore[call-overload]
+        return job is not None and job.live
 
 
 def _refused_members(live: JobSpec, refused_pods: Mapping[tuple[str, str], list[str]]) -> tuple[str, ...]:

@@ -45,3 +45,34 @@ async def test_a_forbidden_change_is_refused_naming_the_field_and_writes_nothing
     bad = await svc.apply(job(replicas=1, min_available=2))  # the create rules hold on update too
     assert bad.results[0].outcome == REJECTED and "spec.minAvailable" in bad.results[0].reasons[0]
     assert len(await events_of(event_log)) == before
+
+
+async def test_a_live_job_in_a_queue_closed_since_is_judged_again_unchanged(event_log: EventLog) -> None:
+    """Volcano's webhook asks an Open queue of a create only: a Job or PodGroup that runs in a
+    queue closed since it was admitted is unchanged when judged again (an admission restart
+    judges every live object once more; each in a closed queue was told it was refused), a new
+    one is refused, and a change the update rules allow is still taken."""
+    from contracts.events import QueueStateChanged
+    from tests.admission.test_admission import put
+
+    group = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pair, namespace: ml}
+spec: {minMember: 1, queue: team-a}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pair-0, namespace: ml, annotations: {scheduling.k8s.io/group-name: pair}}
+spec:
+  containers: [{name: c, image: busybox, resources: {limits: {cpu: "1"}}}]
+"""
+    svc = await started(event_log)
+    await svc.apply(QUEUE + "---" + job() + "---" + group)
+    await put(event_log, event_log.subjects.queue("team-a"), QueueStateChanged(queue="team-a", state="Closed"))
+    restarted = await started(event_log)
+    reply = await restarted.apply(job() + "---" + group)
+    assert [(r.kind, r.outcome) for r in reply.results] == [("Job", UNCHANGED), ("PodGroup", UNCHANGED)]
+    assert (await restarted.apply(job(replicas=3, min_available=3))).results[0].outcome == CONFIGURED
+    other = await restarted.apply(job().replace("name: train", "name: other"))
+    assert other.results[0].outcome == REJECTED and "state `Open`" in other.results[0].reasons[0]

@@ -17,7 +17,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -338,6 +338,7 @@ class Admission:
         self.members: dict[tuple[str, str], list[str]] = {}  # PodGroup → its valid pods
         self.waiting: dict[tuple[str, str], tuple[str, ...]] = {}
         self.manifests: dict[tuple[str, str], str] = {}
+        self.live_jobs: Container[tuple[str, str]] = ()  # `admit`'s
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -565,8 +566,10 @@ class Admission:
 
     def _check_queue(self, ctx: _Ctx, path: str, queue: str, existing: bool = False) -> None:
         """Volcano job webhook: queue exists, is Open, is not root and is a leaf. An `existing`
-        object (a PodGroup given with a non-Pending status) passed that webhook when it was
-        created; a queue closed since then does not refuse it."""
+        object (a PodGroup given with a non-Pending status, a job that runs) passed that webhook
+        when it was created; a queue closed since then does not refuse it (Volcano's webhook
+        asks an Open queue of a create only: an admission restart judging every live Job again
+        told each one in a closed queue it was refused)."""
         if queue == "root":
             ctx.reject(path, queue, "can not submit job to root queue")
             return
@@ -851,7 +854,8 @@ class Admission:
         min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
         queue = str(spec.get("queue") or "default")
         phase = str((doc.get("status") or {}).get("phase") or "")
-        self._check_queue(ctx, "spec.queue", queue, existing=phase not in ("", "Pending"))
+        self._check_queue(ctx, "spec.queue", queue,
+                          existing=phase not in ("", "Pending") or (namespace, name) in self.live_jobs)  # fmt: skip
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
         if phase and phase not in POD_GROUP_PHASES:
@@ -927,7 +931,7 @@ class Admission:
         namespace, name, _, annotations = _meta(doc)
         spec = doc.get("spec") or {}
         queue = str(spec.get("queue") or "default")
-        self._check_queue(ctx, "spec.queue", queue)
+        self._check_queue(ctx, "spec.queue", queue, existing=(namespace, name) in self.live_jobs)
         raw_tasks = spec.get("tasks") or []
         if not raw_tasks:
             ctx.reject("spec.tasks", None, "No task specified in job spec")
@@ -1055,15 +1059,18 @@ def admit(
     existing_priority_classes: Mapping[str, PriorityClass] | None = None,
     limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
     largest: Largest | None = None,
+    live_jobs: Container[tuple[str, str]] = (),
 ) -> Workload:
     """Normalize and validate `docs`; never raises for bad input (rejections are returned).
 
     `existing_queues` (name → spec with its current state) and `existing_priority_classes` are
     what a running system already has: jobs are checked against them; they are returned in
     `Workload.queues` / `Workload.priority_classes` too. `limits` bounds each object's counts
-    and sizes (`limits.py`).
+    and sizes (`limits.py`). `live_jobs` ((namespace, name)) run already: a Job or PodGroup of
+    that name is an update, which a queue closed since it was admitted does not refuse.
     """
     admission = Admission(parser, device_names, limits, largest)
+    admission.live_jobs = live_jobs
     admission.queues.update(existing_queues or {})
     for pc in (existing_priority_classes or {}).values():
         admission.priority[pc.name] = pc
