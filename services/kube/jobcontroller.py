@@ -154,7 +154,7 @@ class JobController:
         #: the pods and PodGroups each Job owns: a reconcile walked every pod of the cluster's
         #: Volcano Jobs to find its own — two thirds of the queue process with 500 Jobs of 8
         #: (benchmarks.k8s --shapes vcjob)
-        self.owners = {id(self.pods): OwnerIndex(), id(self.podgroups): OwnerIndex()}
+        self.pod_owners, self.podgroup_owners = OwnerIndex(), OwnerIndex()
         self.queues: dict[str, dict[str, Any]] = {}
         self.watermark = 0
         self.read_seq = 0  # the log folded up to here (stamped on the pods made: `MADE_AFTER`)
@@ -281,8 +281,8 @@ class JobController:
             store.pop(ch.key, None)
         else:
             store[ch.key] = obj
-        if (index := self.owners.get(id(store))) is not None:
-            index.put(ch.key, None if ch.kind == "delete" else obj)
+        if what in ("pod", "podgroup"):
+            self._owners(store).put(ch.key, None if ch.kind == "delete" else obj)
         m = volcano.meta(obj)
         ns = str(m.get("namespace") or "default")
         if what == "pod":
@@ -401,9 +401,12 @@ class JobController:
         """The objects of `store` owned by the Job object `key` with uid `job_uid` (pods: only
         those one of Tessera's scheduler names schedules)."""
         name = key.split("/", 1)[1]
-        found = ((k, store[k]) for k in self.owners[id(store)].owned(key))
+        found = ((k, store[k]) for k in self._owners(store).owned(key))
         return [(k, o) for k, o in found if volcano.owner_job(o) == (name, job_uid)
                 and (store is not self.pods or pods.scheduler_name(o) in self.scheduler_names)]  # fmt: skip
+
+    def _owners(self, store: dict[str, dict[str, Any]]) -> OwnerIndex:
+        return self.pod_owners if store is self.pods else self.podgroup_owners
 
     def admitted_uid(self, key: str) -> str:
         """The uid of the Job object the log admitted under `key` ("" if none: not ours)."""
