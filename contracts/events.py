@@ -171,6 +171,12 @@ class BindingFailed(Event, frozen=True, tag="BindingFailed"):
     reason: str
 
 
+#: how a `PlacementRejected.reason` begins when the allocator refused on a card ledger the
+#: proposal had not seen (a slice's `expected_seq` behind the card's last sequence): a race the
+#: next session's view settles, not a judgment it would repeat — no refusal is remembered
+STALE_VIEW = "stale view"
+
+
 class PlacementRejected(Event, frozen=True, tag="PlacementRejected"):
     namespace: str
     name: str

@@ -145,3 +145,38 @@ async def test_a_deleted_job_releases_its_own_slices_and_no_other_jobs(event_log
     await drain(alloc)
     assert alloc.job_holders == by_job() == {"default/inf2/": {"default/inf2/worker-0", "default/inf2/worker-1"}}
     assert sorted(alloc.holdings) == ["default/inf2/worker-0", "default/inf2/worker-1"]
+
+
+async def test_a_refusal_on_a_card_that_moved_after_the_proposals_view_says_so(event_log: EventLog) -> None:
+    """Two proposals decided on one view of a card: the first commits, the second is refused
+    — a race, told as a stale view (the scheduler then remembers no refusal of those nodes).
+    A proposal decided on the card as it is now and refused still says only the rule."""
+    import msgspec
+
+    from contracts.events import STALE_VIEW
+
+    s = event_log.subjects
+    alloc = Allocator(event_log)
+    await put(event_log, s.node("n1"), ascend_node("n1"))
+    await drain(alloc)
+    card = "n1-Ascend910B3-1"
+    seen = alloc.card_seq[card]
+
+    def on_view(job: str, expected: int) -> object:
+        p = proposal(job, "n1", [1])
+        placements = tuple(msgspec.structs.replace(t, slices=tuple(
+            msgspec.structs.replace(a, expected_seq=expected) for a in t.slices)) for t in p.placements)  # fmt: skip
+        return msgspec.structs.replace(p, placements=placements)
+
+    await put(event_log, s.job("default", "first"), on_view("first", seen))
+    await put(event_log, s.job("default", "raced"), on_view("raced", seen))
+    await drain(alloc)
+    now = alloc.card_seq[card]
+    await put(event_log, s.job("default", "fresh"), on_view("fresh", now))
+    await drain(alloc)
+    jobs = decoded([m async for m in event_log.replay(1, s.all_jobs())])
+    rejected = {e.name: e.reason for e in jobs if isinstance(e, PlacementRejected)}
+    assert [e.name for e in jobs if isinstance(e, PlacementCommitted)] == ["first"]
+    assert rejected["raced"].startswith(f"{STALE_VIEW}: card {card} changed after the proposal's view (#{seen} → #{now})")
+    assert "ExclusiveDeviceAllocateConflict" in rejected["raced"]
+    assert not rejected["fresh"].startswith(STALE_VIEW) and "ExclusiveDeviceAllocateConflict" in rejected["fresh"]

@@ -127,3 +127,14 @@ async def test_a_stale_answer_is_no_refusal() -> None:
     d = await driver(nodes=1)
     d.sessions(3, "stale proposal #7: the job was updated (#8): edited")
     assert len(d.proposals()) == 3
+
+
+async def test_a_refusal_on_a_view_the_ledger_had_moved_past_is_no_refusal() -> None:
+    """"stale view: …" answers a proposal that lost a race for a card (another commit took it
+    after the proposal's view): the next session's view has the winner, so the job is tried
+    again on the same nodes — remembered, the refusal kept it off the only nodes with free
+    cards for good."""
+    d = await driver(nodes=1)
+    d.sessions(3, "stale view: card n1-Ascend910B3-0 changed after the proposal's view (#5 → #9); "
+                  "task cpu-0 on card n1-Ascend910B3-0: ExclusiveDeviceAllocateConflict")  # fmt: skip
+    assert len(d.proposals()) == 3 and d.sched.view.refused == {}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from contracts.base import Event
 from contracts.devices import SliceSpec
 from contracts.events import (
+    STALE_VIEW,
     BindingFailed,
     CardHealthChanged,
     CardRegistered,
@@ -134,7 +135,7 @@ class SchedulerView:
         return sorted({tasks[p].node for p in self.assumed_tasks.get(key, ()) if p in tasks and tasks[p].node})
 
     def _refuse(self, key: str, reason: str, nodes: list[str]) -> None:
-        if reason.startswith(STALE) or not nodes or key not in self.projection.jobs:
+        if reason.startswith((STALE, STALE_VIEW)) or not nodes or key not in self.projection.jobs:
             return  # the log moved under the proposal: nothing about its nodes
         before = self.refused.get(key)
         there = dict(before.nodes) if before else {}
