@@ -119,11 +119,15 @@ class SchedulerView:
                     nodes = self._assumed_nodes(key)  # where the proposal put them, before undone
                     self._forget(event.namespace, event.name)
                     self._refuse(key, event.reason, nodes)
-            case SliceReserved() | SliceReleased():
+            case SliceReserved() | SliceReleased() | CardHealthChanged() | CardRegistered():
                 # the ledger's usage is authoritative but does not know our outstanding
-                # proposals yet: book them on top again
-                for owner, sl in self.assumed.get(event.card, {}).items():
-                    self._card_usage(event.card, ledger.ReserveSlice(owner=owner, slice=sl))
+                # proposals yet: book them on top again — a card's registration too: the
+                # allocator's genesis of a card can follow a proposal on it (the node's own
+                # registration listed it first), and its empty usage freed the card in this
+                # view only; the next session proposed another job onto it, refused
+                card = event.card.uuid if isinstance(event, CardRegistered) else event.card
+                for owner, sl in self.assumed.get(card, {}).items():
+                    self._card_usage(card, ledger.ReserveSlice(owner=owner, slice=sl))
             case _:
                 pass
         return moved
