@@ -46,6 +46,7 @@ def _nowhere(_task: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Refusal:
     reason: str
+    card: str = ""  # the card whose ledger refused a slice (none: another rule)
 
 
 def plan_commit(
@@ -81,7 +82,7 @@ def plan_commit(
                 )
             result = decide(state, ReserveSlice(owner=owner, slice=assignment.slice))
             if isinstance(result, Rejection):
-                return Refusal(f"task {placement.task} on card {assignment.card}: {result.reason}")
+                return Refusal(f"task {placement.task} on card {assignment.card}: {result.reason}", assignment.card)
             for event in result:
                 state = evolve(state, event)
                 writes.append(

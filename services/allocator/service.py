@@ -554,17 +554,18 @@ class Allocator:
         self.rejections += 1
         return True
 
-    def _moved_since(self, event: PlacementProposed) -> str:
-        """A card of the proposal whose ledger moved after the view it was decided on, in
-        words ("" if none). Refused on it, the proposal lost a race — another job's commit
-        took the card first — and the scheduler, told so, remembers no refusal: remembered,
-        it kept the job off the nodes that had the only free cards, for good, on a cluster
-        where nothing else changed (a stream of 500 Volcano Jobs left the last one waiting)."""
+    def _moved_since(self, event: PlacementProposed, card: str) -> str:
+        """How the refusing card's ledger moved after the view the proposal was decided on, in
+        words ("" if it did not). Refused there, the proposal lost a race — another job's
+        commit took the card first — and the scheduler, told so, remembers no refusal:
+        remembered, it kept the job off the nodes that had the only free cards, for good, on a
+        cluster where nothing else changed (a stream of 500 Volcano Jobs left the last one
+        waiting). The scheduler's next view has the card as it is now."""
+        now = self.card_seq.get(card, 0)
         for p in event.placements:
             for a in p.slices:
-                now = self.card_seq.get(a.card, 0)
-                if 0 < a.expected_seq < now:
-                    return f"card {a.card} changed after the proposal's view (#{a.expected_seq} → #{now})"
+                if a.card == card and 0 < a.expected_seq < now:
+                    return f"card {card} changed after the proposal's view (#{a.expected_seq} → #{now})"
         return ""
 
     async def on_proposal(self, event: PlacementProposed, rx: Received) -> None:
@@ -613,7 +614,7 @@ class Allocator:
                 # already_done: every task holds what is proposed by an earlier commit (its
                 # slices, or its node), so a second commit would start the pods again
                 reason = plan.reason if isinstance(plan, Refusal) else "already placed as proposed"
-                if isinstance(plan, Refusal) and (moved := self._moved_since(event)):
+                if isinstance(plan, Refusal) and (moved := self._moved_since(event, plan.card)):
                     reason = f"{STALE_VIEW}: {moved}; {reason}"
                 if await self._reject(event, rx, reason):
                     return
