@@ -158,7 +158,10 @@ class PodSource:
         """A PodGroup and its pods, once it has minMember of them and is not admitted yet; an
         admitted live one again when it or its set of pods changed (`JobUpdated`)."""
         pg = self.groups.get(key)
-        if pg is None:
+        if pg is None or "pod" not in self.listed:
+            # a group is judged with its pods: before the pods' listing (admission's start,
+            # its watches listing side by side) a live group's members were the few listed so
+            # far — none, after a restart — and the judgment a scale-down, every pod evicted
             return []
         members = self.members.get(key, {})
         if self._admitted(pg):
@@ -475,6 +478,8 @@ class PodSource:
                 self.listed.add(what)
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
+                if what == "pod":
+                    touched.update(self.groups)  # each group, now with all its pods
                 continue
             if (key := f"{what}/{ch.key}") in self.later:  # held: a newer version, or gone
                 if ch.kind == "delete":

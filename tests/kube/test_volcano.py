@@ -351,8 +351,12 @@ async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(clu
     when its PodGroup changes: admission judged each such pod a pod claiming a node it was
     never given, took the change without them — a scale-down — and both pods were deleted.
     Seen as a loaded run's flake, whenever the binding reached admission before anything else
-    touched the group; `kubectl annotate podgroup` or an admission restart did it at will.
-    A finished pod, bound and Succeeded, was refused alike: a change after it stays whole."""
+    touched the group; `kubectl annotate podgroup` or an admission restart (both here) did it at
+    will. A finished pod, bound and Succeeded, was refused alike: a change after it stays whole.
+
+    The restart found one more: admission's watches list side by side, and a live group met
+    before the pods' listing was judged with the pods listed so far — none — a scale-down to
+    nothing, every pod evicted. A group is judged once the pods are listed."""
     await volcano_served(cluster)
     await hami_nodes(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
@@ -369,6 +373,10 @@ async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(clu
 
             await wait_until(pulling, 60, "both pods bound, their images pulling")
             uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await cluster.pods()}
+            # admission restarted meanwhile (an upgrade): its first look at each live group
+            # judges it again, with the pods as they are now
+            await asyncio.to_thread(cp.kill, "admission")
+            await asyncio.to_thread(cp.restart, "admission")
             await cluster.kube.patch(volcano.podgroups_path("default", "pair"),
                                      {"metadata": {"annotations": {"team": "search"}}})  # fmt: skip
 
