@@ -62,4 +62,6 @@ async def test_volcano_jobs_are_measured_from_their_jobs_creation() -> None:
     [row] = await k8s.main_async(args)
     assert (row["scheduler"], row["shape"], row["bound"]) == ("tessera", "vcjob", 12)
     assert row["p99"] is not None and row["p99"] > 0
-    assert row["api_per_pod"]["queue"]["create pods"] == 1.0  # the job controller made every pod
+    # the job controller made every pod (a creation asked again before its watch brought the
+    # pod is a 409, counted too: under load a quarter more)
+    assert row["api_per_pod"]["queue"]["create pods"] >= 1.0
