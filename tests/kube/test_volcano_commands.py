@@ -186,18 +186,32 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
         await asyncio.to_thread(cp.stop)
 
 
+async def _admission_queue_watch_held(cluster: Cluster, tmp_path: Path) -> tuple[ControlPlane, asyncio.Event]:
+    """The control plane started with admission's Queue watch held until the Event is set,
+    returned once that watch is open: what is made from now on reaches admission only by it
+    (made before, it is in admission's list, which nothing holds, and there is no lag)."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await volcano_served(cluster)
+    agent, resource = "tessera-admission", "scheduling.volcano.sh/queues"
+    held = cluster.held[(agent, resource)] = asyncio.Event()
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        await cluster.watching(agent, resource)
+    except BaseException:
+        await asyncio.to_thread(cp.stop)
+        raise
+    return cp, held
+
+
 async def test_a_queue_changed_twice_within_one_batch_is_judged_once_as_it_last_is(cluster: Cluster, tmp_path: Path) -> None:
     """A watch can bring two changes of one Queue together (created, then edited — or given its
     status — before admission read either): both went to admission in one batch, which refused
     the second as a "duplicate queue" with a FailedAdmission Warning (seen once in a loaded full
     run; the unit test is tests/kube/test_admission_batches.py). Here admission's Queue watch is
     held until both changes are made."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds one client's watch: the emulator's doing")
-    await volcano_served(cluster)
-    held = cluster.held[("tessera-admission", "scheduling.volcano.sh/queues")] = asyncio.Event()
-    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
-    await asyncio.to_thread(cp.start, lambda _line: None)
+    cp, held = await _admission_queue_watch_held(cluster, tmp_path)
     try:
         queue = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "twice"},
                  "spec": {"weight": 1, "reclaimable": True}}  # fmt: skip
@@ -223,14 +237,8 @@ async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being
     "queue does not exist", a Warning the user saw for nothing (a loaded run of
     test_job_update.py showed it). Admission now asks the server, and the Job waits for its
     queue. Here admission's Queue watch is held until the Job is there."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds one client's watch: the emulator's doing")
-    await volcano_served(cluster)
-    held = cluster.held[("tessera-admission", "scheduling.volcano.sh/queues")] = asyncio.Event()
-    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
-    await asyncio.to_thread(cp.start, lambda _line: None)
+    cp, held = await _admission_queue_watch_held(cluster, tmp_path)
     try:
-        await cluster.watching("tessera-admission", "scheduling.volcano.sh/queues")
         queue = {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": "late"}, "spec": {"weight": 1}}
         await cluster.kube.create(volcano.queues_path(), queue)
 
