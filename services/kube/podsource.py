@@ -190,8 +190,7 @@ class PodSource:
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
-                if not self.members.get((ns, name)):
-                    self.members.pop((ns, name), None)
+                self._members_gone((ns, name))
             if what != "queue":
                 self.judged.pop((ns, name), None)  # (held for as long as the object exists)
             return
@@ -244,12 +243,16 @@ class PodSource:
             held.pop((r.namespace, r.name), None)  # ungated later in the same batch
         if ch.kind == "delete" or not keep:
             self.members.get(key, {}).pop(r.name, None)
-            if not self.members.get(key, True) and key not in self.groups:
-                del self.members[key]  # the group's last pod gone after the group itself
+            self._members_gone(key)
         else:
             self.members.setdefault(key, {})[r.name] = ch.obj
         touched.add(key)
         return True
+
+    def _members_gone(self, key: tuple[str, str]) -> None:
+        """Forget a group's pods entry once neither the group nor any pod of it is left."""
+        if key not in self.groups and not self.members.get(key):
+            self.members.pop(key, None)
 
     async def _owned_pod(self, ch: Change, owner: tuple[str, str]) -> None:
         """A deleted Volcano Job's pods run on until their kubelets confirm (a grace period, the
