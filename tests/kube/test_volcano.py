@@ -250,6 +250,77 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             await asyncio.to_thread(cp.stop)
 
 
+async def test_a_pod_asked_for_is_asked_once_while_the_pod_watch_lags(cluster: Cluster, tmp_path: Path) -> None:
+    """The job controller makes a Job's pods, and its own pod watch brings them later (a real
+    API server's watch lags the write under load): every reconcile in between — the job's
+    placements, bindings and binding results each mark it — asked to create them again and met
+    409 (0.25 extra creations per pod in a loaded `benchmarks.k8s --shapes vcjob` run). Here
+    the queue process's pod watches are held until the gang is bound; each pod is asked for
+    once, and the job runs once the watch comes."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    agent = "tessera-queue"
+    held = cluster.held[(agent, "pods")] = asyncio.Event()
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await _start(cp)
+        try:
+            await cluster.watching(agent, "pods")
+            await create_article_job(cluster)
+
+            async def bound() -> bool:
+                ws = await _workers(cluster)
+                return len(ws) == len(WORKERS) and all(p["spec"].get("nodeName") for p in ws.values())
+
+            await wait_until(bound, 90, "both workers made and bound while the controller's pod watch lags")
+            assert cluster.requests[(agent, "create", "pods")] == len(WORKERS)
+            held.set()
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the gang Running once the watch comes")
+            assert cluster.requests[(agent, "create", "pods")] == len(WORKERS)
+        finally:
+            held.set()
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_a_pod_asked_for_is_asked_again_after_a_relist_or_a_409() -> None:
+    """What the controller remembers of a pod asked for (the test above) lasts until its watch
+    brings the pod's name; a relist forgets all of it — a pod made and deleted between two
+    lists is never seen, and must be asked for again — and so does a 409 (a pod under the name
+    that this watch may never bring: another's)."""
+    from services.kube.jobcontroller import JobController
+    from services.kube.listwatch import Change
+    from services.runtime.eventlog.memory import MemoryLog
+
+    asked: list[str] = []
+
+    class Server:
+        async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            asked.append(name := body["metadata"]["name"])
+            if name == "theirs":
+                raise KubeError(409, "AlreadyExists")
+            return body
+
+    class Relisted:
+        def __init__(self, *changes: Change) -> None:
+            self.script = changes
+
+        async def changes(self):  # type: ignore[no-untyped-def]
+            for ch in self.script:
+                yield ch
+
+    controller = JobController(MemoryLog(), Server())  # type: ignore[arg-type]
+    bodies = [{"metadata": {"name": n, "namespace": "ns"}} for n in ("w-0", "w-1", "theirs")]
+    await controller._create_pods("ns", bodies)
+    assert asked == ["w-0", "w-1", "theirs"] and controller.expected == {"ns/w-0", "ns/w-1"}
+    seen = {"metadata": {"name": "w-0", "namespace": "ns", "ownerReferences": []}}
+    await controller._watch("pod", Relisted(Change("upsert", "ns/w-0", seen)), controller.pods, "Pod")  # type: ignore[arg-type]
+    assert controller.expected == {"ns/w-1"}
+    await controller._watch("pod", Relisted(Change("synced", "", {})), controller.pods, "Pod")  # type: ignore[arg-type]
+    assert not controller.expected
+
+
 async def test_rejected_job_gets_a_warning_and_a_failed_state(cluster: Cluster, tmp_path: Path) -> None:
     """A Job into a queue that does not exist: refused by the rules `tessera apply` uses, with
     a Warning Event and `state: Failed, reason Rejected` naming the rule (the fields Volcano's
