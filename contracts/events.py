@@ -263,6 +263,12 @@ class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
     #: (no `JobPhaseChanged` Inqueue of its own); False in records written before, whose
     #: sessions re-run as they ran
     admits_in_proposal: bool = False
+    #: sessions of this record append a waiting job's enqueue refusal again only when its own
+    #: words, its rule or the kinds of reason its trial names change — not when the trial's
+    #: groups of nodes do (they move with every other job's placement and end: 95 % of a
+    #: churn's log, one event per waiting job at each move); False in records written before,
+    #: whose sessions re-run as they ran
+    verdicts_by_words: bool = False
 
 
 # --- node aggregate ----------------------------------------------------------------------------

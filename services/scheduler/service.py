@@ -247,7 +247,7 @@ class Scheduler:
             events = record.decision_events(
                 decisions, session=self.sessions, mode=self.config.mode, outstanding=view.outstanding,
                 last_reasons=view.unschedulable, proposed={},
-                admits_in_proposal=self.config.admits_in_proposal,
+                admits_in_proposal=self.config.admits_in_proposal, verdicts_by_words=self.config.verdicts_by_words,
             )  # fmt: skip
             self.last_series = session_series(snap, decisions)
             scheduled = sum(len(e.placements) for e in events if isinstance(e, PlacementProposed))

@@ -76,6 +76,26 @@ def unschedulable_key(reason: str, why: str) -> str:
     return f"{reason}\x00{_NUMBER.sub('#', why)}"
 
 
+#: a trial's group of nodes, its counts before the words: "7 8/8 " (numbers already "#")
+_COUNTS = re.compile(r"^(?:#(?:/#)? )+")
+
+
+def by_words(key: str) -> str:
+    """What must change for an enqueue refusal to be appended again, in records that say
+    `verdicts_by_words`: its own words, its rule, and which reasons the gang line a trial adds
+    names — not how the nodes fall into groups under them ("…overused; 2/2 tasks in gang
+    unschedulable: 0/16 nodes are unavailable: 7 8/8 CardInsufficientMemory, 1 1/8 …"), which
+    moves with every other job's placement and end: in a churn of Jobs, twenty events per pod
+    (benchmarks.kube_churn). The job's PodGroup keeps the trial's counts as first said."""
+    reason, _, why = key.partition("\x00")
+    head, sep, trial = reason.partition("; ")
+    if not (sep and GANG_LINE in trial):
+        return key
+    listed = trial.partition(": ")[2].partition(": ")[2].rstrip(".")
+    kinds = sorted({_COUNTS.sub("", part).partition(":")[0] for part in listed.split(", ")})
+    return f"{head}; {GANG_LINE}: {', '.join(kinds)}\x00{why}"
+
+
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
     namespace: str

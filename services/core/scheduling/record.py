@@ -29,7 +29,7 @@ from contracts.events import (
 )
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
-from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.decisions import Decisions, by_words
 from services.core.scheduling.storage import NO_STORAGE
 
 SESSION = "Tessera-Session"
@@ -120,6 +120,7 @@ def decision_events(
     last_reasons: Mapping[str, str],
     proposed: MutableMapping[str, tuple[TaskPlacement, ...]],
     admits_in_proposal: bool = False,
+    verdicts_by_words: bool = False,
 ) -> list[Event]:
     """The events a session appends, in order: phase changes, evictions, proposals, pending
     reasons (a reason only when it, or the rule its `why` names, differs from the job's last
@@ -130,7 +131,9 @@ def decision_events(
     proposed (it commits at once), a pipelined one when it changed (`proposed` remembers).
     `admits_in_proposal` (the configuration record's): a job the session both admits and
     proposes gets no Inqueue event of its own — its proposal says `admits` — since every reader
-    of the log paid for a message the proposal right behind it could carry."""
+    of the log paid for a message the proposal right behind it could carry.
+    `verdicts_by_words` (the record's too): an enqueue refusal's trial groups of nodes are not what
+    must change (`by_words`)."""
     proposals: list[PlacementProposed] = []
     for jp in decisions.placements:
         key = f"{jp.namespace}/{jp.name}"
@@ -163,7 +166,8 @@ def decision_events(
                                      reason=ev.reason))  # fmt: skip
     out += proposals
     for u in decisions.unschedulable:
-        if last_reasons.get(f"{u.namespace}/{u.name}") != u.key:
+        last = last_reasons.get(f"{u.namespace}/{u.name}")
+        if last is None or (by_words(last) != by_words(u.key) if verdicts_by_words else last != u.key):
             out.append(u.event(decisions.based_on, session))
     return out
 
@@ -175,7 +179,8 @@ def configured(conf_text: str = "", device_config: str = "", *, scheduler: str =
     from services.core.scheduling.config import DEFAULT_CONF
 
     return SchedulerConfigured(scheduler=scheduler, conf=conf_text or DEFAULT_CONF,
-                               device_config=device_config, mode=mode, admits_in_proposal=True)  # fmt: skip
+                               device_config=device_config, mode=mode, admits_in_proposal=True,
+                               verdicts_by_words=True)  # fmt: skip
 
 
 def conf_of(record: SchedulerConfigured) -> SchedulerConf:

@@ -165,7 +165,7 @@ def _rerun(
     again = record.decision_events(
         decisions, session=ref.session, mode=config.mode, outstanding=view.outstanding,
         last_reasons=view.unschedulable, proposed=proposed[config.mode],
-        admits_in_proposal=config.admits_in_proposal,
+        admits_in_proposal=config.admits_in_proposal, verdicts_by_words=config.verdicts_by_words,
     )  # fmt: skip
     for got, want in zip_longest(s.decisions, again):
         seq, recorded = got if got is not None else (0, None)

@@ -295,7 +295,8 @@ class Simulation:
         d = decide(snap, self.conf)
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed,
-                                        admits_in_proposal=self.config is None or self.config.admits_in_proposal)  # fmt: skip
+                                        admits_in_proposal=self.config is None or self.config.admits_in_proposal,
+                                        verdicts_by_words=self.config is None or self.config.verdicts_by_words)  # fmt: skip
         headers: dict[str, str] = {}
         if self.config is not None and events:
             headers = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
