@@ -48,7 +48,7 @@ from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.cardroom import largest_cards, largest_of
 from services.core.workload.devicerequests import DeviceRequestParser
-from services.core.workload.jobupdate import judge_update
+from services.core.workload.jobupdate import OBJECT_UID, judge_update
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.rejection import Rejection
 
@@ -84,6 +84,10 @@ class Known:
     #: finished jobs (and deleted refused PodGroups), oldest first: beyond `keep` they are
     #: forgotten — a name admission no longer knows is judged by its subject's last sequence
     finished: FinishedOrder[tuple[str, str]] = field(default_factory=FinishedOrder)
+    #: the object uid of each job forgotten that way, newest last (at most `ENDED_UIDS`): a
+    #: Volcano Job met again before its status says it ended (the job controller writes it
+    #: after the log ends it, later under load) is that ended job, not a new one to run again
+    ended_uids: dict[tuple[str, str], str] = field(default_factory=dict)
     #: each node's largest card per vendor, as last registered (`cardroom`): a request no card
     #: can hold is refused here
     node_largest: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
@@ -392,6 +396,7 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             known.deleted_queues[event.queue] = seq
         case JobSubmitted():
             known.jobs[(event.spec.namespace, event.spec.name)] = KnownJob(event.spec, True, seq)
+            known.ended_uids.pop((event.spec.namespace, event.spec.name), None)
             known.refused.pop((event.spec.namespace, event.spec.name), None)
             known.finished.revived((event.spec.namespace, event.spec.name))
         case JobUpdated():
@@ -403,6 +408,7 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             _job_seq(known, (event.namespace, event.name), seq, live=None)
             known.finished.revived((event.namespace, event.name))  # its pods wait (again)
         case JobDeleted():
+            known.ended_uids.pop((event.namespace, event.name), None)  # (the object is gone)
             _job_seq(known, (event.namespace, event.name), seq, live=False, deleted=True)
             _finished(known, (event.namespace, event.name))
         case JobPhaseChanged() if event.phase in TERMINAL:
@@ -423,13 +429,23 @@ def _job_key(event: Event) -> tuple[str, str] | None:
     return (ns, name) if isinstance(ns, str) and isinstance(name, str) else None
 
 
+#: forgotten jobs whose object uid is still held (≈ 100 bytes each): many times any lag
+#: between the log ending a job and its Job object's status saying so
+ENDED_UIDS = 10_000
+
+
 def _finished(known: Known, key: tuple[str, str]) -> None:
     """A job ended (or a refused PodGroup was deleted): remembered among the `keep` newest."""
     if key not in known.jobs and key not in known.refused:
         return
     for old in known.finished.finished(key):
-        known.jobs.pop(old, None)
+        job = known.jobs.pop(old, None)
         known.refused.pop(old, None)
+        if job is not None and not job.deleted and (uid := job.spec.annotations.get(OBJECT_UID)):
+            known.ended_uids.pop(old, None)
+            known.ended_uids[old] = uid
+            if len(known.ended_uids) > ENDED_UIDS:
+                del known.ended_uids[next(iter(known.ended_uids))]
 
 
 def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None, deleted: bool = False) -> None:

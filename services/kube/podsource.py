@@ -143,6 +143,12 @@ class PodSource:
         known = self.admission.known.jobs.get((str(m.get("namespace") or "default"), job or str(m.get("name"))))
         return known is not None and known.spec.annotations.get(volcano.OBJECT_UID) == volcano.uid(obj)
 
+    def _ended_here(self, obj: dict[str, Any]) -> bool:
+        """This very object ran as a job the log ended and admission has since forgotten."""
+        m = volcano.meta(obj)
+        ended = self.admission.known.ended_uids.get((str(m.get("namespace") or "default"), str(m.get("name"))))
+        return ended is not None and ended == volcano.uid(obj)
+
     def _live(self, key: tuple[str, str]) -> bool:
         known = self.admission.known.jobs.get(key)
         return known is not None and known.live
@@ -206,7 +212,9 @@ class PodSource:
                 # now, before the new one is judged (its pods, named alike, wait for the old ones)
                 self.deleting.discard(old)
                 await self.admission.delete_job(ns, name, old[2] or "object")
-            if not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
+            if (volcano.job_ended(ch.obj) or self._ended_here(ch.obj)) and not self._live((ns, name)):
+                pass  # a Job stays as it ended: one the log forgot (`--keep-finished`, compaction) is not new
+            elif not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
         else:

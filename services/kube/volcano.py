@@ -66,6 +66,20 @@ def podgroups_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     return _namespaced(SCHEDULING, "podgroups", namespace, name, sub)
 
 
+#: a Job's phases it never leaves (Volcano's state machine; a suspended job's Aborted is
+#: left by a resume command, which is the log's to carry, not a new submission)
+ENDED_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
+
+
+def job_ended(job: dict[str, Any]) -> bool:
+    """The Job's status says it ended — not a refusal's Failed (its user may fix the spec and
+    have it judged again). Admission read such a Job the log had forgotten (a finished job
+    beyond `--keep-finished`, or compacted away) as a new one, and ran it a second time: at
+    every restart, or at any change of the object."""
+    state = (job.get("status") or {}).get("state") or {}
+    return state.get("phase") in ENDED_PHASES and state.get("reason") != "Rejected"
+
+
 def jobs_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     return _namespaced(BATCH, "jobs", namespace, name, sub)
 

@@ -72,3 +72,37 @@ async def test_a_forgotten_name_with_another_spec_is_written_over_its_old_job(ev
     busy = POD.replace("NAME", "p3")
     await svc.apply(busy)  # p3 lands after `again` folded the log
     assert [r.outcome for r in (await again.apply(busy.replace("busybox", "nginx"))).results] != [ACCEPTED]
+
+
+def test_a_forgotten_jobs_object_uid_is_held_until_the_object_goes() -> None:
+    """Beyond `--keep-finished` an ended job's spec goes, its Volcano Job object's uid stays
+    (kubernetes edge: that object met again is the ended job, not a new one — its status may
+    not say so yet), bounded, and dropped once the object is deleted or the name is submitted
+    anew."""
+    from contracts.events import JobDeleted
+    from contracts.workloads import JobSpec, TaskSpec
+    from services.admission.plan import ENDED_UIDS, Known, fold_known
+    from services.core.retention import FinishedOrder
+    from services.core.workload.jobupdate import OBJECT_UID
+
+    known = Known(finished=FinishedOrder(0))
+    seq = 0
+
+    def run(name: str, uid: str = "") -> None:
+        nonlocal seq
+        spec = JobSpec(namespace="ns", name=name, kind="Job", annotations={OBJECT_UID: uid} if uid else {},
+                       tasks=(TaskSpec(name="w", replicas=1),))  # fmt: skip
+        for event in (JobSubmitted(spec=spec), JobPhaseChanged(namespace="ns", name=name, phase="Completed")):
+            seq += 1
+            fold_known(known, seq, "job", event)
+
+    run("a", "uid-a")
+    run("pod-job")  # a pod's implied job: no object uid to hold
+    assert ("ns", "a") not in known.jobs and known.ended_uids == {("ns", "a"): "uid-a"}
+    run("a", "uid-a2")  # made again under the name, ended again: the new object's uid
+    assert known.ended_uids == {("ns", "a"): "uid-a2"}
+    fold_known(known, seq + 1, "job", JobDeleted(namespace="ns", name="a"))
+    assert not known.ended_uids
+    for i in range(ENDED_UIDS + 5):
+        run(f"j{i}", f"u{i}")
+    assert len(known.ended_uids) == ENDED_UIDS and ("ns", "j5") in known.ended_uids and ("ns", "j4") not in known.ended_uids

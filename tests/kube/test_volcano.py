@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from contracts.events import EvictionRequested, JobUpdated, TaskFinished
+from contracts.events import EvictionRequested, JobSubmitted, JobUpdated, TaskFinished
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
@@ -208,6 +208,44 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
             await wait_until(lambda: queue_state("Closed"), 30, "the queue Closed once empty")
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_completed_job_the_log_has_forgotten_is_not_run_again(cluster: Cluster, tmp_path: Path) -> None:
+    """Users keep their Completed Jobs; admission forgets a finished job once `--keep-finished`
+    others finished after it (and the queue service's compaction drops it from the log). Such a
+    Job met again — at admission's restart, which lists every Job, or at any change of the
+    object (its status written late: benchmarks.kube_churn) — was taken for a new one:
+    submitted, and run a second time. A Job whose status says it ended, and that the log does
+    not hold live, is not submitted again. (Here admission keeps no finished job at all.)"""
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig),
+                      extra={"admission": ["--keep-finished", "0"]})  # fmt: skip
+    second = {**article("Job"), "metadata": {"name": "second", "namespace": "default"}}
+    async with Kubelet(cluster, run_for={**dict.fromkeys(WORKERS, 0), "second-worker-0": 0, "second-worker-1": 0}):
+        await _start(cp)
+        try:
+            await create_article_job(cluster)
+            await wait_until(lambda: _phase_is(cluster, JOB, "Completed"), 90, "the article's Job Completed")
+            pods_before = {p["metadata"]["uid"] for p in await cluster.pods()}
+            after = max(seq for seq, _e in await logged(cp))
+            await asyncio.to_thread(cp.kill, "admission")
+            await asyncio.to_thread(cp.restart, "admission")  # lists every Job again
+            await cluster.kube.patch(volcano.jobs_path("default", JOB), {"metadata": {"labels": {"seen": "again"}}})
+            await cluster.kube.create(volcano.jobs_path("default"), second)  # watched after both
+            await wait_until(lambda: _phase_is(cluster, "second", "Completed"), 90, "a later Job runs and ends")
+            again = [e for seq, e in await logged(cp) if seq > after and isinstance(e, JobSubmitted)]
+            assert [e.spec.name for e in again] == ["second"]
+            assert await _phase_is(cluster, JOB, "Completed")
+            made = [p["metadata"]["name"] for p in await cluster.pods() if p["metadata"]["uid"] not in pods_before]
+            assert sorted(made) == ["second-worker-0", "second-worker-1"]
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def _phase_is(cluster: Cluster, name: str, phase: str) -> bool:
+    job = await _get(cluster, volcano.jobs_path("default", name))
+    return ((job or {}).get("status") or {}).get("state", {}).get("phase") == phase
 
 
 async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cluster, tmp_path: Path) -> None:
