@@ -150,6 +150,10 @@ class Kube:
             # there is nothing to find there (the API server's auth is the kubeconfig's).
             self.api.rest_client.pool_manager._trust_env = False
         self.bucket = TokenBucket(self.limits.qps, self.limits.burst)
+        #: Events draw on a bucket of their own, as kube-scheduler's event recorder has a client
+        #: of its own: the binder's `Scheduled` Event per pod was one in five of its requests
+        #: when a churn of Jobs, at the default 50 QPS, bound ~10 pods/s (benchmarks.kube_churn)
+        self.event_bucket = TokenBucket(self.limits.qps, self.limits.burst)
         self.lean = _lean(self.api, self.limits.connections)
         self.requests = 0
         self.retried = 0  # requests asked again after a 429 or 5xx
@@ -193,7 +197,7 @@ class Kube:
 
     async def _lean_once(self, lean: Http1, method: str, path: str, query: Mapping[str, Any] | None,
                          body: object, content_type: str) -> bytes:  # fmt: skip
-        await self.bucket.take()
+        await self._bucket(path).take()
         self.requests += 1
         target = path + ("?" + urlencode(list(query.items())) if query else "")
         data = body if body is None or isinstance(body, bytes) else _encode(body)
@@ -211,7 +215,7 @@ class Kube:
         # configuration's own credentials (`auth_settings` runs an exec plugin's token refresh):
         # `call_api` sanitised, re-serialised and re-parsed every request, ~12 % of the binder's
         # CPU in issue 29's profile.
-        await self.bucket.take()
+        await self._bucket(path).take()
         self.requests += 1
         headers = await self._headers(content_type)
         url = self.api.configuration.host + path
@@ -244,6 +248,9 @@ class Kube:
                 resp.release()
             raise KubeError(resp.status, str(resp.reason or ""), text, dict(resp.headers or {}))
         return resp
+
+    def _bucket(self, path: str) -> TokenBucket:
+        return self.event_bucket if path.endswith("/events") else self.bucket
 
     async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
                       body: object = None, content_type: str = "application/json") -> Any:  # fmt: skip

@@ -156,7 +156,8 @@ def common_parser(name: str) -> argparse.ArgumentParser:
                            "default: volcano and tessera)")  # fmt: skip
     kube.add_argument("--kube-qps", type=float, default=float(env("TESSERA_KUBE_QPS", "50")),
                       help="client-side API request rate limit per service (0: none; default "
-                           "kube-scheduler's 50)")  # fmt: skip
+                           "kube-scheduler's 50); Events have a limit of their own alike, as "
+                           "kube-scheduler's event client does")  # fmt: skip
     kube.add_argument("--kube-burst", type=int, default=int(env("TESSERA_KUBE_BURST", "100")),
                       help="requests allowed at once above the rate (default kube-scheduler's 100)")  # fmt: skip
     return parser

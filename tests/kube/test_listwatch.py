@@ -92,3 +92,27 @@ async def test_an_unserved_resource_is_said_once_and_asked_less_and_less_often(e
         changes.cancel()
     said = [r for r in caplog.records if "jobflows" in r.getMessage()]
     assert len(said) == 1 and "is not served" in said[0].getMessage()
+
+
+async def test_events_do_not_wait_for_the_other_requests_share_of_the_qps_limit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """kube-scheduler writes its Events through a client of its own, each with the QPS limit:
+    Tessera's binder asked one binding and one `Scheduled` Event per pod from one bucket, so at
+    the default 50 QPS it bound ~25 pods/s (benchmarks.kube_churn). A client whose requests
+    have spent its bucket still writes an Event at once (the bucket here refills once in ~3 h:
+    sharing it, the Event would wait past the guard)."""
+    from services.kube.client import events_path
+    from services.kube.status import write_event
+
+    async with kmock.KubernetesEmulator() as km, kmock.Server(km) as srv:
+        km.resources["v1/pods"] = {}
+        km.resources["v1/events"] = {}
+        _kubeconfig(tmp_path / "kc", str(srv.url).rstrip("/"))
+        kube = Kube(await configuration(str(tmp_path / "kc")), Limits(qps=0.0001, burst=1))
+        try:
+            await kube.create(pods_path("default"), _pod("a"))  # the bucket's one token
+            await asyncio.wait_for(write_event(kube, _pod("a"), "Normal", "Scheduled", "assigned", 0.0), 30)
+            assert [e["reason"] for e in (await kube.get(events_path("default")))["items"]] == ["Scheduled"]
+            with pytest.raises(TimeoutError):  # (and the pods' bucket is spent indeed)
+                await asyncio.wait_for(kube.create(pods_path("default"), _pod("b")), 0.5)
+        finally:
+            await kube.close()
