@@ -108,11 +108,13 @@ async def test_events_do_not_wait_for_the_other_requests_share_of_the_qps_limit(
         km.resources["v1/events"] = {}
         _kubeconfig(tmp_path / "kc", str(srv.url).rstrip("/"))
         kube = Kube(await configuration(str(tmp_path / "kc")), Limits(qps=0.0001, burst=1))
+        reader = Kube(await configuration(str(tmp_path / "kc")), Limits(qps=0))
         try:
             await kube.create(pods_path("default"), _pod("a"))  # the bucket's one token
             await asyncio.wait_for(write_event(kube, _pod("a"), "Normal", "Scheduled", "assigned", 0.0), 30)
-            assert [e["reason"] for e in (await kube.get(events_path("default")))["items"]] == ["Scheduled"]
+            assert [e["reason"] for e in (await reader.get(events_path("default")))["items"]] == ["Scheduled"]
             with pytest.raises(TimeoutError):  # (and the pods' bucket is spent indeed)
                 await asyncio.wait_for(kube.create(pods_path("default"), _pod("b")), 0.5)
         finally:
             await kube.close()
+            await reader.close()
