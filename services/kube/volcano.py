@@ -24,6 +24,7 @@ from services.core.joblabels import (
     job_pod_labels,
 )
 from services.core.scheduling import snapshot as st
+from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobplugins import redacted
 from services.core.workload.jobupdate import OBJECT_UID
@@ -66,18 +67,14 @@ def podgroups_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     return _namespaced(SCHEDULING, "podgroups", namespace, name, sub)
 
 
-#: a Job's phases it never leaves (Volcano's state machine; a suspended job's Aborted is
-#: left by a resume command, which is the log's to carry, not a new submission)
-ENDED_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
-
-
 def job_ended(job: dict[str, Any]) -> bool:
     """The Job's status says it ended — not a refusal's Failed (its user may fix the spec and
-    have it judged again). Admission read such a Job the log had forgotten (a finished job
-    beyond `--keep-finished`, or compacted away) as a new one, and ran it a second time: at
-    every restart, or at any change of the object."""
+    have it judged again); a suspended job's Aborted is left by a resume command, which is the
+    log's to carry, not a new submission. Admission read such a Job the log had forgotten (a
+    finished job beyond `--keep-finished`, or compacted away) as a new one, and ran it a
+    second time: at every restart, or at any change of the object."""
     state = (job.get("status") or {}).get("state") or {}
-    return state.get("phase") in ENDED_PHASES and state.get("reason") != "Rejected"
+    return state.get("phase") in TERMINAL_JOB_PHASES and state.get("reason") != "Rejected"
 
 
 def jobs_path(namespace: str = "", name: str = "", sub: str = "") -> str:
@@ -380,7 +377,7 @@ def podgroup_phase(log_phase: str, pg_phase: str) -> str:
         return "Running"
     if pg_phase:
         return pg_phase
-    return "Completed" if log_phase in ("Completed", "Failed", "Terminated", "Aborted") else "Pending"
+    return "Completed" if log_phase in TERMINAL_JOB_PHASES else "Pending"
 
 
 def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: str,
