@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from contracts.base import Event
@@ -201,9 +201,10 @@ class JobController:
     # --- the log -----------------------------------------------------------------------------
 
     def fold(self, seq: int, event: Event) -> None:
+        key = fl.job_key(event)
+        tasks = self.flow.projection.tasks.get(key) if key is not None else None  # (as they stood)
         self.flow.apply(seq, event)
         self.read_seq = max(self.read_seq, seq)
-        key = fl.job_key(event)
         self._queue_touched(key, event)
         match event:
             case JobSubmitted():
@@ -232,18 +233,21 @@ class JobController:
             case _:
                 pass
         if key is not None:
-            self._held(key, event)
+            self._held(key, event, tasks)
             self._mark(key)
         else:
             self._wake.set()  # queues and nodes: the queue statuses
 
-    def _held(self, key: str, event: Event) -> None:
+    def _held(self, key: str, event: Event, tasks: Mapping[str, st.TaskSnap] | None) -> None:
+        """The job's phase after `event`; its tasks as they stood if `event` ended them in the
+        flow (a reconcile takes them while the flow has them: copied at every event, a job of
+        N pods cost N² here)."""
         if isinstance(event, JobSubmitted):  # a new incarnation starts from nothing
             self.shown.pop(key, None)
             self.last_tasks.pop(key, None)
         if (phase := self.flow.shown.get(key)) is not None:
             self.shown[key] = (phase, self.flow.retries.get(key, 0))
-        if (tasks := self.flow.projection.tasks.get(key)) is not None:
+        if tasks is not None and key not in self.flow.projection.tasks:
             self.last_tasks[key] = tuple(tasks.values())
 
     def _updated(self, key: str, seq: int, spec: JobSpec) -> None:
@@ -456,6 +460,8 @@ class JobController:
         job = self.jobs.get(key)
         spec = self.specs.get(key)
         tasks = self.flow.projection.tasks.get(key)
+        if tasks is not None:
+            self.last_tasks[key] = tuple(tasks.values())
         admitted = self.admitted_uid(key)
         ours = job is not None and bool(admitted) and admitted == volcano.uid(job)
         if not ours:
