@@ -285,12 +285,7 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         if against is None:
             reads = await _delivered(plane.url, plane.creds("admin"))
             dump = Path(f"{args.dump_log}-{shape}-{mode}.jsonl") if args.dump_log else work / "log.jsonl"
-            done = await asyncio.to_thread(subprocess.run, [  # the log with its timestamps
-                sys.executable, "-m", "services.cli.main", "events", "--output-file", str(dump),
-                "--nats", plane.url, *(["--nats-creds", plane.creds("cli")] if plane.creds("cli") else [])],
-                cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
-            if done.returncode:
-                print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
+            await dump_log(plane, dump)
             writes = _written(dump) if dump.exists() else {}
         if args.emulator_pid:
             cpu["api server"] = _cpu_seconds(args.emulator_pid)
@@ -322,6 +317,17 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
             "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2) if lat else None,
             "elapsed": round(elapsed, 1), "cpu": cpu,
             "window_cpu": {k: round(cpu[k] - v, 1) for k, v in watch.first_cpu.items() if k in cpu}}  # fmt: skip
+
+
+async def dump_log(plane: ControlPlane, path: Path) -> None:
+    """The log with its timestamps, as `tessera events` writes it (JSONL with each message's
+    headers), to replay or read."""
+    creds = plane.creds("cli")
+    done = await asyncio.to_thread(subprocess.run, [
+        sys.executable, "-m", "services.cli.main", "events", "--output-file", str(path), "--nats", plane.url,
+        *(["--nats-creds", creds] if creds else [])], cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -26,8 +26,6 @@ import json
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -204,16 +202,6 @@ async def _audit(plane: ControlPlane) -> tuple[list[str], list[str], int]:
     return findings.broken, findings.unsettled, len(messages)
 
 
-async def _dump(plane: ControlPlane, path: Path) -> None:
-    """The log as `tessera events` writes it (JSONL with each message's headers), to replay or read."""
-    creds = plane.creds("admin")
-    done = await asyncio.to_thread(subprocess.run, [
-        sys.executable, "-m", "services.cli.main", "events", "--output-file", str(path), "--nats", plane.url,
-        *(["--nats-creds", creds] if creds else [])], cwd=ROOT, check=False, capture_output=True, text=True)  # fmt: skip
-    if done.returncode:
-        print(f"dumping the log failed: {done.stderr.strip()}", file=sys.stderr)
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     w = workload(args.seed, args.jobs, args.rate, (args.run_min, args.run_max))
     work = Path(tempfile.mkdtemp(prefix="tessera-churn-"))
@@ -247,7 +235,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             cpu = k8s._cpu_of(k8s._plane_pids(plane))
             cpu["api server"] = k8s._cpu_seconds(proc.pid)
             if args.dump_log:
-                await _dump(plane, Path(f"{args.dump_log}-{args.seed}.jsonl"))
+                await k8s.dump_log(plane, Path(f"{args.dump_log}-{args.seed}.jsonl"))
                 pods_file = Path(f"{args.dump_log}-{args.seed}-pods.json")  # when each pod was made, bound, ran
                 await asyncio.to_thread(pods_file.write_text, json.dumps(obs.seen))
             broken, unsettled, messages = await _audit(plane)
