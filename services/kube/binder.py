@@ -18,8 +18,14 @@ held by a pod that already started or is gone, is taken over. Pods without devic
 
 A binding carries the commit it is for (`tessera.io/placement`), so a 409 is "done already"
 only for a pod bound for that very commit. A Volcano Job's pods are the job controller's to
-make: a binding that meets no pod yet (404), or the previous pod of that name still bound
-(409, a restart under way), waits and is issued again rather than failing.
+make, and under a client's QPS budget they may come seconds after the commit: such a binding is
+issued once the binder's own watch of unbound Volcano Job pods shows the pod (each attempt before
+it cost a node lock, a refused binding and the lock's release: three of the allocator's requests,
+~2 per pod in a churn at 50 QPS). A binding that still meets no pod (404), or the previous pod of
+that name still bound (409, a restart under way), waits for the next such pod. What the watch
+cannot show — a pod bound before a restart of this process, so never unbound in its list — is
+asked for by name (one GET, not the three requests): at once for a binding owed from before the
+start, and for any binding still waiting after a minute.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from services.core.scheduling.storage import SELECTED_NODE
 from services.core.taskindex import ByJob
 from services.kube import pods, status, volcano
 from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
-from services.kube.listwatch import Reflector
+from services.kube.listwatch import Reflector, object_key
 from services.kube.storagesource import StorageSource
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Outgoing, Received, replay_decoded
@@ -74,6 +80,7 @@ class BinderStats:
     retries: int = 0
     lock_waits: int = 0
     pod_waits: int = 0  # a Volcano Job's pod not (re)created yet when its binding was due
+    pod_checks: int = 0  # a waiting binding's pod asked for by name (the watch cannot show it bound)
     claim_waits: int = 0  # bindings held until their WaitForFirstConsumer claims were bound
     first_bind: float = 0.0
     last_bind: float = 0.0
@@ -91,6 +98,14 @@ ANNOUNCERS = 4
 #: seconds a device pod waits on another pod's node lock before it says so (an Allocate takes
 #: about one: a wait this long is a device plugin that does not answer)
 LOCK_TOLD_AFTER = 10.0
+#: seconds a binding waits for its Volcano Job pod's watch event before that pod is asked for by
+#: name, again and again: the watch shows every pod made or bound while it runs, so this is a
+#: backstop. A binding owed from before this process started is asked for at once: its pod may
+#: have been bound by the previous process, and such a pod is never unbound in this one's watch.
+POD_RECHECK = 60.0
+#: the pods the binder watches: Volcano Job pods (the job controller's, made after the commit)
+#: not bound yet — each is sent once made and once more as it is bound (it leaves the selection)
+UNBOUND_JOB_PODS = {"labelSelector": volcano.JOB_NAME, "fieldSelector": "spec.nodeName="}
 
 
 def _bound_for(pod: dict, stamp: str) -> bool:
@@ -125,6 +140,13 @@ class Binder:
         self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
         self.controlled: set[tuple[str, str]] = set()  # Volcano Jobs: the job controller makes their pods
         self._waits: dict[TaskKey, int] = {}
+        #: the Volcano Job pods not bound yet, "ns/pod" → the pod (None: not watched, in a test
+        #: driving the binder alone: every binding is asked for at once, as before the watch)
+        self.unbound: dict[str, dict] | None = None
+        self.unbound_listed = asyncio.Event()
+        self._pod_waiters: dict[str, TaskKey] = {}  # "ns/pod" → the binding waiting for it
+        self._pod_checks: asyncio.Queue[TaskKey] = asyncio.Queue()
+        self.recovered_to = 0  # the log's last sequence at start: commits up to it are inherited
         self.owed: ByJob[TaskKey, TaskPlacement] = ByJob()
         self.done: set[TaskKey] = set()  # bound, not yet started
         self.gone: dict[TaskKey, None] = {}  # recently started/finished/deleted (ordered)
@@ -196,6 +218,7 @@ class Binder:
         self.done.discard(key)
         self._waits.pop(key, None)
         self._claim_since.pop(key, None)
+        self._pod_waiters.pop(f"{key[0]}/{key[2]}", None)
 
     async def on_event(self, event: object, rx: Received) -> None:
         if rx.message.seq > self.watermark:
@@ -204,7 +227,7 @@ class Binder:
     async def recover(self) -> None:
         if self.storage is not None:
             await self.storage.recover()
-        self.watermark = await self.log.last_sequence()
+        self.watermark = self.recovered_to = await self.log.last_sequence()
         wanted = frozenset(c.type_name() for c in _FOLDED)
         async for msg, event in replay_decoded(self.log, self.service.filter_subjects,
                                                 self.watermark, wanted):  # fmt: skip
@@ -218,6 +241,8 @@ class Binder:
         tasks += [asyncio.create_task(self._announcer()) for _ in range(ANNOUNCERS)]
         if self.node_lock:
             tasks.append(asyncio.create_task(self._watch_nodes()))
+        self.unbound = {}
+        tasks += [asyncio.create_task(self._watch_unbound()), asyncio.create_task(self._check_pods())]
         if self.storage is not None:
             tasks.append(asyncio.create_task(self.storage.run(stopping)))
         try:
@@ -250,6 +275,11 @@ class Binder:
         ns, job, pod = key
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
         stamp = str(self.commit_seq.get(key, 0))
+        if (ns, job) in self.controlled and self.unbound is not None:
+            await self.unbound_listed.wait()
+            if not self._made(f"{ns}/{pod}"):
+                self._wait_for_pod(key)
+                return
         if spec is not None and spec.claims and self.storage is not None:
             held = await self._claims_bound(key, p, spec.claims)
             if held is not None:
@@ -319,6 +349,9 @@ class Binder:
         if (ns, job) in self.controlled and exc.status in (404, 409):
             # A Volcano Job's pod not created yet, or its previous incarnation (before a
             # restart) not gone yet: the job controller is on it; bind once the pod is there.
+            if self.unbound is not None:  # the watch is behind: its next word on the pod wakes it
+                self._wait_for_pod(key)
+                return
             n = self._waits.get(key, 0)
             self._waits[key] = n + 1
             self.stats.pod_waits += 1
@@ -342,6 +375,79 @@ class Binder:
         await self.service.publish(Outgoing(self.subjects.job(ns, job), event,
                                             msg_id=f"bindfail:{ns}/{job}/{pod}:{self.commit_seq.get(key, 0)}"))  # fmt: skip
         self._settle(key)
+
+    # --- a Volcano Job's pods, made by the job controller after the commit --------------------
+
+    async def _watch_unbound(self) -> None:
+        assert self.unbound is not None
+        async for ch in Reflector(self.kube, pods_path(), query=UNBOUND_JOB_PODS).changes():
+            if ch.kind == "synced":
+                self.unbound_listed.set()
+                for name in [n for n in self._pod_waiters if self._made(n)]:  # a relist brought it
+                    self._wake(name, self.queue)
+            elif ch.kind == "delete":
+                # bound (by this binder before a lost answer, or by another) or deleted: the
+                # API server says which, for one GET
+                self.unbound.pop(ch.key, None)
+                self._wake(ch.key, self._pod_checks)
+            else:
+                self.unbound[ch.key] = ch.obj
+                if self._made(ch.key):
+                    self._wake(ch.key, self.queue)
+
+    def _made(self, name: str) -> bool:
+        """The watch shows the pod made, unbound and not being deleted: a binding may go."""
+        assert self.unbound is not None
+        obj = self.unbound.get(name)
+        return obj is not None and not pods.terminating(obj)
+
+    def _wake(self, name: str, to: asyncio.Queue[TaskKey]) -> None:
+        if (key := self._pod_waiters.pop(name, None)) is not None and key in self.owed:
+            to.put_nowait(key)
+
+    def _wait_for_pod(self, key: TaskKey) -> None:
+        """The binding waits for its pod's watch event, and asks for it by name now and then."""
+        name = f"{key[0]}/{key[2]}"
+        self._pod_waiters[name] = key
+        self.stats.pod_waits += 1
+        n = self._waits.get(key, 0)
+        self._waits[key] = n + 1
+        inherited = n == 0 and self.commit_seq.get(key, 0) <= self.recovered_to
+        asyncio.get_running_loop().call_later(0.0 if inherited else POD_RECHECK, self._check_due, key, n + 1)
+
+    def _check_due(self, key: TaskKey, wait: int) -> None:
+        if self._waits.get(key) == wait and self._pod_waiters.get(f"{key[0]}/{key[2]}") == key:
+            del self._pod_waiters[f"{key[0]}/{key[2]}"]
+            self._pod_checks.put_nowait(key)
+
+    async def _check_pods(self) -> None:
+        """A waiting binding's pod as the API server has it now: unbound (the watch is behind)
+        is bound; bound for this very commit (before a restart, or an answer lost) is done;
+        absent, or another incarnation, waits on."""
+        while True:
+            key = await self._pod_checks.get()
+            ns, _job, pod = key
+            if (p := self.owed.get(key)) is None or key in self.done:
+                continue
+            self.stats.pod_checks += 1
+            try:
+                obj: dict | None = await self.kube.get(pods_path(ns, pod))
+            except KubeError as exc:
+                obj = None
+                if exc.status != 404:
+                    log.debug("pod %s/%s not read: %s", ns, pod, exc)
+            if self.owed.get(key) is not p or f"{ns}/{pod}" in self._pod_waiters:
+                continue  # settled, or waiting anew, meanwhile
+            if obj is not None and not pods.terminating(obj) and not pods.node_name(obj):
+                assert self.unbound is not None
+                self.unbound.setdefault(object_key(obj), obj)
+                self.queue.put_nowait(key)
+            elif obj is not None and pods.node_name(obj) == p.node \
+                    and _bound_for(obj, str(self.commit_seq.get(key, 0))):  # fmt: skip
+                self.stats.already += 1
+                self.done.add(key)
+            else:
+                self._wait_for_pod(key)
 
     # --- PersistentVolumeClaims (kube-scheduler's VolumeBinding: PreBind) ----------------------
 

@@ -1,0 +1,135 @@
+"""The binder and a Volcano Job's pods, which the job controller makes after the commit (under
+a client's QPS budget, seconds after): the binding is asked for once the binder's watch shows
+the pod — not tried (a node lock, a refused binding, the lock's release) while it is not made —
+and a pod bound before the binder started is found bound by one read, not bound again. On the
+emulator with an in-memory log; the binder's requests are counted by its User-Agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from contracts.devices import CardSpec, SliceSpec
+from contracts.events import (
+    JobSubmitted,
+    NodeRegistered,
+    PlacementCommitted,
+    SliceAssignment,
+    TaskPlacement,
+)
+from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
+from services.kube import pods, volcano
+from services.kube.binder import Binder
+from services.kube.client import Kube, pods_path
+from services.runtime.eventlog.memory import MemoryLog
+from services.runtime.tasks import cancel_all
+from tests.kube.cluster import Cluster
+from tests.kube.test_claim_binding import append
+from tests.processes import wait_until
+
+AGENT = "binder-under-test"
+POD = "train-worker-0"
+CARD = CardSpec(uuid="n1-card-0", node="n1", index=0, type="Ascend910B3", vendor="huawei", memory=65536, cores=20)
+ASK = DeviceRequest(vendor="huawei", type="Ascend910B3", count=1, memory=16384)
+
+
+def job_events(ns: str) -> tuple[Any, ...]:
+    spec = JobSpec(namespace=ns, name="train", kind="Job", queue="default",
+                   tasks=(TaskSpec(name="worker", pod_names=(POD,), devices=(ASK,)),))  # fmt: skip
+    return (NodeRegistered(node="n1", cpu_milli=192_000, memory_mib=1_572_864, cards=(CARD,)), JobSubmitted(spec=spec))
+
+
+def commit(ns: str) -> PlacementCommitted:
+    grant = SliceAssignment(card=CARD.uuid, node="n1", slice=SliceSpec(kind="soft", memory=16384, cores=25))
+    return PlacementCommitted(namespace=ns, name="train", placements=(TaskPlacement(task=POD, node="n1", slices=(grant,)),))
+
+
+def job_pod() -> dict[str, Any]:
+    """The pod as the job controller makes it (its labels name the Job)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": POD, "labels": {volcano.JOB_NAME: "train"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}}  # fmt: skip
+
+
+def asked(cluster: Cluster) -> dict[str, int]:
+    """The binder's writes so far: bindings, and node writes (HAMi's lock taken and released)."""
+    out = {"bindings": 0, "node writes": 0, "pod reads": 0}
+    for (agent, verb, what), n in cluster.requests.items():
+        if agent != AGENT:
+            continue
+        if what == "pods/binding":
+            out["bindings"] += n
+        elif what == "nodes" and verb not in ("list", "watch", "get", "fetch"):
+            out["node writes"] += n
+        elif what == "pods" and verb in ("get", "fetch"):
+            out["pod reads"] += n
+    return out
+
+
+@contextlib.asynccontextmanager
+async def running(cluster: Cluster, log: MemoryLog) -> AsyncIterator[Binder]:
+    kube = await Kube.connect(str(cluster.kubeconfig), agent=AGENT)
+    binder = Binder(log, kube, node_lock=True)
+    await binder.recover()
+    stopping = asyncio.Event()
+    task = asyncio.create_task(binder.run(stopping))
+    try:
+        yield binder
+    finally:
+        stopping.set()
+        await cancel_all([task])
+        await kube.close()
+
+
+async def bound_to(cluster: Cluster, node: str) -> None:
+    async def there() -> bool:
+        return pods.node_name(await cluster.pod(cluster.namespace, POD) or {}) == node
+
+    await wait_until(there, 30, f"{POD} bound to {node}")
+
+
+async def test_a_job_pod_made_after_its_commit_is_bound_once_made_and_not_tried_before(cluster: Cluster) -> None:
+    ns = cluster.namespace
+    await cluster.create_node("n1")
+    log = MemoryLog()
+    append(log, *job_events(ns))
+    async with running(cluster, log) as binder:
+        await binder.unbound_listed.wait()
+        append(log, commit(ns))  # committed after the start: nothing was bound before
+
+        async def waiting() -> bool:
+            return binder.stats.pod_waits >= 1
+
+        await wait_until(waiting, 30, "the binding waiting for its pod")
+        if cluster.kind == "kmock":
+            assert asked(cluster) == {"bindings": 0, "node writes": 0, "pod reads": 0}
+        await cluster.create_pod(job_pod())
+        await bound_to(cluster, "n1")
+        pod = await cluster.pod(ns, POD) or {}
+        assert pod["metadata"]["annotations"][volcano.PLACEMENT] == str(await log.last_sequence())
+        if cluster.kind == "kmock":  # one binding, the lock taken once (the plugin releases it)
+            assert asked(cluster) == {"bindings": 1, "node writes": 1, "pod reads": 0}, cluster.requests
+        assert binder.stats.bound == 1 and binder.stats.failed == 0
+
+
+async def test_a_job_pod_bound_before_the_binder_started_is_read_once_and_not_bound_again(cluster: Cluster) -> None:
+    ns = cluster.namespace
+    await cluster.create_node("n1")
+    log = MemoryLog()
+    append(log, *job_events(ns), commit(ns))
+    seq = await log.last_sequence()
+    made = await cluster.create_pod(job_pod())  # bound by the binder's previous process
+    await cluster.kube.create(pods_path(ns, POD, "binding"),
+                              pods.binding(ns, POD, volcano.uid(made), "n1", {volcano.PLACEMENT: str(seq)}))  # fmt: skip
+    async with running(cluster, log) as binder:
+
+        async def found() -> bool:
+            return binder.stats.already == 1
+
+        await wait_until(found, 30, "the owed binding found done by a read")
+        assert (ns, "train", POD) in binder.done
+        if cluster.kind == "kmock":
+            assert asked(cluster) == {"bindings": 0, "node writes": 0, "pod reads": 1}, cluster.requests
+        assert binder.stats.bound == 0 and binder.stats.failed == 0
