@@ -170,7 +170,9 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     statuses = [t.status for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
-    if pg != job.phase and pg in ("Running", "Completed"):
+    # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
+    # reason (said twice, it was one more message per job end that every service read)
+    if pg != job.phase and pg == "Running":
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
     elif key not in flow.restarting and lifecycle.restarted_gang_runs(flow.shown.get(key, ""), statuses,
                                                                        job.spec.min_available):  # fmt: skip

@@ -81,7 +81,7 @@ async def test_job_runs_then_completes_once(event_log: EventLog) -> None:
     await started(event_log)  # a restart owes nothing more
     phases = [(e.phase, e.reason) for e in await job_events(event_log, "j")
               if isinstance(e, JobPhaseChanged)]  # fmt: skip
-    assert phases == [("Running", ""), ("Completed", ""), ("Completed", "all pods finished")]
+    assert phases == [("Running", ""), ("Completed", "all pods finished")]  # once: the job's end says it
 
 
 async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> None:

@@ -334,7 +334,9 @@ class Simulation:
                 continue
             statuses = [t.status for t in self.projection.tasks[key].values()]
             pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
-            if pg != job.phase and pg in ("Running", "Completed"):
+            # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
+            # reason (said twice, it was one more message per job end that every service read)
+            if pg != job.phase and pg == "Running":
                 self.emit(
                     JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
                 )
