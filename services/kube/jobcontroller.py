@@ -227,7 +227,6 @@ class JobController:
             case JobDeleted():  # (a job made again under the name starts afresh)
                 self.ran.discard(key)  # type: ignore[arg-type]
                 self.ended_for_deletion.discard(key)  # type: ignore[arg-type]
-                self.gone.pop(key, None)  # type: ignore[arg-type]
                 for old in self.deleted.finished(key):  # type: ignore[arg-type]
                     self._forget(old)
             case _:
@@ -262,7 +261,7 @@ class JobController:
 
     def _forget(self, key: str) -> None:
         """A job deleted long enough ago: nothing of it is asked for again."""
-        for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict):
+        for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone):
             held.pop(key, None)
         self.placed.discard(key)
 
@@ -324,7 +323,10 @@ class JobController:
             owner = volcano.owner_job(obj)
             self._mark(f"{ns}/{owner[0] if owner else m.get('name')}")
         elif what == "job":
-            self._mark(f"{ns}/{m.get('name')}")
+            key = f"{ns}/{m.get('name')}"
+            if ch.kind == "delete" and key in self.specs and (uid := volcano.uid(obj)):
+                self.gone[key] = uid  # the server's own word: `_gone` need not ask it again
+            self._mark(key)
         else:
             name = str(m.get("name") or "")
             self.dirty_queues.add(name)
@@ -706,8 +708,9 @@ class JobController:
         """The admitted Job object `uid` is deleted, asked of the API server itself: this
         process's watch can lag admission's — the log may admit a Job its store does not hold
         yet (or holds an older one of the name) — and ending a job for that killed a new Job
-        before it ran (one run in ten under load). Asked once per object found gone; while it
-        is there, again only when this job changes."""
+        before it ran (one run in ten under load). Asked once per object found gone (not at all
+        when the watch said this very object was deleted); while it is there, again only when
+        this job changes."""
         if self.gone.get(key) == uid:
             return True
         ns, name = key.split("/", 1)

@@ -43,6 +43,8 @@ async def test_a_finished_job_with_a_ttl_is_deleted_and_one_without_is_kept(clus
                 return all(p is not None and (p.get("status") or {}).get("phase") == "Running" for p in pods)
 
             await wait_until(running, 60, "both jobs' pods Running")
+            asked = ("tessera-queue", "fetch", "batch.volcano.sh/jobs")
+            asked_before = cluster.requests[asked]  # (a Job admitted before its watch brought it is asked for)
             for name in ("short", "kept"):
                 await kubelet.finish("default", f"{name}-w-0", 0)
 
@@ -62,6 +64,8 @@ async def test_a_finished_job_with_a_ttl_is_deleted_and_one_without_is_kept(clus
                 return await cluster.pod("default", "short-w-0") is None
 
             await wait_until(pod_gone, 30, "the deleted job's pod gone with it")
+            if cluster.kind == "kmock":  # its watch said the very Job went: not asked of the server again
+                assert cluster.requests[asked] == asked_before, cluster.requests
             assert await _get(cluster, volcano.jobs_path("default", "theirs")) is not None  # not Tessera's
         finally:
             await asyncio.to_thread(cp.stop)
