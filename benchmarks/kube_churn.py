@@ -7,7 +7,9 @@ kubelet and succeeds, the Job ends Completed and goes — half by `ttlSecondsAft
 (Tessera's garbage collection), half deleted by the driver as `kubectl delete` would — and the
 cards it held take the next gang. The five services run as processes on an embedded NATS
 against kmock's emulator (a process of its own), with HAMi's node lock on (the harness's
-device plugin releases it).
+device plugin releases it) and the harness's garbage collector running, as kube-controller-
+manager's does on every real cluster (`--no-collector`: an API server alone, where Tessera
+deletes a deleted Job's pods and PodGroup itself, after its grace).
 
 Judged at the end: every Job Completed, then gone with its pods and PodGroup; no pod made twice
 (every pod succeeds: nothing may restart); the whole log folded by `services.core.audit` (a
@@ -42,7 +44,7 @@ from services.kube.client import Kube, KubeError, Limits, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.service import decode_stored
-from tests.kube.cluster import Kubelet
+from tests.kube.cluster import GarbageCollector, Kubelet
 
 ROOT = k8s.ROOT
 RESULTS = ROOT / "benchmarks" / "results" / "kube_churn.md"
@@ -214,10 +216,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     obs = Observer(kube, kubelet, w)
     watches = [asyncio.create_task(c) for c in (obs.jobs(), obs.pods(), obs.groups())]
     row: dict[str, Any] = {"nodes": args.nodes, "jobs": args.jobs, "pods": w.pods, "rate": args.rate,
-                           "seed": args.seed, "qps": args.qps}  # fmt: skip
+                           "seed": args.seed, "qps": args.qps, "collector": args.collector}  # fmt: skip
     try:
         await k8s._nodes(kube, args.nodes)
-        async with kubelet:
+        collector = GarbageCollector(kubeconfig) if args.collector else contextlib.nullcontext()
+        async with kubelet, collector:
             await asyncio.to_thread(plane.start, lambda _l: None)
             started = time.perf_counter()
             for job, at in zip(w.jobs, w.arrivals, strict=True):
@@ -320,6 +323,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--qps", type=float, default=50, help="every service's client QPS limit (50: the chart's "
                    "default, kube-scheduler's and Volcano's)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for the last Job to go")
+    p.add_argument("--no-collector", dest="collector", action="store_false",
+                   help="no garbage collector (an API server alone): Tessera deletes deleted Jobs' objects itself")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--dump-log", default="", help="write each run's log (JSONL) to PREFIX-seed.jsonl")
     return p.parse_args(argv)

@@ -103,6 +103,9 @@ LOCK_TOLD_AFTER = 10.0
 #: backstop. A binding owed from before this process started is asked for at once: its pod may
 #: have been bound by the previous process, and such a pod is never unbound in this one's watch.
 POD_RECHECK = 60.0
+#: seconds a binding waits for that watch's first list: past them (the list refused — a ClusterRole
+#: from before the binder watched pods — or slow) bindings are tried as they were before it
+UNBOUND_LIST_WAIT = 10.0
 #: the pods the binder watches: Volcano Job pods (the job controller's, made after the commit)
 #: not bound yet — each is sent once made and once more as it is bound (it leaves the selection)
 UNBOUND_JOB_PODS = {"labelSelector": volcano.JOB_NAME, "fieldSelector": "spec.nodeName="}
@@ -276,8 +279,10 @@ class Binder:
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
         stamp = str(self.commit_seq.get(key, 0))
         if (ns, job) in self.controlled and self.unbound is not None:
-            await self.unbound_listed.wait()
-            if not self._made(f"{ns}/{pod}"):
+            if not self.unbound_listed.is_set():  # (refused: a role from before the watch, say)
+                with contextlib.suppress(TimeoutError):
+                    await within(self.unbound_listed.wait(), UNBOUND_LIST_WAIT)
+            if self.unbound_listed.is_set() and not self._made(f"{ns}/{pod}"):
                 self._wait_for_pod(key)
                 return
         if spec is not None and spec.claims and self.storage is not None:
@@ -349,7 +354,7 @@ class Binder:
         if (ns, job) in self.controlled and exc.status in (404, 409):
             # A Volcano Job's pod not created yet, or its previous incarnation (before a
             # restart) not gone yet: the job controller is on it; bind once the pod is there.
-            if self.unbound is not None:  # the watch is behind: its next word on the pod wakes it
+            if self.unbound is not None and self.unbound_listed.is_set():  # its next word on the pod wakes it
                 self._wait_for_pod(key)
                 return
             n = self._waits.get(key, 0)

@@ -821,6 +821,65 @@ async def open_cluster(backend: str) -> AsyncIterator[Cluster]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class GarbageCollector:
+    """kube-controller-manager's garbage collector, for the kinds Tessera makes owned objects
+    of: once an owner is deleted (a Volcano Job; a pod's or PodGroup's owner), the objects whose
+    `ownerReferences` name its uid are deleted — background propagation, each with that uid as
+    a precondition, pods gracefully (their kubelet confirms). One made after its owner went is
+    deleted too. Every real cluster runs one; an API server alone (envtest) does not, and the
+    emulator has one only where a test or a benchmark starts this: Tessera must do without it,
+    and leave the work to it where it runs. Its requests are counted under its own User-Agent."""
+
+    AGENT = "garbage-collector"
+    #: what it watches (all namespaces): owners and dependents alike
+    KINDS = ("/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/podgroups", "/api/v1/pods",
+             "/api/v1/configmaps", "/api/v1/services", "/api/v1/secrets", "/api/v1/persistentvolumeclaims",
+             "/apis/networking.k8s.io/v1/networkpolicies")  # fmt: skip
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.gone: set[str] = set()  # uids seen deleted
+        self.dependents: dict[str, dict[str, str]] = {}  # owner uid -> {object path: its uid}
+        self.deleted = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._kube: Kube | None = None
+
+    async def __aenter__(self) -> GarbageCollector:
+        self._kube = await Kube.connect(self.kubeconfig, Limits(qps=0, connections=8), agent=self.AGENT)
+        self._tasks = [asyncio.create_task(self._watch(path)) for path in self.KINDS]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await cancel_all(self._tasks)
+        if self._kube is not None:
+            await self._kube.close()
+
+    async def _watch(self, path: str) -> None:
+        assert self._kube is not None
+        async for ch in Reflector(self._kube, path).changes():
+            if ch.kind == "synced":
+                continue
+            meta = ch.obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            here = f"{path.rsplit('/', 1)[0]}/namespaces/{meta.get('namespace')}/{path.rsplit('/', 1)[1]}/{meta.get('name')}"
+            if ch.kind == "delete":
+                self.gone.add(uid)
+                for dep_path, dep_uid in self.dependents.pop(uid, {}).items():
+                    await self._delete(dep_path, dep_uid)
+                continue
+            for ref in meta.get("ownerReferences") or []:
+                owner = str(ref.get("uid") or "")
+                if owner in self.gone:
+                    await self._delete(here, uid)
+                else:
+                    self.dependents.setdefault(owner, {})[here] = uid
+
+    async def _delete(self, path: str, uid: str) -> None:
+        assert self._kube is not None
+        if await self._kube.delete_this(path, uid):
+            self.deleted += 1
+
+
 class Kubelet:
     """HAMi's device plugin and the kubelet for every node (see the module docstring)."""
 
