@@ -333,6 +333,17 @@ def status_differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any]
     return any(have.get(k) != v for k, v in want.items())
 
 
+#: a Job's and a PodGroup's pod counts (`vcctl job list`'s columns)
+COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed"})
+
+
+def counts_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether writing `desired` would change only the pod counts the object shows."""
+    have = _untimed(dict(current or {}))
+    want = _untimed(dict(desired))
+    return all(have.get(k) == v for k, v in want.items() if k not in COUNT_FIELDS)
+
+
 def removals(current: Mapping[str, Any] | None, desired: dict[str, Any]) -> dict[str, Any]:
     """`desired` as a merge patch over `current`: inside each map it writes (a Queue's
     `allocated`), a key the object has and `desired` lacks is sent as `null`, which deletes it
