@@ -219,7 +219,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                            "seed": args.seed, "qps": args.qps, "collector": args.collector}  # fmt: skip
     try:
         await k8s._nodes(kube, args.nodes)
-        collector = GarbageCollector(kubeconfig) if args.collector else contextlib.nullcontext()
+        collector = GarbageCollector(kubeconfig, ("pods", "podgroups")) if args.collector else contextlib.nullcontext()
         async with kubelet, collector:
             await asyncio.to_thread(plane.start, lambda _l: None)
             started = time.perf_counter()
