@@ -31,10 +31,11 @@ PodGroup go with it: the cluster's garbage collector deletes them through their 
 references, so this controller waits `COLLECTOR_GRACE` seconds before doing it itself — on a
 cluster without one (an API server alone) it then learns so and from then on deletes them at
 once. (Deleting them at once everywhere doubled the collector's requests: 1.3 per pod of a
-churn of Volcano Jobs, a quarter of what this controller asked at the default QPS; and a Job
-deleted with `propagationPolicy: Orphan` has its pods' owner references removed by the
-collector first, so they are kept as the user asked.) Every delete carries the object's uid as
-a precondition, so an object made anew under the same name is never the one deleted.
+churn of Volcano Jobs, a quarter of what this controller asked at the default QPS. And where a
+collector runs, a Job deleted with `propagationPolicy: Orphan` has its objects' owner references
+removed by it first, so its finished pods and its PodGroup are kept as asked; its running pods
+still stop, as the job ends in the log.) Every delete carries the object's uid as a
+precondition, so an object made anew under the same name is never the one deleted.
 
 Level-triggered and idempotent against the API server: names are deterministic, a create that
 meets 409 is "there already", a delete that meets 404 is "gone already", and a status equal to
