@@ -103,8 +103,9 @@ LOCK_TOLD_AFTER = 10.0
 #: backstop. A binding owed from before this process started is asked for at once: its pod may
 #: have been bound by the previous process, and such a pod is never unbound in this one's watch.
 POD_RECHECK = 60.0
-#: seconds a binding waits for that watch's first list: past them (the list refused — a ClusterRole
-#: from before the binder watched pods — or slow) bindings are tried as they were before it
+#: seconds after the start that bindings wait for that watch's first list: past them (the list
+#: refused — a ClusterRole from before the binder watched pods — or slow) they are tried as they
+#: were before it, at once
 UNBOUND_LIST_WAIT = 10.0
 #: the pods the binder watches: Volcano Job pods (the job controller's, made after the commit)
 #: not bound yet — each is sent once made and once more as it is bound (it leaves the selection)
@@ -147,6 +148,7 @@ class Binder:
         #: driving the binder alone: every binding is asked for at once, as before the watch)
         self.unbound: dict[str, dict] | None = None
         self.unbound_listed = asyncio.Event()
+        self._unbound_due = 0.0  # (loop time) bindings wait for that list until then, not after
         self._pod_waiters: dict[str, TaskKey] = {}  # "ns/pod" → the binding waiting for it
         self._pod_checks: asyncio.Queue[TaskKey] = asyncio.Queue()
         self.recovered_to = 0  # the log's last sequence at start: commits up to it are inherited
@@ -245,6 +247,7 @@ class Binder:
         if self.node_lock:
             tasks.append(asyncio.create_task(self._watch_nodes()))
         self.unbound = {}
+        self._unbound_due = asyncio.get_running_loop().time() + UNBOUND_LIST_WAIT
         tasks += [asyncio.create_task(self._watch_unbound()), asyncio.create_task(self._check_pods())]
         if self.storage is not None:
             tasks.append(asyncio.create_task(self.storage.run(stopping)))
@@ -279,9 +282,10 @@ class Binder:
         spec, uid = self.specs.get((ns, job), {}).get(pod, (None, ""))
         stamp = str(self.commit_seq.get(key, 0))
         if (ns, job) in self.controlled and self.unbound is not None:
-            if not self.unbound_listed.is_set():  # (refused: a role from before the watch, say)
+            wait = self._unbound_due - asyncio.get_running_loop().time()
+            if not self.unbound_listed.is_set() and wait > 0:  # (refused: a role from before the watch, say)
                 with contextlib.suppress(TimeoutError):
-                    await within(self.unbound_listed.wait(), UNBOUND_LIST_WAIT)
+                    await within(self.unbound_listed.wait(), wait)
             if self.unbound_listed.is_set() and not self._made(f"{ns}/{pod}"):
                 self._wait_for_pod(key)
                 return

@@ -11,6 +11,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from contracts.devices import CardSpec, SliceSpec
 from contracts.events import (
     JobSubmitted,
@@ -20,6 +22,7 @@ from contracts.events import (
     TaskPlacement,
 )
 from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
+from services.kube import binder as binder_module
 from services.kube import pods, volcano
 from services.kube.binder import Binder
 from services.kube.client import Kube, pods_path
@@ -133,3 +136,22 @@ async def test_a_job_pod_bound_before_the_binder_started_is_read_once_and_not_bo
         if cluster.kind == "kmock":
             assert asked(cluster) == {"bindings": 0, "node writes": 0, "pod reads": 1}, cluster.requests
         assert binder.stats.bound == 0 and binder.stats.failed == 0
+
+
+async def test_a_binder_whose_pod_list_does_not_answer_binds_as_before_it_watched(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The list may be refused (a ClusterRole from before the binder watched pods) or slow:
+    past `UNBOUND_LIST_WAIT` a Volcano Job's binding is tried as it was before the watch."""
+    if cluster.kind != "kmock":
+        pytest.skip("the emulator holds the binder's list")
+    monkeypatch.setattr(binder_module, "UNBOUND_LIST_WAIT", 0.5)
+    cluster.held_lists[(AGENT, "pods")] = asyncio.Event()  # never set: the list never answers
+    ns = cluster.namespace
+    await cluster.create_node("n1")
+    await cluster.create_pod(job_pod())
+    log = MemoryLog()
+    append(log, *job_events(ns))
+    async with running(cluster, log) as binder:
+        append(log, commit(ns))
+        await bound_to(cluster, "n1")
+        assert not binder.unbound_listed.is_set() and binder.stats.bound == 1
