@@ -66,6 +66,9 @@ async def test_a_finished_job_with_a_ttl_is_deleted_and_one_without_is_kept(clus
             await wait_until(pod_gone, 30, "the deleted job's pod gone with it")
             if cluster.kind == "kmock":  # its watch said the very Job went: not asked of the server again
                 assert cluster.requests[asked] == asked_before, cluster.requests
+                # and its ttl deletion asked once, though the job was reconciled again before
+                # its watch said the Job went
+                assert cluster.requests[("tessera-queue", "delete", "batch.volcano.sh/jobs")] == 1, cluster.requests
             assert await _get(cluster, volcano.jobs_path("default", "theirs")) is not None  # not Tessera's
         finally:
             await asyncio.to_thread(cp.stop)
