@@ -358,8 +358,11 @@ class Binder:
         if (ns, job) in self.controlled and exc.status in (404, 409):
             # A Volcano Job's pod not created yet, or its previous incarnation (before a
             # restart) not gone yet: the job controller is on it; bind once the pod is there.
-            if self.unbound is not None and self.unbound_listed.is_set():  # its next word on the pod wakes it
-                self._wait_for_pod(key)
+            if self.unbound is not None and self.unbound_listed.is_set():
+                if self._made(f"{ns}/{pod}"):
+                    self._wait_for_pod(key)  # the watch is behind: its next word on the pod wakes it
+                else:  # it said the pod went while the binding was asked: what is there now
+                    self._pod_checks.put_nowait(key)
                 return
             n = self._waits.get(key, 0)
             self._waits[key] = n + 1
@@ -447,7 +450,9 @@ class Binder:
                     log.debug("pod %s/%s not read: %s", ns, pod, exc)
             if self.owed.get(key) is not p or f"{ns}/{pod}" in self._pod_waiters:
                 continue  # settled, or waiting anew, meanwhile
-            if obj is not None and not pods.terminating(obj) and not pods.node_name(obj):
+            if self._made(f"{ns}/{pod}"):  # the watch brought it while it was read
+                self.queue.put_nowait(key)
+            elif obj is not None and not pods.terminating(obj) and not pods.node_name(obj):
                 assert self.unbound is not None
                 self.unbound.setdefault(object_key(obj), obj)
                 self.queue.put_nowait(key)
