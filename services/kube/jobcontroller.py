@@ -100,7 +100,7 @@ Command = Callable[[str, str, str, str], Awaitable[Any]]
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 #: a Job's status phases its `ttlSecondsAfterFinished` counts from (Volcano's isJobFinished)
 FINISHED_JOB_PHASES = ("Completed", "Failed", "Terminated")
-TTL_MARGIN = 0.05  # seconds after a Job's ttl runs out that it is looked at (timers run early, a bit)
+TTL_MARGIN = 0.05  # seconds after a job is due (its ttl, a grace, a period) that it is looked at (timers run early, a bit)
 QUEUE_STATUS_PERIOD = 1.0  # seconds between two passes over the queues' status
 POD_CREATES_IN_FLIGHT = 16  # a job's pod creations asked at once
 RECONCILES_IN_FLIGHT = 8  # jobs reconciled at once (Volcano's controller runs several workers too)
@@ -208,7 +208,7 @@ class JobController:
         self.plugin_made: dict[str, tuple[str, list[tuple[str, dict[str, Any]]], dict[tuple[str, str], str]]] = {}
         self.plugin_spec_seen: dict[str, tuple[str, object]] = {}  # job → (uid, generation) written for
         self._ttl_deleted: dict[str, str] = {}  # job → the uid of the Job object its ttl deleted
-        self._ttl_due: dict[str, float] = {}  # job → when its ttlSecondsAfterFinished runs out (timer set)
+        self._due: dict[str, float] = {}  # job → when its timer marks it (`_mark_at`)
         self._queues_at = float("-inf")  # loop time of the last queue status pass
         self._queues_due = False  # a pass is scheduled (`_queue_pass`)
         self.writes = 0
@@ -300,6 +300,22 @@ class JobController:
     def _mark(self, key: str) -> None:
         self.dirty.add(key)
         self._wake.set()
+
+    def _mark_at(self, key: str, when: float) -> None:
+        """Mark the job once `when` (this controller's clock) has come: its ttl running out,
+        its deleted objects' grace, its counts' period. One timer per job: one due no later is
+        enough (the reconcile it brings asks again for what is due after it)."""
+        due = self._due.get(key)
+        if due is not None and due <= when:
+            return
+        self._due[key] = when
+
+        def fire() -> None:  # (the loop's clock may fire a little early: the reconcile asks again)
+            if self._due.get(key) == when:
+                del self._due[key]
+            self._mark(key)
+
+        asyncio.get_running_loop().call_later(max(when - self.clock(), 0.0) + TTL_MARGIN, fire)
 
     def _queue_touched(self, key: str | None, event: Event) -> None:
         """The queues whose status an event may change: a job's (both, when it was submitted
@@ -574,18 +590,9 @@ class JobController:
         finished = volcano.api_time(state.get("lastTransitionTime"))
         if finished is None:
             return
-        left = finished + ttl - self.clock()
-        if left > 0:
-            if self._ttl_due.get(key) != finished + ttl:  # one timer per expiry
-                self._ttl_due[key] = finished + ttl
-
-                def due() -> None:  # (the loop's clock may fire a little early: then another)
-                    self._ttl_due.pop(key, None)
-                    self._mark(key)
-
-                asyncio.get_running_loop().call_later(left + TTL_MARGIN, due)
+        if finished + ttl > self.clock():
+            self._mark_at(key, finished + ttl)
             return
-        self._ttl_due.pop(key, None)
         if self._ttl_deleted.get(key) == volcano.uid(job):
             return  # asked already; its watch has yet to say it went (at 1000 QPS: 1.6 asks per Job)
         ns, name = key.split("/", 1)
@@ -745,9 +752,8 @@ class JobController:
             if not left or self.collector is False:
                 return False
             since = self._left_since[key] = self.clock()
-        wait = since + self.collector_grace - self.clock()
-        if wait > 0:
-            asyncio.get_running_loop().call_later(wait + TTL_MARGIN, self._mark, key)
+        if since + self.collector_grace > self.clock():
+            self._mark_at(key, since + self.collector_grace)
             return True
         del self._left_since[key]
         if left and self.collector is not False:
@@ -811,9 +817,8 @@ class JobController:
         now = self.clock()
         which = (key, str(obj.get("kind") or ""))
         if key and volcano.counts_only(current, desired):
-            wait = self._written_at.get(which, float("-inf")) + COUNTS_PERIOD - now
-            if wait > 0:
-                asyncio.get_running_loop().call_later(wait + TTL_MARGIN, self._mark, key)
+            if (at := self._written_at.get(which, float("-inf")) + COUNTS_PERIOD) > now:
+                self._mark_at(key, at)
                 return
         body = volcano.stamp(desired, current, status.stamp(now))
         await self.kube.patch(volcano.status_path(obj), {"status": volcano.removals(current, body)})

@@ -339,9 +339,7 @@ COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed"})
 
 def counts_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
     """Whether writing `desired` would change only the pod counts the object shows."""
-    have = _untimed(dict(current or {}))
-    want = _untimed(dict(desired))
-    return all(have.get(k) == v for k, v in want.items() if k not in COUNT_FIELDS)
+    return not status_differs(current, {k: v for k, v in desired.items() if k not in COUNT_FIELDS})
 
 
 def removals(current: Mapping[str, Any] | None, desired: dict[str, Any]) -> dict[str, Any]:
