@@ -266,8 +266,12 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         watch.want = len(pods) * size
     else:
         pods = [_pod(i, shape, against.label if against is not None else "volcano") for i in range(args.pods)]
+    # pods beyond the cluster's cards (`--waiting`): bound ones stay `want`, these wait for good
+    pods += [_pod(args.pods + i, "whole", against.label if against is not None else "volcano")
+             for i in range(args.waiting)]  # fmt: skip
     reads: dict[str, int] = {}
     writes: dict[str, int] = {}
+    idle: dict[str, float] = {}
     try:
         if args.kubeconfig:  # kmock has no Namespace objects (any namespace just works)
             await _ensure_namespace(kube)
@@ -282,6 +286,8 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         await _bound_or_died(watch, against, args.timeout)
         elapsed = time.perf_counter() - started
         cpu = _cpu_of(pids())
+        if args.waiting and args.idle > 0:
+            idle = await _idle_cpu(pids, cpu, args.idle)
         if against is None:
             reads = await _delivered(plane.url, plane.creds("admin"))
             dump = Path(f"{args.dump_log}-{shape}-{mode}.jsonl") if args.dump_log else work / "log.jsonl"
@@ -315,8 +321,18 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
             "pods_per_s": round((len(times) - 1) / span, 1) if span else 0.0,
             "p50": round(statistics.median(lat), 2) if lat else None,
             "p99": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2) if lat else None,
-            "elapsed": round(elapsed, 1), "cpu": cpu,
+            "elapsed": round(elapsed, 1), "cpu": cpu, "waiting": args.waiting, "idle_cpu": idle,
             "window_cpu": {k: round(cpu[k] - v, 1) for k, v in watch.first_cpu.items() if k in cpu}}  # fmt: skip
+
+
+async def _idle_cpu(pids: Callable[[], dict[str, int]], before: dict[str, float], seconds: float) -> dict[str, float]:
+    """CPU ms per second each process spends while the cluster is full and `--waiting` pods
+    wait, nothing else happening: what a backlog longer than the cluster costs for as long as
+    it lasts (every batch cluster's normal state; kube-scheduler parks such pods until an event
+    could make them fit)."""
+    await asyncio.sleep(seconds)
+    after = _cpu_of(pids())
+    return {k: round(1000 * (after[k] - v) / seconds, 1) for k, v in before.items() if k in after}
 
 
 async def dump_log(plane: ControlPlane, path: Path) -> None:
@@ -513,6 +529,14 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
             lines.append(f"| {c['nodes']} | {c['pods']} | {c['shape']} | {c['mode']} | {c['other']} | "
                          f"{c['pods_per_s']} | {c['p99']} | {c['cpu_ms'][0]} / {c['cpu_ms'][1]} | "
                          f"{c['window_ms'][0]} / {c['window_ms'][1]} |")  # fmt: skip
+    if idle := [r for r in rows if r.get("idle_cpu")]:
+        lines += ["", "A full cluster with `--waiting` pods more (whole cards), nothing else happening: CPU ms "
+                  "per second of each process.", "", "| scheduler | nodes | shape | mode | waiting | CPU ms/s |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for r in idle:
+            cpu = ", ".join(f"{k} {v}" for k, v in r["idle_cpu"].items())
+            lines.append(f"| {r.get('scheduler', 'tessera')} | {r['nodes']} | {r['shape']} | {r['mode']} | "
+                         f"{r['waiting']} | {cpu} |")  # fmt: skip
     if any(r.get("api_per_pod") for r in rows):
         lines += ["", "API requests per bound pod, by service, those asked at least once per 100 pods (the "
                   "emulator's count; kube-scheduler asks a binding and an Event):", "",
@@ -552,6 +576,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "'kube-scheduler --kubeconfig {kubeconfig} --leader-elect=false'")
     p.add_argument("--against-name", default="default-scheduler",
                    help="the schedulerName its pods carry (and its label in the table)")
+    p.add_argument("--waiting", type=int, default=0, help="whole-card pods beyond --pods that wait (make "
+                   "--pods the cluster's cards): the scheduler's cost while a backlog waits")
+    p.add_argument("--idle", type=float, default=20, help="seconds the full cluster is watched with --waiting")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--dump-log", default="", help="write each run's log (JSONL) to PREFIX-shape-mode.jsonl")
     return p.parse_args(argv)

@@ -127,6 +127,7 @@ def close_session(ssn: Session) -> Decisions:
             if attr is not None:  # queues with jobs, as Volcano's plugins keep them
                 share[q] = attr.share
     return Decisions(
+        revisit_at=_revisit_at(ssn),
         based_on=ssn.snapshot.seq,
         placements=tuple(placements),
         evictions=evictions,
@@ -136,6 +137,14 @@ def close_session(ssn: Session) -> Decisions:
         queue_deserved=deserved,
         queue_share=share,
     )
+
+
+def _revisit_at(ssn: Session) -> float | None:
+    """The soonest a plugin's time rule turns (`Decisions.revisit_at`): the plugins that read
+    the session's clock say when (sla, cdp); the others' decisions do not move with it."""
+    turns = [at for plugin in ssn.plugins.values()
+             if (ahead := getattr(plugin, "revisit_at", None)) is not None and (at := ahead(ssn)) is not None]  # fmt: skip
+    return min(turns, default=None)
 
 
 def queue_allocated(ssn: Session) -> dict[str, dict[str, int]]:

@@ -149,3 +149,7 @@ class Decisions:
     queue_deserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: Volcano's queue share: max over resources of allocated / deserved (proportion, capacity)
     queue_share: Mapping[str, float] = field(default_factory=dict)
+    #: the earliest clock at which the same snapshot could be decided otherwise (a plugin's
+    #: time rule turns: sla's waiting time, cdp's cooldown); None: time plays no part. Until
+    #: then a session over an unchanged log would conclude what this one did.
+    revisit_at: float | None = None

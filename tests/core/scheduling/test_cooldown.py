@@ -105,3 +105,18 @@ def test_the_waiting_job_is_told_which_pod_cools_down() -> None:
     words = {u.name: u.unblock for u in decide(dataclasses.replace(p.snapshot(), now=STARTED + 1), CONF).unschedulable}
     assert "preemption held back: cool-main-0 is within its cooldown time (volcano.sh/cooldown-time: 10m" \
         in words["urgent"], words  # fmt: skip
+
+
+def test_the_decisions_say_when_the_first_cooldown_ends() -> None:
+    """Until then the same cluster is decided the same (the scheduler opens no session on an
+    unchanged log before it); once it has passed, no time rule is left to wait for."""
+    p = cluster(job("long", 10, labels={st.COOLDOWN_TIME: "1h"}), job("short", 10, labels={st.COOLDOWN_TIME: "10m"}))
+
+    def revisit(now: float) -> float | None:
+        return decide(dataclasses.replace(p.snapshot(), now=now), CONF).revisit_at
+
+    assert revisit(STARTED + 1) == revisit(STARTED + 599) == STARTED + 600
+    assert revisit(STARTED + 600) == STARTED + 3600  # short may be taken now, long still cools
+    assert revisit(STARTED + 3600) is None
+    plain = cluster(job("plain", 10))
+    assert decide(dataclasses.replace(plain.snapshot(), now=STARTED), CONF).revisit_at is None

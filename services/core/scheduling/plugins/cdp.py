@@ -49,6 +49,16 @@ class CdpPlugin:
         since = self.started.get(task.uid)
         return cooldown is not None and since is not None and since + cooldown > self.now
 
+    def revisit_at(self, ssn: Session) -> float | None:
+        """When the first pod still cooling stops cooling: it may be taken from then on, so an
+        unchanged cluster needs no session before it (scheduler/service.py)."""
+        ends = []
+        for job in ssn.jobs.values():
+            for task in job.tasks.values():
+                if self.cooling(task) and (cooldown := cooldown_of(task)) is not None:
+                    ends.append(self.started[task.uid] + cooldown)
+        return min(ends, default=None)
+
     def _filter(self, actor: TaskInfo, tasks: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
         out = []
         for t in tasks:

@@ -53,6 +53,12 @@ class SlaPlugin:
         deadline = self._deadline(job)
         return PERMIT if deadline is not None and self.now >= deadline else ABSTAIN
 
+    def revisit_at(self, ssn: Session) -> float | None:
+        """The next deadline still ahead: until then the plugin abstains for every job as it
+        did, so an unchanged cluster needs no session before it (scheduler/service.py)."""
+        ahead = [d for job in ssn.jobs.values() if (d := self._deadline(job)) is not None and d > self.now]
+        return min(ahead, default=None)
+
     def job_enqueueable(self, job: JobInfo) -> int:
         return self._vote(job)
 
