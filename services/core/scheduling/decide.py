@@ -97,6 +97,7 @@ def close_session(ssn: Session) -> Decisions:
     phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)
     unschedulable = []
     words: dict[tuple[object, ...], Any] = {}  # explain.py's cache for this session
+    bounded: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[str, int]]] = {}
     trials = gang_trials(ssn)  # jobs enqueue refused, tried on the nodes and thrown away
     for job in sorted(ssn.jobs.values(), key=lambda j: (j.created, j.key)):
         reason, code = _unschedulable_reason(ssn, job)
@@ -104,11 +105,12 @@ def close_session(ssn: Session) -> Decisions:
             why = explain_job(ssn, job, words)
             if (kept := ssn.kept.get(job.key)) is not None:
                 why = replace(why, unblock=f"{why.unblock}; {kept}" if why.unblock else kept)
-            node_reasons = dict(sorted(job.node_errors.items()))
             if job.key in trials:
                 reason, node_reasons, why = with_trial(job, reason, why, trials[job.key])
+                node_reasons, counts = bounded_reasons(node_reasons)
+            else:
+                node_reasons, counts = _bounded(job.node_errors, bounded)
             pending = sum(1 for t in job.tasks.values() if t.status == st.PENDING)
-            node_reasons, counts = bounded_reasons(node_reasons)
             unschedulable.append(
                 Unschedulable(
                     job.namespace, job.name, reason, node_reasons, reason_counts=counts,
@@ -137,6 +139,19 @@ def close_session(ssn: Session) -> Decisions:
         queue_deserved=deserved,
         queue_share=share,
     )
+
+
+def _bounded(errors: dict[str, str], memo: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[str, int]]],
+             ) -> tuple[dict[str, str], dict[str, int]]:  # fmt: skip
+    """`bounded_reasons` of a job's node errors, once per session for equal errors: jobs of one
+    shape waiting on a full cluster fail on every node for the same words, and sorting and
+    sampling 500 nodes' reasons per waiting job was a third of a session over a backlog (the
+    result is only read: the events copy it)."""
+    key = tuple(errors.items())
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = bounded_reasons(errors)
+    return got
 
 
 def _revisit_at(ssn: Session) -> float | None:

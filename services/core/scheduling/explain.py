@@ -418,8 +418,12 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
     groups: tuple[ReasonGroup, ...] = ()
     fix = ""
     if job.node_errors and task is not None:
-        nodes = [ssn.nodes[n] for n in sorted(job.node_errors) if n in ssn.nodes]
-        groups, fix = node_groups(ssn, task, nodes, cache)
+        # (equal errors, equal node list: waiting jobs of one shape share one)
+        which = ("nodes of", tuple(job.node_errors.items()))
+        nodes = cache.get(which)
+        if nodes is None:
+            nodes = cache[which] = [ssn.nodes[n] for n in sorted(job.node_errors) if n in ssn.nodes]
+        groups, fix = node_groups(ssn, task, nodes, cache, which=which)
     if groups:
         fits = [g for g in groups if not g.plugin]
         if fits and len(fits) == len(groups):
