@@ -21,6 +21,9 @@ real one (its Nodes and Pods are created in namespace `tessera-bench` and delete
 server with the same Nodes and Pods (theirs name it in `schedulerName`, `--against-name`), and
 adds the ratios issue 29 states its goals in. Each process's CPU is also read at the first
 binding, so the binding window's cost stands apart from start-up.
+`--waiting N` creates N whole-card pods more than the cluster's cards hold (make `--pods` the
+number of cards): once `--pods` are bound, each process's CPU is read over `--idle` seconds in
+which nothing else happens — what a backlog longer than the cluster costs while it waits.
 Results go to benchmarks/results/k8s.md (the hand-written part of that file is kept).
 """
 
