@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from contracts.events import JobUnschedulable, ReasonGroup, TaskPlacement
 
@@ -65,6 +66,12 @@ QUOTA_NAMED = "(ResourceQuota "
 GANG_LINE = "tasks in gang unschedulable"
 
 
+#: the words' keys are asked again at every session for every waiting job, mostly of the same
+#: words (regular expressions over each: 8 % of the scheduler in a churn with a backlog)
+WORD_KEYS = 4096
+
+
+@lru_cache(maxsize=WORD_KEYS)
 def unschedulable_key(reason: str, why: str) -> str:
     """What must change for a waiting job's `JobUnschedulable` to be appended again (DESIGN §3:
     only on change): the scheduler's reason, or the rule `why` names — not its amounts, which
@@ -80,6 +87,7 @@ def unschedulable_key(reason: str, why: str) -> str:
 _COUNTS = re.compile(r"^(?:#(?:/#)? )+")
 
 
+@lru_cache(maxsize=WORD_KEYS)
 def by_words(key: str) -> str:
     """What must change for an enqueue refusal to be appended again, in records that say
     `verdicts_by_words`: its own words, its rule, and which reasons the gang line a trial adds
