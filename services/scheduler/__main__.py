@@ -29,7 +29,9 @@ def lease_of(log: EventLog, args: argparse.Namespace) -> Lease | None:
 def main(argv: list[str] | None = None) -> int:
     parser = common_parser("scheduler")
     parser.add_argument("--scheduler-conf", default="", help="volcano-scheduler.conf YAML")
-    parser.add_argument("--period", type=float, default=1.0)
+    parser.add_argument("--period", type=float, default=1.0,
+                        help="seconds between sessions while jobs wait (none on a log unchanged since "
+                        "one that concluded nothing, until a time rule turns)")
     parser.add_argument("--lease-ttl", type=float, default=float(os.environ.get("TESSERA_LEASE_TTL", "2")),
                         help="seconds a killed leader's lease outlives it (replicas take over after)")  # fmt: skip
     parser.add_argument("--await-inventory", action="store_true",
