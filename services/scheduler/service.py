@@ -1,5 +1,6 @@
 """The scheduler's shell: fold every event into the projection, run a session when something
-relevant arrived (debounced) or on a period, and append what the session concluded.
+relevant arrived (debounced) or on a period, and append what the session concluded. A period
+opens none over a log unchanged since a session that concluded nothing (`_concluded`).
 
 The session itself is the pure `decide(snapshot, conf)` over a `SchedulerView` of the log (the
 projection with outstanding proposals assumed); `record.decision_events` says which conclusions
