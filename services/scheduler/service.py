@@ -24,6 +24,7 @@ from contracts.base import Event
 from contracts.events import (
     ALL_EVENTS,
     CardRegistered,
+    JobUnschedulable,
     NodeRegistered,
     NodesListed,
     PlacementProposed,
@@ -342,6 +343,13 @@ class Scheduler:
         for result in results:
             if isinstance(result, Appended):
                 self.written = max(self.written, result.seq)
+        if outs and all(isinstance(o.event, JobUnschedulable) for o in outs) and [
+            r.seq if isinstance(r, Appended) and not r.duplicate else 0 for r in results
+        ] == list(range(based_on + 1, based_on + len(outs) + 1)):
+            # the log moved by these verdicts alone: folded back, they are each job's last
+            # words, which no decision reads (`decision_events` compares with them), so a session
+            # on them would conclude nothing — the session after every change of a reason
+            self._quiet = (based_on + len(outs), self._revisit)
 
     async def _resync(self) -> bool:
         """After a failed append, wait for the last message on each subject it wrote to: every

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 import msgspec
 import pytest
 
-from contracts.events import JobSubmitted, PlacementProposed
+from contracts.events import JobSubmitted, JobUnschedulable, PlacementProposed
 from services.core.scheduling import record
 from services.runtime.eventlog import EventLog
 from services.scheduler.service import Scheduler
-from tests.allocator.scenario import ascend_node, put
+from tests.allocator.scenario import ascend_node, decoded, put
 from tests.scheduler.test_scheduler_service import SLA_CONF, _first_proposal, inference_job, seed
 
 
@@ -57,6 +57,40 @@ async def test_a_waiting_job_is_not_judged_again_until_the_log_moves(
     events = await _first_proposal(event_log)
     assert [e.name for e in events if isinstance(e, PlacementProposed)] == ["huge"]
     assert sched.sessions > sessions
+
+
+async def test_a_session_that_only_gave_reasons_is_not_followed_by_one_on_them(
+    event_log: EventLog, running: Callable[[Scheduler], None]
+) -> None:
+    """A node joins that the waiting jobs' node selector does not match: their reasons change
+    ("0/2 nodes are unavailable: 2 node(s) didn't match …"), and the session says so and
+    nothing else. Its JobUnschedulable events, read
+    back, are all the log moved by: the jobs' last words, which no decision reads, so a session
+    on them would conclude nothing — one more full session after every change of a reason."""
+    await seed(event_log)
+    s = event_log.subjects
+    for name in ("huge", "wider"):
+        spec = inference_job(name)
+        task = msgspec.structs.replace(spec.tasks[0], node_selector={"zone": "b"})
+        await put(event_log, s.job("default", name), JobSubmitted(spec=msgspec.structs.replace(spec, tasks=(task,))))
+    sched = Scheduler(event_log, period=0.02, debounce=0.01)
+    await sched.recover()
+    running(sched)
+    await _unchanged_triggers(sched, 3)
+    sessions = sched.sessions
+    joined = await put(event_log, s.node("a2"), ascend_node("a2"))
+
+    async def read_back() -> None:  # the session on the node ran and its verdicts came back
+        while sched.view.seq <= joined or sched.view.seq < sched.written:
+            await _unchanged_triggers(sched, 1)
+
+    await asyncio.wait_for(read_back(), 20)
+    await _unchanged_triggers(sched, 3)
+    assert sched.sessions == sessions + 1
+    replayed = [m async for m in event_log.replay()]
+    told = list(zip([m.seq for m in replayed], decoded(replayed), strict=True))
+    assert sorted(e.name for seq, e in told if seq > joined) == ["huge", "wider"]
+    assert all(isinstance(e, JobUnschedulable) for seq, e in told if seq > joined)
 
 
 async def test_the_clock_reaching_a_time_rule_opens_a_session_on_the_same_log(
