@@ -311,9 +311,9 @@ class Scheduler:
                 await asyncio.sleep(self.period)
 
     def _concluded(self) -> bool:
-        """Whether a session now would conclude nothing new: the last one appended nothing and
-        the log has not moved since (the view is the log's fold and nothing else), nor has the
-        clock reached a time rule's turn. `decide` is a function of the snapshot, so it would
+        """Whether a session now would conclude nothing new: the last one appended nothing (or
+        only its verdicts, see `_session`) and the log has not moved since (the view is the
+        log's fold and nothing else), nor has the clock reached a time rule's turn. `decide` is a function of the snapshot, so it would
         reach the same decisions, and the same decisions append nothing the second time. With a
         backlog longer than the cluster, the period's session over every waiting job cost
         ~0.27 s of CPU each second on a full 500-node cluster that nothing changed (issue 29);
