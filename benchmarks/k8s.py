@@ -23,7 +23,8 @@ adds the ratios issue 29 states its goals in. Each process's CPU is also read at
 binding, so the binding window's cost stands apart from start-up.
 `--waiting N` creates N whole-card pods more than the cluster's cards hold (make `--pods` the
 number of cards): once `--pods` are bound, each process's CPU is read over `--idle` seconds in
-which nothing else happens — what a backlog longer than the cluster costs while it waits.
+which nothing else happens — what a backlog longer than the cluster costs while it waits
+(`--idle` alone: what a cluster at rest costs).
 Results go to benchmarks/results/k8s.md (the hand-written part of that file is kept).
 """
 
@@ -289,8 +290,8 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
         await _bound_or_died(watch, against, args.timeout)
         elapsed = time.perf_counter() - started
         cpu = _cpu_of(pids())
-        if args.waiting and args.idle > 0:
-            idle = await _idle_cpu(pids, cpu, args.idle)
+        if (seconds := args.idle if args.idle is not None else 20.0 if args.waiting else 0.0) > 0:
+            idle = await _idle_cpu(pids, cpu, seconds)
         if against is None:
             reads = await _delivered(plane.url, plane.creds("admin"))
             dump = Path(f"{args.dump_log}-{shape}-{mode}.jsonl") if args.dump_log else work / "log.jsonl"
@@ -533,8 +534,8 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
                          f"{c['pods_per_s']} | {c['p99']} | {c['cpu_ms'][0]} / {c['cpu_ms'][1]} | "
                          f"{c['window_ms'][0]} / {c['window_ms'][1]} |")  # fmt: skip
     if idle := [r for r in rows if r.get("idle_cpu")]:
-        lines += ["", "A full cluster with `--waiting` pods more (whole cards), nothing else happening: CPU ms "
-                  "per second of each process.", "", "| scheduler | nodes | shape | mode | waiting | CPU ms/s |",
+        lines += ["", "Once every pod that fits is bound (and `--waiting` pods more wait), nothing else happening: "
+                  "CPU ms per second of each process.", "", "| scheduler | nodes | shape | mode | waiting | CPU ms/s |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for r in idle:
             cpu = ", ".join(f"{k} {v}" for k, v in r["idle_cpu"].items())
@@ -581,7 +582,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the schedulerName its pods carry (and its label in the table)")
     p.add_argument("--waiting", type=int, default=0, help="whole-card pods beyond --pods that wait (make "
                    "--pods the cluster's cards): the scheduler's cost while a backlog waits")
-    p.add_argument("--idle", type=float, default=20, help="seconds the full cluster is watched with --waiting")
+    p.add_argument("--idle", type=float, default=None, help="seconds each process's CPU is read once all are "
+                   "bound and nothing else happens (default: 20 with --waiting, else none)")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--dump-log", default="", help="write each run's log (JSONL) to PREFIX-shape-mode.jsonl")
     return p.parse_args(argv)
