@@ -104,3 +104,42 @@ def test_unknown_field_is_rejected_with_its_path(tmp_path: Path) -> None:
         "spec.tasks[0].template.spec.containers[0].resoures: unknown field"
         in jobs["train"]["reason"]
     )
+
+
+SLA_INVENTORY = {"nodes": [{"name": "cpu", "count": 1, "cpu": 64, "memory": "256Gi"}]}
+SLA_CONF = """actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - {name: sla, arguments: {sla-waiting-time: 60s}}
+- plugins:
+  - {name: proportion}
+  - {name: predicates}
+"""
+SLA_WORKLOAD = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: big, namespace: default}
+spec: {minMember: 1, minResources: {cpu: "100", memory: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: big-0, namespace: default, annotations: {scheduling.k8s.io/group-name: big}}
+spec:
+  schedulerName: volcano
+  containers:
+  - {name: c, image: busybox, resources: {limits: {cpu: 1, memory: 1Gi}}}
+"""
+
+
+def test_the_virtual_clock_stops_where_a_waiting_time_runs_out(tmp_path: Path) -> None:
+    """proportion keeps a group asking more than the cluster Pending; sla lets it in 60 s after
+    it arrived. Nothing else happens in this simulation, and its clock moved only to arrivals
+    and ends: the pod was left Pending for good. It stops at the session's `revisit_at` too."""
+    args = _write(tmp_path, SLA_INVENTORY, SLA_WORKLOAD, SLA_CONF)
+    out, ev = tmp_path / "r.json", tmp_path / "e.jsonl"
+    assert main([*args, "--report", str(out), "--events", str(ev)]) == 0
+    assert [(p["name"], p["phase"]) for p in json.loads(out.read_text())["pods"]] == [("big-0", "Running")]
+    events = [json.loads(line)["data"] for line in ev.read_text().splitlines()]
+    assert [e["at"] for e in events if e["type"] == "TaskStarted"] == [60.0]
+    assert main(["simulate", "--replay", str(ev), "--report", str(tmp_path / "r2.json")]) == 0
+    assert (tmp_path / "r2.json").read_text() == out.read_text()

@@ -72,6 +72,9 @@ class Simulation:
         self.cards: dict[str, ledger.CardState] = {}
         self.now = 0.0
         self.sessions = 0
+        #: when the last session's time rules turn (`Decisions.revisit_at`: sla's waiting
+        #: time, cdp's cooldown): the virtual clock stops there too
+        self.revisit: float | None = None
         self.arrivals: list[tuple[float, int, JobSpec, tuple[RunningPod, ...]]] = []
         self.warnings: dict[tuple[str, str], tuple[str, ...]] = {}  # admission's clamps, per job
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
@@ -293,6 +296,7 @@ class Simulation:
         snap = self.projection.snapshot()
         snap = replace(snap, now=self.now)  # the simulation's virtual clock
         d = decide(snap, self.conf)
+        self.revisit = d.revisit_at
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed,
                                         admits_in_proposal=self.config is None or self.config.admits_in_proposal,
@@ -404,6 +408,10 @@ class Simulation:
                     on_session(self.sessions, self.now)
             next_times = [a[0] for a in self.arrivals]
             next_times += [e for e in self.ends.values() if e is not None]
+            if self.revisit is not None and self.revisit > self.now:
+                # a job past its sla waiting time on an otherwise quiet cluster was let through
+                # only at the next arrival or end, or never
+                next_times.append(self.revisit)
             if not next_times:
                 return
             nxt = min(next_times)
