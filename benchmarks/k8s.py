@@ -330,10 +330,10 @@ async def run_one(args: argparse.Namespace, shape: str, mode: str, kubeconfig: s
 
 
 async def _idle_cpu(pids: Callable[[], dict[str, int]], before: dict[str, float], seconds: float) -> dict[str, float]:
-    """CPU ms per second each process spends while the cluster is full and `--waiting` pods
-    wait, nothing else happening: what a backlog longer than the cluster costs for as long as
-    it lasts (every batch cluster's normal state; kube-scheduler parks such pods until an event
-    could make them fit)."""
+    """CPU ms per second each process spends once every pod that fits is bound, nothing else
+    happening: with `--waiting` pods, what a backlog longer than the cluster costs for as long
+    as it lasts (every batch cluster's normal state; kube-scheduler parks such pods until an
+    event could make them fit); without, what a cluster at rest costs."""
     await asyncio.sleep(seconds)
     after = _cpu_of(pids())
     return {k: round(1000 * (after[k] - v) / seconds, 1) for k, v in before.items() if k in after}
