@@ -9,6 +9,7 @@ evictions, unschedulable reasons with per-node reasons — must be equal.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import msgspec
@@ -20,8 +21,9 @@ from services.core.devices import build_vendors
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf, default_conf, parse_conf
 from services.core.scheduling.decide import decide, open_session
-from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.decisions import ENQUEUE_REFUSED, GANG_LINE, Decisions
 from services.core.scheduling.registry import build_plugins
+from services.core.scheduling.resources import requested
 from services.core.scheduling.session import Session
 from services.core.simulate.inventory import load_inventory
 
@@ -157,6 +159,27 @@ def random_snapshot(seed: int, large: bool = False) -> st.Snapshot:
     return st.Snapshot(seq=1000 + seed, now=0.0, nodes=nodes, queues=queues, jobs=jobs)
 
 
+def refusing(snap: st.Snapshot) -> st.Snapshot:
+    """Every job asking its first minAvailable pods' requests as its minResources (as Volcano's
+    job controller sets them) and each queue capped at 16 cores: `enqueue` then refuses some,
+    and the trial placements that explain those refusals (trial.py) search the nodes too."""
+    def asked(spec: JobSpec) -> dict[str, int]:
+        out: dict[str, int] = {}
+        left = spec.min_available
+        for task in spec.tasks:
+            n = min(left, task.replicas)
+            left -= n
+            for res, value in requested(task):
+                out[res] = out.get(res, 0) + value * n
+        return out
+
+    jobs = tuple(dataclasses.replace(j, spec=msgspec.structs.replace(j.spec, min_resources=asked(j.spec)))
+                 for j in snap.jobs)  # fmt: skip
+    queues = tuple(dataclasses.replace(q, spec=msgspec.structs.replace(q.spec, capability={"cpu": 16_000}))
+                   for q in snap.queues)  # fmt: skip
+    return dataclasses.replace(snap, jobs=jobs, queues=queues)
+
+
 def run(snapshot: st.Snapshot, conf: SchedulerConf, node_cache: bool) -> Decisions:
     return decide(snapshot, conf, node_cache=node_cache)
 
@@ -187,6 +210,22 @@ def test_cached_session_decides_alike_when_only_a_sample_of_nodes_is_searched(se
     snap = random_snapshot(seed, large=True)
     conf = _conf(("default", "full", "placement")[seed % 3])
     assert run(snap, conf, node_cache=True) == run(snap, conf, node_cache=False)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cached_session_explains_refused_gangs_like_the_straightforward_one(seed: int) -> None:
+    snap = refusing(random_snapshot(seed))
+    conf = _conf(("default", "full")[seed % 2])
+    assert run(snap, conf, node_cache=True) == run(snap, conf, node_cache=False)
+
+
+def test_generator_refuses_gangs_whose_trials_search_the_nodes() -> None:
+    """Guard: the refusing case's sessions do try refused gangs on the nodes."""
+    tried = 0
+    for seed in range(20):
+        d = run(refusing(random_snapshot(seed)), _conf(("default", "full")[seed % 2]), node_cache=True)
+        tried += sum(1 for u in d.unschedulable if u.reason.startswith(ENQUEUE_REFUSED) and GANG_LINE in u.reason)
+    assert tried > 10
 
 
 def test_generator_exercises_the_interesting_paths() -> None:

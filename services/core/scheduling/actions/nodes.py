@@ -381,6 +381,8 @@ def select_node(
     if ssn.node_cache and nodes is ssn.node_list and nodes and not reads_pods(ssn, task):
         shape = shape_of(task)
         seen = ssn.shape_counts[shape] = ssn.shape_counts.get(shape, 0) + 1
+        if seen < 2 and shape in ssn.shape_indexes:  # a trial's put the count back, not the index:
+            seen = 2  # answering from it costs the nodes changed since (trial.py, each session)
     if seen < 2:  # a shape seen once keeps no per-shape state (a trace may hold thousands)
         fit = predicate_nodes(ssn, task, nodes, cached=False)
         if fit.empty:
