@@ -64,12 +64,12 @@ async def test_a_session_that_only_gave_reasons_is_not_followed_by_one_on_them(
 ) -> None:
     """A node joins that the waiting jobs' node selector does not match: their reasons change
     ("0/2 nodes are unavailable: 2 node(s) didn't match …"), and the session says so and
-    nothing else. Its JobUnschedulable events, read
-    back, are all the log moved by: the jobs' last words, which no decision reads, so a session
-    on them would conclude nothing — one more full session after every change of a reason."""
+    nothing else. Its JobUnschedulable events, read back, are all the log moved by: the jobs'
+    last words, which no decision reads, so a session on them would conclude nothing — one more
+    full session after every change of a reason."""
     await seed(event_log)
     s = event_log.subjects
-    for name in ("huge", "wider"):
+    for name in ("east", "west"):
         spec = inference_job(name)
         task = msgspec.structs.replace(spec.tasks[0], node_selector={"zone": "b"})
         await put(event_log, s.job("default", name), JobSubmitted(spec=msgspec.structs.replace(spec, tasks=(task,))))
@@ -89,7 +89,7 @@ async def test_a_session_that_only_gave_reasons_is_not_followed_by_one_on_them(
     assert sched.sessions == sessions + 1
     replayed = [m async for m in event_log.replay()]
     told = list(zip([m.seq for m in replayed], decoded(replayed), strict=True))
-    assert sorted(e.name for seq, e in told if seq > joined) == ["huge", "wider"]
+    assert sorted(e.name for seq, e in told if seq > joined) == ["east", "west"]
     assert all(isinstance(e, JobUnschedulable) for seq, e in told if seq > joined)
 
 
