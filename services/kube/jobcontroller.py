@@ -569,9 +569,14 @@ class JobController:
                     bodies.append(volcano.pod_for(job, spec, role, index, retries, self.read_seq))
             await self._create_pods(ns, bodies)
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
+            # a pod the log has finished is kept whatever its object still shows: this process's
+            # pod watch may lag the one that told the log (the node agent's), and deleting on
+            # its word took a Succeeded pod, and its logs, from a Completed Job
+            ended = {t.pod for t in self.last_tasks.get(key, ()) if t.status in (st.SUCCEEDED, st.FAILED)}
             for k, obj in self._owned(self.pods, key, admitted):
-                if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj):
-                    await self.kube.delete_this(pods_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
+                pod = k.split("/", 1)[1]
+                if pods.phase(obj) in LIVE_POD_PHASES and not pods.terminating(obj) and pod not in ended:
+                    await self.kube.delete_this(pods_path(ns, pod), volcano.uid(obj))
         await self._job_status(key, spec, job)
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])

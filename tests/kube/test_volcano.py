@@ -322,6 +322,40 @@ async def test_a_pod_asked_for_is_asked_once_while_the_pod_watch_lags(cluster: C
             await asyncio.to_thread(cp.stop)
 
 
+async def test_a_finished_pod_is_kept_while_the_controllers_pod_watch_lags(cluster: Cluster, tmp_path: Path) -> None:
+    """The node agent's pod watch tells the log the workers succeeded; the job controller's own
+    pod watch, in another process, may bring that later. It ended the Job on the log's word and
+    killed what its lagging view still showed running: the Succeeded pods, and their logs, were
+    gone (CI: a Job Completed with one of its two pods left). A pod the log has finished is kept,
+    whatever its object still shows there."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    agent = "tessera-queue"
+    gate = cluster.held[(agent, "pods")] = asyncio.Event()
+    gate.set()  # open until the gang runs
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster) as kubelet:
+        await _start(cp)
+        try:
+            await cluster.watching(agent, "pods")
+            await create_article_job(cluster)
+            await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the gang Running")
+            gate.clear()
+            for worker in WORKERS:
+                await kubelet.finish("default", worker, 0)
+            # its status is written by the reconcile that ended it, after that one's kill step
+            await wait_until(lambda: _phase_is(cluster, JOB, "Completed"), 90, "Completed while its pod watch lags")
+            assert cluster.requests[(agent, "delete", "pods")] == 0
+            gate.set()
+            ws = await _workers(cluster)
+            assert sorted(ws) == sorted(WORKERS) and {kpods.phase(p) for p in ws.values()} == {"Succeeded"}
+        finally:
+            gate.set()
+            await asyncio.to_thread(cp.stop)
+
+
 async def test_a_pod_asked_for_is_asked_again_after_a_relist_or_a_409() -> None:
     """What the controller remembers of a pod asked for (the test above) lasts until its watch
     brings the pod's name; a relist forgets all of it — a pod made and deleted between two
