@@ -288,6 +288,20 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             await asyncio.to_thread(cp.stop)
 
 
+QUEUE_AGENT = "tessera-queue"
+
+
+async def _queue_pod_watch_held(cluster: Cluster) -> asyncio.Event:
+    """The article's cluster, with the queue process's pod watches waiting on the Event returned
+    (held until it is set): a lagging watch of the job controller's (kmock only)."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds one client's watch: the emulator's doing")
+    await volcano_served(cluster)
+    await hami_nodes(cluster)
+    gate = cluster.held[(QUEUE_AGENT, "pods")] = asyncio.Event()
+    return gate
+
+
 async def test_a_pod_asked_for_is_asked_once_while_the_pod_watch_lags(cluster: Cluster, tmp_path: Path) -> None:
     """The job controller makes a Job's pods, and its own pod watch brings them later (a real
     API server's watch lags the write under load): every reconcile in between — the job's
@@ -295,12 +309,8 @@ async def test_a_pod_asked_for_is_asked_once_while_the_pod_watch_lags(cluster: C
     409 (0.25 extra creations per pod in a loaded `benchmarks.k8s --shapes vcjob` run). Here
     the queue process's pod watches are held until the gang is bound; each pod is asked for
     once, and the job runs once the watch comes."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds one client's watch: the emulator's doing")
-    await volcano_served(cluster)
-    await hami_nodes(cluster)
-    agent = "tessera-queue"
-    held = cluster.held[(agent, "pods")] = asyncio.Event()
+    agent = QUEUE_AGENT
+    held = await _queue_pod_watch_held(cluster)
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     async with Kubelet(cluster):
         await _start(cp)
@@ -328,12 +338,8 @@ async def test_a_finished_pod_is_kept_while_the_controllers_pod_watch_lags(clust
     killed what its lagging view still showed running: the Succeeded pods, and their logs, were
     gone (CI: a Job Completed with one of its two pods left). A pod the log has finished is kept,
     whatever its object still shows there."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds one client's watch: the emulator's doing")
-    await volcano_served(cluster)
-    await hami_nodes(cluster)
-    agent = "tessera-queue"
-    gate = cluster.held[(agent, "pods")] = asyncio.Event()
+    agent = QUEUE_AGENT
+    gate = await _queue_pod_watch_held(cluster)
     gate.set()  # open until the gang runs
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     async with Kubelet(cluster) as kubelet:
