@@ -128,8 +128,9 @@ class Scheduler:
         #: time rules turn (`Decisions.revisit_at`): see `_concluded`
         self._quiet: tuple[int, float | None] | None = None
         self._revisit: float | None = None  # the last session's `Decisions.revisit_at`
-        self.unchanged = 0  # session triggers on a log unchanged since such a session
-        self.settled = asyncio.Event()  # set at each of them (what a test can await)
+        #: set at each session trigger that found the log unchanged since such a session (what
+        #: a test can await)
+        self.settled = asyncio.Event()
         self.snapshots = Snapshots(event_log, ViewFold(self.subjects.events),
                                    on_poison=self.service.park_once)  # fmt: skip
         # the view is the fold of the followed log and nothing else (sessions only read it):
@@ -297,7 +298,6 @@ class Scheduler:
             if not self.projection.waiting():
                 continue  # nothing waits: the session would decide and append nothing
             if self._concluded():
-                self.unchanged += 1
                 self.settled.set()
                 continue
             started = time.perf_counter()
