@@ -17,7 +17,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +158,18 @@ def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
             continue
         ctx.warn(f"{path}.{key}", value if isinstance(value, str) else "", words)
 
+
+def min_resources(min_available: int, tasks: Iterable[TaskSpec]) -> dict[str, int]:
+    """Volcano's job controller: a Job's minResources are the requests of its first
+    minAvailable pods, tasks ordered by priority (calcPGMinResources)."""
+    out: dict[str, int] = {}
+    left = min_available
+    for task in sorted(tasks, key=lambda t: -t.priority):
+        n = min(left, task.replicas)
+        left -= n
+        for res, value in requested(task):
+            out[res] = out.get(res, 0) + value * n
+    return out
 
 class _Ctx:
     """Per-object accumulator: collects rejections so one object reports all its problems."""
@@ -1019,15 +1031,7 @@ class Admission:
         policies = self._policies(ctx, "spec.policies", spec.get("policies"))
         topology = self._network_topology(ctx, spec)
         ctx.check()
-        # Volcano's job controller: minResources = requests of the first minAvailable pods,
-        # tasks ordered by priority (calcPGMinResources).
-        min_res: dict[str, int] = {}
-        left = min_available
-        for task in sorted(tasks, key=lambda t: -t.priority):
-            n = min(left, task.replicas)
-            left -= n
-            for res, value in requested(task):
-                min_res[res] = min_res.get(res, 0) + value * n
+        min_res = min_resources(min_available, tasks)
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Job", min_available=min_available,
             priority=priority, priority_class=pc_name, tasks=tuple(tasks), max_retry=max_retry,

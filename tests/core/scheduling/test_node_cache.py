@@ -23,9 +23,9 @@ from services.core.scheduling.config import PluginConf, SchedulerConf, default_c
 from services.core.scheduling.decide import decide, open_session
 from services.core.scheduling.decisions import ENQUEUE_REFUSED, GANG_LINE, Decisions
 from services.core.scheduling.registry import build_plugins
-from services.core.scheduling.resources import requested
 from services.core.scheduling.session import Session
 from services.core.simulate.inventory import load_inventory
+from services.core.workload.admission import min_resources
 
 CARD = "Ascend910B3"
 WHOLE = DeviceRequest(vendor="huawei", type=CARD, count=1, memory_pct=100, exclusive=True)
@@ -163,18 +163,8 @@ def refusing(snap: st.Snapshot) -> st.Snapshot:
     """Every job asking its first minAvailable pods' requests as its minResources (as Volcano's
     job controller sets them) and each queue capped at 16 cores: `enqueue` then refuses some,
     and the trial placements that explain those refusals (trial.py) search the nodes too."""
-    def asked(spec: JobSpec) -> dict[str, int]:
-        out: dict[str, int] = {}
-        left = spec.min_available
-        for task in spec.tasks:
-            n = min(left, task.replicas)
-            left -= n
-            for res, value in requested(task):
-                out[res] = out.get(res, 0) + value * n
-        return out
-
-    jobs = tuple(dataclasses.replace(j, spec=msgspec.structs.replace(j.spec, min_resources=asked(j.spec)))
-                 for j in snap.jobs)  # fmt: skip
+    jobs = tuple(dataclasses.replace(j, spec=msgspec.structs.replace(
+        j.spec, min_resources=min_resources(j.spec.min_available, j.spec.tasks))) for j in snap.jobs)  # fmt: skip
     queues = tuple(dataclasses.replace(q, spec=msgspec.structs.replace(q.spec, capability={"cpu": 16_000}))
                    for q in snap.queues)  # fmt: skip
     return dataclasses.replace(snap, jobs=jobs, queues=queues)
