@@ -488,6 +488,10 @@ class Binder:
             if selected and selected != p.node:
                 return f"PersistentVolumeClaim {ns}/{name} is selected for node {selected}, not {p.node}"
             waiting = True
+            # a waiter before the patch's await: a change the watch brings while the patch is
+            # out (a 409 says there was one) wakes it — registered after, that wake was lost
+            # and the pod waited out claim_timeout on a claim bound long before
+            self._claim_waiters.setdefault((ns, name), set()).add(key)
             if not selected:  # at the version read: a 409 means it changed, and the watch says how
                 patch = {"metadata": {"annotations": {SELECTED_NODE: p.node},
                                       "resourceVersion": meta.get("resourceVersion")}}  # fmt: skip
@@ -496,7 +500,6 @@ class Binder:
                 except KubeError as exc:
                     if exc.status not in (404, 409):
                         raise
-            self._claim_waiters.setdefault((ns, name), set()).add(key)
         if not waiting:
             self._claim_since.pop(key, None)
             return None
@@ -571,12 +574,12 @@ class Binder:
             current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
             if current and not self._takeable(current, ns, pod):
                 self.stats.lock_waits += 1
+                changed.clear()  # before the await below: a release meanwhile is not missed
                 now = self.clock()
                 since = now if since is None else since
                 if not told and now - since >= self.lock_told_after:
                     told = True
                     await self._lock_wait_told(node, ns, pod, uid, current)
-                changed.clear()
                 with contextlib.suppress(TimeoutError):
                     await within(changed.wait(), 1.0)
                 continue

@@ -79,6 +79,10 @@ class Cluster:
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
     #: kmock: lists that wait until the Event is set, by (User-Agent, resource): a slow answer
     held_lists: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    #: kmock: requests that wait until the Event is set before the server looks at them, by
+    #: (User-Agent, verb, resource) as `requests` counts them: a write slow on the wire, whose
+    #: object changes meanwhile
+    held_requests: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
     #: kmock: the lock its emulator stores objects and lists under, and its rules (a test may
     #: hold the one and gate the other's lists)
     store_lock: asyncio.Lock | None = None
@@ -318,6 +322,7 @@ class ServerRules:
     requests: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # see Cluster.held
     held_lists: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_lists
+    held_requests: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_requests
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -451,6 +456,8 @@ def emulator() -> Any:
             agent, what = _client_resource(request)
             verb = (request.action or request.method).value.lower()  # a subresource POST has no action
             rules.requests[(agent, verb, what)] += 1
+            if (held := rules.held_requests.get((agent, verb, what))) is not None:
+                await held.wait()
             if res is not None and request.action == kmock.action.DELETE and request.name:
                 early = await self._delete(request, kind, rules)
                 if early is not None:
@@ -721,7 +728,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         _kubeconfig(path, base)
         kube = Kube(await configuration(str(path)), Limits(qps=0))
         cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held,
-                          held_lists=km._tessera_rules.held_lists,
+                          held_lists=km._tessera_rules.held_lists, held_requests=km._tessera_rules.held_requests,
                           store_lock=km._lock, rules=km._tessera_rules)
         cluster_box.append(cluster)
         try:
