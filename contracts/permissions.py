@@ -121,10 +121,11 @@ def _read_stream(stream: str) -> list[str]:
 
 
 def _durable(stream: str, name: str) -> list[str]:
-    """Create (both API forms, with or without a filter token), pull and ack one durable."""
+    """Create (both API forms, with or without a filter token), pull and ack one durable, and
+    reset it (what a killed process of it left unsettled, delivered again at the next start)."""
     return [f"{API}.CONSUMER.DURABLE.CREATE.{stream}.{name}", f"{API}.CONSUMER.CREATE.{stream}.{name}",
             f"{API}.CONSUMER.CREATE.{stream}.{name}.>", f"{API}.CONSUMER.MSG.NEXT.{stream}.{name}",
-            f"$JS.ACK.{stream}.{name}.>"]  # fmt: skip
+            f"{API}.CONSUMER.RESET.{stream}.{name}", f"$JS.ACK.{stream}.{name}.>"]  # fmt: skip
 
 
 def permissions(user: str, subjects: Subjects | None = None, stream: str = "TESSERA") -> Permissions:

@@ -49,7 +49,7 @@ def _docker_nats() -> Iterator[str] | None:  # pragma: no cover - needs a Docker
     from testcontainers.nats import NatsContainer
 
     def gen() -> Iterator[str]:
-        with NatsContainer("nats:2.12", jetstream=True) as container:
+        with NatsContainer("nats:2.15", jetstream=True) as container:
             yield container.nats_uri()
 
     return gen()

@@ -27,6 +27,7 @@ from nats.aio.msg import Msg
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
     StorageType,
@@ -932,11 +933,36 @@ class JetStreamLog:
             max_ack_pending=10_000,
             filter_subjects=list(filter_subjects),
         )
+        info: ConsumerInfo | None
         try:
-            await self.js.add_consumer(self.stream, config)
-        except nats.js.errors.BadRequestError:
-            pass  # exists with this config: resume where it left off
+            info = await self.js.add_consumer(self.stream, config)
+        except nats.js.errors.BadRequestError:  # exists with another config: resume where it left off
+            info = await self.js.consumer_info(self.stream, durable)
+        if info.num_ack_pending:
+            await self._redeliver_now(durable, info.num_ack_pending)
         return await JetStreamConsumer(self.nc, self.stream, durable).start()
+
+    async def _redeliver_now(self, durable: str, pending: int) -> None:
+        """Messages of the durable delivered but never settled — the process that took them was
+        killed — are delivered again now, from one above its ack floor, rather than ack_wait
+        (30 s) later: until then the new process went on with the later ones and the work the
+        lost ones carried waited (a Volcano Job restarting when its queue service was killed
+        stood 30 s). A replica still alive on the same durable sees its own in-flight messages
+        again, which every handler takes as the redelivery it already is. The server's
+        consumer reset (ADR-60) came with nats-server 2.14; an older one redelivers as before."""
+        version = self.nc.connected_server_version
+        if (version.major, version.minor) < (2, 14):
+            logger.info("durable %s: %d deliveries unsettled, redelivered after ack_wait (nats-server %s "
+                        "has no consumer reset)", durable, pending, version)  # fmt: skip
+            return
+        try:
+            reset = await self.js.reset_consumer(self.stream, durable, timeout=5.0)
+        except (nats.errors.Error, TimeoutError) as exc:
+            logger.warning("durable %s: %d deliveries unsettled, redelivered after ack_wait (reset "
+                           "refused: %s)", durable, pending, exc)  # fmt: skip
+            return
+        logger.info("durable %s: %d deliveries a stopped process left unsettled, delivered again "
+                    "from #%d", durable, pending, reset.reset_seq)  # fmt: skip
 
     async def park(self, service: str, message: StoredMessage, reason: str) -> None:
         # the server reads its own headers on a publish: a message of an atomic batch carries
