@@ -5,20 +5,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
-from contracts.permissions import ADMIN
-from contracts.subjects import Subjects
+from contracts.permissions import ADMIN, rights_of
+from services.cli.connection import open_log
 from services.cli.control import connection_args, nats_url
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime.compaction import Compaction, compact
-from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.natsauth import connect_options
 
 __all__ = ["Compaction", "add_parsers", "compact"]
 
 
 async def _run(args: argparse.Namespace) -> int:
-    log = await JetStreamLog.connect(nats_url(args, ADMIN), subjects=Subjects(args.root))
+    """Over the CLI's bounded connection, as the admin user unless `--nats-creds` names
+    another: a user the server would refuse the purge is told so at once (the service's
+    connection retried its stream checks for 30 s, then printed a timeout's traceback)."""
+    url = nats_url(args, ADMIN)
+    log = await open_log(url, args.root, create=False)
     try:
+        user = connect_options(url=url).get("user", "")
+        rights = rights_of(user, log.subjects, log.stream)
+        purge = f"$JS.API.STREAM.PURGE.{log.stream}"
+        if rights is not None and not rights.may_publish(purge):
+            print(f"error: NATS user {user!r} may not purge the log ({purge}): `tessera compact` "
+                  f"is the {ADMIN!r} user's — its credentials are where `tessera up` keeps them "
+                  "(found by --state-dir), or give them with --nats-creds", file=sys.stderr)  # fmt: skip
+            return 2
         done = await compact(log, args.keep_finished)
     finally:
         await log.close()
