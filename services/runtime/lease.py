@@ -106,10 +106,12 @@ class Lease:
         await self.release()
 
     async def release(self) -> None:
-        """Give the lease up (a normal stop): the next replica need not wait for the ttl."""
+        """Give the lease up (a normal stop): the next replica need not wait for the ttl. Not
+        longer than the ttl, after which the key is gone anyway: a stop because the NATS server
+        died waited out the request's timeout (10 s) for an answer that could not come."""
         if not self.revision:
             return
         with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-            kv = await self._bucket()
-            await kv.delete(self.key, last=self.revision)
+            kv = await within(self._bucket(), self.ttl)
+            await within(kv.delete(self.key, last=self.revision), self.ttl)
         self.revision = 0

@@ -21,3 +21,22 @@ async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
     """`await awaitable`, or TimeoutError after `timeout` seconds (None: no limit)."""
     async with asyncio.timeout(timeout):
         return await awaitable
+
+
+async def unless_stopped(awaitable: Awaitable[T], stopping: asyncio.Event) -> bool:
+    """`await awaitable` unless `stopping` is set first, which cancels it: True when it ended
+    on its own (its exception, if any, raised here). A wait of minutes on something another
+    process does (the scheduler's hold for the node agent's listing) must not outlast a stop:
+    the service's stop waits for every task, and SIGTERM became SIGKILL ten seconds later."""
+    work = asyncio.ensure_future(awaitable)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, stop):
+            task.cancel()
+        await asyncio.gather(work, stop, return_exceptions=True)
+    if work.cancelled():
+        return False
+    work.result()
+    return True

@@ -43,7 +43,7 @@ from services.runtime.eventlog import Appended, EventLog
 from services.runtime.lease import Lease
 from services.runtime.service import EventService, Outgoing, Received, decode_stored
 from services.runtime.snapshot import Retention, Snapshots
-from services.runtime.waits import within
+from services.runtime.waits import unless_stopped, within
 from services.scheduler.metrics import SessionMetrics
 from services.scheduler.tracing import JobTraces, decision_spans
 from services.scheduler.view import ViewFold
@@ -284,10 +284,11 @@ class Scheduler:
                 await within(self._dirty.wait(), self.period)
                 # debounce, and at least as long as the last session took: under a stream of
                 # events sessions then use at most about half the CPU, and each one sees more
-                await asyncio.sleep(max(self.debounce, took))
+                await within(stopping.wait(), max(self.debounce, took))
             except TimeoutError:
                 pass
-            await self._inventory_settled()
+            if stopping.is_set() or not await unless_stopped(self._inventory_settled(), stopping):
+                break
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides

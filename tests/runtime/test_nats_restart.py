@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
+
+import nats.errors
 
 from contracts.events import NodeLost
 from contracts.registry import default_registry
 from services.runtime.eventlog import Appended, Entry
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.lease import Lease
 from services.runtime.natsserver import NatsServer
 
 
@@ -42,3 +47,21 @@ async def test_acknowledged_events_survive_a_server_restart(tmp_path: Path) -> N
     finally:
         server.stop()
     assert server.process is None
+
+
+async def test_a_lease_given_up_while_the_server_is_gone_takes_no_longer_than_its_ttl(tmp_path: Path) -> None:
+    """A service stopping because its NATS server died gives its lease up on the way out: the
+    delete waited out the request's 10 s timeout, and `tessera up`'s scheduler, SIGTERMed as
+    its broker went, was the last to end by that much. The key expires after the ttl anyway."""
+    server = NatsServer(data_dir=tmp_path / "js").start()
+    log = await JetStreamLog.connect(server.url)
+    try:
+        lease = Lease(log.js, "TESSERA_leases", "scheduler", ttl=1.0)
+        assert await lease.renew()
+        server.stop()
+        await asyncio.wait_for(lease.release(), 5.0)
+        assert lease.revision == 0
+    finally:
+        server.stop()
+        with contextlib.suppress(nats.errors.Error):  # nothing to flush to
+            await log.close()

@@ -239,6 +239,26 @@ async def test_with_a_node_agent_no_session_opens_before_its_listing(event_log: 
     assert {p.node for p in proposal.placements} == {"n0", "n1"}
 
 
+async def test_a_scheduler_holding_for_the_listing_stops_when_told(event_log: EventLog) -> None:
+    """A stop while the session loop holds for a node agent's listing (none is coming: a node
+    agent failed at start) ends the loop at once; it waited out the hold (30 s) and the process,
+    SIGTERMed, was killed 10 s later, its last words unsaid (`tessera up` with a broken
+    inventory took 13 s to say why)."""
+    s = event_log.subjects
+    await put(event_log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    sched = Scheduler(event_log, period=0.05, debounce=0.01, registration_quiet=0.0, await_inventory=True)
+    await sched.recover()
+    stopping = asyncio.Event()
+    sessions = asyncio.create_task(sched.run_sessions(stopping))
+    try:
+        await asyncio.wait_for(sched.holding.wait(), 20)
+        stopping.set()
+        await asyncio.wait_for(asyncio.shield(sessions), 10)  # the hold lasts 30 s
+    finally:
+        sessions.cancel()
+    assert sched.sessions == 0 and not sched.listed.is_set()
+
+
 async def test_a_restarted_scheduler_finds_the_listing_in_the_log(event_log: EventLog) -> None:
     """The agent listed the cluster before this scheduler started (a restart, a new leader):
     the log says so and nothing is held."""
