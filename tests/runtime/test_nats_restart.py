@@ -34,7 +34,9 @@ async def test_acknowledged_events_survive_a_server_restart(tmp_path: Path) -> N
         assert all(isinstance(r, Appended) for r in acked)
         server.stop()  # SIGTERM while the client is connected
         server.start()  # same port, same store dir; the client reconnects by itself
-        await log.wait_ready()
+        # the server is back at once: a wait of 5 s sees it (the first ask, written to the
+        # old socket, went unanswered for the request's 10 s timeout, past any such wait)
+        await log.wait_ready(timeout=5.0)
         more = await log.append_pipelined([entry(log, i) for i in range(200, 250)])
         assert all(isinstance(r, Appended) and not r.duplicate for r in more)
         replayed = [m async for m in log.replay()]

@@ -663,15 +663,21 @@ class JetStreamLog:
             await self.js.update_stream(config)
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Block until the server answers for our stream again (after a reconnect or restart)."""
-        deadline = asyncio.get_running_loop().time() + timeout
+        """Block until the server answers for our stream again (after a reconnect or restart).
+        Each ask waits a little longer than the last (0.5 s, doubling): a request written to
+        the socket of a server that had just gone is never answered, and the first ask after
+        a restart waited out the whole request timeout (10 s) while the server was back."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        patience = 0.5
         while True:
             try:
-                await self.js.stream_info(self.stream)
+                await within(self.js.stream_info(self.stream), max(min(patience, deadline - loop.time()), 0.1))
                 return
             except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-                if asyncio.get_running_loop().time() > deadline:
+                if loop.time() > deadline:
                     raise LogUnavailable(f"stream {self.stream} unavailable: {exc}") from exc
+                patience = min(patience * 2, self.timeout)
                 await asyncio.sleep(0.1)
 
     async def close(self) -> None:
