@@ -52,3 +52,28 @@ async def test_what_a_killed_reader_left_unsettled_comes_first_at_the_next_start
         if not killed.nc.is_closed:
             await killed.close()
         await close_jetstream_log(log)
+
+
+async def test_what_a_stopping_reader_fetched_and_never_read_goes_to_another_at_once(nats_url: str) -> None:
+    """Two processes share one durable (allocator replicas); one stops with messages it
+    fetched but never read: the other has them now, not ack_wait later."""
+    subjects, stream = unique_subjects()
+    log = await JetStreamLog.connect(nats_url, subjects=subjects, stream=stream, ack_wait=600.0)
+    try:
+        seqs = [(await log.append(lost(log, i))).seq for i in range(5)]  # type: ignore[union-attr]
+        stopping = await log.consumer("shared", [subjects.all_nodes()])
+        other = await log.consumer("shared", [subjects.all_nodes()])
+        first = await stopping.next(timeout=10)  # one request fetches all five
+        assert first is not None and first.message.seq == seqs[0]
+        await first.ack()
+        await stopping.close()
+        got = []
+        for _ in range(4):
+            d = await other.next(timeout=10)
+            assert d is not None, f"only {got} came to the other reader"
+            got.append(d.message.seq)
+            await d.ack()
+        assert sorted(got) == seqs[1:]
+        await other.close()
+    finally:
+        await close_jetstream_log(log)

@@ -391,10 +391,16 @@ class JetStreamConsumer(_Woken):
         return JetStreamDelivery(msg, self._acks) if msg is not None else None
 
     async def close(self) -> None:
-        # Unsettled messages that arrived are redelivered by the server after ack_wait.
+        """Messages that arrived and were never handed out are given back (nak'd), so another
+        process of the durable has them now: left alone, they waited out ack_wait (30 s) — a
+        replica scaled down took its prefetched batch with it. Those handed out and unsettled
+        are the handler's, and come again after ack_wait (or at the next start's reset)."""
+        unread = [m for m in self._arrived if not (m.headers and m.headers.get("Status"))]
         self._arrived.clear()
         try:
             await self._flush_acks()
+            for msg in unread:
+                await msg.nak()
         except nats.errors.Error:
             pass
         try:
