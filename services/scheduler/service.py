@@ -13,6 +13,7 @@ when a job's reason changes, DESIGN §3). Every decision carries its session's h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -309,7 +310,8 @@ class Scheduler:
                 log.exception("session %d failed; retrying on the next trigger", self.sessions)
                 self.session_metrics.failed()
                 self._dirty.set()
-                await asyncio.sleep(self.period)
+                with contextlib.suppress(TimeoutError):
+                    await within(stopping.wait(), self.period)
 
     def _concluded(self) -> bool:
         """Whether a session now would conclude nothing new: the last one appended nothing (or
@@ -368,7 +370,11 @@ class Scheduler:
         return True
 
     async def background(self, stopping: asyncio.Event) -> None:
-        if self.lease is None:
-            await self.run_sessions(stopping)
-            return
-        await asyncio.gather(self.lease.keep(stopping, self._dirty), self.run_sessions(stopping))
+        async def woken_at_stop() -> None:
+            """The session loop's wait for events ends at a stop too: it waited out its period
+            (1 s), the last of the five services to end every `down` and test teardown."""
+            await stopping.wait()
+            self._dirty.set()
+
+        keep = [self.lease.keep(stopping, self._dirty)] if self.lease is not None else []
+        await asyncio.gather(*keep, self.run_sessions(stopping), woken_at_stop())

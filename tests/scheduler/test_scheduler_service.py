@@ -22,6 +22,7 @@ from services.core.devices import build_vendors, parse_container
 from services.runtime.eventlog import EventLog
 from services.scheduler.service import Scheduler
 from tests.allocator.scenario import ascend_node, decoded, put
+from tests.processes import wait_until
 
 
 def inference_job(name: str, memory: int = 15000, replicas: int = 1) -> JobSpec:
@@ -257,6 +258,26 @@ async def test_a_scheduler_holding_for_the_listing_stops_when_told(event_log: Ev
     finally:
         sessions.cancel()
     assert sched.sessions == 0 and not sched.listed.is_set()
+
+
+async def test_a_stop_ends_the_wait_for_the_next_period(event_log: EventLog) -> None:
+    """Stopped between sessions, the loop ends then, not at its next period (here ten minutes;
+    the default second made the scheduler the last service to end every stop)."""
+    await seed(event_log)
+    sched = Scheduler(event_log, period=600.0, debounce=0.01, registration_quiet=0.0)
+    await sched.recover()
+    stopping = asyncio.Event()
+    loop = asyncio.create_task(sched.background(stopping))
+    try:
+        async def waiting_for_events() -> bool:  # its trigger taken: nothing awaits after that
+            return not sched._dirty.is_set()  # but the next one (nothing waits to be placed)
+
+        await wait_until(waiting_for_events, 30, "the session loop waiting for the next period")
+        stopping.set()
+        await asyncio.wait_for(asyncio.shield(loop), 10)
+    finally:
+        loop.cancel()
+    assert sched.sessions == 0
 
 
 async def test_a_restarted_scheduler_finds_the_listing_in_the_log(event_log: EventLog) -> None:
