@@ -288,8 +288,10 @@ class Scheduler:
                 await within(stopping.wait(), max(self.debounce, took))
             except TimeoutError:
                 pass
-            if stopping.is_set() or not await unless_stopped(self._inventory_settled(), stopping):
+            if stopping.is_set():
                 break
+            if not self.listed.is_set() and not await unless_stopped(self._inventory_settled(), stopping):
+                break  # stopped while holding for the cluster's nodes
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
                 continue  # a standby replica: it keeps its projection, the leader decides

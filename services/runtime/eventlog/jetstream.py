@@ -949,8 +949,11 @@ class JetStreamLog:
         try:
             info = await self.js.add_consumer(self.stream, config)
         except nats.js.errors.BadRequestError:  # exists with another config: resume where it left off
-            info = await self.js.consumer_info(self.stream, durable)
-        if info.num_ack_pending:
+            try:
+                info = await self.js.consumer_info(self.stream, durable)
+            except (nats.errors.Error, TimeoutError):
+                info = None  # what it holds unsettled comes after ack_wait, as it always did
+        if info is not None and info.num_ack_pending:
             await self._redeliver_now(durable, info.num_ack_pending)
         return await JetStreamConsumer(self.nc, self.stream, durable).start()
 
