@@ -128,8 +128,8 @@ async def test_a_claim_bound_while_the_selected_node_patch_is_out_wakes_the_pod(
     ns = cluster.namespace
     await cluster.create_node("n1")
     path = claims_path(ns, "data")
-    await cluster.kube.create(path.rsplit("/", 1)[0], {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                                       "metadata": {"name": "data"}, "spec": {}})  # fmt: skip
+    await cluster.kube.create(claims_path(ns), {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                                "metadata": {"name": "data"}, "spec": {}})  # fmt: skip
     await cluster.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app"}, "spec": {
         "schedulerName": "volcano", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
         "containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
