@@ -9,7 +9,7 @@ import pytest
 from contracts.events import NodeLost
 from contracts.registry import default_registry
 from services.runtime.eventlog import Entry
-from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.jetstream import JetStreamConsumer, JetStreamLog
 from tests.conftest import close_jetstream_log, unique_subjects
 
 
@@ -17,6 +17,17 @@ def lost(log: JetStreamLog, i: int) -> Entry:
     event = NodeLost(node=f"n{i}")
     reg = default_registry()
     return Entry(log.subjects.node(f"n{i}"), reg.encode(event), reg.envelope(event).to_headers())
+
+
+async def settle(consumer: JetStreamConsumer, n: int) -> list[int]:
+    """The sequences of the next `n` deliveries, each acknowledged; fails on one not coming."""
+    got: list[int] = []
+    for _ in range(n):
+        d = await consumer.next(timeout=10)
+        assert d is not None, f"only {got} came to this reader"
+        got.append(d.message.seq)
+        await d.ack()
+    return got
 
 
 async def test_what_a_killed_reader_left_unsettled_comes_first_at_the_next_start(nats_url: str) -> None:
@@ -39,12 +50,7 @@ async def test_what_a_killed_reader_left_unsettled_comes_first_at_the_next_start
         await killed.close()  # the process is gone
 
         again = await log.consumer("svc", [subjects.all_nodes()])
-        got = []
-        for _ in range(3):
-            d = await again.next(timeout=10)
-            assert d is not None, f"only {got} delivered to the next process"
-            got.append(d.message.seq)
-            await d.ack()
+        got = await settle(again, 3)
         assert got == seqs[1:], "the unsettled ones first, in stream order, then the rest"
         assert await again.next(timeout=0.5) is None
         await again.close()
@@ -67,13 +73,7 @@ async def test_what_a_stopping_reader_fetched_and_never_read_goes_to_another_at_
         assert first is not None and first.message.seq == seqs[0]
         await first.ack()
         await stopping.close()
-        got = []
-        for _ in range(4):
-            d = await other.next(timeout=10)
-            assert d is not None, f"only {got} came to the other reader"
-            got.append(d.message.seq)
-            await d.ack()
-        assert sorted(got) == seqs[1:]
+        assert sorted(await settle(other, 4)) == seqs[1:]
         await other.close()
     finally:
         await close_jetstream_log(log)
