@@ -113,6 +113,16 @@ COMMANDS = [
 ]  # fmt: skip
 
 
+def test_ensure_streams_waits_for_nats_as_long_as_told_then_says_so(tmp_path: Path) -> None:
+    """`ensure-streams` connected as a service does, retrying for ever: a wrong URL hung it
+    with nothing said. It waits `--wait` seconds (the chart's hook Job runs it while NATS comes
+    up, and retries it)."""
+    out = tessera("ensure-streams", "--nats", UNREACHABLE, "--wait", "1", "--state-dir", str(tmp_path))
+    assert out.returncode == 2
+    assert f"NATS at {UNREACHABLE} did not answer within 1 s" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
 def test_commands_fail_fast_without_nats(command: tuple[str, ...], tmp_path: Path) -> None:
     started = time.monotonic()
