@@ -11,6 +11,7 @@ from contracts.registry import default_registry
 from services.runtime.eventlog import Entry
 from services.runtime.eventlog.jetstream import JetStreamConsumer, JetStreamLog
 from tests.conftest import close_jetstream_log, unique_subjects
+from tests.processes import wait_until
 
 
 def lost(log: JetStreamLog, i: int) -> Entry:
@@ -72,6 +73,11 @@ async def test_what_a_stopping_reader_fetched_and_never_read_goes_to_another_at_
         first = await stopping.next(timeout=10)  # one request fetches all five
         assert first is not None and first.message.seq == seqs[0]
         await first.ack()
+
+        async def holds_the_rest() -> bool:  # the server sent them all to this reader
+            return len(stopping._arrived) == len(seqs) - 1
+
+        await wait_until(holds_the_rest, 30, "the stopping reader holding the four it fetched")
         await stopping.close()
         assert sorted(await settle(other, 4)) == seqs[1:]
         await other.close()

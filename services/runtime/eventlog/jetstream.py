@@ -394,18 +394,21 @@ class JetStreamConsumer(_Woken):
         """Messages that arrived and were never handed out are given back (nak'd), so another
         process of the durable has them now: left alone, they waited out ack_wait (30 s) — a
         replica scaled down took its prefetched batch with it. Those handed out and unsettled
-        are the handler's, and come again after ack_wait (or at the next start's reset)."""
+        are the handler's, and come again after ack_wait (or at the next start's reset). The
+        subscription is drained first: what the server sent before it heard the unsubscribe
+        lands here and is given back too (unsubscribed at once, a message still on the wire
+        was dropped, and held until ack_wait)."""
+        try:
+            if self._sub is not None:
+                await self._sub.drain()
+        except nats.errors.Error:
+            pass
         unread = [m for m in self._arrived if not (m.headers and m.headers.get("Status"))]
         self._arrived.clear()
         try:
             await self._flush_acks()
             for msg in unread:
                 await msg.nak()
-        except nats.errors.Error:
-            pass
-        try:
-            if self._sub is not None:
-                await self._sub.unsubscribe()
         except nats.errors.Error:
             pass
 
