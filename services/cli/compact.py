@@ -7,12 +7,11 @@ import argparse
 import asyncio
 import sys
 
-from contracts.permissions import ADMIN, rights_of
+from contracts.permissions import ADMIN
 from services.cli.connection import open_log
 from services.cli.control import connection_args, nats_url
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime.compaction import Compaction, compact
-from services.runtime.natsauth import connect_options
 
 __all__ = ["Compaction", "add_parsers", "compact"]
 
@@ -24,10 +23,9 @@ async def _run(args: argparse.Namespace) -> int:
     url = nats_url(args, ADMIN)
     log = await open_log(url, args.root, create=False)
     try:
-        user = connect_options(url=url).get("user", "")
-        rights = rights_of(user, log.subjects, log.stream)
+        user = log.nc.options.get("user") or ""
         purge = f"$JS.API.STREAM.PURGE.{log.stream}"
-        if rights is not None and not rights.may_publish(purge):
+        if log.rights is not None and not log.rights.may_publish(purge):
             print(f"error: NATS user {user!r} may not purge the log ({purge}): `tessera compact` "
                   f"is the {ADMIN!r} user's — its credentials are where `tessera up` keeps them "
                   "(found by --state-dir), or give them with --nats-creds", file=sys.stderr)  # fmt: skip

@@ -64,8 +64,10 @@ async def connect(url: str, timeout: float = CONNECT_TIMEOUT) -> Client:
 async def open_log(url: str, root: str, create: bool = True) -> JetStreamLog:
     """The log of the system at `url`, over a bounded connection. The streams are looked at,
     and created only when absent (and `create`: `up` leaves that to the services, which know
-    the replicas): the CLI user may read them, not create or change them."""
-    log = JetStreamLog(await connect(url), subjects=Subjects(root))
+    the replicas): the CLI user may read them, not create or change them. The log knows the
+    user's rights (`JetStreamLog.rights`), as a service's does."""
+    nc = await connect(url)
+    log = JetStreamLog(nc, subjects=Subjects(root), user=nc.options.get("user") or "")
     try:
         try:
             await log.js.stream_info(log.stream)
