@@ -112,6 +112,9 @@ class Lease:
         if not self.revision:
             return
         with contextlib.suppress(nats.errors.Error, nats.js.errors.Error, TimeoutError):
-            kv = await within(self._bucket(), self.ttl)
-            await within(kv.delete(self.key, last=self.revision), self.ttl)
+            await within(self._delete_ours(), self.ttl)
         self.revision = 0
+
+    async def _delete_ours(self) -> None:
+        kv = await self._bucket()
+        await kv.delete(self.key, last=self.revision)
