@@ -78,6 +78,8 @@ class JobFlowController:
             self.dirty_templates.add(ch.key)
         elif what == "job" and (made_by := str((volcano.meta(ch.obj).get("labels") or {}).get(jf.CREATED_BY) or "")):
             self.dirty_templates.add(made_by.replace(".", "/", 1))
+        if what == "job":
+            self._note_completed(ch.obj)
         if what == "flow":
             self.dirty.add(ch.key)
             if ch.kind == "delete":
@@ -90,6 +92,18 @@ class JobFlowController:
                         step in (s, jf.job_name(key.split("/", 1)[1], s)) for s in _step_names(flow)):  # fmt: skip
                     self.dirty.add(key)
         self._wake.set()
+
+    def _note_completed(self, job: dict[str, Any]) -> None:
+        """A job is known done the moment its watch says Completed, not at the flow's next pass:
+        with a ttl of 0 it is deleted at once, and when both words came while a pass was out
+        (a status write, an event) the pass after found neither job nor status naming it, and
+        made the step again (the CI flake of the ttl test)."""
+        if str(((job.get("status") or {}).get("state") or {}).get("phase") or "") != "Completed":
+            return
+        for owner in volcano.meta(job).get("ownerReferences") or []:
+            if owner.get("kind") == "JobFlow" and owner.get("uid"):
+                got = _flow_job(job, str(owner["uid"]))
+                self.completed.setdefault(str(owner["uid"]), {})[got.name] = got
 
     def _ours(self, key: str, flow: dict[str, Any]) -> bool:
         ns = key.split("/", 1)[0]
@@ -116,23 +130,16 @@ class JobFlowController:
         ns, name = key.split("/", 1)
         uid = volcano.uid(flow)
         out: dict[str, jf.FlowJob] = {}
-        done = self.completed.setdefault(uid, {})
+        done = self.completed.get(uid) or {}
         for step in _step_names(flow):
             job = self.jobs.get(f"{ns}/{jf.job_name(name, step)}")
             if job is None:
-                # seen Completed by this process and gone since (a ttl), before the flow's
-                # status saying so was back from its watch: still done
+                # seen Completed by this process's watch and gone since (a ttl), maybe before
+                # any pass wrote the flow's status to say so: still done
                 if jf.job_name(name, step) in done:
                     out[jf.job_name(name, step)] = done[jf.job_name(name, step)]
                 continue
-            owners = [r for r in volcano.meta(job).get("ownerReferences") or [] if r.get("kind") == "JobFlow"]
-            st = job.get("status") or {}
-            got = out[jf.job_name(name, step)] = jf.FlowJob(
-                name=jf.job_name(name, step), phase=str((st.get("state") or {}).get("phase") or ""),
-                created=str(volcano.meta(job).get("creationTimestamp") or ""), retries=int(st.get("retryCount") or 0),
-                owned=any(r.get("uid") == uid for r in owners))  # fmt: skip
-            if got.phase == "Completed" and got.owned:
-                done[got.name] = got
+            out[jf.job_name(name, step)] = _flow_job(job, uid)
         return out
 
     async def reconcile(self, key: str) -> None:
@@ -223,6 +230,15 @@ class JobFlowController:
             await stopping.wait()
         finally:
             await cancel_all(tasks)
+
+
+def _flow_job(job: dict[str, Any], flow_uid: str) -> jf.FlowJob:
+    """What the flow with this uid reads of one of its steps' jobs."""
+    meta, st = volcano.meta(job), job.get("status") or {}
+    owners = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "JobFlow"]
+    return jf.FlowJob(name=str(meta.get("name") or ""), phase=str((st.get("state") or {}).get("phase") or ""),
+                      created=str(meta.get("creationTimestamp") or ""), retries=int(st.get("retryCount") or 0),
+                      owned=any(r.get("uid") == flow_uid for r in owners))  # fmt: skip
 
 
 def _step_names(flow: dict[str, Any]) -> list[str]:

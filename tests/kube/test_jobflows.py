@@ -12,7 +12,10 @@ from typing import Any
 from services.cli.up import ControlPlane
 from services.core.workload import jobflow as jf
 from services.kube import volcano
+from services.kube.client import Kube, Limits
+from services.kube.jobflows import JobFlowController
 from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
+from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import _get
 from tests.processes import wait_until
@@ -206,3 +209,51 @@ async def test_a_step_whose_job_its_ttl_deleted_is_not_run_again(cluster: Cluste
             assert sorted(created) == ["create a job named pipe-prep!", "create a job named pipe-train!"]
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_job_completed_and_gone_while_the_controller_was_busy_is_not_made_again(cluster: Cluster) -> None:
+    """The CI flake of the ttl test above, made to happen: the flow's controller is busy (its
+    status write held) while its first job Completes and is deleted (ttl 0). Both words reach
+    its watch before its next pass: it must still know the step done — before, it went by what
+    it read at a pass, found no job and a status without it, and made the step again."""
+    await cluster.volcano_crds()
+    for step in ("prep", "train"):
+        await cluster.kube.create(jobtemplates_path("default"), template(step))
+    agent = "flows-under-test"
+    held = cluster.held_requests[(agent, "update", "flow.volcano.sh/jobflows/status")] = asyncio.Event()
+    kube = await Kube.connect(str(cluster.kubeconfig), Limits(qps=0), agent=agent)
+    controller = JobFlowController(kube)
+    stopping = asyncio.Event()
+    running = asyncio.create_task(controller.run(stopping))
+    try:
+        body = {"apiVersion": volcano.FLOW, "kind": "JobFlow", "metadata": {"name": "pipe", "namespace": "default"},
+                "spec": {"flows": [{"name": "prep"}, {"name": "train", "dependsOn": {"targets": ["prep"]}}]}}  # fmt: skip
+        await cluster.kube.create(jobflows_path("default"), body)
+
+        async def status_out() -> bool:  # the first pass made prep's job and is writing the status
+            return cluster.requests[(agent, "update", "flow.volcano.sh/jobflows/status")] > 0
+
+        await wait_until(status_out, 30, "the flow's first status write sent")
+        await cluster.kube.patch(jobs_path("default", "pipe-prep", "status"),
+                                 {"status": {"state": {"phase": "Completed"}}})  # fmt: skip
+
+        async def seen(phase: str | None) -> bool:
+            job = controller.jobs.get("default/pipe-prep")
+            return (job is None) if phase is None else ((job or {}).get("status") or {}).get("state", {}).get("phase") == phase  # fmt: skip
+
+        await wait_until(lambda: seen("Completed"), 30, "the Completed job on the controller's watch")
+        await cluster.kube.delete(jobs_path("default", "pipe-prep"))
+        await wait_until(lambda: seen(None), 30, "the job's deletion on the controller's watch")
+        held.set()
+
+        async def train_made() -> bool:
+            return await _get(cluster, jobs_path("default", "pipe-train")) is not None
+
+        await wait_until(train_made, 30, "the second step's job made")
+        assert await _get(cluster, jobs_path("default", "pipe-prep")) is None  # not made again
+        assert cluster.requests[(agent, "create", "batch.volcano.sh/jobs")] == 2
+    finally:
+        held.set()
+        stopping.set()
+        await cancel_all([running])
+        await kube.close()
