@@ -615,7 +615,7 @@ class JobController:
         """A task's `dependsOn` (Volcano's job controller): its pods are made only once the tasks
         it names are ready — all of them, or any one with `iteration: any` and two or more
         names. A task is ready when at least its minAvailable pods (replicas when unset) are
-        Running or Succeeded with every container status ready."""
+        Running with every container status ready, or Succeeded."""
         depends = (jobplugins.task_named(job, task) or {}).get("dependsOn") or {}
         names = [str(n) for n in depends.get("name") or []] if isinstance(depends, dict) else []
         if not names:
@@ -1011,7 +1011,14 @@ class JobController:
 
 
 def _pod_ready(obj: dict[str, Any] | None) -> bool:
-    """Running or Succeeded with every container status ready (Volcano's isDependsOnPodsReady)."""
-    if obj is None or pods.phase(obj) not in ("Running", "Succeeded"):
+    """Running with every container status ready, or Succeeded. Volcano's isDependsOnPodsReady
+    asks ready containers of a Succeeded pod too, which a kubelet never reports (a terminated
+    container is not ready): a task that depends on one that ran to its end before a pass saw it
+    Running — a short preparation step, or a kubelet's first report already Succeeded — was
+    never made, its cards booked for good."""
+    if obj is None:
         return False
-    return all(cs.get("ready") for cs in (obj.get("status") or {}).get("containerStatuses") or [])
+    if pods.phase(obj) == "Succeeded":
+        return True
+    statuses = (obj.get("status") or {}).get("containerStatuses") or []
+    return pods.phase(obj) == "Running" and all(cs.get("ready") for cs in statuses)

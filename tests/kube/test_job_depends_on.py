@@ -1,7 +1,7 @@
 """A Volcano Job's task `dependsOn`: the job controller makes a task's pods only once the tasks
-it depends on are ready (their minAvailable pods Running with every container ready), as
-Volcano's does; the whole gang is placed (its cards booked) from the start, so the waiting
-task's pods bind as soon as they are made. Admission refuses a dependency that names no task
+it depends on are ready (their minAvailable pods Running with every container ready, as
+Volcano's does, or Succeeded, which Volcano's never counts); the whole gang is placed (its
+cards booked) from the start, so the waiting task's pods bind as soon as they are made. Admission refuses a dependency that names no task
 or forms a cycle, in Volcano's words."""
 
 from __future__ import annotations
@@ -84,3 +84,40 @@ async def test_the_launcher_pod_is_made_once_the_workers_run(cluster: Cluster, t
     finally:
         await asyncio.to_thread(cp.stop)
         await cancel_all([recorder])
+
+
+async def test_a_task_whose_dependency_ran_to_its_end_unseen_running_is_still_made(cluster: Cluster, tmp_path: Path) -> None:
+    """A preparation task whose pod the kubelet first reports Succeeded (a container done within
+    its first status sync; or Running and Succeeded both came while the controller was busy):
+    its containers are not ready (terminated), which Volcano's check asks of a Succeeded pod
+    too — the training task was never made, its cards booked for good."""
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    job = mpi_like_job()
+    job["metadata"]["name"] = "pipe"
+    job["spec"]["minAvailable"] = 2
+    job["spec"]["tasks"] = [job["spec"]["tasks"][1], job["spec"]["tasks"][0]]  # worker, then launcher
+    job["spec"]["tasks"][0].update(name="prep", replicas=1)
+    job["spec"]["tasks"][1].update(name="train", dependsOn={"name": ["prep"]})
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        await cluster.kube.create(volcano.jobs_path("default"), job)
+
+        async def prep_bound() -> bool:
+            p = await cluster.pod("default", "pipe-prep-0")
+            return p is not None and bool(p["spec"].get("nodeName"))
+
+        await wait_until(prep_bound, 60, "the prep pod made and bound")
+        assert await cluster.pod("default", "pipe-train-0") is None  # waits for prep
+        done = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+        await cluster.kube.patch(pods_path("default", "pipe-prep-0", "status"), {"status": {
+            "phase": "Succeeded", "containerStatuses": [{"name": "c", "ready": False, "state": done}]}})  # fmt: skip
+
+        async def train_bound() -> bool:
+            p = await cluster.pod("default", "pipe-train-0")
+            return p is not None and bool(p["spec"].get("nodeName"))
+
+        await wait_until(train_bound, 60, "the train pod made and bound once prep Succeeded")
+    finally:
+        await asyncio.to_thread(cp.stop)
