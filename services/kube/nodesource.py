@@ -107,6 +107,10 @@ class KubeNodeAgent:
         self.parser = hami_parser(vendors)
         self.device_names = vendors.resource_names()
         self.watermark = 0
+        self.folded_to = 0  # the last job event this process folded (its consumer goes in order)
+        #: (ns, pod) -> (stamp, pod): pods of ours deleted before this process folded the commit
+        #: they were bound for (its log reading behind the binder's): reported once it is folded
+        self.gone_early: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
         self._lock = asyncio.Lock()
         self.service = EventService(
             name="nodeagent", log=event_log, filter_subjects=[self.subjects.all_jobs()],
@@ -140,17 +144,24 @@ class KubeNodeAgent:
         return []
 
     async def on_event(self, event: Event, rx: Received) -> None:
-        if rx.message.seq <= self.watermark:
+        seq = rx.message.seq
+        if seq <= self.watermark:
             return
         async with self._lock:
-            keys = self.fold(event, rx.message.seq)
+            keys = self.fold(event, seq)
+            self.folded_to = max(self.folded_to, seq)
         for ns, _job, pod in keys:
             obj = self.pods.get((ns, pod))
+            early = self.gone_early.pop((ns, pod), None)
+            if early is not None and early[0] == seq:
+                await self._report_pod(early[1], deleted=True)
             if obj is not None:
-                await self._report_pod(obj)
+                await self._report_pod(obj)  # (one of another commit is left by its stamp)
+        if self.gone_early:  # those whose commit is behind: reported then, or never owed
+            self.gone_early = {k: v for k, v in self.gone_early.items() if v[0] > self.folded_to}
 
     async def recover(self) -> None:
-        self.watermark = await self.log.last_sequence()
+        self.watermark = self.folded_to = await self.log.last_sequence()
         wanted = frozenset(c.type_name() for c in _FOLDED)
         async for msg, event in replay_decoded(self.log, [self.subjects.all_jobs()], self.watermark, wanted):
             self.fold(event, msg.seq)
@@ -321,7 +332,13 @@ class KubeNodeAgent:
         key = (r.namespace, r.job, r.name)
         state, seq = self.tasks.get(key, ("", 0))
         if state not in (COMMITTED, STARTED):
-            return  # not (yet) committed in the log, or already finished
+            # not (yet) committed in the log, or already finished; deleted while this process's
+            # reading of the log is behind the binding's commit, it is told once that is read —
+            # else no TaskFinished ever came and a Volcano Job stood waiting for its pod's word
+            placed = pods.seq_annotation(obj, volcano.PLACEMENT)
+            if deleted and placed is not None and placed > self.folded_to:
+                self.gone_early[(r.namespace, r.name)] = (placed, obj)
+            return
         stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(volcano.PLACEMENT)
         if stamp is not None and stamp != str(seq) and volcano.owner_job(obj):
             return  # a Volcano Job's pod from before a restart, under the same name
@@ -339,7 +356,8 @@ class KubeNodeAgent:
                        msg_id=f"kube-task:{r.namespace}/{r.job}/{r.name}:{seq}:{kind}")  # fmt: skip
         await self.service.publish(out)
         async with self._lock:
-            self.tasks[key] = (STARTED if kind == "start" else FINISHED, seq)
+            if self.tasks.get(key, ("", 0))[1] == seq:  # not a newer commit folded meanwhile
+                self.tasks[key] = (STARTED if kind == "start" else FINISHED, seq)
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
