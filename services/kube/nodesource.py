@@ -59,6 +59,8 @@ from services.runtime.tasks import cancel_all
 log = logging.getLogger(__name__)
 
 COMMITTED, STARTED, FINISHED = "committed", "started", "finished"
+#: seconds before a node's usage whose append failed (the log out of reach) is tried again
+USAGE_RETRY = 1.0
 #: nodes of a listing appended in one pipeline (`register_listing`)
 LISTING_CHUNK = 500
 _FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinished, BindingFailed)
@@ -428,8 +430,11 @@ class KubeNodeAgent:
                 try:
                     await self._append_usage(node)
                 except Exception:
-                    log.exception("usage of node %s not appended", node)
+                    log.exception("usage of node %s not appended: again in %s s", node, USAGE_RETRY)
                     self._usage_dirty.add(node)
+                    # its own wake: the one that brought it is spent, and a quiet cluster may
+                    # change no other scheduler's pod for long while sessions read stale usage
+                    asyncio.get_running_loop().call_later(USAGE_RETRY, self._usage_wake.set)
 
     async def _nodes_loop(self) -> None:
         await self.pods_listed.wait()  # a node's running pods are known before it registers

@@ -1,8 +1,9 @@
-"""The node agent's word on Tessera's own pods: a pod bound for a commit and then deleted is
+"""The node agent's word on pods. Tessera's own: a pod bound for a commit and then deleted is
 told to the log as finished (`TaskFinished`, "pod deleted") — also when the deletion came
 before this process had read that commit from the log (its reading behind the binder's, as
 under a burst of placements): before, nothing was told, and a Volcano Job whose pod went that
-way stood waiting for its word for good, the pod's cards booked."""
+way stood waiting for its word for good, the pod's cards booked. Other schedulers': their use
+of a node is appended (`NodeUsage`), and an append that failed is tried again by itself."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 from typing import Any
 
 from contracts.envelope import Envelope
-from contracts.events import PlacementCommitted, TaskFinished, TaskPlacement, TaskStarted
+from contracts.events import NodeUsage, PlacementCommitted, TaskFinished, TaskPlacement, TaskStarted
 from contracts.registry import default_registry
 from services.core.scheduling.snapshot import POD_DELETED
 from services.kube import volcano
@@ -135,6 +136,48 @@ async def test_a_new_commit_read_while_a_finish_is_told_is_not_written_over(
         await wait_until(started, 30, "the start of the pod of the next commit told")
         msg = await log.last(subject)
         assert msg is not None and isinstance(default_registry().decode("TaskStarted", msg.data), TaskStarted)
+    finally:
+        stopping.set()
+        await cancel_all([running])
+
+
+async def test_a_usage_append_that_failed_is_tried_again_with_nothing_else_changing(
+    cluster: Cluster, jetstream_log: JetStreamLog
+) -> None:
+    """Before, the retry waited for the next change of another scheduler's pod: on a quiet
+    cluster sessions placed against usage the log never got."""
+    log = jetstream_log
+    agent = KubeNodeAgent(log, cluster.kube)
+    await agent.recover()
+    tell = agent.service.publish
+    refused: list[str] = []
+
+    async def flaky(out: Outgoing, *args: Any) -> Any:
+        if isinstance(out.event, NodeUsage) and not refused:
+            refused.append(out.event.node)
+            raise ConnectionError("nats: the log out of reach, once")
+        return await tell(out, *args)
+
+    agent.service.publish = flaky  # type: ignore[method-assign]
+    stopping = asyncio.Event()
+    running = asyncio.create_task(agent.background(stopping))
+    try:
+        web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx",
+                                                          "resources": {"requests": {"cpu": "2"}}}]}}  # fmt: skip
+        await cluster.create_pod(web)
+
+        async def usage() -> NodeUsage | None:
+            msg = await log.last(log.subjects.usage("n1"))
+            return None if msg is None else default_registry().decode("NodeUsage", msg.data)  # type: ignore[return-value]
+
+        async def appended() -> bool:
+            return await usage() is not None
+
+        await wait_until(appended, 30, "the other scheduler's use of n1 in the log after a failed append")
+        assert refused == ["n1"]
+        got = await usage()
+        assert got is not None and got.cpu_milli == 2000
     finally:
         stopping.set()
         await cancel_all([running])
