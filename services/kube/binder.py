@@ -569,7 +569,10 @@ class Binder:
                     if exc.status == 404:
                         return False
                     raise
-                self.nodes[node] = obj
+                # a copy the watch stored while the read was out is as new or newer, and it is
+                # the watch's word that `changed` stands for: the read's answer put over it
+                # showed a lock already released as held until the node's next change
+                obj = self.nodes.setdefault(node, obj)
             meta = obj.get("metadata") or {}
             current = (meta.get("annotations") or {}).get(hami.NODE_LOCK, "")
             if current and not self._takeable(current, ns, pod):
