@@ -50,8 +50,8 @@ class JobFlowController:
         self.dirty: set[str] = set()
         self.dirty_templates: set[str] = set()
         self.said: dict[str, str] = {}  # flow → the last problem told (told once per change)
-        #: flow uid → its jobs seen Completed (a job deleted by its ttl stays done meanwhile)
-        self.completed: dict[str, dict[str, jf.FlowJob]] = {}
+        #: flow uid → its jobs seen Completed or Failed (a job deleted by its ttl keeps its end)
+        self.ended: dict[str, dict[str, jf.FlowJob]] = {}
         self._wake = asyncio.Event()
         self.synced = {k: asyncio.Event() for k in ("flow", "template", "job")}
 
@@ -79,12 +79,12 @@ class JobFlowController:
         elif what == "job" and (made_by := str((volcano.meta(ch.obj).get("labels") or {}).get(jf.CREATED_BY) or "")):
             self.dirty_templates.add(made_by.replace(".", "/", 1))
         if what == "job":
-            self._note_completed(ch.obj)
+            self._note_ended(ch.obj)
         if what == "flow":
             self.dirty.add(ch.key)
             if ch.kind == "delete":
                 self.said.pop(ch.key, None)
-                self.completed.pop(volcano.uid(ch.obj), None)
+                self.ended.pop(volcano.uid(ch.obj), None)
         else:  # a template or a job: every flow of the namespace that names it
             step = ch.key.split("/", 1)[1]
             for key, flow in self.flows.items():
@@ -93,17 +93,17 @@ class JobFlowController:
                     self.dirty.add(key)
         self._wake.set()
 
-    def _note_completed(self, job: dict[str, Any]) -> None:
-        """A job is known done the moment its watch says Completed, not at the flow's next pass:
-        with a ttl of 0 it is deleted at once, and when both words came while a pass was out
-        (a status write, an event) the pass after found neither job nor status naming it, and
+    def _note_ended(self, job: dict[str, Any]) -> None:
+        """A job's end is known the moment its watch says it, not at the flow's next pass: with
+        a ttl of 0 it is deleted at once, and when both words came while a pass was out (a
+        status write, an event) the pass after found neither job nor status naming it, and
         made the step again (the CI flake of the ttl test)."""
-        if str(((job.get("status") or {}).get("state") or {}).get("phase") or "") != "Completed":
+        if str(((job.get("status") or {}).get("state") or {}).get("phase") or "") not in ("Completed", "Failed"):
             return
         for owner in volcano.meta(job).get("ownerReferences") or []:
             if owner.get("kind") == "JobFlow" and owner.get("uid"):
                 got = _flow_job(job, str(owner["uid"]))
-                self.completed.setdefault(str(owner["uid"]), {})[got.name] = got
+                self.ended.setdefault(str(owner["uid"]), {})[got.name] = got
 
     def _ours(self, key: str, flow: dict[str, Any]) -> bool:
         ns = key.split("/", 1)[0]
@@ -130,14 +130,18 @@ class JobFlowController:
         ns, name = key.split("/", 1)
         uid = volcano.uid(flow)
         out: dict[str, jf.FlowJob] = {}
-        done = self.completed.get(uid) or {}
+        ended = self.ended.get(uid) or {}
+        pending = str(((flow.get("status") or {}).get("state") or {}).get("phase") or jf.PENDING) == jf.PENDING
         for step in _step_names(flow):
             job = self.jobs.get(f"{ns}/{jf.job_name(name, step)}")
             if job is None:
-                # seen Completed by this process's watch and gone since (a ttl), maybe before
-                # any pass wrote the flow's status to say so: still done
-                if jf.job_name(name, step) in done:
-                    out[jf.job_name(name, step)] = done[jf.job_name(name, step)]
+                # seen to end by this process's watch and gone since (a ttl), maybe before any
+                # pass wrote the flow's status to say so: Completed stays done; Failed fails a
+                # flow still Pending, as seeing it would have (a Running flow makes it again,
+                # as Volcano's does with a failed job gone)
+                last = ended.get(jf.job_name(name, step))
+                if last is not None and (last.phase == "Completed" or pending):
+                    out[last.name] = last
                 continue
             out[jf.job_name(name, step)] = _flow_job(job, uid)
         return out

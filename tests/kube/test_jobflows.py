@@ -9,6 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from services.cli.up import ControlPlane
 from services.core.workload import jobflow as jf
 from services.kube import volcano
@@ -211,11 +213,13 @@ async def test_a_step_whose_job_its_ttl_deleted_is_not_run_again(cluster: Cluste
             await asyncio.to_thread(cp.stop)
 
 
-async def test_a_job_completed_and_gone_while_the_controller_was_busy_is_not_made_again(cluster: Cluster) -> None:
+@pytest.mark.parametrize("end", ["Completed", "Failed"])
+async def test_a_job_ended_and_gone_while_the_controller_was_busy_is_not_made_again(cluster: Cluster, end: str) -> None:
     """The CI flake of the ttl test above, made to happen: the flow's controller is busy (its
-    status write held) while its first job Completes and is deleted (ttl 0). Both words reach
-    its watch before its next pass: it must still know the step done — before, it went by what
-    it read at a pass, found no job and a status without it, and made the step again."""
+    status write held) while its first job ends and is deleted (ttl 0). Both words reach its
+    watch before its next pass: it must still know how the step ended — before, it went by what
+    it read at a pass, found no job and a status without it, and made the step again. Completed:
+    the next step is made; Failed, the flow still Pending: the flow fails, as seeing it would."""
     await cluster.volcano_crds()
     for step in ("prep", "train"):
         await cluster.kube.create(jobtemplates_path("default"), template(step))
@@ -234,24 +238,26 @@ async def test_a_job_completed_and_gone_while_the_controller_was_busy_is_not_mad
             return cluster.requests[(agent, "update", "flow.volcano.sh/jobflows/status")] > 0
 
         await wait_until(status_out, 30, "the flow's first status write sent")
-        await cluster.kube.patch(jobs_path("default", "pipe-prep", "status"),
-                                 {"status": {"state": {"phase": "Completed"}}})  # fmt: skip
+        await cluster.kube.patch(jobs_path("default", "pipe-prep", "status"), {"status": {"state": {"phase": end}}})
 
         async def seen(phase: str | None) -> bool:
             job = controller.jobs.get("default/pipe-prep")
             return (job is None) if phase is None else ((job or {}).get("status") or {}).get("state", {}).get("phase") == phase  # fmt: skip
 
-        await wait_until(lambda: seen("Completed"), 30, "the Completed job on the controller's watch")
+        await wait_until(lambda: seen(end), 30, f"the {end} job on the controller's watch")
         await cluster.kube.delete(jobs_path("default", "pipe-prep"))
         await wait_until(lambda: seen(None), 30, "the job's deletion on the controller's watch")
         held.set()
 
-        async def train_made() -> bool:
-            return await _get(cluster, jobs_path("default", "pipe-train")) is not None
+        async def settled() -> bool:
+            if end == "Completed":
+                return await _get(cluster, jobs_path("default", "pipe-train")) is not None
+            flow_obj = await _get(cluster, jobflows_path("default", "pipe")) or {}
+            return ((flow_obj.get("status") or {}).get("state") or {}).get("phase") == "Failed"
 
-        await wait_until(train_made, 30, "the second step's job made")
+        await wait_until(settled, 30, "the second step's job made" if end == "Completed" else "the flow Failed")
         assert await _get(cluster, jobs_path("default", "pipe-prep")) is None  # not made again
-        assert cluster.requests[(agent, "create", "batch.volcano.sh/jobs")] == 2
+        assert cluster.requests[(agent, "create", "batch.volcano.sh/jobs")] == (2 if end == "Completed" else 1)
     finally:
         held.set()
         stopping.set()
