@@ -309,12 +309,13 @@ class Binder:
             self.stats.in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
             started = time.perf_counter()
+            asked_of = self.unbound.get(f"{ns}/{pod}") if self.unbound is not None else None
             try:
                 await self.kube.create(pods_path(ns, pod, "binding"),
                                        pods.binding(ns, pod, uid, p.node, annotations))  # fmt: skip
             except KubeError as exc:
                 self.stats.in_flight -= 1
-                await self._refused(key, p, exc, locked, stamp)
+                await self._refused(key, p, exc, locked, stamp, asked_of)
                 return
             self.stats.in_flight -= 1
             now = time.perf_counter()
@@ -343,7 +344,8 @@ class Binder:
                 self.stats.unannounced += 1
                 log.debug("Scheduled event for %s/%s not written: %s", ns, pod, exc)
 
-    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool, stamp: str) -> None:
+    async def _refused(self, key: TaskKey, p: TaskPlacement, exc: KubeError, locked: bool, stamp: str,
+                       asked_of: dict | None = None) -> None:  # fmt: skip
         ns, job, pod = key
         current: dict | None = None
         if exc.status == 409:
@@ -359,7 +361,11 @@ class Binder:
             # A Volcano Job's pod not created yet, or its previous incarnation (before a
             # restart) not gone yet: the job controller is on it; bind once the pod is there.
             if self.unbound is not None and self.unbound_listed.is_set():
-                if self._made(f"{ns}/{pod}"):
+                if self._made(f"{ns}/{pod}") and self.unbound.get(f"{ns}/{pod}") is not asked_of:
+                    # the watch brought another pod (made again) while the binding was out:
+                    # asked of that one now — an unbound pod nothing changes has no next word
+                    self.queue.put_nowait(key)
+                elif self._made(f"{ns}/{pod}"):
                     self._wait_for_pod(key)  # the watch is behind: its next word on the pod wakes it
                 else:  # it said the pod went while the binding was asked: what is there now
                     self._pod_checks.put_nowait(key)

@@ -83,6 +83,10 @@ class Cluster:
     #: (User-Agent, verb, resource) as `requests` counts them: a write slow on the wire, whose
     #: object changes meanwhile
     held_requests: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
+    #: kmock: answers that wait until the Event is set after the server made them, keyed as
+    #: `held_requests`: a reply slow on the wire, the object changing (and its watch telling)
+    #: before the client reads what was true when the server answered
+    held_answers: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)
     #: kmock: the lock its emulator stores objects and lists under, and its rules (a test may
     #: hold the one and gate the other's lists)
     store_lock: asyncio.Lock | None = None
@@ -323,6 +327,9 @@ class ServerRules:
     held: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # see Cluster.held
     held_lists: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_lists
     held_requests: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_requests
+    held_answers: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_answers
+    #: answers made and held so far, keyed as `held_answers` (a test waits for one to be made)
+    answers_held: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -497,6 +504,9 @@ def emulator() -> Any:
                     rules.in_flight.pop(stamped, None)
             if kind == ("", "nodes") and request.subresource == "status" and request.action == kmock.action.UPDATE:
                 await self._node_lifecycle(request, rules)
+            if (late := rules.held_answers.get((agent, verb, what))) is not None:
+                rules.answers_held[(agent, verb, what)] += 1
+                await late.wait()
             return response
 
         async def _delete(self, request: Any, kind: tuple[str, str], rules: ServerRules) -> Any:
@@ -729,7 +739,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
         kube = Kube(await configuration(str(path)), Limits(qps=0))
         cluster = Cluster("kmock", path, kube, requests=km._tessera_rules.requests, held=km._tessera_rules.held,
                           held_lists=km._tessera_rules.held_lists, held_requests=km._tessera_rules.held_requests,
-                          store_lock=km._lock, rules=km._tessera_rules)
+                          held_answers=km._tessera_rules.held_answers, store_lock=km._lock, rules=km._tessera_rules)
         cluster_box.append(cluster)
         try:
             yield cluster

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from contracts import hami
 from contracts.devices import CardSpec, SliceSpec
 from contracts.events import (
     JobSubmitted,
@@ -25,7 +27,7 @@ from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
 from services.kube import binder as binder_module
 from services.kube import pods, volcano
 from services.kube.binder import Binder
-from services.kube.client import Kube, pods_path
+from services.kube.client import Kube, nodes_path, pods_path
 from services.runtime.eventlog.memory import MemoryLog
 from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster
@@ -72,9 +74,9 @@ def asked(cluster: Cluster) -> dict[str, int]:
 
 
 @contextlib.asynccontextmanager
-async def running(cluster: Cluster, log: MemoryLog) -> AsyncIterator[Binder]:
+async def running(cluster: Cluster, log: MemoryLog, node_lock: bool = True) -> AsyncIterator[Binder]:
     kube = await Kube.connect(str(cluster.kubeconfig), agent=AGENT)
-    binder = Binder(log, kube, node_lock=True)
+    binder = Binder(log, kube, node_lock=node_lock)
     await binder.recover()
     stopping = asyncio.Event()
     task = asyncio.create_task(binder.run(stopping))
@@ -155,3 +157,95 @@ async def test_a_binder_whose_pod_list_does_not_answer_binds_as_before_it_watche
         append(log, commit(ns))
         await bound_to(cluster, "n1")
         assert not binder.unbound_listed.is_set() and binder.stats.bound == 1
+
+
+async def test_a_pod_made_again_while_its_refused_binding_was_answered_is_bound_at_once(cluster: Cluster) -> None:
+    """The pod the binding was asked for is deleted (by hand, say) and its job controller makes
+    it again while the 404 is on its way back: the binder's watch already shows the new pod
+    when the answer comes. Before, it waited for that watch's next word on the pod — none comes
+    to an unbound pod that nothing changes — until its minute's recheck."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds the emulator's request and answer")
+    ns = cluster.namespace
+    await cluster.create_node("n1")
+    log = MemoryLog()
+    append(log, *job_events(ns))
+    sent = cluster.held_requests[(AGENT, "post", "pods/binding")] = asyncio.Event()
+    answered = cluster.held_answers[(AGENT, "post", "pods/binding")] = asyncio.Event()
+    try:
+        async with running(cluster, log, node_lock=False) as binder:
+            await binder.unbound_listed.wait()
+            first = await cluster.create_pod(job_pod())
+
+            async def stored(uid: str | None) -> bool:
+                obj = (binder.unbound or {}).get(f"{ns}/{POD}")
+                return (obj is None) if uid is None else volcano.uid(obj or {}) == uid
+
+            await wait_until(lambda: stored(volcano.uid(first)), 30, "the pod on the binder's watch")
+            append(log, commit(ns))
+
+            async def asking() -> bool:
+                return cluster.requests[(AGENT, "post", "pods/binding")] == 1
+
+            await wait_until(asking, 30, "the binding asked")
+            await cluster.kube.delete(pods_path(ns, POD))  # unbound: gone at once
+            sent.set()  # answered 404: no such pod now
+
+            async def refused() -> bool:
+                return cluster.rules.answers_held[(AGENT, "post", "pods/binding")] == 1
+
+            await wait_until(refused, 30, "the 404 made")
+            again = await cluster.create_pod(job_pod())
+            await wait_until(lambda: stored(volcano.uid(again)), 30, "the pod made again on the binder's watch")
+            answered.set()
+            await bound_to(cluster, "n1")
+            assert (await cluster.pod(ns, POD) or {})["metadata"]["uid"] == volcano.uid(again)
+    finally:
+        sent.set()
+        answered.set()
+
+
+async def test_a_node_read_after_a_lock_conflict_does_not_hide_the_release_its_watch_told(cluster: Cluster) -> None:
+    """The binder's lock write is refused (409: the node changed — another pod took the HAMi
+    lock); it reads the node again, and while that answer is on the wire the lock is released
+    and the binder's watch says so. The older answer, put over the watch's copy, showed the lock
+    held: the binding waited for the node's next change (or the lock's expiry, 5 minutes)."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds the emulator's request and answer")
+    ns = cluster.namespace
+    await cluster.create_node("n1")
+    log = MemoryLog()
+    append(log, *job_events(ns))
+    locking = cluster.held_requests[(AGENT, "update", "nodes")] = asyncio.Event()
+    reading = cluster.held_answers[(AGENT, "fetch", "nodes")] = asyncio.Event()
+    try:
+        async with running(cluster, log) as binder:
+            await binder.unbound_listed.wait()
+            await cluster.create_pod(job_pod())
+            append(log, commit(ns))
+
+            async def lock_asked() -> bool:
+                return cluster.requests[(AGENT, "update", "nodes")] >= 1
+
+            await wait_until(lock_asked, 30, "the binder's lock write sent")
+            taken = hami.lock_value(time.time(), ns, "other")
+            await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: taken}}})
+            del cluster.held_requests[(AGENT, "update", "nodes")]
+            locking.set()  # 409: refused at the version it read
+
+            async def read_made() -> bool:
+                return cluster.rules.answers_held[(AGENT, "fetch", "nodes")] == 1
+
+            await wait_until(read_made, 30, "the node read again, its answer (lock held) made")
+            await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
+
+            async def release_seen() -> bool:
+                obj = binder.nodes.get("n1")
+                return obj is not None and hami.NODE_LOCK not in (obj["metadata"].get("annotations") or {})
+
+            await wait_until(release_seen, 30, "the release on the binder's watch")
+            reading.set()
+            await bound_to(cluster, "n1")
+    finally:
+        locking.set()
+        reading.set()

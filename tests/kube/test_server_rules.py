@@ -351,3 +351,34 @@ async def test_a_watch_from_now_misses_nothing_written_while_it_sends_the_presen
     finally:
         watching.cancel()
     assert seen == [("ADDED", "there"), ("ADDED", "late")], seen
+
+
+async def test_a_held_answer_says_what_was_true_when_the_server_made_it(cluster: Cluster) -> None:
+    """The harness's `held_answers`: an answer kept on the wire after the server made it still
+    shows the object as it was then, while the object changes and its watch tells the change —
+    a real client may read a reply older than the watch event it already has."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds the emulator's answers")
+    from services.kube.client import Kube, Limits
+
+    await cluster.create_node("slow")
+    key = ("slow-reader", "fetch", "nodes")
+    release = cluster.held_answers[key] = asyncio.Event()
+    reader = await Kube.connect(str(cluster.kubeconfig), Limits(qps=0), agent="slow-reader")
+    try:
+        reading = asyncio.create_task(reader.get(nodes_path("slow")))
+
+        async def made() -> bool:
+            return cluster.rules.answers_held[key] == 1
+
+        await wait_until(made, 10, "the answer made and held")
+        await cluster.kube.patch(nodes_path("slow"), {"metadata": {"annotations": {"changed": "after"}}})
+        release.set()
+        got = await reading
+        assert "changed" not in (got["metadata"].get("annotations") or {})
+        now = await cluster.kube.get(nodes_path("slow"))
+        assert now["metadata"]["annotations"]["changed"] == "after"
+        assert int(now["metadata"]["resourceVersion"]) > int(got["metadata"]["resourceVersion"])
+    finally:
+        release.set()
+        await reader.close()
