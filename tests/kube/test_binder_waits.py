@@ -159,50 +159,59 @@ async def test_a_binder_whose_pod_list_does_not_answer_binds_as_before_it_watche
         assert not binder.unbound_listed.is_set() and binder.stats.bound == 1
 
 
+@contextlib.asynccontextmanager
+async def holding(cluster: Cluster, request: tuple[str, str, str], answer: tuple[str, str, str],
+                  node_lock: bool = True) -> AsyncIterator[tuple[Binder, MemoryLog, asyncio.Event, asyncio.Event]]:  # fmt: skip
+    """A running binder (the job known, its pod list read) whose `request` waits before the
+    emulator looks at it and whose `answer` waits once made, until each Event is set."""
+    if cluster.kind != "kmock":
+        pytest.skip("holds the emulator's request and answer")
+    await cluster.create_node("n1")
+    log = MemoryLog()
+    append(log, *job_events(cluster.namespace))
+    sent = cluster.held_requests[request] = asyncio.Event()
+    answered = cluster.held_answers[answer] = asyncio.Event()
+    try:
+        async with running(cluster, log, node_lock=node_lock) as binder:
+            await binder.unbound_listed.wait()
+            yield binder, log, sent, answered
+    finally:
+        sent.set()
+        answered.set()
+
+
 async def test_a_pod_made_again_while_its_refused_binding_was_answered_is_bound_at_once(cluster: Cluster) -> None:
     """The pod the binding was asked for is deleted (by hand, say) and its job controller makes
     it again while the 404 is on its way back: the binder's watch already shows the new pod
     when the answer comes. Before, it waited for that watch's next word on the pod — none comes
     to an unbound pod that nothing changes — until its minute's recheck."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds the emulator's request and answer")
     ns = cluster.namespace
-    await cluster.create_node("n1")
-    log = MemoryLog()
-    append(log, *job_events(ns))
-    sent = cluster.held_requests[(AGENT, "post", "pods/binding")] = asyncio.Event()
-    answered = cluster.held_answers[(AGENT, "post", "pods/binding")] = asyncio.Event()
-    try:
-        async with running(cluster, log, node_lock=False) as binder:
-            await binder.unbound_listed.wait()
-            first = await cluster.create_pod(job_pod())
+    binding = (AGENT, "post", "pods/binding")
+    async with holding(cluster, binding, binding, node_lock=False) as (binder, log, sent, answered):
+        first = await cluster.create_pod(job_pod())
 
-            async def stored(uid: str | None) -> bool:
-                obj = (binder.unbound or {}).get(f"{ns}/{POD}")
-                return (obj is None) if uid is None else volcano.uid(obj or {}) == uid
+        async def stored(uid: str) -> bool:
+            return volcano.uid((binder.unbound or {}).get(f"{ns}/{POD}") or {}) == uid
 
-            await wait_until(lambda: stored(volcano.uid(first)), 30, "the pod on the binder's watch")
-            append(log, commit(ns))
+        await wait_until(lambda: stored(volcano.uid(first)), 30, "the pod on the binder's watch")
+        append(log, commit(ns))
 
-            async def asking() -> bool:
-                return cluster.requests[(AGENT, "post", "pods/binding")] == 1
+        async def asking() -> bool:
+            return cluster.requests[(AGENT, "post", "pods/binding")] == 1
 
-            await wait_until(asking, 30, "the binding asked")
-            await cluster.kube.delete(pods_path(ns, POD))  # unbound: gone at once
-            sent.set()  # answered 404: no such pod now
+        await wait_until(asking, 30, "the binding asked")
+        await cluster.kube.delete(pods_path(ns, POD))  # unbound: gone at once
+        sent.set()  # answered 404: no such pod now
 
-            async def refused() -> bool:
-                return cluster.rules.answers_held[(AGENT, "post", "pods/binding")] == 1
+        async def refused() -> bool:
+            return cluster.rules.answers_held[(AGENT, "post", "pods/binding")] == 1
 
-            await wait_until(refused, 30, "the 404 made")
-            again = await cluster.create_pod(job_pod())
-            await wait_until(lambda: stored(volcano.uid(again)), 30, "the pod made again on the binder's watch")
-            answered.set()
-            await bound_to(cluster, "n1")
-            assert (await cluster.pod(ns, POD) or {})["metadata"]["uid"] == volcano.uid(again)
-    finally:
-        sent.set()
+        await wait_until(refused, 30, "the 404 made")
+        again = await cluster.create_pod(job_pod())
+        await wait_until(lambda: stored(volcano.uid(again)), 30, "the pod made again on the binder's watch")
         answered.set()
+        await bound_to(cluster, "n1")
+        assert (await cluster.pod(ns, POD) or {})["metadata"]["uid"] == volcano.uid(again)
 
 
 async def test_a_node_read_after_a_lock_conflict_does_not_hide_the_release_its_watch_told(cluster: Cluster) -> None:
@@ -210,42 +219,30 @@ async def test_a_node_read_after_a_lock_conflict_does_not_hide_the_release_its_w
     lock); it reads the node again, and while that answer is on the wire the lock is released
     and the binder's watch says so. The older answer, put over the watch's copy, showed the lock
     held: the binding waited for the node's next change (or the lock's expiry, 5 minutes)."""
-    if cluster.kind != "kmock":
-        pytest.skip("holds the emulator's request and answer")
     ns = cluster.namespace
-    await cluster.create_node("n1")
-    log = MemoryLog()
-    append(log, *job_events(ns))
-    locking = cluster.held_requests[(AGENT, "update", "nodes")] = asyncio.Event()
-    reading = cluster.held_answers[(AGENT, "fetch", "nodes")] = asyncio.Event()
-    try:
-        async with running(cluster, log) as binder:
-            await binder.unbound_listed.wait()
-            await cluster.create_pod(job_pod())
-            append(log, commit(ns))
+    async with holding(cluster, (AGENT, "update", "nodes"), (AGENT, "fetch", "nodes")) as (binder, log, locking, reading):
+        await cluster.create_pod(job_pod())
+        append(log, commit(ns))
 
-            async def lock_asked() -> bool:
-                return cluster.requests[(AGENT, "update", "nodes")] >= 1
+        async def lock_asked() -> bool:
+            return cluster.requests[(AGENT, "update", "nodes")] >= 1
 
-            await wait_until(lock_asked, 30, "the binder's lock write sent")
-            taken = hami.lock_value(time.time(), ns, "other")
-            await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: taken}}})
-            del cluster.held_requests[(AGENT, "update", "nodes")]
-            locking.set()  # 409: refused at the version it read
+        await wait_until(lock_asked, 30, "the binder's lock write sent")
+        taken = hami.lock_value(time.time(), ns, "other")
+        await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: taken}}})
+        del cluster.held_requests[(AGENT, "update", "nodes")]  # (its release write goes freely)
+        locking.set()  # 409: refused at the version it read
 
-            async def read_made() -> bool:
-                return cluster.rules.answers_held[(AGENT, "fetch", "nodes")] == 1
+        async def read_made() -> bool:
+            return cluster.rules.answers_held[(AGENT, "fetch", "nodes")] == 1
 
-            await wait_until(read_made, 30, "the node read again, its answer (lock held) made")
-            await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
+        await wait_until(read_made, 30, "the node read again, its answer (lock held) made")
+        await cluster.kube.patch(nodes_path("n1"), {"metadata": {"annotations": {hami.NODE_LOCK: None}}})
 
-            async def release_seen() -> bool:
-                obj = binder.nodes.get("n1")
-                return obj is not None and hami.NODE_LOCK not in (obj["metadata"].get("annotations") or {})
+        async def release_seen() -> bool:
+            obj = binder.nodes.get("n1")
+            return obj is not None and hami.NODE_LOCK not in (obj["metadata"].get("annotations") or {})
 
-            await wait_until(release_seen, 30, "the release on the binder's watch")
-            reading.set()
-            await bound_to(cluster, "n1")
-    finally:
-        locking.set()
+        await wait_until(release_seen, 30, "the release on the binder's watch")
         reading.set()
+        await bound_to(cluster, "n1")
