@@ -652,9 +652,15 @@ class Allocator:
         await self._release({owner}, event.reason or f"exit {event.exit_code}", rx)
 
     async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
-        await self._seen_up_to(rx.message.seq)
-        self.answers.apply(rx.message.seq, event)
-        owner = owner_key(event.namespace, event.name, event.task)
+        ns, name, seq = event.namespace, event.name, rx.message.seq
+        await self._seen_up_to(seq)
+        # delivered again after the task was placed anew (a reset from an ack floor below it,
+        # past the duplicate window): it is about the earlier run, not the slices held now
+        applies = self.answers.release_applies(ns, name, event.task, seq)
+        self.answers.apply(seq, event)
+        if not applies:
+            return
+        owner = owner_key(ns, name, event.task)
         await self._release({owner}, f"binding failed: {event.reason}", rx)
 
     async def on_job_deleted(self, event: JobDeleted, rx: Received) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.events import (
+    BindingFailed,
     JobDeleted,
     PlacementCommitted,
     PlacementRejected,
@@ -13,6 +14,7 @@ from contracts.events import (
 from services.allocator.service import Allocator
 from services.core.ledger import check_invariants, encode_state
 from services.runtime.eventlog import EventLog
+from services.runtime.eventlog.memory import MemoryLog
 from tests.allocator.scenario import VIR05, ascend_node, decoded, proposal, put
 
 
@@ -180,3 +182,31 @@ async def test_a_refusal_on_a_card_that_moved_after_the_proposals_view_says_so(e
     assert rejected["raced"].startswith(f"{STALE_VIEW}: card {card} changed after the proposal's view (#{seen} → #{now})")
     assert "ExclusiveDeviceAllocateConflict" in rejected["raced"]
     assert not rejected["fresh"].startswith(STALE_VIEW) and "ExclusiveDeviceAllocateConflict" in rejected["fresh"]
+
+
+async def test_a_binding_failure_delivered_again_after_the_task_was_placed_anew_releases_nothing() -> None:
+    """A `BindingFailed` handled, then the task placed again (a new commit), then the failure
+    delivered once more — a consumer reset from an ack floor below it, a replica's ack_wait —
+    past the duplicate window (this log keeps none): it is about the earlier run, and must not
+    free the new commit's slices, which the next proposal would then book over."""
+    log = MemoryLog(dedup=False)
+    s = log.subjects
+    alloc = Allocator(log)
+    await put(log, s.node("n1"), ascend_node("n1"))
+    await put(log, s.job("default", "j"), proposal("j", "n1", [0]))
+    await drain(alloc)
+    failed = BindingFailed(namespace="default", name="j", task="worker-0", node="n1", reason="pod gone")
+    at = await put(log, s.job("default", "j"), failed, mid="binder:failed")
+    await drain(alloc)
+    await put(log, s.job("default", "j"), proposal("j", "n1", [1]))
+    await drain(alloc)
+    assert alloc.cards["n1-Ascend910B3-1"].usage.owners == ("default/j/worker-0",)
+    before = await log.last_sequence()
+    again = await log.consumer("redelivery", [s.job("default", "j")])
+    while (d := await again.next(timeout=0.3)) is not None and d.message.seq != at:
+        await d.ack()
+    assert d is not None
+    assert await alloc.service.handle(d) == "handled"
+    assert alloc.cards["n1-Ascend910B3-1"].usage.owners == ("default/j/worker-0",)
+    assert not [e for e in decoded([m async for m in log.replay(before + 1)]) if isinstance(e, SliceReleased)]
+    assert not [p for c in alloc.cards.values() for p in check_invariants(c)]
