@@ -254,7 +254,16 @@ class EventService:
         }
 
     async def _park(self, delivery: Delivery, reason: str) -> str:
-        await self.park_once(delivery.message, reason)
+        try:
+            await self.park_once(delivery.message, reason)
+        except self.log.unavailable as exc:
+            # the dead-letter stream out of reach (a failover): the message stays ours and
+            # comes again; raised from here it ended the service — a poison message met in a
+            # failover restarted it, when the rule is that none ever does
+            log.warning("%s#%d not parked yet (%r): delivered again", delivery.message.subject,
+                        delivery.message.seq, exc)  # fmt: skip
+            await _settle(delivery.nak, self.retry_delay * delivery.attempt)
+            return "retried"
         await _settle(delivery.term)
         return "parked"
 

@@ -11,7 +11,7 @@ from contracts.events import JobDeleted, NodeLost
 from contracts.registry import default_registry
 from services.runtime.eventlog import Appended, BatchCommitted, Conflict, Entry, EventLog, MemoryLog
 from services.runtime.eventlog.jetstream import JetStreamLog
-from services.runtime.eventlog.model import LogUnavailable
+from services.runtime.eventlog.model import LogUnavailable, StoredMessage
 from services.runtime.service import EventService, Received
 
 
@@ -376,3 +376,33 @@ async def test_an_append_nobody_answers_is_unavailable_not_an_error(jetstream_lo
     orphan = Entry(f"{jetstream_log.subjects.root}-nostream.x", b"{}", {})
     with pytest.raises(LogUnavailable):
         await jetstream_log.append(orphan)
+
+
+async def test_a_poison_message_met_while_the_dead_letters_are_out_of_reach_waits_not_ends_the_service(
+    event_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parking appends to the dead-letter stream; in a failover that append fails as any other
+    does. Raised from the message loop it ended the service; the message is kept (delivered
+    again) and parked once the log answers."""
+    s = event_log.subjects
+    kinds = list(event_log.unavailable)
+    park = event_log.park
+
+    async def failing_park(service: str, message: StoredMessage, reason: str) -> None:
+        if kinds:
+            raise kinds.pop(0)()
+        await park(service, message, reason)
+
+    monkeypatch.setattr(event_log, "park", failing_park)
+    svc = await _service_run(event_log, [])
+    svc.retry_delay = 0.01
+    await event_log.append(Entry(s.node("n"), b"\xff\x00not json", Envelope(type="NodeLost").to_headers()))
+    consumer = await event_log.consumer(svc.durable, svc.filter_subjects)
+    outcomes = []
+    while "parked" not in outcomes:
+        d = await consumer.next(timeout=5)
+        assert d is not None, outcomes
+        outcomes.append(await svc.handle(d))
+    assert outcomes == ["retried"] * len(event_log.unavailable) + ["parked"]
+    assert len(await event_log.dead_letters("probe")) == 1
+    await consumer.close()
