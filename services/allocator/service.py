@@ -307,15 +307,17 @@ class Allocator:
     # --- writes --------------------------------------------------------------------------------
 
     async def _write(
-        self, writes: list[CardWrite], tail: list[Outgoing], rx: Received
+        self, writes: list[CardWrite], tail: list[Outgoing], rx: Received, part: str = ""
     ) -> BatchCommitted | Conflict | Duplicate:
-        """Append card writes + tail events as one atomic batch, folding the card writes."""
+        """Append card writes + tail events as one atomic batch, folding the card writes.
+        `part` names one of several batches a message's writes are cut into (their ids)."""
         outs: list[Outgoing] = []
         seen: set[str] = set()
-        for w in writes:
+        for i, w in enumerate(writes):
             expected = None if w.card in seen else self.card_seq.get(w.card, 0)
             seen.add(w.card)
-            outs.append(Outgoing(self.subjects.card(w.node, w.card), w.event, expected))
+            mid = msg_id(rx.cause, i, f"{self.service.name}:{part}") if part else ""
+            outs.append(Outgoing(self.subjects.card(w.node, w.card), w.event, expected, mid))
         outs.extend(tail)
         if not outs:
             return BatchCommitted(0, 0, 0)
@@ -327,11 +329,11 @@ class Allocator:
             self._apply(w.card, w.event, result.first_seq + i)
         return result
 
-    async def _card_batch(self, writes: list[CardWrite], rx: Received) -> bool:
+    async def _card_batch(self, writes: list[CardWrite], rx: Received, part: str = "") -> bool:
         """Ledger-only writes (registrations, releases). True when done — written, or found
         written before (a duplicate: this very batch landed; re-read the cards); False on a
         stale view: the caller plans again on the refreshed cards."""
-        result = await self._write(writes, [], rx)
+        result = await self._write(writes, [], rx, part)
         if isinstance(result, BatchCommitted):
             return True
         await self._refresh({w.card for w in writes})
@@ -619,6 +621,15 @@ class Allocator:
                 if await self._reject(event, rx, reason):
                     return
                 continue
+            if len(plan.writes) + 1 > MAX_BATCH:
+                # one atomic batch cannot hold it: answered, where the server's refusal of the
+                # batch was a handler failure — parked, the job never answered, waiting for good
+                reason = (f"the gang needs {len(plan.writes)} card ledger writes and its commit in one atomic "
+                          f"batch; the log takes at most {MAX_BATCH} messages in one "
+                          "(nats-server jetstream.limits.batch.max_msgs)")  # fmt: skip
+                if await self._reject(event, rx, reason):
+                    return
+                continue
             result = await self._write(
                 list(plan.writes), [self._committed_out(plan, event, rx)], rx
             )
@@ -636,7 +647,17 @@ class Allocator:
     async def _release(self, owners: set[str], reason: str, rx: Received) -> None:
         for _attempt in range(MAX_RETRIES):
             writes = plan_release(owners, self.cards, self.holdings, reason)
-            if await self._card_batch(writes, rx):
+            if len(writes) <= MAX_BATCH:
+                if await self._card_batch(writes, rx):
+                    return
+                continue
+            # more than one atomic batch holds (a deleted job placed by several commits): owner
+            # by owner in batches — releases need no atomicity across owners, and one cut off
+            # by a crash is planned again from the ledgers at the redelivery
+            done = True
+            for first, chunk in _owner_chunks(writes, MAX_BATCH):
+                done = await self._card_batch(chunk, rx, f"release:{first}") and done
+            if done:
                 return
         raise TransientError("release: ledgers kept moving")
 
@@ -725,3 +746,19 @@ class Allocator:
 def _job_of(owner: str) -> str:
     """The `job_prefix` of an owner key (its task is the part after the last `/`)."""
     return owner[: owner.rfind("/") + 1]
+
+
+def _owner_chunks(writes: list[CardWrite], size: int) -> list[tuple[str, list[CardWrite]]]:
+    """Release writes cut into batches of at most `size`, an owner's writes never split, each
+    named by its first owner (its messages' ids: a batch planned again after a crash, starting
+    from an owner whose release never landed, is not taken for one that did)."""
+    chunks: list[tuple[str, list[CardWrite]]] = []
+    by_owner: dict[str, list[CardWrite]] = {}
+    for w in writes:
+        by_owner.setdefault(str(getattr(w.event, "owner", "")), []).append(w)
+    for owner in sorted(by_owner):
+        mine = by_owner[owner]
+        if not chunks or len(chunks[-1][1]) + len(mine) > size:
+            chunks.append((owner, []))
+        chunks[-1][1].extend(mine)
+    return chunks

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from contracts.events import (
     BindingFailed,
     JobDeleted,
@@ -210,3 +212,38 @@ async def test_a_binding_failure_delivered_again_after_the_task_was_placed_anew_
     assert alloc.cards["n1-Ascend910B3-1"].usage.owners == ("default/j/worker-0",)
     assert not [e for e in decoded([m async for m in log.replay(before + 1)]) if isinstance(e, SliceReleased)]
     assert not [p for c in alloc.cards.values() for p in check_invariants(c)]
+
+
+async def test_a_gang_over_one_batch_is_answered_and_a_release_over_one_goes_in_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nats-server takes at most `max_msgs` messages in one atomic batch (1000 by default): a
+    gang needing more card writes than that with its commit could never be committed — the
+    refused batch failed its handler, the proposal was parked and the job never answered. It is
+    rejected now, naming the limit. A release (a deleted job placed by several commits) needs
+    no atomicity across owners: it goes in batches within the limit. Here the limit is 3 (set
+    after the first job was committed: as a job placed by several commits comes to hold more)."""
+    from services.allocator import service as allocator_service
+    from services.runtime.eventlog import memory as memory_log
+
+    log = MemoryLog()
+    s = log.subjects
+    alloc = Allocator(log)
+    await put(log, s.node("n1"), ascend_node("n1", cards=8))
+    await put(log, s.job("default", "a"), proposal("a", "n1", [0, 1, 2, 3]))  # committed within the limit
+    await drain(alloc)
+    assert sum(len(c.usage.owners) for c in alloc.cards.values()) == 4
+    monkeypatch.setattr(allocator_service, "MAX_BATCH", 3)
+    monkeypatch.setattr(memory_log, "MAX_BATCH", 3)
+    await put(log, s.job("default", "big"), proposal("big", "n1", [4, 5, 6]))
+    assert set(await drain(alloc)) == {"handled"}  # not parked
+    answers = decoded([m async for m in log.replay(1, s.job("default", "big"))])
+    rejected = [e for e in answers if isinstance(e, PlacementRejected)]
+    assert len(rejected) == 1 and "needs 3 card ledger writes and its commit" in rejected[0].reason
+    assert "max_msgs" in rejected[0].reason
+    assert await log.dead_letters(alloc.service.durable) == []
+    await put(log, s.job("default", "a"), JobDeleted(namespace="default", name="a"))
+    assert set(await drain(alloc)) == {"handled"}
+    assert all(c.usage.slices_used == 0 for c in alloc.cards.values())
+    released = [e for e in decoded([m async for m in log.replay(1)]) if isinstance(e, SliceReleased)]
+    assert sorted(e.card for e in released) == [f"n1-Ascend910B3-{i}" for i in range(4)]
