@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import msgspec
@@ -46,6 +47,7 @@ from contracts.events import (
     QuotaDeleted,
 )
 from contracts.subjects import subject_of
+from contracts.workloads import JobSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import Known, Plan, Write, fold_known, plan_apply, plan_documents
 from services.admission.recovery import KnownFold
@@ -204,11 +206,14 @@ class AdmissionService:
                     await self._write(plan, results)
         return results
 
-    async def delete_job(self, namespace: str, name: str, cause: str) -> bool:
-        """The object behind a live job is gone from the API server: `JobDeleted` (once)."""
+    async def delete_job(self, namespace: str, name: str, cause: str,
+                         admitted_from: Callable[[JobSpec], bool] | None = None) -> bool:  # fmt: skip
+        """The object behind a live job is gone from the API server: `JobDeleted` (once).
+        `admitted_from`: whether the live job is the deleted object's — a job is known by its
+        name, and another object may carry that name (a pod and a Volcano Job `train`)."""
         async with self._lock:
             job = self.known.jobs.get((namespace, name))
-            if job is None:
+            if job is None or (admitted_from is not None and not admitted_from(job.spec)):
                 return False
             subject = self.subjects.job(namespace, name)
             for _attempt in range(10):  # other services append to the job meanwhile: re-read

@@ -38,6 +38,7 @@ from typing import Any
 import msgspec
 
 from contracts.api import REJECTED
+from contracts.workloads import JobSpec
 from services.admission.service import AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
 from services.kube import pods, status, volcano
@@ -527,7 +528,7 @@ class PodSource:
             r = pods.ref(ch.obj)
             if ch.kind == "delete":
                 if not r.grouped:
-                    await self.admission.delete_job(r.namespace, r.job, r.uid or "pod")
+                    await self.admission.delete_job(r.namespace, r.job, r.uid or "pod", _from_pod(r.uid))
                 continue
             if self._wanted(ch.obj):
                 if pods.gated(ch.obj):  # kube-scheduler's rule: not a job until ungated
@@ -679,3 +680,17 @@ def _version(obj: dict[str, Any]) -> bytes:
     """What admission judges of a Volcano object (no status, no server fields), as a digest:
     one is held per live object, and a Job's manifest runs to kilobytes."""
     return hashlib.blake2b(msgspec.json.encode(volcano.manifest(obj)), digest_size=16).digest()
+
+
+def _from_pod(uid: str) -> Callable[[JobSpec], bool]:
+    """Whether a live job was admitted from the pod with this uid: its task names the pod's uid
+    (a job admitted before tasks carried it names none: taken as the pod's, as it was); a job
+    admitted from an object (a Volcano Job, a PodGroup) is never a pod's."""
+
+    def check(spec: JobSpec) -> bool:
+        if spec.annotations.get(volcano.OBJECT_UID):
+            return False
+        uids = {t.annotations.get(pods.POD_UID, "") for t in spec.tasks} - {""}
+        return not uids or not uid or uid in uids
+
+    return check

@@ -1,0 +1,62 @@
+"""One name, two objects: a standalone pod and a Volcano Job may carry the same name in a
+namespace (a test pod `train`, then the Job `train`). Tessera knows a job by namespace and name,
+so the pod's deletion — by hand, or the terminated-pod collector's — was taken for the end of
+whatever job held the name then: the Job's running pods were ended and its cards freed under
+them. A deletion ends a job only when the deleted object is the one the job was admitted from."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from services.cli.up import ControlPlane
+from services.kube import pods as kpods
+from services.kube import volcano
+from services.kube.client import pods_path
+from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_volcano import _get
+from tests.processes import wait_until
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+
+
+def job(name: str) -> dict[str, Any]:
+    return {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "default", "tasks": [
+                {"name": "main", "replicas": 1, "template": {"spec": pod("t")["spec"]}}]}}  # fmt: skip
+
+
+async def test_deleting_a_finished_pod_leaves_the_volcano_job_of_its_name_running(cluster: Cluster, tmp_path: Path) -> None:
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster, run_for={"train": 0}):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(pod("train"))
+
+            async def phase(name: str, want: str) -> bool:
+                return kpods.phase(await cluster.pod("default", name) or {}) == want
+
+            await wait_until(lambda: phase("train", "Succeeded"), 60, "the test pod run to its end")
+            await cluster.kube.create(volcano.jobs_path("default"), job("train"))
+            await wait_until(lambda: phase("train-main-0", "Running"), 60, "the Job of the same name running")
+            await cluster.kube.delete(pods_path("default", "train"))
+            # a pod made after the deletion, admitted and bound: admission has read the deletion
+            await cluster.create_pod(pod("after"))
+
+            async def bound() -> bool:
+                return bool(((await cluster.pod("default", "after")) or {}).get("spec", {}).get("nodeName"))
+
+            await wait_until(bound, 60, "a later pod admitted and bound")
+            running = await cluster.pod("default", "train-main-0") or {}
+            assert kpods.phase(running) == "Running" and not kpods.terminating(running)
+            state = ((await _get(cluster, volcano.jobs_path("default", "train")) or {}).get("status") or {}).get("state")
+            assert (state or {}).get("phase") == "Running", state
+        finally:
+            await asyncio.to_thread(cp.stop)
