@@ -52,7 +52,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from contracts.base import Event
 from contracts.events import (
@@ -96,7 +96,12 @@ log = logging.getLogger(__name__)
 #: bus Command actions → the queue service's commands (what vcctl creates)
 COMMANDS = {"AbortJob": "suspend", "ResumeJob": "resume", "OpenQueue": "open", "CloseQueue": "close",
             **{action: verb for verb, action in fl.JOB_ACTIONS.items()}}  # fmt: skip
-Command = Callable[[str, str, str, str], Awaitable[Any]]
+class Command(Protocol):
+    """The queue service's command path (`QueueService.command`)."""
+
+    def __call__(self, action: str, namespace: str, name: str, kind: str = "", uid: str = "") -> Awaitable[Any]: ...
+
+
 LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 #: a Job's status phases its `ttlSecondsAfterFinished` counts from (Volcano's isJobFinished)
 FINISHED_JOB_PHASES = ("Completed", "Failed", "Terminated")
@@ -517,7 +522,7 @@ class JobController:
                     # waits for the last pod)
                     self.ended_for_deletion.add(key)
                     try:
-                        await self.command(fl.OBJECT_DELETED, ns, key.split("/", 1)[1], "")
+                        await self.command(fl.OBJECT_DELETED, ns, key.split("/", 1)[1], "", admitted)
                     except Exception:  # (the loop must go on: again shortly)
                         log.exception("job %s: its deletion not ended in the log; again shortly", key)
                         self.ended_for_deletion.discard(key)

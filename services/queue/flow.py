@@ -40,6 +40,7 @@ from services.core.retention import FinishedOrder, ended
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.taskindex import ByJob
+from services.core.workload.jobupdate import OBJECT_UID
 
 SUSPENDED = "suspended by user"
 #: TaskFinished reasons that are the system stopping a pod, not the pod failing.
@@ -341,7 +342,10 @@ class Refused(Exception):
     """A command that does not apply to the object's current state; the message says why."""
 
 
-def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "") -> list[Event]:
+def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", uid: str = "") -> list[Event]:
+    """A command judged on the log's state. `uid` (the job controller's object-deleted): the
+    Job object it saw gone — a live job admitted from another object under the name (deleted
+    and made again, the log read ahead of the controller's own) is not the one to end."""
     proj = flow.projection
     if kind == "queue" and action == "delete":
         return delete_queue(flow, name)
@@ -380,6 +384,9 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "") 
     if action == OBJECT_DELETED:
         if key not in proj.jobs or key in flow.ending:
             raise Refused(f"job {key} is not live, or ends already")
+        now = proj.jobs[key].spec.annotations.get(OBJECT_UID, "")
+        if uid and now and now != uid:
+            raise Refused(f"job {key} is another Job object now (uid {now}, not {uid})")
         return end_job(flow, key, "TerminateJob", "its Volcano Job object was deleted")
     raise Refused(f"unknown action {action!r}")
 

@@ -171,11 +171,11 @@ class QueueService:
             return encode(CommandReply(ok=False, message=f"request not understood: {exc}"))
         return encode(await self.command(req.action, req.namespace, req.name, req.kind))
 
-    async def command(self, action: str, namespace: str, name: str, kind: str = "") -> CommandReply:
+    async def command(self, action: str, namespace: str, name: str, kind: str = "", uid: str = "") -> CommandReply:
         with tracer.start_as_current_span(f"command {action}"):
             async with self._lock:
                 try:
-                    events = fl.command(self.flow, action, namespace, name, kind)
+                    events = fl.command(self.flow, action, namespace, name, kind, uid)
                 except fl.Refused as exc:
                     return CommandReply(ok=False, message=str(exc))
                 # ids naming the queue as their producer, and the log position the command was
