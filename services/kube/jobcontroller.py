@@ -193,6 +193,7 @@ class JobController:
         self.pod_owners, self.podgroup_owners = OwnerIndex(), OwnerIndex()
         self.queues: dict[str, dict[str, Any]] = {}
         self.watermark = 0
+        self.folded_to = 0  # the last message folded by this process (redeliveries are not folded again)
         self.read_seq = 0  # the log folded up to here (stamped on the pods made: `MADE_AFTER`)
         self.dirty: set[str] = set()
         self.dirty_queues: set[str] = set()  # queues whose status may have changed
@@ -294,8 +295,10 @@ class JobController:
         self.placed.discard(key)
 
     async def on_event(self, event: Event, rx: Received) -> None:
-        if rx.message.seq > self.watermark:
+        # (first deliveries come in stream order: at or below the last folded, a redelivery)
+        if rx.message.seq > max(self.watermark, self.folded_to):
             self.fold(rx.message.seq, event)
+            self.folded_to = rx.message.seq
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()

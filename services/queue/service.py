@@ -59,6 +59,7 @@ class QueueService:
         self.subjects = event_log.subjects
         self.flow = fl.Flow()
         self.watermark = 0
+        self.folded_to = 0  # the last message this process folded or skipped as its own
         self.own: set[int] = set()
         self.monitor = monitor
         self.monitor_nc = monitor_nc
@@ -137,8 +138,12 @@ class QueueService:
         async with self._lock:
             if seq in self.own:
                 self.own.discard(seq)
-            elif seq > self.watermark:
+            elif seq > max(self.watermark, self.folded_to):
                 self.flow.apply(seq, event)
+            # first deliveries come in stream order: one at or below what was folded is a
+            # redelivery to this process (a rider's part unsettled past ack_wait, a nak after
+            # the fold), whose fold — a restart's retry counted again — was done already
+            self.folded_to = max(self.folded_to, seq)
             owed: list[Event] = []
             if isinstance(event, TaskFinished):
                 owed += fl.pod_failed(self.flow, event, seq)

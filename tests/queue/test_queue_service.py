@@ -252,3 +252,33 @@ async def test_restarting_ends_when_the_restarted_gang_runs_again(event_log: Eve
     phases = [(e.phase, e.reason) for e in await job_events(event_log, "g") if isinstance(e, JobPhaseChanged)]
     assert phases == [("Running", ""), ("Restarting", "RestartJob: retry 1/3"),
                       ("Running", "restarted gang runs again")]  # fmt: skip
+
+
+async def test_a_message_delivered_twice_to_one_process_is_folded_once() -> None:
+    """Within one process a message can come twice: a rider's part still unsettled after
+    ack_wait (the status writer's evictions queued ahead), a nak after the fold. The second
+    delivery folded the job's restart again — a retry spent twice, the job Failed at maxRetry
+    a restart early."""
+    from services.runtime.eventlog import MemoryLog
+
+    log = MemoryLog(dedup=False)
+    svc = await started(log)
+    s = log.subjects
+    await put(log, s.job("ns", "r"), JobSubmitted(spec=spec("r", policies=(("PodFailed", "RestartJob"),))))
+    await run_tasks(log, "r", ["r-w-0", "r-w-1"])
+    await put(log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-0", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)
+    again = await log.consumer("queue-again", svc.service.filter_subjects)  # the same messages, once more
+    while (d := await again.next(timeout=0.3)) is not None:
+        await svc.service.handle(d)
+    await again.close()
+    await put(log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-1", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)  # (the first restart is not over: its pods are not back, a second is not asked)
+    await run_tasks(log, "r", ["r-w-0", "r-w-1"])
+    await put(log, s.job("ns", "r"),
+              TaskFinished(namespace="ns", name="r", task="r-w-0", node="n1", exit_code=1))  # fmt: skip
+    await drain(svc)
+    restarts = [e.reason for e in await job_events(log, "r") if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"]
+    assert restarts == ["RestartJob: retry 1/3", "RestartJob: retry 2/3"], restarts
