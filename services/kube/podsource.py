@@ -91,6 +91,7 @@ class PodSource:
         self.owned: dict[tuple[str, str, str], set[str]] = {}
         self.deleting: set[tuple[str, str, str]] = set()
         self.jobs_present: set[tuple[str, str, str]] = set()  # Job objects listed, by uid
+        self.pods_present: set[str] = set()  # standalone pods of ours listed or seen since, by uid
         self.listed: set[str] = set()  # the reflectors that have listed once
         #: owner uid → its `group-min-member` (0: none, or its pods are not a gang), read once
         self.owner_min: dict[str, int] = {}
@@ -299,6 +300,16 @@ class PodSource:
                 self.deleting.add(job)
             else:
                 await self.admission.delete_job(ns, name, uid)
+        # a standalone pod's job whose pod is not there: deleted while this process was away
+        # (the log placed it, its binding refused 404, placed again, for good)
+        for (ns, name), known in list(self.admission.known.jobs.items()):
+            if known.deleted or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
+                continue
+            uids = {t.annotations.get(pods.POD_UID, "") for t in known.spec.tasks} - {""}
+            if uids and not uids & self.pods_present:
+                gone = min(uids)
+                log.info("job %s/%s: its pod (uid %s) is gone (deleted while admission was away)", ns, name, gone)
+                await self.admission.delete_job(ns, name, gone, _from_pod(gone))
 
     async def _owner_gang(self, obj: dict[str, Any]) -> bool:
         """Volcano's PodGroup controller, for the pods it makes a gang of: a pod naming no
@@ -526,6 +537,8 @@ class PodSource:
                                  "metadata": {"name": (ch.obj.get("metadata") or {}).get("name")}})  # fmt: skip
                 continue
             r = pods.ref(ch.obj)
+            if not r.grouped:
+                (self.pods_present.discard if ch.kind == "delete" else self.pods_present.add)(r.uid)
             if ch.kind == "delete":
                 if not r.grouped:
                     await self.admission.delete_job(r.namespace, r.job, r.uid or "pod", _from_pod(r.uid))

@@ -15,6 +15,7 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import pods_path
 from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_disruption_budgets import logged
 from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
@@ -60,3 +61,42 @@ async def test_deleting_a_finished_pod_leaves_the_volcano_job_of_its_name_runnin
             assert (state or {}).get("phase") == "Running", state
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_pending_pod_deleted_while_admission_was_down_is_deleted_in_the_log(cluster: Cluster, tmp_path: Path) -> None:
+    """No watch event tells a restarted admission of a pod deleted while it was away (a
+    ReplicaSet scaled down during an upgrade deletes its pending pods first): the job lived on
+    in the log, placed, its binding refused (404), placed again, for good. Its first listing
+    without the pod ends it, as it did already for a Volcano Job's object."""
+    await cluster.create_node("n1")
+    big = pod("waits")
+    big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"  # fits no node: stays pending
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        await cluster.create_pod(big)
+
+        async def admitted() -> bool:
+            return await _logged(cp, "JobSubmitted", "waits")
+
+        await wait_until(admitted, 60, "the pod admitted")
+        cp.kill("admission")
+        await cluster.kube.delete(pods_path("default", "waits"))  # unbound: gone at once
+        assert await cluster.pod("default", "waits") is None
+        await asyncio.to_thread(cp.restart, "admission")
+
+        async def deleted() -> bool:
+            return await _logged(cp, "JobDeleted", "waits")
+
+        await wait_until(deleted, 60, "the job deleted in the log once admission listed the pods")
+    finally:
+        await asyncio.to_thread(cp.stop)
+
+
+async def _logged(cp: ControlPlane, kind: str, job: str) -> bool:
+    return any(type(e).__name__ == kind and _job_of(e) == job for _seq, e in await logged(cp))
+
+
+def _job_of(event: Any) -> str:
+    spec = getattr(event, "spec", None)
+    return str(spec.name if spec is not None else getattr(event, "name", ""))
