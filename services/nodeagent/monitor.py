@@ -107,7 +107,10 @@ def heartbeat(state: MonitorState, node: str, at: float) -> MonitorState:
 
 
 def decide(state: MonitorState, now: float) -> list[Report]:
-    """The losses to report at `now`: each silent node, then each task running on it."""
+    """The losses to report at `now`: each task running on a silent node, then the node. The
+    node last: once its `NodeLost` is folded it is not looked at again (nor after a restart,
+    which reads it as the node's last event), so an append of its tasks' ends that failed
+    before it — a failover, a crash — left them running in the log for good, cards booked."""
     out: list[Report] = []
     for node in sorted(state.nodes):
         watch = state.nodes[node]
@@ -116,7 +119,6 @@ def decide(state: MonitorState, now: float) -> list[Report]:
             continue
         base = f"nodelost/{node}/{watch.epoch}"
         reason = f"no heartbeat for {silent:.1f}s (timeout {state.timeout:g}s)"
-        out.append(Report(base, NodeLost(node=node, reason=reason)))
         for key in sorted(k for k, n in state.tasks.items() if n == node):
             ns, job, task = key
             finished = TaskFinished(
@@ -129,6 +131,7 @@ def decide(state: MonitorState, now: float) -> list[Report]:
                 at=now,
             )
             out.append(Report(f"{base}/{ns}/{job}/{task}", finished))
+        out.append(Report(base, NodeLost(node=node, reason=reason)))
     return out
 
 
@@ -153,6 +156,7 @@ class NodeMonitor:
         self.registry = registry or default_registry()
         self.publisher: EventService | None = None  # set by the host, else our own service
         self.watermark = 0  # job events at or below were folded by `recover`
+        self.folded_to = 0  # the last event folded live (first deliveries come in stream order)
         self._lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._sub: object | None = None
@@ -208,10 +212,11 @@ class NodeMonitor:
         """Fold a delivered event — unless recovery folded it already: a `TaskStarted`
         redelivered after its `TaskFinished` would otherwise mark a long-finished task running
         again, and the next loss of its node would fail it (and restart its job) once more."""
-        if rx.message.seq <= self.watermark:
-            return
+        if rx.message.seq <= max(self.watermark, self.folded_to):
+            return  # folded already (by recovery, or at its first delivery to this process)
         async with self._lock:
             self.state = evolve(self.state, event, self.clock(), rx.cause)
+            self.folded_to = rx.message.seq
 
     def on_heartbeat(self, node: str, at: float | None = None) -> None:
         self.state = heartbeat(self.state, node, self.clock() if at is None else at)

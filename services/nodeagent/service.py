@@ -113,7 +113,9 @@ class NodeAgent:
         handlers[NodeLost] = self.on_node_lost  # type: ignore[assignment]
         if monitor is not None:
             for cls, h in monitor.handlers.items():
-                handlers[cls] = chain(handlers[cls], h) if cls in handlers else h
+                # the monitor first: it never fails, so a redelivery after the host's failure
+                # is one the monitor folded already
+                handlers[cls] = chain(h, handlers[cls]) if cls in handlers else h
         self.service = EventService(
             name=name,
             log=event_log,

@@ -67,7 +67,8 @@ class QueueService:
         handlers: dict[type[Event], Handler] = dict.fromkeys(ALL_EVENTS, self.on_event)  # type: ignore[arg-type]
         if monitor is not None:
             for cls, h in monitor.handlers.items():
-                handlers[cls] = chain(handlers[cls], h)
+                handlers[cls] = chain(h, handlers[cls])  # the monitor first: it never fails, so
+                # a redelivery after the host's failure is one the monitor folded already
         s = self.subjects
         self.service = EventService(
             name="queue",

@@ -24,24 +24,24 @@ def test_silent_node_is_lost_once_with_its_running_tasks() -> None:
         assert decide(s, t) == []  # a's clock started at its registration (0.0)
     assert decide(s, 10.0) == []  # exactly the timeout is still alive
     reports = decide(s, 10.5)
-    assert [type(r.event).__name__ for r in reports] == ["NodeLost", "TaskFinished", "TaskFinished"]
-    lost = reports[0].event
+    assert [type(r.event).__name__ for r in reports] == ["TaskFinished", "TaskFinished", "NodeLost"]
+    lost = reports[-1].event
     assert isinstance(lost, NodeLost) and lost.node == "a" and "10.5s" in lost.reason
-    assert [(r.event.task, r.event.exit_code, r.event.reason) for r in reports[1:]] == [
+    assert [(r.event.task, r.event.exit_code, r.event.reason) for r in reports[:-1]] == [
         ("t0", -1, "node lost"),
         ("t1", -1, "node lost"),
     ]
     assert [r.msg_id for r in reports] == [
-        "nodelost/a/r1",
         "nodelost/a/r1/ns/j/t0",
         "nodelost/a/r1/ns/j/t1",
+        "nodelost/a/r1",
     ]
     for r in reports:
         s = evolve(s, r.event, at=10.5)
     for t in (11.0, 20.0, 100.0):
         s = heartbeat(s, "b", t)
         assert decide(s, t) == []  # once: a stays lost, b is alive
-    assert decide(s, 200.0)[0].event == NodeLost(
+    assert decide(s, 200.0)[-1].event == NodeLost(
         node="b", reason="no heartbeat for 100.0s (timeout 10s)"
     )
 
@@ -77,8 +77,8 @@ async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -
     assert [type(e).__name__ for e in events] == [
         "NodeRegistered",
         "TaskStarted",
-        "NodeLost",
         "TaskFinished",
+        "NodeLost",
     ]
     fresh = NodeMonitor(log, timeout=10.0, clock=lambda: now[0] + 100)
     await fresh.recover()  # a restarted monitor reads the loss and does not repeat it
@@ -101,4 +101,62 @@ async def test_events_redelivered_below_the_recovered_watermark_change_nothing()
     await monitor.recover()
     msg = next(m for m in log.messages() if m.seq == start_seq)
     await monitor.on_event(started("t", "n1"), Received(msg, Envelope.from_headers(msg.headers)))
+    assert monitor.state.tasks == {}
+
+
+async def test_a_loss_whose_task_report_failed_is_reported_whole_at_the_next_check() -> None:
+    """The log out of reach for one append (a failover) in the middle of a node's loss: the
+    node was folded lost after its own report, before its tasks', and never looked at again —
+    its tasks stayed running in the log for good. Its tasks go first now, the node last."""
+    log = MemoryLog()
+    s = log.subjects
+    now = [100.0]
+    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
+    for t in ("t0", "t1"):
+        await put(log, s.job("ns", "j"), started(t, "a"))
+    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
+    await monitor.recover()
+    monitor.on_heartbeat("a")
+    publish = monitor.service.publish
+    failed: list[str] = []
+
+    async def flaky(out, *args):  # type: ignore[no-untyped-def]
+        if isinstance(out.event, TaskFinished) and out.event.task == "t1" and not failed:
+            failed.append(out.event.task)
+            raise ConnectionError("the log out of reach, once")
+        return await publish(out, *args)
+
+    monitor.service.publish = flaky  # type: ignore[method-assign]
+    now[0] = 111.0
+    try:
+        await monitor.check()
+    except ConnectionError:
+        pass
+    assert failed == ["t1"]
+    await monitor.check()
+    assert monitor.state.tasks == {} and monitor.state.nodes["a"].lost
+    events = decoded([m async for m in log.replay()])
+    assert [(type(e).__name__, getattr(e, "task", "")) for e in events[3:]] == [
+        ("TaskFinished", "t0"), ("TaskFinished", "t1"), ("NodeLost", "")]  # fmt: skip
+
+
+async def test_an_event_delivered_again_to_one_process_is_folded_once() -> None:
+    """A `TaskStarted` delivered again after its task's `TaskFinished` was folded (a host's nak,
+    a part unsettled past ack_wait): the task ran again in the monitor's view, and the next
+    loss of its node failed it — and restarted its job — once more."""
+    from contracts.envelope import Envelope
+    from services.runtime.service import Received
+
+    log = MemoryLog()
+    s = log.subjects
+    await put(log, s.node("n1"), NodeRegistered(node="n1", cpu_milli=1, memory_mib=1))
+    monitor = NodeMonitor(log, timeout=5.0, clock=lambda: 0.0)
+    await monitor.recover()
+    start = await put(log, s.job("ns", "j"), started("t", "n1"))
+    end = await put(log, s.job("ns", "j"), TaskFinished(namespace="ns", name="j", task="t", node="n1"))
+    by_seq = {m.seq: m for m in log.messages()}
+    for seq, event in ((start, started("t", "n1")), (end, TaskFinished(namespace="ns", name="j", task="t", node="n1")),
+                       (start, started("t", "n1"))):  # fmt: skip
+        msg = by_seq[seq]
+        await monitor.on_event(event, Received(msg, Envelope.from_headers(msg.headers)))
     assert monitor.state.tasks == {}
