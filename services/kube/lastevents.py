@@ -12,7 +12,8 @@ from typing import Any
 from contracts.envelope import TYPE, content_id
 from contracts.registry import default_registry
 from services.runtime.eventlog import Conflict, EventLog
-from services.runtime.service import EventService, Outgoing
+from services.runtime.eventlog.model import StoredMessage
+from services.runtime.service import EventService, Outgoing, decode_stored
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,15 @@ class LastEvents:
 
     async def recover(self, subjects: str) -> int:
         for msg in await self.log.last_per_subject(subjects):
-            kind = msg.headers.get(TYPE, "")
-            if kind in self.registry:
-                self.last[msg.subject] = (self.registry.decode(kind, msg.data), msg.seq)
+            if msg.headers.get(TYPE, "") in self.registry:
+                self.last[msg.subject] = (await self._decoded(msg), msg.seq)
         return len(self.last)
+
+    async def _decoded(self, msg: StoredMessage) -> Any:
+        """The event, or None for a body that does not decode: one bad message raised here and
+        failed the service's start, again at every restart. Known by its sequence, the next
+        write of its object follows it."""
+        return await decode_stored(msg, registry=self.registry)
 
     async def write(self, subject: str, event: Any, kind: str, gone: bool) -> None:
         """Append `event` unless the subject ends with it (or it says `gone` of nothing)."""
@@ -46,4 +52,4 @@ class LastEvents:
                 return
             msg = await self.log.last(subject)  # another writer: read what is there, decide again
             if msg is not None:
-                self.last[subject] = (self.registry.decode(msg.headers[TYPE], msg.data), msg.seq)
+                self.last[subject] = (await self._decoded(msg), msg.seq)
