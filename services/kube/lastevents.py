@@ -6,7 +6,9 @@ quotas)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from contracts.envelope import TYPE, content_id
@@ -53,3 +55,43 @@ class LastEvents:
             msg = await self.log.last(subject)  # another writer: read what is there, decide again
             if msg is not None:
                 self.last[subject] = (await self._decoded(msg), msg.seq)
+
+
+#: seconds before a report that failed (the log out of reach) is made again
+RETRY = 1.0
+
+
+class Reports:
+    """Reports of API objects' changes to the log, one at a time, each that fails made again
+    after `RETRY` seconds — unless a newer change of that object was reported meanwhile. Before,
+    a failed append waited for the object's next change: a claim's Bound never written left its
+    pod waiting on it, a deleted quota or budget was enforced on until a restart."""
+
+    def __init__(self, what: str, delay: float = RETRY) -> None:
+        self.what = what
+        self.delay = delay
+        self.failed: dict[str, Callable[[], Awaitable[None]]] = {}  # key → its latest report
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    async def report(self, key: str, report: Callable[[], Awaitable[None]]) -> bool:
+        """Make `report` (the latest of `key`); False, and made again later, if it failed."""
+        async with self._lock:
+            try:
+                await report()
+            except Exception:
+                log.exception("%s %s not reported: again in %s s", self.what, key, self.delay)
+                self.failed[key] = report
+                asyncio.get_running_loop().call_later(self.delay, self._wake.set)
+                return False
+            self.failed.pop(key, None)
+            return True
+
+    async def run(self) -> None:
+        """Make the failed ones again, each as its latest (a newer one replaced it)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            for key in list(self.failed):
+                if (again := self.failed.get(key)) is not None:
+                    await self.report(key, again)

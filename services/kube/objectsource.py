@@ -13,7 +13,7 @@ from typing import Any
 
 from contracts.base import Event
 from contracts.subjects import subject_of
-from services.kube.lastevents import LastEvents
+from services.kube.lastevents import LastEvents, Reports
 from services.kube.listwatch import Change, Reflector
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService
@@ -34,6 +34,7 @@ class ObjectSource:
         self.reflector, self.everything, self.only_source = reflector, everything, only_source
         self.service = EventService(name=name, log=event_log, filter_subjects=[], handlers={})
         self.written = LastEvents(event_log, self.service, f"kube-{name}")
+        self.reports = Reports(self.KIND or name)
 
     def changed(self, obj: dict[str, Any]) -> tuple[Event | None, str]:
         """The event for the object, or why it cannot be read."""
@@ -47,21 +48,18 @@ class ObjectSource:
         log.info("%s source: %d in the log", self.KIND, n)
 
     async def run(self, stopping: asyncio.Event) -> None:
-        follow = asyncio.create_task(self._follow())
+        tasks = [asyncio.create_task(self._follow()), asyncio.create_task(self.reports.run())]
         try:
             await stopping.wait()
         finally:
-            await cancel_all([follow])
+            await cancel_all(tasks)
 
     async def _follow(self) -> None:
         async for ch in self.reflector.changes():
-            try:
-                if ch.kind == "synced":
-                    await self._gone_while_away()
-                else:
-                    await self._report(ch)
-            except Exception:
-                log.exception("%s %s not reported", self.KIND, ch.key)
+            if ch.kind == "synced":
+                await self.reports.report(" listed", self._gone_while_away)
+            else:
+                await self.reports.report(ch.key, lambda ch=ch: self._report(ch))  # type: ignore[misc]
 
     async def _gone_while_away(self) -> None:
         if not self.only_source:

@@ -21,7 +21,7 @@ from contracts.subjects import subject_of
 from services.core.scheduling.storage import CLAIM, CLASS, VOLUME
 from services.core.workload.storage import storage_event
 from services.kube.client import STORAGE_CLASSES, Kube, claims_path, volumes_path
-from services.kube.lastevents import LastEvents
+from services.kube.lastevents import LastEvents, Reports
 from services.kube.listwatch import Change, Reflector
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService
@@ -45,6 +45,7 @@ class StorageSource:
         self.on_claim: Callable[[str, str], None] = lambda _ns, _name: None
         self.service = EventService(name="storage", log=event_log, filter_subjects=[], handlers={})
         self.written = LastEvents(event_log, self.service, "kube-vol")
+        self.reports = Reports("storage")
 
     def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.claims.cache.get(f"{namespace}/{name}")
@@ -57,6 +58,7 @@ class StorageSource:
         tasks = [asyncio.create_task(self._follow(r, kind)) for r, kind in
                  ((self.claims, "PersistentVolumeClaim"), (self.volumes, "PersistentVolume"),
                   (self.classes, "StorageClass"))]  # fmt: skip
+        tasks.append(asyncio.create_task(self.reports.run()))
         try:
             await stopping.wait()
         finally:
@@ -68,10 +70,7 @@ class StorageSource:
                 if reflector is self.claims:
                     self.claims_listed.set()
                 continue
-            try:
-                await self._report(ch, kind)
-            except Exception:
-                log.exception("%s %s not reported", kind, ch.key)
+            await self.reports.report(f"{kind} {ch.key}", lambda ch=ch, kind=kind: self._report(ch, kind))  # type: ignore[misc]
             if reflector is self.claims:
                 ns, _, name = ch.key.partition("/")
                 self.on_claim(ns, name)

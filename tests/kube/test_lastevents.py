@@ -1,16 +1,25 @@
-"""The sources mirroring API objects onto the log (quotas, budgets, claims) read each object's
-last event at start: one that does not decode (a newer writer's, a damaged one) failed the
-service's start — again at every restart. It is taken as unknown at its sequence, and the
-next write of its object follows it."""
+"""The sources mirroring API objects onto the log (quotas, budgets, claims). Each object's last
+event is read at start: one that does not decode (a newer writer's, a damaged one) failed the
+service's start — again at every restart; it is taken as unknown at its sequence, and the next
+write of its object follows it. A report whose append failed is made again by itself."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from contracts.envelope import Envelope
 from contracts.events import QuotaChanged
+from services.kube.client import quotas_path
 from services.kube.lastevents import LastEvents
+from services.kube.quotasource import QuotaSource
 from services.runtime.eventlog import Entry, MemoryLog
-from services.runtime.service import EventService
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.service import EventService, Outgoing
+from services.runtime.tasks import cancel_all
 from tests.allocator.scenario import decoded
+from tests.kube.cluster import Cluster
+from tests.processes import wait_until
 
 
 async def test_an_undecodable_last_event_is_written_over_not_raised() -> None:
@@ -24,3 +33,39 @@ async def test_an_undecodable_last_event_is_written_over_not_raised() -> None:
     last = await log.last(subject)
     assert last is not None and last.seq == 2
     assert decoded([last]) == [quota]
+
+
+async def test_a_quota_whose_append_failed_is_written_again_with_nothing_else_changing(
+    cluster: Cluster, jetstream_log: JetStreamLog
+) -> None:
+    """The log out of reach for one append (a failover): the quota's change was logged and
+    dropped, and the next try came with the quota's next change — admission enforced what the
+    log last held (a deleted quota, for good: only a restart read it again)."""
+    log = jetstream_log
+    source = QuotaSource(log, cluster.kube)
+    await source.recover()
+    publish = source.service.publish
+    failed: list[str] = []
+
+    async def flaky(out: Outgoing, *args: Any) -> Any:
+        if not failed:
+            failed.append(type(out.event).__name__)
+            raise ConnectionError("the log out of reach, once")
+        return await publish(out, *args)
+
+    source.service.publish = flaky  # type: ignore[method-assign]
+    stopping = asyncio.Event()
+    running = asyncio.create_task(source.run(stopping))
+    try:
+        await cluster.kube.create(quotas_path("default"), {
+            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "npu", "namespace": "default"},
+            "spec": {"hard": {"requests.huawei.com/Ascend910B3": "4"}}})  # fmt: skip
+
+        async def logged() -> bool:
+            return await log.last(log.subjects.quota("default", "npu")) is not None
+
+        await wait_until(logged, 30, "the quota in the log after a failed append")
+        assert failed == ["QuotaChanged"]
+    finally:
+        stopping.set()
+        await cancel_all([running])
