@@ -88,8 +88,13 @@ async def running(cluster: Cluster, log: MemoryLog, node_lock: bool = True) -> A
         await kube.close()
 
 
-async def bound_to(cluster: Cluster, node: str) -> None:
+async def bound_to(cluster: Cluster, node: str, binder: Binder | None = None) -> None:
+    """The pod bound there — and, given the binder, its answer read by it (the pod can be read
+    bound before the binder has read the server's answer to its binding)."""
+
     async def there() -> bool:
+        if binder is not None and binder.stats.bound < 1:
+            return False
         return pods.node_name(await cluster.pod(cluster.namespace, POD) or {}) == node
 
     await wait_until(there, 30, f"{POD} bound to {node}")
@@ -111,7 +116,7 @@ async def test_a_job_pod_made_after_its_commit_is_bound_once_made_and_not_tried_
         if cluster.kind == "kmock":
             assert asked(cluster) == {"bindings": 0, "node writes": 0, "pod reads": 0}
         await cluster.create_pod(job_pod())
-        await bound_to(cluster, "n1")
+        await bound_to(cluster, "n1", binder)
         pod = await cluster.pod(ns, POD) or {}
         assert pod["metadata"]["annotations"][volcano.PLACEMENT] == str(await log.last_sequence())
         if cluster.kind == "kmock":  # one binding, the lock taken once (the plugin releases it)
@@ -155,7 +160,7 @@ async def test_a_binder_whose_pod_list_does_not_answer_binds_as_before_it_watche
     append(log, *job_events(ns))
     async with running(cluster, log) as binder:
         append(log, commit(ns))
-        await bound_to(cluster, "n1")
+        await bound_to(cluster, "n1", binder)
         assert not binder.unbound_listed.is_set() and binder.stats.bound == 1
 
 

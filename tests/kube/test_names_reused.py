@@ -45,6 +45,12 @@ async def test_deleting_a_finished_pod_leaves_the_volcano_job_of_its_name_runnin
                 return kpods.phase(await cluster.pod("default", name) or {}) == want
 
             await wait_until(lambda: phase("train", "Succeeded"), 60, "the test pod run to its end")
+
+            async def ended() -> bool:  # (a Job judged while the pod's job is live is refused: one name)
+                return any(type(e).__name__ == "JobPhaseChanged" and e.name == "train" and e.phase == "Completed"
+                           for _s, e in await logged(cp))  # fmt: skip
+
+            await wait_until(ended, 60, "the pod's job Completed in the log")
             await cluster.kube.create(volcano.jobs_path("default"), job("train"))
             await wait_until(lambda: phase("train-main-0", "Running"), 60, "the Job of the same name running")
             await cluster.kube.delete(pods_path("default", "train"))
