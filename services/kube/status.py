@@ -164,6 +164,8 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
 #: seconds between a verdict's arrival and its writing: verdicts of one session are written
 #: together, and one a placement or a newer verdict overtook meanwhile is not written at all
 VERDICT_GRACE = 0.5
+#: seconds before an eviction whose delete failed is asked again
+STOP_RETRY = 1.0
 
 
 class PodStatusWriter:
@@ -195,6 +197,11 @@ class PodStatusWriter:
         self._due_wake = asyncio.Event()
         self.watermark = 0
         self.written = 0
+        #: (ns, pod) → the sequence of the eviction the log asks of it and no ending followed yet:
+        #: carried out whenever the pod is seen (one asked while this process was away, or
+        #: before its listing, or whose delete failed, was lost — the preemptor waited for good)
+        self.stops: dict[tuple[str, str], tuple[int, str]] = {}  # … → (its sequence, its reason)
+        self._stops_wake = asyncio.Event()
         folded = (JobSubmitted, JobUpdated, JobUnschedulable, PlacementProposed, PlacementCommitted, BindingFailed,
                   PlacementRejected, TaskStarted, TaskFinished, JobDeleted, EvictionRequested,
                   NodeRegistered, NodeLost)  # fmt: skip
@@ -238,20 +245,38 @@ class PodStatusWriter:
         spec = self.specs.get((v.namespace, v.name))
         return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts)
 
+    def _note_stop(self, event: object, seq: int) -> None:
+        match event:
+            case EvictionRequested():
+                self.stops[(event.namespace, event.task)] = (seq, event.reason)
+            case TaskFinished() | BindingFailed():
+                self.stops.pop((event.namespace, event.task), None)
+            case JobDeleted():
+                for key in [k for k in self.stops if k[0] == event.namespace and k[1] in self._pods_of(event)]:
+                    del self.stops[key]
+            case _:
+                pass
+
+    def _pods_of(self, event: JobDeleted) -> set[str]:
+        spec = self.specs.get((event.namespace, event.name))
+        return {pod for pod, _r, _i, _t in task_names(spec)} if spec is not None else set()
+
     async def on_event(self, event: object, rx: Received) -> None:
         if rx.message.seq <= self.watermark:
             return
+        self._note_stop(event, rx.message.seq)
         self.fold(event)
         if isinstance(event, JobUnschedulable):
             self.due[(event.namespace, event.name)] = None
             self._due_wake.set()
         elif isinstance(event, EvictionRequested):
-            await self._evict(event, rx.message.seq)
+            await self._evict(event.namespace, event.task, event.reason, rx.message.seq)
 
     async def recover(self) -> None:
         self.watermark = await self.log.last_sequence()
-        async for _m, event in replay_decoded(self.log, self.service.filter_subjects,
-                                              self.watermark, self._types):  # fmt: skip
+        async for m, event in replay_decoded(self.log, self.service.filter_subjects,
+                                             self.watermark, self._types):  # fmt: skip
+            self._note_stop(event, m.seq)
             self.fold(event)
 
     async def _write_verdict(self, v: JobUnschedulable, only: str = "") -> None:
@@ -290,18 +315,33 @@ class PodStatusWriter:
                 except Exception:  # the next verdict, or the next listing, tries again
                     log.exception("verdict of %s/%s not written", *key)
 
-    async def _evict(self, e: EvictionRequested, seq: int) -> None:
-        obj = self.pods.get((e.namespace, e.task))
+    async def _evict(self, namespace: str, pod: str, reason: str, seq: int) -> None:
+        obj = self.pods.get((namespace, pod))
         if obj is None or pods.terminating(obj) or not pods.stop_concerns(obj, seq):
             return
         with contextlib.suppress(KubeError):
-            await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in e.reason else "Evicted",
-                              f"evicted by Tessera: {e.reason}", self.clock())  # fmt: skip
+            await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in reason else "Evicted",
+                              f"evicted by Tessera: {reason}", self.clock())  # fmt: skip
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         try:  # graceful (the pod's period), and this very pod: never a successor under its name
-            await self.kube.delete_this(pods_path(e.namespace, e.task), uid)
+            await self.kube.delete_this(pods_path(namespace, pod), uid)
         except KubeError as exc:
-            log.warning("eviction of %s/%s failed: %s", e.namespace, e.task, exc)
+            log.warning("eviction of %s/%s failed: %s (again in %s s)", namespace, pod, exc, STOP_RETRY)
+            asyncio.get_running_loop().call_later(STOP_RETRY, self._stops_wake.set)
+
+    async def _stops_loop(self) -> None:
+        """The evictions the log asks and no ending followed: carried out once the pods are
+        listed, and again after a failed delete (each is a no-op on a pod already terminating)."""
+        await self.synced.wait()
+        self._stops_wake.set()
+        while True:
+            await self._stops_wake.wait()
+            self._stops_wake.clear()
+            for (ns, pod), (seq, reason) in list(self.stops.items()):
+                try:
+                    await self._evict(ns, pod, reason, seq)
+                except Exception:
+                    log.exception("eviction of %s/%s not carried out", ns, pod)
 
     async def _pods_loop(self) -> None:
         def ours(o: dict[str, Any]) -> bool:
@@ -320,13 +360,16 @@ class PodStatusWriter:
                 self.pods.pop((r.namespace, r.name), None)
             else:
                 self.pods[(r.namespace, r.name)] = ch.obj
+                if (stop := self.stops.get((r.namespace, r.name))) is not None and self.synced.is_set():
+                    await self._evict(r.namespace, r.name, stop[1], stop[0])
                 v = self.verdict.get((r.namespace, r.job))
                 # a pod seen after its verdict (one still due is written with its job's pods)
                 if v is not None and self.synced.is_set() and (r.namespace, r.job) not in self.due:
                     await self._write_verdict(v, only=r.name)
 
     async def run(self, stopping: asyncio.Event) -> None:
-        tasks = [asyncio.create_task(self._pods_loop()), asyncio.create_task(self._verdicts_loop())]
+        tasks = [asyncio.create_task(self._pods_loop()), asyncio.create_task(self._verdicts_loop()),
+                 asyncio.create_task(self._stops_loop())]  # fmt: skip
         try:
             await self.service.run(stopping)
         finally:

@@ -6,7 +6,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from contracts.events import JobSubmitted, JobUnschedulable, PlacementProposed, TaskPlacement
+from contracts.events import (
+    EvictionRequested,
+    JobSubmitted,
+    JobUnschedulable,
+    PlacementProposed,
+    TaskPlacement,
+)
 from contracts.registry import default_registry
 from contracts.subjects import subject_of
 from contracts.workloads import JobSpec, TaskSpec
@@ -59,6 +65,41 @@ async def test_an_overtaken_verdict_is_never_written_and_a_current_one_is(cluste
         assert overtaken is not None and scheduled_condition(overtaken) is None
         said = {e["involvedObject"]["name"] for e in await cluster.events() if e.get("reason") == "FailedScheduling"}
         assert said == {"waiting"}
+    finally:
+        stopping.set()
+        await asyncio.wait_for(running, 30)
+        await kube.close()
+
+
+async def test_an_eviction_asked_while_the_writer_was_away_is_carried_out_once_it_lists(cluster: Cluster) -> None:
+    """A preemption's `EvictionRequested` appended while the queue service (the status writer's
+    host) was restarting: its start folds it with the rest of the log, and the live path never
+    sees it. Before, the victim ran on — its cards wanted by the preemptor, which waited for
+    good. The writer carries out every eviction no ending followed, once its pods are listed."""
+    kube = Kube(await configuration(str(cluster.kubeconfig)), Limits(qps=0))
+    log = MemoryLog()
+    reg = default_registry()
+    victim = _pod("victim")
+    victim["spec"]["nodeName"] = "n1"
+    made = await cluster.create_pod(victim)
+    events = [JobSubmitted(spec=_spec("victim")),
+              EvictionRequested(namespace="default", name="victim", task="victim", reason="preempted for default/urgent")]  # fmt: skip
+    for i, ev in enumerate(events):
+        await log.append(Entry(subject_of(log.subjects, ev), reg.encode(ev), reg.envelope(ev, msg_id=f"e{i}").to_headers()))
+    writer = PodStatusWriter(log, kube, grace=0.3)
+    await writer.recover()  # the eviction is at or below its watermark: folded, not delivered live
+    stopping = asyncio.Event()
+    running = asyncio.create_task(writer.run(stopping))
+    try:
+
+        async def evicted() -> bool:
+            pod = await cluster.pod("default", "victim")
+            return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+        await wait_until(evicted, 30, "the victim evicted")
+        said = [e for e in await cluster.events() if e.get("reason") == "Preempted"]
+        assert [e["involvedObject"]["uid"] for e in said] == [made["metadata"]["uid"]]
+        assert "preempted for default/urgent" in said[0]["message"]
     finally:
         stopping.set()
         await asyncio.wait_for(running, 30)
