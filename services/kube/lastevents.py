@@ -19,6 +19,9 @@ from services.runtime.service import EventService, Outgoing, decode_stored
 
 log = logging.getLogger(__name__)
 
+#: a subject's last event that does not decode: something is there, whatever it says
+UNDECODED = object()
+
 
 class LastEvents:
     def __init__(self, event_log: EventLog, service: EventService, prefix: str) -> None:
@@ -35,10 +38,11 @@ class LastEvents:
         return len(self.last)
 
     async def _decoded(self, msg: StoredMessage) -> Any:
-        """The event, or None for a body that does not decode: one bad message raised here and
-        failed the service's start, again at every restart. Known by its sequence, the next
-        write of its object follows it."""
-        return await decode_stored(msg, registry=self.registry)
+        """The event, or `UNDECODED` for a body that does not decode: one bad message raised
+        here and failed the service's start, again at every restart. Known by its sequence, the
+        next write of its object — its deletion too — follows it."""
+        got = await decode_stored(msg, registry=self.registry)
+        return UNDECODED if got is None else got
 
     async def write(self, subject: str, event: Any, kind: str, gone: bool) -> None:
         """Append `event` unless the subject ends with it (or it says `gone` of nothing)."""
@@ -77,21 +81,26 @@ class Reports:
     async def report(self, key: str, report: Callable[[], Awaitable[None]]) -> bool:
         """Make `report` (the latest of `key`); False, and made again later, if it failed."""
         async with self._lock:
-            try:
-                await report()
-            except Exception:
-                log.exception("%s %s not reported: again in %s s", self.what, key, self.delay)
-                self.failed[key] = report
-                asyncio.get_running_loop().call_later(self.delay, self._wake.set)
-                return False
-            self.failed.pop(key, None)
-            return True
+            return await self._made(key, report)
+
+    async def _made(self, key: str, report: Callable[[], Awaitable[None]]) -> bool:
+        try:
+            await report()
+        except Exception:
+            log.exception("%s %s not reported: again in %s s", self.what, key, self.delay)
+            self.failed[key] = report
+            asyncio.get_running_loop().call_later(self.delay, self._wake.set)
+            return False
+        self.failed.pop(key, None)
+        return True
 
     async def run(self) -> None:
-        """Make the failed ones again, each as its latest (a newer one replaced it)."""
+        """Make the failed ones again, each as its latest, read once the lock is ours: a newer
+        report made meanwhile has taken its place, or, done, its entry."""
         while True:
             await self._wake.wait()
             self._wake.clear()
             for key in list(self.failed):
-                if (again := self.failed.get(key)) is not None:
-                    await self.report(key, again)
+                async with self._lock:
+                    if (again := self.failed.get(key)) is not None:
+                        await self._made(key, again)

@@ -11,7 +11,7 @@ from typing import Any
 from contracts.envelope import Envelope
 from contracts.events import QuotaChanged
 from services.kube.client import quotas_path
-from services.kube.lastevents import LastEvents
+from services.kube.lastevents import LastEvents, Reports
 from services.kube.quotasource import QuotaSource
 from services.runtime.eventlog import Entry, MemoryLog
 from services.runtime.eventlog.jetstream import JetStreamLog
@@ -69,3 +69,58 @@ async def test_a_quota_whose_append_failed_is_written_again_with_nothing_else_ch
     finally:
         stopping.set()
         await cancel_all([running])
+
+
+async def test_a_deletion_after_an_undecodable_last_event_is_written() -> None:
+    """Taken for "nothing there", the bad last event kept a deleted quota enforced for good:
+    readers skip it and hold the last state they could read."""
+    from contracts.events import QuotaDeleted
+
+    log = MemoryLog()
+    subject = log.subjects.quota("ns", "q")
+    await log.append(Entry(subject, b'{"type":"QuotaChanged","namespace":12}', Envelope(type="QuotaChanged").to_headers()))
+    written = LastEvents(log, EventService("admission", log, [], {}), "kube-quota")
+    await written.recover(log.subjects.all_quotas())
+    gone = QuotaDeleted(namespace="ns", name="q")
+    await written.write(subject, gone, "QuotaDeleted", gone=True)
+    last = await log.last(subject)
+    assert last is not None and decoded([last]) == [gone]
+
+
+async def test_a_failed_report_made_again_never_writes_over_a_newer_one() -> None:
+    """The retry took its report, then waited for the lock a newer report of the object held:
+    the newer landed, then the older over it (a claim's Bound written over by its Pending)."""
+    reports = Reports("thing", delay=0.01)
+    written: list[str] = []
+    gate = asyncio.Event()
+    tries = [0]
+
+    async def old() -> None:
+        tries[0] += 1
+        if tries[0] == 1:
+            raise ConnectionError("the log out of reach, once")
+        written.append("old")
+
+    async def newer() -> None:
+        await gate.wait()
+        written.append("new")
+
+    retrying = asyncio.create_task(reports.run())
+    try:
+        assert not await reports.report("k", old)
+        making = asyncio.create_task(reports.report("k", newer))  # holds the lock until the gate
+
+        async def retry_waiting() -> bool:
+            return bool(reports._lock._waiters)  # type: ignore[attr-defined]
+
+        await wait_until(retry_waiting, 10, "the retry waiting for the lock the newer report holds")
+        gate.set()
+        assert await making
+        await wait_until(lambda: _idle(reports), 10, "the retry done")
+        assert written == ["new"] and reports.failed == {}
+    finally:
+        await cancel_all([retrying])
+
+
+async def _idle(reports: Reports) -> bool:
+    return not reports._lock.locked() and not reports._wake.is_set()
