@@ -154,13 +154,12 @@ class KubeNodeAgent:
             self.folded_to = max(self.folded_to, seq)
         for ns, _job, pod in keys:
             obj = self.pods.get((ns, pod))
-            early = self.gone_early.pop((ns, pod), None)
+            early = self.gone_early.get((ns, pod))
             if early is not None and early[0] == seq:
                 await self._report_pod(early[1], deleted=True)
+                del self.gone_early[(ns, pod)]  # told (a failed append: delivered again, told then)
             if obj is not None:
                 await self._report_pod(obj)  # (one of another commit is left by its stamp)
-        if self.gone_early:  # those whose commit is behind: reported then, or never owed
-            self.gone_early = {k: v for k, v in self.gone_early.items() if v[0] > self.folded_to}
 
     async def recover(self) -> None:
         self.watermark = self.folded_to = await self.log.last_sequence()

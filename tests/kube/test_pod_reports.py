@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from contracts.envelope import Envelope
 from contracts.events import NodeUsage, PlacementCommitted, TaskFinished, TaskPlacement, TaskStarted
 from contracts.registry import default_registry
@@ -56,10 +58,25 @@ async def test_a_pod_deleted_before_its_commit_was_read_is_told_finished_once_it
                                   {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})  # fmt: skip
         await wait_until(lambda: _has(agent, "train-worker-0", False), 30, "its deletion on the agent's watch")
 
-        # now the agent reads the commit
+        # now the agent reads the commit — its first telling fails (the log out of reach),
+        # and the delivery comes again: the deleted pod is still told
         msg = await log.last(log.subjects.job("default", "train"))
         assert msg is not None and msg.seq == seq
-        await agent.on_event(commit, Received(msg, Envelope.from_headers(msg.headers)))
+        tell = agent.service.publish
+        failed: list[str] = []
+
+        async def flaky(out: Outgoing, *args: Any) -> Any:
+            if not failed:
+                failed.append(type(out.event).__name__)
+                raise ConnectionError("the log out of reach, once")
+            return await tell(out, *args)
+
+        agent.service.publish = flaky  # type: ignore[method-assign]
+        rx = Received(msg, Envelope.from_headers(msg.headers))
+        with pytest.raises(ConnectionError):
+            await agent.on_event(commit, rx)
+        await agent.on_event(commit, rx)  # delivered again
+        assert failed == ["TaskFinished"]
 
         told = [m async for m in log.replay(seq + 1, log.subjects.job("default", "train"))]
         kinds = [m.headers["Tessera-Type"] for m in told]
