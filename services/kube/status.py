@@ -201,6 +201,7 @@ class PodStatusWriter:
         #: carried out whenever the pod is seen (one asked while this process was away, or
         #: before its listing, or whose delete failed, was lost — the preemptor waited for good)
         self.stops: dict[tuple[str, str], tuple[int, str]] = {}  # … → (its sequence, its reason)
+        self.folded_to = 0  # the last event folded live (first deliveries come in stream order)
         self._stops_wake = asyncio.Event()
         folded = (JobSubmitted, JobUpdated, JobUnschedulable, PlacementProposed, PlacementCommitted, BindingFailed,
                   PlacementRejected, TaskStarted, TaskFinished, JobDeleted, EvictionRequested,
@@ -262,8 +263,10 @@ class PodStatusWriter:
         return {pod for pod, _r, _i, _t in task_names(spec)} if spec is not None else set()
 
     async def on_event(self, event: object, rx: Received) -> None:
-        if rx.message.seq <= self.watermark:
-            return
+        if rx.message.seq <= max(self.watermark, self.folded_to):
+            return  # folded already (recovery, or its first delivery: a redelivered eviction
+            # after its ending would be a stop again, and a pod made again under its name end)
+        self.folded_to = rx.message.seq
         self._note_stop(event, rx.message.seq)
         self.fold(event)
         if isinstance(event, JobUnschedulable):
@@ -317,7 +320,9 @@ class PodStatusWriter:
 
     async def _evict(self, namespace: str, pod: str, reason: str, seq: int) -> None:
         obj = self.pods.get((namespace, pod))
-        if obj is None or pods.terminating(obj) or not pods.stop_concerns(obj, seq):
+        # (an unbound pod runs nothing: one made again under the name waits for its own binding,
+        # whose later commit `stop_concerns` tells apart)
+        if obj is None or not pods.node_name(obj) or pods.terminating(obj) or not pods.stop_concerns(obj, seq):
             return
         with contextlib.suppress(KubeError):
             await write_event(self.kube, obj, "Normal", "Preempted" if "preempt" in reason else "Evicted",

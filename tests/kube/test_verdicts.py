@@ -104,3 +104,50 @@ async def test_an_eviction_asked_while_the_writer_was_away_is_carried_out_once_i
         stopping.set()
         await asyncio.wait_for(running, 30)
         await kube.close()
+
+
+async def test_an_eviction_delivered_again_after_its_ending_stops_nothing(cluster: Cluster) -> None:
+    """The writer rides the queue's consumer: an eviction held past ack_wait comes again after
+    its pod's ending. Taken as a new stop, it deleted the pod a user made again under the name
+    once that pod was bound."""
+    from contracts.envelope import Envelope
+    from contracts.events import TaskFinished
+    from services.runtime.service import Received
+
+    kube = Kube(await configuration(str(cluster.kubeconfig)), Limits(qps=0))
+    log = MemoryLog()  # where the deliveries below come from (the writer's own consumer reads another)
+    reg = default_registry()
+    writer = PodStatusWriter(MemoryLog(), kube, grace=0.3)
+    await writer.recover()
+    stopping = asyncio.Event()
+    running = asyncio.create_task(writer.run(stopping))
+    try:
+        await writer.synced.wait()
+        events = [JobSubmitted(spec=_spec("web")),
+                  EvictionRequested(namespace="default", name="web", task="web", reason="preempted for default/urgent"),
+                  TaskFinished(namespace="default", name="web", task="web", node="n1", exit_code=-1, reason="pod deleted")]  # fmt: skip
+        delivered = []
+        for i, ev in enumerate(events):
+            await log.append(Entry(subject_of(log.subjects, ev), reg.encode(ev), reg.envelope(ev, msg_id=f"d{i}").to_headers()))
+            msg = next(m for m in log.messages() if m.headers.get("Nats-Msg-Id") == f"d{i}" or m.seq == i + 1)
+            delivered.append(Received(msg, Envelope.from_headers(msg.headers)))
+            await writer.on_event(ev, delivered[-1])
+        await writer.on_event(events[1], delivered[1])  # the eviction again, after its ending
+        again = _pod("web")
+        again["spec"]["nodeName"] = "n1"  # made again by the user, bound
+        made = await cluster.create_pod(again)
+
+        await cluster.create_pod(_pod("marker"))  # seen after it: what the writer did of `web` is done
+
+        async def seen() -> bool:
+            return ("default", "marker") in writer.pods
+
+        await wait_until(seen, 30, "the pods made after it on the writer's watch")
+        pod = await cluster.pod("default", "web")
+        assert pod is not None and pod["metadata"]["uid"] == made["metadata"]["uid"]
+        assert not pod["metadata"].get("deletionTimestamp")
+        assert writer.stops == {}
+    finally:
+        stopping.set()
+        await asyncio.wait_for(running, 30)
+        await kube.close()
