@@ -77,7 +77,12 @@ def evolve(state: MonitorState, event: Event, at: float, epoch: str = "") -> Mon
             return _watch(state, node, Watch(epoch or (old.epoch if old else ""), seen))
         case NodeLost(node=node):
             old = state.nodes.get(node)
-            if old is None or old.lost:
+            if old is None:  # a restart reading the node's last event: lost, its tasks to end
+                # (its registration's epoch is in the loss's own id: the same reports' ids)
+                prefix = f"nodelost/{node}/"
+                return _watch(state, node, Watch(epoch[len(prefix):] if epoch.startswith(prefix) else epoch,
+                                                 at, lost=True))  # fmt: skip
+            if old.lost:
                 return state
             return _watch(state, node, replace(old, lost=True))
         case TaskStarted():
@@ -107,18 +112,21 @@ def heartbeat(state: MonitorState, node: str, at: float) -> MonitorState:
 
 
 def decide(state: MonitorState, now: float) -> list[Report]:
-    """The losses to report at `now`: each task running on a silent node, then the node. The
-    node last: once its `NodeLost` is folded it is not looked at again (nor after a restart,
-    which reads it as the node's last event), so an append of its tasks' ends that failed
-    before it — a failover, a crash — left them running in the log for good, cards booked."""
+    """The losses to report at `now`: each silent node, then each task running on it — and the
+    tasks still running on a node already lost. The node comes first, so nothing is placed on
+    it once its tasks are freed; a task whose end was not appended after it (a failover, a
+    crash between the appends) is reported at the next check, where before the node, folded
+    lost, was never looked at again and its tasks ran on in the log for good, cards booked."""
     out: list[Report] = []
     for node in sorted(state.nodes):
         watch = state.nodes[node]
         silent = now - watch.last_seen
-        if watch.lost or silent <= state.timeout:
+        if not watch.lost and silent <= state.timeout:
             continue
         base = f"nodelost/{node}/{watch.epoch}"
         reason = f"no heartbeat for {silent:.1f}s (timeout {state.timeout:g}s)"
+        if not watch.lost:
+            out.append(Report(base, NodeLost(node=node, reason=reason)))
         for key in sorted(k for k, n in state.tasks.items() if n == node):
             ns, job, task = key
             finished = TaskFinished(
@@ -131,7 +139,6 @@ def decide(state: MonitorState, now: float) -> list[Report]:
                 at=now,
             )
             out.append(Report(f"{base}/{ns}/{job}/{task}", finished))
-        out.append(Report(base, NodeLost(node=node, reason=reason)))
     return out
 
 

@@ -24,24 +24,24 @@ def test_silent_node_is_lost_once_with_its_running_tasks() -> None:
         assert decide(s, t) == []  # a's clock started at its registration (0.0)
     assert decide(s, 10.0) == []  # exactly the timeout is still alive
     reports = decide(s, 10.5)
-    assert [type(r.event).__name__ for r in reports] == ["TaskFinished", "TaskFinished", "NodeLost"]
-    lost = reports[-1].event
+    assert [type(r.event).__name__ for r in reports] == ["NodeLost", "TaskFinished", "TaskFinished"]
+    lost = reports[0].event
     assert isinstance(lost, NodeLost) and lost.node == "a" and "10.5s" in lost.reason
-    assert [(r.event.task, r.event.exit_code, r.event.reason) for r in reports[:-1]] == [
+    assert [(r.event.task, r.event.exit_code, r.event.reason) for r in reports[1:]] == [
         ("t0", -1, "node lost"),
         ("t1", -1, "node lost"),
     ]
     assert [r.msg_id for r in reports] == [
+        "nodelost/a/r1",
         "nodelost/a/r1/ns/j/t0",
         "nodelost/a/r1/ns/j/t1",
-        "nodelost/a/r1",
     ]
     for r in reports:
         s = evolve(s, r.event, at=10.5)
     for t in (11.0, 20.0, 100.0):
         s = heartbeat(s, "b", t)
         assert decide(s, t) == []  # once: a stays lost, b is alive
-    assert decide(s, 200.0)[-1].event == NodeLost(
+    assert decide(s, 200.0)[0].event == NodeLost(
         node="b", reason="no heartbeat for 100.0s (timeout 10s)"
     )
 
@@ -77,8 +77,8 @@ async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -
     assert [type(e).__name__ for e in events] == [
         "NodeRegistered",
         "TaskStarted",
-        "TaskFinished",
         "NodeLost",
+        "TaskFinished",
     ]
     fresh = NodeMonitor(log, timeout=10.0, clock=lambda: now[0] + 100)
     await fresh.recover()  # a restarted monitor reads the loss and does not repeat it
@@ -105,14 +105,15 @@ async def test_events_redelivered_below_the_recovered_watermark_change_nothing()
 
 
 async def test_a_loss_whose_task_report_failed_is_reported_whole_at_the_next_check() -> None:
-    """The log out of reach for one append (a failover) in the middle of a node's loss: the
-    node was folded lost after its own report, before its tasks', and never looked at again —
-    its tasks stayed running in the log for good. Its tasks go first now, the node last."""
+    """The log out of reach for one append (a failover) in the middle of a node's loss, or the
+    process killed there: the node was folded lost after its own report and never looked at
+    again — its tasks stayed running in the log for good. A lost node's tasks still running are
+    reported at the next check, and by a restarted monitor (the loss its node's last event)."""
     log = MemoryLog()
     s = log.subjects
     now = [100.0]
     await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
-    for t in ("t0", "t1"):
+    for t in ("t0", "t1", "t2"):
         await put(log, s.job("ns", "j"), started(t, "a"))
     monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
     await monitor.recover()
@@ -133,11 +134,16 @@ async def test_a_loss_whose_task_report_failed_is_reported_whole_at_the_next_che
     except ConnectionError:
         pass
     assert failed == ["t1"]
+    # killed now: t1 and t2 are told by the next process, from the node's last event (its loss)
+    restarted = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
+    await restarted.recover()
+    assert [type(r.event).__name__ for r in await restarted.check()] == ["TaskFinished", "TaskFinished"]
+    assert restarted.state.tasks == {} and await restarted.check() == []
+    # and the first process, had it lived on: the same reports, de-duplicated by their ids
     await monitor.check()
-    assert monitor.state.tasks == {} and monitor.state.nodes["a"].lost
     events = decoded([m async for m in log.replay()])
-    assert [(type(e).__name__, getattr(e, "task", "")) for e in events[3:]] == [
-        ("TaskFinished", "t0"), ("TaskFinished", "t1"), ("NodeLost", "")]  # fmt: skip
+    assert [(type(e).__name__, getattr(e, "task", "")) for e in events[4:]] == [
+        ("NodeLost", ""), ("TaskFinished", "t0"), ("TaskFinished", "t1"), ("TaskFinished", "t2")]  # fmt: skip
 
 
 async def test_an_event_delivered_again_to_one_process_is_folded_once() -> None:
