@@ -259,7 +259,10 @@ class EventService:
         except self.log.unavailable as exc:
             # the dead-letter stream out of reach (a failover): the message stays ours and
             # comes again; raised from here it ended the service — a poison message met in a
-            # failover restarted it, when the rule is that none ever does
+            # failover restarted it, when the rule is that none ever does. A follower has no
+            # delivery to give back: its reader reads on from this message after a pause
+            if isinstance(delivery, Followed):
+                raise
             log.warning("%s#%d not parked yet (%r): delivered again", delivery.message.subject,
                         delivery.message.seq, exc)  # fmt: skip
             await _settle(delivery.nak, self.retry_delay * delivery.attempt)

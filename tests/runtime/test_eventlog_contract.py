@@ -406,3 +406,25 @@ async def test_a_poison_message_met_while_the_dead_letters_are_out_of_reach_wait
     assert outcomes == ["retried"] * len(event_log.unavailable) + ["parked"]
     assert len(await event_log.dead_letters("probe")) == 1
     await consumer.close()
+
+
+async def test_a_followers_poison_message_met_while_the_dead_letters_are_out_of_reach_is_read_again(
+    event_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower (the scheduler reads the log, it holds no deliveries) has nothing to give back:
+    its park failing must reach its reader, which reads on from that very message after a
+    pause — taken as given back, the message was skipped unparked."""
+    from services.runtime.eventlog.model import Followed
+
+    s = event_log.subjects
+    kinds = list(event_log.unavailable)
+
+    async def failing_park(service: str, message: StoredMessage, reason: str) -> None:
+        raise kinds[0]()
+
+    monkeypatch.setattr(event_log, "park", failing_park)
+    svc = await _service_run(event_log, [])
+    await event_log.append(Entry(s.node("n"), b"\xff\x00not json", Envelope(type="NodeLost").to_headers()))
+    stored = [m async for m in event_log.replay(1, s.all_nodes())]
+    with pytest.raises(kinds[0]):
+        await svc.handle(Followed(stored[0]))
