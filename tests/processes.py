@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +92,20 @@ def stop_mentioning(path: Path) -> list[int]:
             except ProcessLookupError:
                 pass
     return killed
+
+
+def fail_once(service: Any, when: Callable[[Any], bool] = lambda _out: True) -> list[Any]:
+    """The log out of reach for one append (a failover): `service.publish` raises for the
+    first outgoing event `when` accepts, then publishes as before. Returns the list that holds
+    that event once it failed."""
+    publish = service.publish
+    failed: list[Any] = []
+
+    async def flaky(out: Any, *args: Any) -> Any:
+        if not failed and when(out):
+            failed.append(out.event)
+            raise ConnectionError("the log out of reach, once")
+        return await publish(out, *args)
+
+    service.publish = flaky
+    return failed

@@ -6,7 +6,6 @@ write of its object follows it. A report whose append failed is made again by it
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from contracts.envelope import Envelope
 from contracts.events import QuotaChanged
@@ -15,11 +14,11 @@ from services.kube.lastevents import LastEvents, Reports
 from services.kube.quotasource import QuotaSource
 from services.runtime.eventlog import Entry, MemoryLog
 from services.runtime.eventlog.jetstream import JetStreamLog
-from services.runtime.service import EventService, Outgoing
+from services.runtime.service import EventService
 from services.runtime.tasks import cancel_all
 from tests.allocator.scenario import decoded
 from tests.kube.cluster import Cluster
-from tests.processes import wait_until
+from tests.processes import fail_once, wait_until
 
 
 async def test_an_undecodable_last_event_is_written_over_not_raised() -> None:
@@ -44,16 +43,7 @@ async def test_a_quota_whose_append_failed_is_written_again_with_nothing_else_ch
     log = jetstream_log
     source = QuotaSource(log, cluster.kube)
     await source.recover()
-    publish = source.service.publish
-    failed: list[str] = []
-
-    async def flaky(out: Outgoing, *args: Any) -> Any:
-        if not failed:
-            failed.append(type(out.event).__name__)
-            raise ConnectionError("the log out of reach, once")
-        return await publish(out, *args)
-
-    source.service.publish = flaky  # type: ignore[method-assign]
+    failed = fail_once(source.service)
     stopping = asyncio.Event()
     running = asyncio.create_task(source.run(stopping))
     try:
@@ -65,7 +55,7 @@ async def test_a_quota_whose_append_failed_is_written_again_with_nothing_else_ch
             return await log.last(log.subjects.quota("default", "npu")) is not None
 
         await wait_until(logged, 30, "the quota in the log after a failed append")
-        assert failed == ["QuotaChanged"]
+        assert [type(e).__name__ for e in failed] == ["QuotaChanged"]
     finally:
         stopping.set()
         await cancel_all([running])

@@ -23,7 +23,7 @@ from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.service import EventService, Outgoing, Received
 from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster
-from tests.processes import wait_until
+from tests.processes import fail_once, wait_until
 
 
 def job_pod(name: str, stamp: int) -> dict[str, Any]:
@@ -62,21 +62,12 @@ async def test_a_pod_deleted_before_its_commit_was_read_is_told_finished_once_it
         # and the delivery comes again: the deleted pod is still told
         msg = await log.last(log.subjects.job("default", "train"))
         assert msg is not None and msg.seq == seq
-        tell = agent.service.publish
-        failed: list[str] = []
-
-        async def flaky(out: Outgoing, *args: Any) -> Any:
-            if not failed:
-                failed.append(type(out.event).__name__)
-                raise ConnectionError("the log out of reach, once")
-            return await tell(out, *args)
-
-        agent.service.publish = flaky  # type: ignore[method-assign]
+        failed = fail_once(agent.service)
         rx = Received(msg, Envelope.from_headers(msg.headers))
         with pytest.raises(ConnectionError):
             await agent.on_event(commit, rx)
         await agent.on_event(commit, rx)  # delivered again
-        assert failed == ["TaskFinished"]
+        assert [type(e).__name__ for e in failed] == ["TaskFinished"]
 
         told = [m async for m in log.replay(seq + 1, log.subjects.job("default", "train"))]
         kinds = [m.headers["Tessera-Type"] for m in told]
@@ -166,16 +157,7 @@ async def test_a_usage_append_that_failed_is_tried_again_with_nothing_else_chang
     log = jetstream_log
     agent = KubeNodeAgent(log, cluster.kube)
     await agent.recover()
-    tell = agent.service.publish
-    refused: list[str] = []
-
-    async def flaky(out: Outgoing, *args: Any) -> Any:
-        if isinstance(out.event, NodeUsage) and not refused:
-            refused.append(out.event.node)
-            raise ConnectionError("nats: the log out of reach, once")
-        return await tell(out, *args)
-
-    agent.service.publish = flaky  # type: ignore[method-assign]
+    refused = fail_once(agent.service, lambda out: isinstance(out.event, NodeUsage))
     stopping = asyncio.Event()
     running = asyncio.create_task(agent.background(stopping))
     try:
@@ -192,7 +174,7 @@ async def test_a_usage_append_that_failed_is_tried_again_with_nothing_else_chang
             return await usage() is not None
 
         await wait_until(appended, 30, "the other scheduler's use of n1 in the log after a failed append")
-        assert refused == ["n1"]
+        assert [e.node for e in refused] == ["n1"]
         got = await usage()
         assert got is not None and got.cpu_milli == 2000
     finally:

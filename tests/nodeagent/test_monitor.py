@@ -6,6 +6,7 @@ from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
 from services.nodeagent.monitor import MonitorState, NodeMonitor, decide, evolve, heartbeat
 from services.runtime.eventlog import MemoryLog
 from tests.allocator.scenario import decoded, put
+from tests.processes import fail_once
 
 
 def started(task: str, node: str) -> TaskStarted:
@@ -118,22 +119,13 @@ async def test_a_loss_whose_task_report_failed_is_reported_whole_at_the_next_che
     monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
     await monitor.recover()
     monitor.on_heartbeat("a")
-    publish = monitor.service.publish
-    failed: list[str] = []
-
-    async def flaky(out, *args):  # type: ignore[no-untyped-def]
-        if isinstance(out.event, TaskFinished) and out.event.task == "t1" and not failed:
-            failed.append(out.event.task)
-            raise ConnectionError("the log out of reach, once")
-        return await publish(out, *args)
-
-    monitor.service.publish = flaky  # type: ignore[method-assign]
+    failed = fail_once(monitor.service, lambda out: getattr(out.event, "task", "") == "t1")
     now[0] = 111.0
     try:
         await monitor.check()
     except ConnectionError:
         pass
-    assert failed == ["t1"]
+    assert [e.task for e in failed] == ["t1"]
     # killed now: t1 and t2 are told by the next process, from the node's last event (its loss)
     restarted = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
     await restarted.recover()
