@@ -142,11 +142,14 @@ class NodeAgent:
     # --- start ---------------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """Register, rebuild, report what is owed, then start the timer and heartbeats."""
+        """Register, beat, rebuild, report what is owed, then start the timer. Heartbeats start
+        before the rebuild: a replay longer than the monitor's node timeout made a restarted
+        agent's own nodes lost, and their pods failed."""
         wrote = [await self.register(node) for node in self.nodes.values()]
         listed = NodesListed(agent=self.service.name, nodes=len(self.nodes))  # the scheduler waits for it
         if await listing_owed(self.log, sum(wrote)):
             await self.service.publish(Outgoing(self.subjects.inventory(listed.agent), listed))
+        self._beat()
         await self._rebuild()
         if self.monitor is not None:
             await self.monitor.recover()
@@ -178,10 +181,13 @@ class NodeAgent:
         log.info("rebuilt runtime up to #%d: %d runs, %d ended jobs kept (--keep-finished %d)",
                  seq, len(running(self.state)), len(self.state.ended), self.keep_finished)  # fmt: skip
 
+    def _beat(self) -> None:
+        if self.beat is not None and not any(t.get_name() == "nodeagent-hb" for t in self._tasks):
+            self._tasks.append(asyncio.create_task(self._heartbeats(), name="nodeagent-hb"))
+
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._timers(), name="nodeagent-timers"))
-        if self.beat is not None:
-            self._tasks.append(asyncio.create_task(self._heartbeats(), name="nodeagent-hb"))
+        self._beat()
         if self.monitor is not None:
             self._tasks.append(asyncio.create_task(self.monitor.start(self.monitor_nc)))
 

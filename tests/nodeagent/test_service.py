@@ -23,6 +23,7 @@ from contracts.workloads import JobSpec, TaskSpec
 from services.nodeagent.service import NodeAgent
 from services.runtime.eventlog import EventLog
 from tests.allocator.scenario import decoded, put
+from tests.processes import wait_until
 
 
 def node(name: str) -> NodeRegistered:
@@ -211,3 +212,33 @@ async def test_reports_continue_their_own_commits_trace_whoever_appends_them(eve
     for m in reports:
         job_name = s.parse(m.subject)[1][1]
         assert m.headers["traceparent"].split("-")[1] == traces[job_name], (m.subject, m.headers.get(TYPE))
+
+
+async def test_a_restarted_agent_beats_while_it_rebuilds(event_log: EventLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its heartbeats started only once its rebuild (a replay of the job events since its
+    snapshot) was over: a replay longer than the monitor's node timeout made its own nodes
+    lost, and the pods on them failed."""
+    beats: list[bytes] = []
+    replaying = asyncio.Event()
+
+    async def beat(_subject: str, payload: bytes) -> None:
+        beats.append(payload)
+
+    agent = NodeAgent(event_log, [node("n1")], heartbeat_every=0.05, beat=beat)
+
+    async def slow_rebuild() -> None:
+        await replaying.wait()
+
+    monkeypatch.setattr(agent, "_rebuild", slow_rebuild)
+    recovering = asyncio.create_task(agent.recover())
+    try:
+
+        async def beating() -> bool:
+            return len(beats) >= 2
+
+        await wait_until(beating, 10, "heartbeats while the rebuild runs")
+        assert not recovering.done()
+    finally:
+        replaying.set()
+        await recovering
+        await agent.aclose()
