@@ -305,7 +305,7 @@ class PodSource:
         for (ns, name), known in list(self.admission.known.jobs.items()):
             if known.deleted or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
                 continue
-            uids = {t.annotations.get(pods.POD_UID, "") for t in known.spec.tasks} - {""}
+            uids = _pod_uids(known.spec)
             if uids and not uids & self.pods_present:
                 gone = min(uids)
                 log.info("job %s/%s: its pod (uid %s) is gone (deleted while admission was away)", ns, name, gone)
@@ -703,7 +703,12 @@ def _from_pod(uid: str) -> Callable[[JobSpec], bool]:
     def check(spec: JobSpec) -> bool:
         if spec.annotations.get(volcano.OBJECT_UID):
             return False
-        uids = {t.annotations.get(pods.POD_UID, "") for t in spec.tasks} - {""}
+        uids = _pod_uids(spec)
         return not uids or not uid or uid in uids
 
     return check
+
+
+def _pod_uids(spec: JobSpec) -> set[str]:
+    """The uids of the pods a job's tasks were admitted from (none before tasks carried them)."""
+    return {t.annotations.get(pods.POD_UID, "") for t in spec.tasks} - {""}
