@@ -70,7 +70,7 @@ def run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
 async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
     import aiohttp
 
-    from services.kube.client import Kube, KubeError, Limits, agent_of
+    from services.kube.client import UNANSWERED, Kube, KubeError, Limits, agent_of
 
     try:
         kube = await Kube.connect(kubeconfig, Limits(qps=0), agent=agent_of("cli"))
@@ -83,6 +83,9 @@ async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
     except KubeError as exc:
         if exc.status == 0:
             raise Unreachable(f"cannot reach the API server: {exc}") from None
+        if exc.reason == UNANSWERED:  # (asked a few times first, as a restarting server needs)
+            host = kube.api.configuration.host
+            raise Unreachable(f"cannot reach the API server at {host}: {exc.body}") from None
         raise Refused(_message(exc)) from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         host = kube.api.configuration.host

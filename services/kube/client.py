@@ -46,14 +46,31 @@ def agent_of(part: str) -> str:
 
 
 class KubeError(Exception):
-    """A non-2xx answer: `status` (409 conflict, 404 gone, 410 expired…) and the API's message."""
+    """A non-2xx answer: `status` (409 conflict, 404 gone, 410 expired…) and the API's message.
+    No answer at all is a 503 "no answer"; `unsent` when the request never left (no
+    connection could be made)."""
 
     def __init__(
-        self, status: int, reason: str, body: str = "", headers: Mapping[str, str] | None = None
+        self, status: int, reason: str, body: str = "", headers: Mapping[str, str] | None = None,
+        unsent: bool = False,
     ) -> None:
         super().__init__(f"{status} {reason}: {body[:300]}")
         self.status, self.reason, self.body = status, reason, body
         self.headers = dict(headers or {})
+        self.unsent = unsent
+
+
+#: the reason of a KubeError that is no answer of the server's (503 for the callers' retries)
+UNANSWERED = "no answer"
+
+
+def no_answer(exc: BaseException) -> KubeError:
+    """A request that got no answer, as the 503 every caller already retries or reports."""
+    return KubeError(503, UNANSWERED, repr(exc), unsent=isinstance(exc, HTTPError) and not exc.sent)
+
+
+#: what aiohttp raises when no answer came (a refused or cut connection, a timeout)
+NO_ANSWER = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 #: answers that mean "not now": asked again after Retry-After, or a backoff
@@ -172,13 +189,18 @@ class Kube:
                     timeout: float | tuple[float, float] | None = 30.0) -> Any:  # fmt: skip
         return await self._retrying(lambda: self._once(method, path, query, body, content_type, timeout))
 
-    async def _retrying(self, once: Callable[[], Awaitable[T]]) -> T:
-        """`once()`, asked again after a 429 or 5xx (`Retry-After`, else a backoff)."""
+    async def _retrying(self, once: Callable[[], Awaitable[T]], replayable: bool = True) -> T:
+        """`once()`, asked again after a 429 or 5xx (`Retry-After`, else a backoff). A request
+        that is not `replayable` (a create whose name the server generates: made twice, it is two
+        objects) is asked again only when the server cannot have acted on it — a 429, or no
+        connection made — as client-go retries a POST only then."""
         for attempt in range(RETRIES + 1):
             try:
                 return await once()
             except KubeError as exc:
                 if exc.status not in RETRIED or attempt == RETRIES:
+                    raise
+                if not replayable and exc.status != 429 and not exc.unsent:
                     raise
                 self.retried += 1
                 await asyncio.sleep(retry_after(exc.headers, attempt))
@@ -204,7 +226,7 @@ class Kube:
         try:
             answer = await lean.request(method, target, await self._headers(content_type), data, 30.0)
         except (HTTPError, TimeoutError) as exc:
-            raise KubeError(503, "no answer", str(exc)) from exc  # retried like a 503
+            raise no_answer(exc) from exc  # retried like a 503
         if not 200 <= answer.status < 300:
             raise _refusal(answer)
         return answer.body
@@ -238,12 +260,19 @@ class Kube:
         if rest.server_hostname:
             extra["server_hostname"] = rest.server_hostname
         data = body if body is None or isinstance(body, bytes) else _encode(body)
-        resp = await rest.pool_manager.request(
-            method, url, data=data, headers=headers, timeout=limits, **extra
-        )
+        try:
+            resp = await rest.pool_manager.request(
+                method, url, data=data, headers=headers, timeout=limits, **extra
+            )
+        except aiohttp.ClientConnectorError as exc:  # (before any byte was sent)
+            raise KubeError(503, UNANSWERED, repr(exc), unsent=True) from exc
+        except NO_ANSWER as exc:
+            raise no_answer(exc) from exc
         if not 200 <= resp.status < 300:  # unread bodies do not raise by themselves
             try:
                 text = (await resp.read()).decode(errors="replace")
+            except NO_ANSWER as exc:
+                raise no_answer(exc) from exc
             finally:
                 resp.release()
             raise KubeError(resp.status, str(resp.reason or ""), text, dict(resp.headers or {}))
@@ -254,15 +283,24 @@ class Kube:
 
     async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
                       body: object = None, content_type: str = "application/json") -> Any:  # fmt: skip
+        replayable = not (method == "POST" and _named_by_server(body))
         if self.lean is not None:
             lean = self.lean
-            data = await self._retrying(lambda: self._lean_once(lean, method, path, query, body, content_type))
+            data = await self._retrying(
+                lambda: self._lean_once(lean, method, path, query, body, content_type), replayable
+            )
             return _json.decode(data) if data else {}
-        resp = await self._call(method, path, query, body, content_type)
-        try:
-            data = await resp.read()
-        finally:
-            resp.release()
+
+        async def answered() -> bytes:
+            resp = await self._once(method, path, query, body, content_type, 30.0)
+            try:
+                return await resp.read()  # (a connection cut mid-answer is no answer too)
+            except NO_ANSWER as exc:
+                raise no_answer(exc) from exc
+            finally:
+                resp.release()
+
+        data = await self._retrying(answered, replayable)
         return _json.decode(data) if data else {}
 
     async def get(self, path: str, **query: Any) -> Any:
@@ -330,6 +368,12 @@ class Kube:
                     yield _json.decode(line)
         finally:
             await stream.aclose()
+
+
+def _named_by_server(body: object) -> bool:
+    """A body whose object names itself by `generateName` alone: each create makes another."""
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("generateName")) and not meta.get("name")
 
 
 def _refusal(answer: Answer) -> KubeError:

@@ -29,7 +29,13 @@ HEAD_LIMIT = 1 << 20
 
 
 class HTTPError(ConnectionError):
-    """The connection failed or the server's answer is not HTTP/1.1 as written."""
+    """The connection failed or the server's answer is not HTTP/1.1 as written. `sent` is
+    False only when no connection was made (refused, unresolvable, a TLS handshake refused):
+    the server never saw the request, so even a create that names no object may be sent again."""
+
+    def __init__(self, message: str, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class Answer:
@@ -81,10 +87,29 @@ class Http1:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     async def _open(self) -> _Conn:
-        reader, writer = await asyncio.open_connection(
-            self.host, self.port, ssl=self.tls, server_hostname=self.server_hostname, limit=HEAD_LIMIT
-        )
+        """A new connection. A refusal (an API server restarting, an endpoint going away behind
+        a Service) is an `HTTPError` like any other failed exchange: raised as the bare OSError
+        it is, it passed every caller's retry and ended the loop that asked (review of
+        session 32)."""
+        try:
+            reader, writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.tls, server_hostname=self.server_hostname, limit=HEAD_LIMIT
+            )
+        except OSError as exc:  # (ssl.SSLError and socket.gaierror are OSErrors)
+            raise HTTPError(f"connecting to {self.authority}: {exc!r}", sent=False) from exc
         return _Conn(reader, writer)
+
+    def _kept(self) -> _Conn | None:
+        """The most recently used kept connection the server has not closed. One it closed
+        while idle (kube-apiserver after 90 s, a load balancer sooner) has its end of stream
+        read already: dropped here rather than tried, since after one stale try the request
+        went out on the next kept one — as stale after the same lull — and failed."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not (conn.reader.at_eof() or conn.writer.transport.is_closing()):
+                return conn
+            conn.close()
+        return None
 
     async def request(self, method: str, target: str, headers: Mapping[str, str],
                       body: bytes | None, timeout: float) -> Answer:  # fmt: skip
@@ -95,8 +120,9 @@ class Http1:
 
     async def _exchange(self, data: bytes, method: str) -> Answer:
         for attempt in range(2):
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else await self._open()
+            kept = self._kept() if attempt == 0 else None  # the second try: a new connection
+            reused = kept is not None
+            conn = kept if kept is not None else await self._open()
             try:
                 conn.writer.write(data)
                 answer, keep = await _read_answer(conn.reader, method)

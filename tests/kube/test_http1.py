@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from services.kube.http1 import Answer, Http1, HTTPError
+from services.runtime.natsserver import free_port
+from tests.processes import wait_until
 
 Respond = Callable[[bytes, int], bytes | None]  # (request head + body, connection's nth) -> raw answer
 
@@ -194,3 +196,65 @@ async def test_closing_the_client_closes_its_open_watches() -> None:
     await asyncio.wait_for(hung_up.wait(), 5)
     await stream.aclose()
     server.close()
+
+
+async def test_kept_connections_the_server_closed_after_a_lull_are_not_tried_in_turn() -> None:
+    # kube-apiserver closes a kept connection after 90 s idle (a load balancer may sooner):
+    # after a lull every pooled connection is closed, and the retry took the next kept one —
+    # as stale — and the request failed ("no answer") instead of going out on a new one
+    hang_up = asyncio.Event()
+    closed: list[int] = []
+    opened: list[int] = []
+    seen: list[bytes] = []
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(1)
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            seen.append(head)
+            if hang_up.is_set():  # a connection of after the lull answers
+                writer.write(_ok(b"{}"))
+                await writer.drain()
+                await reader.read()  # (until the client closes it)
+                return
+            await hang_up.wait()  # hold the answer until all three are open
+            writer.write(_ok(b"{}"))
+            await writer.drain()
+        finally:
+            writer.close()
+            closed.append(1)
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Http1(f"http://127.0.0.1:{port}", None, None, 4)
+    try:
+        first = [asyncio.ensure_future(client.request("GET", f"/{i}", {}, None, 5)) for i in range(3)]
+
+        async def all_open() -> bool:
+            return len(seen) == 3
+
+        await wait_until(all_open, 10, "three requests on three connections")
+        hang_up.set()  # each answers, then the server closes it: the lull's idle timeout
+        assert [(await f).status for f in first] == [201] * 3
+
+        async def all_closed() -> bool:
+            return len(closed) == 3
+
+        await wait_until(all_closed, 10, "the server closing its side")
+        answer = await client.request("GET", "/after", {}, None, 5)
+        assert answer.status == 201
+        assert seen[-1].split(b" ")[1] == b"/after" and len(opened) >= 4
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_refused_connection_is_an_http_error_that_says_nothing_was_sent() -> None:
+    client = Http1(f"http://127.0.0.1:{free_port()}", None, None, 1)
+    with pytest.raises(HTTPError) as caught:
+        await client.request("POST", "/a", {}, b"{}", 5)
+    assert caught.value.sent is False
+    with pytest.raises(HTTPError):  # a watch's connection too
+        await anext(client.lines("/w?watch=true", {}, 5, 5))
+    await client.close()
