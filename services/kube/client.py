@@ -132,6 +132,42 @@ def _lean(api: ApiClient, connections: int) -> Http1 | None:
         return None
 
 
+class ExecToken:
+    """A kubeconfig user's exec plugin (EKS's `aws eks get-token`, GKE's and AKS's plugins),
+    run again for a new token: before a request once the token it gave has expired, and when
+    the server answers 401. kubernetes-asyncio runs the plugin once at load and never again
+    (only its in-cluster loader refreshes), so a service started with such a kubeconfig was
+    refused by every request after the token's 15 to 60 minutes, for good."""
+
+    def __init__(self, loader: Any, cfg: Configuration) -> None:
+        self.loader = loader
+        self.cfg = cfg
+        self._running: asyncio.Lock | None = None
+
+    async def __call__(self, cfg: Configuration) -> None:
+        """Configuration's refresh hook, asked before every request: the plugin runs only when
+        the token said when it expires and that time is near (kubernetes-asyncio's rule)."""
+        if hasattr(self.loader, "exec_plugin_expiry"):
+            await self._run(force=False)
+
+    async def refused(self, token: str) -> bool:
+        """After a 401 to a request sent with `token`: a new token, unless another request's
+        refusal got one meanwhile. False when the plugin gives the same token again."""
+        if self.cfg.api_key.get("BearerToken") != token:
+            return True  # (renewed already: just ask again)
+        await self._run(force=True)
+        return self.cfg.api_key.get("BearerToken") != token
+
+    async def _run(self, force: bool) -> None:
+        self._running = self._running or asyncio.Lock()
+        async with self._running:  # one plugin run for all the requests that found it stale
+            if force and hasattr(self.loader, "exec_plugin_expiry"):
+                del self.loader.exec_plugin_expiry
+            await self.loader.load_from_exec_plugin()
+            if self.loader.token:
+                self.cfg.api_key["BearerToken"] = self.loader.token
+
+
 async def configuration(kubeconfig: str = "", context: str = "") -> Configuration:
     """A kubeconfig file (`--kubeconfig`, else `$KUBECONFIG`), or the in-cluster service account."""
     from kubernetes_asyncio import config
@@ -139,8 +175,11 @@ async def configuration(kubeconfig: str = "", context: str = "") -> Configuratio
     cfg = Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG", "")
     if path:
-        await config.load_kube_config(config_file=path, context=context or None,
-                                      client_configuration=cfg)  # fmt: skip
+        loader = await config.load_kube_config(config_file=path, context=context or None,
+                                               client_configuration=cfg)  # fmt: skip
+        user = getattr(loader, "_user", None)
+        if user is not None and user.safe_get("exec") and loader.token:
+            cfg.refresh_api_key_hook = ExecToken(loader, cfg)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
     else:
@@ -194,10 +233,15 @@ class Kube:
         that is not `replayable` (a create whose name the server generates: made twice, it is two
         objects) is asked again only when the server cannot have acted on it — a 429, or no
         connection made — as client-go retries a POST only then."""
+        renewed = False
         for attempt in range(RETRIES + 1):
+            token = self.api.configuration.api_key.get("BearerToken")
             try:
                 return await once()
             except KubeError as exc:
+                if exc.status == 401 and not renewed and await self._renewed(token):
+                    renewed = True  # once: a token refused as soon as it is made is no blip
+                    continue
                 if exc.status not in RETRIED or attempt == RETRIES:
                     raise
                 if not replayable and exc.status != 429 and not exc.unsent:
@@ -205,6 +249,16 @@ class Kube:
                 self.retried += 1
                 await asyncio.sleep(retry_after(exc.headers, attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _renewed(self, token: str | None) -> bool:
+        """A new token after a 401, when the credentials come from an exec plugin."""
+        hook = self.api.configuration.refresh_api_key_hook
+        if not isinstance(hook, ExecToken) or token is None:
+            return False
+        try:
+            return await hook.refused(token)
+        except Exception as exc:  # the plugin failed: the 401 stands, said with why
+            raise KubeError(401, "Unauthorized", f"the kubeconfig's exec plugin failed: {exc}") from exc
 
     async def _headers(self, content_type: str) -> dict[str, str]:
         headers = {
@@ -234,7 +288,7 @@ class Kube:
     async def _once(self, method: str, path: str, query: Mapping[str, Any] | None, body: object,
                     content_type: str, timeout: float | tuple[float, float] | None) -> Any:  # fmt: skip
         # Straight to the ApiClient's aiohttp session (its TLS context, pool and proxy), with the
-        # configuration's own credentials (`auth_settings` runs an exec plugin's token refresh):
+        # configuration's own credentials (`auth_settings` runs its refresh hook: `ExecToken`):
         # `call_api` sanitised, re-serialised and re-parsed every request, ~12 % of the binder's
         # CPU in issue 29's profile.
         await self._bucket(path).take()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -156,5 +157,51 @@ async def test_a_create_the_server_names_is_sent_again_only_when_it_cannot_have_
         named = {"metadata": {"name": "cmd-y", "namespace": "default"}, "action": "RestartJob"}
         assert (await kube.create(path, named))["metadata"]["name"] == "cmd-x1"
         assert len(server.seen) == 2
+    finally:
+        await kube.close()
+
+
+PLUGIN = """
+import json, pathlib, sys
+count = pathlib.Path(sys.argv[1])
+n = int(count.read_text() or 0) + 1 if count.exists() else 1
+count.write_text(str(n))
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                  "status": {"token": f"token-{n}"}}))
+"""
+
+
+async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_it(
+    tmp_path: Path, transport: str, servers: list[Server]
+) -> None:
+    # EKS's, GKE's and AKS's kubeconfigs get a token from an exec plugin, valid 15-60 minutes;
+    # the plugin ran once at start and a service was refused (401) by every request after
+    plugin, count = tmp_path / "plugin.py", tmp_path / "count"
+    plugin.write_text(PLUGIN)
+    valid = {"token": "Bearer token-1"}
+
+    def answer(req: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
+        if req.headers.get("Authorization") != valid["token"]:
+            return _status(401, "Unauthorized", "Unauthorized")
+        return _ok({"kind": "Node", "metadata": {"name": "n"}})
+
+    server = Server(free_port(), answer)
+    servers.append(server)
+    await server.start()
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
+                     "args": [str(plugin), str(count)]}}  # fmt: skip
+    kube = await _client(tmp_path, server.port, user)
+    try:
+        assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
+        valid["token"] = "Bearer token-2"  # the first one expired
+        assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
+        assert [s[3] for s in server.seen] == ["Bearer token-1", "Bearer token-1", "Bearer token-2"]
+        assert count.read_text() == "2"  # the plugin ran once more, not per request
+        assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
+        assert count.read_text() == "2"
+        valid["token"] = "Bearer nobody's"  # refused whatever the plugin gives: the 401 stands
+        with pytest.raises(KubeError) as caught:
+            await kube.get("/api/v1/nodes/n")
+        assert caught.value.status == 401 and count.read_text() == "3"
     finally:
         await kube.close()
