@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
@@ -124,6 +124,8 @@ def _lean(api: ApiClient, connections: int) -> Http1 | None:
     rest = api.rest_client
     if rest.proxy or os.environ.get("TESSERA_KUBE_HTTP", "") == "aiohttp":
         return None
+    if _proxied(api.configuration.host):
+        return None  # (an API server reachable only through it was never reached)
     tls = getattr(rest.pool_manager.connector, "_ssl", None)
     try:
         return Http1(api.configuration.host, tls if isinstance(tls, ssl.SSLContext) else None,
@@ -166,6 +168,19 @@ class ExecToken:
             await self.loader.load_from_exec_plugin()
             if self.loader.token:
                 self.cfg.api_key["BearerToken"] = self.loader.token
+
+
+def _proxied(url: str) -> bool:
+    """Whether the environment's proxy variables send requests to `url` through a proxy, as
+    aiohttp's session (which trusts the environment) reads them: `HTTPS_PROXY` / `HTTP_PROXY`
+    for the scheme, unless `NO_PROXY` names the host."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not proxies.get(parts.scheme):
+        return False
+    return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
 
 
 async def configuration(kubeconfig: str = "", context: str = "") -> Configuration:

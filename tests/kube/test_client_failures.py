@@ -205,3 +205,30 @@ async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_
         assert caught.value.status == 401 and count.read_text() == "3"
     finally:
         await kube.close()
+
+
+async def test_the_environments_proxy_carries_every_request(
+    tmp_path: Path, servers: list[Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # with only HTTP(S)_PROXY set (no proxy-url in the kubeconfig) the kept-alive client went
+    # straight to the API server, which is reachable only through the proxy here
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxy = Server(free_port(), lambda req, body: _ok({"kind": "Node", "metadata": {"name": str(req.url)}}))
+    servers.append(proxy)
+    await proxy.start()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+    behind = free_port()  # nothing listens there: only the proxy reaches it
+    kube = await _client(tmp_path, behind)
+    try:
+        got = await kube.get("/api/v1/nodes/n")
+        assert got["metadata"]["name"] == f"http://127.0.0.1:{behind}/api/v1/nodes/n"
+    finally:
+        await kube.close()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # named: straight there, on the kept-alive client
+    kube = await _client(tmp_path, proxy.port)
+    try:
+        assert kube.lean is not None
+        assert (await kube.get("/api/v1/nodes/m"))["metadata"]["name"].endswith("/api/v1/nodes/m")
+    finally:
+        await kube.close()
