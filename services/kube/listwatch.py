@@ -84,7 +84,8 @@ class Reflector:
         key = object_key(obj)
         if not self.keep(obj):
             return self._delete(obj)  # no longer of interest (e.g. its schedulerName changed)
-        if self.cache.get(key) == obj:
+        old = self.cache.get(key)
+        if old == obj or (old is not None and _untyped(old) == _untyped(obj)):
             return None
         self.cache[key] = obj
         return Change("upsert", key, obj)
@@ -163,6 +164,13 @@ class Reflector:
                     await asyncio.sleep(self.retry)
                 else:
                     raise
+
+
+def _untyped(obj: Obj) -> Obj:
+    """The object without `kind` and `apiVersion`: a list's items carry neither and a watch
+    event's object both, so after a relist every object last seen through the watch compared
+    unequal and was reported changed (only an object that did change is)."""
+    return {k: v for k, v in obj.items() if k != "kind" and k != "apiVersion"}
 
 
 class Merged:

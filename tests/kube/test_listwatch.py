@@ -59,6 +59,28 @@ async def test_resume_from_bookmark_then_relist_on_410_reports_deletions(emulato
     assert await _take(it, 1) == [("upsert", "default/c")]
 
 
+async def test_a_relist_reports_no_change_for_objects_the_watch_already_brought(emulator) -> None:  # type: ignore[no-untyped-def]
+    # a real server's list items carry no kind/apiVersion and its watch events' objects do:
+    # after a 410 every object last seen through the watch was reported changed again, and the
+    # job controller and admission judged every pod and Job of the cluster anew
+    km, kube = emulator
+    listed = {k: v for k, v in _pod("a", "5").items() if k not in ("kind", "apiVersion")}
+    again = {k: v for k, v in _pod("a", "11").items() if k not in ("kind", "apiVersion")}
+    lists = iter([{"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "10"}, "items": [listed]},
+                  {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "12"}, "items": [again]}])  # fmt: skip
+    km["get", kmock.params({"limit": "500"})][:2] << (lambda _req: next(lists))
+    replies = iter([
+        {"type": "MODIFIED", "object": _pod("a", "11")},
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}},
+    ])  # fmt: skip
+    km["get", kmock.params({"watch": "true"})][:2] << (lambda _req: next(replies))
+    reflector = Reflector(kube, pods_path(), retry=0.01)
+    it = reflector.changes().__aiter__()
+    assert await _take(it, 3) == [("upsert", "default/a"), ("synced", ""), ("upsert", "default/a")]
+    assert await _take(it, 1) == [("synced", "")]  # relisted: nothing changed
+    assert reflector.relists == 2
+
+
 async def test_a_resource_the_server_does_not_serve_is_reported_missing(emulator) -> None:  # type: ignore[no-untyped-def]
     """A CRD not installed (Volcano's HyperNode on an older Volcano, or none at all) answers a
     list with 404: the reflector keeps trying, and says so, so that admission, which waits for

@@ -382,3 +382,19 @@ async def test_a_held_answer_says_what_was_true_when_the_server_made_it(cluster:
     finally:
         release.set()
         await reader.close()
+
+
+async def test_a_lists_items_carry_no_kind_where_a_watch_events_object_does(cluster: Cluster) -> None:
+    """A real server's list names the kind once (`PodList`); its items have neither `kind` nor
+    `apiVersion`, which the same object in a watch event has: code comparing the two must not
+    take that for a change (kmock's list kept each item's `kind`)."""
+    await cluster.create_pod(pod("p"))
+    listed = await cluster.kube.get(pods_path("default"))
+    assert listed.get("kind") == "PodList" and listed.get("apiVersion") == "v1"
+    item = next(o for o in listed["items"] if o["metadata"]["name"] == "p")
+    assert "kind" not in item and "apiVersion" not in item
+    query = {"resourceVersion": "0", "timeoutSeconds": "5"}
+    async for ev in cluster.kube.watch(pods_path("default"), query, read_timeout=10):
+        if ev["object"]["metadata"]["name"] == "p":
+            assert (ev["object"]["kind"], ev["object"]["apiVersion"]) == ("Pod", "v1")
+            break
