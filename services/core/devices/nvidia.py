@@ -17,7 +17,7 @@ defaults a new soft-sharing vendor (Hygon DCU, Cambricon MLU) can reuse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contracts.devices import CardSpec, SliceSpec
 from contracts.workloads import DeviceRequest
@@ -54,6 +54,10 @@ class _Names:
     nouse_uuid: str
 
 
+def _resources_of(names: _Names) -> frozenset[str]:
+    return frozenset({names.count, names.memory, names.percentage, names.cores})
+
+
 def soft_memory_request(card: CardSpec, request: DeviceRequest) -> int:
     """HAMi Fit: explicit MB, else ``Totalmem * pct / 100`` when a percentage is set."""
     if request.memory == 0 and 0 < request.memory_pct < PCT_UNSET:
@@ -74,26 +78,32 @@ class NvidiaVendor:
     def __init__(self, config: NvidiaConfig | None = None) -> None:
         self.config = config or NvidiaConfig()
         c = self.config
-        self._name_sets = (
-            _Names(
-                c.resource_count_name,
-                c.resource_memory_name,
-                c.resource_memory_percentage_name,
-                c.resource_core_name,
-                VGPU_MODE,
-                USE_UUID,
-                NOUSE_UUID,
-            ),
-            _Names(
-                "volcano.sh/vgpu-number",
-                "volcano.sh/vgpu-memory",
-                "volcano.sh/vgpu-memory-percentage",
-                "volcano.sh/vgpu-cores",
-                VOLCANO_MODE,
-                VOLCANO_USE_UUID,
-                VOLCANO_NOUSE_UUID,
-            ),
+        configured = _Names(
+            c.resource_count_name,
+            c.resource_memory_name,
+            c.resource_memory_percentage_name,
+            c.resource_core_name,
+            VGPU_MODE,
+            USE_UUID,
+            NOUSE_UUID,
         )
+        volcano = _Names(
+            "volcano.sh/vgpu-number",
+            "volcano.sh/vgpu-memory",
+            "volcano.sh/vgpu-memory-percentage",
+            "volcano.sh/vgpu-cores",
+            VOLCANO_MODE,
+            VOLCANO_USE_UUID,
+            VOLCANO_NOUSE_UUID,
+        )
+        if _resources_of(configured) & _resources_of(volcano):
+            # a volcano-vgpu-device-config names Volcano's resources: read as two sets, every
+            # container would ask twice; one set, the configured names with Volcano's annotations
+            self._name_sets: tuple[_Names, ...] = (replace(
+                volcano, count=configured.count, memory=configured.memory,
+                percentage=configured.percentage, cores=configured.cores),)  # fmt: skip
+        else:
+            self._name_sets = (configured, volcano)
         self._resources = frozenset(
             n for s in self._name_sets for n in (s.count, s.memory, s.percentage, s.cores)
         ) | {c.resource_priority_name}

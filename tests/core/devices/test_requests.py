@@ -153,6 +153,20 @@ def test_nvidia_annotations_become_card_filters() -> None:
     )
 
 
+def test_a_config_naming_volcanos_resources_reads_each_container_once() -> None:
+    """volcano-vgpu-device-config's resourceCountName is volcano.sh/vgpu-number: the names Tessera
+    also reads for Volcano's pods. Read twice, a container asking one vGPU got two."""
+    from services.core.devices.catalogue import load_catalogue
+
+    cat = load_catalogue("nvidia:\n  resourceCountName: volcano.sh/vgpu-number\n"
+                         "  resourceMemoryName: volcano.sh/vgpu-memory\n"
+                         "  resourceMemoryPercentageName: volcano.sh/vgpu-memory-percentage\n"
+                         "  resourceCoreName: volcano.sh/vgpu-cores\n")  # fmt: skip
+    got = parse_container({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 1000},
+                          annotations={"volcano.sh/vgpu-use-gpuuuid": "u1"}, registry=build_vendors(cat))  # fmt: skip
+    assert [(r.count, r.memory, r.use_uuids) for r in got] == [(1, 1000, ("u1",))]
+
+
 def test_no_device_resources_no_requests() -> None:
     assert parse_container({"cpu": "2", "memory": "4Gi", "example.com/foo": 1}, registry=REG) == ()
     assert parse_container({"nvidia.com/gpu": 0}, registry=REG) == ()
