@@ -105,6 +105,8 @@ def _build(args: argparse.Namespace) -> Any:
             catalogue = load_catalogue(device_text)
         except (CatalogueError, ValueError) as exc:
             raise InputError(f"{args.device_config}: {exc}") from None
+        for line in catalogue.not_acted_on:
+            print(f"warning: {args.device_config}: {line}", file=sys.stderr)
     vendors = build_vendors(catalogue)
     conf = default_conf()
     if args.scheduler_conf:

@@ -459,7 +459,9 @@ def check_config(args: argparse.Namespace) -> None:
     if args.scheduler_conf:
         config_file("--scheduler-conf", args.scheduler_conf, parse_conf)
     if args.device_config:
-        config_file("--device-config", args.device_config, load_catalogue)
+        catalogue = config_file("--device-config", args.device_config, load_catalogue)
+        for line in catalogue.not_acted_on:  # the services log it too, in files seldom read
+            print(f"warning: --device-config {args.device_config}: {line}", file=sys.stderr)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

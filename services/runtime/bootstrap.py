@@ -96,7 +96,10 @@ def device_catalogue(path: str) -> Catalogue | None:
     """A HAMi device-config.yaml (`--device-config`), or None for the built-in catalogue."""
     if not path:
         return None
-    return config_file("--device-config", path, load_catalogue)
+    catalogue = config_file("--device-config", path, load_catalogue)
+    for line in catalogue.not_acted_on:
+        log.warning("--device-config %s: %s", path, line)
+    return catalogue
 
 
 def common_parser(name: str) -> argparse.ArgumentParser:

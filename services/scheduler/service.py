@@ -90,6 +90,8 @@ class Scheduler:
         self.conf = record.conf_of(self.config)
         for line in not_run(self.conf, plugin_names()):
             log.warning("volcano-scheduler.conf: %s", line)
+        for line in self.conf.vendors.catalogue.not_acted_on if self.conf.vendors else ():
+            log.warning("device-config.yaml: %s", line)
         self.period = period
         self.debounce = debounce
         #: with replicas, only the lease holder runs sessions; without one (in-process tests,

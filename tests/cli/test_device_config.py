@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_up_down import tessera
 from tests.processes import ROOT
 
@@ -56,3 +58,34 @@ def test_running_system_uses_the_given_catalogue(tmp_path: Path) -> None:
         assert pods[0]["devices"][0]["template"] == "vir10_3c_32g"
     finally:
         tessera("down", "--state-dir", str(state))
+
+
+def test_simulate_says_which_keys_of_a_hami_configmap_it_takes_without_acting_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from services.cli.main import main
+    from tests.core.devices.test_catalogue import HAMI_NVIDIA
+
+    (tmp_path / "inv.yaml").write_text(INVENTORY)
+    (tmp_path / "w.yaml").write_text(GENERIC)
+    (tmp_path / "cm.yaml").write_text(HAMI_NVIDIA)
+    args = ["simulate", "--inventory", str(tmp_path / "inv.yaml"), "--workload", str(tmp_path / "w.yaml"),
+            "-o", "json"]  # fmt: skip
+    assert main([*args, "--device-config", str(tmp_path / "cm.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {tmp_path / 'cm.yaml'}: nvidia.enableNumaTopology: not acted on by Tessera" in err, err
+    assert f"warning: {tmp_path / 'cm.yaml'}: nvidia.migProfileAllowlist: not acted on by Tessera" in err, err
+
+
+def test_every_service_logs_them_at_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Admission, allocator and node agent read the file through `device_catalogue`."""
+    import logging
+
+    from services.runtime.bootstrap import device_catalogue
+    from tests.core.devices.test_catalogue import VOLCANO_NVIDIA
+
+    (tmp_path / "cm.yaml").write_text(VOLCANO_NVIDIA)
+    with caplog.at_level(logging.WARNING, logger="services.runtime.bootstrap"):
+        assert device_catalogue(str(tmp_path / "cm.yaml")) is not None
+    said = [r.getMessage() for r in caplog.records]
+    assert [s.split(": ")[1] for s in said] == ["nvidia.disableCoreLimit", "nvidia.knownMigGeometries"], said

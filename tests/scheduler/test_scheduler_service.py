@@ -314,6 +314,12 @@ async def test_the_scheduler_says_at_start_what_of_its_conf_it_does_not_run(
                                                 "tiers[1].plugins[1].name"], said  # fmt: skip
     assert all(s.startswith("volcano-scheduler.conf: ") for s in said)
 
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="services.scheduler.service"):
+        Scheduler(event_log, record.configured(MOVED, "nvidia:\n  enableNumaTopology: true\n"))
+    said = [r.getMessage() for r in caplog.records if r.name == "services.scheduler.service"]
+    assert "device-config.yaml: nvidia.enableNumaTopology: not acted on by Tessera (" in said[-1], said
+
 
 SLA_CONF = """actions: "enqueue, allocate"
 tiers:

@@ -8,12 +8,17 @@ unknown key or a bad value is a :class:`CatalogueError` naming its path, e.g.
 
 Aliases are data here too: resource names that HAMi users still write (``huawei.com/Ascend910B``
 from before v2.7) or that name a family (``huawei.com/Ascend910``) map to card types.
+
+Keys that HAMi's or Volcano's own ConfigMaps carry but that act on the node rather than on
+placement (``NVIDIA_NOT_ACTED_ON``) load, so a pasted ``hami-scheduler-device`` or
+``volcano-vgpu-device-config`` starts the service; each one present is listed in
+:attr:`Catalogue.not_acted_on` for the services to warn about, never dropped without a word.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -95,7 +100,13 @@ class AscendChip:
 
 @dataclass(frozen=True, slots=True)
 class NvidiaConfig:
-    """The ``nvidia:`` section (HAMi ``NvidiaConfig`` with chart defaults)."""
+    """The ``nvidia:`` section (HAMi ``NvidiaConfig`` with chart defaults).
+
+    ``memory_factor`` is the MB in one unit of a memory request: HAMi's ``memoryFactor``, or
+    Volcano's ``gpuMemoryFactor`` (volcano-vgpu-device-plugin registers ``volcano.sh/vgpu-memory``
+    in units of that many MB and gives a container ``units × factor`` MB). Tessera books cards
+    in MB, so both mean the same multiplication of the request.
+    """
 
     resource_count_name: str = "nvidia.com/gpu"
     resource_memory_name: str = "nvidia.com/gpumem"
@@ -114,7 +125,21 @@ class NvidiaConfig:
     gpu_core_policy: str = "default"
     lib_cuda_log_level: int = 1
     runtime_class_name: str = ""
-    known_mig_geometries: tuple[Any, ...] = ()
+
+
+#: Keys of HAMi's ``NvidiaConfig`` (with its inlined ``NodeDefaultConfig``) and of Volcano's that
+#: Tessera takes without acting on them, and why none changes which card a pod is booked on.
+_MIG = ("Tessera does not carve MIG instances: a card registered in MIG mode is booked by its "
+        "memory and cores like any other")  # fmt: skip
+NVIDIA_NOT_ACTED_ON: Mapping[str, str] = {
+    "enableNumaTopology": "HAMi's device plugin tells the kubelet's Topology Manager each card's "
+                          "NUMA node; that is node-side admission, not placement",
+    "reportNodeCapacity": "HAMi's device plugin writes its vGPU totals into the node's capacity; "
+                          "Tessera reads cards from the registration",
+    "disableCoreLimit": "HAMi-core's in-container core limit; the cores a pod asks are still booked",
+    "migProfileAllowlist": _MIG,
+    "knownMigGeometries": _MIG,
+}  # fmt: skip
 
 
 def _t(name: str, memory: int, ai_core: int, ai_cpu: int = 0) -> VnpuTemplate:
@@ -225,6 +250,9 @@ class Catalogue:
     ascend: tuple[AscendChip, ...] = field(default_factory=default_ascend_chips)
     hami_vnpu_core: bool = False
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=default_aliases)
+    #: One line per key the file set that Tessera takes and does not act on (path: why), for
+    #: each service to warn about at start, as `scheduling.config.not_run` does for its conf.
+    not_acted_on: tuple[str, ...] = field(default=(), compare=False)
 
     def chip(self, common_word: str) -> AscendChip | None:
         for c in self.ascend:
@@ -325,7 +353,6 @@ _NVIDIA_FIELDS: dict[str, Field] = {
     "gpuCorePolicy": ("gpu_core_policy", _str),
     "libCudaLogLevel": ("lib_cuda_log_level", _int),
     "runtimeClassName": ("runtime_class_name", _str),
-    "knownMigGeometries": ("known_mig_geometries", lambda p, v: tuple(_list(p, v))),
 }
 
 _TEMPLATE_FIELDS: dict[str, Field] = {
@@ -419,17 +446,33 @@ def _vnpus(raw: object) -> tuple[tuple[AscendChip, ...], bool]:
     return chips, core
 
 
+def _nvidia(raw: object) -> tuple[NvidiaConfig, tuple[str, ...]]:
+    """The ``nvidia:`` section and its lines for :attr:`Catalogue.not_acted_on`."""
+    m = dict(_map("nvidia", raw))
+    noted = tuple(f"nvidia.{key}: not acted on by Tessera ({NVIDIA_NOT_ACTED_ON[key]})"
+                  for key in m if key in NVIDIA_NOT_ACTED_ON)  # fmt: skip
+    for key in NVIDIA_NOT_ACTED_ON:
+        m.pop(key, None)
+    if "gpuMemoryFactor" in m:  # Volcano's name for memoryFactor (see NvidiaConfig)
+        factor = _pos("nvidia.gpuMemoryFactor", m.pop("gpuMemoryFactor"))
+        hami = _pos("nvidia.memoryFactor", m.setdefault("memoryFactor", factor))
+        if hami != factor:
+            raise CatalogueError("nvidia.gpuMemoryFactor", f"{factor} differs from memoryFactor "
+                                 f"{hami}: both are the MB in one unit of a memory request (Volcano's "
+                                 "name and HAMi's) and Tessera has one unit; keep one of them")  # fmt: skip
+    values = _fields("nvidia", m, _NVIDIA_FIELDS, set())
+    return NvidiaConfig(**values), noted  # type: ignore[arg-type]
+
+
 def catalogue_from_mapping(doc: Mapping[str, Any]) -> Catalogue:
     """A catalogue from a parsed ``device-config.yaml``; missing sections keep the defaults."""
     root = _map("", dict(doc))
     for key in root:
         if key not in ("nvidia", "vnpus") and key not in OTHER_VENDOR_SECTIONS:
             raise CatalogueError(key, "unknown key")
-    nvidia = NvidiaConfig()
+    nvidia, noted = NvidiaConfig(), ()
     if root.get("nvidia") is not None:
-        nvidia = NvidiaConfig(
-            **_fields("nvidia", _map("nvidia", root["nvidia"]), _NVIDIA_FIELDS, set())
-        )  # type: ignore[arg-type]
+        nvidia, noted = _nvidia(root["nvidia"])
     chips, core = default_ascend_chips(), False
     if root.get("vnpus") is not None:
         chips, core = _vnpus(root["vnpus"])
@@ -444,6 +487,7 @@ def catalogue_from_mapping(doc: Mapping[str, Any]) -> Catalogue:
         ascend=chips,
         hami_vnpu_core=core,
         aliases={k: v for k, v in aliases.items() if v},
+        not_acted_on=noted,
     )
 
 
@@ -456,11 +500,15 @@ def load_catalogue(text: str) -> Catalogue:
     except PasteError as exc:
         raise CatalogueError("", str(exc)) from None
     try:
-        return _load_catalogue(inner)
+        catalogue = _load_catalogue(inner)
     except CatalogueError as exc:
         if not where:
             raise
         raise CatalogueError(f"{where}: {exc.path}" if exc.path else where, exc.problem) from None
+    if where and catalogue.not_acted_on:
+        notes = tuple(f"{where}: {line}" for line in catalogue.not_acted_on)
+        catalogue = replace(catalogue, not_acted_on=notes)
+    return catalogue
 
 
 def _load_catalogue(text: str) -> Catalogue:

@@ -2,7 +2,8 @@
 
 Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``):
 
-* values come from limits first, then requests; ``gpumem`` is multiplied by ``memoryFactor``;
+* values come from limits first, then requests; ``gpumem`` is multiplied by ``memoryFactor``
+  (Volcano's ``gpuMemoryFactor``, see ``NvidiaConfig``);
 * ``gpumem``/``gpucores``/``gpumem-percentage`` without a count get ``defaultGPUNum`` cards;
 * percentage: 101 is HAMi's "unset" sentinel; > 100 is clamped to 100, <= 0 means unset;
 * no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;

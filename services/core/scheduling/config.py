@@ -37,6 +37,11 @@ VOLCANO_ONLY_ACTIONS = {
 }
 
 
+#: deviceshare arguments naming the ConfigMap Volcano loads device-config.yaml from; Tessera
+#: takes that text from `--device-config` instead, so they are reported by `not_run`
+DEVICE_CONFIGMAP_ARGUMENTS = ("deviceshare.KnownGeometriesCMName", "deviceshare.KnownGeometriesCMNamespace")
+
+
 class ConfigError(ValueError):
     """The configuration text is not a valid scheduler configuration."""
 
@@ -172,6 +177,12 @@ def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
             if p.name not in have:
                 out.append(f"tiers[{i}].plugins[{j}].name: plugin {p.name!r} is not run by Tessera "
                            f"(runs: {', '.join(sorted(have))})")  # fmt: skip
+            elif p.name == "deviceshare" and (named := [k for k in DEVICE_CONFIGMAP_ARGUMENTS
+                                                        if k in p.arguments]):  # fmt: skip
+                out.append(f"tiers[{i}].plugins[{j}].arguments: {' and '.join(named)} "
+                           f"{'are' if len(named) > 1 else 'is'} not read by Tessera: it fetches no "
+                           "ConfigMap; its device config is --device-config (the chart's `deviceConfig` "
+                           "value), HAMi's chart defaults without one")  # fmt: skip
     return tuple(out)
 
 

@@ -216,6 +216,96 @@ def test_duplicate_common_word_is_an_error() -> None:
         load_catalogue(f"vnpus:\n- {chip}\n- {chip}\n")
 
 
+# The `nvidia:` sections of the two ConfigMaps users already have: HAMi's chart
+# (`hami-scheduler-device`, keys of HAMi's NvidiaConfig and NodeDefaultConfig) and Volcano's
+# (`volcano-vgpu-device-config`, keys of Volcano's NvidiaConfig), with their values shortened.
+HAMI_NVIDIA = """
+nvidia:
+  resourceCountName: nvidia.com/gpu
+  resourceMemoryName: nvidia.com/gpumem
+  resourceMemoryPercentageName: nvidia.com/gpumem-percentage
+  resourceCoreName: nvidia.com/gpucores
+  resourcePriorityName: nvidia.com/priority
+  overwriteEnv: false
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  preConfiguredDeviceMemory: 0
+  memoryFactor: 1
+  deviceSplitCount: 10
+  deviceMemoryScaling: 1
+  deviceCoreScaling: 1
+  enableNumaTopology: false
+  gpuCorePolicy: default
+  libCudaLogLevel: 1
+  runtimeClassName: ""
+  migProfileAllowlist:
+  - models: ["A30"]
+    profiles: ["1g.6gb", "2g.12gb", "4g.24gb"]
+"""
+VOLCANO_NVIDIA = """
+nvidia:
+  resourceCountName: volcano.sh/vgpu-number
+  resourceMemoryName: volcano.sh/vgpu-memory
+  resourceMemoryPercentageName: volcano.sh/vgpu-memory-percentage
+  resourceCoreName: volcano.sh/vgpu-cores
+  overwriteEnv: false
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  deviceSplitCount: 10
+  deviceMemoryScaling: 1
+  deviceCoreScaling: 1
+  disableCoreLimit: false
+  gpuMemoryFactor: 1
+  knownMigGeometries:
+  - models: ["A30"]
+    allowedGeometries:
+    - group: group1
+      geometries: [{name: 1g.6gb, memory: 6144, count: 4}]
+"""
+
+
+@pytest.mark.parametrize(("text", "keys"), [
+    (HAMI_NVIDIA, ["enableNumaTopology", "migProfileAllowlist"]),
+    (VOLCANO_NVIDIA, ["disableCoreLimit", "knownMigGeometries"]),
+])  # fmt: skip
+def test_hami_and_volcano_configmaps_load_and_name_what_tessera_does_not_act_on(
+    text: str, keys: list[str]
+) -> None:
+    cat = load_catalogue(text)
+    assert [line.split(":")[0] for line in cat.not_acted_on] == [f"nvidia.{k}" for k in keys]
+    assert all("not acted on by Tessera (" in line for line in cat.not_acted_on)
+    assert "MIG" in cat.not_acted_on[1]  # why, not only that
+    assert load_catalogue(NEW_FORM).not_acted_on == ()
+    wrapped = "apiVersion: v1\nkind: ConfigMap\ndata:\n  device-config.yaml: |\n" + "".join(
+        f"    {line}\n" for line in text.strip().splitlines())  # fmt: skip
+    assert load_catalogue(wrapped).not_acted_on == tuple(
+        f"data.device-config.yaml: {line}" for line in cat.not_acted_on)  # fmt: skip
+
+
+def test_a_misspelt_hami_key_is_still_unknown() -> None:
+    with pytest.raises(CatalogueError, match=r"nvidia\.enableNumaTopolgy: unknown key"):
+        load_catalogue(HAMI_NVIDIA.replace("enableNumaTopology", "enableNumaTopolgy"))
+
+
+def test_volcano_gpu_memory_factor_is_the_unit_of_a_memory_request() -> None:
+    from services.core.devices.nvidia import NvidiaVendor
+
+    cat = load_catalogue(VOLCANO_NVIDIA.replace("gpuMemoryFactor: 1", "gpuMemoryFactor: 10"))
+    assert cat.nvidia.memory_factor == 10
+    (req,), _ = NvidiaVendor(cat.nvidia).parse(
+        {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 1024}, {}, {})  # fmt: skip
+    assert req.memory == 10240  # MB: volcano-vgpu-device-plugin gives the container 1024 × 10
+    both = VOLCANO_NVIDIA.replace("gpuMemoryFactor: 1", "gpuMemoryFactor: 10\n  memoryFactor: 1")
+    with pytest.raises(CatalogueError, match=r"nvidia\.gpuMemoryFactor: 10 differs from memoryFactor 1"):
+        load_catalogue(both)
+    same = both.replace("memoryFactor: 1", "memoryFactor: 10")
+    assert load_catalogue(same).nvidia.memory_factor == 10
+    with pytest.raises(CatalogueError, match=r"nvidia\.gpuMemoryFactor: must be >= 1"):
+        load_catalogue(VOLCANO_NVIDIA.replace("gpuMemoryFactor: 1", "gpuMemoryFactor: 0"))
+
+
 def test_default_aliases() -> None:
     aliases = default_catalogue().aliases
     assert aliases["huawei.com/Ascend910B"] == ("Ascend910B3",)

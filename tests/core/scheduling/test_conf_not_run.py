@@ -44,6 +44,18 @@ def test_what_is_not_run_is_named_by_its_field() -> None:
         "  - name: usage\n", "").replace("  - name: tdm\n", "")), plugin_names())  # fmt: skip
 
 
+def test_the_configmap_volcano_reads_devices_from_is_named_with_where_tessera_reads_them() -> None:
+    """The article's conf (and HAMi's vNPU guide) points deviceshare at hami-scheduler-device;
+    Tessera fetches no ConfigMap, so an operator editing that one must learn it changes nothing."""
+    conf = parse_conf(MOVED.replace("deviceshare.AscendHAMiVNPUEnable: true\n", "deviceshare.AscendHAMiVNPUEnable: true\n"
+                                    "      deviceshare.KnownGeometriesCMNamespace: kube-system\n"
+                                    "      deviceshare.KnownGeometriesCMName: hami-scheduler-device\n"))  # fmt: skip
+    (line,) = [line for line in not_run(conf, plugin_names()) if "arguments" in line]
+    assert line.startswith("tiers[1].plugins[3].arguments: deviceshare.KnownGeometriesCMName and "
+                           "deviceshare.KnownGeometriesCMNamespace are not read by Tessera"), line  # fmt: skip
+    assert "--device-config" in line and "`deviceConfig`" in line
+
+
 def test_a_misspelt_action_is_still_refused() -> None:
     with pytest.raises(ConfigError, match="actions: unknown action 'alocate'"):
         parse_conf('actions: "enqueue, alocate"\ntiers: []\n')
