@@ -9,7 +9,9 @@ Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``
 * no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;
 * exclusive default (PR #1354): a count with no ``gpucores`` and whole (100 %) or absent memory
   gets ``gpucores=100``, i.e. a bare ``nvidia.com/gpu: 1`` is an exclusive card;
-* ``gpucores`` > 100 is clamped to 100 (``Fit``).
+* ``gpucores`` > 100 is clamped to 100 (``Fit``);
+* the card mode comes from ``nvidia.com/vgpu-mode`` (HAMi) or ``volcano.sh/vgpu-mode`` (Volcano)
+  for either family of names; the two set differently are refused at admission.
 
 The soft-slice card rules here (type contains, memory from percentage, cores in %) are also the
 defaults a new soft-sharing vendor (Hygon DCU, Cambricon MLU) can reuse.
@@ -50,9 +52,21 @@ class _Names:
     memory: str
     percentage: str
     cores: str
-    mode_annotation: str
     use_uuid: str
     nouse_uuid: str
+
+
+def _mode(annotations: Mapping[str, str], violations: list[Violation]) -> str | None:
+    """The card mode a pod asks, from either system's annotation, whichever resource names it
+    uses: the article's Volcano pod asks ``nvidia.com/gpu`` with ``volcano.sh/vgpu-mode``, and
+    Volcano holds it to that mode (volcano.md §3.4). Both set and different: no card has two
+    modes, so the pod is refused here rather than left pending on ``ModeNotFit`` everywhere."""
+    hami, volcano = (annotations.get(k, "").strip() for k in (VGPU_MODE, VOLCANO_MODE))
+    if hami and volcano and hami != volcano:
+        violations.append(Violation(VOLCANO_MODE, volcano, f"differs from {VGPU_MODE}={hami}: a "
+                                    "card has one mode; keep one of the two annotations"))  # fmt: skip
+        return None
+    return hami or volcano
 
 
 def _resources_of(names: _Names) -> frozenset[str]:
@@ -84,7 +98,6 @@ class NvidiaVendor:
             c.resource_memory_name,
             c.resource_memory_percentage_name,
             c.resource_core_name,
-            VGPU_MODE,
             USE_UUID,
             NOUSE_UUID,
         )
@@ -93,7 +106,6 @@ class NvidiaVendor:
             "volcano.sh/vgpu-memory",
             "volcano.sh/vgpu-memory-percentage",
             "volcano.sh/vgpu-cores",
-            VOLCANO_MODE,
             VOLCANO_USE_UUID,
             VOLCANO_NOUSE_UUID,
         )
@@ -194,7 +206,9 @@ class NvidiaVendor:
             violations.append(Violation(names.percentage, str(pct), "is more than 100 % of a "
                                         "card's memory: clamped to 100", warning=True))  # fmt: skip
         core_req = min(core_req, 100)
-        mode = annotations.get(names.mode_annotation, "")
+        mode = _mode(annotations, violations)
+        if mode is None:
+            return None
         return DeviceRequest(
             vendor=VENDOR,
             type=REQUEST_TYPE,
@@ -224,7 +238,8 @@ class NvidiaVendor:
 
     def card_reason(self, card: CardSpec, request: DeviceRequest) -> str | None:
         """Type: the card type *contains* the request type, case-insensitive (getNodeResources);
-        mode: ``vgpu-mode`` must contain the card's mode (hami-core / mig / mps)."""
+        mode: the asked mode (``_mode``) must contain the card's (hami-core / mig / mps): HAMi's
+        test; Volcano's is equality, the same answer for the one mode its annotation names."""
         if request.allowed_types:
             if card.type not in request.allowed_types:
                 return "CardTypeMismatch"

@@ -153,6 +153,25 @@ def test_nvidia_annotations_become_card_filters() -> None:
     )
 
 
+def test_either_systems_mode_annotation_holds_either_familys_request() -> None:
+    """The article's §5.1 pod asks nvidia.com/gpu with volcano.sh/vgpu-mode: hami-core; Volcano
+    holds it to hami-core cards (volcano.md §3.4), so Tessera must not drop the annotation."""
+    one({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4096}, {"volcano.sh/vgpu-mode": "hami-core"},
+        mode="hami-core")  # fmt: skip
+    one({"volcano.sh/vgpu-number": 1}, {"nvidia.com/vgpu-mode": "mig"}, mode="mig")
+    one({"nvidia.com/gpu": 1}, {"nvidia.com/vgpu-mode": "mig", "volcano.sh/vgpu-mode": " mig"}, mode="mig")
+
+
+def test_the_two_mode_annotations_set_differently_are_refused_naming_both() -> None:
+    annos = {"nvidia.com/vgpu-mode": "hami-core", "volcano.sh/vgpu-mode": "mig"}
+    with pytest.raises(RequestRejected) as info:
+        parse_container({"nvidia.com/gpu": 1}, annotations=annos, registry=REG)
+    assert str(info.value) == ("volcano.sh/vgpu-mode=mig differs from nvidia.com/vgpu-mode=hami-core: "
+                               "a card has one mode; keep one of the two annotations")  # fmt: skip
+    # a container asking no NVIDIA card is not held to them
+    assert parse_container({"huawei.com/Ascend910B3": 1}, annotations=annos, registry=REG)
+
+
 def test_a_config_naming_volcanos_resources_reads_each_container_once() -> None:
     """volcano-vgpu-device-config's resourceCountName is volcano.sh/vgpu-number: the names Tessera
     also reads for Volcano's pods. Read twice, a container asking one vGPU got two."""
