@@ -2,9 +2,11 @@
 scheduler reads nodes (hami.md §3.1). Pure: the node object and the time in, records out.
 
 Cards come from HAMi's register annotations only (the device plugins write them), never from
-`status.allocatable`; a vendor whose handshake stays `Requesting_…` for more than 60 s while
-the node's allocatable count of that vendor is 0 loses its devices (HAMi `CheckHealth`); an
-NVIDIA node whose allocatable `nvidia.com/gpu` is 0 reports none (HAMi ≥ 2.9, no handshake).
+`status.allocatable`: a count the vendor's own device plugin serves with no registration beside
+it is a problem of the node (`unregistered`), not cards. A vendor whose handshake stays
+`Requesting_…` for more than 60 s while the node's allocatable count of that vendor is 0 loses
+its devices (HAMi `CheckHealth`); an NVIDIA node whose allocatable `nvidia.com/gpu` is 0
+reports none (HAMi ≥ 2.9, no handshake).
 A cordoned node carries the taint Kubernetes gives it, so the predicates say "cordoned".
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
+from services.core.devices import registration
 from services.core.devices.catalogue import Catalogue
 from services.core.scheduling.resources import is_device_resource
 from services.core.workload.quantity import (
@@ -136,6 +139,24 @@ def served(allocatable: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def unregistered(allocatable: Mapping[str, Any], annotations: Mapping[str, str]) -> list[str]:
+    """A count the kubelet serves for a family whose registration the node lacks (Huawei's or
+    NVIDIA's own plugin alone): the node offers cards no pod of Tessera's can get, which an
+    operator must read here rather than only in a waiting pod's words."""
+    registered = {"huawei": any(k.startswith(hami.ASCEND_REGISTER_PREFIX) for k in annotations),
+                  "nvidia": hami.NVIDIA_REGISTER in annotations}  # fmt: skip
+    out = []
+    for name in served(allocatable):
+        vendor = registration.vendor_of(name)
+        if vendor is None or registered[vendor] or name.endswith(("-memory", "-core")):
+            continue
+        out.append(f"status.allocatable.{name}: {allocatable[name]} served by a device plugin "
+                   f"without HAMi's registration (no {registration.register_annotation(vendor)} "
+                   f"annotation): {registration.BOOKED_FROM}, so no pod gets these; "
+                   f"{registration.install(vendor)}")  # fmt: skip
+    return out
+
+
 def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeView:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -170,6 +191,7 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
                                            catalogue))  # fmt: skip
         except hami.CodecError as exc:
             problems.append(str(exc))
+    problems.extend(unregistered(allocatable, annotations))
     taints = [taint_text(t) for t in spec.get("taints") or []]
     if spec.get("unschedulable") and UNSCHEDULABLE_TAINT not in taints:
         taints.append(UNSCHEDULABLE_TAINT)

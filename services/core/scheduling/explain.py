@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.events import ReasonGroup
+from services.core.devices import registration
 from services.core.devices.ascend import use_uuid_annotation
 from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
@@ -299,7 +300,9 @@ def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
 
 
 def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
-    """A device type no node of the cluster has."""
+    """A device type no node of the cluster has — or only nodes whose kubelets serve the pod's
+    family from the vendor's own device plugin, with no registration to make cards of: "add a
+    node" would be wrong there, the node is present and advertises them (`registration`)."""
     if task is None:
         return None
     have = _cluster_cards(ssn)[0]
@@ -307,10 +310,34 @@ def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
         wanted = set(d.allowed_types) or {d.type}
         if not wanted & have and not any(t.startswith(d.type) for t in have if d.type):
             name = d.resource or d.type
-            return Explanation(f"the pod asks for {name} ({d.type}); no node in the cluster has "
-                               f"a {d.type} card (it has {', '.join(sorted(have)) or 'no cards'})",
+            asked = f"the pod asks for {name} ({d.type}); no node in the cluster has a {d.type} card"
+            plugins = _served_without_cards(ssn, d.vendor, d.resource)
+            if plugins:
+                shown = [f"{node} serves {', '.join(names)}" for node, names in plugins[:MAX_EXAMPLES]]
+                more = f" (and {len(plugins) - MAX_EXAMPLES} more nodes)" if len(plugins) > MAX_EXAMPLES else ""
+                nodes = ", ".join(node for node, _ in plugins[:MAX_EXAMPLES]) + more
+                return Explanation(f"{asked} Tessera can book: {'; '.join(shown)}{more} from a device plugin "
+                                   f"without HAMi's registration ({registration.register_annotation(d.vendor)}); "
+                                   f"{registration.BOOKED_FROM}", "deviceshare",
+                                   unblock=f"on {nodes}: {registration.install(d.vendor)}")  # fmt: skip
+            return Explanation(f"{asked} (it has {', '.join(sorted(have)) or 'no cards'})",
                                "deviceshare", unblock=f"add a node with {d.type} cards")  # fmt: skip
     return None
+
+
+def _served_without_cards(ssn: Session, vendor: str, resource: str) -> list[tuple[str, list[str]]]:
+    """The nodes whose kubelets serve count names of `resource`'s domain while no card of
+    `vendor` is registered on them, with those names (NodeRegistered.extended: what the node's
+    device plugins serve)."""
+    if not resource:
+        return []
+    out = []
+    for node in ssn.node_list:
+        if node.extended is None or any(c.spec.vendor == vendor for c in node.cards):
+            continue
+        if names := counted_names(resource, node.extended):
+            out.append((node.name, names))
+    return out
 
 
 def _served_by_type(ssn: Session) -> dict[str, set[tuple[str, ...] | None]]:

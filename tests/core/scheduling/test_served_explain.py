@@ -23,3 +23,19 @@ def test_explain_names_what_the_nodes_serve_and_which_name_to_ask() -> None:
 def test_a_family_names_whole_cards_are_counted_over_its_models() -> None:
     u = unschedulable(ROWS["family-name-gang-larger-than-the-cluster"], "default/pair")
     assert u.why == "gang needs 2 whole Ascend910 cards, the cluster has 1", u.why
+
+
+def test_a_node_of_the_vendors_own_plugin_is_named_with_the_missing_registration() -> None:
+    """The node advertises 8 Ascend910: "no node has a card, add a node with Ascend910 cards" sent
+    the operator to buy hardware they have; the fix is the plugin that registers the cards."""
+    u = unschedulable(ROWS["vendor-plugins-without-registration"], "default/npu")
+    assert u.plugin == "deviceshare"
+    assert u.why == ("the pod asks for huawei.com/Ascend910 (Ascend910); no node in the cluster has a Ascend910 "
+                     "card Tessera can book: npu-1 serves huawei.com/Ascend910 from a device plugin without "
+                     "HAMi's registration (hami.io/node-register-<CommonWord>); Tessera books cards only from "
+                     "HAMi's registration, which HAMi's device plugins and Tessera's own node side write")  # fmt: skip
+    assert u.unblock == ("on npu-1: install HAMi's ascend-device-plugin in place of the vendor's, or Tessera's "
+                         "node side (chart value nodeAgent.devicePlugin: tessera)")  # fmt: skip
+    g = unschedulable(ROWS["vendor-plugins-without-registration"], "default/gpu")
+    assert "(hami.io/node-nvidia-register)" in g.why and "gpu-1" in g.unblock and "npu-1" not in g.why
+
