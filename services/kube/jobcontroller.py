@@ -6,7 +6,9 @@ decisions stay the queue service's (`flow`): a restart there makes the job's pod
 incarnation, which this controller deletes and creates again with the new retry count; a job
 that ended has its unfinished pods deleted (Succeeded and Failed ones are kept, as Volcano's
 soft kill keeps them); a deleted Job takes its pods and PodGroup with it (owner references on a
-cluster with a garbage collector, explicit deletions without one). It consumes bus Commands
+cluster with a garbage collector, explicit deletions without one), and a Job being deleted (a
+deletionTimestamp: a foreground deletion, a finalizer) ends its job the same way while nothing
+more is made or written for it — its objects are left to the collector. It consumes bus Commands
 (`vcctl job suspend|resume`, `vcctl queue operate`, and RestartJob / TerminateJob / CompleteJob)
 through the queue service's own command path and deletes them — a Command that does not apply
 (its job is not found or has ended) or names an action not served leaves a Warning Event on
@@ -513,23 +515,19 @@ class JobController:
             self.last_tasks[key] = tuple(tasks.values())
         admitted = self.admitted_uid(key)
         ours = job is not None and bool(admitted) and admitted == volcano.uid(job)
+        if ours and job is not None and volcano.meta(job).get("deletionTimestamp"):
+            # being deleted (in the foreground, or held by a finalizer): going, as Volcano's
+            # controller takes it ("is terminating, skip management process") — nothing is made
+            # or written for it. Taken as live, it made again the PodGroup the garbage collector
+            # had just deleted for a foreground deletion, which then waited on it for good. Its
+            # pods and PodGroup are the collector's (they go before the Job, or with it).
+            await self._end_for_deletion(key, admitted)
+            return
         if not ours:
             if admitted and not await self._gone(key, admitted):
                 return  # there, and this watch has yet to bring it (its change marks the job)
             if admitted:  # the Job object Tessera admitted is gone, or another took its name
-                live = self.flow.projection.jobs.get(key)
-                if live is not None and live.phase not in fl.ENDING and self.command is not None \
-                        and key not in self.ended_for_deletion:  # fmt: skip
-                    # its pods run on until confirmed gone: the job ends, or the log would send
-                    # each one's task back to Pending and place it again (admission's JobDeleted
-                    # waits for the last pod)
-                    self.ended_for_deletion.add(key)
-                    try:
-                        await self.command(fl.OBJECT_DELETED, ns, key.split("/", 1)[1], "", admitted)
-                    except Exception:  # (the loop must go on: again shortly)
-                        log.exception("job %s: its deletion not ended in the log; again shortly", key)
-                        self.ended_for_deletion.discard(key)
-                        asyncio.get_running_loop().call_later(1.0, self._mark, key)
+                await self._end_for_deletion(key, admitted)
                 left = [(k, obj) for k, obj in self._owned(self.pods, key, admitted) if not pods.terminating(obj)]
                 groups = self._owned(self.podgroups, key, admitted)
                 if self._left_to_collector(key, bool(left or groups)):
@@ -589,6 +587,22 @@ class JobController:
         if pg_key in self.podgroups:
             await self._podgroup_status(key, spec, self.podgroups[pg_key])
         await self._expired(key, job)
+
+    async def _end_for_deletion(self, key: str, admitted: str) -> None:
+        """The admitted Job object is deleted or being deleted: its job ends in the log, once.
+        Its pods run on until confirmed gone: the job ends, or the log would send each one's
+        task back to Pending and place it again (admission's JobDeleted waits for the last pod)."""
+        live = self.flow.projection.jobs.get(key)
+        if live is None or live.phase in fl.ENDING or self.command is None or key in self.ended_for_deletion:
+            return
+        self.ended_for_deletion.add(key)
+        ns, name = key.split("/", 1)
+        try:
+            await self.command(fl.OBJECT_DELETED, ns, name, "", admitted)
+        except Exception:  # (the loop must go on: again shortly)
+            log.exception("job %s: its deletion not ended in the log; again shortly", key)
+            self.ended_for_deletion.discard(key)
+            asyncio.get_running_loop().call_later(1.0, self._mark, key)
 
     async def _expired(self, key: str, job: dict[str, Any]) -> None:
         """`spec.ttlSecondsAfterFinished` (Volcano's garbage collector): a Job Completed, Failed

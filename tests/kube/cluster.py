@@ -272,6 +272,8 @@ def _as_subresources_serve(request: Any) -> None:
 
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+#: the finalizer a foreground deletion holds its object with until its dependents are gone
+FOREGROUND = "foregroundDeletion"
 #: the field selectors the harness evaluates for pods (the API server's pod field label set)
 POD_FIELDS = {"spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName") or "",
               "spec.schedulerName": lambda o: (o.get("spec") or {}).get("schedulerName") or "default-scheduler",
@@ -316,7 +318,9 @@ def label_selector_matches(selector: str, obj: dict[str, Any]) -> bool:
 class ServerRules:
     """What a real API server does that kmock does not, where Tessera depends on it (README
     "What the tests model"): resourceVersions and 409 on a stale one, delete preconditions,
-    graceful deletion of bound pods (deletionTimestamp until the kubelet confirms), the
+    graceful deletion of bound pods (deletionTimestamp until the kubelet confirms), foreground
+    deletion (deletionTimestamp and the `foregroundDeletion` finalizer until a garbage
+    collector has taken the dependents and removed it), the
     not-ready taint on new Nodes (lifted once Ready), field and label selectors (an object
     that starts or stops matching a watch's is ADDED or DELETED for it)."""
 
@@ -523,6 +527,8 @@ def emulator() -> Any:
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
                 raise _conflict(f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                                 f"ResourceVersion in object meta: {meta.get('resourceVersion')}")  # fmt: skip
+            if options.get("propagationPolicy") == "Foreground":
+                return await self._foreground(request, stored, rules)
             if kind != ("", "pods") or not rules.graceful:
                 return None
             spec, phase = raw.get("spec") or {}, (raw.get("status") or {}).get("phase")
@@ -539,6 +545,27 @@ def emulator() -> Any:
                     stored.patch({"metadata": {"deletionTimestamp": stamp, "deletionGracePeriodSeconds": int(grace),
                                                "resourceVersion": rules.next_rv()}})  # fmt: skip
                     await self._buses[request.resource].put({"type": "MODIFIED", "object": stored.raw})
+            return aiohttp.web.json_response(stored.raw)
+
+        async def _foreground(self, request: Any, stored: Any, rules: ServerRules) -> Any:
+            """`propagationPolicy: Foreground` (kubectl delete --cascade=foreground, Argo CD's
+            prune): the object stays, with a deletionTimestamp and the `foregroundDeletion`
+            finalizer, until the garbage collector has deleted its dependents and removes that
+            finalizer once none with `blockOwnerDeletion` is left (`GarbageCollector`); on an API
+            server alone it stays for good. kmock would delete it at once."""
+            meta = stored.raw.get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or [])
+            if FOREGROUND in finalizers and meta.get("deletionTimestamp"):
+                return aiohttp.web.json_response(stored.raw)  # asked already
+            change: dict[str, Any] = {"finalizers": [*finalizers, FOREGROUND] if FOREGROUND not in finalizers
+                                      else finalizers}  # fmt: skip
+            if not meta.get("deletionTimestamp"):
+                change["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                change["deletionGracePeriodSeconds"] = 0
+            async with self._lock:
+                change["resourceVersion"] = rules.next_rv()
+                stored.patch({"metadata": change})
+                await self._buses[request.resource].put({"type": "MODIFIED", "object": stored.raw})
             return aiohttp.web.json_response(stored.raw)
 
         async def _node_lifecycle(self, request: Any, rules: ServerRules) -> None:
@@ -847,12 +874,16 @@ class GarbageCollector:
     """kube-controller-manager's garbage collector, for what Tessera makes owned by a Volcano
     Job: once a Job is deleted, the objects of the given kinds in its namespace whose
     `ownerReferences` name its uid are deleted — background propagation, each with its own uid
-    as a precondition, pods gracefully (their kubelet confirms). Every real cluster runs one;
-    an API server alone (envtest) does not, and the emulator has one only where a test or a
-    benchmark starts this: Tessera must do without it, and leave the work to it where it runs.
-    The real one keeps a graph of every object from its own watches; this one lists a deleted
-    Job's namespace (its pods by the Job's label), which costs the shared cores far less than
-    decoding every pod event of a churn. Its requests are counted under its own User-Agent."""
+    as a precondition, pods gracefully (their kubelet confirms), and none already being
+    deleted. A Job deleted in the foreground (the emulator's `_foreground`) has its dependents
+    deleted while it stays, and its `foregroundDeletion` finalizer removed once none of them
+    with `blockOwnerDeletion` is left — a pod blocks until its kubelet confirms; one made
+    meanwhile is deleted too. Every real cluster runs one; an API server alone (envtest) does
+    not, and the emulator has one only where a test or a benchmark starts this: Tessera must do
+    without it, and leave the work to it where it runs. The real one keeps a graph of every
+    object from its own watches; this one lists a deleted Job's namespace (its pods by the
+    Job's label), which costs the shared cores far less than decoding every pod event of a
+    churn. Its requests are counted under its own User-Agent."""
 
     AGENT = "garbage-collector"
     JOBS = "/apis/batch.volcano.sh/v1alpha1/jobs"
@@ -869,6 +900,7 @@ class GarbageCollector:
         self.deleted = 0
         self._task: asyncio.Task[None] | None = None
         self._kube: Kube | None = None
+        self._foreground: dict[str, asyncio.Task[None]] = {}  # owner uid → its foreground deletion
 
     async def __aenter__(self) -> GarbageCollector:
         self._kube = await Kube.connect(self.kubeconfig, Limits(qps=0, connections=8), agent=self.AGENT)
@@ -876,34 +908,88 @@ class GarbageCollector:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            await cancel_all([self._task])
+        await cancel_all([t for t in (self._task, *self._foreground.values()) if t is not None])
         if self._kube is not None:
             await self._kube.close()
 
     async def _watch(self) -> None:
         assert self._kube is not None
         async for ch in Reflector(self._kube, self.JOBS).changes():
+            meta = ch.obj.get("metadata") or {}
+            ns, name, uid = str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid"))
             if ch.kind == "delete":
-                meta = ch.obj.get("metadata") or {}
-                await self._collect(str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")))
+                await self._collect(ns, name, uid)
+            elif ch.kind == "upsert" and meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or []) \
+                    and uid not in self._foreground:  # fmt: skip
+                self._foreground[uid] = asyncio.create_task(self._in_foreground(ns, name, uid))
 
-    async def _collect(self, ns: str, job: str, owner: str) -> None:
+    async def _dependents(self, ns: str, job: str, owner: str) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+        """The objects owned by `owner`, by path, and the resourceVersion of their pods' list."""
         assert self._kube is not None
+        found, pods_version = [], ""
         for kind in self.kinds:
             path = self.KINDS[kind].format(ns=ns)
             query = {"labelSelector": f"volcano.sh/job-name={job}"} if kind == "pods" else {}
             try:
-                items = (await self._kube.get(path, **query)).get("items") or []
+                listed = await self._kube.get(path, **query)
             except KubeError as exc:
                 if exc.status == 404:  # a kind this server does not serve
                     continue
                 raise
-            for obj in items:
+            if kind == "pods":
+                pods_version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+            for obj in listed.get("items") or []:
                 meta = obj.get("metadata") or {}
                 if any(ref.get("uid") == owner for ref in meta.get("ownerReferences") or []):
-                    if await self._kube.delete_this(f"{path}/{meta.get('name')}", str(meta.get("uid") or "")):
-                        self.deleted += 1
+                    found.append((f"{path}/{meta.get('name')}", obj))
+        return found, pods_version
+
+    async def _delete(self, found: list[tuple[str, dict[str, Any]]]) -> int:
+        """Deletes those not being deleted already; how many it asked to delete."""
+        assert self._kube is not None
+        asked = 0
+        for path, obj in found:
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            asked += 1
+            if await self._kube.delete_this(path, str(meta.get("uid") or "")):
+                self.deleted += 1
+        return asked
+
+    async def _collect(self, ns: str, job: str, owner: str) -> None:
+        await self._delete((await self._dependents(ns, job, owner))[0])
+
+    async def _in_foreground(self, ns: str, job: str, owner: str) -> None:
+        assert self._kube is not None
+        pods = self.KINDS["pods"].format(ns=ns)
+        while True:
+            found, version = await self._dependents(ns, job, owner)
+            if await self._delete(found):
+                continue  # listed again: what went at once is gone, a bound pod is terminating
+            if not any(ref.get("uid") == owner and ref.get("blockOwnerDeletion")
+                       for _path, obj in found for ref in (obj.get("metadata") or {}).get("ownerReferences") or []):  # fmt: skip
+                break
+            # only pods linger (their kubelet confirms): the next change of one is looked at
+            query = {"labelSelector": f"volcano.sh/job-name={job}", "resourceVersion": version}
+            async for _event in self._kube.watch(pods, query):
+                break
+        path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs/{job}"
+        while True:  # the finalizer off, on this very object (409: changed meanwhile, read again)
+            try:
+                obj = await self._kube.get(path)
+                meta = obj.get("metadata") or {}
+                if meta.get("uid") != owner:
+                    return
+                rest = [f for f in meta.get("finalizers") or [] if f != FOREGROUND]
+                await self._kube.patch(path, {"metadata": {"finalizers": rest or None,
+                                                           "resourceVersion": meta.get("resourceVersion")}})  # fmt: skip
+                return
+            except KubeError as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409:
+                    raise
 
 
 class Kubelet:

@@ -1,7 +1,8 @@
 """The API server's behaviours Tessera depends on, each shown on the harness's emulator and on
 a real API server where one is given (issue 28): code written to kmock's leniency fails here.
 
-Graceful deletion (a bound pod keeps a deletionTimestamp until the kubelet confirms), 409 on a
+Graceful deletion (a bound pod keeps a deletionTimestamp until the kubelet confirms), foreground
+deletion (the owner kept, with its finalizer, until its blocking dependents are gone), 409 on a
 stale resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
 not-ready taint on a new Node (lifted once it is Ready), bindings refused for gated or deleting
 pods, and the field and label selectors Tessera's watches use (an object that comes to match or
@@ -15,9 +16,11 @@ from typing import Any
 
 import pytest
 
+from services.kube import volcano
 from services.kube.client import KubeError, claims_path, nodes_path, pods_path
 from services.runtime.waits import within
-from tests.kube.cluster import NOT_READY_TAINT, Cluster
+from tests.kube.cluster import FOREGROUND, NOT_READY_TAINT, Cluster, GarbageCollector
+from tests.kube.test_job_ttl import one_pod_job
 from tests.processes import wait_until
 
 
@@ -47,6 +50,62 @@ async def test_a_bound_pod_is_deleted_gracefully_and_gone_once_the_kubelet_confi
     await cluster.create_pod(pod("unbound"))
     await cluster.kube.delete(pods_path("default", "unbound"))
     assert await cluster.pod("default", "unbound") is None, "an unscheduled pod is deleted at once"
+
+
+async def _present(cluster: Cluster, path: str) -> dict[str, Any] | None:
+    try:
+        return await cluster.kube.get(path)
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+async def test_a_foreground_deletion_keeps_the_owner_until_its_blocking_dependents_are_gone(cluster: Cluster) -> None:
+    """`propagationPolicy: Foreground` (kubectl delete --cascade=foreground, Argo CD's prune):
+    the owner stays, with a deletionTimestamp and the `foregroundDeletion` finalizer — for good
+    on an API server alone; the garbage collector deletes what names it in `ownerReferences`
+    and removes the finalizer once none with `blockOwnerDeletion` is left (a bound pod blocks
+    until its kubelet confirms), and the owner is gone. kmock deleted it at once."""
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    ns = "default"
+    job = await cluster.kube.create(volcano.jobs_path(ns), one_pod_job("owner", None))
+    ref = {"apiVersion": volcano.BATCH, "kind": "Job", "name": "owner", "uid": job["metadata"]["uid"],
+           "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    await cluster.create_pod({**pod("owner-w-0", terminationGracePeriodSeconds=30), "metadata": {
+        "name": "owner-w-0", "labels": {volcano.JOB_NAME: "owner"}, "ownerReferences": [ref]}})  # fmt: skip
+    await bind(cluster, "owner-w-0", "n1")
+    await cluster.create_pod(pod("bystander"))
+    group = volcano.podgroups_path(ns, "owner-pg")
+    await cluster.kube.create(volcano.podgroups_path(ns), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup",
+        "metadata": {"name": "owner-pg", "ownerReferences": [ref]}, "spec": {"minMember": 1}})  # fmt: skip
+    await cluster.kube.delete(volcano.jobs_path(ns, "owner"), {
+        "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"})  # fmt: skip
+    held = await _present(cluster, volcano.jobs_path(ns, "owner"))
+    assert held is not None, "deleted at once: a foreground deletion waits for the dependents"
+    assert held["metadata"].get("deletionTimestamp") and FOREGROUND in held["metadata"].get("finalizers", []), held
+
+    async with GarbageCollector(str(cluster.kubeconfig)):
+        async def dependents_deleted() -> bool:
+            worker = await cluster.pod(ns, "owner-w-0")
+            return await _present(cluster, group) is None and worker is not None \
+                and bool(worker["metadata"].get("deletionTimestamp"))  # fmt: skip
+
+        await wait_until(dependents_deleted, 30, "the PodGroup deleted, the bound pod terminating")
+        assert await _present(cluster, volcano.jobs_path(ns, "owner")) is not None, "gone before its pod"
+        worker = await cluster.pod(ns, "owner-w-0")
+        assert worker is not None
+        await cluster.kube.delete(pods_path(ns, "owner-w-0"), {  # its kubelet's confirmation
+            "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+            "preconditions": {"uid": worker["metadata"]["uid"]}})  # fmt: skip
+
+        async def owner_gone() -> bool:
+            return await _present(cluster, volcano.jobs_path(ns, "owner")) is None
+
+        await wait_until(owner_gone, 30, "the Job gone once its last blocking dependent went")
+    assert await cluster.pod(ns, "bystander") is not None, "a pod the Job does not own was deleted"
 
 
 async def test_a_new_pod_is_pending_whatever_status_it_was_created_with(cluster: Cluster) -> None:
