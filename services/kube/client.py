@@ -59,6 +59,15 @@ class KubeError(Exception):
         self.headers = dict(headers or {})
         self.unsent = unsent
 
+    @property
+    def message(self) -> str:
+        """What the API server's Status says (`pods "x" is forbidden: …`), else the answer."""
+        try:
+            said = _json.decode(self.body).get("message")
+        except (msgspec.DecodeError, AttributeError):
+            said = None
+        return str(said) if said else str(self)
+
 
 #: the reason of a KubeError that is no answer of the server's (503 for the callers' retries)
 UNANSWERED = "no answer"

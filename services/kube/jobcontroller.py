@@ -44,7 +44,10 @@ meets 409 is "there already", a delete that meets 404 is "gone already", and a s
 what the object shows (timestamps aside) is not written. A pod's incarnation is told by the
 commit it was bound for (`tessera.io/placement`, from the binding): one bound before the log
 last sent its task back to Pending is stale. So a restart of this process mid-restart of a job
-recomputes the same actions from the log and the API and creates no pod twice.
+recomputes the same actions from the log and the API and creates no pod twice. A pod create the
+server refuses (403: PodSecurity admission, a ResourceQuota, a webhook; 422: an invalid pod) is
+a `FailedCreate` Warning Event on the Job, naming the pod and the server's message, and the job
+backs off as kube's controllers do (`Refused`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from contracts.base import Event
@@ -118,6 +122,21 @@ COUNTS_PERIOD = 1.0
 #: seconds a deleted Job's pods and PodGroup are left to the cluster's garbage collector (which
 #: deletes them well within it) before this controller deletes what is left itself
 COLLECTOR_GRACE = 5.0
+#: seconds before a job whose pod create was refused asks again, doubled at each refusal up to
+#: the cap (a controller's rate-limited requeue): asked every second, one misconfigured Job took
+#: the process's client QPS from every other Job's pods and status writes
+CREATE_BACKOFF = 1.0
+CREATE_BACKOFF_CAP = 300.0
+
+
+@dataclass
+class Refused:
+    """A job's pod creates the API server refuses (PodSecurity, a ResourceQuota, a webhook: 403;
+    an invalid pod: 422): asked again once `until` has come; `said` is the Event last written."""
+
+    delay: float
+    until: float
+    said: str = ""
 
 
 class OwnerIndex:
@@ -189,6 +208,9 @@ class JobController:
         #: benchmark); one goes at any event of its name, all at a relist (one made and deleted
         #: between two lists is never seen: it must be asked again)
         self.expected: set[str] = set()
+        #: job → the backoff of its refused pod creates; dropped once a create is made, and when
+        #: its spec changes (a Job edited to fit what refused it is asked at once)
+        self.refused: dict[str, Refused] = {}
         #: the pods and PodGroups each Job owns: a reconcile walked every pod of the cluster's
         #: Volcano Jobs to find its own — two thirds of the queue process with 500 Jobs of 8
         #: (benchmarks.k8s --shapes vcjob)
@@ -237,12 +259,14 @@ class JobController:
         match event:
             case JobSubmitted():
                 self.specs[key] = event.spec  # type: ignore[index]
+                self.refused.pop(key, None)  # type: ignore[arg-type]
                 self.verdict.pop(key, None)  # type: ignore[arg-type]
                 self.placed.discard(key)  # type: ignore[arg-type]
                 self.deleted.revived(key)  # type: ignore[arg-type]
                 self.reset[key] = dict.fromkeys((pod for pod, _r, _i, _t in st.task_names(event.spec)), seq)  # type: ignore[index]
             case JobUpdated():
                 self._updated(key, seq, event.spec)  # type: ignore[arg-type]
+                self.refused.pop(key, None)  # type: ignore[arg-type]
             case JobUnschedulable():
                 self.verdict[key] = event  # type: ignore[index]
                 self.placed.discard(key)  # type: ignore[arg-type]
@@ -290,7 +314,7 @@ class JobController:
     def _forget(self, key: str) -> None:
         """A job deleted long enough ago: nothing of it is asked for again."""
         for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone,
-                     self._left_since, self._ttl_deleted):
+                     self._left_since, self._ttl_deleted, self.refused):
             held.pop(key, None)
         for kind in ("Job", "PodGroup"):
             self._written_at.pop((key, kind), None)
@@ -456,11 +480,42 @@ class JobController:
         bound = pods.seq_annotation(obj, volcano.PLACEMENT)
         return bound is not None and bound < self.reset.get(key, {}).get(pod, 0)
 
-    async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> None:
+    async def _create_or_back_off(self, key: str, job: dict[str, Any], bodies: list[dict[str, Any]]) -> None:
         """A job's pods, made together (Volcano's controller makes a job's pods in parallel):
         one at a time, the controller was what bound 500 Jobs of 8 waited for — the scheduler
         had placed their tasks, the binder waited for their pods (benchmarks.k8s --shapes
-        vcjob). The first refusal is raised once all were asked."""
+        vcjob). A refused create is not raised: the job backs off (`Refused`) and its Job gets
+        a `FailedCreate` Warning Event, as kube's controllers do; while it backs off nothing is
+        asked, and then the first pod goes alone (kube's slow start) — the rest follow only if
+        it is made, so a job that is still refused costs one request per backoff."""
+        if not bodies:
+            return
+        backoff = self.refused.get(key)
+        if backoff is not None and backoff.until > self.clock():
+            self._mark_at(key, backoff.until)
+            return
+        ns = key.split("/", 1)[0]
+        first, rest = (bodies[:1], bodies[1:]) if backoff is not None else (bodies, [])
+        refused = await self._create_pods(ns, first)
+        if not refused and rest:
+            refused = await self._create_pods(ns, rest)
+        if not refused:
+            self.refused.pop(key, None)
+            return
+        delay = CREATE_BACKOFF if backoff is None else min(backoff.delay * 2, CREATE_BACKOFF_CAP)
+        pod, exc = refused[0]
+        message = f"Error creating pod {pod}: {exc.message}"
+        log.warning("job %s: %d pod(s) not created (%s); asked again in %.0f s", key, len(refused), message, delay)
+        said = backoff.said if backoff is not None else ""
+        if message != said:  # (the same refusal again is the same Event: not asked again)
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, job, "Warning", "FailedCreate", message, self.clock())
+                said = message
+        self.refused[key] = Refused(delay, self.clock() + delay, said)
+        self._mark_at(key, self.clock() + delay)
+
+    async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> list[tuple[str, KubeError]]:
+        """Each pod asked for, `POD_CREATES_IN_FLIGHT` at once; the refused ones (name, why)."""
         sem = asyncio.Semaphore(POD_CREATES_IN_FLIGHT)
 
         async def one(body: dict[str, Any]) -> None:
@@ -475,9 +530,13 @@ class JobController:
                         self.expected.discard(key)
 
         results = await asyncio.gather(*(one(b) for b in bodies), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
+        refused = []
+        for body, r in zip(bodies, results, strict=True):
+            if isinstance(r, KubeError):
+                refused.append((str(volcano.meta(body)["name"]), r))
+            elif isinstance(r, BaseException):
                 raise r
+        return refused
 
     async def _created(self, make: Awaitable[Any]) -> bool:
         try:
@@ -573,7 +632,7 @@ class JobController:
                 # would carry the old retry count and race the restart (issue 28)
                 if obj is None and snap is not None and snap.status in (st.PENDING, st.BOUND):
                     bodies.append(volcano.pod_for(job, spec, role, index, retries, self.read_seq))
-            await self._create_pods(ns, bodies)
+            await self._create_or_back_off(key, job, bodies)
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
             # a pod the log has finished is kept whatever its object still shows: this process's
             # pod watch may lag the one that told the log (the node agent's), and deleting on

@@ -59,6 +59,7 @@ VOLCANO_KINDS: dict[str, dict[str, Any]] = {
 }
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+NAMESPACES = "/api/v1/namespaces"
 #: the allocatable ephemeral-storage a harness node reports (a kubelet reports its root disk)
 EPHEMERAL_STORAGE = "100Gi"
 
@@ -122,6 +123,28 @@ class Cluster:
                   "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                   "reason": "KubeletReady", "message": "ok"}]}  # fmt: skip
         await self.kube.patch(nodes_path(name) + "/status", {"status": status})
+
+    async def enforce_pod_security(self, namespace: str, level: str | None = "restricted") -> None:
+        """The namespace's PodSecurity admission enforces `level` from now on (None: nothing), as
+        its `pod-security.kubernetes.io/enforce` label makes a real API server do: a pod it
+        refuses is a 403 Forbidden whose message names the pod and every rule it breaks. The
+        emulator (which keeps no Namespace objects) knows `restricted` only, and of it the
+        checks a pod without a securityContext fails (`pod_security_refusal`)."""
+        if self.kind == "kmock":
+            assert level in ("restricted", None), "the emulator models the restricted level only"
+            if level:
+                self.rules.pod_security[namespace] = level
+            else:
+                self.rules.pod_security.pop(namespace, None)
+            return
+        try:
+            await self.kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+        labels = {"pod-security.kubernetes.io/enforce": level,
+                  "pod-security.kubernetes.io/enforce-version": "latest" if level else None}  # fmt: skip
+        await self.kube.patch(f"{NAMESPACES}/{namespace}", {"metadata": {"labels": labels}})
 
     async def create_pod(self, doc: dict[str, Any]) -> dict[str, Any]:
         ns = (doc.get("metadata") or {}).get("namespace") or self.namespace
@@ -271,6 +294,40 @@ def _as_subresources_serve(request: Any) -> None:
         request.data.update(kept)
 
 
+def pod_security_refusal(pod: dict[str, Any], level: str) -> dict[str, Any] | None:
+    """The API server's 403 for a pod PodSecurity admission's `restricted` level refuses, in
+    its words — None if the pod passes. Of the level's checks, only the four a pod that sets no
+    securityContext fails (what a test's pod is): allowPrivilegeEscalation, capabilities,
+    runAsNonRoot, seccompProfile."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    pod_ctx = spec.get("securityContext") or {}
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+
+    def named(cs: list[dict[str, Any]]) -> str:
+        names = ", ".join(f'"{c.get("name", "")}"' for c in cs)
+        return f"container {names}" if len(cs) == 1 else f"containers {names}"
+
+    def ctx(c: dict[str, Any]) -> dict[str, Any]:
+        return c.get("securityContext") or {}
+
+    found = []
+    if bad := [c for c in containers if ctx(c).get("allowPrivilegeEscalation") is not False]:
+        found.append(f"allowPrivilegeEscalation != false ({named(bad)} must set securityContext.allowPrivilegeEscalation=false)")
+    if bad := [c for c in containers if "ALL" not in ((ctx(c).get("capabilities") or {}).get("drop") or [])]:
+        found.append(f'unrestricted capabilities ({named(bad)} must set securityContext.capabilities.drop=["ALL"])')
+    if bad := [c for c in containers if not ctx(c).get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))]:
+        found.append(f"runAsNonRoot != true (pod or {named(bad)} must set securityContext.runAsNonRoot=true)")
+    if bad := [c for c in containers if not (ctx(c).get("seccompProfile") or pod_ctx.get("seccompProfile"))]:
+        found.append(f'seccompProfile (pod or {named(bad)} must set securityContext.seccompProfile.type to '
+                     '"RuntimeDefault" or "Localhost")')  # fmt: skip
+    if not found:
+        return None
+    name = str(meta.get("name") or "")
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden",
+            "message": f'pods "{name}" is forbidden: violates PodSecurity "{level}:latest": ' + ", ".join(found),
+            "details": {"name": name, "kind": "pods"}, "code": 403}  # fmt: skip
+
+
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 #: the finalizer a foreground deletion holds its object with until its dependents are gone
 FOREGROUND = "foregroundDeletion"
@@ -334,6 +391,8 @@ class ServerRules:
     held_answers: dict[tuple[str, str, str], asyncio.Event] = field(default_factory=dict)  # Cluster.held_answers
     #: answers made and held so far, keyed as `held_answers` (a test waits for one to be made)
     answers_held: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
+    #: namespace → the PodSecurity level it enforces (`Cluster.enforce_pod_security`)
+    pod_security: dict[str, str] = field(default_factory=dict)
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -469,6 +528,10 @@ def emulator() -> Any:
             rules.requests[(agent, verb, what)] += 1
             if (held := rules.held_requests.get((agent, verb, what))) is not None:
                 await held.wait()
+            if request.action == kmock.action.CREATE and kind == ("", "pods") and not request.subresource \
+                    and (level := rules.pod_security.get(request.namespace or "")) \
+                    and (refusal := pod_security_refusal(request.data, level)) is not None:  # fmt: skip
+                return aiohttp.web.json_response(refusal, status=403)
             if res is not None and request.action == kmock.action.DELETE and request.name:
                 early = await self._delete(request, kind, rules)
                 if early is not None:

@@ -2,8 +2,9 @@
 a real API server where one is given (issue 28): code written to kmock's leniency fails here.
 
 Graceful deletion (a bound pod keeps a deletionTimestamp until the kubelet confirms), foreground
-deletion (the owner kept, with its finalizer, until its blocking dependents are gone), 409 on a
-stale resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
+deletion (the owner kept, with its finalizer, until its blocking dependents are gone), a pod
+PodSecurity admission refuses (403 Forbidden, naming the pod and the rules), 409 on a stale
+resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
 not-ready taint on a new Node (lifted once it is Ready), bindings refused for gated or deleting
 pods, and the field and label selectors Tessera's watches use (an object that comes to match or
 stops matching one is ADDED or DELETED for that watch)."""
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -106,6 +108,32 @@ async def test_a_foreground_deletion_keeps_the_owner_until_its_blocking_dependen
 
         await wait_until(owner_gone, 30, "the Job gone once its last blocking dependent went")
     assert await cluster.pod(ns, "bystander") is not None, "a pod the Job does not own was deleted"
+
+
+async def test_a_pod_that_breaks_its_namespaces_pod_security_is_refused_with_403(cluster: Cluster) -> None:
+    """PodSecurity admission (`pod-security.kubernetes.io/enforce: restricted` on the namespace):
+    a pod that sets no securityContext is refused — 403, a Status with reason Forbidden whose
+    message names the pod and each rule it breaks — and nothing is stored; a pod that follows
+    the rules, pods in other namespaces, and any pod once the label is gone are made."""
+    await cluster.enforce_pod_security("locked")
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.create(pods_path("locked"), pod("loose"))
+    assert exc.value.status == 403
+    body = json.loads(exc.value.body)
+    assert (body["kind"], body["reason"], body["code"]) == ("Status", "Forbidden", 403), body
+    assert body["message"].startswith('pods "loose" is forbidden: violates PodSecurity "restricted:latest": '), body
+    assert 'container "c" must set securityContext.allowPrivilegeEscalation=false' in body["message"], body
+    assert exc.value.message == body["message"]
+    assert await cluster.pod("locked", "loose") is None
+    tight = pod("tight", securityContext={"runAsNonRoot": True, "runAsUser": 1000,
+                                          "seccompProfile": {"type": "RuntimeDefault"}})  # fmt: skip
+    tight["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+    await cluster.kube.create(pods_path("locked"), tight)
+    await cluster.create_pod(pod("elsewhere"))
+    await cluster.enforce_pod_security("locked", None)
+    await cluster.kube.create(pods_path("locked"), pod("loose"))
+    assert await cluster.pod("locked", "loose") is not None
 
 
 async def test_a_new_pod_is_pending_whatever_status_it_was_created_with(cluster: Cluster) -> None:

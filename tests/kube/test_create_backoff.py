@@ -1,0 +1,108 @@
+"""A Volcano Job whose pods the API server refuses (PodSecurity admission, a ResourceQuota, a
+webhook: 403; an invalid pod: 422). The job controller asked again for every refused pod at
+every reconcile and once a second besides, for ever, and wrote nothing on the Job: one
+misconfigured Job used up the process's client QPS, starving the other Jobs' pods and status
+writes, while its own gang stayed booked with no pods and its user saw nothing. Now its Job gets
+a `FailedCreate` Warning Event naming the pod and the server's message, and the job backs off
+(doubling, reset when a create succeeds or the job's spec changes), asking with one pod first.
+The job controller is driven here by the log's events on an in-memory log, with its own clock,
+against the emulator (or a real API server, whose PodSecurity admission refuses the same pods)."""
+
+from __future__ import annotations
+
+from contracts.events import JobSubmitted, JobUpdated, PlacementCommitted, TaskPlacement
+from contracts.workloads import JobSpec, TaskSpec
+from services.kube import volcano
+from services.kube.jobcontroller import CREATE_BACKOFF, JobController
+from services.runtime.eventlog.memory import MemoryLog
+from tests.kube.cluster import Cluster
+from tests.kube.test_job_ttl import one_pod_job
+from tests.kube.test_status_counts import Clock
+from tests.processes import wait_until
+
+NS = "locked"
+PODS = ("gang-w-0", "gang-w-1")
+
+
+async def test_refused_pod_creates_back_off_and_leave_a_failed_create_event_on_the_job(cluster: Cluster) -> None:
+    await cluster.volcano_crds()
+    await cluster.enforce_pod_security(NS)  # the template's pods set no securityContext
+    body = one_pod_job("gang", None)
+    body["metadata"]["namespace"] = NS
+    body["spec"]["minAvailable"] = 2
+    body["spec"]["tasks"][0]["replicas"] = 2
+    made = await cluster.kube.create(volcano.jobs_path(NS), body)
+    clock = Clock()
+    controller = JobController(MemoryLog(), cluster.kube, clock=clock)
+    key = f"{NS}/gang"
+    controller.jobs[key] = volcano.typed(made, "Job")
+    spec = JobSpec(namespace=NS, name="gang", kind="Job", min_available=2, queue="default",
+                   annotations={volcano.OBJECT_UID: volcano.uid(made)},
+                   tasks=(TaskSpec(name="w", replicas=2),))  # fmt: skip
+    seq = 0
+
+    async def then(*events: object) -> None:
+        """The events folded, then one reconcile as the controller's loop runs it (an API error
+        is logged and the job marked again shortly: the loop's own retry)."""
+        nonlocal seq
+        for event in events:
+            seq += 1
+            controller.fold(seq, event)  # type: ignore[arg-type]
+        await controller._reconcile_one(key)
+
+    posts = (cluster.kube.agent, "create", "pods")
+
+    def asked() -> int:  # (counted by the emulator only)
+        return cluster.requests[posts]
+
+    async def failed_creates() -> list[dict[str, object]]:
+        return [e for e in await cluster.events(NS) if e.get("reason") == "FailedCreate"]
+
+    await then(JobSubmitted(spec=spec), PlacementCommitted(
+        namespace=NS, name="gang", placements=tuple(TaskPlacement(task=p, node="n1") for p in PODS)))  # fmt: skip
+
+    async def said() -> bool:
+        return bool(await failed_creates())
+
+    await wait_until(said, 10, "a FailedCreate Event on the Job")
+    (event,) = await failed_creates()
+    assert event["type"] == "Warning"
+    assert event["involvedObject"] == {"apiVersion": volcano.BATCH, "kind": "Job", "name": "gang",  # type: ignore[comparison-overlap]
+                                       "namespace": NS, "uid": volcano.uid(made)}  # fmt: skip
+    assert "gang-w-0" in str(event["message"]) and 'violates PodSecurity "restricted:latest"' in str(event["message"])
+    if cluster.kind == "kmock":
+        assert asked() == len(PODS)
+
+    # whatever marks the job meanwhile (its pods' and PodGroup's changes, status writes) asks
+    # nothing of the API server until the backoff is over
+    for _ in range(10):
+        await then()
+    if cluster.kind == "kmock":
+        assert asked() == len(PODS), "asked again while backing off"
+    clock.now += CREATE_BACKOFF
+    await then()  # over: one pod is asked first, and it is refused again
+    if cluster.kind == "kmock":
+        assert asked() == len(PODS) + 1
+    clock.now += CREATE_BACKOFF
+    await then()  # the backoff doubled: not yet
+    if cluster.kind == "kmock":
+        assert asked() == len(PODS) + 1
+    clock.now += CREATE_BACKOFF
+    await then()
+    if cluster.kind == "kmock":
+        assert asked() == len(PODS) + 2
+    assert len(await failed_creates()) == 1, "the same refusal said twice"
+
+    # the job's spec changed (kubectl edit → JobUpdated): asked again at once, every pod
+    await then(JobUpdated(namespace=NS, name="gang", spec=spec))
+    if cluster.kind == "kmock":
+        assert asked() == 2 * len(PODS) + 2
+
+    # the namespace lets them in: once the backoff is over, the pods are made
+    await cluster.enforce_pod_security(NS, None)
+    clock.now += CREATE_BACKOFF
+    await then()
+    for pod in PODS:
+        assert await cluster.pod(NS, pod) is not None, pod
+    if cluster.kind == "kmock":
+        assert asked() == 3 * len(PODS) + 2
