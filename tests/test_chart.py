@@ -816,6 +816,39 @@ def test_the_device_plugin_daemonset_is_rendered_only_when_asked(default: list[O
     assert of_kind(docs, "ValidatingAdmissionPolicyBinding")[f"{name}-own-node"]["spec"]["policyName"] == f"{name}-own-node"
 
 
+@needs_helm
+def test_the_device_plugin_can_run_in_a_namespace_pod_security_lets_it(default: list[Obj]) -> None:
+    """Privileged with host paths, the DaemonSet's pods are refused where the release namespace
+    enforces Pod Security `baseline` or `restricted` (which the services pass): every object of
+    the node side goes where `nodeAgent.namespace` says, its device config copied there (a pod
+    mounts its own namespace's ConfigMaps), and its identity in the binding and the own-node
+    policy follows. The system priority class outside kube-system comes with the quota that
+    allows it where the API server limits it to namespaces holding one (GKE)."""
+    name = "rel-tessera-device-plugin"
+    base = ("nodeAgent.devicePlugin=tessera", "nodeAgent.nodeConfig=nodes: []", "deviceConfig=vnpus: {}")
+    here = render(sets=base)
+    quota = of_kind(here, "ResourceQuota")[f"{name}-priority"]
+    assert quota["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["system-node-critical"]}]  # fmt: skip
+    docs = render(sets=(*base, "nodeAgent.namespace=kube-system"))
+    ours = [d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "device-plugin"]
+    namespaced = [d for d in ours if d["kind"] in ("DaemonSet", "ServiceAccount", "ConfigMap")]
+    assert {d["kind"] for d in namespaced} == {"DaemonSet", "ServiceAccount", "ConfigMap"}
+    assert all(d["metadata"]["namespace"] == "kube-system" for d in namespaced), namespaced
+    assert not of_kind(docs, "ResourceQuota")  # kube-system holds the system classes already
+    pod = of_kind(docs, "DaemonSet")[name]["spec"]["template"]["spec"]
+    config = next(v for v in pod["volumes"] if v["name"] == "config")["configMap"]["name"]
+    copied = of_kind(docs, "ConfigMap")[config]
+    assert copied["metadata"]["namespace"] == "kube-system" and copied["data"]["device-config.yaml"].strip() == "vnpus: {}"
+    subject = of_kind(docs, "ClusterRoleBinding")[name]["subjects"][0]
+    assert (subject["namespace"], subject["name"]) == ("kube-system", pod["serviceAccountName"])
+    policy = of_kind(docs, "ValidatingAdmissionPolicy")[f"{name}-own-node"]
+    assert f"system:serviceaccount:kube-system:{name}" in policy["spec"]["matchConditions"][0]["expression"]
+    # the services stay where the release is
+    assert all(d["metadata"].get("namespace", "tessera-system") == "tessera-system"
+               for d in of_kind(docs, "Deployment").values())  # fmt: skip
+
+
 # ---- a real API server, when there is one ---------------------------------------------------
 
 
