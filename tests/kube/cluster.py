@@ -565,7 +565,10 @@ def emulator() -> Any:
                 stamped = rules.rv
                 rules.in_flight[stamped] = res
             try:
-                response = await super()._handle(request)
+                if (terminating := self._terminating(request)) is not None:
+                    response = await self._update_terminating(request, terminating)
+                else:
+                    response = await super()._handle(request)
             finally:
                 if stamped:
                     rules.in_flight.pop(stamped, None)
@@ -575,6 +578,28 @@ def emulator() -> Any:
                 rules.answers_held[(agent, verb, what)] += 1
                 await late.wait()
             return response
+
+        def _terminating(self, request: Any) -> Any:
+            """The stored object an update is for, when it is in its grace period: deleted
+            gracefully (deletionTimestamp, a grace period above 0) with no finalizer left."""
+            if request.action != kmock.action.UPDATE or not request.name or request.resource is None:
+                return None
+            stored = self._stored(request)
+            meta = (stored.raw.get("metadata") or {}) if stored is not None else {}
+            if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+                return None
+            return stored if int(meta.get("deletionGracePeriodSeconds") or 0) > 0 else None
+
+        async def _update_terminating(self, request: Any, stored: Any) -> Any:
+            """An update of an object in its grace period changes it and nothing more: a real
+            API server removes it when the grace period is 0 (the kubelet's confirmation) and
+            no finalizer is left — kmock removed it at any update, so a status patch to a pod
+            still stopping made it gone at once (its cards seemingly free while it ran)."""
+            async with self._lock:
+                stored.patch(request.data)
+                raw = stored.raw
+                await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
+            return aiohttp.web.json_response(raw)
 
         async def _delete(self, request: Any, kind: tuple[str, str], rules: ServerRules) -> Any:
             """Preconditions, and a bound pod's graceful deletion; None: delete at once."""

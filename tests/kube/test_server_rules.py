@@ -485,3 +485,24 @@ async def test_a_lists_items_carry_no_kind_where_a_watch_events_object_does(clus
         if ev["object"]["metadata"]["name"] == "p":
             assert (ev["object"]["kind"], ev["object"]["apiVersion"]) == ("Pod", "v1")
             break
+
+
+async def test_a_pod_in_its_grace_period_stays_through_updates_until_the_kubelet_confirms(cluster: Cluster) -> None:
+    """A write to a pod being deleted gracefully (its status, a label) changes it and nothing
+    more: the API server removes it only at the kubelet's confirmation (grace period 0) — kmock
+    removed it at any update, which made a stopping pod look gone (its cards free) at once."""
+    await cluster.create_node("n1")
+    await cluster.create_pod(pod("stopping", terminationGracePeriodSeconds=30))
+    await bind(cluster, "stopping", "n1")
+    await cluster.kube.delete(pods_path("default", "stopping"))
+    await cluster.kube.patch(pods_path("default", "stopping", "status"),
+                             {"status": {"phase": "Running"}})  # fmt: skip
+    await cluster.kube.patch(pods_path("default", "stopping"), {"metadata": {"labels": {"seen": "yes"}}})
+    held = await cluster.pod("default", "stopping")
+    assert held is not None, "an update ended the grace period"
+    assert held["metadata"]["labels"]["seen"] == "yes" and held["status"]["phase"] == "Running"
+    assert held["metadata"].get("deletionTimestamp")
+    await cluster.kube.delete(pods_path("default", "stopping"), {
+        "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+        "preconditions": {"uid": held["metadata"]["uid"]}})  # fmt: skip
+    assert await cluster.pod("default", "stopping") is None
