@@ -27,7 +27,13 @@ class CardSpec(Record, frozen=True):
     numa: int = 0
     network_id: int = 0
     healthy: bool = True
-    mode: str = ""  # "", "hami-core", "template": the slicing mode the node agent enables
+    mode: str = ""  # "", "hami-core", "template": the slicing mode the node agent enables;
+    # "plugin": a whole card the vendor's own device plugin serves with no HAMi registration
+    # (see `resource`): the kubelet and that plugin choose the physical device, so only a
+    # whole-card request of `resource` fits it
+    #: the extended resource the kubelet serves a "plugin" card under (`nvidia.com/gpu`,
+    #: `huawei.com/Ascend910`); "" for registered cards
+    resource: str = ""
 
 
 class SliceSpec(Record, frozen=True):

@@ -5,7 +5,9 @@ then :func:`fit_node` for every candidate node; :func:`fit_task` does both for o
 
 Per-card checks run in HAMi's order with HAMi's reason names (hami.md §2.4, §4.2):
 health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``,
-``ModeNotFit``) → uuid (``CardUuidMismatch``) → slots (``CardTimeSlicingExhausted``) → mutex
+``ModeNotFit``; a card of the vendor's own plugin, ``mode: plugin``: the name it is served
+under, and ``SliceNeedsRegistration`` for anything but a whole card, `registration.py`) → uuid
+(``CardUuidMismatch``) → slots (``CardTimeSlicingExhausted``) → mutex
 (``ExclusiveDeviceAllocateConflict``) → core clamp → memory (``CardInsufficientMemory``) → cores
 (``CardInsufficientCore``) → exclusive (``ExclusiveDeviceAllocateConflict``) → full-core rule
 (``CardComputeUnitsExhausted``); then topology selection (``NumaNotFit``,
@@ -33,6 +35,7 @@ from services.core.devices.policies import (
     parse_card_policy,
     parse_node_policy,
 )
+from services.core.devices.registration import IN_USE, OTHERS, PLUGIN, plugin_card_reason
 from services.core.devices.registry import VendorRegistry
 from services.core.devices.score import (
     DEFAULT_WEIGHTS,
@@ -102,6 +105,15 @@ class NodeMisfit:
         if not full:
             return self.reasons
         exhausted = [(c, u) for c, u in cards if c.uuid in full]
+        plugin = [(c, u) for c, u in exhausted if c.mode == PLUGIN]
+        if plugin:  # no slices there: whole cards of a name, each held by one pod
+            res = plugin[0][0].resource
+            n = sum(1 for c, _ in cards if c.mode == PLUGIN and c.resource == res)
+            theirs = sum(1 for _, u in plugin if OTHERS in u.owners)
+            note = (f"every {res} card {IN_USE} ({len(plugin)} of {n}"
+                    + (f"; {theirs} by other schedulers' pods" if theirs else "") + ")")  # fmt: skip
+            return tuple(f"{r}: {note}" if r.endswith(" CardTimeSlicingExhausted") else r
+                         for r in self.reasons)  # fmt: skip
         spare = [c for c, u in exhausted if c.memory - u.memory_used >= max(memory_mb, 1)]
         c0, u0 = exhausted[0]
         what = "the slice count, not memory, is exhausted" if spare else "every slice is taken"
@@ -258,6 +270,14 @@ def fit_node(
     return NodeFit(tuple(assignments), node_score(cards) + bonus)
 
 
+def card_mismatch(vendor: DeviceVendor, spec: CardSpec, req: DeviceRequest) -> str | None:
+    """The card's type/mode against the request: the vendor's rule, or for a card of the
+    vendor's own plugin (`mode: plugin`) the name it is served under and whole cards only."""
+    if spec.mode == PLUGIN:
+        return plugin_card_reason(spec, req)
+    return vendor.card_reason(spec, req)
+
+
 def _card_reason(
     spec: CardSpec,
     req: DeviceRequest,
@@ -279,7 +299,7 @@ def _card_reason(
         return "CardNotHealth"
     if cordoned:
         return "CardCordoned"
-    mismatch = vendor.card_reason(spec, req)
+    mismatch = card_mismatch(vendor, spec, req)
     if mismatch is not None:
         return mismatch
     if (req.use_types or req.nouse_types) and not _type_filters_ok(spec.type, req):

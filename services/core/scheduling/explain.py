@@ -188,10 +188,17 @@ def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
             for c in node.cards:
                 types.add(c.spec.type)
                 if c.spec.healthy and c.usage.healthy and not c.usage.retired:
-                    n, free = counts.get(c.spec.type, (0, 0))
-                    counts[c.spec.type] = (n + 1, free + (c.usage.slices_used == 0))
+                    # a vendor plugin's card is a card of the name it is served under
+                    kind = plugin_kind(c.spec.resource) if c.spec.mode == registration.PLUGIN else c.spec.type
+                    n, free = counts.get(kind, (0, 0))
+                    counts[kind] = (n + 1, free + (c.usage.slices_used == 0))
         got = ssn.__dict__["_explain_cards"] = (types, counts)
     return got
+
+
+def plugin_kind(resource: str) -> str:
+    """`_cluster_cards`' key for the whole cards a vendor's plugin serves under `resource`."""
+    return f"plugin:{resource}"
 
 
 def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
@@ -208,6 +215,7 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
             if d.exclusive:
                 need[d.type] = need.get(d.type, 0) + d.count
                 kinds.setdefault(d.type, set()).update(d.allowed_types or (d.type,))
+                kinds[d.type].add(plugin_kind(d.resource))
     healthy = _cluster_cards(ssn)[1]
     for kind, n in sorted(need.items()):
         counted = [healthy.get(k, (0, 0)) for k in sorted(kinds[kind])]

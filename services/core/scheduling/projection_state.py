@@ -40,6 +40,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     held: dict[str, tuple[int, int, int]] = {}
     others: dict[str, tuple[OtherPods, ...]] = {}
     held_resources: dict[str, dict[str, int]] = {}
+    held_devices: dict[str, dict[str, int]] = {}
     claims: dict[str, ClaimChanged] = {}
     volumes: dict[str, VolumeChanged] = {}
     classes: dict[str, StorageClassChanged] = {}
@@ -53,7 +54,7 @@ def state_of(p: ClusterProjection) -> ProjectionState:
     """A view for encoding at once (shares the projection's dicts, copies nothing)."""
     return ProjectionState(seq=p.seq, now=p.now, nodes=p.nodes, cards=p.cards, node_cards=p.node_cards,
                            queues=p.queues, jobs=p.jobs, tasks=p.tasks, held=p.held,
-                           others=p.others, held_resources=p.held_resources,
+                           others=p.others, held_resources=p.held_resources, held_devices=p.held_devices,
                            claims=p.storage.claims, volumes=p.storage.volumes,
                            classes=p.storage.classes, quotas=p.quotas.quotas,
                            hypernodes=p.hypernodes, started=p.started, budgets=p.budgets)  # fmt: skip
@@ -68,6 +69,7 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.held = dict(s.held)
     p.others = dict(s.others)
     p.held_resources = dict(s.held_resources)
+    p.held_devices = dict(s.held_devices)
     p.storage = StorageState(dict(s.claims), dict(s.volumes), dict(s.classes))
     p.quotas = QuotaState(dict(s.quotas))
     p.hypernodes = dict(s.hypernodes)

@@ -91,7 +91,10 @@ def input_digests(snap: st.Snapshot, conf: SchedulerConfigured) -> dict[str, str
     """One short digest per input of a session (`INPUT_NAMES`)."""
     nodes = [(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints, n.ready,
               *((n.held,) if any(n.held) else ()), *((n.others,) if n.others else ()),
-              *((n.resources,) if n.resources else ()), *((n.held_resources,) if n.held_resources else ()))
+              *((n.resources,) if n.resources else ()), *((n.held_resources,) if n.held_resources else ()),
+              # (only where they take cards: digests of logs from before plugin cards stay theirs)
+              *((("devices", n.held_devices),) if n.held_devices and any(c.spec.mode == "plugin" for c in n.cards)
+                else ()))
              for n in snap.nodes]  # fmt: skip
     cards = [(c.spec, c.usage, c.seq) for n in snap.nodes for c in n.cards]
     return {

@@ -20,6 +20,7 @@ import msgspec
 
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import ScorePart, SliceAssignment, TaskPlacement
+from services.core.devices import registration
 from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.joblabels import job_task_labels
 from services.core.ledger import is_exclusive
@@ -140,6 +141,27 @@ def _parse_taint(raw: str) -> tuple[str, str, str]:
     return key, value, effect
 
 
+
+def held_by_others(cards: list[CardInfo], held: Mapping[str, int]) -> list[CardInfo]:
+    """Whole cards of a vendor's own plugin (`mode: plugin`) that other schedulers' pods hold
+    (NodeUsage: their count of the name, milli-units): as many of the free ones, the last in
+    index order first, are taken for this session (they are on no ledger: the kubelet, not
+    Tessera, gave those pods their devices), so Tessera's pods get only what is left, as
+    Volcano fits the count against allocatable minus every bound pod's."""
+    out = list(cards)
+    for resource, milli in sorted(held.items()):
+        left = -(-milli // 1000)  # a part of a device is a device held
+        for i in range(len(out) - 1, -1, -1):
+            c = out[i]
+            if left <= 0:
+                break
+            if c.spec.mode != registration.PLUGIN or c.spec.resource != resource or c.usage.slices_used:
+                continue
+            out[i] = CardInfo(c.spec, registration.held_usage(c.spec, c.usage), c.seq, 1)
+            left -= 1
+    return out
+
+
 class Session:
     def __init__(
         self,
@@ -233,6 +255,8 @@ class Session:
                 continue
             alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
+            if n.held_devices:  # other schedulers' pods hold whole cards of a vendor's plugin
+                cards = held_by_others(cards, n.held_devices)
             node = NodeInfo(
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,

@@ -90,6 +90,9 @@ class NodeSnap:
     resources: dict[str, int] = field(default_factory=dict)
     #: of those, what other schedulers' pods hold (NodeUsage.scalars, device names left out)
     held_resources: dict[str, int] = field(default_factory=dict)
+    #: the device names they hold (NodeUsage.scalars, milli-units): counts of a vendor plugin's
+    #: whole cards (`mode: plugin`) they use, which the session keeps from Tessera's pods
+    held_devices: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,8 @@ class ClusterProjection:
         self.others: dict[str, tuple[OtherPods, ...]] = {}
         #: node → their other resources (NodeUsage.scalars but the device names), where any
         self.held_resources: dict[str, dict[str, int]] = {}
+        #: node → the device names they hold (NodeUsage.scalars' device names), where any
+        self.held_devices: dict[str, dict[str, int]] = {}
         self.storage = StorageState()  # PVCs, PVs, StorageClasses (storage.py)
         self.quotas = QuotaState()  # namespaces' ResourceQuotas (quotastate.py)
         self.hypernodes: dict[str, HyperNodeChanged] = {}  # Volcano's HyperNodes, by name
@@ -281,6 +286,10 @@ class ClusterProjection:
                     self.held_resources[event.node] = scalars
                 else:
                     self.held_resources.pop(event.node, None)
+                if devices := {k: v for k, v in event.scalars.items() if v and is_device_resource(k)}:
+                    self.held_devices[event.node] = devices
+                else:
+                    self.held_devices.pop(event.node, None)
                 if event.others:
                     self.others[event.node] = event.others
                 else:
@@ -471,13 +480,13 @@ class ClusterProjection:
             self._unchecked.add(key)
 
     def snapshot(self) -> Snapshot:
-        held, others, held_resources = self.held, self.others, self.held_resources
+        held, others, held_resources, held_devices = self.held, self.others, self.held_resources, self.held_devices
         cards, node_cards = self.cards, self.node_cards
         nodes = tuple(
             NodeSnap(n.name, n.cpu_milli, n.memory_mib, n.pods, n.labels, n.annotations, n.taints,
                      tuple(cards[u] for u in node_cards.get(n.name, ())), n.ready,
                      held.get(n.name, (0, 0, 0)), others.get(n.name, ()), n.extended, n.resources,
-                     held_resources.get(n.name, {}))
+                     held_resources.get(n.name, {}), held_devices.get(n.name, {}))
             for n in self.nodes.values()
         )  # fmt: skip
         jobs = tuple(JobSnap(j.spec, j.created, j.phase, _schedulable(j.phase, self.tasks[k].values()))

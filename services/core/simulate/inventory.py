@@ -1,7 +1,10 @@
 """Inventory YAML → `NodeRegistered` events (nodes with their cards).
 
-`nodes: [{name, count?, cpu, memory, pods?, labels?, annotations?, taints?, devices: [{type,
-count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `count > 1` expands to
+`nodes: [{name, count?, cpu, memory, pods?, labels?, annotations?, taints?, serves?, devices: [{type,
+count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `serves` lists the extended
+resources the node's kubelet serves; as a map of name → count (`{nvidia.com/gpu: 8}`) it is
+a node of the vendor's own device plugin: each count of a family none of `devices` registers
+is that many whole cards of mode `plugin` (`registration.plugin_cards`), as on a cluster. `count > 1` expands to
 `<name>-0 … <name>-<count-1>`; card uuids are `<node>-<type>-<index>`, indices consecutive per
 type in the order written; memory/cores/split count default from the device catalogue (Ascend:
 memoryAllocatable, aiCore — or 100 on a `hami-vnpu-core: "true"` node — and HAMi's
@@ -23,7 +26,7 @@ from typing import Any
 
 from contracts.devices import CardSpec
 from contracts.events import HyperNodeChanged, NodeRegistered
-from services.core.devices import Catalogue
+from services.core.devices import Catalogue, registration
 from services.core.devices.nodeconfig import NodeDeviceConfig
 from services.core.scheduling.resources import is_device_resource
 from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib, to_units
@@ -114,10 +117,20 @@ def load_inventory(
         except QuantityError as exc:
             raise InventoryError(f"{path}: {exc}") from None
         serves = raw.get("serves")
+        counts: dict[str, int] = {}
+        if isinstance(serves, Mapping):  # with counts: the vendor's own plugin, see `_cards`
+            try:
+                counts = {str(k): int(v) for k, v in serves.items()}
+            except (TypeError, ValueError):
+                counts = {"": -1}
+            if any("/" not in k or v < 0 for k, v in counts.items()):
+                raise InventoryError(f"{path}.serves: extended resource name (domain/name) → how many "
+                                     "its kubelet's device plugin serves (a count >= 0)")  # fmt: skip
+            serves = sorted(k for k, v in counts.items() if v > 0)
         if serves is not None and (not isinstance(serves, list) or not all(isinstance(r, str) and "/" in r
                                                                            for r in serves)):  # fmt: skip
             raise InventoryError(f"{path}.serves: a list of extended resource names (domain/name) its "
-                                 "kubelet's device plugins serve")  # fmt: skip
+                                 "kubelet's device plugins serve, or a map of them to their counts")  # fmt: skip
         resources = _resources(raw.get("resources"), f"{path}.resources")
         count = int(raw.get("count", 1))
         names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
@@ -135,11 +148,14 @@ def load_inventory(
                 annotations["hami-vnpu-core"] = "true" if entry.hami_vnpu_core else "false"
             hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
             cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core, entry)
+            node_labels = {"kubernetes.io/hostname": node,
+                           **{str(k): str(v) for k, v in (raw.get("labels") or {}).items()}}
+            # a count no registered card of its family describes: the vendor's own plugin's cards
+            cards += registration.plugin_cards(node, counts, node_labels, {c.vendor for c in cards}, catalogue)
             out.append(NodeRegistered(
                 node=node, cpu_milli=cpu, memory_mib=mem, pods=int(raw.get("pods", 110)),
                 # every Kubernetes node carries its hostname label; selectors on it must work
-                labels={"kubernetes.io/hostname": node,
-                        **{str(k): str(v) for k, v in (raw.get("labels") or {}).items()}},
+                labels=node_labels,
                 annotations=annotations, taints=taints, cards=tuple(cards),
                 # what its device plugins register (HAMi's: the model's name); unset: every name
                 extended=tuple(sorted(set(serves))) if serves is not None else None,

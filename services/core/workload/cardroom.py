@@ -19,8 +19,12 @@ Largest = Mapping[str, tuple[int, str]]
 
 
 def largest_cards(cards: Iterable[CardSpec]) -> dict[str, tuple[int, str]]:
+    """Per vendor, of the cards a slice may go to: a vendor plugin's whole cards (`mode:
+    plugin`, memory from a label or unknown) take none, so they bound no request's memory."""
     out: dict[str, tuple[int, str]] = {}
     for c in cards:
+        if c.mode == "plugin":
+            continue
         if c.vendor not in out or (c.memory, c.type) > out[c.vendor]:
             out[c.vendor] = (c.memory, c.type)
     return out

@@ -32,8 +32,10 @@ def test_a_node_of_the_vendors_own_plugin_is_named_with_the_missing_registration
     assert u.plugin == "deviceshare"
     assert u.why == ("the pod asks for huawei.com/Ascend910 (Ascend910); no node in the cluster has a Ascend910 "
                      "card Tessera can book: npu-1 serves huawei.com/Ascend910 from a device plugin without "
-                     "HAMi's registration (hami.io/node-register-<CommonWord>); Tessera books cards only from "
-                     "HAMi's registration, which HAMi's device plugins and Tessera's own node side write")  # fmt: skip
+                     "HAMi's registration (hami.io/node-register-<CommonWord>); Tessera books slices only from "
+                     "HAMi's registration, which HAMi's device plugins and Tessera's own node side write, and "
+                     "whole cards also from a vendor plugin's count of a name pods ask (nvidia.com/gpu, "
+                     "huawei.com/<model or family>)")  # fmt: skip
     assert u.unblock == ("on npu-1: install HAMi's ascend-device-plugin in place of the vendor's, or Tessera's "
                          "node side (chart value nodeAgent.devicePlugin: tessera)")  # fmt: skip
     g = unschedulable(ROWS["vendor-plugins-without-registration"], "default/gpu")

@@ -267,7 +267,7 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
             node.taints,
             tuple((c.spec.index, c.spec.type, c.spec.vendor, c.spec.memory, c.spec.cores,
                    c.spec.split_count, c.spec.numa, c.spec.network_id, c.spec.healthy,
-                   c.spec.mode) for c in node.cards),
+                   c.spec.mode, c.spec.resource) for c in node.cards),
             node.name if CORDON_ANNOTATION in node.annotations else "",
             node.extended,
         )  # fmt: skip

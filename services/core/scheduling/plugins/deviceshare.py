@@ -44,7 +44,9 @@ from services.core.devices import (
     build_vendors,
     fit_node,
     prepare_task,
+    registration,
 )
+from services.core.devices.fit import card_mismatch
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
     PLACEMENT_POLICIES,
@@ -237,6 +239,9 @@ class DeviceSharePlugin:
             if node.extended is not None and req.resource and req.resource not in node.extended \
                     and any(c.spec.vendor == req.vendor for c in node.cards):  # (else: no such cards)
                 return unresolvable(self.name, not_served(req.resource, node.extended))
+            if not registration.whole_card(req) and any(
+                    c.spec.mode == registration.PLUGIN and c.spec.resource == req.resource for c in node.cards):
+                return unresolvable(self.name, registration.slices_need_registration(node.name, req))
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
@@ -326,7 +331,7 @@ class DeviceSharePlugin:
         for ri, req in enumerate(prepared.requests):
             vendor = prepared.vendors[ri]
             mine = [c for c in node.cards
-                    if c.spec.vendor == req.vendor and vendor.card_reason(c.spec, req) is None]  # fmt: skip
+                    if c.spec.vendor == req.vendor and card_mismatch(vendor, c.spec, req) is None]  # fmt: skip
             kind = req.type or req.vendor
             if not mine:
                 have = ", ".join(sorted({c.spec.type for c in node.cards})) or "no cards"
