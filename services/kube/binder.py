@@ -14,7 +14,10 @@ bind phase is `allocating`, which is ambiguous when two device pods bind to one 
 So, as HAMi's scheduler does, a device pod is bound only while Tessera holds that node's lock
 (a merge patch carrying the node's resourceVersion, so two binders cannot both take it); the
 plugin releases it when the allocation succeeded or failed. A lock older than the expiry, or
-held by a pod that already started or is gone, is taken over. Pods without devices need none.
+held by a pod that already started or is gone, is taken over. Pods without devices need none,
+nor pods whose cards are all whole cards of the vendor's own plugin (`mode: plugin`, no HAMi
+registration): the kubelet and that plugin choose the device, no HAMi plugin reads the pod's
+annotations or releases the lock, so the binding carries neither.
 
 A binding carries the commit it is for (`tessera.io/placement`), so a 409 is "done already"
 only for a pod bound for that very commit. A Volcano Job's pods are the job controller's to
@@ -296,7 +299,7 @@ class Binder:
                     await self._fail(key, p, held)
                 return  # waiting: a change of the claim (or the timeout) queues it again
         annotations = {**pods.binding_annotations(p, spec, self.cards, self.clock()), volcano.PLACEMENT: stamp}
-        locked = self.node_lock and bool(p.slices)
+        locked = self.node_lock and pods.hami_slices(p, self.cards)
         busy = self._node_busy.setdefault(p.node, asyncio.Lock()) if locked else None
         async with busy or contextlib.nullcontext():
             if locked and not await self._acquire(p.node, ns, pod, uid):

@@ -1,12 +1,14 @@
 """A Kubernetes Node → what the log says of it (`NodeRegistered`, or lost), the way HAMi's
 scheduler reads nodes (hami.md §3.1). Pure: the node object and the time in, records out.
 
-Cards come from HAMi's register annotations only (the device plugins write them), never from
-`status.allocatable`: a count the vendor's own device plugin serves with no registration beside
-it is a problem of the node (`unregistered`), not cards. A vendor whose handshake stays
-`Requesting_…` for more than 60 s while the node's allocatable count of that vendor is 0 loses
-its devices (HAMi `CheckHealth`); an NVIDIA node whose allocatable `nvidia.com/gpu` is 0
-reports none (HAMi ≥ 2.9, no handshake).
+Cards come from HAMi's register annotations (the device plugins write them); a count the
+vendor's own device plugin serves with no registration of its family beside it
+(`nvidia.com/gpu: 8`, `huawei.com/Ascend910: 8`) becomes that many whole cards of mode `plugin`
+(`registration.plugin_cards`), as Volcano fits such a count against allocatable; another name
+of that family (not a count Tessera's requests use) is a problem of the node (`unregistered`).
+A vendor whose handshake stays `Requesting_…` for more than 60 s while the node's allocatable
+count of that vendor is 0 loses its devices (HAMi `CheckHealth`); an NVIDIA node whose
+allocatable `nvidia.com/gpu` is 0 reports none (HAMi ≥ 2.9, no handshake).
 A cordoned node carries the taint Kubernetes gives it, so the predicates say "cordoned".
 """
 
@@ -139,16 +141,18 @@ def served(allocatable: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def unregistered(allocatable: Mapping[str, Any], annotations: Mapping[str, str]) -> list[str]:
-    """A count the kubelet serves for a family whose registration the node lacks (Huawei's or
-    NVIDIA's own plugin alone): the node offers cards no pod of Tessera's can get, which an
-    operator must read here rather than only in a waiting pod's words."""
-    registered = {"huawei": any(k.startswith(hami.ASCEND_REGISTER_PREFIX) for k in annotations),
-                  "nvidia": hami.NVIDIA_REGISTER in annotations}  # fmt: skip
+def unregistered(allocatable: Mapping[str, Any], annotations: Mapping[str, str],
+                 counted: Mapping[str, str] | None = None) -> list[str]:  # fmt: skip
+    """A name the kubelet serves for a family whose registration the node lacks (Huawei's or
+    NVIDIA's own plugin alone) that is no count Tessera makes whole cards of (`counted`:
+    `registration.counted_resources`): the node offers devices no pod of Tessera's can get,
+    which an operator must read here rather than only in a waiting pod's words."""
+    registered = registration.registered_vendors(annotations)
     out = []
     for name in served(allocatable):
         vendor = registration.vendor_of(name)
-        if vendor is None or registered[vendor] or name.endswith(("-memory", "-core")):
+        if vendor is None or vendor in registered or name.endswith(("-memory", "-core")) \
+                or name in (counted or {}):
             continue
         out.append(f"status.allocatable.{name}: {allocatable[name]} served by a device plugin "
                    f"without HAMi's registration (no {registration.register_annotation(vendor)} "
@@ -191,7 +195,11 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
                                            catalogue))  # fmt: skip
         except hami.CodecError as exc:
             problems.append(str(exc))
-    problems.extend(unregistered(allocatable, annotations))
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    counts = {n: c for n in served(allocatable) if (c := _count(allocatable, n))}
+    cards.extend(registration.plugin_cards(name, counts, labels, registration.registered_vendors(annotations),
+                                           catalogue))  # fmt: skip
+    problems.extend(unregistered(allocatable, annotations, registration.counted_resources(catalogue)))
     taints = [taint_text(t) for t in spec.get("taints") or []]
     if spec.get("unschedulable") and UNSCHEDULABLE_TAINT not in taints:
         taints.append(UNSCHEDULABLE_TAINT)
@@ -206,7 +214,7 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         cpu, mem, pods = 0, 0, 0
     registered = NodeRegistered(
         node=name, cpu_milli=cpu, memory_mib=mem, pods=pods,
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels=labels,
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
         taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
         extended=served(allocatable), resources=other_resources(allocatable),

@@ -17,6 +17,7 @@ from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import OtherPods, TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import TaskSpec
+from services.core.devices import registration
 from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request, sidecar
 from services.core.workload import fields, quantity
@@ -227,6 +228,8 @@ def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
     out: dict[str, list[list[hami.PodDevice]]] = {}
     for i, a in enumerate(placement.slices):
         spec = cards.get(a.card)
+        if spec is not None and registration.is_plugin(spec):
+            continue  # the vendor's own plugin serves it: no HAMi plugin reads annotations for it
         word = spec.type if spec else ""
         vendor = spec.vendor if spec else "huawei"
         key = hami.NVIDIA_TO_ALLOCATE if vendor == "nvidia" else hami.ascend_to_allocate_key(word)
@@ -238,12 +241,22 @@ def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
     return out
 
 
+def hami_slices(placement: TaskPlacement, cards: Mapping[str, CardSpec]) -> bool:
+    """The placement books a card HAMi's device plugin serves (registered), so the binding
+    carries HAMi's annotations and takes its node lock; whole cards of the vendor's own plugin
+    alone need neither (nothing would release the lock or flip the bind phase)."""
+    return any(not ((spec := cards.get(a.card)) is not None and registration.is_plugin(spec))
+               for a in placement.slices)  # fmt: skip
+
+
 def binding_annotations(placement: TaskPlacement, task: TaskSpec | None,
                         cards: Mapping[str, CardSpec], now: float) -> dict[str, str]:  # fmt: skip
     """HAMi's pod annotations for a placement (hami.md §2.5, §3.2), so its device plugins find
     the pod in `Allocate` and serve exactly these cards: node, times, bind phase, the devices to
-    allocate / allocated per vendor, and Ascend's RuntimeInfo."""
-    if not placement.slices:
+    allocate / allocated per vendor, and Ascend's RuntimeInfo. Cards of the vendor's own plugin
+    (`mode: plugin`) get none: the kubelet and that plugin choose the device, and no HAMi plugin
+    would answer the bind phase (`hami_slices`)."""
+    if not hami_slices(placement, cards):
         return {}
     ts = str(int(now))
     out = {hami.VGPU_NODE: placement.node, hami.VGPU_TIME: ts, hami.BIND_PHASE: "allocating",

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from contracts.workloads import DeviceRequest, JobSpec
+from services.core.devices import registration
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
 _GANG = re.compile(r"\d+/\d+ tasks (?:in gang )?unschedulable")
@@ -59,6 +60,8 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
         return f"have no free {card} card" if n == 1 else f"have fewer than {n} free {card} cards"
     if code == "CardTypeMismatch":
         return f"have no {card} card"
+    if code == "CardTimeSlicingExhausted" and registration.IN_USE in reason:
+        return "are full: " + reason[reason.find(": ") + 2:].rstrip(".")  # a vendor plugin's whole cards
     if code in ("CardTimeSlicingExhausted", "CardComputeUnitsExhausted"):
         return f"have no {card} card with a free slice (all slices of the split count are taken)"
     if code == "CardNotHealth":

@@ -110,22 +110,28 @@ def test_what_a_nodes_kubelet_serves_is_its_extended_resources_with_a_count() ->
     assert view.registered.extended == ("example.com/fpga", "huawei.com/Ascend910B3")
 
 
-def test_a_vendor_plugins_count_without_registration_is_a_problem_of_the_node() -> None:
-    """Huawei's ascend-device-plugin (or NVIDIA's) alone: the kubelet serves 8 cards, no HAMi
-    annotation describes them, so no card is made — the node must say so, naming the count."""
+def test_a_vendor_plugins_count_without_registration_is_that_many_whole_cards() -> None:
+    """Huawei's ascend-device-plugin (or NVIDIA's) alone: the kubelet serves 8 and 4 cards, no
+    HAMi annotation describes them, so each unit is a whole card of mode `plugin` (Volcano fits
+    the count against allocatable); a name of the family no request uses is a problem of the
+    node; a family HAMi registers is booked from the registration alone."""
     cat = default_catalogue()
-    view = nodes.node_view(_node("npu-1", {}, {"huawei.com/Ascend910": "8", "nvidia.com/gpu": "4"}), cat, NOW)
-    assert view.registered.cards == () and view.registered.extended == ("huawei.com/Ascend910", "nvidia.com/gpu")
-    assert [p.split(" served by")[0] for p in view.problems] == ["status.allocatable.huawei.com/Ascend910: 8",
-                                                                "status.allocatable.nvidia.com/gpu: 4"]  # fmt: skip
+    view = nodes.node_view(_node("npu-1", {}, {"huawei.com/Ascend910": "8", "nvidia.com/gpu": "4",
+                                                "huawei.com/Ascend910-2c": "2"}), cat, NOW)  # fmt: skip
+    cards = view.registered.cards
+    assert view.registered.extended == ("huawei.com/Ascend910", "huawei.com/Ascend910-2c", "nvidia.com/gpu")
+    assert sorted({(c.resource, c.mode) for c in cards}) == [("huawei.com/Ascend910", "plugin"), ("nvidia.com/gpu", "plugin")]
+    assert [c.uuid for c in cards if c.vendor == "nvidia"] == [f"npu-1/nvidia.com/gpu/{i}" for i in range(4)]
+    assert sum(c.vendor == "huawei" for c in cards) == 8
+    assert [p.split(" served by")[0] for p in view.problems] == ["status.allocatable.huawei.com/Ascend910-2c: 2"]
     assert "(no hami.io/node-register-<CommonWord> annotation)" in view.problems[0]
-    assert "(no hami.io/node-nvidia-register annotation)" in view.problems[1]
     assert "nodeAgent.devicePlugin: tessera" in view.problems[0]
-    key = hami.ascend_register_key("Ascend910B3")  # HAMi's plugin registers: no problem
+    key = hami.ascend_register_key("Ascend910B3")  # HAMi's plugin registers: its cards only
     registered = nodes.node_view(_node("a", {key: ascend_register("a")}, ASCEND), cat, NOW)
     assert registered.problems == () and len(registered.registered.cards) == 8
+    assert not any(c.mode == "plugin" for c in registered.registered.cards)
     unserved = nodes.node_view(_node("b", {}, {"huawei.com/Ascend910": "0"}), cat, NOW)
-    assert unserved.problems == ()  # nothing served, nothing withheld
+    assert unserved.problems == () and unserved.registered.cards == ()  # nothing served, nothing withheld
 
 
 def test_cordon_not_ready_and_bad_annotations() -> None:
