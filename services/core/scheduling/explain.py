@@ -328,9 +328,31 @@ def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
                                    f"without HAMi's registration ({registration.register_annotation(d.vendor)}); "
                                    f"{registration.BOOKED_FROM}", "deviceshare",
                                    unblock=f"on {nodes}: {registration.install(d.vendor)}")  # fmt: skip
+            whole = _plugin_names(ssn, d.vendor)
+            if whole:  # the vendor's own plugin serves the family under other names: whole cards of those
+                names = sorted({n for _, ns in whole for n in ns})
+                shown = [f"{node} serves {', '.join(ns)}" for node, ns in whole[:MAX_EXAMPLES]]
+                more = f" (and {len(whole) - MAX_EXAMPLES} more nodes)" if len(whole) > MAX_EXAMPLES else ""
+                return Explanation(f"{asked}: the nodes of the vendor's own device plugin serve whole cards by "
+                                   f"another name ({'; '.join(shown)}{more}), and a pod gets a card only by a "
+                                   "name its node serves", "deviceshare",
+                                   unblock=f"ask for {' or '.join(names)} if those are the cards meant, or add a "
+                                   f"node with {d.type} cards")  # fmt: skip
             return Explanation(f"{asked} (it has {', '.join(sorted(have)) or 'no cards'})",
                                "deviceshare", unblock=f"add a node with {d.type} cards")  # fmt: skip
     return None
+
+
+def _plugin_names(ssn: Session, vendor: str) -> list[tuple[str, list[str]]]:
+    """The nodes with whole cards of `vendor` from its own device plugin (`mode: plugin`), with
+    the names they are served under."""
+    out = []
+    for node in ssn.node_list:
+        names = sorted({c.spec.resource for c in node.cards
+                        if c.spec.vendor == vendor and c.spec.mode == registration.PLUGIN})  # fmt: skip
+        if names:
+            out.append((node.name, names))
+    return out
 
 
 def _served_without_cards(ssn: Session, vendor: str, resource: str) -> list[tuple[str, list[str]]]:
