@@ -210,13 +210,18 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
     pending = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
     need: dict[str, int] = {}
     kinds: dict[str, set[str]] = {}  # a family name's (`Ascend910`) card types
+    healthy = _cluster_cards(ssn)[1]
     for t in pending:
         for d in t.spec.devices:
             if d.exclusive:
                 need[d.type] = need.get(d.type, 0) + d.count
                 kinds.setdefault(d.type, set()).update(d.allowed_types or (d.type,))
                 kinds[d.type].add(plugin_kind(d.resource))
-    healthy = _cluster_cards(ssn)[1]
+                if d.vendor == "nvidia" and not d.allowed_types:
+                    # any model: HAMi types a GPU by model (NVIDIA-A100) and its fit takes a card
+                    # whose type contains the asked one ("NVIDIA"); by name alone, none counted
+                    word = d.type.upper()
+                    kinds[d.type].update(k for k in healthy if word in k.upper() and not k.startswith(plugin_kind("")))
     for kind, n in sorted(need.items()):
         counted = [healthy.get(k, (0, 0)) for k in sorted(kinds[kind])]
         cards, free = sum(c for c, _ in counted), sum(f for _, f in counted)

@@ -25,6 +25,14 @@ def test_a_family_names_whole_cards_are_counted_over_its_models() -> None:
     assert u.why == "gang needs 2 whole Ascend910 cards, the cluster has 1", u.why
 
 
+def test_nvidia_whole_cards_are_counted_over_the_models_hami_registers() -> None:
+    """HAMi's registration types a GPU by model (`NVIDIA-A100`); a bare `nvidia.com/gpu` asks
+    any ("NVIDIA", matched by containment as HAMi's fit does): counted by name, a gang of two
+    was told the cluster has 0 cards."""
+    u = unschedulable(ROWS["nvidia-gang-larger-than-the-cluster"], "default/pair")
+    assert u.why == "gang needs 2 whole NVIDIA cards, the cluster has 1", u.why
+
+
 def test_a_node_of_the_vendors_own_plugin_is_named_with_the_missing_registration() -> None:
     """The node advertises 8 Ascend910: "no node has a card, add a node with Ascend910 cards" sent
     the operator to buy hardware they have; the fix is the plugin that registers the cards."""
