@@ -157,8 +157,12 @@ class Cluster:
         return created
 
     async def pod(self, ns: str, name: str) -> dict[str, Any] | None:
+        return await self.present(pods_path(ns, name))
+
+    async def present(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`, or None where the server answers 404."""
         try:
-            return await self.kube.get(pods_path(ns, name))
+            return await self.kube.get(path)
         except KubeError as exc:
             if exc.status == 404:
                 return None

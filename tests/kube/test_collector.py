@@ -19,7 +19,7 @@ from services.kube import volcano
 from tests.kube.cluster import Cluster, GarbageCollector, Kubelet
 from tests.kube.test_disruption_budgets import logged
 from tests.kube.test_job_ttl import one_pod_job
-from tests.kube.test_volcano import QUEUE_AGENT, _get
+from tests.kube.test_volcano import QUEUE_AGENT
 from tests.processes import wait_until
 
 
@@ -43,7 +43,7 @@ async def test_a_deleted_jobs_pods_and_podgroup_go_by_the_collector_or_by_tesser
             await kubelet.finish("default", "done-w-0", 0)
 
             async def completed() -> bool:
-                job = await _get(cluster, volcano.jobs_path("default", "done")) or {}
+                job = await cluster.present(volcano.jobs_path("default", "done")) or {}
                 return ((job.get("status") or {}).get("state") or {}).get("phase") == "Completed"
 
             await wait_until(completed, 60, "the Job Completed")
@@ -54,7 +54,7 @@ async def test_a_deleted_jobs_pods_and_podgroup_go_by_the_collector_or_by_tesser
 
             async def all_gone() -> bool:
                 return await cluster.pod("default", "done-w-0") is None and \
-                    await _get(cluster, volcano.podgroups_path("default", group)) is None  # fmt: skip
+                    await cluster.present(volcano.podgroups_path("default", group)) is None  # fmt: skip
 
             await wait_until(all_gone, 60, "the Succeeded pod and the PodGroup gone with the Job")
             if cluster.kind == "kmock":
@@ -104,12 +104,12 @@ async def test_a_job_deleted_in_the_foreground_ends_and_nothing_is_made_for_it_a
                 return ("default", "fg-w-0") in kubelet.terminating and not groups
 
             await wait_until(pod_held_podgroup_gone, 60, "the pod terminating, the PodGroup deleted")
-            assert await _get(cluster, volcano.jobs_path("default", "fg")) is not None, "gone before its pod"
+            assert await cluster.present(volcano.jobs_path("default", "fg")) is not None, "gone before its pod"
             await kubelet.confirm("default", "fg-w-0")
 
             async def all_gone() -> bool:
                 groups = (await cluster.kube.get(volcano.podgroups_path("default"))).get("items") or []
-                return await _get(cluster, volcano.jobs_path("default", "fg")) is None and not groups \
+                return await cluster.present(volcano.jobs_path("default", "fg")) is None and not groups \
                     and await cluster.pod("default", "fg-w-0") is None  # fmt: skip
 
             await wait_until(all_gone, 60, "the Job gone after its pod, and nothing of it left")

@@ -18,7 +18,6 @@ from services.core.workload.jobplugins import check_plugins, parse_flags
 from services.kube import jobplugins, volcano
 from services.kube.client import configmaps_path, networkpolicies_path, services_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
 SUBDOMAIN_RULE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
@@ -51,7 +50,7 @@ async def all_running(cluster: Cluster, names: tuple[str, ...] | list[str]) -> b
 
 
 async def all_gone(cluster: Cluster, *paths: str) -> bool:
-    return all([await _get(cluster, p) is None for p in paths])
+    return all([await cluster.present(p) is None for p in paths])
 
 
 def made_pod(job: dict[str, Any], task: str, index: int) -> dict[str, Any]:
@@ -282,10 +281,10 @@ async def test_a_pytorch_job_runs_with_its_rendezvous_and_its_service_goes_with_
             paths = (configmaps_path("default", "ddp-svc"), services_path("default", "ddp"),
                      networkpolicies_path("default", "ddp"))  # fmt: skip
             for path in paths:
-                obj = await _get(cluster, path)
+                obj = await cluster.present(path)
                 assert obj is not None, path
                 assert volcano.owner_job(obj) == ("ddp", created["metadata"]["uid"]), path
-            cm = await _get(cluster, paths[0]) or {}
+            cm = await cluster.present(paths[0]) or {}
             assert cm["data"]["VC_WORKER_HOSTS"] == "ddp-worker-0.ddp,ddp-worker-1.ddp"
 
             await cluster.kube.delete(volcano.jobs_path("default", "ddp"))
@@ -318,10 +317,10 @@ async def test_a_jobs_volume_claim_is_made_owned_by_the_job_and_its_pods_run_on_
             path = claims_path("default", name)
 
             async def made() -> bool:
-                return await _get(cluster, path) is not None
+                return await cluster.present(path) is not None
 
             await wait_until(made, 60, f"the claim {name} made")
-            claim = await _get(cluster, path) or {}
+            claim = await cluster.present(path) or {}
             assert volcano.owner_job(claim) == ("ddp", created["metadata"]["uid"])
             assert claim["spec"]["accessModes"] == wanted["accessModes"]
             assert claim["spec"]["resources"] == wanted["resources"]
@@ -388,7 +387,7 @@ async def test_an_mpi_job_runs_with_one_key_pair_kept_over_a_restart_and_gone_wi
             created = await cluster.kube.create(volcano.jobs_path("default"), mpi_example())
 
             await wait_until(lambda: all_running(cluster, pods), 60, "the MPI job's three pods Running")
-            secret = await _get(cluster, path)
+            secret = await cluster.present(path)
             assert secret is not None and volcano.owner_job(secret) == ("lm-mpi-job", created["metadata"]["uid"])
             data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
             assert sorted(data) == ["authorized_keys", "config", "id_rsa", "id_rsa.pub"]
@@ -401,7 +400,7 @@ async def test_an_mpi_job_runs_with_one_key_pair_kept_over_a_restart_and_gone_wi
                 "lm-mpi-job-mpiworker-0.lm-mpi-job,lm-mpi-job-mpiworker-1.lm-mpi-job"  # fmt: skip
             assert {"name": "lm-mpi-job-ssh", "mountPath": "/root/.ssh", "subPath": ".ssh"} in \
                 launcher["spec"]["containers"][0]["volumeMounts"]  # fmt: skip
-            assert await _get(cluster, services_path("default", "lm-mpi-job")) is not None  # svc, implied
+            assert await cluster.present(services_path("default", "lm-mpi-job")) is not None  # svc, implied
 
             cp.kill("queue")  # the job controller's process
             await asyncio.to_thread(cp.restart, "queue")
@@ -412,11 +411,11 @@ async def test_an_mpi_job_runs_with_one_key_pair_kept_over_a_restart_and_gone_wi
                                                          {**created["spec"]["tasks"][1], "replicas": 3}]}})  # fmt: skip
 
             async def config_follows() -> bool:
-                now = await _get(cluster, path) or {}
+                now = await cluster.present(path) or {}
                 return "lm-mpi-job-mpiworker-2" in base64.b64decode((now.get("data") or {}).get("config", "")).decode()
 
             await wait_until(config_follows, 60, "the Secret's config listing the third worker")
-            after = await _get(cluster, path) or {}
+            after = await cluster.present(path) or {}
             assert after["metadata"]["uid"] == secret["metadata"]["uid"]
             assert {k: v for k, v in after["data"].items() if k != "config"} == \
                 {k: v for k, v in secret["data"].items() if k != "config"}  # fmt: skip
@@ -446,7 +445,7 @@ async def test_the_rings_configmap_is_made_once_and_what_mindcluster_writes_stay
             created = await cluster.kube.create(volcano.jobs_path("default"), job)
             await wait_until(lambda: all_running(cluster, ("ddp-master-0", "ddp-worker-0", "ddp-worker-1")), 60,
                              "the job's pods Running")  # fmt: skip
-            cm = await _get(cluster, path)
+            cm = await cluster.present(path)
             assert cm is not None and volcano.owner_job(cm) == ("ddp", created["metadata"]["uid"])
             assert cm["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
             pod = await cluster.pod("default", "ddp-worker-1") or {}
@@ -459,7 +458,7 @@ async def test_the_rings_configmap_is_made_once_and_what_mindcluster_writes_stay
             await cluster.kube.patch(volcano.jobs_path("default", "ddp"),
                                      {"spec": {"minAvailable": 4, "tasks": [tasks[0], {**tasks[1], "replicas": 3}]}})  # fmt: skip
             await wait_until(lambda: all_running(cluster, ("ddp-worker-2",)), 60, "the third worker Running")
-            after = await _get(cluster, path) or {}
+            after = await cluster.present(path) or {}
             assert after["data"] == {"hccl.json": ranks}
 
             await cluster.kube.delete(volcano.jobs_path("default", "ddp"))

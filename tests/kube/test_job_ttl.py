@@ -11,7 +11,6 @@ from typing import Any
 from services.cli.up import ControlPlane
 from services.kube import volcano
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
 
@@ -51,7 +50,7 @@ async def test_a_finished_job_with_a_ttl_is_deleted_and_one_without_is_kept(clus
             async def phases() -> dict[str, str]:
                 out = {}
                 for name in ("short", "kept"):
-                    job = await _get(cluster, volcano.jobs_path("default", name))
+                    job = await cluster.present(volcano.jobs_path("default", name))
                     out[name] = "gone" if job is None else str(((job.get("status") or {}).get("state") or {}).get("phase"))
                 return out
 
@@ -69,6 +68,6 @@ async def test_a_finished_job_with_a_ttl_is_deleted_and_one_without_is_kept(clus
                 # and its ttl deletion asked once, though the job was reconciled again before
                 # its watch said the Job went
                 assert cluster.requests[("tessera-queue", "delete", "batch.volcano.sh/jobs")] == 1, cluster.requests
-            assert await _get(cluster, volcano.jobs_path("default", "theirs")) is not None  # not Tessera's
+            assert await cluster.present(volcano.jobs_path("default", "theirs")) is not None  # not Tessera's
         finally:
             await asyncio.to_thread(cp.stop)

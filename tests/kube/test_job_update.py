@@ -16,7 +16,7 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import pods_path as kpods_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get, _job, _start, create_article_job, volcano_served
+from tests.kube.test_volcano import _job, _start, create_article_job, volcano_served
 from tests.kube.workload import hami_nodes
 from tests.processes import wait_until
 
@@ -56,7 +56,7 @@ async def test_scaling_a_running_job_creates_and_deletes_its_pods(cluster: Clust
             await wait_until(lambda: runs(3), 60, "a third pod created, bound and Running; the Job counts 3")
             third = next(p for p in await cluster.pods() if p["metadata"]["name"] == f"{JOB}-worker-2")
             assert third["spec"].get("nodeName") and third["metadata"]["annotations"][volcano.TASK_INDEX] == "2"
-            pg = await _get(cluster, pg_path)
+            pg = await cluster.present(pg_path)
             assert pg is not None and pg["spec"]["minTaskMember"] == {"worker": 3}
 
             await _scale(cluster, 2)
@@ -66,7 +66,7 @@ async def test_scaling_a_running_job_creates_and_deletes_its_pods(cluster: Clust
                 return f"{JOB}-worker-2" not in names and await runs(2)
 
             await wait_until(third_gone, 60, "the third pod deleted, the Job counts 2 again")
-            pg = await _get(cluster, pg_path)
+            pg = await cluster.present(pg_path)
             assert pg is not None and pg["spec"]["minTaskMember"] == {"worker": 2}
 
             await cluster.kube.patch(volcano.jobs_path("default", JOB), {"spec": {"maxRetry": 9}})
@@ -102,7 +102,7 @@ async def test_a_pod_named_into_a_running_podgroup_joins_it(cluster: Cluster, tm
                     "limits": {"huawei.com/Ascend910B3": "1"}}}]}}  # fmt: skip
 
     async def group_runs(n: int) -> bool:
-        st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+        st = ((await cluster.present(volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
         return await _running(cluster, "pair-") == {f"pair-{i}" for i in range(n)} \
             and st.get("phase") == "Running" and st.get("running") == n  # fmt: skip
 

@@ -19,7 +19,6 @@ from services.kube.jobflows import JobFlowController
 from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
 from services.runtime.tasks import cancel_all
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
 
@@ -128,26 +127,26 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
             made = await cluster.kube.create(jobflows_path("default"), body)
 
             async def phase_of(name: str) -> str:
-                obj = await _get(cluster, jobs_path("default", name)) or {}
+                obj = await cluster.present(jobs_path("default", name)) or {}
                 return str(((obj.get("status") or {}).get("state") or {}).get("phase") or "")
 
             async def running(name: str) -> bool:
                 return await phase_of(name) == "Running"
 
             await wait_until(lambda: running("pipe-prep"), 60, "the first step's job Running")
-            prep = await _get(cluster, jobs_path("default", "pipe-prep")) or {}
+            prep = await cluster.present(jobs_path("default", "pipe-prep")) or {}
             assert prep["metadata"]["labels"] == {jf.CREATED_BY: "default.prep"}
             assert [(r["kind"], r["uid"]) for r in prep["metadata"]["ownerReferences"]] == [("JobFlow", made["metadata"]["uid"])]
-            assert await _get(cluster, jobs_path("default", "pipe-train")) is None  # waits for prep
+            assert await cluster.present(jobs_path("default", "pipe-train")) is None  # waits for prep
 
             async def listed_in_template() -> bool:
-                got = await _get(cluster, jobtemplates_path("default", "prep")) or {}
+                got = await cluster.present(jobtemplates_path("default", "prep")) or {}
                 return (got.get("status") or {}).get("jobDependsOnList") == ["pipe-prep"]
 
             await wait_until(listed_in_template, 60, "the JobTemplate listing the job made from it")
 
             async def flow_status() -> dict[str, Any]:
-                return (await _get(cluster, jobflows_path("default", "pipe")) or {}).get("status") or {}
+                return (await cluster.present(jobflows_path("default", "pipe")) or {}).get("status") or {}
 
             async def flow_running() -> bool:
                 st = await flow_status()
@@ -166,7 +165,7 @@ async def test_a_flow_runs_its_steps_in_order_and_deletes_its_jobs_once_it_succe
 
             async def all_gone() -> bool:
                 st = await flow_status()
-                gone = [await _get(cluster, jobs_path("default", n)) is None for n in ("pipe-prep", "pipe-train")]
+                gone = [await cluster.present(jobs_path("default", n)) is None for n in ("pipe-prep", "pipe-train")]
                 return st.get("state") == {"phase": "Succeed"} and all(gone)
 
             await wait_until(all_gone, 60, "the flow Succeed and its jobs deleted (jobRetainPolicy: delete)")
@@ -196,14 +195,14 @@ async def test_a_step_whose_job_its_ttl_deleted_is_not_run_again(cluster: Cluste
             seen: set[str] = set()  # uids of every pipe-prep Job there was
 
             async def succeeded() -> bool:
-                got = await _get(cluster, jobs_path("default", "pipe-prep"))
+                got = await cluster.present(jobs_path("default", "pipe-prep"))
                 if got is not None:
                     seen.add(got["metadata"]["uid"])
-                flow_obj = await _get(cluster, jobflows_path("default", "pipe")) or {}
+                flow_obj = await cluster.present(jobflows_path("default", "pipe")) or {}
                 return ((flow_obj.get("status") or {}).get("state") or {}).get("phase") == "Succeed"
 
             await wait_until(succeeded, 60, "the flow Succeed with its first job gone by its ttl")
-            assert await _get(cluster, jobs_path("default", "pipe-prep")) is None  # gone, and not made again
+            assert await cluster.present(jobs_path("default", "pipe-prep")) is None  # gone, and not made again
             assert len(seen) <= 1
             events = await cluster.kube.get("/api/v1/namespaces/default/events")
             created = [e["message"] for e in events.get("items") or []
@@ -251,12 +250,12 @@ async def test_a_job_ended_and_gone_while_the_controller_was_busy_is_not_made_ag
 
         async def settled() -> bool:
             if end == "Completed":
-                return await _get(cluster, jobs_path("default", "pipe-train")) is not None
-            flow_obj = await _get(cluster, jobflows_path("default", "pipe")) or {}
+                return await cluster.present(jobs_path("default", "pipe-train")) is not None
+            flow_obj = await cluster.present(jobflows_path("default", "pipe")) or {}
             return ((flow_obj.get("status") or {}).get("state") or {}).get("phase") == "Failed"
 
         await wait_until(settled, 30, "the second step's job made" if end == "Completed" else "the flow Failed")
-        assert await _get(cluster, jobs_path("default", "pipe-prep")) is None  # not made again
+        assert await cluster.present(jobs_path("default", "pipe-prep")) is None  # not made again
         assert cluster.requests[(agent, "create", "batch.volcano.sh/jobs")] == (2 if end == "Completed" else 1)
     finally:
         held.set()

@@ -16,7 +16,6 @@ from services.kube import volcano
 from services.kube.client import pods_path
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_disruption_budgets import logged
-from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
 
@@ -63,7 +62,7 @@ async def test_deleting_a_finished_pod_leaves_the_volcano_job_of_its_name_runnin
             await wait_until(bound, 60, "a later pod admitted and bound")
             running = await cluster.pod("default", "train-main-0") or {}
             assert kpods.phase(running) == "Running" and not kpods.terminating(running)
-            state = ((await _get(cluster, volcano.jobs_path("default", "train")) or {}).get("status") or {}).get("state")
+            state = ((await cluster.present(volcano.jobs_path("default", "train")) or {}).get("status") or {}).get("state")
             assert (state or {}).get("phase") == "Running", state
         finally:
             await asyncio.to_thread(cp.stop)

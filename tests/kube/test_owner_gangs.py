@@ -15,7 +15,6 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import pods_path, replicasets_path, statefulsets_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get
 from tests.processes import wait_until
 
 LABELS = {"app": "infer"}
@@ -65,12 +64,12 @@ async def test_a_statefulsets_pods_are_one_gang_and_a_plain_replicasets_are_not(
                 await cluster.create_pod(pod_of(sts, name))
 
             async def held_as_a_gang() -> bool:
-                pg = await _get(cluster, volcano.podgroups_path("default", group)) or {}
+                pg = await cluster.present(volcano.podgroups_path("default", group)) or {}
                 conditions = [c.get("type") for c in (pg.get("status") or {}).get("conditions") or []]
                 return "Unschedulable" in conditions
 
             await wait_until(held_as_a_gang, 60, f"{group} made and found unschedulable as one gang")
-            pg = await _get(cluster, volcano.podgroups_path("default", group)) or {}
+            pg = await cluster.present(volcano.podgroups_path("default", group)) or {}
             assert pg["spec"]["minMember"] == 3
             assert [(r["kind"], r["uid"]) for r in pg["metadata"]["ownerReferences"]] == [("StatefulSet", sts["metadata"]["uid"])]
             for name in names:

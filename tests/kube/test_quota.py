@@ -14,7 +14,7 @@ from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import quotas_path
 from tests.kube.cluster import Cluster, Kubelet
-from tests.kube.test_volcano import _get, huge_job, volcano_served
+from tests.kube.test_volcano import huge_job, volcano_served
 from tests.kube.workload import hami_nodes
 from tests.processes import wait_until
 
@@ -51,14 +51,14 @@ async def test_a_job_over_its_namespace_quota_waits_until_the_quota_is_raised(
         await asyncio.to_thread(cp.start, lambda _line: None)
         try:
             await cluster.kube.create(volcano.jobs_path("default"), pair_job())
-            uid = ((await _get(cluster, volcano.jobs_path("default", "pair"))) or {})["metadata"][
+            uid = ((await cluster.present(volcano.jobs_path("default", "pair"))) or {})["metadata"][
                 "uid"
             ]
             pg_path = volcano.podgroups_path("default", f"pair-{uid}")
             seen: dict[str, Any] = {}
 
             async def held() -> bool:
-                st = seen["status"] = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                st = seen["status"] = ((await cluster.present(pg_path)) or {}).get("status") or {}
                 return st.get("phase") == "Pending" and any(
                     c["type"] == "Unschedulable" and c["status"] == "True" and HELD in c["message"]
                     for c in st.get("conditions") or [])  # fmt: skip

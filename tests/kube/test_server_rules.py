@@ -54,15 +54,6 @@ async def test_a_bound_pod_is_deleted_gracefully_and_gone_once_the_kubelet_confi
     assert await cluster.pod("default", "unbound") is None, "an unscheduled pod is deleted at once"
 
 
-async def _present(cluster: Cluster, path: str) -> dict[str, Any] | None:
-    try:
-        return await cluster.kube.get(path)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 async def test_a_foreground_deletion_keeps_the_owner_until_its_blocking_dependents_are_gone(cluster: Cluster) -> None:
     """`propagationPolicy: Foreground` (kubectl delete --cascade=foreground, Argo CD's prune):
     the owner stays, with a deletionTimestamp and the `foregroundDeletion` finalizer — for good
@@ -85,18 +76,18 @@ async def test_a_foreground_deletion_keeps_the_owner_until_its_blocking_dependen
         "metadata": {"name": "owner-pg", "ownerReferences": [ref]}, "spec": {"minMember": 1}})  # fmt: skip
     await cluster.kube.delete(volcano.jobs_path(ns, "owner"), {
         "apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"})  # fmt: skip
-    held = await _present(cluster, volcano.jobs_path(ns, "owner"))
+    held = await cluster.present(volcano.jobs_path(ns, "owner"))
     assert held is not None, "deleted at once: a foreground deletion waits for the dependents"
     assert held["metadata"].get("deletionTimestamp") and FOREGROUND in held["metadata"].get("finalizers", []), held
 
     async with GarbageCollector(str(cluster.kubeconfig)):
         async def dependents_deleted() -> bool:
             worker = await cluster.pod(ns, "owner-w-0")
-            return await _present(cluster, group) is None and worker is not None \
+            return await cluster.present(group) is None and worker is not None \
                 and bool(worker["metadata"].get("deletionTimestamp"))  # fmt: skip
 
         await wait_until(dependents_deleted, 30, "the PodGroup deleted, the bound pod terminating")
-        assert await _present(cluster, volcano.jobs_path(ns, "owner")) is not None, "gone before its pod"
+        assert await cluster.present(volcano.jobs_path(ns, "owner")) is not None, "gone before its pod"
         worker = await cluster.pod(ns, "owner-w-0")
         assert worker is not None
         await cluster.kube.delete(pods_path(ns, "owner-w-0"), {  # its kubelet's confirmation
@@ -104,7 +95,7 @@ async def test_a_foreground_deletion_keeps_the_owner_until_its_blocking_dependen
             "preconditions": {"uid": worker["metadata"]["uid"]}})  # fmt: skip
 
         async def owner_gone() -> bool:
-            return await _present(cluster, volcano.jobs_path(ns, "owner")) is None
+            return await cluster.present(volcano.jobs_path(ns, "owner")) is None
 
         await wait_until(owner_gone, 30, "the Job gone once its last blocking dependent went")
     assert await cluster.pod(ns, "bystander") is not None, "a pod the Job does not own was deleted"

@@ -21,7 +21,6 @@ from services.kube.client import pods_path
 from services.kube.status import scheduled_condition
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import (
-    _get,
     article,
     article_gang_runs,
     create_article_job,
@@ -77,7 +76,7 @@ async def test_another_schedulers_volcano_job_its_podgroup_and_pod_are_left_alon
     await volcano_served(cluster)
     await hami_nodes(cluster)
     paths = await make_foreign(cluster)
-    before = {k: await _get(cluster, p) for k, p in paths.items()}
+    before = {k: await cluster.present(p) for k, p in paths.items()}
     cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
     async with Kubelet(cluster):
         await asyncio.to_thread(cp.start, lambda _line: None)
@@ -86,7 +85,7 @@ async def test_another_schedulers_volcano_job_its_podgroup_and_pod_are_left_alon
             await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
             # its own job's pods made, bound and Running, its PodGroup written: every reconcile
             # of the controller has run at least once over their objects too
-            after = {k: await _get(cluster, p) for k, p in paths.items()}
+            after = {k: await cluster.present(p) for k, p in paths.items()}
         finally:
             await asyncio.to_thread(cp.stop)
     for kind in paths:
@@ -399,7 +398,7 @@ async def test_a_queue_drained_to_empty_shows_nothing_allocated(cluster: Cluster
             await wait_until(lambda: article_gang_runs(cluster, 0), 90, "the article's job Running")
 
             async def allocated() -> dict[str, Any]:
-                q = await _get(cluster, volcano.queues_path("train-queue"))
+                q = await cluster.present(volcano.queues_path("train-queue"))
                 return dict(((q or {}).get("status") or {}).get("allocated") or {})
 
             async def holds_cards() -> bool:  # the article asks `huawei.com/Ascend910` (a family)

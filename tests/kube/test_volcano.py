@@ -67,17 +67,8 @@ class Incarnations:
         await cancel_all([self._task])
 
 
-async def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
-    try:
-        return await cluster.kube.get(path)
-    except KubeError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 async def _job(cluster: Cluster) -> dict[str, Any]:
-    job = await _get(cluster, volcano.jobs_path("default", JOB))
+    job = await cluster.present(volcano.jobs_path("default", JOB))
     assert job is not None
     return job
 
@@ -140,14 +131,14 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
                 return article_gang_runs(cluster, retry)
 
             await wait_until(lambda: gang_runs(0), 90, "the job's two pods Running, the Job Running")
-            pg = await _get(cluster, pg_path)
+            pg = await cluster.present(pg_path)
             assert pg is not None
             assert pg["spec"]["minMember"] == 2 and pg["spec"]["queue"] == "train-queue"
             assert pg["spec"]["minTaskMember"] == {"worker": 2}
             assert pg["metadata"]["ownerReferences"][0]["uid"] == uid
 
             async def pg_running() -> bool:
-                st = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                st = ((await cluster.present(pg_path)) or {}).get("status") or {}
                 return st.get("phase") == "Running" and st.get("running") == 2 and \
                     [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
 
@@ -177,16 +168,16 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
                 assert sorted(seen.uids[name].values()) == ["0", "1"], seen.uids[name]
 
             async def queue_state(state: str) -> bool:
-                q = await _get(cluster, volcano.queues_path("train-queue"))
+                q = await cluster.present(volcano.queues_path("train-queue"))
                 return ((q or {}).get("status") or {}).get("state") == state
 
             async def queue_shows_the_job() -> bool:  # written as it converges, at most once a second
-                q = await _get(cluster, volcano.queues_path("train-queue"))
+                q = await cluster.present(volcano.queues_path("train-queue"))
                 st = (q or {}).get("status") or {}
                 return st.get("state") == "Open" and st.get("running") == 1
 
             await wait_until(queue_shows_the_job, 30, "the Queue's status written: Open, one PodGroup Running")
-            q = await _get(cluster, volcano.queues_path("train-queue"))
+            q = await cluster.present(volcano.queues_path("train-queue"))
             assert q is not None
             command = {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
                        "metadata": {"name": "close-train", "namespace": "default"}, "action": "CloseQueue",
@@ -196,13 +187,13 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
             await wait_until(lambda: queue_state("Closing"), 30, "the queue Closing (a PodGroup left)")
 
             async def consumed() -> bool:
-                return await _get(cluster, volcano.commands_path("default", "close-train")) is None
+                return await cluster.present(volcano.commands_path("default", "close-train")) is None
 
             await wait_until(consumed, 30, "the Command consumed and deleted")
             await cluster.kube.delete(volcano.jobs_path("default", JOB))
 
             async def children_gone() -> bool:
-                return not await _workers(cluster) and await _get(cluster, pg_path) is None
+                return not await _workers(cluster) and await cluster.present(pg_path) is None
 
             await wait_until(children_gone, 60, "the Job's pods and PodGroup deleted with it")
             await wait_until(lambda: queue_state("Closed"), 30, "the queue Closed once empty")
@@ -244,7 +235,7 @@ async def test_a_completed_job_the_log_has_forgotten_is_not_run_again(cluster: C
 
 
 async def _phase_is(cluster: Cluster, name: str, phase: str) -> bool:
-    job = await _get(cluster, volcano.jobs_path("default", name))
+    job = await cluster.present(volcano.jobs_path("default", name))
     return ((job or {}).get("status") or {}).get("state", {}).get("phase") == phase
 
 
@@ -262,7 +253,7 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
         await _start(cp)
         try:
             await cluster.kube.create(volcano.jobs_path("default"), job)
-            uid = (await _get(cluster, volcano.jobs_path("default", "huge")) or {})["metadata"]["uid"]
+            uid = (await cluster.present(volcano.jobs_path("default", "huge")) or {})["metadata"]["uid"]
             pg_path = volcano.podgroups_path("default", f"huge-{uid}")
 
             # every node named: a session before all four nodes (and their cards) registered
@@ -272,7 +263,7 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             seen: dict[str, Any] = {}
 
             async def unschedulable() -> bool:
-                st = seen["status"] = ((await _get(cluster, pg_path)) or {}).get("status") or {}
+                st = seen["status"] = ((await cluster.present(pg_path)) or {}).get("status") or {}
                 return st.get("phase") == "Pending" and any(
                     c["type"] == "Unschedulable" and c["status"] == "True" and c["reason"] == "NotEnoughResources"
                     and c["message"] == want for c in st.get("conditions") or [])
@@ -282,7 +273,7 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             except TimeoutError as exc:
                 raise AssertionError(f"PodGroup status {seen.get('status')!r}, wanted the message {want!r}") from exc
             assert not [p for p in await cluster.pods() if p["metadata"]["name"].startswith("huge-")]
-            job_status = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("status") or {}
+            job_status = ((await cluster.present(volcano.jobs_path("default", "huge"))) or {}).get("status") or {}
             assert job_status.get("state", {}).get("phase") == "Pending"
         finally:
             await asyncio.to_thread(cp.stop)
@@ -414,11 +405,11 @@ async def test_rejected_job_gets_a_warning_and_a_failed_state(cluster: Cluster, 
         await cluster.kube.create(volcano.jobs_path("default"), job)
 
         async def refused() -> bool:
-            st = ((await _get(cluster, volcano.jobs_path("default", "lost"))) or {}).get("status") or {}
+            st = ((await cluster.present(volcano.jobs_path("default", "lost"))) or {}).get("status") or {}
             return (st.get("state") or {}).get("reason") == "Rejected"
 
         await wait_until(refused, 60, "the Job refused on the API")
-        cond = (await _get(cluster, volcano.jobs_path("default", "lost")) or {})["status"]["state"]
+        cond = (await cluster.present(volcano.jobs_path("default", "lost")) or {})["status"]["state"]
         assert cond["phase"] == "Failed"
         assert "spec.queue" in cond["message"] and "no-such-queue" in cond["message"]
         warnings = [e for e in await cluster.events() if e["involvedObject"].get("name") == "lost"]
@@ -465,7 +456,7 @@ async def test_pods_made_by_kubectl_join_their_podgroup(cluster: Cluster, tmp_pa
 
             async def gang_runs() -> bool:
                 ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
-                st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+                st = ((await cluster.present(volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
                 return all(kpods.phase(ps.get(f"pair-{i}", {})) == "Running" for i in range(2)) \
                     and st.get("phase") == "Running" and st.get("running") == 2 \
                     and [c["type"] for c in st.get("conditions") or []] == ["Scheduled"]  # fmt: skip
@@ -537,7 +528,7 @@ async def test_a_podgroup_edited_while_its_pods_pull_their_images_keeps_them(clu
 
             async def gang_runs() -> bool:
                 ps = {p["metadata"]["name"]: p for p in await cluster.pods()}
-                st = ((await _get(cluster, volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
+                st = ((await cluster.present(volcano.podgroups_path("default", "pair"))) or {}).get("status") or {}
                 return all(kpods.phase(ps.get(f"pair-{i}", {})) == "Running" for i in range(2)) \
                     and st.get("running") == 2  # fmt: skip
 

@@ -22,7 +22,6 @@ from tests.kube.test_volcano import (
     JOB,
     WORKERS,
     Incarnations,
-    _get,
     _job,
     _phase,
     _start,
@@ -50,7 +49,7 @@ async def warnings_about(cluster: Cluster, name: str) -> list[dict[str, Any]]:
 
 
 async def consumed(cluster: Cluster, name: str) -> bool:
-    return await _get(cluster, volcano.commands_path("default", name)) is None
+    return await cluster.present(volcano.commands_path("default", name)) is None
 
 
 async def log_queues(cp: ControlPlane) -> list[str]:
@@ -121,13 +120,13 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
     await _start(cp)
     try:
         async def shown(name: str, state: str = "Open") -> bool:
-            q = await _get(cluster, volcano.queues_path(name))
+            q = await cluster.present(volcano.queues_path(name))
             return ((q or {}).get("status") or {}).get("state") == state
 
         for name in ("root", "default"):
             await wait_until(lambda n=name: shown(n), 60, f"queue {name} on the API server with its status")
-        root = await _get(cluster, volcano.queues_path("root"))
-        default = await _get(cluster, volcano.queues_path("default"))
+        root = await cluster.present(volcano.queues_path("root"))
+        default = await cluster.present(volcano.queues_path("default"))
         assert root is not None and root["spec"]["reclaimable"] is False and root["spec"]["weight"] == 1
         assert default is not None and default["spec"]["reclaimable"] is True and default["spec"]["weight"] == 1
         assert default["spec"]["parent"] == "root"
@@ -145,8 +144,8 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
         await cluster.kube.create(volcano.jobs_path("default"), huge_job("busy"))  # stays Pending in busy
 
         async def has_podgroup() -> bool:
-            uid = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
-            return bool(uid) and await _get(cluster, volcano.podgroups_path("default", f"huge-{uid}")) is not None
+            uid = ((await cluster.present(volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
+            return bool(uid) and await cluster.present(volcano.podgroups_path("default", f"huge-{uid}")) is not None
 
         await wait_until(has_podgroup, 60, "the job in queue busy (its PodGroup made)")
 
@@ -156,14 +155,14 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
             return "scratch" not in await log_queues(cp)
 
         await wait_until(scratch_gone, 60, "the empty queue deleted in the log")
-        assert await _get(cluster, volcano.queues_path("scratch")) is None
+        assert await cluster.present(volcano.queues_path("scratch")) is None
 
         for name in ("default", "busy"):
-            old_uid = (await _get(cluster, volcano.queues_path(name)) or {})["metadata"]["uid"]
+            old_uid = (await cluster.present(volcano.queues_path(name)) or {})["metadata"]["uid"]
             await cluster.kube.delete(volcano.queues_path(name))
 
             async def back(n: str = name, uid: str = old_uid) -> bool:
-                q = await _get(cluster, volcano.queues_path(n))
+                q = await cluster.present(volcano.queues_path(n))
                 return q is not None and q["metadata"].get("uid") != uid and bool(await warnings_about(cluster, n))
 
             await wait_until(back, 60, f"queue {name} created again with a Warning")
@@ -177,7 +176,7 @@ async def test_queue_objects_default_root_and_deletions(cluster: Cluster, tmp_pa
         assert len(whys) == 1, [f"{w['reason']}: {w['message']} ({w['involvedObject']})" for w in whys]
         why = whys[0]
         assert "queue `default` can not be deleted" in why["message"]
-        again = await _get(cluster, volcano.queues_path("busy"))
+        again = await cluster.present(volcano.queues_path("busy"))
         assert again is not None and again["spec"]["weight"] == 1
         await wait_until(lambda: shown("busy"), 30, "the recreated queue's status written")
         assert not [e for e in await cluster.events() if e["involvedObject"].get("kind") == "Queue"
@@ -264,8 +263,8 @@ async def test_a_job_whose_queues_watch_event_lags_waits_for_it_instead_of_being
         held.set()
 
         async def has_podgroup() -> bool:
-            uid = ((await _get(cluster, volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
-            return bool(uid) and await _get(cluster, volcano.podgroups_path("default", f"huge-{uid}")) is not None
+            uid = ((await cluster.present(volcano.jobs_path("default", "huge"))) or {}).get("metadata", {}).get("uid")
+            return bool(uid) and await cluster.present(volcano.podgroups_path("default", f"huge-{uid}")) is not None
 
         await wait_until(has_podgroup, 60, "the job admitted into its queue (its PodGroup made)")
         assert not await warnings_about(cluster, "huge")
