@@ -14,6 +14,10 @@ half-open connection cannot freeze it (issue 28).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
+import ipaddress
+import logging
 import os
 import ssl
 import time
@@ -157,39 +161,88 @@ class ExecToken:
 
     async def __call__(self, cfg: Configuration) -> None:
         """Configuration's refresh hook, asked before every request: the plugin runs only when
-        the token said when it expires and that time is near (kubernetes-asyncio's rule)."""
-        if hasattr(self.loader, "exec_plugin_expiry"):
-            await self._run(force=False)
+        the token it gave said when it expires and that time is near. A plugin that fails here
+        (an STS blip, an SSO session over) leaves the request to go with the token it has:
+        raised, its ConfigException was no KubeError, and ended the watches that asked; the
+        server's 401 brings the plugin back (`refused`)."""
+        if _stale(getattr(self.loader, "exec_plugin_expiry", None)):
+            try:
+                await self._run(None)
+            except Exception as exc:
+                logging.getLogger(__name__).warning("the kubeconfig's exec plugin failed (%s): "
+                                                    "the request goes with the token it has", exc)  # fmt: skip
 
     async def refused(self, token: str) -> bool:
         """After a 401 to a request sent with `token`: a new token, unless another request's
         refusal got one meanwhile. False when the plugin gives the same token again."""
-        if self.cfg.api_key.get("BearerToken") != token:
-            return True  # (renewed already: just ask again)
-        await self._run(force=True)
+        await self._run(token)
         return self.cfg.api_key.get("BearerToken") != token
 
-    async def _run(self, force: bool) -> None:
+    async def _run(self, refused: str | None) -> None:
+        """The plugin again, once for all the requests that found the token stale or refused
+        (checked again under the lock: a burst of 401s ran it once per request, one after
+        another, while every request waited). The expiry it said goes first: kubernetes-asyncio
+        keeps a past one when the next token says none, and the plugin ran before every request."""
         self._running = self._running or asyncio.Lock()
-        async with self._running:  # one plugin run for all the requests that found it stale
-            if force and hasattr(self.loader, "exec_plugin_expiry"):
+        async with self._running:
+            if refused is not None and self.cfg.api_key.get("BearerToken") != refused:
+                return  # renewed by another request's refusal meanwhile
+            if refused is None and not _stale(getattr(self.loader, "exec_plugin_expiry", None)):
+                return  # renewed by another request meanwhile
+            with contextlib.suppress(AttributeError):
                 del self.loader.exec_plugin_expiry
             await self.loader.load_from_exec_plugin()
-            if self.loader.token:
+            if getattr(self.loader, "token", None):
                 self.cfg.api_key["BearerToken"] = self.loader.token
 
 
-def _proxied(url: str) -> bool:
-    """Whether the environment's proxy variables send requests to `url` through a proxy, as
-    aiohttp's session (which trusts the environment) reads them: `HTTPS_PROXY` / `HTTP_PROXY`
-    for the scheme, unless `NO_PROXY` names the host."""
-    import urllib.request
+#: a token is made anew this long before the expiry its plugin said (kubernetes-asyncio's margin)
+EXPIRY_MARGIN = datetime.timedelta(minutes=5)
 
-    parts = urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    if not proxies.get(parts.scheme):
+
+def _stale(expiry: datetime.datetime | None) -> bool:
+    if expiry is None:
         return False
-    return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
+    if expiry.tzinfo is None:
+        expiry = expiry.replace(tzinfo=datetime.UTC)
+    return expiry - datetime.datetime.now(datetime.UTC) < EXPIRY_MARGIN
+
+
+def _proxied(url: str) -> bool:
+    """Whether kubectl would reach `url` through the environment's proxy: `HTTPS_PROXY` /
+    `HTTP_PROXY` for its scheme, never for a loopback host, and not for a host `NO_PROXY` names
+    (a domain and its subdomains, an address, a CIDR block, `*`) — Go's rules (client-go reads
+    them), which the kept-alive client follows to go direct wherever kubectl does (Python's own
+    rules take no CIDR and proxied an in-cluster API server's address kubectl reaches direct)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    env = {k.lower(): v for k, v in os.environ.items() if k.lower().endswith("_proxy") and v}
+    if not env.get(f"{parts.scheme}_proxy") or host == "localhost":
+        return False
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None and address.is_loopback:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    for entry in (e.strip().lower() for e in env.get("no_proxy", "").split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return False
+        if "/" in entry:
+            with contextlib.suppress(ValueError):
+                if address is not None and address in ipaddress.ip_network(entry, strict=False):
+                    return False
+            continue
+        name, _, only = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if only and (not only.isdigit() or int(only) != port):
+            continue
+        name = name.lstrip(".").strip("[]")
+        if host == name or (address is None and host.endswith("." + name)):
+            return False
+    return True
 
 
 async def configuration(kubeconfig: str = "", context: str = "") -> Configuration:
@@ -202,7 +255,8 @@ async def configuration(kubeconfig: str = "", context: str = "") -> Configuratio
         loader = await config.load_kube_config(config_file=path, context=context or None,
                                                client_configuration=cfg)  # fmt: skip
         user = getattr(loader, "_user", None)
-        if user is not None and user.safe_get("exec") and loader.token:
+        if user is not None and user.safe_get("exec") and getattr(loader, "token", None):
+            # (a plugin may give a client certificate instead, Pinniped's or Teleport's: no token)
             cfg.refresh_api_key_hook = ExecToken(loader, cfg)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=cfg)
@@ -296,13 +350,14 @@ class Kube:
         return headers
 
     async def _lean_once(self, lean: Http1, method: str, path: str, query: Mapping[str, Any] | None,
-                         body: object, content_type: str) -> bytes:  # fmt: skip
+                         body: object, content_type: str, replayable: bool = True) -> bytes:  # fmt: skip
         await self._bucket(path).take()
         self.requests += 1
         target = path + ("?" + urlencode(list(query.items())) if query else "")
         data = body if body is None or isinstance(body, bytes) else _encode(body)
         try:
-            answer = await lean.request(method, target, await self._headers(content_type), data, 30.0)
+            answer = await lean.request(method, target, await self._headers(content_type), data, 30.0,
+                                        replayable)  # fmt: skip
         except (HTTPError, TimeoutError) as exc:
             raise no_answer(exc) from exc  # retried like a 503
         if not 200 <= answer.status < 300:
@@ -365,7 +420,7 @@ class Kube:
         if self.lean is not None:
             lean = self.lean
             data = await self._retrying(
-                lambda: self._lean_once(lean, method, path, query, body, content_type), replayable
+                lambda: self._lean_once(lean, method, path, query, body, content_type, replayable), replayable
             )
             return _json.decode(data) if data else {}
 

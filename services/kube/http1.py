@@ -112,13 +112,15 @@ class Http1:
         return None
 
     async def request(self, method: str, target: str, headers: Mapping[str, str],
-                      body: bytes | None, timeout: float) -> Answer:  # fmt: skip
-        """`target`: path and query. Raises `HTTPError` (or TimeoutError) when no answer came."""
+                      body: bytes | None, timeout: float, replayable: bool = True) -> Answer:  # fmt: skip
+        """`target`: path and query. Raises `HTTPError` (or TimeoutError) when no answer came.
+        A request that is not `replayable` (a create the server names) is not sent again when a
+        kept connection fails after it was written: the server may have read and acted on it."""
         data = self._head(method, target, headers, f"Content-Length: {len(body) if body else 0}") + (body or b"")
         async with self._slots:
-            return await within(self._exchange(data, method), timeout)
+            return await within(self._exchange(data, method, replayable), timeout)
 
-    async def _exchange(self, data: bytes, method: str) -> Answer:
+    async def _exchange(self, data: bytes, method: str, replayable: bool = True) -> Answer:
         for attempt in range(2):
             kept = self._kept() if attempt == 0 else None  # the second try: a new connection
             reused = kept is not None
@@ -129,7 +131,7 @@ class Http1:
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
                 conn.close()
                 unread = isinstance(exc, asyncio.IncompleteReadError) and not exc.partial
-                if reused and attempt == 0 and (unread or isinstance(exc, ConnectionResetError)):
+                if reused and attempt == 0 and replayable and (unread or isinstance(exc, ConnectionResetError)):
                     continue  # the server had closed the kept connection: never read this one
                 raise HTTPError(f"{method} to {self.authority}: {exc!r}") from exc
             except BaseException:  # cancelled (a timeout) mid-answer: the connection is spoilt

@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp.web
 import pytest
 
-from services.kube.client import RETRIES, Kube, KubeError, Limits, configuration
+from services.kube.client import RETRIES, Kube, KubeError, Limits, _proxied, configuration
 from services.runtime.natsserver import free_port
 from tests.processes import wait_until
 
@@ -75,18 +75,19 @@ async def servers() -> AsyncIterator[list[Server]]:
         await server.stop()
 
 
-def _kubeconfig(path: Path, port: int, user: dict[str, object]) -> Path:
+def _kubeconfig(path: Path, port: int, user: dict[str, object], host: str = "127.0.0.1") -> Path:
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "t",
-        "clusters": [{"name": "t", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "clusters": [{"name": "t", "cluster": {"server": f"http://{host}:{port}"}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
         "users": [{"name": "u", "user": user}],
     }))  # fmt: skip
     return path
 
 
-async def _client(tmp_path: Path, port: int, user: dict[str, object] | None = None) -> Kube:
-    path = _kubeconfig(tmp_path / "kubeconfig", port, user or {"token": "t"})
+async def _client(tmp_path: Path, port: int, user: dict[str, object] | None = None,
+                  host: str = "127.0.0.1") -> Kube:  # fmt: skip
+    path = _kubeconfig(tmp_path / "kubeconfig", port, user or {"token": "t"}, host)
     return Kube(await configuration(str(path)), Limits(qps=0))
 
 
@@ -164,11 +165,25 @@ async def test_a_create_the_server_names_is_sent_again_only_when_it_cannot_have_
 PLUGIN = """
 import json, pathlib, sys
 count = pathlib.Path(sys.argv[1])
+mode = pathlib.Path(sys.argv[2]).read_text() if len(sys.argv) > 2 else ""
 n = int(count.read_text() or 0) + 1 if count.exists() else 1
 count.write_text(str(n))
+if mode == "fail":
+    sys.exit("the identity provider is away")
+status = {"token": f"token-{n}"}
+if mode == "expired":  # said to expire an hour ago: the plugin runs before every request
+    status["expirationTimestamp"] = "2000-01-01T00:00:00Z"
+if mode == "certificate":  # Pinniped's, Teleport's: a client certificate, no token
+    status = {"clientCertificateData": "-----BEGIN CERTIFICATE-----\\nx\\n-----END CERTIFICATE-----\\n",
+              "clientKeyData": "-----BEGIN PRIVATE KEY-----\\nx\\n-----END PRIVATE KEY-----\\n"}
 print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
-                  "status": {"token": f"token-{n}"}}))
+                  "status": status}))
 """
+
+
+def _exec_user(plugin: Path, count: Path, mode: Path | None = None) -> dict[str, object]:
+    args = [str(plugin), str(count), *([str(mode)] if mode else [])]
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable, "args": args}}
 
 
 async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_it(
@@ -188,9 +203,7 @@ async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_
     server = Server(free_port(), answer)
     servers.append(server)
     await server.start()
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-                     "args": [str(plugin), str(count)]}}  # fmt: skip
-    kube = await _client(tmp_path, server.port, user)
+    kube = await _client(tmp_path, server.port, _exec_user(plugin, count))
     try:
         assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
         valid["token"] = "Bearer token-2"  # the first one expired
@@ -207,7 +220,7 @@ async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_
         await kube.close()
 
 
-async def test_the_environments_proxy_carries_every_request(
+async def test_the_environments_proxy_carries_every_request_kubectl_would_send_through_it(
     tmp_path: Path, servers: list[Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # with only HTTP(S)_PROXY set (no proxy-url in the kubeconfig) the kept-alive client went
@@ -218,17 +231,63 @@ async def test_the_environments_proxy_carries_every_request(
     servers.append(proxy)
     await proxy.start()
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-    behind = free_port()  # nothing listens there: only the proxy reaches it
-    kube = await _client(tmp_path, behind)
+    # a name only the proxy resolves
+    kube = await _client(tmp_path, 6443, host="kube-api.invalid")
     try:
         got = await kube.get("/api/v1/nodes/n")
-        assert got["metadata"]["name"] == f"http://127.0.0.1:{behind}/api/v1/nodes/n"
+        assert got["metadata"]["name"] == "http://kube-api.invalid:6443/api/v1/nodes/n"
     finally:
         await kube.close()
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # named: straight there, on the kept-alive client
+    # where kubectl goes direct, so does the kept-alive client: a loopback host, a host or a
+    # CIDR block NO_PROXY names (Go's rules: Python's proxied an address in a CIDR kubectl does not)
     kube = await _client(tmp_path, proxy.port)
     try:
         assert kube.lean is not None
         assert (await kube.get("/api/v1/nodes/m"))["metadata"]["name"].endswith("/api/v1/nodes/m")
     finally:
         await kube.close()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+    for url, no_proxy, through in [
+        ("https://10.96.0.1:443", "10.0.0.0/8", False), ("https://10.96.0.1:443", "", True),
+        ("https://api.corp.example:6443", ".corp.example", False), ("https://corp.example.org", "corp.example", True),
+        ("https://api.x:6443", "api.x:443", True), ("https://api.x:6443", "api.x:6443", False),
+        ("https://api.x:6443", "*", False), ("https://[fd00::1]:6443", "fd00::/8", False),
+        ("https://localhost:6443", "", False),
+    ]:  # fmt: skip
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+        assert _proxied(url) is through, (url, no_proxy)
+
+
+async def test_an_exec_plugin_failing_or_refused_in_a_burst_neither_ends_a_caller_nor_runs_per_request(
+    tmp_path: Path, servers: list[Server]
+) -> None:
+    plugin, count, mode = tmp_path / "plugin.py", tmp_path / "count", tmp_path / "mode"
+    plugin.write_text(PLUGIN)
+    valid = {"token": "Bearer token-1"}
+
+    def answer(req: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
+        if req.headers.get("Authorization") != valid["token"]:
+            return _status(401, "Unauthorized", "Unauthorized")
+        return _ok({"kind": "Node", "metadata": {"name": "n"}})
+
+    server = Server(free_port(), answer)
+    servers.append(server)
+    await server.start()
+    mode.write_text("expired")  # so the plugin runs again before each request
+    kube = await _client(tmp_path, server.port, _exec_user(plugin, count, mode))
+    try:
+        valid["token"] = "Bearer token-2"
+        assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
+        mode.write_text("fail")  # before a request: the request goes with the token it has
+        assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"  # (a bare ConfigException before)
+        mode.write_text("")  # tokens without expiry from here: runs only after a 401
+        runs = int(count.read_text())
+        valid["token"] = "Bearer nobody's yet"
+        refused = await asyncio.gather(*(kube.get("/api/v1/nodes/n") for _ in range(8)), return_exceptions=True)
+        assert all(isinstance(r, KubeError) and r.status == 401 for r in refused), refused
+        assert int(count.read_text()) - runs <= 2, "the plugin ran once per refused request"
+    finally:
+        await kube.close()
+    mode.write_text("certificate")  # a plugin that gives a certificate: the kubeconfig loads
+    cfg = await configuration(str(_kubeconfig(tmp_path / "kc-cert", server.port, _exec_user(plugin, count, mode))))
+    assert cfg.refresh_api_key_hook is None
