@@ -72,6 +72,15 @@ def plugin_uuid(node: str, resource: str, index: int) -> str:
     return f"{node}/{resource}/{index}"
 
 
+def plugin_resource(node: str, uuid: str) -> str:
+    """The resource a plugin card's uuid (`plugin_uuid`) was served under, "" for another uuid."""
+    head, _, index = uuid.rpartition("/")
+    if not index.isdigit() or not head.startswith(f"{node}/"):
+        return ""
+    resource = head[len(node) + 1:]
+    return resource if "/" in resource else ""
+
+
 def counted_resources(catalogue: Catalogue) -> dict[str, str]:
     """The count names a pod asks whole cards by, per vendor: every Ascend chip's and alias's
     count resource, and `nvidia.com/gpu` while it is NVIDIA's count name (a device config naming

@@ -162,6 +162,32 @@ def held_by_others(cards: list[CardInfo], held: Mapping[str, int]) -> list[CardI
     return out
 
 
+def stranded_plugin_bookings(snap: st.Snapshot) -> dict[str, dict[str, int]]:
+    """node → resource → Tessera's tasks still holding a vendor plugin's card the node no longer
+    lists. Such cards are fungible and numbered by position (`registration.plugin_uuid`): when a
+    node's count drops from 8 to 7 (a device failed), card 7 leaves the listing while the pod
+    booked on it runs on some device, and cards 0-6 all looked free — one more pod than the
+    kubelet has devices for was placed, and refused there. When HAMi's registration appears on
+    the node, its plugin cards leave the listing the same way. These bookings are kept from the
+    listed cards as other schedulers' are (`held_by_others`), until their tasks end."""
+    listed: set[str] | None = None  # made only once a plugin card's uuid is met (they have a '/')
+    out: dict[str, dict[str, int]] = {}
+    for job in snap.jobs:
+        for t in job.tasks:
+            for s in t.slices:
+                if "/" not in s.card:
+                    continue
+                if listed is None:
+                    listed = {c.spec.uuid for n in snap.nodes for c in n.cards}
+                if s.card in listed:
+                    continue
+                resource = registration.plugin_resource(t.node, s.card)
+                if resource:
+                    held = out.setdefault(t.node, {})
+                    held[resource] = held.get(resource, 0) + 1
+    return out
+
+
 class Session:
     def __init__(
         self,
@@ -250,13 +276,17 @@ class Session:
     # --- building the view ---------------------------------------------------------------
 
     def _open_snapshot(self, snap: st.Snapshot) -> None:
+        stranded = stranded_plugin_bookings(snap)
         for i, n in enumerate(snap.nodes):
             if not n.ready:
                 continue
             alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
-            if n.held_devices:  # other schedulers' pods hold whole cards of a vendor's plugin
-                cards = held_by_others(cards, n.held_devices)
+            held = dict(n.held_devices)
+            for resource, count in stranded.get(n.name, {}).items():
+                held[resource] = held.get(resource, 0) + 1000 * count
+            if held:  # other schedulers' pods, or ours on cards no longer listed, hold plugin cards
+                cards = held_by_others(cards, held)
             node = NodeInfo(
                 n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
                 dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,

@@ -111,3 +111,39 @@ def test_other_schedulers_pods_counts_of_the_name_leave_the_rest_to_tessera() ->
     waiting = {f"{u.namespace}/{u.name}": u.reason for u in decisions.unschedulable}
     assert any("in use (2 of 2; 1 by other schedulers' pods)" in waiting.get(f"default/gpu-{i}", "")
                for i in range(3)), waiting  # fmt: skip
+
+
+def test_a_booking_on_a_card_the_shrunk_count_no_longer_lists_still_holds_a_card() -> None:
+    """gpu-1 served 2: gpu-0 and gpu-1 run on cards 0 and 1. A device fails, the count is 1 and
+    card 1 leaves the listing while its pod runs on; then the pod on card 0 ends. The kubelet
+    has one device and one pod on it: no card is free — card 0 looked free, and gpu-2 was
+    placed there, one pod more than the node has devices (the kubelet refused it)."""
+    import dataclasses
+
+    sc = next(s for s in load_table("served") if s.name == "vendor-plugins-whole-cards")
+    sim = _simulation(sc, cycles=None)
+    sim.run()
+    snap = sim.projection.snapshot()
+    on = {s.card: (j.spec.name, t.pod) for j in snap.jobs for t in j.tasks for s in t.slices}
+    assert {"gpu-1/nvidia.com/gpu/0", "gpu-1/nvidia.com/gpu/1"} <= set(on), on
+    ended = on["gpu-1/nvidia.com/gpu/0"]
+
+    def shrunk(n):  # type: ignore[no-untyped-def]
+        if n.name != "gpu-1":
+            return n
+        card0 = next(c for c in n.cards if c.spec.uuid.endswith("/0"))
+        return dataclasses.replace(n, cards=(dataclasses.replace(card0, usage=CardUsage()),))
+
+    def finished(j):  # type: ignore[no-untyped-def]
+        if j.spec.name != ended[0]:
+            return j
+        return dataclasses.replace(j, tasks=tuple(dataclasses.replace(t, status="Succeeded", slices=())
+                                                  for t in j.tasks))  # fmt: skip
+
+    later = dataclasses.replace(snap, nodes=tuple(shrunk(n) for n in snap.nodes),
+                                jobs=tuple(finished(j) for j in snap.jobs))  # fmt: skip
+    decisions = decide(later, parse_conf(sc.conf))
+    placed = [s.card for jp in decisions.placements for p in jp.placements for s in p.slices if s.node == "gpu-1"]
+    assert placed == [], placed
+    assert reg.plugin_resource("gpu-1", "gpu-1/nvidia.com/gpu/1") == "nvidia.com/gpu"
+    assert reg.plugin_resource("gpu-1", "GPU-5f2a") == "" == reg.plugin_resource("gpu-1", "gpu-2/nvidia.com/gpu/1")
