@@ -710,11 +710,14 @@ def emulator() -> Any:
                 out = {rv for rv, _ in self._buses[request.resource].history if rv in rules.in_flight}
                 waiting = [rv for rv, r in rules.in_flight.items() if r == request.resource and rv not in out]
                 version = min(waiting) - 1 if waiting else rules.rv
-            # a real server's list names its kind once ("PodList", "v1"); its items carry no
-            # kind or apiVersion, where the same object in a watch event carries both
+            # a real server's list names its kind once ("PodList", "v1"); a built-in kind's items
+            # carry no kind or apiVersion, where the same object in a watch event carries both
+            # (a custom resource's items, stored as they were written, keep theirs)
             typed = next((o for o in items if o.get("kind")), None)
             head = {"apiVersion": typed.get("apiVersion", ""), "kind": f"{typed['kind']}List"} if typed else {}
-            items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
+            res = request.resource
+            if f"{res.group}/{res.version}/{res.plural}" not in VOLCANO_KINDS:
+                items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
             return {**head, "metadata": {"resourceVersion": str(version)}, "items": items}
 
         async def _serve_watch(self, request: Any) -> Any:

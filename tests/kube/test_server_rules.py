@@ -476,6 +476,13 @@ async def test_a_lists_items_carry_no_kind_where_a_watch_events_object_does(clus
         if ev["object"]["metadata"]["name"] == "p":
             assert (ev["object"]["kind"], ev["object"]["apiVersion"]) == ("Pod", "v1")
             break
+    # a custom resource's items are stored as written: they keep both
+    await cluster.volcano_crds()
+    await cluster.kube.create(volcano.queues_path(), {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                                      "metadata": {"name": "typed"}, "spec": {"weight": 1}})  # fmt: skip
+    queues = await cluster.kube.get(volcano.queues_path())
+    q = next(o for o in queues["items"] if o["metadata"]["name"] == "typed")
+    assert (q.get("kind"), q.get("apiVersion")) == ("Queue", "scheduling.volcano.sh/v1beta1")
 
 
 async def test_a_pod_in_its_grace_period_stays_through_updates_until_the_kubelet_confirms(cluster: Cluster) -> None:
