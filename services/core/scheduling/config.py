@@ -42,6 +42,28 @@ VOLCANO_ONLY_ACTIONS = {
 DEVICE_CONFIGMAP_ARGUMENTS = ("deviceshare.KnownGeometriesCMName", "deviceshare.KnownGeometriesCMNamespace")
 
 
+#: deviceshare arguments Volcano acts on and Tessera does not, and what to do instead: listed by
+#: `not_run` when set (the switches only when on), never taken silently
+DEVICESHARE_NOT_ACTED_ON = {
+    "deviceshare.GPUSharingEnable": ("Volcano's legacy gpushare (volcano.sh/gpu-memory) is not served: ask "
+                                     "HAMi's names (nvidia.com/gpu with nvidia.com/gpumem) or Volcano's vGPU names"),
+    "deviceshare.GPUNumberEnable": ("Volcano's legacy whole-GPU count (volcano.sh/gpu-number) is not served: "
+                                    "ask nvidia.com/gpu"),
+    "deviceshare.AscendMindClusterVNPUEnable": ("MindCluster's 310P vNPU is not served: Tessera slices Ascend "
+                                                "cards by HAMi's vNPU (deviceshare.AscendHAMiVNPUEnable)"),
+    "deviceshare.NodeLockEnable": ("Tessera takes HAMi's node lock by its own setting (--hami-node-lock; the "
+                                   "chart's services.allocator.hamiNodeLock), whatever this says"),
+    "deviceshare.GPUExclusiveRules": ("no rule gives a pod a dedicated GPU here: a pod asking nvidia.com/gpu "
+                                      "with no memory or cores gets a whole card"),
+}  # fmt: skip
+#: of those, the switches: reported only when on
+_SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "deviceshare.AscendMindClusterVNPUEnable")
+
+
+def _on(value: object) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
 class ConfigError(ValueError):
     """The configuration text is not a valid scheduler configuration."""
 
@@ -183,6 +205,10 @@ def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
                            f"{'are' if len(named) > 1 else 'is'} not read by Tessera: it fetches no "
                            "ConfigMap; its device config is --device-config (the chart's `deviceConfig` "
                            "value), HAMi's chart defaults without one")  # fmt: skip
+            if p.name == "deviceshare":
+                for key, why in DEVICESHARE_NOT_ACTED_ON.items():
+                    if key in p.arguments and (key not in _SWITCHES or _on(p.arguments[key])):
+                        out.append(f"tiers[{i}].plugins[{j}].arguments.{key}: not acted on by Tessera ({why})")
     return tuple(out)
 
 

@@ -56,6 +56,22 @@ def test_the_configmap_volcano_reads_devices_from_is_named_with_where_tessera_re
     assert "--device-config" in line and "`deviceConfig`" in line
 
 
+def test_deviceshare_arguments_volcano_acts_on_and_tessera_does_not_are_named() -> None:
+    """Volcano's legacy GPU switches, MindCluster's vNPU, its node-lock switch and exclusive-GPU
+    rules were taken without a word: a conf moved over must say which of them do nothing here."""
+    conf = parse_conf(MOVED.replace("deviceshare.AscendHAMiVNPUEnable: true\n", "deviceshare.AscendHAMiVNPUEnable: true\n"
+                                    "      deviceshare.GPUNumberEnable: true\n"
+                                    "      deviceshare.GPUSharingEnable: false\n"
+                                    "      deviceshare.NodeLockEnable: true\n"
+                                    "      deviceshare.GPUExclusiveRules: [{workloadType: training}]\n"))  # fmt: skip
+    lines = [line for line in not_run(conf, plugin_names()) if "arguments" in line]
+    assert [line.split(":")[0] for line in lines] == [
+        "tiers[1].plugins[3].arguments.deviceshare.GPUNumberEnable",
+        "tiers[1].plugins[3].arguments.deviceshare.NodeLockEnable",
+        "tiers[1].plugins[3].arguments.deviceshare.GPUExclusiveRules"], lines  # fmt: skip
+    assert "ask nvidia.com/gpu" in lines[0] and "--hami-node-lock" in lines[1]
+
+
 def test_a_misspelt_action_is_still_refused() -> None:
     with pytest.raises(ConfigError, match="actions: unknown action 'alocate'"):
         parse_conf('actions: "enqueue, alocate"\ntiers: []\n')
