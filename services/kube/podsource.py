@@ -216,6 +216,8 @@ class PodSource:
                 await self.admission.delete_job(ns, name, old[2] or "object")
             if (volcano.job_ended(ch.obj) or self._ended_here(ch.obj)) and not self._live((ns, name)):
                 pass  # a Job stays as it ended: one the log forgot (`--keep-finished`, compaction) is not new
+            elif m.get("deletionTimestamp") and not self._admitted(ch.obj):
+                pass  # being deleted (a finalizer holds it): never admitted, as Volcano's controller skips it
             elif not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj

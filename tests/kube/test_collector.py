@@ -124,3 +124,32 @@ async def test_a_job_deleted_in_the_foreground_ends_and_nothing_is_made_for_it_a
                 assert made == [1, 1], f"made again for a Job being deleted: {cluster.requests}"
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_job_already_being_deleted_when_admission_lists_it_is_not_admitted(cluster: Cluster, tmp_path: Path) -> None:
+    """A Job another finalizer holds in deletion (deletionTimestamp set) before Tessera saw it:
+    it was admitted, its pod made and its cards booked, and the job controller then ended it at
+    once. It is left alone now, as Volcano's controller skips a terminating Job."""
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    held = one_pod_job("held", None)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    await cluster.kube.create(volcano.jobs_path("default"), held)
+    await cluster.kube.delete(volcano.jobs_path("default", "held"))
+    going = await cluster.present(volcano.jobs_path("default", "held"))
+    assert going is not None and going["metadata"].get("deletionTimestamp")
+    await cluster.kube.create(volcano.jobs_path("default"), one_pod_job("live", None))
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            async def live_runs() -> bool:
+                pod = await cluster.pod("default", "live-w-0")
+                return pod is not None and (pod.get("status") or {}).get("phase") == "Running"
+
+            await wait_until(live_runs, 60, "the other Job's pod Running (both were listed together)")
+            assert await cluster.pod("default", "held-w-0") is None
+            assert not [e for _seq, e in await logged(cp) if getattr(e, "name", "") == "held"]
+        finally:
+            await asyncio.to_thread(cp.stop)
+        await cluster.kube.patch(volcano.jobs_path("default", "held"), {"metadata": {"finalizers": None}})
