@@ -345,11 +345,14 @@ class KubeNodeAgent:
             return  # a Volcano Job's pod from before a restart, under the same name
         now = self.clock()
         event: TaskStarted | TaskFinished | None
-        if deleted:
+        event = pods.task_event(obj, now) if not deleted else None
+        if deleted or (isinstance(event, TaskFinished) and pods.terminating(obj)):
+            # a deleted pod's end is its deletion whatever its last phase says: a kubelet (1.27
+            # on) writes Failed (exit 143 on SIGTERM) or Succeeded before it is removed, which
+            # made a preempted or drained Volcano Job pod PodFailed — never made again, its
+            # PodEvicted policy never fired. Volcano takes any word on a deleted pod as evicted.
             event = TaskFinished(namespace=r.namespace, name=r.job, task=r.name,
                                  node=pods.node_name(obj), exit_code=-1, reason=POD_DELETED, at=now)  # fmt: skip
-        else:
-            event = pods.task_event(obj, now)
         if event is None or (isinstance(event, TaskStarted) and state == STARTED):
             return
         kind = "start" if isinstance(event, TaskStarted) else "finish"

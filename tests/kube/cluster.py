@@ -1091,7 +1091,8 @@ class Kubelet:
     """HAMi's device plugin and the kubelet for every node (see the module docstring)."""
 
     def __init__(self, cluster: Cluster, run_for: dict[str, int] | None = None, *,
-                 hold_deletions: bool = False, hold_starts: bool = False) -> None:  # fmt: skip
+                 hold_deletions: bool = False, hold_starts: bool = False,
+                 stop_exit_code: int = 143) -> None:  # fmt: skip
         """`hold_deletions`: a pod being deleted keeps running (its grace period) until the test
         calls `confirm`; otherwise the kubelet confirms at once, as for containers that stop
         on SIGTERM. `hold_starts`: a bound pod stays Pending (its images pulling) until the
@@ -1099,6 +1100,7 @@ class Kubelet:
         self.cluster = cluster
         self.hold_deletions = hold_deletions
         self.hold_starts = hold_starts
+        self.stop_exit_code = stop_exit_code  # what a deleted pod's containers exit with on SIGTERM
         self.pulling: dict[tuple[str, str], dict[str, Any]] = {}  # held starts
         self.terminating: dict[tuple[str, str], str] = {}  # (ns, pod) -> uid, held
         self.kube = cluster.kube
@@ -1175,10 +1177,18 @@ class Kubelet:
                     await self._serve(current)
 
     async def confirm(self, ns: str, name: str, uid: str = "") -> None:
-        """The containers stopped: delete this very pod (a UID precondition, as a kubelet does:
-        a late event of a pod deleted already must not remove the next one made under its name)."""
+        """The containers stopped: the pod's terminal phase first, as a kubelet (1.27 on) writes
+        it for a deleted pod — Failed, its containers killed by SIGTERM (exit 143), or Succeeded
+        where they exit 0 on it (`stop_exit_code`) — then delete this very pod (a UID
+        precondition, as a kubelet does: a late event of a pod deleted already must not remove
+        the next one made under its name)."""
         uid = uid or self.terminating.get((ns, name), "")
         self.terminating.pop((ns, name), None)
+        with contextlib.suppress(KubeError):  # 404: gone
+            current = await self.kube.get(pods_path(ns, name))
+            if (current.get("metadata") or {}).get("uid") == uid and \
+                    (current.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):  # fmt: skip
+                await self.finish(ns, name, self.stop_exit_code)
         with contextlib.suppress(KubeError):  # 409: another pod has the name now; 404: gone
             await self.kube.delete(pods_path(ns, name), {"apiVersion": "v1", "kind": "DeleteOptions",
                                                          "gracePeriodSeconds": 0, "preconditions": {"uid": uid}})  # fmt: skip
