@@ -180,6 +180,18 @@ async def test_lost_nodes_fail_their_pods_and_job_policies_apply(quick_monitor_p
     pods = {p["name"]: p for p in report["pods"]}
     assert pods["npu-share-test"]["phase"] == "Failed" and pods["npu-share-test"]["reason"] == "exit code -1"
 
+    async def both_lost() -> bool:
+        # the jobs may all sit on one node, whose loss alone meets `failed_over`: the other's
+        # heartbeat, a moment younger, times out a check later — restarted before that (a
+        # loaded machine), its agent beat again and it was never lost (a race of this test)
+        log = await JetStreamLog.connect(plane.url)
+        try:
+            events = decoded([m async for m in log.replay()])
+        finally:
+            await log.close()
+        return sorted(e.node for e in events if type(e).__name__ == "NodeLost") == ["node-a", "node-b"]
+
+    await wait_until(both_lost, timeout=60, what="both nodes lost")
     plane.restart("nodeagent")  # the nodes come back and register again
 
     async def train_runs_again() -> bool:
