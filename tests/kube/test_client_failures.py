@@ -186,14 +186,9 @@ def _exec_user(plugin: Path, count: Path, mode: Path | None = None) -> dict[str,
     return {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable, "args": args}}
 
 
-async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_it(
-    tmp_path: Path, transport: str, servers: list[Server]
-) -> None:
-    # EKS's, GKE's and AKS's kubeconfigs get a token from an exec plugin, valid 15-60 minutes;
-    # the plugin ran once at start and a service was refused (401) by every request after
-    plugin, count = tmp_path / "plugin.py", tmp_path / "count"
-    plugin.write_text(PLUGIN)
-    valid = {"token": "Bearer token-1"}
+async def _token_server(servers: list[Server], valid: dict[str, str]) -> Server:
+    """A started server that answers a request only when it carries the token `valid` holds
+    at that moment (401 otherwise), as an API server does once a token expired."""
 
     def answer(req: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
         if req.headers.get("Authorization") != valid["token"]:
@@ -203,6 +198,18 @@ async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_
     server = Server(free_port(), answer)
     servers.append(server)
     await server.start()
+    return server
+
+
+async def test_a_token_from_an_exec_plugin_is_made_anew_when_the_server_refuses_it(
+    tmp_path: Path, transport: str, servers: list[Server]
+) -> None:
+    # EKS's, GKE's and AKS's kubeconfigs get a token from an exec plugin, valid 15-60 minutes;
+    # the plugin ran once at start and a service was refused (401) by every request after
+    plugin, count = tmp_path / "plugin.py", tmp_path / "count"
+    plugin.write_text(PLUGIN)
+    valid = {"token": "Bearer token-1"}
+    server = await _token_server(servers, valid)
     kube = await _client(tmp_path, server.port, _exec_user(plugin, count))
     try:
         assert (await kube.get("/api/v1/nodes/n"))["metadata"]["name"] == "n"
@@ -264,15 +271,7 @@ async def test_an_exec_plugin_failing_or_refused_in_a_burst_neither_ends_a_calle
     plugin, count, mode = tmp_path / "plugin.py", tmp_path / "count", tmp_path / "mode"
     plugin.write_text(PLUGIN)
     valid = {"token": "Bearer token-1"}
-
-    def answer(req: aiohttp.web.Request, body: bytes) -> aiohttp.web.Response:
-        if req.headers.get("Authorization") != valid["token"]:
-            return _status(401, "Unauthorized", "Unauthorized")
-        return _ok({"kind": "Node", "metadata": {"name": "n"}})
-
-    server = Server(free_port(), answer)
-    servers.append(server)
-    await server.start()
+    server = await _token_server(servers, valid)
     mode.write_text("expired")  # so the plugin runs again before each request
     kube = await _client(tmp_path, server.port, _exec_user(plugin, count, mode))
     try:
