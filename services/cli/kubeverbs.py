@@ -86,22 +86,12 @@ async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         if exc.reason == UNANSWERED:  # (asked a few times first, as a restarting server needs)
             host = kube.api.configuration.host
             raise Unreachable(f"cannot reach the API server at {host}: {exc.body}") from None
-        raise Refused(_message(exc)) from None
+        raise Refused(exc.message) from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         host = kube.api.configuration.host
         raise Unreachable(f"cannot reach the API server at {host}: {exc}") from None
     finally:
         await kube.close()
-
-
-def _message(exc: Any) -> str:
-    """The Status message the API server sent, else its reason."""
-    import json
-
-    try:
-        return str(json.loads(exc.body).get("message") or exc)
-    except (ValueError, AttributeError):
-        return str(exc)
 
 
 async def _items(kube: Any, path: str) -> list[dict[str, Any]]:

@@ -78,8 +78,10 @@ UNANSWERED = "no answer"
 
 
 def no_answer(exc: BaseException) -> KubeError:
-    """A request that got no answer, as the 503 every caller already retries or reports."""
-    return KubeError(503, UNANSWERED, repr(exc), unsent=isinstance(exc, HTTPError) and not exc.sent)
+    """A request that got no answer, as the 503 every caller already retries or reports;
+    `unsent` when no connection was made (either transport's word for it)."""
+    unsent = (isinstance(exc, HTTPError) and not exc.sent) or isinstance(exc, aiohttp.ClientConnectorError)
+    return KubeError(503, UNANSWERED, repr(exc), unsent=unsent)
 
 
 #: what aiohttp raises when no answer came (a refused or cut connection, a timeout)
@@ -397,8 +399,6 @@ class Kube:
             resp = await rest.pool_manager.request(
                 method, url, data=data, headers=headers, timeout=limits, **extra
             )
-        except aiohttp.ClientConnectorError as exc:  # (before any byte was sent)
-            raise KubeError(503, UNANSWERED, repr(exc), unsent=True) from exc
         except NO_ANSWER as exc:
             raise no_answer(exc) from exc
         if not 200 <= resp.status < 300:  # unread bodies do not raise by themselves
