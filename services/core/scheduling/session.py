@@ -282,9 +282,9 @@ class Session:
                 continue
             alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
-            held = dict(n.held_devices)
-            for resource, count in stranded.get(n.name, {}).items():
-                held[resource] = held.get(resource, 0) + 1000 * count
+            held: Mapping[str, int] = n.held_devices
+            if (ours := stranded.get(n.name)) is not None:  # (a copy only where there are any)
+                held = {**held, **{r: held.get(r, 0) + 1000 * c for r, c in ours.items()}}
             if held:  # other schedulers' pods, or ours on cards no longer listed, hold plugin cards
                 cards = held_by_others(cards, held)
             node = NodeInfo(
