@@ -196,7 +196,8 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         except hami.CodecError as exc:
             problems.append(str(exc))
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    counts = {n: c for n in served(allocatable) if (c := _count(allocatable, n))}
+    names = served(allocatable)
+    counts = {n: c for n in names if (c := _count(allocatable, n))}
     cards.extend(registration.plugin_cards(name, counts, labels, registration.registered_vendors(annotations),
                                            catalogue))  # fmt: skip
     problems.extend(unregistered(allocatable, annotations, registration.counted_resources(catalogue)))
@@ -217,6 +218,6 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         labels=labels,
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
         taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
-        extended=served(allocatable), resources=other_resources(allocatable),
+        extended=names, resources=other_resources(allocatable),
     )  # fmt: skip
     return NodeView(registered, ready, tuple(problems), tuple(answer))
