@@ -124,9 +124,14 @@ COUNTS_PERIOD = 1.0
 COLLECTOR_GRACE = 5.0
 #: seconds before a job whose pod create was refused asks again, doubled at each refusal up to
 #: the cap (a controller's rate-limited requeue): asked every second, one misconfigured Job took
-#: the process's client QPS from every other Job's pods and status writes
+#: the process's client QPS from every other Job's pods and status writes. A reconcile that
+#: fails (a refused PodGroup, a status write the server does not take) is retried on the same
+#: schedule; a change of the job's objects or its log still reconciles it at once
 CREATE_BACKOFF = 1.0
 CREATE_BACKOFF_CAP = 300.0
+#: the status codes of a request the API server refused for what it asked (PodSecurity, a
+#: ResourceQuota, a webhook, an invalid object): said on the Job, where its user looks
+REFUSALS = frozenset({400, 403, 422})
 
 
 @dataclass
@@ -211,6 +216,11 @@ class JobController:
         #: job → the backoff of its refused pod creates; dropped once a create is made, and when
         #: its spec changes (a Job edited to fit what refused it is asked at once)
         self.refused: dict[str, Refused] = {}
+        #: job → the delay before its failed reconcile is retried (doubled at each failure in
+        #: a row, dropped at a reconcile that goes through)
+        self.failing: dict[str, float] = {}
+        #: job → the refusal of its PodGroup last said in a `PodGroupError` Event
+        self.pg_refused: dict[str, str] = {}
         #: the pods and PodGroups each Job owns: a reconcile walked every pod of the cluster's
         #: Volcano Jobs to find its own — two thirds of the queue process with 500 Jobs of 8
         #: (benchmarks.k8s --shapes vcjob)
@@ -314,7 +324,7 @@ class JobController:
     def _forget(self, key: str) -> None:
         """A job deleted long enough ago: nothing of it is asked for again."""
         for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone,
-                     self._left_since, self._ttl_deleted, self.refused):
+                     self._left_since, self._ttl_deleted, self.refused, self.failing, self.pg_refused):
             held.pop(key, None)
         for kind in ("Job", "PodGroup"):
             self._written_at.pop((key, kind), None)
@@ -547,6 +557,24 @@ class JobController:
                 return False  # there already (ours from before a restart, or not gone yet)
             raise
 
+    async def _podgroup_made(self, key: str, job: dict[str, Any], spec: JobSpec) -> None:
+        """The job's PodGroup asked for; a refusal (an object-count ResourceQuota, a webhook) is
+        said on the Job as Volcano's controller says it (`PodGroupError`), once per refusal, and
+        raised: the job's pods wait for their PodGroup, as they do under Volcano, and the
+        reconcile backs off. Refused in silence before, the job's pods never came while its
+        cards stayed booked, and its user saw nothing but a Pending Job."""
+        ns = key.split("/", 1)[0]
+        try:
+            await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
+        except KubeError as exc:
+            message = f"Failed to create PodGroup, err: {exc.message}"
+            if exc.status in REFUSALS and self.pg_refused.get(key) != message:
+                with contextlib.suppress(KubeError):
+                    await status.write_event(self.kube, job, "Warning", "PodGroupError", message, self.clock())
+                    self.pg_refused[key] = message
+            raise
+        self.pg_refused.pop(key, None)
+
     def _owned(self, store: dict[str, dict[str, Any]], key: str, job_uid: str) -> list[tuple[str, dict[str, Any]]]:
         """The objects of `store` owned by the Job object `key` with uid `job_uid` (pods: only
         those one of Tessera's scheduler names schedules)."""
@@ -607,7 +635,7 @@ class JobController:
         pg_key = f"{ns}/{volcano.podgroup_name(job)}"
         live = self.flow.projection.jobs.get(key)
         if pg_key not in self.podgroups and live is not None:
-            await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
+            await self._podgroup_made(key, job, spec)
         elif live is not None:
             await self._scaled(key, job, spec, pg_key)
         ending = live is not None and live.phase in fl.ENDING
@@ -1043,16 +1071,25 @@ class JobController:
         try:
             async with self._in_flight:
                 await self.reconcile(key)
+            self.failing.pop(key, None)
         except KubeError as exc:
-            log.warning("job %s not reconciled (%s): again shortly", key, exc)
-            asyncio.get_running_loop().call_later(1.0, self._mark, key)
+            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key))
         except Exception:  # a fault of ours: this job waits, the others go on
-            log.exception("job %s not reconciled: again shortly", key)
-            asyncio.get_running_loop().call_later(1.0, self._mark, key)
+            log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key))
         finally:
             self._reconciling.discard(key)
             if key in self.dirty:
                 self._wake.set()
+
+    def _retry_later(self, key: str) -> float:
+        """Mark a job whose reconcile failed again after a delay that doubles while it keeps
+        failing (`CREATE_BACKOFF` up to its cap), as a controller's rate-limited requeue does:
+        retried every second, a Job whose PodGroup a quota refuses, or whose status a webhook
+        refuses, asked the API server once a second for as long as it lived."""
+        delay = min(self.failing[key] * 2, CREATE_BACKOFF_CAP) if key in self.failing else CREATE_BACKOFF
+        self.failing[key] = delay
+        self._mark_at(key, self.clock() + delay)
+        return delay
 
     async def _queue_pass(self) -> None:
         """Queue statuses at most every QUEUE_STATUS_PERIOD s: a pass walks every job of the

@@ -137,14 +137,39 @@ class Cluster:
             else:
                 self.rules.pod_security.pop(namespace, None)
             return
+        await self._namespace(namespace)
+        labels = {"pod-security.kubernetes.io/enforce": level,
+                  "pod-security.kubernetes.io/enforce-version": "latest" if level else None}  # fmt: skip
+        await self.kube.patch(f"{NAMESPACES}/{namespace}", {"metadata": {"labels": labels}})
+
+    async def _namespace(self, namespace: str) -> None:
+        """The Namespace made on a real API server, which refuses objects in one that does not
+        exist (the emulator keeps no Namespace objects)."""
+        if self.kind == "kmock":
+            return
         try:
             await self.kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         except KubeError as exc:
             if exc.status != 409:
                 raise
-        labels = {"pod-security.kubernetes.io/enforce": level,
-                  "pod-security.kubernetes.io/enforce-version": "latest" if level else None}  # fmt: skip
-        await self.kube.patch(f"{NAMESPACES}/{namespace}", {"metadata": {"labels": labels}})
+
+    async def limit_count(self, namespace: str, key: str, hard: int | None, name: str = "objects") -> None:
+        """A ResourceQuota `name` in `namespace` limiting the count `key` (`count/pods`,
+        `count/podgroups.scheduling.volcano.sh`) to `hard`, counted from 0 (the namespace must
+        hold none yet); None deletes it. A real API server's quota admission refuses a create
+        past it with a 403 and counts the ones it lets in; it refuses every create ("status
+        unknown for quota") until a quota controller has counted, which a bare API server has
+        not: its count is written here as that controller would. The emulator counts its store."""
+        path = f"{NAMESPACES}/{namespace}/resourcequotas"
+        if hard is None:
+            await self.kube.delete(f"{path}/{name}")
+            return
+        await self._namespace(namespace)
+        await self.kube.create(path, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                      "metadata": {"name": name, "namespace": namespace},
+                                      "spec": {"hard": {key: str(hard)}}})  # fmt: skip
+        if self.kind != "kmock":
+            await self.kube.patch(f"{path}/{name}/status", {"status": {"hard": {key: str(hard)}, "used": {key: "0"}}})
 
     async def create_pod(self, doc: dict[str, Any]) -> dict[str, Any]:
         ns = (doc.get("metadata") or {}).get("namespace") or self.namespace
@@ -397,6 +422,9 @@ class ServerRules:
     answers_held: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
     #: namespace → the PodSecurity level it enforces (`Cluster.enforce_pod_security`)
     pod_security: dict[str, str] = field(default_factory=dict)
+    #: namespaces a ResourceQuota was ever written in (only their creates are checked against
+    #: object counts: a scan of the store per create elsewhere would cost the benchmarks)
+    quota_namespaces: set[str] = field(default_factory=set)
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -536,6 +564,12 @@ def emulator() -> Any:
                     and (level := rules.pod_security.get(request.namespace or "")) \
                     and (refusal := pod_security_refusal(request.data, level)) is not None:  # fmt: skip
                 return aiohttp.web.json_response(refusal, status=403)
+            if kind == ("", "resourcequotas") and request.namespace:
+                rules.quota_namespaces.add(request.namespace)
+            if request.action == kmock.action.CREATE and res is not None and not request.subresource \
+                    and request.namespace in rules.quota_namespaces \
+                    and (refusal := self._over_count_quota(request, kind)) is not None:  # fmt: skip
+                return aiohttp.web.json_response(refusal, status=403)
             if res is not None and request.action == kmock.action.DELETE and request.name:
                 early = await self._delete(request, kind, rules)
                 if early is not None:
@@ -582,6 +616,34 @@ def emulator() -> Any:
                 rules.answers_held[(agent, verb, what)] += 1
                 await late.wait()
             return response
+
+        def _over_count_quota(self, request: Any, kind: tuple[str, str]) -> dict[str, Any] | None:
+            """The API server's 403 for a create a ResourceQuota's object count (`count/<plural>`
+            for a core kind, `count/<plural>.<group>` otherwise) has no room for, in its words;
+            None if every quota of the namespace has room. Only object counts are modelled."""
+            key = f"count/{kind[1]}" + (f".{kind[0]}" if kind[0] else "")
+            ns = request.namespace
+            quotas: list[dict[str, Any]] = []
+            used = 0
+            for (r, n, _name), o in self._objects._objects.items():
+                if n != ns or o.deleted or r is None:
+                    continue
+                if (r.group or "", r.plural) == ("", "resourcequotas"):
+                    quotas.append(o.raw)
+                elif (r.group or "", r.plural) == kind:
+                    used += 1
+            for quota in quotas:
+                hard = ((quota.get("spec") or {}).get("hard") or {}).get(key)
+                if hard is not None and used + 1 > int(str(hard)):
+                    name = str((request.data or {}).get("metadata", {}).get("name") or "")
+                    what = f"{kind[1]}.{kind[0]}" if kind[0] else kind[1]
+                    qname = (quota.get("metadata") or {}).get("name", "")
+                    message = (f'{what} "{name}" is forbidden: exceeded quota: {qname}, requested: {key}=1, '
+                               f"used: {key}={used}, limited: {key}={hard}")
+                    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "reason": "Forbidden", "message": message,
+                            "details": {"name": name, "kind": kind[1]}, "code": 403}  # fmt: skip
+            return None
 
         def _terminating(self, request: Any) -> Any:
             """The stored object an update is for, when it is in its grace period: deleted

@@ -127,6 +127,37 @@ async def test_a_pod_that_breaks_its_namespaces_pod_security_is_refused_with_403
     assert await cluster.pod("locked", "loose") is not None
 
 
+async def test_a_create_past_an_object_count_quota_is_refused_with_403(cluster: Cluster) -> None:
+    """A ResourceQuota's object count (`count/podgroups.scheduling.volcano.sh`: 1): the first
+    PodGroup of the namespace is made, the second refused — 403 Forbidden naming the object and
+    the quota — and not stored; other namespaces and other kinds are not counted, and once the
+    quota is gone the create goes through."""
+    await cluster.volcano_crds()
+    key = "count/podgroups.scheduling.volcano.sh"
+    await cluster.limit_count("capped", key, 1)
+
+    def group(name: str) -> dict[str, Any]:
+        return {"apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": name},
+                "spec": {"minMember": 1}}  # fmt: skip
+
+    await cluster.kube.create(volcano.podgroups_path("capped"), group("one"))
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.create(volcano.podgroups_path("capped"), group("two"))
+    assert exc.value.status == 403
+    body = json.loads(exc.value.body)
+    assert (body["kind"], body["reason"]) == ("Status", "Forbidden"), body
+    assert body["message"].startswith('podgroups.scheduling.volcano.sh "two" is forbidden: '), body
+    if cluster.kind == "kmock":
+        assert body["message"].endswith(f"exceeded quota: objects, requested: {key}=1, used: {key}=1, "
+                                        f"limited: {key}=1"), body  # fmt: skip
+    assert await cluster.present(volcano.podgroups_path("capped", "two")) is None
+    await cluster.kube.create(volcano.podgroups_path("default"), group("two"))  # another namespace
+    await cluster.kube.create(pods_path("capped"), pod("p"))  # another kind
+    await cluster.limit_count("capped", key, None)
+    await cluster.kube.create(volcano.podgroups_path("capped"), group("two"))
+    assert await cluster.present(volcano.podgroups_path("capped", "two")) is not None
+
+
 async def test_a_new_pod_is_pending_whatever_status_it_was_created_with(cluster: Cluster) -> None:
     made = await cluster.kube.create(pods_path("default"), {**pod("p"), "status": {"phase": "Running"}})
     assert made["status"]["phase"] == "Pending"

@@ -1,0 +1,71 @@
+"""A Volcano Job whose PodGroup the API server refuses: an object-count ResourceQuota on
+PodGroups (`count/podgroups.scheduling.volcano.sh`, a namespace's cap on its Jobs) or a webhook.
+The job controller raised, and its loop asked again every second for as long as the Job lived,
+writing nothing on it: the user saw a Pending Job and nothing else, and the API server one
+refused create a second. Now the Job gets Volcano's `PodGroupError` Warning Event ("Failed to
+create PodGroup, err: ..."), once per refusal, and the retries back off (doubling to a cap, as
+a controller's rate-limited requeue); the job's pods wait for their PodGroup, as under Volcano,
+and come once the quota has room. Driven by the log's events on an in-memory log with its own
+clock, against the emulator (or a real API server, whose quota admission refuses the same)."""
+
+from __future__ import annotations
+
+from contracts.events import JobSubmitted, PlacementCommitted, TaskPlacement
+from contracts.workloads import JobSpec, TaskSpec
+from services.kube import volcano
+from services.kube.client import pods_path
+from services.kube.jobcontroller import CREATE_BACKOFF, JobController
+from services.runtime.eventlog.memory import MemoryLog
+from tests.kube.cluster import Cluster
+from tests.kube.test_job_ttl import one_pod_job
+from tests.kube.test_status_counts import Clock
+
+NS = "counted"
+KEY = "count/podgroups.scheduling.volcano.sh"
+
+
+async def test_a_refused_podgroup_is_said_on_the_job_and_retried_with_backoff(cluster: Cluster) -> None:
+    await cluster.volcano_crds()
+    await cluster.limit_count(NS, KEY, 0)
+    body = one_pod_job("capped", None)
+    body["metadata"]["namespace"] = NS
+    made = await cluster.kube.create(volcano.jobs_path(NS), body)
+    clock = Clock()
+    controller = JobController(MemoryLog(), cluster.kube, clock=clock)
+    key = f"{NS}/capped"
+    controller.jobs[key] = volcano.typed(made, "Job")
+    spec = JobSpec(namespace=NS, name="capped", kind="Job", min_available=1, queue="default",
+                   annotations={volcano.OBJECT_UID: volcano.uid(made)}, tasks=(TaskSpec(name="w", replicas=1),))  # fmt: skip
+    controller.fold(1, JobSubmitted(spec=spec))
+    controller.fold(2, PlacementCommitted(namespace=NS, name="capped",
+                                          placements=(TaskPlacement(task="capped-w-0", node="n1"),)))  # fmt: skip
+
+    async def errors() -> list[dict[str, object]]:
+        return [e for e in await cluster.events(NS) if e.get("reason") == "PodGroupError"]
+
+    await controller._reconcile_one(key)
+    (event,) = await errors()
+    assert event["type"] == "Warning"
+    assert event["involvedObject"] == {"apiVersion": volcano.BATCH, "kind": "Job", "name": "capped",  # type: ignore[comparison-overlap]
+                                       "namespace": NS, "uid": volcano.uid(made)}  # fmt: skip
+    message = str(event["message"])
+    assert message.startswith("Failed to create PodGroup, err: ") and "forbidden" in message, message
+    if cluster.kind == "kmock":
+        assert "exceeded quota: objects" in message and f"{KEY}=0" in message, message
+    assert await cluster.pod(NS, "capped-w-0") is None, "a pod made before its PodGroup"
+    # the retry is timed, and each failure in a row doubles it
+    assert controller._due[key] == clock.now + CREATE_BACKOFF
+    delays = [controller.failing[key]]
+    for _ in range(3):
+        await controller._reconcile_one(key)
+        delays.append(controller.failing[key])
+    assert delays == [CREATE_BACKOFF * 2**i for i in range(4)]
+    assert len(await errors()) == 1, "the same refusal said twice"
+
+    # room in the quota: the PodGroup is made, then the pod, and the backoff is over
+    await cluster.limit_count(NS, KEY, None)
+    await controller._reconcile_one(key)
+    assert await cluster.present(volcano.podgroups_path(NS, volcano.podgroup_name(made))) is not None
+    assert key not in controller.failing
+    await controller._reconcile_one(key)
+    assert await cluster.present(pods_path(NS, "capped-w-0")) is not None
