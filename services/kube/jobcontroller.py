@@ -132,6 +132,10 @@ CREATE_BACKOFF_CAP = 300.0
 #: the status codes of a request the API server refused for what it asked (PodSecurity, a
 #: ResourceQuota, a webhook, an invalid object): said on the Job, where its user looks
 REFUSALS = frozenset({400, 403, 422})
+#: the cap of a failed reconcile's retries when the server did not refuse it (no answer, 5xx,
+#: 429): an API server back after an outage of minutes is asked again within this, where a
+#: refusal's cap would leave the job up to five minutes behind it
+TRANSIENT_BACKOFF_CAP = 10.0
 
 
 @dataclass
@@ -1073,20 +1077,21 @@ class JobController:
                 await self.reconcile(key)
             self.failing.pop(key, None)
         except KubeError as exc:
-            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key))
+            cap = CREATE_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
+            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key, cap))
         except Exception:  # a fault of ours: this job waits, the others go on
-            log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key))
+            log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key, CREATE_BACKOFF_CAP))
         finally:
             self._reconciling.discard(key)
             if key in self.dirty:
                 self._wake.set()
 
-    def _retry_later(self, key: str) -> float:
+    def _retry_later(self, key: str, cap: float) -> float:
         """Mark a job whose reconcile failed again after a delay that doubles while it keeps
-        failing (`CREATE_BACKOFF` up to its cap), as a controller's rate-limited requeue does:
+        failing (`CREATE_BACKOFF` up to `cap`), as a controller's rate-limited requeue does:
         retried every second, a Job whose PodGroup a quota refuses, or whose status a webhook
         refuses, asked the API server once a second for as long as it lived."""
-        delay = min(self.failing[key] * 2, CREATE_BACKOFF_CAP) if key in self.failing else CREATE_BACKOFF
+        delay = min(self.failing[key] * 2, cap) if key in self.failing else CREATE_BACKOFF
         self.failing[key] = delay
         self._mark_at(key, self.clock() + delay)
         return delay

@@ -14,7 +14,12 @@ from contracts.events import JobSubmitted, PlacementCommitted, TaskPlacement
 from contracts.workloads import JobSpec, TaskSpec
 from services.kube import volcano
 from services.kube.client import pods_path
-from services.kube.jobcontroller import CREATE_BACKOFF, JobController
+from services.kube.jobcontroller import (
+    CREATE_BACKOFF,
+    CREATE_BACKOFF_CAP,
+    TRANSIENT_BACKOFF_CAP,
+    JobController,
+)
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_job_ttl import one_pod_job
@@ -69,3 +74,15 @@ async def test_a_refused_podgroup_is_said_on_the_job_and_retried_with_backoff(cl
     assert key not in controller.failing
     await controller._reconcile_one(key)
     assert await cluster.present(pods_path(NS, "capped-w-0")) is not None
+
+
+async def test_retries_of_a_server_that_did_not_answer_stay_within_seconds(cluster: Cluster) -> None:
+    """Failures the server did not refuse (no answer, a 5xx, a 429: an API server restarting)
+    back off too, but to `TRANSIENT_BACKOFF_CAP`: after an outage of minutes a job is
+    reconciled within seconds of the server's return, not up to five minutes later."""
+    clock = Clock()
+    controller = JobController(MemoryLog(), cluster.kube, clock=clock)
+    transient = [controller._retry_later("a/job", TRANSIENT_BACKOFF_CAP) for _ in range(8)]
+    refused = [controller._retry_later("a/other", CREATE_BACKOFF_CAP) for _ in range(12)]
+    assert transient[:4] == [CREATE_BACKOFF * 2**i for i in range(4)] and max(transient) == TRANSIENT_BACKOFF_CAP
+    assert transient[-1] == TRANSIENT_BACKOFF_CAP < CREATE_BACKOFF_CAP == refused[-1]
