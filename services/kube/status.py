@@ -38,6 +38,7 @@ from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
 from services.kube import pods, reasons, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import scheduler_pods
+from services.kube.volcano import jobs_path, podgroups_path
 from services.runtime.eventlog import EventLog
 from services.runtime.service import EventService, Received, replay_decoded
 from services.runtime.tasks import cancel_all
@@ -157,8 +158,16 @@ async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], n
     if status is None and obj.get("kind") != "Queue":
         return  # said already
     await write_event(kube, obj, "Warning", "FailedAdmission", message, now)  # 409: said already
-    if status is not None:
-        await kube.patch(volcano.status_path(obj), {"status": status})  # says it was all written
+    if status is None:
+        return
+    # (paths by kind, not `volcano.status_path`: a Queue's status is never written here, and
+    # the chart's admission role has no grant for it)
+    m = volcano.meta(obj)
+    ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+    if obj.get("kind") == "PodGroup":  # its CRD has no status subresource: on the object
+        await kube.patch(podgroups_path(ns, name), {"status": status})  # says it was all written
+    else:
+        await kube.patch(jobs_path(ns, name, "status"), {"status": status})
 
 
 #: seconds between a verdict's arrival and its writing: verdicts of one session are written
