@@ -75,6 +75,13 @@ class KubeError(Exception):
 
 #: the reason of a KubeError that is no answer of the server's (503 for the callers' retries)
 UNANSWERED = "no answer"
+#: the status codes of a request the API server refused for what it asked (PodSecurity, a
+#: ResourceQuota, a webhook, an invalid object): asked the same, refused the same, so a
+#: controller backs off to minutes and says it where the object's user looks
+REFUSALS = frozenset({400, 403, 422})
+#: the cap of a controller's retries when the server did not refuse (no answer, 5xx, 429): an
+#: API server back after an outage of minutes is asked again within seconds
+TRANSIENT_BACKOFF_CAP = 10.0
 
 
 def no_answer(exc: BaseException) -> KubeError:

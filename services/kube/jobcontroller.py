@@ -80,6 +80,8 @@ from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
+    REFUSALS,
+    TRANSIENT_BACKOFF_CAP,
     Kube,
     KubeError,
     claims_path,
@@ -129,13 +131,6 @@ COLLECTOR_GRACE = 5.0
 #: schedule; a change of the job's objects or its log still reconciles it at once
 CREATE_BACKOFF = 1.0
 CREATE_BACKOFF_CAP = 300.0
-#: the status codes of a request the API server refused for what it asked (PodSecurity, a
-#: ResourceQuota, a webhook, an invalid object): said on the Job, where its user looks
-REFUSALS = frozenset({400, 403, 422})
-#: the cap of a failed reconcile's retries when the server did not refuse it (no answer, 5xx,
-#: 429): an API server back after an outage of minutes is asked again within this, where a
-#: refusal's cap would leave the job up to five minutes behind it
-TRANSIENT_BACKOFF_CAP = 10.0
 
 
 @dataclass

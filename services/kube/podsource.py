@@ -44,6 +44,8 @@ from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUE
 from services.kube import pods, status, volcano
 from services.kube.client import (
     PRIORITY_CLASSES,
+    REFUSALS,
+    TRANSIENT_BACKOFF_CAP,
     Kube,
     KubeError,
     batchjobs_path,
@@ -67,6 +69,10 @@ GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
+#: seconds before an owner's PodGroup whose create failed is asked again, doubled at each
+#: failure in a row up to the cap (a refusal's) or TRANSIENT_BACKOFF_CAP (no answer)
+GROUP_BACKOFF = 1.0
+GROUP_BACKOFF_CAP = 300.0
 
 
 class PodSource:
@@ -96,6 +102,9 @@ class PodSource:
         #: owner uid → its `group-min-member` (0: none, or its pods are not a gang), read once
         self.owner_min: dict[str, int] = {}
         self.owner_groups: set[tuple[str, str]] = set()  # PodGroups made for owners, by this process
+        #: owner PodGroups whose create failed: (namespace, name) → the retry's delay, when it
+        #: is due, and the refusal last said on a member pod (`_group_failed`)
+        self.group_failing: dict[tuple[str, str], tuple[float, float, str]] = {}
         #: changes to look at again later ("<what>/<ns>/<name>" → their latest version): a pod
         #: whose owner could not be read, objects waiting for their Queue; dropped when deleted
         self.later: dict[str, tuple[str, Change]] = {}
@@ -341,6 +350,10 @@ class PodSource:
         if wanted < 2:
             return False
         name = f"podgroup-{uid}"
+        failing = self.group_failing.get((ns, name))
+        if failing is not None and failing[1] > self.clock():  # backing off: asked at its time
+            self._again(obj, failing[1] - self.clock())
+            return True
         try:
             if (ns, name) not in self.groups and (ns, name) not in self.owner_groups:
                 spec: dict[str, Any] = {"minMember": wanted}
@@ -356,18 +369,39 @@ class PodSource:
                     await self.kube.create(podgroups_path(ns), body)
                 except KubeError as exc:
                     if exc.status != 409:
-                        raise
+                        await self._group_failed(obj, ns, name, exc)
+                        return True
                 self.owner_groups.add((ns, name))
+                self.group_failing.pop((ns, name), None)
             await self.kube.patch(pods_path(ns, str(m.get("name") or "")),
                                   {"metadata": {"annotations": {GROUP_NAME: name}}})  # fmt: skip
         except KubeError as exc:
             if exc.status == 404:
                 return True  # the pod went meanwhile
-            log.warning("pod %s/%s: its owner's PodGroup %s not made (%s); again shortly", ns,
+            log.warning("pod %s/%s: not named in its owner's PodGroup %s (%s); again shortly", ns,
                         m.get("name"), name, exc)  # fmt: skip
-            self.owner_groups.discard((ns, name))
             self._again(obj)
         return True
+
+    async def _group_failed(self, obj: dict[str, Any], ns: str, name: str, exc: KubeError) -> None:
+        """An owner's PodGroup not made: its pods are looked at again after a delay that doubles
+        while it keeps failing (to `GROUP_BACKOFF_CAP` when the server refused it, to seconds when
+        it did not answer), one create per delay for all of them, and a refusal (an object-count
+        ResourceQuota, a webhook) is said on the pod at hand, once per refusal. Asked again every
+        second by every pod of the owner, and said nowhere, the owner's pods sat Pending with no
+        word while each of them asked the API server once a second."""
+        before = self.group_failing.get((ns, name))
+        cap = GROUP_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
+        delay = min(before[0] * 2, cap) if before is not None else GROUP_BACKOFF
+        said = before[2] if before is not None else ""
+        message = f"Failed to create PodGroup {name}, err: {exc.message}"
+        log.warning("pod %s/%s: %s; again in %.0f s", ns, volcano.meta(obj).get("name"), message, delay)
+        if exc.status in REFUSALS and message != said:
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, obj, "Warning", "PodGroupError", message, self.clock())
+                said = message
+        self.group_failing[(ns, name)] = (delay, self.clock() + delay, said)
+        self._again(obj, delay)
 
     async def _queues_first(self, docs: list[dict[str, Any]], objs: dict[tuple[str, str], dict[str, Any]],
                             others: dict[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:  # fmt: skip
@@ -455,11 +489,11 @@ class PodSource:
         if (held := self.later.pop(key, None)) is not None:
             self.changes.put_nowait(held)
 
-    def _again(self, obj: dict[str, Any]) -> None:
-        """The pod looked at again in a second (a pod waiting to be placed changes no more)."""
+    def _again(self, obj: dict[str, Any], delay: float = 1.0) -> None:
+        """The pod looked at again after `delay` s (a pod waiting to be placed changes no more)."""
         r = pods.ref(obj)
         key = self._keep("pod", Change("upsert", f"{r.namespace}/{r.name}", obj))
-        asyncio.get_running_loop().call_later(1.0, self._release, key)
+        asyncio.get_running_loop().call_later(delay, self._release, key)
 
     async def _min_member(self, ns: str, owner: dict[str, Any]) -> int:
         """The owner's `group-min-member` (0 when it has none, is gone, or may not be read)."""

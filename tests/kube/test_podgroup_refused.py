@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from contracts.events import JobSubmitted, PlacementCommitted, TaskPlacement
 from contracts.workloads import JobSpec, TaskSpec
+from services.admission.service import AdmissionService
 from services.kube import volcano
-from services.kube.client import pods_path
-from services.kube.jobcontroller import (
-    CREATE_BACKOFF,
-    CREATE_BACKOFF_CAP,
-    TRANSIENT_BACKOFF_CAP,
-    JobController,
-)
+from services.kube.client import TRANSIENT_BACKOFF_CAP, pods_path, statefulsets_path
+from services.kube.jobcontroller import CREATE_BACKOFF, CREATE_BACKOFF_CAP, JobController
+from services.kube.podsource import GROUP_MIN_MEMBER, PodSource
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_job_ttl import one_pod_job
+from tests.kube.test_owner_gangs import owner as owner_body
+from tests.kube.test_owner_gangs import pod_of as member_body
 from tests.kube.test_status_counts import Clock
 
 NS = "counted"
@@ -86,3 +85,59 @@ async def test_retries_of_a_server_that_did_not_answer_stay_within_seconds(clust
     refused = [controller._retry_later("a/other", CREATE_BACKOFF_CAP) for _ in range(12)]
     assert transient[:4] == [CREATE_BACKOFF * 2**i for i in range(4)] and max(transient) == TRANSIENT_BACKOFF_CAP
     assert transient[-1] == TRANSIENT_BACKOFF_CAP < CREATE_BACKOFF_CAP == refused[-1]
+
+
+async def test_an_owners_refused_podgroup_is_said_on_its_pod_and_asked_once_per_backoff(cluster: Cluster) -> None:
+    """Admission makes `podgroup-<owner uid>` for a StatefulSet whose pods are one gang
+    (`scheduling.volcano.sh/group-min-member`). Refused, every pod of the owner asked for it
+    again every second, and nothing said why the pods stayed Pending. Now the refusal is a
+    `PodGroupError` Warning on the pod, the owner's pods ask once per backoff between them
+    (doubling), and the PodGroup is made once the quota has room."""
+    await cluster.volcano_crds()
+    await cluster.limit_count(NS, KEY, 0)
+    body = owner_body("StatefulSet", "infer", {GROUP_MIN_MEMBER: "2"})
+    body["metadata"]["namespace"] = NS
+    sts = await cluster.kube.create(statefulsets_path(NS), body)
+    members = []
+    for i in range(2):
+        pod = member_body(sts, f"infer-{i}")
+        pod["metadata"]["namespace"] = NS
+        members.append(await cluster.kube.create(pods_path(NS), pod))
+    clock = Clock()
+    source = PodSource(AdmissionService(MemoryLog()), cluster.kube, clock=clock)
+    posts = (cluster.kube.agent, "create", "scheduling.volcano.sh/podgroups")
+
+    async def looked_at(i: int) -> bool:
+        return await source._owner_gang(members[i])
+
+    async def errors() -> list[dict[str, object]]:
+        return [e for e in await cluster.events(NS) if e.get("reason") == "PodGroupError"]
+
+    assert await looked_at(0) and await looked_at(1)  # both held as members of a gang
+    (event,) = await errors()
+    assert event["type"] == "Warning" and (event["involvedObject"] or {})["name"] == "infer-0"  # type: ignore[index]
+    group = f"podgroup-{sts['metadata']['uid']}"
+    assert str(event["message"]).startswith(f"Failed to create PodGroup {group}, err: "), event["message"]
+    if cluster.kind == "kmock":
+        assert cluster.requests[posts] == 1, "the second pod asked while the first's refusal backs off"
+    asked = 1
+    for step in (1, 2, 4):  # each refusal doubles the wait; nothing is asked before it is over
+        clock.now += step - 0.5
+        assert await looked_at(1) and await looked_at(0)
+        if cluster.kind == "kmock":
+            assert cluster.requests[posts] == asked, f"asked {step - 0.5} s into a {step} s backoff"
+        clock.now += 0.5
+        assert await looked_at(1)
+        asked += 1
+        if cluster.kind == "kmock":
+            assert cluster.requests[posts] == asked
+    assert len(await errors()) == 1, "the same refusal said twice"
+
+    await cluster.limit_count(NS, KEY, None)
+    clock.now += 8
+    for i in range(2):
+        assert await looked_at(i)
+    assert await cluster.present(volcano.podgroups_path(NS, group)) is not None
+    for i in range(2):
+        got = await cluster.pod(NS, f"infer-{i}") or {}
+        assert got["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == group
