@@ -25,12 +25,18 @@ from typing import Any
 
 from services.core.workload import jobflow as jf
 from services.kube import status, volcano
-from services.kube.client import Kube, KubeError
+from services.kube.client import REFUSALS, TRANSIENT_BACKOFF_CAP, Kube, KubeError
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
+
+
+#: seconds before a failed reconcile of a flow is retried, doubled at each failure in a row up
+#: to RETRY_CAP (the server refused) or TRANSIENT_BACKOFF_CAP (it did not answer)
+RETRY_FIRST = 1.0
+RETRY_CAP = 300.0
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -50,6 +56,10 @@ class JobFlowController:
         self.dirty: set[str] = set()
         self.dirty_templates: set[str] = set()
         self.said: dict[str, str] = {}  # flow → the last problem told (told once per change)
+        #: flow → the delay before its failed reconcile is retried (doubled at each failure in a
+        #: row, dropped at one that goes through), and the refused create last said on it
+        self.failing: dict[str, float] = {}
+        self.refusal_said: dict[str, str] = {}
         #: flow uid → its jobs seen Completed or Failed (a job deleted by its ttl keeps its end)
         self.ended: dict[str, dict[str, jf.FlowJob]] = {}
         self._wake = asyncio.Event()
@@ -148,6 +158,8 @@ class JobFlowController:
 
     async def reconcile(self, key: str) -> None:
         flow = self.flows.get(key)
+        if flow is None:  # deleted: nothing of it is kept
+            self.refusal_said.pop(key, None)
         if flow is None or not self._ours(key, flow):
             return
         ns, name = key.split("/", 1)
@@ -187,8 +199,15 @@ class JobFlowController:
         try:
             await self.kube.create(jobs_path(ns), body)
         except KubeError as exc:
-            if exc.status != 409:  # there already (made before a restart): its watch brings it
-                raise
+            if exc.status == 409:  # there already (made before a restart): its watch brings it
+                return
+            message = f"Error creating job {body['metadata']['name']}: {exc.message}"
+            if exc.status in REFUSALS and self.refusal_said.get(f"{ns}/{name}") != message:
+                with contextlib.suppress(KubeError):  # (a quota, a webhook: said where the user looks)
+                    await status.write_event(self.kube, volcano.typed(flow, "JobFlow"), "Warning", "FailedCreate",
+                                             message, self.clock())  # fmt: skip
+                    self.refusal_said[f"{ns}/{name}"] = message
+            raise
         else:
             log.info("JobFlow %s/%s: made job %s", ns, name, body["metadata"]["name"])
             with contextlib.suppress(KubeError):
@@ -207,17 +226,29 @@ class JobFlowController:
             self._wake.clear()
             keys, self.dirty = sorted(self.dirty), set()
             for key in keys:
-                try:
-                    await self.reconcile(key)
-                except KubeError as exc:
-                    log.warning("JobFlow %s not reconciled (%s): again shortly", key, exc)
-                    asyncio.get_running_loop().call_later(1.0, self._again, key)
+                await self._reconcile_one(key)
             templates, self.dirty_templates = sorted(self.dirty_templates), set()
             for key in templates:
                 try:
                     await self.template_status(key)
                 except KubeError as exc:
                     log.warning("JobTemplate %s status not written (%s): at its next change", key, exc)
+
+    async def _reconcile_one(self, key: str) -> None:
+        """One flow reconciled; a failure is retried after a delay that doubles while it keeps
+        failing (to minutes when the server refused, seconds when it did not answer), as a
+        controller's rate-limited requeue: retried every second, a flow whose Job a quota
+        refused asked the API server once a second for as long as it lived."""
+        try:
+            await self.reconcile(key)
+        except KubeError as exc:
+            cap = RETRY_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
+            delay = min(self.failing[key] * 2, cap) if key in self.failing else RETRY_FIRST
+            self.failing[key] = delay
+            log.warning("JobFlow %s not reconciled (%s): again in %.0f s", key, exc, delay)
+            asyncio.get_running_loop().call_later(delay, self._again, key)
+        else:
+            self.failing.pop(key, None)
 
     def _again(self, key: str) -> None:
         self.dirty.add(key)

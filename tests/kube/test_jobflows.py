@@ -262,3 +262,41 @@ async def test_a_job_ended_and_gone_while_the_controller_was_busy_is_not_made_ag
         stopping.set()
         await cancel_all([running])
         await kube.close()
+
+
+async def test_a_flows_refused_job_is_said_on_the_flow_and_retried_with_backoff(cluster: Cluster) -> None:
+    """A flow's step whose Job the API server refuses (an object-count ResourceQuota on Volcano
+    Jobs, a webhook) was asked again every second for as long as the flow lived, said nowhere.
+    Now the JobFlow gets a `FailedCreate` Warning naming the Job and the server's words, once
+    per refusal, the retries double (to minutes), and the Job is made once the quota has room."""
+    await cluster.volcano_crds()
+    ns, key = "flows-capped", "count/jobs.batch.volcano.sh"
+    await cluster.limit_count(ns, key, 0)
+    made_template = template("prep")
+    made_template["metadata"]["namespace"] = ns
+    made_template = await cluster.kube.create(jobtemplates_path(ns), made_template)
+    body = {"apiVersion": volcano.FLOW, "kind": "JobFlow", "metadata": {"name": "pipe", "namespace": ns},
+            "spec": {"flows": [{"name": "prep"}]}}  # fmt: skip
+    made_flow = await cluster.kube.create(jobflows_path(ns), body)
+    controller = JobFlowController(cluster.kube)
+    controller.templates[f"{ns}/prep"] = volcano.typed(made_template, "JobTemplate")
+    controller.flows[f"{ns}/pipe"] = volcano.typed(made_flow, "JobFlow")
+
+    async def refusals() -> list[dict[str, Any]]:
+        return [e for e in await cluster.events(ns) if e.get("reason") == "FailedCreate"]
+
+    delays = []
+    for _ in range(3):
+        await controller._reconcile_one(f"{ns}/pipe")
+        delays.append(controller.failing[f"{ns}/pipe"])
+    assert delays == [1.0, 2.0, 4.0]
+    (event,) = await refusals()
+    assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "JobFlow", event
+    assert str(event["message"]).startswith("Error creating job pipe-prep: "), event["message"]
+    assert "forbidden" in str(event["message"]), event["message"]
+    assert await cluster.present(jobs_path(ns, "pipe-prep")) is None
+
+    await cluster.limit_count(ns, key, None)
+    await controller._reconcile_one(f"{ns}/pipe")
+    assert await cluster.present(jobs_path(ns, "pipe-prep")) is not None
+    assert f"{ns}/pipe" not in controller.failing
