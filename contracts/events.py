@@ -161,14 +161,19 @@ class PlacementCommitted(Event, frozen=True, tag="PlacementCommitted"):
 
 
 class BindingFailed(Event, frozen=True, tag="BindingFailed"):
-    """The API server refused the binding of a committed task (pod gone, node gone, recreated):
-    its slices are released and the task waits again."""
+    """The API server refused the binding of a committed task (pod gone, node gone, recreated),
+    or the pod itself (the job controller's create refused: PodSecurity, a quota, a webhook):
+    its slices are released and the task waits again. `retry_at` (wall-clock seconds, 0: at
+    once) holds the job back from placement until then, or until the job changes: a Job whose
+    pods the API server refuses books no cards while its controller backs off, as under
+    Volcano, where a pod never made is never allocated."""
 
     namespace: str
     name: str
     task: str
     node: str
     reason: str
+    retry_at: float = 0.0
 
 
 #: how a `PlacementRejected.reason` begins when the allocator refused on a card ledger the

@@ -147,6 +147,9 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
             return "committed", f"proposal #{ev.proposal_seq}" if ev.proposal_seq else ""
         case PlacementRejected():
             return "proposal rejected", ev.reason
+        case BindingFailed() if (not pod or ev.task == pod) and ev.retry_at:  # the pod itself refused
+            at = datetime.fromtimestamp(ev.retry_at, UTC).strftime("%H:%M:%SZ")
+            return "given back", f"{ev.task} on {ev.node}: {ev.reason}; held until {at}"
         case BindingFailed() if not pod or ev.task == pod:
             return "binding failed", f"{ev.task} on {ev.node}: {ev.reason}"
         case EvictionRequested() if not pod or ev.task == pod:

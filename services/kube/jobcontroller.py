@@ -63,6 +63,7 @@ from typing import Any, Protocol
 from contracts.base import Event
 from contracts.events import (
     ALL_EVENTS,
+    BindingFailed,
     EvictionRequested,
     JobDeleted,
     JobSubmitted,
@@ -96,7 +97,7 @@ from services.kube.sshkeys import new_key_pair
 from services.kube.volcano import commands_path, jobs_path, podgroups_path, queues_path
 from services.queue import flow as fl
 from services.runtime.eventlog import EventLog
-from services.runtime.service import EventService, Received, replay_decoded
+from services.runtime.service import EventService, Outgoing, Received, replay_decoded
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,10 @@ class Refused:
     delay: float
     until: float
     said: str = ""
+
+
+def _names(bodies: Iterable[dict[str, Any]]) -> list[str]:
+    return [str(volcano.meta(b)["name"]) for b in bodies]
 
 
 class OwnerIndex:
@@ -220,6 +225,9 @@ class JobController:
         self.failing: dict[str, float] = {}
         #: job → the refusal of its PodGroup last said in a `PodGroupError` Event
         self.pg_refused: dict[str, str] = {}
+        #: job → pod → the sequence of the commit that placed it (the id of the `BindingFailed`
+        #: that gives its cards back when its pod is refused: one per commit)
+        self.commit_seq: dict[str, dict[str, int]] = {}
         #: the pods and PodGroups each Job owns: a reconcile walked every pod of the cluster's
         #: Volcano Jobs to find its own — two thirds of the queue process with 500 Jobs of 8
         #: (benchmarks.k8s --shapes vcjob)
@@ -281,6 +289,7 @@ class JobController:
                 self.placed.discard(key)  # type: ignore[arg-type]
             case PlacementCommitted() if not event.existing:
                 self.placed.add(key)  # type: ignore[arg-type]
+                self.commit_seq.setdefault(key, {}).update((p.task, seq) for p in event.placements)  # type: ignore[arg-type]
             case TaskFinished() if event.reason in st.BACK_TO_PENDING:
                 self.reset.setdefault(key, {})[event.task] = seq  # type: ignore[index]
             case EvictionRequested():  # the pod bound before it goes, even if the writer
@@ -323,7 +332,8 @@ class JobController:
     def _forget(self, key: str) -> None:
         """A job deleted long enough ago: nothing of it is asked for again."""
         for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone,
-                     self._left_since, self._ttl_deleted, self.refused, self.failing, self.pg_refused):
+                     self._left_since, self._ttl_deleted, self.refused, self.failing, self.pg_refused,
+                     self.commit_seq):
             held.pop(key, None)
         for kind in ("Job", "PodGroup"):
             self._written_at.pop((key, kind), None)
@@ -501,7 +511,8 @@ class JobController:
             return
         backoff = self.refused.get(key)
         if backoff is not None and backoff.until > self.clock():
-            self._mark_at(key, backoff.until)
+            self._mark_at(key, backoff.until)  # (placed meanwhile: its cards go back until then)
+            await self._give_back(key, _names(bodies), backoff.said or "its pods refused", backoff.until)
             return
         ns = key.split("/", 1)[0]
         first, rest = (bodies[:1], bodies[1:]) if backoff is not None else (bodies, [])
@@ -522,6 +533,34 @@ class JobController:
                 said = message
         self.refused[key] = Refused(delay, self.clock() + delay, said)
         self._mark_at(key, self.clock() + delay)
+        await self._give_back(key, _names(bodies), message, self.clock() + delay)
+
+    async def _give_back(self, key: str, names: Iterable[str], reason: str, until: float) -> None:
+        """The cards of the job's committed tasks whose pods could not be made go back
+        (`BindingFailed`, held from placement until `until`, when this controller asks again):
+        a pod never made is never bound, and its cards stayed booked — a Job in a namespace
+        whose PodSecurity refuses its pods held its node for good, and the jobs of everyone
+        else waited (under Volcano such a Job allocates nothing). Once per commit of a task."""
+        ns, name = key.split("/", 1)
+        tasks = self.flow.projection.tasks.get(key, {})
+        for pod in names:
+            snap = tasks.get(pod)
+            if snap is None or snap.status != st.BOUND or f"{ns}/{pod}" in self.pods:
+                continue
+            seq = self.commit_seq.get(key, {}).get(pod, 0)
+            event = BindingFailed(namespace=ns, name=name, task=pod, node=snap.node, reason=reason, retry_at=until)
+            try:
+                await self.service.publish(Outgoing(self.subjects.job(ns, name), event,
+                                                    msg_id=f"podrefused:{key}/{pod}:{seq}"))  # fmt: skip
+            except Exception as exc:  # (the log away: given back at the next reconcile)
+                log.warning("job %s: the cards of %s not given back (%s)", key, pod, exc)
+                return
+
+    def _podless(self, key: str) -> list[str]:
+        """The job's committed tasks that have no pod (none made, none on the way)."""
+        ns = key.split("/", 1)[0]
+        return [pod for pod, t in self.flow.projection.tasks.get(key, {}).items()
+                if t.status == st.BOUND and f"{ns}/{pod}" not in self.pods and f"{ns}/{pod}" not in self.expected]  # fmt: skip
 
     async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> list[tuple[str, KubeError]]:
         """Each pod asked for, `POD_CREATES_IN_FLIGHT` at once; the refused ones (name, why)."""
@@ -1073,7 +1112,10 @@ class JobController:
             self.failing.pop(key, None)
         except KubeError as exc:
             cap = CREATE_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
-            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key, cap))
+            delay = self._retry_later(key, cap)
+            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, delay)
+            if exc.status in REFUSALS:  # (its PodGroup refused: its pods wait for it, cards back)
+                await self._give_back(key, self._podless(key), f"pods not made: {exc.message}", self.clock() + delay)
         except Exception:  # a fault of ours: this job waits, the others go on
             log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key, CREATE_BACKOFF_CAP))
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.events import (
+    BindingFailed,
     JobSubmitted,
     JobUnschedulable,
     JobUpdated,
@@ -24,6 +25,7 @@ from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling.view import MAX_REFUSED_NODES
 from services.runtime.eventlog import MemoryLog
 from services.scheduler.service import Scheduler
+from services.scheduler.view import ViewFold
 from tests.allocator.scenario import put
 
 #: what the allocator answers (services/allocator/commit.py, service.py) when its ledgers and
@@ -138,3 +140,39 @@ async def test_a_refusal_on_a_view_the_ledger_had_moved_past_is_no_refusal() -> 
     d.sessions(3, "stale view: card n1-Ascend910B3-0 changed after the proposal's view (#5 → #9); "
                   "task cpu-0 on card n1-Ascend910B3-0: ExclusiveDeviceAllocateConflict")  # fmt: skip
     assert len(d.proposals()) == 3 and d.sched.view.refused == {}
+
+
+async def test_a_job_whose_pods_were_refused_is_held_from_every_node_until_its_retry() -> None:
+    """The job controller gives a task back when the API server refuses its pod (PodSecurity, a
+    quota): `BindingFailed` with a `retry_at`. Until then no session places the job (its cards
+    stayed booked by pods that could never be made), a change on its nodes does not lift that,
+    the session says when it is tried again, and a change of the job itself lifts it at once."""
+    d = await driver(nodes=1)
+    d.sched.clock = lambda: 1000.0
+    outs = [o.event for o in d.sched.session_events()]
+    proposal = next(e for e in outs if isinstance(e, PlacementProposed))
+    at = d.fold(proposal)
+    d.fold(PlacementCommitted(namespace="default", name="cpu", placements=proposal.placements, proposal_seq=at))
+    refusal = 'Error creating pod cpu-0: pods "cpu-0" is forbidden: violates PodSecurity "restricted:latest"'
+    d.fold(BindingFailed(namespace="default", name="cpu", task="cpu-0", node="n1", reason=refusal, retry_at=1004.0))
+    d.fold(TaskFinished(namespace="other", name="x", task="x-0", node="n1", exit_code=0))  # n1 changed
+    decided = d.sched.session_events()
+    assert not [o for o in decided if isinstance(o.event, PlacementProposed)], "placed again before its retry"
+    (held,) = [o.event for o in decided if isinstance(o.event, JobUnschedulable)]
+    assert "held back: the API server refused its pods" in held.reason and refusal in held.reason, held.reason
+    assert "tried again at 1970-01-01T00:16:44Z" in held.reason, held.reason
+    assert d.sched._revisit == 1004.0  # an unchanged log opens a session then, not before
+    # the snapshot a restart resumes from holds it too
+    fold = ViewFold(d.sched.subjects.events)
+    assert fold.decode(fold.encode(d.sched.view)).refused == d.sched.view.refused != {}
+    d.sched.clock = lambda: 1004.0
+    assert [o for o in d.sched.session_events() if isinstance(o.event, PlacementProposed)], "not tried at its retry"
+
+
+async def test_a_held_job_changed_by_its_user_is_tried_at_once() -> None:
+    d = await driver(nodes=1)
+    d.sched.clock = lambda: 1000.0
+    d.fold(BindingFailed(namespace="default", name="cpu", task="cpu-0", node="n1", reason="refused", retry_at=2000.0))
+    assert not [o for o in d.sched.session_events() if isinstance(o.event, PlacementProposed)]
+    d.fold(JobUpdated(namespace="default", name="cpu", spec=cpu_job(cpu=2000), reason="edited"))
+    assert [o for o in d.sched.session_events() if isinstance(o.event, PlacementProposed)]

@@ -155,10 +155,12 @@ def _bounded(errors: dict[str, str], memo: dict[tuple[tuple[str, str], ...], tup
 
 
 def _revisit_at(ssn: Session) -> float | None:
-    """The soonest a plugin's time rule turns (`Decisions.revisit_at`): the plugins that read
-    the session's clock say when (sla, cdp); the others' decisions do not move with it."""
+    """The soonest a time rule turns (`Decisions.revisit_at`): the plugins that read the
+    session's clock say when (sla, cdp), and a job held back for its refused pods is placeable
+    again at its retry; the others' decisions do not move with it."""
     turns = [at for plugin in ssn.plugins.values()
              if (ahead := getattr(plugin, "revisit_at", None)) is not None and (at := ahead(ssn)) is not None]  # fmt: skip
+    turns += [r.until for key, r in ssn.snapshot.refused.items() if r.until > ssn.now and key in ssn.jobs]
     return min(turns, default=None)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -436,6 +437,13 @@ class Session:
         refused = self.snapshot.refused.get(job.key)
         if refused is None:
             return self.node_list, {}
+        if refused.until:  # its pods refused by the API server: held back until its retry
+            if refused.until <= self.now:
+                return self.node_list, {}
+            at = datetime.fromtimestamp(refused.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            held = (f"held back: the API server refused its pods ({refused.held}); tried again at "
+                    f"{at} or when the job changes")  # fmt: skip
+            return [], dict.fromkeys((n.name for n in self.node_list), held)
         why = {n: f"placement refused by the allocator: {r}" for n, r in refused.nodes.items()
                if n in self.nodes}  # fmt: skip
         if refused.everywhere:

@@ -139,6 +139,10 @@ class Refused:
 
     nodes: dict[str, str] = field(default_factory=dict)  # node → the allocator's reason there
     everywhere: str = ""
+    #: held back from every node until this time (a `BindingFailed.retry_at`: its pods refused
+    #: by the API server), for `held` — lifted sooner by a change of the job only
+    until: float = 0.0
+    held: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,8 @@ class SchedulerView:
         moved = self.projection.apply(seq, event)
         if changed is not None:
             self._lift(*changed)
+        if isinstance(event, BindingFailed) and event.retry_at > 0:
+            self._hold(f"{event.namespace}/{event.name}", event)
         if isinstance(event, JobDeleted | JobPhaseChanged):
             key = f"{event.namespace}/{event.name}"
             if key not in self.projection.jobs:  # ended: no session decides about it again
@@ -147,6 +149,15 @@ class SchedulerView:
         everywhere = reason if len(there) >= MAX_REFUSED_NODES else ""
         self.refused[key] = st.Refused(there, everywhere)
 
+    def _hold(self, key: str, event: BindingFailed) -> None:
+        """The job's pods were refused by the API server: no node for it until `retry_at` (or a
+        change of the job), whatever the allocator said before."""
+        if key not in self.projection.jobs:
+            return
+        before = self.refused.get(key)
+        until = max(event.retry_at, before.until if before is not None else 0.0)
+        self.refused[key] = st.Refused(until=until, held=event.reason)
+
     def _changes(self, event: Event) -> tuple[set[str], str, bool] | None:
         """(nodes that changed, the job that changed, whether a node joined), read before the
         projection folds `event` (an ended job's pods still name their nodes then)."""
@@ -179,6 +190,8 @@ class SchedulerView:
         if not nodes and not joined:
             return
         for key, r in list(self.refused.items()):
+            if r.until:
+                continue  # held for its pods, not its nodes: lifted by a change of the job only
             left = {n: why for n, why in r.nodes.items() if n not in nodes}
             if not left:
                 del self.refused[key]
