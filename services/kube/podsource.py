@@ -172,8 +172,8 @@ class PodSource:
         return True
 
     def _group_docs(self, key: tuple[str, str]) -> list[dict[str, Any]]:
-        """A PodGroup and its pods, once it has minMember of them and is not admitted yet; an
-        admitted live one again when it or its set of pods changed (`JobUpdated`)."""
+        """A PodGroup and its pods, at once when it is not admitted yet; an admitted live one
+        again when it or its set of pods changed (`JobUpdated`)."""
         pg = self.groups.get(key)
         if pg is None or "pod" not in self.listed:
             # a group is judged with its pods: before the pods' listing (admission's start,
@@ -185,9 +185,11 @@ class PodSource:
             if not self._edited(key, (_version(pg), tuple(sorted(members)))):
                 return []
             return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
-        want = int((pg.get("spec") or {}).get("minMember") or 0)
-        if len(members) < max(want, 1):
-            return []  # Volcano's gang: not valid before minMember pods exist
+        # judged with whatever pods name it, none at all included: Volcano's enqueue admits a
+        # PodGroup on its minResources alone, and the operators that make their pods only once
+        # their group is Inqueue (Kubeflow's training-operator, MindCluster's ascend-operator)
+        # waited for good while it waited for minMember pods; the gang rule still places
+        # nothing before minMember pods are there (their arrival is a `JobUpdated`)
         return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
 
     async def _volcano(self, what: str, ch: Change, docs: list[dict[str, Any]],

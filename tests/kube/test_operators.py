@@ -24,11 +24,10 @@ by the operator's custom resource — and acts on what it reads back, as the ope
   pods asking whole `huawei.com/Ascend910` cards made only once the group is past Pending
   (Ascend/mind-cluster `component/ascend-operator/pkg/controllers/v1/job.go` isPodGroupSynced).
 
-Not here: the training-operator's and ascend-operator's wait for Inqueue. Tessera admits an
-external PodGroup only once minMember pods name it (`PodSource._group_docs`), so a group with no
-pod is never Inqueue and those operators never make a pod; Volcano's enqueue admits the group on
-its minResources alone. Admitting it at once passes such a test, but made late members flaky
-under load (seen with two control planes on two cores): left for a change of its own.
+The training-operator's and ascend-operator's wait for Inqueue needs the group admitted with
+no pod at all, as Volcano's enqueue admits it on its minResources alone: Tessera waited for
+minMember pods (`PodSource._group_docs`), so such a group was never Inqueue and those operators
+never made a pod (the PyTorchJob tests below).
 """
 
 from __future__ import annotations
@@ -275,3 +274,76 @@ async def test_spark_submits_own_podgroup_without_a_min_member_places_each_pod(
         for e in await cluster.events():
             print("EV", e["involvedObject"]["name"], e["reason"], e["message"])
         raise
+
+
+class PyTorchJob:
+    """What Kubeflow's training-operator makes for a PyTorchJob with `--gang-scheduler-name=volcano`:
+    its PodGroup first (named after the job, minMember the replicas, minResources theirs), and
+    the pods only once the group's phase is past Pending (common/job.go)."""
+
+    API = "kubeflow.org/v1"
+
+    def __init__(self, cluster: Cluster, name: str, workers: int) -> None:
+        self.cluster, self.name = cluster, name
+        self.ref = owner(self.API, "PyTorchJob", name)
+        self.replicas = [(f"{name}-master-0", "master", "1")] + [(f"{name}-worker-{i}", "worker", "2")
+                                                                 for i in range(workers)]  # fmt: skip
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _t, _c in self.replicas]
+
+    async def submit(self) -> None:
+        cpu = sum(int(c) for _n, _t, c in self.replicas)
+        await self.cluster.kube.create(volcano.podgroups_path("default"), podgroup(
+            self.name, self.ref, len(self.replicas), queue="default",
+            min_resources={"cpu": str(cpu), "memory": f"{len(self.replicas)}Gi"}))  # fmt: skip
+
+        async def admitted() -> bool:  # the operator's own check before it makes pods
+            return (await group_status(self.cluster, self.name)).get("phase") not in (None, "", "Pending")
+
+        await wait_until(admitted, 30, f"PodGroup {self.name} past Pending (the operator waits for it)")
+        assert not [p for p in await self.cluster.pods() if p["metadata"]["name"] in self.names]
+        for name, task, cpu in self.replicas:
+            await self.cluster.create_pod(pod(name, self.name, self.ref, task=task,
+                                              requests={"cpu": cpu, "memory": "1Gi"}))  # fmt: skip
+
+    async def running(self) -> bool:
+        return set((await phases(self.cluster, self.names)).values()) == {"Running"}
+
+
+async def test_a_pytorchjob_gets_its_pods_once_its_podgroup_is_inqueue(cluster: Cluster, plane: ControlPlane) -> None:
+    await cluster.create_node("n1", cpu="8")
+    job = PyTorchJob(cluster, "mnist", workers=2)
+    await job.submit()  # waited for good before: the group had no pods, so was never judged
+    assert (await group_status(cluster, "mnist"))["phase"] == "Inqueue"
+    await wait_until(job.running, 30, "master and workers Running")
+
+    async def shown_running() -> bool:
+        st = await group_status(cluster, "mnist")
+        return st.get("phase") == "Running" and st.get("running") == 3
+
+    await wait_until(shown_running, 30, "the PodGroup Running with 3 running")
+
+
+async def test_a_pytorchjob_too_big_for_the_cluster_waits_at_enqueue_with_no_pods(
+    cluster: Cluster, plane: ControlPlane
+) -> None:
+    """Its minResources do not fit: the group stays Pending (no pods made), said why; a node that
+    makes room lets it in."""
+    await cluster.create_node("n1", cpu="4")
+    job = PyTorchJob(cluster, "big", workers=3)  # 7 cpus
+    submitting = asyncio.ensure_future(job.submit())
+    try:
+        async def said() -> bool:
+            st = await group_status(cluster, "big")
+            return st.get("phase") == "Pending" and any(c.get("type") == "Unschedulable"
+                                                        for c in st.get("conditions") or [])  # fmt: skip
+
+        await wait_until(said, 30, "the group Pending and Unschedulable")
+        assert not submitting.done()
+        await cluster.create_node("n2", cpu="4")
+        await submitting
+    finally:
+        submitting.cancel()
+    await wait_until(job.running, 30, "the job Running once a second node came")

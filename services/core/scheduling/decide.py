@@ -181,10 +181,10 @@ def queue_allocated(ssn: Session) -> dict[str, dict[str, int]]:
 def _unschedulable_reason(ssn: Session, job: JobInfo) -> tuple[str, str]:
     """(reason, code), or ("", "") when nothing of the job waits (see `Unschedulable.code`)."""
     pending = [t for t in job.tasks.values() if t.status == st.PENDING]
-    if not pending:
-        return "", ""
+    if not pending and not (job.phase == "Pending" and not job.tasks):
+        return "", ""  # (a PodGroup with no pods yet waits at enqueue: an operator's, before its pods)
     held = [t for t in pending if t.spec.scheduling_gates]
-    if len(held) == len(pending):  # no session tries them: not a matter of nodes or shares
+    if pending and len(held) == len(pending):  # no session tries them: not a matter of nodes or shares
         return gated_reason(sorted(held, key=lambda t: t.pod)), GATED_REASON
     if job.phase == "Pending":
         if job.why_plugin == QUOTA_PLUGIN and job.why:  # its namespace's quota holds it, not a queue
