@@ -1,4 +1,5 @@
-"""`tessera` command line: one entry point, subcommands grow as the services land."""
+"""`tessera`: run Tessera's services (`up`, `down`, `demo`), submit and inspect work (`apply`, `get`,
+`describe`, `explain`, `events`) and check the scheduler offline (`simulate`, `replay`)."""
 
 from __future__ import annotations
 
