@@ -106,6 +106,29 @@ def test_unknown_field_is_rejected_with_its_path(tmp_path: Path) -> None:
     )
 
 
+def test_a_refused_queue_and_job_are_said_in_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The article's Queue as written (a `policy` field Volcano's Queue does not have) and its
+    Job naming it: nothing of it became a pod, and the summary printed an empty table, exit 0."""
+    workload = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: test}
+spec: {weight: 1, policy: binpack}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  queue: test
+  minAvailable: 1
+  tasks: [{name: t, replicas: 1, template: {spec: {containers: [{name: c, image: busybox}]}}}]
+"""
+    assert main(_write(tmp_path, SLA_INVENTORY, workload, None)) == 0
+    out = capsys.readouterr().out
+    assert "queue test rejected: Queue: spec.policy: unknown field" in out, out
+    assert "Job default/j rejected: Job: spec.queue: queue does not exist (value: test)" in out, out
+
+
 SLA_INVENTORY = {"nodes": [{"name": "cpu", "count": 1, "cpu": 64, "memory": "256Gi"}]}
 SLA_CONF = """actions: "enqueue, allocate"
 tiers:

@@ -83,7 +83,16 @@ def summary(report: dict[str, Any]) -> str:
     head = (f"{m['cycles']} cycles; pods: {phases}; cards in use {m['cards_in_use']}/{m['cards_total']}, "
             f"card memory allocated {100 * m['card_memory_allocated_ratio']:.1f}%, "
             f"{m['evictions']} evictions, {m['placements_rejected']} placements rejected")  # fmt: skip
-    return head + "\n" + render(_table_view("pods", report["pods"]), POD_COLUMNS, "table")
+    out = head + "\n" + render(_table_view("pods", report["pods"]), POD_COLUMNS, "table")
+    # a refused Queue or Job has no pod to show it: without these lines a workload refused
+    # whole (the article's Queue as written, its Job naming that queue) printed an empty table
+    refused = [f"queue {q['name']} rejected: {q['reason']}" for q in report.get("queues", [])
+               if q.get("state") == "Rejected"]  # fmt: skip
+    refused += [f"{j.get('kind') or 'job'} {j['namespace']}/{j['name']} rejected: {j['reason']}"
+                for j in report.get("jobs", []) if j.get("phase") == "Rejected"
+                and not any(p.get("job") == j["name"] and p.get("namespace") == j["namespace"]
+                            for p in report["pods"])]  # fmt: skip
+    return "\n".join([out, *refused])
 
 
 def _build(args: argparse.Namespace) -> Any:
