@@ -43,6 +43,7 @@ import pytest
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
+from services.kube.client import pods_path
 from tests.kube.cluster import Cluster, Kubelet
 from tests.processes import wait_until
 
@@ -347,3 +348,30 @@ async def test_a_pytorchjob_too_big_for_the_cluster_waits_at_enqueue_with_no_pod
     finally:
         submitting.cancel()
     await wait_until(job.running, 30, "the job Running once a second node came")
+
+
+async def test_a_suspended_and_resumed_pytorchjob_runs_again_under_the_same_names(
+    cluster: Cluster, plane: ControlPlane
+) -> None:
+    """Suspended (`runPolicy.suspend`), the training-operator deletes the job's pods, then its
+    PodGroup; resumed, it makes the PodGroup again, waits for it to be past Pending, and makes
+    the pods under their old names. The second run must run as the first did."""
+    await cluster.create_node("n1", cpu="8")
+    job = PyTorchJob(cluster, "resume", workers=1)
+    await job.submit()
+    await wait_until(job.running, 30, "the first run Running")
+    for name in job.names:
+        await cluster.kube.delete(pods_path("default", name))
+
+    async def pods_gone() -> bool:
+        return set((await phases(cluster, job.names)).values()) == {""}
+
+    await wait_until(pods_gone, 30, "the pods gone (the kubelet confirmed)")
+    await cluster.kube.delete(volcano.podgroups_path("default", "resume"))
+
+    async def group_gone() -> bool:
+        return await cluster.present(volcano.podgroups_path("default", "resume")) is None
+
+    await wait_until(group_gone, 30, "the PodGroup gone")
+    await job.submit()  # resumed: the group first, the pods once it is past Pending
+    await wait_until(job.running, 30, "the second run Running")
