@@ -322,13 +322,18 @@ class AdmissionService:
             if isinstance(res, Conflict):
                 r = results[w.result]
                 results[w.result] = msgspec.structs.replace(r, outcome=REJECTED, reasons=(
-                    f"metadata.name: {r.kind} {r.name} was created or changed concurrently "
+                    f"metadata.name: {r.kind} {r.name} {CONCURRENT} "
                     f"(expected version {res.expected}, found {res.actual}); apply again",))  # fmt: skip
                 continue
             if getattr(res, "duplicate", False):  # the very same write landed already
                 results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
             self._fold(getattr(res, "seq", 0), out.subject, out.event)
         return again
+
+
+#: the words of a write another writer's append beat (its expected sequence passed): nothing
+#: was judged wrong, and an object read from the API server is judged again (podsource.py)
+CONCURRENT = "was created or changed concurrently"
 
 
 def admit_span(subject: str, event: Event) -> context.Context | None:

@@ -39,7 +39,7 @@ import msgspec
 
 from contracts.api import REJECTED
 from contracts.workloads import JobSpec
-from services.admission.service import AdmissionService
+from services.admission.service import CONCURRENT, AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
 from services.kube import pods, status, volcano
 from services.kube.client import (
@@ -69,6 +69,7 @@ GROUP_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
+JUDGE_AGAIN_AFTER = 0.1  # seconds before an object whose write lost a race is judged again
 #: seconds before an owner's PodGroup whose create failed is asked again, doubled at each
 #: failure in a row up to the cap (a refusal's) or TRANSIENT_BACKOFF_CAP (no answer)
 GROUP_BACKOFF = 1.0
@@ -599,6 +600,9 @@ class PodSource:
             return
         results = await self.admission.admit_documents(_latest(docs))
         for res in results:
+            if res.outcome == REJECTED and any(CONCURRENT in r for r in res.reasons) \
+                    and self._judge_again(res.kind, res.namespace, res.name, objs, others):  # fmt: skip
+                continue
             if res.kind == "HyperNode":
                 if res.outcome == REJECTED and (obj := others.get(("HyperNode", "", res.name))) is not None:
                     self.refused += 1
@@ -635,6 +639,30 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
+
+    def _judge_again(self, kind: str, ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
+                     others: dict[tuple[str, str, str], dict[str, Any]]) -> bool:  # fmt: skip
+        """An object whose write another service's append beat (the scheduler's verdict on the
+        job landing between admission's read of the job's last sequence and its own append):
+        nothing was judged wrong, so it is judged again shortly — and said nowhere. Refused
+        "apply again", a watched object was never applied again: a PodGroup's pod that joined
+        it then (a `JobUpdated`) was not a member for good, its gang never placed (seen under
+        load as operators' late pods never running), and its user got a Warning meant for
+        `tessera apply`. True when it will be."""
+        if kind == "PodGroup" and (pg := self.groups.get((ns, name))) is not None:
+            self.judged.pop((ns, name), None)
+            what, obj = "podgroup", pg
+        elif kind == "Job" and (job := others.get(("Job", ns, name))) is not None:
+            self.judged.pop((ns, name), None)
+            what, obj = "job", job
+        elif kind == "Pod" and (pod := objs.get((ns, name))) is not None:
+            what, obj = "pod", pod
+        else:
+            return False
+        log.info("%s %s/%s: written concurrently with another service's event; judged again", kind, ns, name)
+        key = self._keep(what, Change("upsert", f"{ns}/{name}", obj))
+        asyncio.get_running_loop().call_later(JUDGE_AGAIN_AFTER, self._release, key)
+        return True
 
     def _member_named(self, namespace: str, name: str) -> tuple[tuple[str, str], dict[str, Any]] | None:
         """(its PodGroup, the pod) for a pod kept as a group's member."""
