@@ -144,6 +144,11 @@ class Refused:
     said: str = ""
 
 
+class PodGroupWaits(Exception):
+    """The job's PodGroup create backs off after a refusal: its reconcile stops there (its pods
+    wait for their PodGroup) until the time it is asked again."""
+
+
 def _names(bodies: Iterable[dict[str, Any]]) -> list[str]:
     return [str(volcano.meta(b)["name"]) for b in bodies]
 
@@ -223,8 +228,10 @@ class JobController:
         #: job → the delay before its failed reconcile is retried (doubled at each failure in
         #: a row, dropped at a reconcile that goes through)
         self.failing: dict[str, float] = {}
-        #: job → the refusal of its PodGroup last said in a `PodGroupError` Event
+        #: job → the refusal of its PodGroup last said in a `PodGroupError` Event, and when its
+        #: PodGroup is asked for again (not at each of the job's events before that)
         self.pg_refused: dict[str, str] = {}
+        self.pg_due: dict[str, float] = {}
         #: job → pod → the sequence of the commit that placed it (the id of the `BindingFailed`
         #: that gives its cards back when its pod is refused: one per commit)
         self.commit_seq: dict[str, dict[str, int]] = {}
@@ -277,6 +284,8 @@ class JobController:
             case JobSubmitted():
                 self.specs[key] = event.spec  # type: ignore[index]
                 self.refused.pop(key, None)  # type: ignore[arg-type]
+                self.failing.pop(key, None)  # type: ignore[arg-type]
+                self.pg_due.pop(key, None)  # type: ignore[arg-type]
                 self.verdict.pop(key, None)  # type: ignore[arg-type]
                 self.placed.discard(key)  # type: ignore[arg-type]
                 self.deleted.revived(key)  # type: ignore[arg-type]
@@ -284,6 +293,8 @@ class JobController:
             case JobUpdated():
                 self._updated(key, seq, event.spec)  # type: ignore[arg-type]
                 self.refused.pop(key, None)  # type: ignore[arg-type]
+                self.failing.pop(key, None)  # type: ignore[arg-type]
+                self.pg_due.pop(key, None)  # type: ignore[arg-type]
             case JobUnschedulable():
                 self.verdict[key] = event  # type: ignore[index]
                 self.placed.discard(key)  # type: ignore[arg-type]
@@ -333,7 +344,7 @@ class JobController:
         """A job deleted long enough ago: nothing of it is asked for again."""
         for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone,
                      self._left_since, self._ttl_deleted, self.refused, self.failing, self.pg_refused,
-                     self.commit_seq):
+                     self.commit_seq, self.pg_due):
             held.pop(key, None)
         for kind in ("Job", "PodGroup"):
             self._written_at.pop((key, kind), None)
@@ -511,8 +522,9 @@ class JobController:
             return
         backoff = self.refused.get(key)
         if backoff is not None and backoff.until > self.clock():
-            self._mark_at(key, backoff.until)  # (placed meanwhile: its cards go back until then)
-            await self._give_back(key, _names(bodies), backoff.said or "its pods refused", backoff.until)
+            # (placed meanwhile: booked until then, when one pod is asked and, refused, gives its
+            # cards back — at most one placement per backoff, whatever the clocks' skew)
+            self._mark_at(key, backoff.until)
             return
         ns = key.split("/", 1)[0]
         first, rest = (bodies[:1], bodies[1:]) if backoff is not None else (bodies, [])
@@ -545,7 +557,8 @@ class JobController:
         tasks = self.flow.projection.tasks.get(key, {})
         for pod in names:
             snap = tasks.get(pod)
-            if snap is None or snap.status != st.BOUND or f"{ns}/{pod}" in self.pods:
+            if snap is None or snap.status != st.BOUND or f"{ns}/{pod}" in self.pods \
+                    or f"{ns}/{pod}" in self.expected:  # made (its watch event still to come): binds
                 continue
             seq = self.commit_seq.get(key, {}).get(pod, 0)
             event = BindingFailed(namespace=ns, name=name, task=pod, node=snap.node, reason=reason, retry_at=until)
@@ -602,16 +615,26 @@ class JobController:
         reconcile backs off. Refused in silence before, the job's pods never came while its
         cards stayed booked, and its user saw nothing but a Pending Job."""
         ns = key.split("/", 1)[0]
+        due = self.pg_due.get(key)
+        if due is not None and due > self.clock():  # backing off: asked at its time, not at every event
+            self._mark_at(key, due)
+            raise PodGroupWaits
         try:
             await self._created(self.kube.create(podgroups_path(ns), volcano.podgroup_for(job, spec)))
         except KubeError as exc:
             message = f"Failed to create PodGroup, err: {exc.message}"
-            if exc.status in REFUSALS and self.pg_refused.get(key) != message:
-                with contextlib.suppress(KubeError):
-                    await status.write_event(self.kube, job, "Warning", "PodGroupError", message, self.clock())
-                    self.pg_refused[key] = message
+            if exc.status in REFUSALS:
+                until = self.clock() + self._next_delay(key, CREATE_BACKOFF_CAP)  # (what the reconcile waits)
+                self.pg_due[key] = until
+                if self.pg_refused.get(key) != message:
+                    with contextlib.suppress(KubeError):
+                        await status.write_event(self.kube, job, "Warning", "PodGroupError", message, self.clock())
+                        self.pg_refused[key] = message
+                # its placed tasks' cards back until then: their pods wait for the PodGroup
+                await self._give_back(key, self._podless(key), message, until)
             raise
         self.pg_refused.pop(key, None)
+        self.pg_due.pop(key, None)
 
     def _owned(self, store: dict[str, dict[str, Any]], key: str, job_uid: str) -> list[tuple[str, dict[str, Any]]]:
         """The objects of `store` owned by the Job object `key` with uid `job_uid` (pods: only
@@ -1110,12 +1133,11 @@ class JobController:
             async with self._in_flight:
                 await self.reconcile(key)
             self.failing.pop(key, None)
+        except PodGroupWaits:
+            pass  # (its timer marks it)
         except KubeError as exc:
             cap = CREATE_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
-            delay = self._retry_later(key, cap)
-            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, delay)
-            if exc.status in REFUSALS:  # (its PodGroup refused: its pods wait for it, cards back)
-                await self._give_back(key, self._podless(key), f"pods not made: {exc.message}", self.clock() + delay)
+            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key, cap))
         except Exception:  # a fault of ours: this job waits, the others go on
             log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key, CREATE_BACKOFF_CAP))
         finally:
@@ -1123,13 +1145,15 @@ class JobController:
             if key in self.dirty:
                 self._wake.set()
 
+    def _next_delay(self, key: str, cap: float) -> float:
+        return min(self.failing[key] * 2, cap) if key in self.failing else CREATE_BACKOFF
+
     def _retry_later(self, key: str, cap: float) -> float:
         """Mark a job whose reconcile failed again after a delay that doubles while it keeps
         failing (`CREATE_BACKOFF` up to `cap`), as a controller's rate-limited requeue does:
         retried every second, a Job whose PodGroup a quota refuses, or whose status a webhook
         refuses, asked the API server once a second for as long as it lived."""
-        delay = min(self.failing[key] * 2, cap) if key in self.failing else CREATE_BACKOFF
-        self.failing[key] = delay
+        delay = self.failing[key] = self._next_delay(key, cap)
         self._mark_at(key, self.clock() + delay)
         return delay
 

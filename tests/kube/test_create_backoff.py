@@ -10,13 +10,20 @@ against the emulator (or a real API server, whose PodSecurity admission refuses 
 
 from __future__ import annotations
 
-from contracts.events import JobSubmitted, JobUpdated, PlacementCommitted, TaskPlacement
+from contracts.events import (
+    BindingFailed,
+    JobSubmitted,
+    JobUpdated,
+    PlacementCommitted,
+    TaskPlacement,
+)
 from contracts.workloads import JobSpec, TaskSpec
 from services.kube import volcano
 from services.kube.jobcontroller import CREATE_BACKOFF, JobController
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_job_ttl import one_pod_job
+from tests.kube.test_judged_again import replayed
 from tests.kube.test_status_counts import Clock
 from tests.processes import wait_until
 
@@ -106,3 +113,28 @@ async def test_refused_pod_creates_back_off_and_leave_a_failed_create_event_on_t
         assert await cluster.pod(NS, pod) is not None, pod
     if cluster.kind == "kmock":
         assert asked() == 3 * len(PODS) + 2
+
+
+async def test_a_partly_refused_gang_gives_back_only_the_pods_not_made(cluster: Cluster) -> None:
+    """A quota with room for one pod of two: the pod made is bound by the binder as soon as its
+    watch shows it, so only the refused one's cards go back (a made pod given back ran on cards
+    the ledger had freed)."""
+    await cluster.volcano_crds()
+    await cluster.limit_count(NS, "count/pods", 1)
+    body = one_pod_job("part", None)
+    body["metadata"]["namespace"] = NS
+    body["spec"]["tasks"][0]["replicas"] = 2
+    made = await cluster.kube.create(volcano.jobs_path(NS), body)
+    controller = JobController(MemoryLog(), cluster.kube, clock=Clock())
+    key = f"{NS}/part"
+    controller.jobs[key] = volcano.typed(made, "Job")
+    spec = JobSpec(namespace=NS, name="part", kind="Job", min_available=1, queue="default",
+                   annotations={volcano.OBJECT_UID: volcano.uid(made)}, tasks=(TaskSpec(name="w", replicas=2),))  # fmt: skip
+    controller.fold(1, JobSubmitted(spec=spec))
+    controller.fold(2, PlacementCommitted(namespace=NS, name="part", placements=tuple(
+        TaskPlacement(task=f"part-w-{i}", node="n1") for i in range(2))))  # fmt: skip
+    await controller._reconcile_one(key)
+    made_pods = [p for p in ("part-w-0", "part-w-1") if await cluster.pod(NS, p) is not None]
+    assert len(made_pods) == 1, made_pods
+    back = [e.task for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)]
+    assert back and made_pods[0] not in back, (made_pods, back)

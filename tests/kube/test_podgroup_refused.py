@@ -10,7 +10,7 @@ clock, against the emulator (or a real API server, whose quota admission refuses
 
 from __future__ import annotations
 
-from contracts.events import JobSubmitted, PlacementCommitted, TaskPlacement
+from contracts.events import BindingFailed, JobSubmitted, PlacementCommitted, TaskPlacement
 from contracts.workloads import JobSpec, TaskSpec
 from services.admission.service import AdmissionService
 from services.kube import volcano
@@ -20,6 +20,7 @@ from services.kube.podsource import GROUP_MIN_MEMBER, PodSource
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_job_ttl import one_pod_job
+from tests.kube.test_judged_again import replayed
 from tests.kube.test_owner_gangs import owner as owner_body
 from tests.kube.test_owner_gangs import pod_of as member_body
 from tests.kube.test_status_counts import Clock
@@ -57,17 +58,30 @@ async def test_a_refused_podgroup_is_said_on_the_job_and_retried_with_backoff(cl
     if cluster.kind == "kmock":
         assert "exceeded quota: objects" in message and f"{KEY}=0" in message, message
     assert await cluster.pod(NS, "capped-w-0") is None, "a pod made before its PodGroup"
+    # its placed task's cards go back, held until the PodGroup is asked again
+    back = [e for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)]
+    assert [(e.task, e.retry_at) for e in back] == [("capped-w-0", clock.now + CREATE_BACKOFF)], back
     # the retry is timed, and each failure in a row doubles it
     assert controller._due[key] == clock.now + CREATE_BACKOFF
     delays = [controller.failing[key]]
+    creates = (cluster.kube.agent, "create", "scheduling.volcano.sh/podgroups")
+    asked = cluster.requests[creates]
     for _ in range(3):
+        await controller._reconcile_one(key)  # marked by one of its events before its time: not asked
+        if cluster.kind == "kmock":
+            assert cluster.requests[creates] == asked, "asked again while backing off"
+        clock.now += controller.failing[key]
         await controller._reconcile_one(key)
+        asked += 1
         delays.append(controller.failing[key])
     assert delays == [CREATE_BACKOFF * 2**i for i in range(4)]
+    if cluster.kind == "kmock":
+        assert cluster.requests[creates] == asked
     assert len(await errors()) == 1, "the same refusal said twice"
 
     # room in the quota: the PodGroup is made, then the pod, and the backoff is over
     await cluster.limit_count(NS, KEY, None)
+    clock.now += controller.failing[key]
     await controller._reconcile_one(key)
     assert await cluster.present(volcano.podgroups_path(NS, volcano.podgroup_name(made))) is not None
     assert key not in controller.failing
