@@ -249,6 +249,7 @@ class JobFlowController:
             asyncio.get_running_loop().call_later(delay, self._again, key)
         else:
             self.failing.pop(key, None)
+            self.refusal_said.pop(key, None)  # (the same refusal coming back later is said again)
 
     def _again(self, key: str) -> None:
         self.dirty.add(key)

@@ -403,6 +403,9 @@ class PodSource:
             with contextlib.suppress(KubeError):
                 await status.write_event(self.kube, obj, "Warning", "PodGroupError", message, self.clock())
                 said = message
+        self.group_failing.pop((ns, name), None)  # (re-inserted last: the oldest go first)
+        while len(self.group_failing) >= OWNERS_REMEMBERED:  # owners gone and never made (CronJobs')
+            del self.group_failing[next(iter(self.group_failing))]
         self.group_failing[(ns, name)] = (delay, self.clock() + delay, said)
         self._again(obj, delay)
 
@@ -655,12 +658,14 @@ class PodSource:
         elif kind == "Job" and (job := others.get(("Job", ns, name))) is not None:
             self.judged.pop((ns, name), None)
             what, obj = "job", job
+        elif kind == "Queue" and (q := others.get(("Queue", "", name))) is not None:
+            what, obj, ns = "queue", q, ""  # (a Queue edit beaten by the queue flow's state change)
         elif kind == "Pod" and (pod := objs.get((ns, name))) is not None:
             what, obj = "pod", pod
         else:
             return False
         log.info("%s %s/%s: written concurrently with another service's event; judged again", kind, ns, name)
-        key = self._keep(what, Change("upsert", f"{ns}/{name}", obj))
+        key = self._keep(what, Change("upsert", f"{ns}/{name}" if ns else name, obj))
         asyncio.get_running_loop().call_later(JUDGE_AGAIN_AFTER, self._release, key)
         return True
 

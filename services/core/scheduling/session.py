@@ -431,6 +431,13 @@ class Session:
                     return status
         return None
 
+    def held(self, job: JobInfo) -> bool:
+        """Held back until its retry: the API server refused its pods (`Refused.until`). No
+        victim is taken for it either — under Volcano a job with no pods preempts nothing, and
+        evicting others for pods that cannot be made took their cards every retry."""
+        refused = self.snapshot.refused.get(job.key)
+        return refused is not None and refused.until > self.now
+
     def nodes_for(self, job: JobInfo) -> tuple[list[NodeInfo], dict[str, str]]:
         """The nodes a job's tasks may be placed on, and why the others may not: the allocator
         refused its proposals there (snapshot.Refused; the log says since when nothing changed)."""

@@ -153,10 +153,8 @@ class SchedulerView:
         """The job's pods were refused by the API server: no node for it until `retry_at` (or a
         change of the job), whatever the allocator said before."""
         if key not in self.projection.jobs:
-            return
-        before = self.refused.get(key)
-        until = max(event.retry_at, before.until if before is not None else 0.0)
-        self.refused[key] = st.Refused(until=until, held=event.reason)
+            return  # (its own change has just lifted any earlier refusal: the last retry wins)
+        self.refused[key] = st.Refused(until=event.retry_at, held=event.reason)
 
     def _changes(self, event: Event) -> tuple[set[str], str, bool] | None:
         """(nodes that changed, the job that changed, whether a node joined), read before the

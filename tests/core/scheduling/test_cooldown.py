@@ -120,3 +120,18 @@ def test_the_decisions_say_when_the_first_cooldown_ends() -> None:
     assert revisit(STARTED + 3600) is None
     plain = cluster(job("plain", 10))
     assert decide(dataclasses.replace(plain.snapshot(), now=STARTED), CONF).revisit_at is None
+
+
+def test_a_job_held_for_its_refused_pods_takes_no_victim_until_its_retry() -> None:
+    """A job whose pods the API server refused (its tasks given back, `Refused.until`) is no
+    preemptor either: its pods cannot be made, so a victim's cards would go to nothing — every
+    retry evicted another job's pod (under Volcano a job with no pods preempts nothing)."""
+    p = cluster(job("plain", 10))
+    held = {"default/urgent": st.Refused(until=STARTED + 10, held="pods refused")}
+
+    def victims(now: float) -> list[str]:
+        snap = dataclasses.replace(p.snapshot(), now=now, refused=held)
+        return sorted(e.name for e in decide(snap, CONF).evictions)
+
+    assert victims(STARTED + 9) == []
+    assert victims(STARTED + 10) == ["plain"]

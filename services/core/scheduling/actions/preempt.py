@@ -47,7 +47,7 @@ class PreemptAction:
             if job.phase == "Pending" or ssn.job_valid(job) or job.queue not in ssn.queues:
                 continue
             queues.setdefault(job.queue, ssn.queues[job.queue])
-            if ssn.job_starving(job) and not hard_topology(job):  # placed in one HyperNode only
+            if ssn.job_starving(job) and not hard_topology(job) and not ssn.held(job):  # (held: its pods refused)
                 preemptors.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
                 under_request.append(job)
                 tasks_of[job.key] = PriorityQueue(ssn.task_order, job.pending_tasks())

@@ -33,7 +33,7 @@ class ReclaimAction:
         for job in ssn.jobs.values():
             if job.phase == "Pending" or ssn.job_valid(job) or not ssn.job_starving(job):
                 continue
-            if hard_topology(job):  # placed in one HyperNode only, never by reclaiming
+            if hard_topology(job) or ssn.held(job):  # one HyperNode only; held: its pods refused
                 continue
             if job.queue in ssn.queues and job.pending_tasks():
                 by_queue.setdefault(job.queue, PriorityQueue(ssn.job_order)).push(job)
