@@ -366,3 +366,41 @@ async def test_a_suspended_and_resumed_pytorchjob_runs_again_under_the_same_name
     await wait_until(group_gone, 30, "the PodGroup gone")
     await job.submit()  # resumed: the group first, the pods once it is past Pending
     await wait_until(job.running, 30, "the second run Running")
+
+
+async def test_an_ascendjob_waits_at_enqueue_for_its_cards_then_runs_one_pod_per_node(
+    cluster: Cluster, plane: ControlPlane
+) -> None:
+    """MindCluster's ascend-operator: the PodGroup `<job>-<uid>` asking 24 whole
+    `huawei.com/Ascend910` cards (3 workers × 8), its pods made only once the group is past
+    Pending. Two nodes of 8 cards (served by Huawei's own device plugin): the group waits with no
+    pods; a third node lets it in, and the three workers run, one per node."""
+    for name in ("npu-1", "npu-2"):
+        await cluster.create_node(name, allocatable={"huawei.com/Ascend910": "8"})
+    ref = owner("mindxdl.gitee.com/v1", "AscendJob", "llm")
+    group = f"llm-{ref['uid']}"
+    await cluster.kube.create(volcano.podgroups_path("default"), podgroup(
+        group, ref, 3, min_resources={"huawei.com/Ascend910": "24", "cpu": "3"}))  # fmt: skip
+
+    async def admitted() -> bool:
+        return (await group_status(cluster, group)).get("phase") not in (None, "", "Pending")
+
+    async def said_pending() -> bool:
+        st = await group_status(cluster, group)
+        return st.get("phase") == "Pending" and any(c.get("type") == "Unschedulable"
+                                                    for c in st.get("conditions") or [])  # fmt: skip
+
+    await wait_until(said_pending, 30, "the group Pending and Unschedulable on two nodes")
+    assert not await admitted()
+    await cluster.create_node("npu-3", allocatable={"huawei.com/Ascend910": "8"})
+    await wait_until(admitted, 30, "the group past Pending once a third node came")
+    names = [f"llm-worker-{i}" for i in range(3)]
+    for name in names:
+        await cluster.create_pod(pod(name, group, ref, task="worker",
+                                     requests={"huawei.com/Ascend910": "8", "cpu": "1"}))  # fmt: skip
+
+    async def running() -> bool:
+        return set((await phases(cluster, names)).values()) == {"Running"}
+
+    await wait_until(running, 30, "the three workers Running")
+    assert sorted((await nodes_of(cluster, names)).values()) == ["npu-1", "npu-2", "npu-3"]
