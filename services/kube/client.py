@@ -79,9 +79,24 @@ UNANSWERED = "no answer"
 #: ResourceQuota, a webhook, an invalid object): asked the same, refused the same, so a
 #: controller backs off to minutes and says it where the object's user looks
 REFUSALS = frozenset({400, 403, 422})
+#: seconds before a controller asks again for what failed, doubled at each failure in a row
+#: (a controller's rate-limited requeue) up to RETRY_CAP when the server refused it; asked every
+#: second, one misconfigured object took the process's client QPS from every other
+RETRY_FIRST = 1.0
+RETRY_CAP = 300.0
 #: the cap of a controller's retries when the server did not refuse (no answer, 5xx, 429): an
 #: API server back after an outage of minutes is asked again within seconds
 TRANSIENT_BACKOFF_CAP = 10.0
+
+
+def next_retry(before: float | None, cap: float = RETRY_CAP) -> float:
+    """The delay after a failure whose previous delay in a row was `before` (None: the first)."""
+    return RETRY_FIRST if before is None else min(before * 2, cap)
+
+
+def retry_cap(status: int) -> float:
+    """How long a failure with this status may wait at most: minutes refused, seconds not."""
+    return RETRY_CAP if status in REFUSALS else TRANSIENT_BACKOFF_CAP
 
 
 def no_answer(exc: BaseException) -> KubeError:

@@ -56,7 +56,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -82,13 +82,15 @@ from services.core.scheduling.resources import requested
 from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
     REFUSALS,
-    TRANSIENT_BACKOFF_CAP,
+    RETRY_CAP,
     Kube,
     KubeError,
     claims_path,
     configmaps_path,
     networkpolicies_path,
+    next_retry,
     pods_path,
+    retry_cap,
     secret_path,
     services_path,
 )
@@ -125,13 +127,6 @@ COUNTS_PERIOD = 1.0
 #: seconds a deleted Job's pods and PodGroup are left to the cluster's garbage collector (which
 #: deletes them well within it) before this controller deletes what is left itself
 COLLECTOR_GRACE = 5.0
-#: seconds before a job whose pod create was refused asks again, doubled at each refusal up to
-#: the cap (a controller's rate-limited requeue): asked every second, one misconfigured Job took
-#: the process's client QPS from every other Job's pods and status writes. A reconcile that
-#: fails (a refused PodGroup, a status write the server does not take) is retried on the same
-#: schedule; a change of the job's objects or its log still reconciles it at once
-CREATE_BACKOFF = 1.0
-CREATE_BACKOFF_CAP = 300.0
 
 
 @dataclass
@@ -147,10 +142,6 @@ class Refused:
 class PodGroupWaits(Exception):
     """The job's PodGroup create backs off after a refusal: its reconcile stops there (its pods
     wait for their PodGroup) until the time it is asked again."""
-
-
-def _names(bodies: Iterable[dict[str, Any]]) -> list[str]:
-    return [str(volcano.meta(b)["name"]) for b in bodies]
 
 
 class OwnerIndex:
@@ -534,7 +525,7 @@ class JobController:
         if not refused:
             self.refused.pop(key, None)
             return
-        delay = CREATE_BACKOFF if backoff is None else min(backoff.delay * 2, CREATE_BACKOFF_CAP)
+        delay = next_retry(backoff.delay if backoff is not None else None)
         pod, exc = refused[0]
         message = f"Error creating pod {pod}: {exc.message}"
         log.warning("job %s: %d pod(s) not created (%s); asked again in %.0f s", key, len(refused), message, delay)
@@ -545,20 +536,18 @@ class JobController:
                 said = message
         self.refused[key] = Refused(delay, self.clock() + delay, said)
         self._mark_at(key, self.clock() + delay)
-        await self._give_back(key, _names(bodies), message, self.clock() + delay)
+        await self._give_back(key, message, self.clock() + delay, {str(volcano.meta(b)["name"]) for b in bodies})
 
-    async def _give_back(self, key: str, names: Iterable[str], reason: str, until: float) -> None:
+    async def _give_back(self, key: str, reason: str, until: float, only: Collection[str] | None = None) -> None:
         """The cards of the job's committed tasks whose pods could not be made go back
         (`BindingFailed`, held from placement until `until`, when this controller asks again):
         a pod never made is never bound, and its cards stayed booked — a Job in a namespace
         whose PodSecurity refuses its pods held its node for good, and the jobs of everyone
-        else waited (under Volcano such a Job allocates nothing). Once per commit of a task."""
+        else waited (under Volcano such a Job allocates nothing). Once per commit of a task; of
+        `only` those tasks when given (the pods just asked for, not those waiting on dependsOn)."""
         ns, name = key.split("/", 1)
-        tasks = self.flow.projection.tasks.get(key, {})
-        for pod in names:
-            snap = tasks.get(pod)
-            if snap is None or snap.status != st.BOUND or f"{ns}/{pod}" in self.pods \
-                    or f"{ns}/{pod}" in self.expected:  # made (its watch event still to come): binds
+        for pod, snap in self._podless(key).items():
+            if only is not None and pod not in only:
                 continue
             seq = self.commit_seq.get(key, {}).get(pod, 0)
             event = BindingFailed(namespace=ns, name=name, task=pod, node=snap.node, reason=reason, retry_at=until)
@@ -569,11 +558,12 @@ class JobController:
                 log.warning("job %s: the cards of %s not given back (%s)", key, pod, exc)
                 return
 
-    def _podless(self, key: str) -> list[str]:
-        """The job's committed tasks that have no pod (none made, none on the way)."""
+    def _podless(self, key: str) -> dict[str, st.TaskSnap]:
+        """The job's committed tasks that have no pod: none made, none on the way (a pod made a
+        moment ago waits in `expected` for its watch event, and the binder binds it)."""
         ns = key.split("/", 1)[0]
-        return [pod for pod, t in self.flow.projection.tasks.get(key, {}).items()
-                if t.status == st.BOUND and f"{ns}/{pod}" not in self.pods and f"{ns}/{pod}" not in self.expected]  # fmt: skip
+        return {pod: t for pod, t in self.flow.projection.tasks.get(key, {}).items()
+                if t.status == st.BOUND and f"{ns}/{pod}" not in self.pods and f"{ns}/{pod}" not in self.expected}  # fmt: skip
 
     async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> list[tuple[str, KubeError]]:
         """Each pod asked for, `POD_CREATES_IN_FLIGHT` at once; the refused ones (name, why)."""
@@ -624,14 +614,14 @@ class JobController:
         except KubeError as exc:
             message = f"Failed to create PodGroup, err: {exc.message}"
             if exc.status in REFUSALS:
-                until = self.clock() + self._next_delay(key, CREATE_BACKOFF_CAP)  # (what the reconcile waits)
+                until = self.clock() + next_retry(self.failing.get(key))  # (what the reconcile waits)
                 self.pg_due[key] = until
                 if self.pg_refused.get(key) != message:
                     with contextlib.suppress(KubeError):
                         await status.write_event(self.kube, job, "Warning", "PodGroupError", message, self.clock())
                         self.pg_refused[key] = message
                 # its placed tasks' cards back until then: their pods wait for the PodGroup
-                await self._give_back(key, self._podless(key), message, until)
+                await self._give_back(key, message, until)
             raise
         self.pg_refused.pop(key, None)
         self.pg_due.pop(key, None)
@@ -1136,24 +1126,21 @@ class JobController:
         except PodGroupWaits:
             pass  # (its timer marks it)
         except KubeError as exc:
-            cap = CREATE_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
-            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key, cap))
+            log.warning("job %s not reconciled (%s): again in %.0f s", key, exc, self._retry_later(key, retry_cap(exc.status)))
         except Exception:  # a fault of ours: this job waits, the others go on
-            log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key, CREATE_BACKOFF_CAP))
+            log.exception("job %s not reconciled: again in %.0f s", key, self._retry_later(key, RETRY_CAP))
         finally:
             self._reconciling.discard(key)
             if key in self.dirty:
                 self._wake.set()
 
-    def _next_delay(self, key: str, cap: float) -> float:
-        return min(self.failing[key] * 2, cap) if key in self.failing else CREATE_BACKOFF
-
     def _retry_later(self, key: str, cap: float) -> float:
         """Mark a job whose reconcile failed again after a delay that doubles while it keeps
-        failing (`CREATE_BACKOFF` up to `cap`), as a controller's rate-limited requeue does:
-        retried every second, a Job whose PodGroup a quota refuses, or whose status a webhook
-        refuses, asked the API server once a second for as long as it lived."""
-        delay = self.failing[key] = self._next_delay(key, cap)
+        failing (`next_retry` up to `cap`), as a controller's rate-limited requeue does: retried
+        every second, a Job whose PodGroup a quota refuses, or whose status a webhook refuses,
+        asked the API server once a second for as long as it lived; a change of the job's
+        objects or its log still reconciles it at once."""
+        delay = self.failing[key] = next_retry(self.failing.get(key), cap)
         self._mark_at(key, self.clock() + delay)
         return delay
 

@@ -25,18 +25,12 @@ from typing import Any
 
 from services.core.workload import jobflow as jf
 from services.kube import status, volcano
-from services.kube.client import REFUSALS, TRANSIENT_BACKOFF_CAP, Kube, KubeError
+from services.kube.client import REFUSALS, Kube, KubeError, next_retry, retry_cap
 from services.kube.listwatch import Change, Reflector
 from services.kube.volcano import jobflows_path, jobs_path, jobtemplates_path
 from services.runtime.tasks import cancel_all
 
 log = logging.getLogger(__name__)
-
-
-#: seconds before a failed reconcile of a flow is retried, doubled at each failure in a row up
-#: to RETRY_CAP (the server refused) or TRANSIENT_BACKOFF_CAP (it did not answer)
-RETRY_FIRST = 1.0
-RETRY_CAP = 300.0
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -242,9 +236,7 @@ class JobFlowController:
         try:
             await self.reconcile(key)
         except KubeError as exc:
-            cap = RETRY_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
-            delay = min(self.failing[key] * 2, cap) if key in self.failing else RETRY_FIRST
-            self.failing[key] = delay
+            delay = self.failing[key] = next_retry(self.failing.get(key), retry_cap(exc.status))
             log.warning("JobFlow %s not reconciled (%s): again in %.0f s", key, exc, delay)
             asyncio.get_running_loop().call_later(delay, self._again, key)
         else:

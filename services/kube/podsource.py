@@ -45,13 +45,14 @@ from services.kube import pods, status, volcano
 from services.kube.client import (
     PRIORITY_CLASSES,
     REFUSALS,
-    TRANSIENT_BACKOFF_CAP,
     Kube,
     KubeError,
     batchjobs_path,
     daemonsets_path,
+    next_retry,
     pods_path,
     replicasets_path,
+    retry_cap,
     statefulsets_path,
 )
 from services.kube.listwatch import Change, Merged, Reflector, scheduler_pods
@@ -70,10 +71,6 @@ OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "Daemon
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
 JUDGE_AGAIN_AFTER = 0.1  # seconds before an object whose write lost a race is judged again
-#: seconds before an owner's PodGroup whose create failed is asked again, doubled at each
-#: failure in a row up to the cap (a refusal's) or TRANSIENT_BACKOFF_CAP (no answer)
-GROUP_BACKOFF = 1.0
-GROUP_BACKOFF_CAP = 300.0
 
 
 class PodSource:
@@ -182,10 +179,8 @@ class PodSource:
             # far — none, after a restart — and the judgment a scale-down, every pod evicted
             return []
         members = self.members.get(key, {})
-        if self._admitted(pg):
-            if not self._edited(key, (_version(pg), tuple(sorted(members)))):
-                return []
-            return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
+        if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
+            return []
         # judged with whatever pods name it, none at all included: Volcano's enqueue admits a
         # PodGroup on its minResources alone, and the operators that make their pods only once
         # their group is Inqueue (Kubeflow's training-operator, MindCluster's ascend-operator)
@@ -388,14 +383,13 @@ class PodSource:
 
     async def _group_failed(self, obj: dict[str, Any], ns: str, name: str, exc: KubeError) -> None:
         """An owner's PodGroup not made: its pods are looked at again after a delay that doubles
-        while it keeps failing (to `GROUP_BACKOFF_CAP` when the server refused it, to seconds when
-        it did not answer), one create per delay for all of them, and a refusal (an object-count
+        while it keeps failing (`next_retry`: to minutes when the server refused it, to seconds
+        when it did not answer), one create per delay for all of them, and a refusal (an object-count
         ResourceQuota, a webhook) is said on the pod at hand, once per refusal. Asked again every
         second by every pod of the owner, and said nowhere, the owner's pods sat Pending with no
         word while each of them asked the API server once a second."""
         before = self.group_failing.get((ns, name))
-        cap = GROUP_BACKOFF_CAP if exc.status in REFUSALS else TRANSIENT_BACKOFF_CAP
-        delay = min(before[0] * 2, cap) if before is not None else GROUP_BACKOFF
+        delay = next_retry(before[0] if before is not None else None, retry_cap(exc.status))
         said = before[2] if before is not None else ""
         message = f"Failed to create PodGroup {name}, err: {exc.message}"
         log.warning("pod %s/%s: %s; again in %.0f s", ns, volcano.meta(obj).get("name"), message, delay)

@@ -19,7 +19,8 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec, TaskSpec
 from services.kube import volcano
-from services.kube.jobcontroller import CREATE_BACKOFF, JobController
+from services.kube.client import RETRY_FIRST as CREATE_BACKOFF
+from services.kube.jobcontroller import JobController
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_job_ttl import one_pod_job

@@ -14,8 +14,10 @@ from contracts.events import BindingFailed, JobSubmitted, PlacementCommitted, Ta
 from contracts.workloads import JobSpec, TaskSpec
 from services.admission.service import AdmissionService
 from services.kube import volcano
+from services.kube.client import RETRY_CAP as CREATE_BACKOFF_CAP
+from services.kube.client import RETRY_FIRST as CREATE_BACKOFF
 from services.kube.client import TRANSIENT_BACKOFF_CAP, pods_path, statefulsets_path
-from services.kube.jobcontroller import CREATE_BACKOFF, CREATE_BACKOFF_CAP, JobController
+from services.kube.jobcontroller import JobController
 from services.kube.podsource import GROUP_MIN_MEMBER, PodSource
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster

@@ -445,7 +445,7 @@ class Session:
         if refused is None:
             return self.node_list, {}
         if refused.until:  # its pods refused by the API server: held back until its retry
-            if refused.until <= self.now:
+            if not self.held(job):
                 return self.node_list, {}
             at = datetime.fromtimestamp(refused.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             held = (f"held back: the API server refused its pods ({refused.held}); tried again at "
