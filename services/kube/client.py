@@ -315,6 +315,7 @@ class Kube:
         self.lean = _lean(self.api, self.limits.connections)
         self.requests = 0
         self.retried = 0  # requests asked again after a 429 or 5xx
+        self.retries = RETRIES  # times a 429 or 5xx is asked again before it is the caller's
 
     @classmethod
     async def connect(cls, kubeconfig: str = "", limits: Limits | None = None, agent: str = USER_AGENT) -> Kube:
@@ -336,7 +337,7 @@ class Kube:
         objects) is asked again only when the server cannot have acted on it — a 429, or no
         connection made — as client-go retries a POST only then."""
         renewed = False
-        for attempt in range(RETRIES + 1):
+        for attempt in range(self.retries + 1):
             token = self.api.configuration.api_key.get("BearerToken")
             try:
                 return await once()
@@ -344,7 +345,7 @@ class Kube:
                 if exc.status == 401 and not renewed and await self._renewed(token):
                     renewed = True  # once: a token refused as soon as it is made is no blip
                     continue
-                if exc.status not in RETRIED or attempt == RETRIES:
+                if exc.status not in RETRIED or attempt == self.retries:
                     raise
                 if not replayable and exc.status != 429 and not exc.unsent:
                     raise

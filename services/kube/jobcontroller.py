@@ -83,6 +83,7 @@ from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
     REFUSALS,
     RETRY_CAP,
+    TRANSIENT_BACKOFF_CAP,
     Kube,
     KubeError,
     claims_path,
@@ -131,8 +132,9 @@ COLLECTOR_GRACE = 5.0
 
 @dataclass
 class Refused:
-    """A job's pod creates the API server refuses (PodSecurity, a ResourceQuota, a webhook: 403;
-    an invalid pod: 422): asked again once `until` has come; `said` is the Event last written."""
+    """A job's pod creates the API server refused (PodSecurity, a ResourceQuota, a webhook: 403;
+    an invalid pod: 422) or could not answer (5xx): asked again once `until` has come; `said` is
+    the Event last written."""
 
     delay: float
     until: float
@@ -525,8 +527,16 @@ class JobController:
         if not refused:
             self.refused.pop(key, None)
             return
-        delay = next_retry(backoff.delay if backoff is not None else None)
-        pod, exc = refused[0]
+        # a refusal (403, 422: asked the same, refused the same) backs off to minutes and gives
+        # the job's cards back; a create the server could not answer (a 5xx after the client's
+        # retries: a failing-closed webhook not ready, the API server restarting) may pass in a
+        # moment, so it is asked again within seconds and the cards stay the job's — treated as
+        # a refusal, one API server restart took a running cluster's new jobs off their nodes
+        # for up to five minutes each
+        refusals = [(pod, exc) for pod, exc in refused if exc.status in REFUSALS]
+        delay = next_retry(backoff.delay if backoff is not None else None,
+                           RETRY_CAP if refusals else TRANSIENT_BACKOFF_CAP)  # fmt: skip
+        pod, exc = (refusals or refused)[0]
         message = f"Error creating pod {pod}: {exc.message}"
         log.warning("job %s: %d pod(s) not created (%s); asked again in %.0f s", key, len(refused), message, delay)
         said = backoff.said if backoff is not None else ""
@@ -536,7 +546,8 @@ class JobController:
                 said = message
         self.refused[key] = Refused(delay, self.clock() + delay, said)
         self._mark_at(key, self.clock() + delay)
-        await self._give_back(key, message, self.clock() + delay, {str(volcano.meta(b)["name"]) for b in bodies})
+        if refusals:
+            await self._give_back(key, message, self.clock() + delay, {str(volcano.meta(b)["name"]) for b in bodies})
 
     async def _give_back(self, key: str, reason: str, until: float, only: Collection[str] | None = None) -> None:
         """The cards of the job's committed tasks whose pods could not be made go back

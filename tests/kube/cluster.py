@@ -171,6 +171,31 @@ class Cluster:
         if self.kind != "kmock":
             await self.kube.patch(f"{path}/{name}/status", {"status": {"hard": {key: str(hard)}, "used": {key: "0"}}})
 
+    async def webhook_down(self, namespace: str, group: str, plural: str, down: bool = True) -> None:
+        """A validating webhook for creates of `group`/`plural` in `namespace`, failurePolicy
+        Fail, whose service does not answer (an admission controller being upgraded, its pods
+        not ready): a real API server answers each such create 500 InternalError "failed
+        calling webhook" and makes nothing — no refusal of the object, it may pass a moment
+        later. `down=False` takes the webhook away."""
+        if self.kind == "kmock":
+            (self.rules.dead_webhooks.add if down else self.rules.dead_webhooks.discard)((namespace, group, plural))
+            return
+        name = f"down-{namespace}-{plural}"
+        path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}"
+        if not down:
+            await self.kube.delete(path)
+            return
+        await self._namespace(namespace)
+        await self.kube.create(path.rsplit("/", 1)[0], {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{"name": DEAD_WEBHOOK, "clientConfig": {"url": DEAD_WEBHOOK_URL},
+                          "rules": [{"operations": ["CREATE"], "apiGroups": [group], "apiVersions": ["*"],
+                                     "resources": [plural]}],
+                          "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                          "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                          "timeoutSeconds": 1}]})  # fmt: skip
+
     async def create_pod(self, doc: dict[str, Any]) -> dict[str, Any]:
         ns = (doc.get("metadata") or {}).get("namespace") or self.namespace
         doc = json.loads(json.dumps(doc))
@@ -368,6 +393,20 @@ POD_FIELDS = {"spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName") o
               "metadata.namespace": lambda o: (o.get("metadata") or {}).get("namespace") or ""}  # fmt: skip
 
 
+#: the webhook `Cluster.webhook_down` registers, and where (a port nothing listens on)
+DEAD_WEBHOOK = "down.tessera.test"
+DEAD_WEBHOOK_URL = "https://127.0.0.1:1/"
+
+
+def webhook_unreachable(name: str) -> dict[str, Any]:
+    """The API server's answer to a create a failing-closed webhook could not be asked about,
+    in its words (apiserver's webhook dispatcher: an InternalError naming the webhook)."""
+    message = (f'Internal error occurred: failed calling webhook "{DEAD_WEBHOOK}": failed to call webhook: '
+               f'Post "{DEAD_WEBHOOK_URL}?timeout=1s": dial tcp 127.0.0.1:1: connect: connection refused')
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": "InternalError", "details": {"name": name, "causes": [{"message": message}]}, "code": 500}
+
+
 def field_selector_matches(selector: str, obj: dict[str, Any], fields: dict[str, Any]) -> bool:
     """`a=b,c!=d` (also `==`) on the fields the server knows for the kind; any other field is
     the API server's 400, here an AssertionError so a test names the selector it sent."""
@@ -425,6 +464,9 @@ class ServerRules:
     #: namespaces a ResourceQuota was ever written in (only their creates are checked against
     #: object counts: a scan of the store per create elsewhere would cost the benchmarks)
     quota_namespaces: set[str] = field(default_factory=set)
+    #: (namespace, group, plural) whose creates a validating webhook that cannot be reached
+    #: answers (`Cluster.webhook_down`): the API server's 500, the object not made
+    dead_webhooks: set[tuple[str, str, str]] = field(default_factory=set)
 
     #: resourceVersions given to writes whose events are not out yet, by resource: a list's
     #: version stays below them, so the watch from it brings them (see `_serve_list`)
@@ -564,6 +606,10 @@ def emulator() -> Any:
                     and (level := rules.pod_security.get(request.namespace or "")) \
                     and (refusal := pod_security_refusal(request.data, level)) is not None:  # fmt: skip
                 return aiohttp.web.json_response(refusal, status=403)
+            if request.action == kmock.action.CREATE and not request.subresource \
+                    and (request.namespace or "", *kind) in rules.dead_webhooks:  # fmt: skip
+                return aiohttp.web.json_response(webhook_unreachable(str(((request.data or {}).get("metadata") or {}).get("name", ""))),
+                                                 status=500)
             if kind == ("", "resourcequotas") and request.namespace:
                 rules.quota_namespaces.add(request.namespace)
             if request.action == kmock.action.CREATE and res is not None and not request.subresource \

@@ -20,6 +20,7 @@ from contracts.events import (
 from contracts.workloads import JobSpec, TaskSpec
 from services.kube import volcano
 from services.kube.client import RETRY_FIRST as CREATE_BACKOFF
+from services.kube.client import TRANSIENT_BACKOFF_CAP, Kube
 from services.kube.jobcontroller import JobController
 from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
@@ -139,3 +140,50 @@ async def test_a_partly_refused_gang_gives_back_only_the_pods_not_made(cluster: 
     assert len(made_pods) == 1, made_pods
     back = [e.task for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)]
     assert back and made_pods[0] not in back, (made_pods, back)
+
+
+async def test_pod_creates_the_server_cannot_answer_keep_the_cards_and_are_asked_again_within_seconds(
+        cluster: Cluster) -> None:  # fmt: skip
+    """A failing-closed validating webhook whose service is down answers every pod create 500
+    (no refusal of the pod: it passes once the webhook's pods are up). Counted as a refusal, the
+    job backed off to five minutes and gave its cards back, so every job placed during an
+    admission controller's upgrade left its node and waited minutes after the webhook was
+    back. Now it keeps its cards, and its creates are asked again at most TRANSIENT_BACKOFF_CAP
+    apart."""
+    await cluster.volcano_crds()
+    await cluster.webhook_down(NS, "", "pods")
+    body = one_pod_job("late", None)
+    body["metadata"]["namespace"] = NS
+    made = await cluster.kube.create(volcano.jobs_path(NS), body)
+    kube = await Kube.connect(str(cluster.kubeconfig), agent="tessera-test-controller")
+    kube.retries = 0  # (the client's own 5xx retries cost seconds each; what follows is the controller's)
+    try:
+        clock = Clock()
+        controller = JobController(MemoryLog(), kube, clock=clock)
+        key = f"{NS}/late"
+        controller.jobs[key] = volcano.typed(made, "Job")
+        spec = JobSpec(namespace=NS, name="late", kind="Job", min_available=1, queue="default",
+                       annotations={volcano.OBJECT_UID: volcano.uid(made)}, tasks=(TaskSpec(name="w", replicas=1),))  # fmt: skip
+        controller.fold(1, JobSubmitted(spec=spec))
+        controller.fold(2, PlacementCommitted(namespace=NS, name="late",
+                                              placements=(TaskPlacement(task="late-w-0", node="n1"),)))  # fmt: skip
+        posts = (kube.agent, "create", "pods")
+        waits = []
+        for _ in range(8):  # 1, 2, 4, 8, then the cap
+            before = cluster.requests[posts]
+            await controller._reconcile_one(key)
+            if cluster.kind == "kmock":
+                assert cluster.requests[posts] == before + 1
+            waits.append(controller.refused[key].delay)
+            clock.now = controller.refused[key].until
+        assert waits == [min(2.0**i, TRANSIENT_BACKOFF_CAP) for i in range(8)], waits
+        (said,) = [e for e in await cluster.events(NS) if e.get("reason") == "FailedCreate"]
+        assert "Error creating pod late-w-0: Internal error occurred: failed calling webhook" in str(said["message"]), said
+        assert not [e for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)], "cards given back"
+
+        await cluster.webhook_down(NS, "", "pods", down=False)
+        await controller._reconcile_one(key)
+        assert await cluster.pod(NS, "late-w-0") is not None
+        assert key not in controller.refused
+    finally:
+        await kube.close()

@@ -21,7 +21,14 @@ import pytest
 from services.kube import volcano
 from services.kube.client import KubeError, claims_path, nodes_path, pods_path
 from services.runtime.waits import within
-from tests.kube.cluster import FOREGROUND, NOT_READY_TAINT, Cluster, GarbageCollector
+from tests.kube.cluster import (
+    DEAD_WEBHOOK,
+    FOREGROUND,
+    NAMESPACES,
+    NOT_READY_TAINT,
+    Cluster,
+    GarbageCollector,
+)
 from tests.kube.test_job_ttl import one_pod_job
 from tests.processes import wait_until
 
@@ -156,6 +163,30 @@ async def test_a_create_past_an_object_count_quota_is_refused_with_403(cluster: 
     await cluster.limit_count("capped", key, None)
     await cluster.kube.create(volcano.podgroups_path("capped"), group("two"))
     assert await cluster.present(volcano.podgroups_path("capped", "two")) is not None
+
+
+async def test_a_create_a_down_webhook_should_judge_is_answered_500_and_not_made(cluster: Cluster) -> None:
+    """A failing-closed validating webhook nobody answers: the pod create is a 500
+    InternalError naming the webhook (not a refusal of the pod) and nothing is stored; other
+    namespaces and kinds pass, and once the webhook is gone the same create is made."""
+    await cluster.webhook_down("walled", "", "pods")
+    cluster.kube.retries, retries = 0, cluster.kube.retries  # (the client's own 5xx retries: seconds)
+    try:
+        with pytest.raises(KubeError) as exc:
+            await cluster.kube.create(pods_path("walled"), pod("p"))
+    finally:
+        cluster.kube.retries = retries
+    assert exc.value.status == 500
+    body = json.loads(exc.value.body)
+    assert (body["kind"], body["reason"]) == ("Status", "InternalError"), body
+    assert body["message"].startswith(f'Internal error occurred: failed calling webhook "{DEAD_WEBHOOK}"'), body
+    assert await cluster.pod("walled", "p") is None
+    await cluster.kube.create(pods_path("default"), pod("p"))  # another namespace
+    await cluster.kube.create(f"{NAMESPACES}/walled/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "metadata": {"name": "c"}})  # another kind
+    await cluster.webhook_down("walled", "", "pods", down=False)
+    await cluster.kube.create(pods_path("walled"), pod("p"))
+    assert await cluster.pod("walled", "p") is not None
 
 
 async def test_a_new_pod_is_pending_whatever_status_it_was_created_with(cluster: Cluster) -> None:
