@@ -80,11 +80,11 @@ def _card(c: dict) -> str:
 def _readable(key: str, value: object) -> tuple[str, object]:
     """A field in people's units (issue 26, item 6): times as RFC3339, CPU in cores, memory
     with its unit, cards by type, maps as `k=v` — never a Python repr or epoch seconds."""
-    from services.cli.kubeobjects import from_epoch
     from services.cli.tables import amount
+    from services.core.stamps import utc_stamp
 
     if key in ("at", "arrive_at", "time") and isinstance(value, int | float) and value > 0:
-        return key, from_epoch(float(value))
+        return key, utc_stamp(float(value))
     if key == "cpu_milli" and isinstance(value, int):
         return "cpu", amount("cpu", value)
     if key == "memory_mib" and isinstance(value, int):

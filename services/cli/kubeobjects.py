@@ -27,6 +27,7 @@ from contracts.envelope import TYPE
 from contracts.events import JobDeleted, JobSubmitted, JobUpdated, NodeRegistered
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.workloads import JobSpec, TaskSpec
+from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
 
 POD_API, JOB_API, SCHEDULING_API = "v1", "batch.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"
@@ -106,15 +107,11 @@ def rfc3339(stamp: str) -> str:
     return stamp.split(".")[0].removesuffix("Z") + "Z"
 
 
-def from_epoch(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def age(stamp: str, now: datetime) -> str:
     """How old, as kubectl's AGE column says it: exact while it is young, coarser as it ages."""
     if not stamp:
         return "<unknown>"
-    then = datetime.strptime(rfc3339(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    then = datetime.strptime(rfc3339(stamp), RFC3339_SECONDS).replace(tzinfo=UTC)
     s = max(0, int((now - then).total_seconds()))
     m, h, d = s // 60, s // 3600, s // 86400
     if s < 120:

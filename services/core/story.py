@@ -38,6 +38,7 @@ from contracts.subjects import Subjects
 from services.core.ledger import core_capacity
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
+from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
 
 VIRTUAL_TIME = "Tessera-Time"
@@ -58,7 +59,7 @@ def message_time(msg: StoredMessage) -> str:
     if not stamp:
         return ""
     when = _store_dt(stamp)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when is not None else stamp
+    return when.strftime(RFC3339_SECONDS) if when is not None else stamp
 
 
 def _store_dt(stamp: str) -> datetime | None:

@@ -58,6 +58,7 @@ from contracts.workloads import TaskSpec
 from services.core.holdback import Unfitted
 from services.core.scheduling.snapshot import task_names
 from services.core.scheduling.storage import SELECTED_NODE
+from services.core.stamps import utc_stamp
 from services.core.taskindex import ByJob
 from services.kube import pods, status, volcano
 from services.kube.client import Kube, KubeError, claims_path, nodes_path, pods_path
@@ -536,9 +537,9 @@ class Binder:
         device pod of that node waits, and `get po` shows them committed."""
         holder = hami.lock_holder(lock)
         at, hns, hpod = holder if holder is not None else (0.0, "", "?")
-        message = (f"waiting for the HAMi node lock of {node}, held by {hns}/{hpod} since {status.stamp(at)}: the "
+        message = (f"waiting for the HAMi node lock of {node}, held by {hns}/{hpod} since {utc_stamp(at)}: the "
                    f"device plugin on {node} releases it once that pod's devices are allocated; taken "
-                   f"over at {status.stamp(at + self.lock_expire)} if it does not")  # fmt: skip
+                   f"over at {utc_stamp(at + self.lock_expire)} if it does not")  # fmt: skip
         log.warning("%s/%s %s (is a device plugin running on %s?)", ns, pod, message, node)
         about = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": ns, "uid": uid}}
         with contextlib.suppress(KubeError):

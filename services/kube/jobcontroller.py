@@ -79,6 +79,7 @@ from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
+from services.core.stamps import utc_stamp
 from services.kube import jobplugins, pods, reasons, status, volcano
 from services.kube.client import (
     REFUSALS,
@@ -996,7 +997,7 @@ class JobController:
             if (at := self._written_at.get(which, float("-inf")) + COUNTS_PERIOD) > now:
                 self._mark_at(key, at)
                 return
-        body = volcano.stamp(desired, current, status.stamp(now))
+        body = volcano.stamp(desired, current, utc_stamp(now))
         await self.kube.patch(volcano.status_path(obj), {"status": volcano.removals(current, body)})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         if key:

@@ -15,7 +15,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from contracts.events import (
@@ -35,6 +34,7 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec
 from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
+from services.core.stamps import utc_stamp
 from services.kube import pods, reasons, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import scheduler_pods
@@ -46,11 +46,6 @@ from services.runtime.tasks import cancel_all
 log = logging.getLogger(__name__)
 
 COMPONENT = "tessera"
-
-
-def stamp(now: float) -> str:
-    """RFC 3339 in UTC, to the second: the API's timestamps (conditions, Events)."""
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def scheduled_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -76,7 +71,7 @@ async def write_condition(kube: Kube, obj: dict[str, Any], reason: str, message:
                 and current.get("message") == message:  # fmt: skip
             return False
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": stamp(now), "lastProbeTime": None}  # fmt: skip
+                "lastTransitionTime": utc_stamp(now), "lastProbeTime": None}  # fmt: skip
         body: dict[str, Any] = {"status": {"conditions": [cond]}}
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
@@ -108,7 +103,7 @@ async def write_event(kube: Kube, obj: dict[str, Any], kind: str, reason: str, m
         "metadata": {"name": f"{name}.{digest}", "namespace": namespace or "default"},
         "involvedObject": involved,
         "reason": reason, "message": message, "type": kind, "count": 1,
-        "firstTimestamp": stamp(now), "lastTimestamp": stamp(now),
+        "firstTimestamp": utc_stamp(now), "lastTimestamp": utc_stamp(now),
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
     }  # fmt: skip
     try:
@@ -139,14 +134,14 @@ def refusal_status(obj: dict[str, Any], message: str, now: float) -> dict[str, A
                for c in conditions):  # fmt: skip
             return None
         cond = {"type": "Admitted", "status": "False", "reason": "Rejected", "message": message,
-                "lastTransitionTime": stamp(now)}  # fmt: skip
+                "lastTransitionTime": utc_stamp(now)}  # fmt: skip
         return {"conditions": [*(c for c in conditions if c.get("type") != "Admitted"), cond]}
     if kind == "Job":
         state = status.get("state") or {}
         if state.get("reason") == "Rejected" and state.get("message") == message:
             return None
         return {"state": {"phase": "Failed", "reason": "Rejected", "message": message,
-                          "lastTransitionTime": stamp(now)}}  # fmt: skip
+                          "lastTransitionTime": utc_stamp(now)}}  # fmt: skip
     return None
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -40,6 +39,7 @@ from services.core.scheduling.model import (
 )
 from services.core.scheduling.resources import Resource
 from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Code, Status
+from services.core.stamps import utc_stamp
 
 T = TypeVar("T")
 
@@ -447,7 +447,7 @@ class Session:
         if refused.until:  # its pods refused by the API server: held back until its retry
             if not self.held(job):
                 return self.node_list, {}
-            at = datetime.fromtimestamp(refused.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            at = utc_stamp(refused.until)
             held = (f"held back: the API server refused its pods ({refused.held}); tried again at "
                     f"{at} or when the job changes")  # fmt: skip
             return [], dict.fromkeys((n.name for n in self.node_list), held)
