@@ -35,7 +35,7 @@ from contracts.events import (
     TaskFinished,
     TaskStarted,
 )
-from contracts.workloads import JobSpec
+from contracts.workloads import JobSpec, TaskSpec
 from services.core.retention import FinishedOrder, ended
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
@@ -169,6 +169,7 @@ def job_events(flow: Flow, key: str) -> list[Event]:
         return ending_events(flow, key)
     tasks = flow.projection.tasks.get(key, {})
     statuses = [t.status for t in tasks.values()]
+    roles = [t.role for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
     pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
     # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
@@ -179,7 +180,7 @@ def job_events(flow: Flow, key: str) -> list[Event]:
                                                                        job.spec.min_available):  # fmt: skip
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
                                    reason=lifecycle.RESTART_OVER))  # fmt: skip
-    terminal = lifecycle.job_phase(job.spec, statuses)
+    terminal = lifecycle.job_phase(job.spec, statuses, roles)
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, "all pods finished")
     return out
@@ -303,6 +304,32 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
     if cause == "PodEvicted" and decision.action == "SyncJob":  # made again, same retry count
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="evicted")]  # fmt: skip
+    return _decided(flow, key, decision, spec, event, cause)
+
+
+def task_completed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
+    """Volcano's `TaskCompleted`: the pod whose success made every pod of its task Succeeded
+    raises it (`job_controller_handler.go` updatePod, `TaskCompleted` of the job cache), and the
+    task's then the job's policies answer it (`*` too) — Volcano's MPI example ends its job
+    with `mpimaster: TaskCompleted → CompleteJob` while its workers' sshd runs on; never raised,
+    such a job ran for ever. Edge-triggered on the pod's latest event, as `pod_failed` is."""
+    key = f"{event.namespace}/{event.name}"
+    job = flow.projection.jobs.get(key)
+    if job is None or event.exit_code != 0 or event.reason in STOPPED_BY_SYSTEM:
+        return []
+    if flow.task_seq.get((key, event.task)) != seq or key in flow.ending or key in flow.restarting:
+        return []
+    spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
+    if not lifecycle.task_completed(job.spec, spec, flow.projection.tasks.get(key, {}).values()):
+        return []
+    decision = lifecycle.on_pod_failed(job.spec, spec, 0, flow.retries.get(key, 0), "TaskCompleted")
+    return _decided(flow, key, decision, spec, event, "TaskCompleted")
+
+
+def _decided(flow: Flow, key: str, decision: lifecycle.PolicyDecision, spec: TaskSpec | None,
+             event: TaskFinished, cause: str) -> list[Event]:  # fmt: skip
+    """The events of a policy's action on `event` (a pod's failure, eviction or its task's
+    completion): the restart it asks for, the job's end, or nothing (SyncJob)."""
     if decision.phase in ("Restarting", "Failed") and decision.action in lifecycle.RESTARTS:
         tasks = flow.projection.tasks.get(key, {})
         if decision.action == "RestartPod":

@@ -147,7 +147,7 @@ class QueueService:
             self.folded_to = max(self.folded_to, seq)
             owed: list[Event] = []
             if isinstance(event, TaskFinished):
-                owed += fl.pod_failed(self.flow, event, seq)
+                owed += fl.pod_failed(self.flow, event, seq) or fl.task_completed(self.flow, event, seq)
             key = fl.job_key(event)
             if key is not None and not owed:
                 owed += fl.job_events(self.flow, key)

@@ -482,3 +482,36 @@ def test_a_private_key_in_the_ssh_flags_reaches_the_secret_and_not_the_logs_copy
         [(_, secret)] = jobplugins.ssh_objects(job, {"kind": "Job", "name": "ddp", "uid": "u-9"})
         assert base64.b64decode(secret["data"]["id_rsa"]).decode() == "PRIVATE"
         assert check_plugins(logged["spec"]["plugins"], ["master", "worker"]) == ([], [])  # still admitted
+
+
+async def test_the_mpi_example_completes_when_its_launcher_does(cluster: Cluster, tmp_path: Path) -> None:
+    """Volcano's MPI example ends itself: its launcher's task has `TaskCompleted → CompleteJob`,
+    as the workers' `sshd -D` never exits. Tessera raised no TaskCompleted, so the job ran on
+    (Running, two workers holding their nodes) for ever after its launcher succeeded. Now the
+    launcher's success completes the task, the policy ends the job: Completing while its
+    workers are stopped, then Completed; the launcher's pod is kept as it ended."""
+    await cluster.volcano_crds()
+    for node in ("n1", "n2"):
+        await cluster.create_node(node)
+    body = mpi_example()
+    body["spec"]["tasks"][0]["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    pods = ("lm-mpi-job-mpimaster-0", "lm-mpi-job-mpiworker-0", "lm-mpi-job-mpiworker-1")
+    async with Kubelet(cluster) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.kube.create(volcano.jobs_path("default"), body)
+            await wait_until(lambda: all_running(cluster, pods), 60, "the MPI job's three pods Running")
+            await kubelet.finish("default", pods[0], 0)
+
+            async def completed() -> bool:
+                job = await cluster.present(volcano.jobs_path("default", "lm-mpi-job")) or {}
+                return ((job.get("status") or {}).get("state") or {}).get("phase") == "Completed"
+
+            await wait_until(completed, 60, "the job Completed once its launcher succeeded")
+            await wait_until(lambda: all_gone(cluster, *(f"/api/v1/namespaces/default/pods/{p}" for p in pods[1:])),
+                             60, "the workers stopped")  # fmt: skip
+            launcher = await cluster.pod("default", pods[0]) or {}
+            assert launcher.get("status", {}).get("phase") == "Succeeded", launcher.get("status")
+        finally:
+            await asyncio.to_thread(cp.stop)

@@ -66,7 +66,7 @@ async def test_restart_runs_a_succeeded_pod_again(event_log: EventLog) -> None:
 
 async def test_restart_at_max_retry_fails_the_job(event_log: EventLog) -> None:
     svc = await started(event_log)
-    await put(event_log, event_log.subjects.job("ns", "m"), JobSubmitted(spec=spec("m", max_retry=1)))
+    await put(event_log, event_log.subjects.job("ns", "m"), JobSubmitted(spec=spec("m", max_retry=2)))
     await run_tasks(event_log, "m", ["m-w-0", "m-w-1"])
     await drain(svc)
     assert (await svc.command("restart", "ns", "m")).ok
@@ -74,7 +74,7 @@ async def test_restart_at_max_retry_fails_the_job(event_log: EventLog) -> None:
         await evicted(event_log, "m", pod)
     await run_tasks(event_log, "m", ["m-w-0", "m-w-1"])
     await drain(svc)
-    reply = await svc.command("restart", "ns", "m")  # retry 1 of maxRetry 1 spent: as a policy would
+    reply = await svc.command("restart", "ns", "m")  # the 2nd restart of maxRetry 2: as a policy would
     assert reply.ok and reply.message == "job ns/m Failed (RestartJob requested by user)"
     assert "ns/m" not in svc.flow.projection.jobs
     refused = await svc.command("restart", "ns", "m")

@@ -87,7 +87,8 @@ async def test_job_runs_then_completes_once(event_log: EventLog) -> None:
 async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> None:
     svc = await started(event_log)
     s = event_log.subjects
-    job = spec("r", policies=(("PodFailed", "RestartJob"),), max_retry=1)
+    # maxRetry 2 is two runs: Volcano counts the restart, then fails the job at maxRetry
+    job = spec("r", policies=(("PodFailed", "RestartJob"),), max_retry=2)
     await put(event_log, s.job("ns", "r"), JobSubmitted(spec=job))
     await run_tasks(event_log, "r", ["r-w-0", "r-w-1"])
     await put(event_log, s.job("ns", "r"),
@@ -98,7 +99,7 @@ async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> N
     assert evicted == ["r-w-1"]  # the live pod is stopped; the failed one goes back to Pending
     assert any(isinstance(e, TaskFinished) and e.reason == "restarted" and e.task == "r-w-0" for e in events)
     assert [e.phase for e in events if isinstance(e, JobPhaseChanged)][-1] == "Restarting"
-    # the node agent reports the eviction; the job runs again and fails again: maxRetry 1 → Failed
+    # the node agent reports the eviction; the job runs again and fails again: maxRetry 2 → Failed
     await put(event_log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-1",
                                                         node="n1", exit_code=137, reason="evicted"))  # fmt: skip
     await run_tasks(event_log, "r", ["r-w-0", "r-w-1"])
@@ -282,3 +283,29 @@ async def test_a_message_delivered_twice_to_one_process_is_folded_once() -> None
     await drain(svc)
     restarts = [e.reason for e in await job_events(log, "r") if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"]
     assert restarts == ["RestartJob: retry 1/3", "RestartJob: retry 2/3"], restarts
+
+
+async def test_task_completed_policy_ends_the_job_once(event_log: EventLog) -> None:
+    """The last pod of a task succeeding raises TaskCompleted (Volcano's MPI example:
+    `mpimaster: TaskCompleted → CompleteJob`): Completing with the workers evicted, then
+    Completed; a task not complete yet, or a restart of the service, raises nothing more."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    job = JobSpec(namespace="ns", name="mpi", queue="default", kind="Job", min_available=3,
+                  tasks=(TaskSpec(name="m", replicas=1, cpu_milli=1000, policies=(("TaskCompleted", "CompleteJob"),)),
+                         TaskSpec(name="w", replicas=2, cpu_milli=1000)))  # fmt: skip
+    await put(event_log, s.job("ns", "mpi"), JobSubmitted(spec=job))
+    await run_tasks(event_log, "mpi", ["mpi-m-0", "mpi-w-0", "mpi-w-1"])
+    await put(event_log, s.job("ns", "mpi"), TaskFinished(namespace="ns", name="mpi", task="mpi-m-0", node="n1"))
+    await drain(svc)
+    events = await job_events(event_log, "mpi")
+    assert [e.task for e in events if isinstance(e, EvictionRequested)] == ["mpi-w-0", "mpi-w-1"]
+    assert [(e.phase, e.reason) for e in events if isinstance(e, JobPhaseChanged)][-1] == \
+        ("Completing", "CompleteJob on TaskCompleted")  # fmt: skip
+    for pod in ("mpi-w-0", "mpi-w-1"):
+        await put(event_log, s.job("ns", "mpi"), TaskFinished(namespace="ns", name="mpi", task=pod, node="n1",
+                                                              exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    await started(event_log)
+    phases = [e.phase for e in await job_events(event_log, "mpi") if isinstance(e, JobPhaseChanged)]
+    assert phases == ["Running", "Completing", "Completed"], phases

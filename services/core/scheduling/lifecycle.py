@@ -100,17 +100,19 @@ RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
 
 def restart_phase(job: JobSpec, retry_count: int) -> str:
     """Where a restart takes a job that restarted `retry_count` times: Restarting, or Failed
-    once maxRetry restarts are spent (`state/restarting.go`: retryCount ≥ maxRetry → Failed).
-    A policy and a `RestartJob` Command follow the same rule."""
-    return "Failed" if retry_count >= job.max_retry else "Restarting"
+    when this restart is its maxRetry-th — Volcano counts the restart first (`state/running.go`:
+    retryCount+1, Restarting) and then fails the job once the count reaches maxRetry
+    (`state/restarting.go`), so `maxRetry: 3` is three runs in all, `maxRetry: 1` one. A policy
+    and a `RestartJob` Command follow the same rule."""
+    return "Failed" if retry_count + 1 >= job.max_retry else "Restarting"
 
 
 def on_pod_failed(
     job: JobSpec, task: TaskSpec | None, exit_code: int, retry_count: int, event: str = "PodFailed"
 ) -> PolicyDecision:
-    """`event`: PodFailed, or PodEvicted for a pod deleted while it held its node (Volcano's
-    job controller sends PodEvicted from its pod-delete handler; exitCode policies do not
-    apply to it)."""
+    """`event`: PodFailed, PodEvicted for a pod deleted while it held its node (Volcano's
+    job controller sends PodEvicted from its pod-delete handler), or TaskCompleted for the pod
+    that completed its task; exitCode policies apply to PodFailed only."""
     action = policy_action(job, task, event, exit_code if event == "PodFailed" else None)
     if action in RESTARTS:
         return PolicyDecision(action, restart_phase(job, retry_count))
@@ -123,15 +125,43 @@ def on_pod_failed(
     return PolicyDecision("SyncJob")
 
 
-def job_phase(job: JobSpec, statuses: Sequence[str]) -> str:
-    """SyncJob on a live job: terminal when every pod finished or minSuccess is reached."""
+def job_phase(job: JobSpec, statuses: Sequence[str], roles: Sequence[str] = ()) -> str:
+    """SyncJob on a live job: terminal when every pod finished or minSuccess is reached.
+    `roles`: each pod's task, beside `statuses` — a Volcano Job whose minAvailable covers its
+    tasks' own fails when a task ended with fewer Succeeded pods than its minAvailable
+    (`state/running.go`), however many pods of the other tasks succeeded."""
     succeeded = sum(1 for s in statuses if s == st.SUCCEEDED)
     failed = sum(1 for s in statuses if s == st.FAILED)
     if job.min_success is not None and succeeded >= job.min_success:
         return "Completed"
     if statuses and succeeded + failed == len(statuses):
+        if roles and job.kind == "Job" and task_short(job, statuses, roles):
+            return "Failed"
         if job.min_success is not None and succeeded < job.min_success:
             return "Failed"
         return "Completed" if succeeded >= max(job.min_available, 1) else "Failed"
     running = sum(1 for s in statuses if s in (st.RUNNING, st.BOUND))
     return "Running" if running + succeeded + failed >= job.min_available and running else "Pending"
+
+
+def task_short(job: JobSpec, statuses: Sequence[str], roles: Sequence[str]) -> bool:
+    """Whether a task of `job` ended with fewer Succeeded pods than its own minAvailable, when
+    the job's minAvailable is at least the sum of its tasks' (Volcano checks the tasks only
+    then: a job asking less than its tasks do is judged on its own count)."""
+    mins = {t.name: t.min_available for t in job.tasks if t.min_available is not None}
+    if not mins or job.min_available < sum(mins.values()):
+        return False
+    done = dict.fromkeys(mins, 0)
+    for status, role in zip(statuses, roles, strict=True):
+        if status == st.SUCCEEDED and role in done:
+            done[role] += 1
+    return any(done[name] < least for name, least in mins.items())
+
+
+def task_completed(job: JobSpec, task: TaskSpec | None, tasks: Iterable[st.TaskSnap]) -> bool:
+    """Whether every pod of `task` (of the Volcano Job `job`, whose `tasks` these are)
+    Succeeded: what raises Volcano's `TaskCompleted` (its job cache counts the task's Succeeded
+    pods against its replicas)."""
+    if task is None or job.kind != "Job" or task.replicas <= 0:
+        return False
+    return sum(1 for t in tasks if t.role == task.name and t.status == st.SUCCEEDED) >= task.replicas

@@ -337,6 +337,7 @@ class Simulation:
             if key in self.job_done:
                 continue
             statuses = [t.status for t in self.projection.tasks[key].values()]
+            roles = [t.role for t in self.projection.tasks[key].values()]
             pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
             # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
             # reason (said twice, it was one more message per job end that every service read)
@@ -347,7 +348,7 @@ class Simulation:
             elif lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses, job.spec.min_available):
                 self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
                                           reason=lifecycle.RESTART_OVER))  # fmt: skip
-            terminal = lifecycle.job_phase(job.spec, statuses)
+            terminal = lifecycle.job_phase(job.spec, statuses, roles)
             if terminal in ("Completed", "Failed"):
                 self._terminate(key, terminal, "all pods finished")
 
@@ -370,10 +371,11 @@ class Simulation:
         spec = next((t for p, _, _, t in st.task_names(job.spec) if p == pod), None)
         code = spec.exit_code if spec else 0
         self._finish(job.spec.namespace, job.spec.name, pod, code, "")
-        if code == 0:
-            return
         retry = self.retries.get(key, 0)
-        decision = lifecycle.on_pod_failed(job.spec, spec, code, retry)
+        cause = "PodFailed" if code != 0 else "TaskCompleted"
+        if code == 0 and not lifecycle.task_completed(job.spec, spec, self.projection.tasks[key].values()):
+            return
+        decision = lifecycle.on_pod_failed(job.spec, spec, code, retry, cause)
         if decision.phase == "Restarting":
             self.retries[key] = retry + 1
             targets = [p for p, t in self.projection.tasks[key].items()
@@ -390,7 +392,7 @@ class Simulation:
             self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Restarting",
                                       reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
         elif decision.phase:
-            self._terminate(key, decision.phase, f"{decision.action} on PodFailed")
+            self._terminate(key, decision.phase, f"{decision.action} on {cause}")
 
     # --- main loop ------------------------------------------------------------------------
 

@@ -70,6 +70,8 @@ PREEMPTABLE = "volcano.sh/preemptable"
 DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
 TASK_PRIORITY = "volcano.sh/task-priority"
 
+#: a Job's maxRetry when it sets none, or 0 (Volcano's `DefaultMaxRetry`)
+DEFAULT_MAX_RETRY = 3
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
 JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
@@ -1000,14 +1002,17 @@ class Admission:
                 }
             )
             tasks.append(task)
-        min_available = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), total_min)
+        # Volcano's mutating webhook takes 0 for unset (`patchDefaultMinAvailable`,
+        # `patchDefaultMaxRetry`): kept as 0, `maxRetry: 0` failed a job at its first restart
+        # and `minAvailable: 0` placed it with no gang
+        min_available = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), total_min) or total_min
         if total_replicas < min_available:
             ctx.reject(
                 "spec.minAvailable",
                 min_available,
                 "job 'minAvailable' should not be greater than total replicas in tasks",
             )
-        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), 3)
+        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY) or DEFAULT_MAX_RETRY
         min_success = spec.get("minSuccess")
         if (
             min_success is not None
