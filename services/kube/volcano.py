@@ -382,7 +382,7 @@ def podgroup_phase(log_phase: str, pg_phase: str) -> str:
     """The PodGroup phase from the log: the projection's (Pending/Inqueue/Running/Unknown/
     Completed) while the job lives — Running while it is being ended (its pods are still
     being killed) — and Completed once it finished."""
-    if pg_phase in ("Terminating", "Completing"):
+    if pg_phase in st.ENDING_PHASES:
         return "Running"
     if pg_phase:
         return pg_phase

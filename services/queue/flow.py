@@ -47,9 +47,9 @@ SUSPENDED = "suspended by user"
 STOPPED_BY_SYSTEM = frozenset({"evicted", "restarted", "deleted", "killed"})
 LIVE_TASK = (st.RUNNING, st.BOUND)
 #: the phases a job ends through → the phase it ends in
-ENDING = {"Terminating": "Terminated", "Completing": "Completed"}
+ENDING = {"Terminating": "Terminated", "Completing": "Completed", "Aborting": "Aborted"}
 #: the actions that end a job through one of them
-ENDING_ACTIONS = {"TerminateJob": "Terminating", "CompleteJob": "Completing"}
+ENDING_ACTIONS = {"TerminateJob": "Terminating", "CompleteJob": "Completing", "AbortJob": "Aborting"}
 
 
 @dataclass
@@ -126,7 +126,7 @@ class Flow:
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
                 self.restarting.add(key)
-            case JobPhaseChanged(phase="Aborted", reason=reason) if reason == SUSPENDED:
+            case JobPhaseChanged(phase="Aborted", reason=reason) if reason.startswith(SUSPENDED):
                 job = self.projection.jobs.get(f"{event.namespace}/{event.name}")
                 if job is not None:
                     self.suspended[job.key] = job.spec
@@ -396,7 +396,12 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
     if action == "suspend":
         if key not in proj.jobs:
             raise Refused(f"job {key} is not live (nothing to suspend)")
-        return terminate(flow, key, "Aborted", SUSPENDED)
+        if key in flow.ending:  # (Volcano's completing/terminating states take no other action)
+            raise Refused(f"job {key} is {flow.ending[key][0]} already: AbortJob does not apply")
+        # Aborting while its pods are stopped (they hold their nodes until they are gone), then
+        # Aborted, as Volcano's `state/aborting.go`; Aborted at once, its nodes looked free
+        # to the scheduler while its pods still ran
+        return end_job(flow, key, "AbortJob", SUSPENDED)
     if action == "resume":
         spec = flow.suspended.get(key)
         if spec is None:

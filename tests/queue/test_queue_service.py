@@ -143,8 +143,18 @@ async def test_suspend_resume_delete(event_log: EventLog) -> None:
     assert not (await svc.command("resume", "ns", "x")).ok
     assert (await svc.command("suspend", "ns", "x")).ok
     events = await job_events(event_log, "x")
-    assert isinstance(events[-2], EvictionRequested) and events[-2].task == "x-w-0"
-    assert (events[-1].phase, events[-1].reason) == ("Aborted", "suspended by user")
+    # Aborting while its pod stops — it holds its node until then, so the job stays in the
+    # projection the scheduler places from — then Aborted (Volcano's aborting → aborted)
+    assert (events[-2].phase, events[-2].reason) == ("Aborting", "suspended by user")
+    assert isinstance(events[-1], EvictionRequested) and events[-1].task == "x-w-0"
+    assert svc.flow.projection.jobs["ns/x"].phase == "Aborting"
+    assert not (await svc.command("suspend", "ns", "x")).ok  # ending already
+    assert not (await svc.command("resume", "ns", "x")).ok  # not suspended until it is Aborted
+    await put(event_log, s.job("ns", "x"), TaskFinished(namespace="ns", name="x", task="x-w-0", node="n1",
+                                                        exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    last = (await job_events(event_log, "x"))[-1]
+    assert (last.phase, last.reason) == ("Aborted", "suspended by user; no unfinished pod left")
     assert "ns/x" not in svc.flow.projection.jobs
     restarted = await started(event_log)  # the suspended spec is known from the log alone
     assert (await restarted.command("resume", "ns", "x")).ok
@@ -309,3 +319,23 @@ async def test_task_completed_policy_ends_the_job_once(event_log: EventLog) -> N
     await started(event_log)
     phases = [e.phase for e in await job_events(event_log, "mpi") if isinstance(e, JobPhaseChanged)]
     assert phases == ["Running", "Completing", "Completed"], phases
+
+
+async def test_an_abort_job_policy_aborts_through_aborting(event_log: EventLog) -> None:
+    """`PodFailed → AbortJob`: Aborting while the job's other pods are stopped (they hold their
+    nodes meanwhile), then Aborted; not a suspension, so nothing to resume."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "a"), JobSubmitted(spec=spec("a", policies=(("PodFailed", "AbortJob"),))))
+    await run_tasks(event_log, "a", ["a-w-0", "a-w-1"])
+    await put(event_log, s.job("ns", "a"), TaskFinished(namespace="ns", name="a", task="a-w-0", node="n1", exit_code=3))
+    await drain(svc)
+    events = await job_events(event_log, "a")
+    assert [e.task for e in events if isinstance(e, EvictionRequested)] == ["a-w-1"]
+    assert svc.flow.projection.jobs["ns/a"].phase == "Aborting"
+    await put(event_log, s.job("ns", "a"), TaskFinished(namespace="ns", name="a", task="a-w-1", node="n1",
+                                                        exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    phases = [(e.phase, e.reason) for e in await job_events(event_log, "a") if isinstance(e, JobPhaseChanged)]
+    assert phases[-2:] == [("Aborting", "AbortJob on PodFailed"), ("Aborted", "AbortJob on PodFailed; no unfinished pod left")]
+    assert not (await svc.command("resume", "ns", "a")).ok

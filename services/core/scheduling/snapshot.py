@@ -503,8 +503,8 @@ class ClusterProjection:
                         budgets=tuple(self.budgets[k] for k in sorted(self.budgets)) if self.budgets else ())  # fmt: skip
 
 
-#: a job being ended (TerminateJob, CompleteJob): its running pods are being killed
-ENDING_PHASES = ("Terminating", "Completing")
+#: a job being ended (TerminateJob, CompleteJob, AbortJob): its running pods are being killed
+ENDING_PHASES = ("Terminating", "Completing", "Aborting")
 #: a PodGroup's pods that count as scheduled (Volcano's `getPodGroupPhase`)
 SCHEDULED = frozenset({RUNNING, BOUND, SUCCEEDED, FAILED})
 
