@@ -334,7 +334,7 @@ def status_differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any]
 
 
 #: a Job's and a PodGroup's pod counts (`vcctl job list`'s columns)
-COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed"})
+COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed", "terminating", "taskStatusCount"})
 
 
 def counts_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -424,7 +424,28 @@ def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries:
         "retryCount": retries,
         "pending": sum(t.status in (st.PENDING, st.BOUND) for t in tasks),
         **counts,
+        "terminating": sum(t.status == st.RELEASING for t in tasks),
+        "taskStatusCount": task_status_count(tasks),
     }
+
+
+#: a task's status → the pod phase Volcano's `taskStatusCount` counts it under (a pod being
+#: stopped is still Running to the API server until it is gone)
+_POD_PHASE = {st.PENDING: "Pending", st.BOUND: "Pending", st.RUNNING: "Running", st.RELEASING: "Running",
+              st.SUCCEEDED: "Succeeded", st.FAILED: "Failed"}  # fmt: skip
+
+
+def task_status_count(tasks: Iterable[st.TaskSnap]) -> dict[str, Any]:
+    """Per task, its pods by phase (`status.taskStatusCount`), as Volcano's job controller
+    writes it and `vcctl job view`, JobFlow conditions and dashboards read it; only the
+    phases some pod is in."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for t in tasks:
+        phase = _POD_PHASE.get(t.status)
+        if phase is not None:
+            count = out.setdefault(t.role, {"phase": {}})["phase"]
+            count[phase] = count.get(phase, 0) + 1
+    return out
 
 
 def queue_status(state: str, allocated: Mapping[str, int], phases: Iterable[str]) -> dict[str, Any]:

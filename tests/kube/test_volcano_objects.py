@@ -4,6 +4,8 @@ compared without timestamps, so an unchanged status is never written again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from contracts.workloads import JobSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.kube import pods, volcano
@@ -48,6 +50,23 @@ def test_status_compared_without_timestamps() -> None:
     assert volcano.status_differs(written, volcano.podgroup_status("Running", [], "", placed=True))
     job = volcano.job_status(SPEC, "Inqueue", tasks, 0, restarting=False)
     assert job["state"] == {"phase": "Pending"} and job["running"] == 1 and job["minAvailable"] == 2
+
+
+def test_a_jobs_status_counts_its_tasks_pods_by_phase_and_those_stopping() -> None:
+    """`taskStatusCount` (per task, pods by phase) and `terminating`, as Volcano's controller
+    writes them: `vcctl job view` and JobFlow conditions read them; a count that drops to
+    nothing is deleted from the object by the merge patch, not left behind."""
+    w = SPEC.tasks[0]
+    tasks = [st.TaskSnap("train-worker-0", "worker", 0, w, status=st.RUNNING),
+             st.TaskSnap("train-worker-1", "worker", 1, w, status=st.RELEASING)]  # fmt: skip
+    job = volcano.job_status(SPEC, "Running", tasks, 0, False)
+    assert job["taskStatusCount"] == {"worker": {"phase": {"Running": 2}}}
+    assert job["terminating"] == 1
+    later = volcano.job_status(SPEC, "Running", [replace(tasks[0], status=st.SUCCEEDED)], 0, False)
+    assert later["taskStatusCount"] == {"worker": {"phase": {"Succeeded": 1}}}
+    assert volcano.counts_only(job, later)
+    patch = volcano.removals(job, later)
+    assert patch["taskStatusCount"] == {"worker": {"phase": {"Running": None, "Succeeded": 1}}}
 
 
 def test_a_job_shows_running_once_min_available_pods_run() -> None:
