@@ -404,7 +404,7 @@ def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: 
 
 
 #: the log's job phases as a Volcano Job shows them (Inqueue is the PodGroup's business)
-JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running"}
+JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running", "Failing": "Failed"}
 
 
 def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,

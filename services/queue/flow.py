@@ -46,8 +46,11 @@ SUSPENDED = "suspended by user"
 #: TaskFinished reasons that are the system stopping a pod, not the pod failing.
 STOPPED_BY_SYSTEM = frozenset({"evicted", "restarted", "deleted", "killed"})
 LIVE_TASK = (st.RUNNING, st.BOUND)
-#: the phases a job ends through → the phase it ends in
-ENDING = {"Terminating": "Terminated", "Completing": "Completed", "Aborting": "Aborted"}
+#: the phases a job ends through → the phase it ends in (`Failing` is Tessera's: a job whose
+#: end is Failed while its pods are stopped, shown Failed on its Volcano Job as Volcano shows it)
+ENDING = {"Terminating": "Terminated", "Completing": "Completed", "Aborting": "Aborted", "Failing": "Failed"}
+#: a terminal phase → the ending phase a job with pods still holding their nodes goes through
+FINISHING = {"Failed": "Failing", "Completed": "Completing"}
 #: the actions that end a job through one of them
 ENDING_ACTIONS = {"TerminateJob": "Terminating", "CompleteJob": "Completing", "AbortJob": "Aborting"}
 
@@ -203,13 +206,21 @@ def scaled_down(flow: Flow, key: str) -> list[Event]:
 
 
 def terminate(flow: Flow, key: str, phase: str, reason: str) -> list[Event]:
+    """The job ends in `phase`, its unfinished pods stopped. One that still has pods holding
+    their nodes (maxRetry spent while the others run, minSuccess reached) ends through
+    `Failing` / `Completing` until they are gone: ended at once, it left the projection the
+    scheduler places from, which then saw their nodes free while they ran on — a pod bound
+    there met the kubelet's OutOfcpu (and its job's PodFailed policies)."""
     job = flow.projection.jobs[key]
     ns, name = job.spec.namespace, job.spec.name
+    tasks = flow.projection.tasks.get(key, {})
     out: list[Event] = [
         EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
-        for pod, t in flow.projection.tasks.get(key, {}).items()
+        for pod, t in tasks.items()
         if t.status in LIVE_TASK
     ]
+    if phase in FINISHING and any(t.status in st.HOLDING for t in tasks.values()):
+        return [JobPhaseChanged(namespace=ns, name=name, phase=FINISHING[phase], reason=reason), *out]
     out.append(JobPhaseChanged(namespace=ns, name=name, phase=phase, reason=reason))
     return out
 

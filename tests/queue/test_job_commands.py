@@ -75,7 +75,12 @@ async def test_restart_at_max_retry_fails_the_job(event_log: EventLog) -> None:
     await run_tasks(event_log, "m", ["m-w-0", "m-w-1"])
     await drain(svc)
     reply = await svc.command("restart", "ns", "m")  # the 2nd restart of maxRetry 2: as a policy would
-    assert reply.ok and reply.message == "job ns/m Failed (RestartJob requested by user)"
+    assert reply.ok and reply.message == "job ns/m Failing (RestartJob requested by user)"
+    assert (await svc.command("restart", "ns", "m")).message == \
+        "job ns/m is Failing already: RestartJob does not apply"  # fmt: skip
+    for pod in ("m-w-0", "m-w-1"):
+        await evicted(event_log, "m", pod)
+    await drain(svc)
     assert "ns/m" not in svc.flow.projection.jobs
     refused = await svc.command("restart", "ns", "m")
     assert not refused.ok and refused.message == "job ns/m is Failed: RestartJob does not apply to a job that ended"

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 Vec = dict[str, int]
 #: PodGroup phases of a job enqueue admitted: its pods exist and hold quota
-ADMITTED = frozenset({"Inqueue", "Running", "Unknown", "Terminating", "Completing", "Aborting"})
+ADMITTED = frozenset({"Inqueue", "Running", "Unknown", "Terminating", "Completing", "Aborting", "Failing"})
 ENDED = frozenset({SUCCEEDED, FAILED})
 _PREFIXES = ("requests.", "limits.")
 UNIT = 1000  # a scalar's milli-units per unit (quantity.py)

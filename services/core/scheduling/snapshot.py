@@ -503,8 +503,9 @@ class ClusterProjection:
                         budgets=tuple(self.budgets[k] for k in sorted(self.budgets)) if self.budgets else ())  # fmt: skip
 
 
-#: a job being ended (TerminateJob, CompleteJob, AbortJob): its running pods are being killed
-ENDING_PHASES = ("Terminating", "Completing", "Aborting")
+#: a job being ended (TerminateJob, CompleteJob, AbortJob; Failed or Completed with pods still
+#: holding their nodes): its running pods are being killed
+ENDING_PHASES = ("Terminating", "Completing", "Aborting", "Failing")
 #: a PodGroup's pods that count as scheduled (Volcano's `getPodGroupPhase`)
 SCHEDULED = frozenset({RUNNING, BOUND, SUCCEEDED, FAILED})
 
