@@ -7,6 +7,7 @@ Running would let the next session evict a second pod for the same preemptor."""
 from __future__ import annotations
 
 from contracts.events import (
+    JobDeleted,
     JobSubmitted,
     NodeRegistered,
     PlacementCommitted,
@@ -108,3 +109,24 @@ def test_a_job_terminated_while_its_pod_is_being_evicted_ends_once_the_pod_is_go
                        reason="evicted"))  # fmt: skip
     ended = fl.ending_events(c.flow, key)
     assert [(type(e).__name__, getattr(e, "phase", "")) for e in ended] == [("JobPhaseChanged", "Terminated")]
+
+
+def test_a_job_that_fails_while_its_pod_runs_keeps_its_node_until_the_pod_is_gone() -> None:
+    """maxRetry spent (or minSuccess reached) while a pod still runs: the job was ended at once
+    and left the projection, so the next session bound another pod onto the node its pod
+    still held (the kubelet's OutOfcpu on a cluster). Now it is Failing until the pod is
+    gone: the node is the waiting job's only in the future (pipelined), then for real."""
+    c = Cluster()
+    c.add(JobDeleted(namespace="default", name="urgent"))  # (no preemptor here)
+    failing = fl.terminate(c.flow, "default/low-n0", "Failed", "RestartJob on PodFailed")
+    assert [(type(e).__name__, getattr(e, "phase", "")) for e in failing] == [
+        ("JobPhaseChanged", "Failing"), ("EvictionRequested", "")]  # fmt: skip
+    c.add(*failing, JobSubmitted(spec=job("next", 10)))
+    placed = [p for jp in c.session(1).placements if jp.name == "next" for p in jp.placements]
+    assert not [jp for jp in c.session(2).placements if jp.name == "next" and not jp.pipelined], placed
+    c.add(TaskFinished(namespace="default", name="low-n0", task="low-n0-main-0", node="", exit_code=137,
+                       reason="evicted"))  # fmt: skip
+    c.add(*fl.job_events(c.flow, "default/low-n0"))
+    assert "default/low-n0" not in c.flow.projection.jobs
+    done = [jp for jp in c.session(3).placements if jp.name == "next"]
+    assert done and not done[0].pipelined and done[0].placements[0].node == "n0"
