@@ -76,6 +76,10 @@ POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
 JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
               "TaskCompleted", "OutOfSync", "CommandIssued", "JobUpdated", "TaskFailed")  # fmt: skip
+#: the events Tessera raises for lifecycle policies (the queue service's `pod_failed` and
+#: `task_completed`); a policy on another one is accepted, as Volcano's webhook accepts it,
+#: with a warning that it never runs
+RAISED_EVENTS = frozenset({"*", "PodFailed", "PodEvicted", "TaskCompleted"})
 JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
                "TerminateJob", "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob", "SyncQueue",
                "OpenQueue", "CloseQueue")  # fmt: skip
@@ -938,7 +942,12 @@ class Admission:
                     ctx.reject(f"{pp}.event", e, "unknown event")
                 if e == "PodPending" and not p.get("timeout"):
                     ctx.reject(f"{pp}.timeout", None, "PodPending policies need a timeout")
+                if e in JOB_EVENTS and e not in RAISED_EVENTS:
+                    ctx.warn(f"{pp}.event", e, f"Tessera does not raise {e}: this policy never runs "
+                             f"(it answers {', '.join(sorted(RAISED_EVENTS - {'*'}))})")  # fmt: skip
                 out.append((e, action))
+            if p.get("timeout") and not any(e == "PodPending" for e in events):
+                ctx.warn(f"{pp}.timeout", str(p["timeout"]), "not acted on: the action is taken at once")
         return tuple(out)
 
     def _job(self, doc: Mapping[str, Any], ctx: _Ctx) -> JobSpec:

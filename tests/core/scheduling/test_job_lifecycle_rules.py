@@ -69,3 +69,18 @@ def test_task_completed_is_every_pod_of_the_task_succeeded_and_matches_star() ->
     assert not lifecycle.task_completed(job, w, snaps)
     assert lifecycle.on_pod_failed(job, m, 0, 0, "TaskCompleted").action == "CompleteJob"  # the task's first
     assert lifecycle.on_pod_failed(job, w, 0, 0, "TaskCompleted").action == "TerminateJob"  # then the job's `*`
+
+
+def test_a_policy_on_an_event_tessera_never_raises_is_accepted_with_a_warning() -> None:
+    """Accepted as Volcano's webhook accepts it, but its user is told it will never run — and
+    that a `timeout` is not waited for — instead of a policy that silently does nothing."""
+    body = vcjob({"tasks": [("w", 2, {})], "policies": [
+        {"event": "PodPending", "action": "RestartJob", "timeout": "5m"},
+        {"event": "TaskCompleted", "action": "CompleteJob"},
+        {"event": "PodFailed", "action": "RestartJob", "timeout": "1m"}]})  # fmt: skip
+    got = admit([body])
+    assert len(got.jobs) == 1
+    said = {(w.path, w.rule.split(":")[0]) for w in got.warnings}
+    assert ("spec.policies[0].event", "Tessera does not raise PodPending") in said, said
+    assert ("spec.policies[2].timeout", "not acted on") in said, said
+    assert not any(w.path.startswith("spec.policies[1]") for w in got.warnings), got.warnings
