@@ -30,6 +30,7 @@ from contracts.base import Event
 from contracts.envelope import Envelope, EnvelopeError
 from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
 from contracts.registry import Registry, default_registry
+from services.core.scheduling import snapshot as st
 from services.nodeagent.heartbeat import all_heartbeats, decode_beat
 from services.runtime.eventlog import EventLog, StoredMessage
 from services.runtime.service import EventService, Handler, Outgoing, Received, decode_stored
@@ -42,7 +43,7 @@ TaskKey = tuple[str, str, str]  # (namespace, job, task)
 FOLDED = frozenset({"NodeRegistered", "NodeLost", "TaskStarted", "TaskFinished"})
 
 LOST_EXIT_CODE = -1
-LOST_REASON = "node lost"
+LOST_REASON = st.NODE_LOST
 
 
 # --- pure core -----------------------------------------------------------------------------------

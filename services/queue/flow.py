@@ -308,7 +308,10 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)
-    cause = "PodEvicted" if event.reason == st.POD_DELETED else "PodFailed"
+    # a pod on a lost node is evicted on a cluster (the taint manager deletes it, and
+    # Volcano's job controller answers PodEvicted: made again without a policy); as PodFailed
+    # it was never made again and the job ended Failed on the simulated cluster
+    cause = "PodEvicted" if event.reason in (st.POD_DELETED, st.NODE_LOST) else "PodFailed"
     if cause == "PodEvicted" and job.spec.kind != "Job":
         return []  # nobody makes it again: a Pod's deletion ends its job, a member leaves its PodGroup
     decision = lifecycle.on_pod_failed(job.spec, spec, event.exit_code, flow.retries.get(key, 0), cause)

@@ -177,7 +177,8 @@ async def test_suspend_resume_delete(event_log: EventLog) -> None:
 async def test_two_pods_lost_together_restart_the_job_once(event_log: EventLog) -> None:
     svc = await started(event_log)
     s = event_log.subjects
-    await put(event_log, s.job("ns", "g"), JobSubmitted(spec=spec("g", policies=(("PodFailed", "RestartJob"),))))
+    # a lost node's pods are evicted on a cluster: Volcano's PodEvicted
+    await put(event_log, s.job("ns", "g"), JobSubmitted(spec=replace(spec("g", policies=(("PodEvicted", "RestartJob"),)), kind="Job")))
     await run_tasks(event_log, "g", ["g-w-0", "g-w-1"])
     for p in ("g-w-0", "g-w-1"):  # what the node monitor appends for a lost node
         await put(event_log, s.job("ns", "g"), TaskFinished(namespace="ns", name="g", task=p, node="n1",
@@ -348,3 +349,20 @@ async def test_an_abort_job_policy_aborts_through_aborting(event_log: EventLog) 
     phases = [(e.phase, e.reason) for e in await job_events(event_log, "a") if isinstance(e, JobPhaseChanged)]
     assert phases[-2:] == [("Aborting", "AbortJob on PodFailed"), ("Aborted", "AbortJob on PodFailed; no unfinished pod left")]
     assert not (await svc.command("resume", "ns", "a")).ok
+
+
+async def test_a_lost_nodes_pods_are_made_again_without_a_policy(event_log: EventLog) -> None:
+    """On a cluster a lost node's pods are evicted and Volcano's job controller makes them
+    again (PodEvicted, no policy: SyncJob). On the simulated cluster they were PodFailed: never
+    made again, and the job ended Failed once its other pods finished."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "l"), JobSubmitted(spec=replace(spec("l"), kind="Job")))
+    await run_tasks(event_log, "l", ["l-w-0", "l-w-1"])
+    await put(event_log, s.job("ns", "l"), TaskFinished(namespace="ns", name="l", task="l-w-0", node="n1",
+                                                        exit_code=-1, reason="node lost"))  # fmt: skip
+    await drain(svc)
+    tasks = svc.flow.projection.tasks["ns/l"]
+    assert tasks["l-w-0"].status == "Pending" and tasks["l-w-1"].status == "Running"
+    assert svc.flow.retries.get("ns/l", 0) == 0  # the retry count unchanged
+    assert not [e for e in await job_events(event_log, "l") if isinstance(e, JobPhaseChanged) and e.phase != "Running"]

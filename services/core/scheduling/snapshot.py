@@ -177,6 +177,9 @@ HOLDING = frozenset({BOUND, RUNNING, RELEASING})
 #: what the node agent on a cluster reports for a pod deleted from the API server while it
 #: held its node — whoever deleted it (kubectl, an eviction, the pod GC of a lost node)
 POD_DELETED = "pod deleted"
+#: what the node-liveness monitor reports for a task on a node that stopped heartbeating: on a
+#: cluster that pod is evicted (the taint manager deletes it), so it is POD_DELETED's kin
+NODE_LOST = "node lost"
 #: task ends that send the pod back to Pending: it is made and placed again. A deleted pod
 #: (POD_DELETED) is not one of them by itself: it ends Failed until the queue service decides —
 #: Volcano's PodEvicted: without a PodEvicted policy its `TaskFinished(evicted)` sends it back
