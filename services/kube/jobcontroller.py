@@ -570,12 +570,30 @@ class JobController:
                 log.warning("job %s: the cards of %s not given back (%s)", key, pod, exc)
                 return
 
-    def _podless(self, key: str) -> dict[str, st.TaskSnap]:
+    def _podless(self, key: str, statuses: Collection[str] = (st.BOUND,)) -> dict[str, st.TaskSnap]:
         """The job's committed tasks that have no pod: none made, none on the way (a pod made a
         moment ago waits in `expected` for its watch event, and the binder binds it)."""
         ns = key.split("/", 1)[0]
         return {pod: t for pod, t in self.flow.projection.tasks.get(key, {}).items()
-                if t.status == st.BOUND and f"{ns}/{pod}" not in self.pods and f"{ns}/{pod}" not in self.expected}  # fmt: skip
+                if t.status in statuses and f"{ns}/{pod}" not in self.pods and f"{ns}/{pod}" not in self.expected}  # fmt: skip
+
+    async def _end_podless(self, key: str) -> None:
+        """An ending job (Terminating, Completing, Aborting, Failing) waits for every task that
+        holds a node to stop; a task placed whose pod was never made (a dependsOn task waiting
+        for its dependencies, a create the server refused or could not answer) has nothing to
+        stop, and no watch would ever say it stopped — the job waited in its ending phase for
+        good, its nodes booked. Such a task is reported stopped here, once per commit."""
+        ns, name = key.split("/", 1)
+        for pod, snap in self._podless(key, (st.BOUND, st.RELEASING)).items():
+            seq = self.commit_seq.get(key, {}).get(pod, 0)
+            event = TaskFinished(namespace=ns, name=name, task=pod, node=snap.node, exit_code=-1,
+                                 reason="evicted", at=self.clock())  # fmt: skip
+            try:
+                await self.service.publish(Outgoing(self.subjects.job(ns, name), event,
+                                                    msg_id=f"podless-end:{key}/{pod}:{seq}"))  # fmt: skip
+            except Exception as exc:  # (the log away: at the next reconcile)
+                log.warning("job %s: the end of %s (never made) not reported (%s)", key, pod, exc)
+                return
 
     async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> list[tuple[str, KubeError]]:
         """Each pod asked for, `POD_CREATES_IN_FLIGHT` at once; the refused ones (name, why)."""
@@ -725,6 +743,8 @@ class JobController:
                     bodies.append(volcano.pod_for(job, spec, role, index, retries, self.read_seq))
             await self._create_or_back_off(key, job, bodies)
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept
+            if ending:
+                await self._end_podless(key)
             # a pod the log has finished is kept whatever its object still shows: this process's
             # pod watch may lag the one that told the log (the node agent's), and deleting on
             # its word took a Succeeded pod, and its logs, from a Completed Job

@@ -121,3 +121,40 @@ async def test_a_task_whose_dependency_ran_to_its_end_unseen_running_is_still_ma
         await wait_until(train_bound, 60, "the train pod made and bound once prep Succeeded")
     finally:
         await asyncio.to_thread(cp.stop)
+
+
+async def test_a_job_suspended_before_its_launcher_is_made_is_aborted_and_resumes(cluster: Cluster, tmp_path: Path) -> None:
+    """The launcher is placed with the gang but made only once the workers run: suspended
+    before that, its task had nothing to stop and nothing ever said it stopped, so the job sat
+    in Aborting for good, its nodes booked (helper-22's review). Now the job controller reports
+    the never-made task stopped: the job is Aborted once its workers are gone, and resumes."""
+    from tests.kube.test_volcano_commands import command, consumed
+
+    await cluster.volcano_crds()
+    await cluster.create_node("n1")
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    await asyncio.to_thread(cp.start, lambda _line: None)
+    try:
+        job = await cluster.kube.create(volcano.jobs_path("default"), mpi_like_job())
+        workers = ("mpi-worker-0", "mpi-worker-1")
+
+        async def workers_bound() -> bool:
+            got = [await cluster.pod("default", w) for w in workers]
+            return all(p is not None and p["spec"].get("nodeName") for p in got)
+
+        await wait_until(workers_bound, 60, "the workers made and bound (no kubelet runs them yet)")
+        async with Kubelet(cluster, hold_starts=True):  # the workers' images pulling: never Running
+            await cluster.kube.create(volcano.commands_path("default"), command("stop", "AbortJob", job))
+            await wait_until(lambda: consumed(cluster, "stop"), 30, "the AbortJob Command consumed")
+
+            async def phase_is(want: str) -> bool:
+                now = await cluster.present(volcano.jobs_path("default", "mpi")) or {}
+                return ((now.get("status") or {}).get("state") or {}).get("phase") == want
+
+            await wait_until(lambda: phase_is("Aborted"), 60, "the job Aborted once its workers are gone")
+            assert await cluster.pod("default", "mpi-launcher-0") is None
+            await cluster.kube.create(volcano.commands_path("default"), command("go", "ResumeJob", job))
+            await wait_until(lambda: consumed(cluster, "go"), 30, "the ResumeJob Command consumed")
+            await wait_until(workers_bound, 60, "the workers made and bound again")
+    finally:
+        await asyncio.to_thread(cp.stop)
