@@ -43,6 +43,8 @@ from services.core.taskindex import ByJob
 from services.core.workload.jobupdate import OBJECT_UID
 
 SUSPENDED = "suspended by user"
+#: what an Aborting job's reason gains when it is resumed before its pods stopped
+RESUME_ASKED = "resumed by user"
 #: TaskFinished reasons that are the system stopping a pod, not the pod failing.
 STOPPED_BY_SYSTEM = frozenset({"evicted", "restarted", "deleted", "killed"})
 LIVE_TASK = (st.RUNNING, st.BOUND)
@@ -252,8 +254,11 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
     if stopping or any(t.status in st.HOLDING for t in tasks.values()):  # also one evicted before, not gone yet
         return [EvictionRequested(namespace=ns, name=name, task=pod, reason=f"job {phase}: {reason}")
                 for pod in live if pod not in stopping]  # fmt: skip
-    return [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],
-                            reason=f"{reason}; no unfinished pod left")]  # fmt: skip
+    out: list[Event] = [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],
+                                        reason=f"{reason}; no unfinished pod left")]  # fmt: skip
+    if phase == "Aborting" and RESUME_ASKED in reason:  # resumed while it was being suspended
+        out.append(JobSubmitted(spec=job.spec))
+    return out
 
 
 def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code: int, why: str) -> list[Event]:
@@ -417,6 +422,15 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
         # to the scheduler while its pods still ran
         return end_job(flow, key, "AbortJob", SUSPENDED)
     if action == "resume":
+        ending = flow.ending.get(key)
+        if ending is not None and ending[0] == "Aborting" and ending[1].startswith(SUSPENDED):
+            # resumed while its pods are being stopped (`vcctl job suspend; vcctl job resume`;
+            # Volcano's aborting state takes ResumeJob): said in the log, it runs again once
+            # they are gone — submitted at once, its stopping pods' nodes looked free
+            if RESUME_ASKED in ending[1]:
+                raise Refused(f"job {key} is resumed already: it runs again once its pods stopped")
+            ns, name = key.split("/", 1)
+            return [JobPhaseChanged(namespace=ns, name=name, phase="Aborting", reason=f"{ending[1]}; {RESUME_ASKED}")]
         spec = flow.suspended.get(key)
         if spec is None:
             raise Refused(f"job {key} is not suspended")

@@ -158,7 +158,6 @@ async def test_suspend_resume_delete(event_log: EventLog) -> None:
     assert isinstance(events[-1], EvictionRequested) and events[-1].task == "x-w-0"
     assert svc.flow.projection.jobs["ns/x"].phase == "Aborting"
     assert not (await svc.command("suspend", "ns", "x")).ok  # ending already
-    assert not (await svc.command("resume", "ns", "x")).ok  # not suspended until it is Aborted
     await put(event_log, s.job("ns", "x"), TaskFinished(namespace="ns", name="x", task="x-w-0", node="n1",
                                                         exit_code=137, reason="evicted"))  # fmt: skip
     await drain(svc)
@@ -366,3 +365,27 @@ async def test_a_lost_nodes_pods_are_made_again_without_a_policy(event_log: Even
     assert tasks["l-w-0"].status == "Pending" and tasks["l-w-1"].status == "Running"
     assert svc.flow.retries.get("ns/l", 0) == 0  # the retry count unchanged
     assert not [e for e in await job_events(event_log, "l") if isinstance(e, JobPhaseChanged) and e.phase != "Running"]
+
+
+async def test_a_job_resumed_while_it_is_being_suspended_runs_again_once_its_pods_stopped(event_log: EventLog) -> None:
+    """`vcctl job suspend; vcctl job resume` before the pods stopped: Volcano's aborting state
+    takes ResumeJob. The resume is said in the log at once (Aborting, resumed), and the job is
+    submitted again once its pods are gone — also by a queue service restarted meanwhile."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "y"), JobSubmitted(spec=spec("y", replicas=1)))
+    await run_tasks(event_log, "y", ["y-w-0"])
+    await drain(svc)
+    assert (await svc.command("suspend", "ns", "y")).ok
+    assert (await svc.command("resume", "ns", "y")).ok
+    assert not (await svc.command("resume", "ns", "y")).ok  # once
+    assert svc.flow.projection.jobs["ns/y"].phase == "Aborting"  # its pod still holds its node
+    svc = await started(event_log)
+    await put(event_log, s.job("ns", "y"), TaskFinished(namespace="ns", name="y", task="y-w-0", node="n1",
+                                                        exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    events = await job_events(event_log, "y")
+    assert isinstance(events[-1], JobSubmitted) and events[-1].spec == spec("y", replicas=1)
+    assert (events[-2].phase, events[-2].reason) == (
+        "Aborted", "suspended by user; resumed by user; no unfinished pod left")  # fmt: skip
+    assert svc.flow.projection.jobs["ns/y"].phase == "Pending"
