@@ -547,7 +547,10 @@ class JobController:
                 said = message
         self.refused[key] = Refused(delay, self.clock() + delay, said)
         self._mark_at(key, self.clock() + delay)
-        if refusals:
+        # unanswered for long (the backoff at its cap: ~15 s of failures in a row — a webhook of
+        # this namespace that stays down), the cards go back too, held 10 s at a time: kept
+        # for good, they starved every other namespace's jobs of those nodes, and said nothing
+        if refusals or delay >= TRANSIENT_BACKOFF_CAP:
             await self._give_back(key, message, self.clock() + delay, {str(volcano.meta(b)["name"]) for b in bodies})
 
     async def _give_back(self, key: str, reason: str, until: float, only: Collection[str] | None = None) -> None:

@@ -148,8 +148,8 @@ async def test_pod_creates_the_server_cannot_answer_keep_the_cards_and_are_asked
     (no refusal of the pod: it passes once the webhook's pods are up). Counted as a refusal, the
     job backed off to five minutes and gave its cards back, so every job placed during an
     admission controller's upgrade left its node and waited minutes after the webhook was
-    back. Now it keeps its cards, and its creates are asked again at most TRANSIENT_BACKOFF_CAP
-    apart."""
+    back. Now it keeps its cards while the backoff grows, and its creates are asked again at
+    most TRANSIENT_BACKOFF_CAP apart; failing that long, its cards go back for that long."""
     await cluster.volcano_crds()
     await cluster.webhook_down(NS, "", "pods")
     body = one_pod_job("late", None)
@@ -169,17 +169,24 @@ async def test_pod_creates_the_server_cannot_answer_keep_the_cards_and_are_asked
                                               placements=(TaskPlacement(task="late-w-0", node="n1"),)))  # fmt: skip
         posts = (kube.agent, "create", "pods")
         waits = []
-        for _ in range(8):  # 1, 2, 4, 8, then the cap
+
+        async def given_back() -> list[BindingFailed]:
+            return [e for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)]
+
+        for i in range(8):  # 1, 2, 4, 8, then the cap
             before = cluster.requests[posts]
             await controller._reconcile_one(key)
             if cluster.kind == "kmock":
                 assert cluster.requests[posts] == before + 1
             waits.append(controller.refused[key].delay)
+            if i < 4:
+                assert not await given_back(), f"cards given back after {i + 1} unanswered creates"
             clock.now = controller.refused[key].until
         assert waits == [min(2.0**i, TRANSIENT_BACKOFF_CAP) for i in range(8)], waits
         (said,) = [e for e in await cluster.events(NS) if e.get("reason") == "FailedCreate"]
         assert "Error creating pod late-w-0: Internal error occurred: failed calling webhook" in str(said["message"]), said
-        assert not [e for _m, e in await replayed(controller.log) if isinstance(e, BindingFailed)], "cards given back"
+        back = await given_back()  # unanswered for ~15 s: given back, held the cap at a time
+        assert back and back[0].retry_at - clock.now <= TRANSIENT_BACKOFF_CAP, back
 
         await cluster.webhook_down(NS, "", "pods", down=False)
         await controller._reconcile_one(key)
