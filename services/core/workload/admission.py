@@ -45,7 +45,7 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
-from services.core.workload.jobupdate import OBJECT_UID
+from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.pinning import mistyped_pins
@@ -70,8 +70,6 @@ PREEMPTABLE = "volcano.sh/preemptable"
 DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
 TASK_PRIORITY = "volcano.sh/task-priority"
 
-#: a Job's maxRetry when it sets none, or 0 (Volcano's `DefaultMaxRetry`)
-DEFAULT_MAX_RETRY = 3
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
 JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
@@ -915,7 +913,13 @@ class Admission:
         ), running  # fmt: skip
 
     def _policies(self, ctx: _Ctx, path: str, raw: object) -> tuple[tuple[str, str], ...]:
+        """A job's or a task's policies, checked across the list as Volcano's webhook checks
+        them (`validatePolicies`): one event or exit code answered once, and `*` alone — a `*`
+        beside others made the first-listed win, and since `*` answers TaskCompleted too, a
+        job aborted as soon as any of its tasks completed."""
         out: list[tuple[str, str]] = []
+        seen_events: set[str] = set()
+        seen_codes: set[int] = set()
         for i, p in enumerate(raw or []):  # type: ignore[union-attr]
             pp = f"{path}[{i}]"
             action = str(p.get("action") or "")
@@ -930,16 +934,19 @@ class Admission:
             if not events and exit_code is None:
                 ctx.reject(pp, None, "either event or exitCode should be specified")
             if exit_code is not None:
-                if _int(ctx, f"{pp}.exitCode", exit_code, 0, None) == 0:
+                code = _int(ctx, f"{pp}.exitCode", exit_code, 0, None)
+                if code == 0:
                     ctx.reject(f"{pp}.exitCode", exit_code, "0 is not a valid error code")
-                out.append((f"exitCode:{int(exit_code)}", action))
-            if "*" in events and len(events) > 1:
-                ctx.reject(
-                    f"{pp}.events", events, "if there's * here, no other policy should be here"
-                )
+                elif code in seen_codes:
+                    ctx.reject(f"{pp}.exitCode", exit_code, f"duplicate exitCode {code}")
+                seen_codes.add(code)
+                out.append((f"exitCode:{code}", action))
             for e in events:
                 if e not in JOB_EVENTS:
                     ctx.reject(f"{pp}.event", e, "unknown event")
+                if e in seen_events:
+                    ctx.reject(f"{pp}.event", e, f"duplicate event {e} across different policy")
+                seen_events.add(e)
                 if e == "PodPending" and not p.get("timeout"):
                     ctx.reject(f"{pp}.timeout", None, "PodPending policies need a timeout")
                 if e in JOB_EVENTS and e not in RAISED_EVENTS:
@@ -948,6 +955,8 @@ class Admission:
                 out.append((e, action))
             if p.get("timeout") and not any(e == "PodPending" for e in events):
                 ctx.warn(f"{pp}.timeout", str(p["timeout"]), "not acted on: the action is taken at once")
+        if "*" in seen_events and len(seen_events) > 1:
+            ctx.reject(path, sorted(seen_events), "if there's * here, no other policy should be here")
         return tuple(out)
 
     def _job(self, doc: Mapping[str, Any], ctx: _Ctx) -> JobSpec:

@@ -27,6 +27,8 @@ from contracts.workloads import JobSpec, TaskSpec
 OBJECT_UID = "tessera.io/object-uid"
 
 #: Volcano's job webhook, in its own words (`validateJobUpdate`)
+#: a Job's maxRetry when it sets none, or 0 (Volcano's `DefaultMaxRetry`)
+DEFAULT_MAX_RETRY = 3
 JOB_RULE = ("Forbidden: job updates may not change fields other than `minAvailable`, "
             "`tasks[*].replicas` and `priorityClassName` under spec")  # fmt: skip
 POD_RULE = "Forbidden: pod updates may not change fields other than labels and annotations"
@@ -76,6 +78,11 @@ def _differing(a: msgspec.Struct, b: msgspec.Struct, skip: tuple[str, ...]) -> l
 
 
 def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
+    if old.max_retry == 0 and new.max_retry == DEFAULT_MAX_RETRY:
+        # admitted before an explicit `maxRetry: 0` took Volcano's default: the same object,
+        # judged again after an upgrade, is not an edit of a field no edit may change (its job
+        # takes the default from now on)
+        old = msgspec.structs.replace(old, max_retry=DEFAULT_MAX_RETRY)
     refusals = [f"{_JOB_PATHS.get(f, f'spec.{f}')}: {JOB_RULE}" for f in _differing(old, new, _JOB_FREE)]
     if [t.name for t in old.tasks] != [t.name for t in new.tasks]:
         refusals.append(f"spec.tasks: {JOB_RULE} (tasks cannot be added, removed or renamed)")

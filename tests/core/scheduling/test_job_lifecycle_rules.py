@@ -84,3 +84,38 @@ def test_a_policy_on_an_event_tessera_never_raises_is_accepted_with_a_warning() 
     assert ("spec.policies[0].event", "Tessera does not raise PodPending") in said, said
     assert ("spec.policies[2].timeout", "not acted on") in said, said
     assert not any(w.path.startswith("spec.policies[1]") for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(("policies", "rule"), [
+    ([{"event": "*", "action": "AbortJob"}, {"event": "PodFailed", "action": "RestartJob"}],
+     "if there's * here, no other policy should be here"),
+    ([{"events": ["*", "PodEvicted"], "action": "AbortJob"}], "if there's * here, no other policy should be here"),
+    ([{"event": "PodFailed", "action": "RestartJob"}, {"event": "PodFailed", "action": "AbortJob"}],
+     "duplicate event PodFailed across different policy"),
+    ([{"exitCode": 3, "action": "RestartJob"}, {"exitCode": 3, "action": "AbortJob"}], "duplicate exitCode 3"),
+])  # fmt: skip
+def test_policies_are_checked_across_the_list_as_volcanos_webhook_does(policies: list, rule: str) -> None:
+    """`*` beside another event made the first-listed win — and `*` answers TaskCompleted, so
+    such a job aborted when any task completed; Volcano's webhook refuses these lists."""
+    got = admit([vcjob({"tasks": [("w", 2, {})], "policies": policies})])
+    assert not got.jobs
+    assert any(rule in r.rule for r in got.rejections), got.rejections
+    task_level = vcjob({"tasks": [("w", 2, {"policies": policies})]})
+    assert not admit([task_level]).jobs
+
+
+def test_a_live_job_admitted_with_max_retry_0_is_no_forbidden_edit_after_the_upgrade() -> None:
+    """The log holds maxRetry 0 from before it took the default; the same object judged again
+    (every live Job is, when the edge restarts) is taken with the default, not refused as an
+    edit of a field no edit may change — which also refused every later edit of the job."""
+    from msgspec.structs import replace
+
+    from services.core.workload.jobupdate import judge_update
+
+    (new,) = admit([vcjob({"maxRetry": 0, "tasks": [("w", 2, {})]})]).jobs
+    old = replace(new, max_retry=0)  # as the log recorded it before
+    change = judge_update(old, new)
+    assert not change.refusals, change.refusals
+    assert change.spec is not None and change.spec.max_retry == DEFAULT_MAX_RETRY
+    (scaled,) = admit([vcjob({"maxRetry": 0, "tasks": [("w", 3, {})]})]).jobs
+    assert not judge_update(old, scaled).refusals  # a later edit is judged as any other
