@@ -263,7 +263,8 @@ def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str,
                            for t in s.tasks])  # fmt: skip
         if s.priority_class:
             spec["priorityClassName"] = s.priority_class
-    state: dict[str, Any] = {"phase": job["phase"]}
+    # the log's Failing (pods still being stopped) is a Volcano Job's Failed, as the cluster shows it
+    state: dict[str, Any] = {"phase": "Failed" if job["phase"] == "Failing" else job["phase"]}
     if job.get("reason"):
         state["message"] = job["reason"]
     status: dict[str, Any] = {"state": state, **_counts(pods)}

@@ -430,8 +430,8 @@ def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries:
 
 
 #: a task's status → the pod phase Volcano's `taskStatusCount` counts it under (a pod being
-#: stopped is still Running to the API server until it is gone)
-_POD_PHASE = {st.PENDING: "Pending", st.BOUND: "Pending", st.RUNNING: "Running", st.RELEASING: "Running",
+#: stopped is counted `terminating` instead, as Volcano's controller counts one being deleted)
+_POD_PHASE = {st.PENDING: "Pending", st.BOUND: "Pending", st.RUNNING: "Running",
               st.SUCCEEDED: "Succeeded", st.FAILED: "Failed"}  # fmt: skip
 
 
