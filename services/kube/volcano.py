@@ -299,17 +299,21 @@ def plugin_objects(job: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:
     """The count resource of each card the task books, in the container that asks the card
-    without it (`-memory` alone): the kubelet calls the device plugin only for a resource the
-    container asks, so without it the pod would start with no card. HAMi's webhook writes the
-    same into the pod; admission refuses such pods when nobody will (`uncounted`)."""
+    without it (`-memory` alone) or asks another count (a 910C's 1, which books a module of 2):
+    the kubelet calls the device plugin only for a resource the container asks, and for the
+    count it asks, so the pod would start with no card, or its Allocate fail. HAMi's webhook
+    writes the same into the pod; admission refuses such pods when nobody will (`uncounted`)."""
     apps = pod_spec.get("containers") or []
     for d in task.devices:  # init containers' asks name their count (admission's rule)
         if not d.resource or not 0 <= d.container < len(apps):
             continue
         res = apps[d.container].setdefault("resources", {})
-        if any(d.resource in (res.get(part) or {}) for part in ("limits", "requests")):
-            continue
-        res["limits"] = {**(res.get("limits") or {}), d.resource: str(d.count)}
+        asked = [part for part in ("limits", "requests") if d.resource in (res.get(part) or {})]
+        if not asked:
+            res["limits"] = {**(res.get("limits") or {}), d.resource: str(d.count)}
+        for part in asked:  # 910C: a count of 1 books a module of 2, which the kubelet must ask
+            if str(res[part][d.resource]) != str(d.count):
+                res[part] = {**res[part], d.resource: str(d.count)}
 
 
 # --- status ------------------------------------------------------------------------------------

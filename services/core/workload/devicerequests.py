@@ -76,6 +76,14 @@ def uncounted(
         res = containers[d.container].get("resources") or {}
         asked = {str(k) for part in ("limits", "requests") for k in (res.get(part) or {})}
         if d.resource in asked:
+            count = next(str((res.get(part) or {})[d.resource]) for part in ("limits", "requests")
+                         if d.resource in (res.get(part) or {}))  # fmt: skip
+            if count.isdigit() and int(count) != d.count:  # 910C: 1 asked, a module of 2 booked
+                out.append(DeviceRequestError(
+                    f"{path}.{field}[{d.container}].resources.limits.{d.resource}", count,
+                    f"books {d.count} (a module of {d.count} NPUs), but the kubelet would ask the device "
+                    f"plugin for {count} and its Allocate would fail (HAMi's webhook rewrites it; "
+                    f"Tessera has none): ask {d.resource}: {d.count}"))  # fmt: skip
             continue
         domain = d.resource.split("/", 1)[0] + "/"
         companions = sorted(k for k in asked if k.startswith(domain))

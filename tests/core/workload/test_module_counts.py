@@ -1,0 +1,48 @@
+"""Ascend 910C cards are allocated in modules of two: a count of 1 books 2 NPUs (HAMi's rule).
+HAMi's webhook also rewrites the pod's limit to 2, so the kubelet asks its device plugin for 2;
+with the pod left at 1 the plugin's Allocate failed ("device number not matched"). Tessera has
+no webhook: a plain pod asking 1 is refused, saying to ask 2; a Volcano Job's pods, which its job
+controller makes, are made asking 2 (helper-23's review)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.core.devices.registry import build_vendors
+from services.core.workload.admission import admit
+from services.core.workload.devicerequests import hami_parser
+from services.kube import volcano
+
+REG = build_vendors()
+C910 = "huawei.com/Ascend910C"
+
+
+def container(count: int) -> dict[str, Any]:
+    return {"name": "c", "image": "busybox", "resources": {"limits": {C910: str(count)}}}
+
+
+def pod(count: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"schedulerName": "volcano", "containers": [container(count)]}}  # fmt: skip
+
+
+def job(count: int) -> dict[str, Any]:
+    return {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
+            "spec": {"minAvailable": 1, "schedulerName": "volcano",
+                     "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {"containers": [container(count)]}}}]}}  # fmt: skip
+
+
+def test_a_plain_pod_asking_one_910c_is_refused_saying_to_ask_two() -> None:
+    got = admit([pod(1)], hami_parser(REG), REG.resource_names())
+    assert not got.jobs
+    (r,) = [r for r in got.rejections if r.path.endswith(f"limits.{C910}")]
+    assert "ask huawei.com/Ascend910C: 2" in r.rule and "Allocate would fail" in r.rule, r
+    (ok,) = admit([pod(2)], hami_parser(REG), REG.resource_names()).jobs
+    assert ok.tasks[0].devices[0].count == 2
+
+
+def test_a_volcano_jobs_pod_is_made_asking_the_module() -> None:
+    body = job(1)
+    (spec,) = admit([body], hami_parser(REG), REG.resource_names()).jobs
+    made = volcano.pod_for(body, spec, "w", 0, retries=0)
+    assert made["spec"]["containers"][0]["resources"]["limits"][C910] == "2"
