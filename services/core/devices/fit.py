@@ -173,6 +173,11 @@ def prepare_task(
     )
 
 
+#: a card an earlier container of the same pod has a slice on: Tessera books one slice per card
+#: per pod, where HAMi fits each container on its own and may put two on one card
+CARD_TAKEN_BY_POD = "CardUsedByAnotherContainerOfThePod (one slice per card per pod)"
+
+
 def _aggregate(counts: dict[str, int], total: int) -> tuple[str, ...]:
     return tuple(sorted(f"{n}/{total} {reason}" for reason, n in counts.items()))
 
@@ -245,7 +250,12 @@ def fit_node(
             spec = ordered[i][2]
             uuid = spec.uuid
             if uuid in added:
-                continue  # one slice per card per task
+                # one slice per card per task: taken by another of its containers' asks (HAMi
+                # would fit both on it) — said, or a pod whose containers could only share a
+                # card waited with no reason at all ("0/1 nodes are available: 1 .")
+                reasons[CARD_TAKEN_BY_POD] = reasons.get(CARD_TAKEN_BY_POD, 0) + 1
+                card_reasons.append((uuid, CARD_TAKEN_BY_POD))
+                continue
             used, cores_used, mem_used, exclusive, healthy = usage_of[uuid]
             reason = _card_reason(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,

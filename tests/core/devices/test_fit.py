@@ -733,3 +733,19 @@ def test_family_name_size_too_big_for_a_small_model_does_not_fit_it() -> None:
     reqs = ascend({"huawei.com/Ascend910": 1, "huawei.com/Ascend910-memory": 40000}, {})
     r = fit_task([(npu("a0", 0, "Ascend910A", mem=32768), use())], reqs, registry=REG)
     assert isinstance(r, NodeMisfit) and "CardInsufficientMemory" in r.message
+
+
+def test_containers_that_could_only_share_a_card_are_told_why_they_wait() -> None:
+    """Two containers each asking a slice of the node's only card: HAMi fits both on it;
+    Tessera books one slice per card per pod, and the pod waited with an empty reason."""
+    from msgspec.structs import replace
+
+    from services.core.devices.fit import CARD_TAKEN_BY_POD
+
+    a = parse_container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}, registry=REG)
+    b = [replace(r, container=1) for r in parse_container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000}, registry=REG)]
+    got = fit_task([(gpu("GPU-0", mem=40960), CardUsage())], [*a, *b], registry=REG)
+    assert isinstance(got, NodeMisfit), got
+    assert any(CARD_TAKEN_BY_POD in r for r in got.reasons), got.reasons
+    assert isinstance(fit_task([(gpu("GPU-0", mem=40960), CardUsage()), (gpu("GPU-1", index=1), CardUsage())],
+                               [*a, *b], registry=REG), NodeFit)  # a card each: placed
