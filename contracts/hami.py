@@ -214,12 +214,21 @@ def allocated_devices(annotations: Mapping[str, str]) -> list[PodDevice]:
 
 def annotated_slices(node: str, annotations: Mapping[str, str]) -> tuple[SliceAssignment, ...]:
     """A running pod's slices as HAMi's annotations give them (memory and cores per card; the
-    allocator reads the slice kind off the card it books them on)."""
+    allocator reads the slice kind off the card it books them on). HAMi fits each container on
+    its own, so two containers of a pod may hold one card: their slices are booked as one, the
+    sum — Tessera's ledger holds one slice per card per pod, and refused the second, so a card
+    HAMi had filled looked half free and was filled again (helper-23's review)."""
     templates = runtime_templates(annotations)
+    per_card: dict[str, list[int]] = {}  # uuid → [memory, cores, devices], in the pod's order
+    for d in allocated_devices(annotations):
+        got = per_card.setdefault(d.uuid, [0, 0, 0])
+        got[0] += d.memory
+        got[1] += d.cores
+        got[2] += 1
     return tuple(
-        SliceAssignment(card=d.uuid, node=node, slice=SliceSpec(
-            kind="soft", memory=d.memory, cores=d.cores, template=templates.get(d.uuid)))
-        for d in allocated_devices(annotations)
+        SliceAssignment(card=uuid, node=node, slice=SliceSpec(
+            kind="soft", memory=mem, cores=cores, template=templates.get(uuid) if n == 1 else None))
+        for uuid, (mem, cores, n) in per_card.items()
     )  # fmt: skip
 
 

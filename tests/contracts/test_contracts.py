@@ -89,3 +89,24 @@ def test_events_ignore_unknown_fields_from_newer_writers() -> None:
 
 def test_committed_schema_matches_code() -> None:
     assert SCHEMA_PATH.read_text() == render(), "run `python -m contracts.schema` and commit"
+
+
+def test_a_pods_containers_on_one_card_are_booked_as_one_slice_of_their_sum() -> None:
+    """HAMi put two containers of a pod on one card (`GPU-x,…,3000,…:;GPU-x,…,5000,…:;`): the
+    ledger holds one slice per card per pod, and refused the second, so 5000 MB of a card
+    HAMi had filled looked free; booked as their sum, the card is as full as it is."""
+    from contracts import hami
+    from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
+
+    annotations = {hami.NVIDIA_ALLOCATED: "GPU-x,NVIDIA,3000,10:;GPU-x,NVIDIA,5000,20:GPU-y,NVIDIA,1000,0:;"}
+    slices = hami.annotated_slices("n1", annotations)
+    assert {a.card: (a.slice.memory, a.slice.cores) for a in slices} == {"GPU-x": (8000, 30), "GPU-y": (1000, 0)}
+    card = CardSpec(uuid="GPU-x", node="n1", index=0, type="NVIDIA-A100", vendor="nvidia", memory=40960,
+                    cores=100, split_count=10)  # fmt: skip
+    state = CardState(uuid="GPU-x", spec=card)
+    (x,) = [a for a in slices if a.card == "GPU-x"]
+    events = decide(state, ReserveSlice(owner="ns/p/p", slice=x.slice))
+    assert not isinstance(events, Rejection), events
+    for e in events:
+        state = evolve(state, e)
+    assert state.usage.memory_used == 8000
