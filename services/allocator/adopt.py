@@ -20,7 +20,7 @@ from services.allocator.commit import Refusal
 from services.core.devices import VendorRegistry
 from services.core.devices.fit import DeviceConfig
 from services.core.holdback import Unfitted, book_running, unfitted_warning
-from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve
+from services.core.ledger import CardState, Rejection, ReserveSlice, decide, evolve, per_card
 
 
 def resolve_existing(
@@ -68,7 +68,7 @@ def resolve_existing(
                 warnings.append(Unfitted(proposal.namespace, p.task, p.node, text))
             slices = [SliceAssignment(card=c, node=p.node, slice=sl) for c, sl in picked]
         owner = owner_key(proposal.namespace, proposal.name, p.task)
-        for a in slices:  # later pods of this proposal see these slices taken
+        for a in per_card(tuple(slices)):  # later pods of this proposal see these slices taken
             state = staged.get(a.card) or cards[a.card]
             got = decide(state, ReserveSlice(owner=owner, slice=a.slice))
             if not isinstance(got, Rejection):

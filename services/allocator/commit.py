@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from contracts.base import Event
 from contracts.events import PlacementCommitted, PlacementProposed, SliceReleased
 from contracts.owners import owner_key
-from services.core.ledger import CardState, Rejection, ReleaseSlice, ReserveSlice, decide, evolve
+from services.core.ledger import (
+    CardState,
+    Rejection,
+    ReleaseSlice,
+    ReserveSlice,
+    decide,
+    evolve,
+    per_card,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +79,7 @@ def plan_commit(
                 return Refusal(f"{owner} is already placed on node {node}")
             done = done and node is not None
         wanted = proposed_owners.setdefault(owner, set())
-        for assignment in placement.slices:
+        for assignment in per_card(placement.slices):
             wanted.add(assignment.card)
             state = staged.get(assignment.card) or cards.get(assignment.card)
             if state is None or state.spec is None:

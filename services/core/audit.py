@@ -140,9 +140,9 @@ class Audit:
                                   f"(first at #{run.commit_seq})")  # fmt: skip
             run.state = STARTED if event.existing else COMMITTED
             run.commit_seq = seq
-            run.slices = {a.card: a.slice for a in p.slices}
+            run.slices = {a.card: a.slice for a in ledger.per_card(p.slices)}
             owner = owner_key(ns, name, p.task)
-            for a in p.slices:  # the ledger events precede the commit in its atomic batch
+            for a in ledger.per_card(p.slices):  # the ledger events precede the commit in its atomic batch
                 held = self.cards.get(a.card)
                 if held is None and self.compacted:
                     continue  # the card's history before its last event is gone

@@ -29,6 +29,7 @@ from contracts.events import (
     CardHealthChanged,
     CardRegistered,
     CardRetired,
+    SliceAssignment,
     SliceReleased,
     SliceReserved,
 )
@@ -127,6 +128,27 @@ def usage_of(slices: tuple[OwnedSlice, ...], *, healthy: bool, retired: bool) ->
 
 
 _KINDS: frozenset[SliceKind] = frozenset({"whole", "template", "soft"})
+
+
+def per_card(slices: tuple[SliceAssignment, ...]) -> tuple[SliceAssignment, ...]:
+    """A task's slices as its card ledgers book them: one per card. HAMi fits each container of
+    a pod on its own, so two containers may take one card (their slices stay apart in the
+    placement: the binding's annotation gives each container its own); a ledger holds one slice
+    per card per task, so those are booked as one, their sum."""
+    if len(slices) < 2 or len({a.card for a in slices}) == len(slices):
+        return slices  # nearly every task: a card per slice
+    merged: dict[str, SliceAssignment] = {}
+    for a in slices:
+        had = merged.get(a.card)
+        if had is None:
+            merged[a.card] = a
+            continue
+        one, two = had.slice, a.slice
+        kind: SliceKind = "template" if one.kind == two.kind == "template" else "soft"
+        merged[a.card] = msgspec.structs.replace(had, slice=SliceSpec(
+            kind=kind, memory=one.memory + two.memory, cores=one.cores + two.cores,
+            template=one.template if kind == "template" else None, exclusive=one.exclusive or two.exclusive))  # fmt: skip
+    return tuple(merged.values())
 
 
 def _check_reserve(state: CardState, owner: str, s: SliceSpec) -> str | None:

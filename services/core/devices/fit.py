@@ -173,11 +173,6 @@ def prepare_task(
     )
 
 
-#: a card an earlier container of the same pod has a slice on: Tessera books one slice per card
-#: per pod, where HAMi fits each container on its own and may put two on one card
-CARD_TAKEN_BY_POD = "CardUsedByAnotherContainerOfThePod (one slice per card per pod)"
-
-
 def _aggregate(counts: dict[str, int], total: int) -> tuple[str, ...]:
     return tuple(sorted(f"{n}/{total} {reason}" for reason, n in counts.items()))
 
@@ -249,13 +244,6 @@ def fit_node(
         for i in range(len(ordered) - 1, -1, -1):  # HAMi walks the sorted list backwards
             spec = ordered[i][2]
             uuid = spec.uuid
-            if uuid in added:
-                # one slice per card per task: taken by another of its containers' asks (HAMi
-                # would fit both on it) — said, or a pod whose containers could only share a
-                # card waited with no reason at all ("0/1 nodes are available: 1 .")
-                reasons[CARD_TAKEN_BY_POD] = reasons.get(CARD_TAKEN_BY_POD, 0) + 1
-                card_reasons.append((uuid, CARD_TAKEN_BY_POD))
-                continue
             used, cores_used, mem_used, exclusive, healthy = usage_of[uuid]
             reason = _card_reason(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
@@ -275,7 +263,11 @@ def fit_node(
             mem, cores = plan[spec.uuid]
             s = vendor.make_slice(spec, req, gate, mem, cores)
             assignments.append(CardAssignment(spec.uuid, s, ri))
-            added[spec.uuid] = (1, s.cores, s.memory)
+            # another container's ask may take the same card (HAMi fits each container on its
+            # own, its usage added first: `fitInDevices` → `AddResourceUsage`); the ledger books
+            # the two as one slice of their sum (`ledger.per_card`)
+            had = added.get(spec.uuid, (0, 0, 0))
+            added[spec.uuid] = (had[0] + 1, had[1] + s.cores, had[2] + s.memory)
         bonus += vendor.node_bonus(chosen, req)
     return NodeFit(tuple(assignments), node_score(cards) + bonus)
 

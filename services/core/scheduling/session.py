@@ -23,7 +23,7 @@ from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices import registration
 from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.joblabels import job_task_labels
-from services.core.ledger import is_exclusive
+from services.core.ledger import is_exclusive, per_card
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf
 from services.core.scheduling.gates import gated
@@ -666,7 +666,7 @@ class Session:
         if not slices:
             return
         by_uuid = {c.spec.uuid: c for c in node.cards}
-        for s in slices:
+        for s in per_card(slices):  # as the ledger will book them: one per card
             card = by_uuid[s.card]
             card.exclusive += sign * is_exclusive(s.slice)
             card.usage = _moved(card.usage, s, sign, card.exclusive > 0)
@@ -679,7 +679,7 @@ class Session:
         if not slices:
             return
         by_uuid = {c.spec.uuid: c for c in node.cards}
-        for s in slices:
+        for s in per_card(slices):
             card = by_uuid.get(s.card)
             if card is None:  # a card the node no longer reports: nothing to free on it
                 continue
@@ -696,7 +696,7 @@ class Session:
         for t in without:
             if t.status == st.RELEASING:
                 continue  # already free in the future view
-            for s in t.slices:
+            for s in per_card(t.slices):
                 if s.card in view:
                     spec, u = view[s.card]
                     view[s.card] = (spec, _moved(u, s, -1, u.exclusive and not is_exclusive(s.slice)))

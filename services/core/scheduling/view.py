@@ -231,7 +231,7 @@ class SchedulerView:
             tasks[p.task] = replace(tasks[p.task], status=st.BOUND, node=p.node, slices=p.slices)
             assumed.add(p.task)
             owner = owner_key(event.namespace, event.name, p.task)
-            for a in p.slices:
+            for a in ledger.per_card(p.slices):
                 self.assumed.setdefault(a.card, {})[owner] = a.slice
                 self.job_cards.setdefault(job_prefix(event.namespace, event.name), {})[a.card] = None
                 self._card_usage(a.card, ledger.ReserveSlice(owner=owner, slice=a.slice))

@@ -196,7 +196,7 @@ class Simulation:
                                                      [c for c, _ in picked]))  # fmt: skip
                 slices = tuple(SliceAssignment(card=c, node=rp.node, slice=sl) for c, sl in picked)
             owner = owner_key(job.namespace, job.name, rp.pod)
-            for a in slices:
+            for a in ledger.per_card(slices):
                 state = staged.get(a.card) or self.cards[a.card]
                 got = ledger.decide(state, ledger.ReserveSlice(owner, a.slice))
                 if isinstance(got, list):
@@ -233,7 +233,7 @@ class Simulation:
         events: list[Event] = []
         for p in placements:
             owner = owner_key(ns, name, p.task)
-            for s in p.slices:
+            for s in ledger.per_card(p.slices):
                 state = staged.get(s.card, self.cards[s.card])
                 got = ledger.decide(state, ledger.ReserveSlice(owner, s.slice))
                 if isinstance(got, ledger.Rejection):
@@ -270,7 +270,7 @@ class Simulation:
         self, ns: str, name: str, pod: str, slices: Sequence[SliceAssignment], reason: str
     ) -> None:
         owner = owner_key(ns, name, pod)
-        for s in slices:
+        for s in ledger.per_card(tuple(slices)):
             got = ledger.decide(self.cards[s.card], ledger.ReleaseSlice(owner, reason))
             if isinstance(got, list):
                 for ev in got:

@@ -610,14 +610,18 @@ def test_template_slice_carries_template_and_ai_cores() -> None:
     assert (s.kind, s.memory, s.cores, s.template) == ("template", 6144, 2, "vir02")
 
 
-def test_two_containers_never_share_a_card_and_see_each_other() -> None:
+def test_two_containers_see_each_others_slices() -> None:
+    """Each container's ask is fitted on the usage the earlier ones added (HAMi's
+    `AddResourceUsage` between containers): a card the first filled is not the second's, one
+    with room left may be (HAMi's nvidia `CustomFilterRule` allows it outside MIG)."""
     cards = [(gpu("g0", index=0, mem=10000), use()), (gpu("g1", index=1, mem=10000), use())]
     r = fit_task(cards, [nv(mem=6000), nv(mem=6000)], registry=REG)
     assert isinstance(r, NodeFit)
     assert sorted(a.card for a in r.assignments) == ["g0", "g1"]
     assert [a.request for a in r.assignments] == [0, 1]
     r = fit_task(cards[:1], [nv(mem=100), nv(mem=100)], registry=REG)
-    assert isinstance(r, NodeMisfit)
+    assert isinstance(r, NodeFit) and [a.card for a in r.assignments] == ["g0", "g0"]
+    assert isinstance(fit_task(cards[:1], [nv(mem=6000), nv(mem=6000)], registry=REG), NodeMisfit)
 
 
 def test_bare_gpu_request_books_an_exclusive_whole_card() -> None:
@@ -735,17 +739,33 @@ def test_family_name_size_too_big_for_a_small_model_does_not_fit_it() -> None:
     assert isinstance(r, NodeMisfit) and "CardInsufficientMemory" in r.message
 
 
-def test_containers_that_could_only_share_a_card_are_told_why_they_wait() -> None:
-    """Two containers each asking a slice of the node's only card: HAMi fits both on it;
-    Tessera books one slice per card per pod, and the pod waited with an empty reason."""
+def test_two_containers_of_a_pod_may_share_a_card_as_hami_fits_them() -> None:
+    """HAMi fits each container on its own, its usage added first (`fitInDevices` →
+    `AddResourceUsage`): two containers' slices may take one card. Tessera took one slice per
+    card per pod: such a pod waited on a one-card node with an empty reason. The ledger books
+    the two as one slice of their sum (`per_card`); the binding keeps one per container."""
     from msgspec.structs import replace
 
-    from services.core.devices.fit import CARD_TAKEN_BY_POD
+    from contracts.events import SliceAssignment, TaskPlacement
+    from contracts.hami import NVIDIA_ALLOCATED
+    from contracts.workloads import TaskSpec
+    from services.core.ledger import CardState, Rejection, ReserveSlice, decide, per_card
+    from services.kube.pods import binding_annotations
 
     a = parse_container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}, registry=REG)
     b = [replace(r, container=1) for r in parse_container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 5000}, registry=REG)]
-    got = fit_task([(gpu("GPU-0", mem=40960), CardUsage())], [*a, *b], registry=REG)
-    assert isinstance(got, NodeMisfit), got
-    assert any(CARD_TAKEN_BY_POD in r for r in got.reasons), got.reasons
-    assert isinstance(fit_task([(gpu("GPU-0", mem=40960), CardUsage()), (gpu("GPU-1", index=1), CardUsage())],
-                               [*a, *b], registry=REG), NodeFit)  # a card each: placed
+    card = gpu("GPU-0", mem=40960)
+    got = fit_task([(card, CardUsage())], [*a, *b], registry=REG)
+    assert isinstance(got, NodeFit), got
+    assert [(x.card, x.slice.memory) for x in got.assignments] == [("GPU-0", 3000), ("GPU-0", 5000)]
+    slices = tuple(SliceAssignment(card=x.card, node="n", slice=x.slice) for x in got.assignments)
+    (booked,) = per_card(slices)
+    assert booked.slice.memory == 8000
+    assert not isinstance(decide(CardState(uuid="GPU-0", spec=card), ReserveSlice(owner="ns/j/p", slice=booked.slice)),
+                          Rejection)  # fmt: skip
+    task = TaskSpec(name="p", containers=2, devices=(*a, *b))
+    annotations = binding_annotations(TaskPlacement(task="p", node="n", slices=slices), task, {"GPU-0": card}, 0.0)
+    assert annotations[NVIDIA_ALLOCATED] == "GPU-0,NVIDIA,3000,0:;GPU-0,NVIDIA,5000,0:;"
+    # the card full after the first container's ask: the second goes elsewhere, or waits
+    small = gpu("GPU-0", mem=6000)
+    assert isinstance(fit_task([(small, CardUsage())], [*a, *b], registry=REG), NodeMisfit)
