@@ -148,7 +148,11 @@ class TaskSpec(Record, frozen=True):
     exit_code: int = 0  # tessera.io/exit-code: what a simulated run exits with
     pod_names: tuple[str, ...] = ()  # explicit pod names (plain pods); else <job>-<task>-<i>
     containers: int = 1  # app containers (HAMi encodes one device slot per container)
-    init_containers: int = 0  # their slots come first in HAMi's encoding, always empty here
+    init_containers: int = 0  # their slots come first in HAMi's encoding
+    #: init containers' asks the app containers' slices hold (booked nothing more): each still
+    #: names its own slot in the binding's annotation — the kubelet calls the device plugin's
+    #: Allocate for it, which takes the first slot with devices — on the card that holds it
+    init_devices: tuple[DeviceRequest, ...] = ()
     host_ports: tuple[HostPort, ...] = ()  # app and init containers' hostPorts (NodePorts)
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates[].name: not scheduled while any
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity

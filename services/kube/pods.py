@@ -9,19 +9,20 @@ task is the pod itself, so the pod name is the task name in every event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from contracts import hami
 from contracts.devices import CardSpec
-from contracts.events import OtherPods, TaskFinished, TaskPlacement, TaskStarted
-from contracts.workloads import TaskSpec
+from contracts.events import OtherPods, SliceAssignment, TaskFinished, TaskPlacement, TaskStarted
+from contracts.workloads import DeviceRequest, TaskSpec
 from services.core.devices import registration
 from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request, sidecar
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.core.workload.initdevices import covers
 from services.core.workload.podaffinity import pod_affinity
 from services.kube import volcano
 
@@ -222,22 +223,34 @@ def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
     containers = task.containers if task else 1
     inits = task.init_containers if task else 0
     requests = task.devices if task else ()
-    owner_of_slice: list[int] = []
+    request_of_slice: list[DeviceRequest] = []
     for req in requests:
-        owner_of_slice.extend([req.container] * max(1, req.count))
+        request_of_slice.extend([req] * max(1, req.count))
     out: dict[str, list[list[hami.PodDevice]]] = {}
-    for i, a in enumerate(placement.slices):
+
+    def put(a: SliceAssignment, slot_of: Callable[[int], int], memory: int, cores: int) -> None:
         spec = cards.get(a.card)
         if spec is not None and registration.is_plugin(spec):
-            continue  # the vendor's own plugin serves it: no HAMi plugin reads annotations for it
+            return  # the vendor's own plugin serves it: no HAMi plugin reads annotations for it
         word = spec.type if spec else ""
         vendor = spec.vendor if spec else "huawei"
         key = hami.NVIDIA_TO_ALLOCATE if vendor == "nvidia" else hami.ascend_to_allocate_key(word)
         slots = out.setdefault(key, [[] for _ in range(inits + max(containers, 1))])
-        container = owner_of_slice[i] if i < len(owner_of_slice) else 0
-        slot = min(inits + container, len(slots) - 1)
         dev_type = "NVIDIA" if vendor == "nvidia" else word
-        slots[slot].append(hami.PodDevice(a.card, dev_type, a.slice.memory, a.slice.cores))
+        slots[min(slot_of(len(slots)), len(slots) - 1)].append(hami.PodDevice(a.card, dev_type, memory, cores))
+
+    for i, a in enumerate(placement.slices):
+        container = request_of_slice[i].container if i < len(request_of_slice) else 0
+        put(a, lambda _n, c=container: inits + c, a.slice.memory, a.slice.cores)
+    # an init container the app containers' slices hold booked nothing of its own, but the
+    # kubelet calls Allocate for it, and HAMi's plugin takes the first slot with devices: left
+    # empty, it took the app container's, whose own Allocate then found none ("no devices left")
+    for init in task.init_devices if task else ():
+        held = [a for i, a in enumerate(placement.slices)
+                if i < len(request_of_slice) and request_of_slice[i].container >= 0
+                and covers(request_of_slice[i], init)]  # fmt: skip
+        for a in held[:init.count]:
+            put(a, lambda _n, c=init.container: c, init.memory or a.slice.memory, init.cores or a.slice.cores)
     return out
 
 

@@ -234,3 +234,29 @@ def test_a_job_admitted_before_arrivals_were_read_is_not_refused_when_judged_aga
     change = judge_update(old, new)
     assert change.refusals == () and change.spec is not None and change.spec.arrive_at == 1796544000.0
     assert new.tasks[0].annotations.get("team") == "nlp" and ARRIVE_AT not in new.tasks[0].annotations
+
+
+def test_an_init_container_the_app_slices_hold_gets_its_own_slot_on_that_card() -> None:
+    """An init container asking a card the app container's slice holds books nothing more,
+    but the kubelet calls the device plugin's Allocate for it, and HAMi's plugin takes the first
+    slot with devices: left empty, the init container took the app's slot and the app's own
+    Allocate failed ("no devices left to allocate"). Now it names the same card in its slot."""
+    from services.core.devices import build_vendors
+    from services.core.workload.admission import admit
+    from services.core.workload.devicerequests import hami_parser
+
+    reg = build_vendors()
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+           "spec": {"schedulerName": "volcano",
+                    "initContainers": [{"name": "warm", "image": "x", "resources": {
+                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}}}],
+                    "containers": [{"name": "app", "image": "x", "resources": {
+                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}}}]}}  # fmt: skip
+    (job,) = admit([doc], hami_parser(reg), reg.resource_names()).jobs
+    task = job.tasks[0]
+    assert [(d.container, d.memory) for d in task.devices] == [(0, 4000)]  # booked: the app's slice alone
+    assert [(d.container, d.memory) for d in task.init_devices] == [(0, 2000)]
+    placement = TaskPlacement(task="p", node="n", slices=(SliceAssignment(
+        card="GPU-1", node="n", slice=SliceSpec(kind="soft", memory=4000, cores=0)),))  # fmt: skip
+    out = pods.binding_annotations(placement, task, {"GPU-1": _card("GPU-1", "nvidia", "NVIDIA-A100")}, NOW)
+    assert out[hami.NVIDIA_TO_ALLOCATE] == "GPU-1,NVIDIA,2000,0:;GPU-1,NVIDIA,4000,0:;"

@@ -43,7 +43,7 @@ from services.core.workload.devicerequests import DeviceRequestParser, uncounted
 from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
-from services.core.workload.initdevices import with_init_devices
+from services.core.workload.initdevices import covered_inits, with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
 from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
@@ -683,6 +683,7 @@ class Admission:
             for err in (*(uncounted(containers, devices, f"{path}.spec") if counts_needed else ()),
                         *uncounted(init_containers, inits, f"{path}.spec", "initContainers")):
                 ctx.required(err.path, err.rule)
+        init_devices = covered_inits(devices, inits)
         devices, booked = with_init_devices(devices, inits, len(init_containers), f"{path}.spec")
         for e in booked:
             ctx.reject(e.path, e.value, e.rule)
@@ -730,6 +731,7 @@ class Admission:
         return TaskSpec(
             name=role, replicas=replicas, cpu_milli=cpu, memory_mib=mem, devices=devices,
             containers=len(containers), init_containers=len(spec.get("initContainers") or []),
+            init_devices=init_devices,
             annotations=annotations, node_selector=node_selector,
             duration=_seconds(ctx, f"{path}.metadata.annotations[{DURATION}]", annotations.get(DURATION)),
             min_available=min_available, priority=priority, priority_class=pc_name, labels=labels,

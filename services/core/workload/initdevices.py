@@ -59,6 +59,15 @@ def _what(r: DeviceRequest) -> str:
     return f"{r.count} × {r.type} ({size}{f', {r.cores} cores' if r.cores else ''})"
 
 
+def covered_inits(apps: Sequence[DeviceRequest], inits: Sequence[DeviceRequest]) -> tuple[DeviceRequest, ...]:
+    """The init containers' asks the app containers' requests hold (`covers`): booked nothing
+    more, but each still gets its own slot in the binding (`TaskSpec.init_devices`)."""
+    by_container: dict[int, list[DeviceRequest]] = {}
+    for r in inits:
+        by_container.setdefault(r.container, []).append(r)
+    return tuple(r for _i, reqs in sorted(by_container.items()) if _covered(apps, reqs) for r in reqs)
+
+
 def with_init_devices(
     apps: tuple[DeviceRequest, ...], inits: tuple[DeviceRequest, ...], init_containers: int,
     path: str,

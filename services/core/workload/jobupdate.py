@@ -90,7 +90,9 @@ def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
     for i, (ot, nt) in enumerate(zip(old.tasks, new.tasks, strict=True)):
         # a task minAvailable left to its default (= replicas) follows the replicas
         defaulted = ot.min_available in (None, ot.replicas) and nt.min_available in (None, nt.replicas)
-        skip = ("replicas", "min_available") if defaulted else ("replicas",)
+        # init_devices: derived from the template's init containers (admitted before it was kept,
+        # a live job judged again after an upgrade is the same object, not a forbidden edit)
+        skip = ("replicas", "min_available", "init_devices") if defaulted else ("replicas", "init_devices")
         for f in _differing(ot, nt, skip):
             refusals.append(f"spec.tasks[{i}].{_TASK_PATHS.get(f, 'template')}: {JOB_RULE}")
     return new, tuple(dict.fromkeys(refusals))
