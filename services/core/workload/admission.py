@@ -33,6 +33,7 @@ from contracts.workloads import (
     TaskSpec,
     Toleration,
 )
+from services.core.devices.policies import CARD_POLICY_ANNOTATION
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
 from services.core.scheduling.resources import pod_request, requested, sidecar
@@ -691,6 +692,11 @@ class Admission:
             ctx.reject(v.resource, v.value, v.rule)
         for v in mistyped_pins(annotations, devices, f"{path}.metadata.annotations"):
             ctx.warn(v.resource, v.value, v.rule)
+        card_policy = annotations.get(CARD_POLICY_ANNOTATION, "")
+        if "topology-aware" in card_policy.lower() and devices:
+            ctx.warn(f"{path}.metadata.annotations[{CARD_POLICY_ANNOTATION}]", card_policy,
+                     "topology-aware is not acted on: cards are taken in spread order, and the "
+                     "NVLink pair scores HAMi reads (hami.io/node-nvidia-score) are not")  # fmt: skip
         pc_name = str(spec.get("priorityClassName") or "")
         priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:

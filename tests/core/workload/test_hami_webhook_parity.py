@@ -1,4 +1,6 @@
-"""Ascend 910C cards are allocated in modules of two: a count of 1 books 2 NPUs (HAMi's rule).
+"""What HAMi's webhook and scheduler do to a pod that Tessera, with no webhook, must do or say.
+
+Ascend 910C cards are allocated in modules of two: a count of 1 books 2 NPUs (HAMi's rule).
 HAMi's webhook also rewrites the pod's limit to 2, so the kubelet asks its device plugin for 2;
 with the pod left at 1 the plugin's Allocate failed ("device number not matched"). Tessera has
 no webhook: a plain pod asking 1 is refused, saying to ask 2; a Volcano Job's pods, which its job
@@ -46,3 +48,13 @@ def test_a_volcano_jobs_pod_is_made_asking_the_module() -> None:
     (spec,) = admit([body], hami_parser(REG), REG.resource_names()).jobs
     made = volcano.pod_for(body, spec, "w", 0, retries=0)
     assert made["spec"]["containers"][0]["resources"]["limits"][C910] == "2"
+
+
+def test_a_topology_aware_card_policy_is_accepted_with_a_warning_it_is_not_acted_on() -> None:
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+            "annotations": {"hami.io/gpu-scheduler-policy": "topology-aware"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x",
+                     "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}  # fmt: skip
+    got = admit([body], hami_parser(REG), REG.resource_names())
+    assert len(got.jobs) == 1
+    assert any("topology-aware is not acted on" in w.rule for w in got.warnings), got.warnings
