@@ -44,6 +44,10 @@ class SliceSpec(Record, frozen=True):
     cores: int = 0
     template: str | None = None
     exclusive: bool = False
+    #: containers the slice serves (two of a pod may share a card, booked as one slice of their
+    #: sum): what it takes of the card's split count, as HAMi counts a device per container and
+    #: the kubelet sees split-count devices per card
+    slots: int = 1
 
 
 class OwnedSlice(Record, frozen=True):

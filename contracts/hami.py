@@ -212,24 +212,44 @@ def allocated_devices(annotations: Mapping[str, str]) -> list[PodDevice]:
     return out
 
 
-def annotated_slices(node: str, annotations: Mapping[str, str]) -> tuple[SliceAssignment, ...]:
+def annotated_slices(node: str, annotations: Mapping[str, str], init_containers: int = 0,
+                     ) -> tuple[SliceAssignment, ...]:  # fmt: skip
     """A running pod's slices as HAMi's annotations give them (memory and cores per card; the
-    allocator reads the slice kind off the card it books them on). HAMi fits each container on
-    its own, so two containers of a pod may hold one card: their slices are booked as one, the
-    sum — Tessera's ledger holds one slice per card per pod, and refused the second, so a card
-    HAMi had filled looked half free and was filled again (helper-23's review)."""
+    allocator reads the slice kind off the card it books them on), one per card as its ledger
+    books a task: HAMi fits each container on its own, so two may hold one card — the app
+    containers' slices add up, and the init containers' (the first `init_containers` slots,
+    done before the app starts) count by their peak: max(init peak, app sum), HAMi's booking.
+    As separate slices the second was refused, so a card HAMi had filled looked part free."""
     templates = runtime_templates(annotations)
-    per_card: dict[str, list[int]] = {}  # uuid → [memory, cores, devices], in the pod's order
-    for d in allocated_devices(annotations):
-        got = per_card.setdefault(d.uuid, [0, 0, 0])
-        got[0] += d.memory
-        got[1] += d.cores
-        got[2] += 1
-    return tuple(
-        SliceAssignment(card=uuid, node=node, slice=SliceSpec(
-            kind="soft", memory=mem, cores=cores, template=templates.get(uuid) if n == 1 else None))
-        for uuid, (mem, cores, n) in per_card.items()
-    )  # fmt: skip
+    app: dict[str, list[int]] = {}  # uuid → [memory, cores, devices], in the pod's order
+    init: dict[str, list[int]] = {}  # uuid → [peak memory, peak cores]
+    order: dict[str, None] = {}
+    for key in sorted(annotations):
+        if not (key.startswith("hami.io/") and key.endswith("-devices-allocated")):
+            continue
+        try:
+            slots = decode_pod_devices(key, annotations[key])
+        except CodecError:
+            continue
+        for i, slot in enumerate(slots):
+            for d in slot:
+                order[d.uuid] = None
+                if i < init_containers:
+                    peak = init.setdefault(d.uuid, [0, 0])
+                    peak[0], peak[1] = max(peak[0], d.memory), max(peak[1], d.cores)
+                else:
+                    got = app.setdefault(d.uuid, [0, 0, 0])
+                    got[0] += d.memory
+                    got[1] += d.cores
+                    got[2] += 1
+    out = []
+    for uuid in order:
+        mem, cores, n = app.get(uuid, [0, 0, 0])
+        peak_mem, peak_cores = init.get(uuid, [0, 0])
+        out.append(SliceAssignment(card=uuid, node=node, slice=SliceSpec(
+            kind="soft", memory=max(mem, peak_mem), cores=max(cores, peak_cores),
+            template=templates.get(uuid) if n <= 1 else None, slots=max(n, 1))))  # fmt: skip
+    return tuple(out)
 
 
 def runtime_templates(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -248,14 +268,16 @@ def runtime_templates(annotations: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def booked_slice(card: CardSpec, memory: int, cores: int, template: str | None = None) -> SliceSpec:
+def booked_slice(card: CardSpec, memory: int, cores: int, template: str | None = None,
+                 slots: int = 1) -> SliceSpec:  # fmt: skip
     """What an annotation's memory and cores mean on `card`: its whole memory is the whole card
-    (exclusive), on an Ascend template node a template slice, else a soft slice."""
+    (exclusive), on an Ascend template node a template slice, else a soft slice; `slots`: the
+    containers it serves (`annotated_slices`)."""
     if memory >= card.memory:
-        return SliceSpec(kind="whole", memory=card.memory, cores=card.cores, exclusive=True)
+        return SliceSpec(kind="whole", memory=card.memory, cores=card.cores, exclusive=True, slots=slots)
     if card.mode == "template" and card.vendor == "huawei":  # unnamed: booked by its size
-        return SliceSpec(kind="template", memory=memory, cores=cores, template=template or "allocated")
-    return SliceSpec(kind="soft", memory=memory, cores=cores)
+        return SliceSpec(kind="template", memory=memory, cores=cores, template=template or "allocated", slots=slots)
+    return SliceSpec(kind="soft", memory=memory, cores=cores, slots=slots)
 
 
 def encode_runtime_info(devices: Sequence[PodDevice], templates: Mapping[str, str]) -> str:

@@ -305,7 +305,7 @@ def existing_placement(job: JobSpec, running: list[RunningPod]) -> PlacementProp
     pods' device requests for the allocator to fit on the node's free cards."""
     placements = []
     for rp in running:
-        slices = hami.annotated_slices(rp.node, rp.annotations)
+        slices = hami.annotated_slices(rp.node, rp.annotations, rp.init_containers)
         placements.append(TaskPlacement(task=rp.pod, node=rp.node, slices=slices,
                                         fit=() if slices else rp.devices))  # fmt: skip
     return PlacementProposed(namespace=job.namespace, name=job.name, based_on=0,

@@ -56,7 +56,7 @@ def resolve_existing(
                 if state is None or state.spec is None:
                     return Refusal(f"pod {p.task}: card {a.card} is not registered on {p.node}")
                 slices.append(msgspec.structs.replace(a, slice=hami.booked_slice(
-                    state.spec, a.slice.memory, a.slice.cores, a.slice.template)))
+                    state.spec, a.slice.memory, a.slice.cores, a.slice.template, a.slice.slots)))
         elif p.fit:
             here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
             if not any(s.spec is not None for s in here):

@@ -6,10 +6,12 @@ into events or a :class:`Rejection` and is the only place the invariants are enf
 * Σ memory ≤ allocatable (``CardSpec.memory``);
 * Σ cores ≤ total: 100 on a hami-core card, ``CardSpec.cores`` otherwise (aiCore for an Ascend
   card in template mode, 100 × coreScaling for NVIDIA);
-* slices ≤ split count (HAMi ``Count``: ``Used < Count``);
+* slices ≤ split count (HAMi ``Count``: ``Used < Count``), a slice counting the containers it
+  serves (``SliceSpec.slots``);
 * an exclusive slice (``exclusive`` or kind ``whole``) is alone on the card;
 * an unhealthy or retired card takes no new slices (existing ones stay until released);
-* one slice per owner per card (HAMi: a task never gets two vGPUs of one card). Re-reserving the
+* one slice per owner per card: two containers of a pod on one card (HAMi fits each on its own)
+  are booked as one slice of their sum (:func:`per_card`). Re-reserving the
   same slice for the same owner is a no-op, so redelivered commands are idempotent; releasing an
   owner that holds nothing produces no event (Unreserve is safe to call twice, STYLE §7).
 
@@ -118,7 +120,7 @@ def usage_of(slices: tuple[OwnedSlice, ...], *, healthy: bool, retired: bool) ->
     return CardUsage(
         memory_used=sum(s.slice.memory for s in ordered),
         cores_used=sum(s.slice.cores for s in ordered),
-        slices_used=len(ordered),
+        slices_used=sum(s.slice.slots for s in ordered),
         exclusive=any(is_exclusive(s.slice) for s in ordered),
         owners=tuple(s.owner for s in ordered),
         slices=ordered,
@@ -147,7 +149,8 @@ def per_card(slices: tuple[SliceAssignment, ...]) -> tuple[SliceAssignment, ...]
         kind: SliceKind = "template" if one.kind == two.kind == "template" else "soft"
         merged[a.card] = msgspec.structs.replace(had, slice=SliceSpec(
             kind=kind, memory=one.memory + two.memory, cores=one.cores + two.cores,
-            template=one.template if kind == "template" else None, exclusive=one.exclusive or two.exclusive))  # fmt: skip
+            template=one.template if kind == "template" else None, exclusive=one.exclusive or two.exclusive,
+            slots=one.slots + two.slots))  # fmt: skip
     return tuple(merged.values())
 
 
@@ -169,7 +172,9 @@ def _check_reserve(state: CardState, owner: str, s: SliceSpec) -> str | None:
         return "slice memory and cores must be >= 0"
     if state.slice_of(owner) is not None:
         return f"{owner} already holds a different slice on card {state.uuid}"
-    if u.slices_used + 1 > spec.split_count:
+    if s.slots < 1:
+        return "slice slots must be >= 1"
+    if u.slices_used + s.slots > spec.split_count:
         return f"CardTimeSlicingExhausted: {u.slices_used}/{spec.split_count} slices used"
     if u.exclusive:
         return f"ExclusiveDeviceAllocateConflict: card {state.uuid} holds an exclusive slice"

@@ -191,7 +191,7 @@ class KubeNodeAgent:
                 continue
             work = admit([pods.manifest(obj)], self.parser, self.device_names)
             for rp in work.running:
-                slices = hami.annotated_slices(node, rp.annotations)
+                slices = hami.annotated_slices(node, rp.annotations, rp.init_containers)
                 out.append(RunningTask(namespace=rp.namespace, job=rp.job, task=rp.pod,
                                        slices=slices, fit=() if slices else rp.devices))  # fmt: skip
         return tuple(sorted(out, key=lambda t: (t.namespace, t.job, t.task)))

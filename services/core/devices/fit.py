@@ -173,6 +173,11 @@ def prepare_task(
     )
 
 
+#: a card an earlier container of the same pod holds as a template vNPU or a whole card: only soft
+#: slices of one pod share a card
+CARD_TAKEN_BY_POD = "CardUsedByAnotherContainerOfThePod"
+
+
 def _aggregate(counts: dict[str, int], total: int) -> tuple[str, ...]:
     return tuple(sorted(f"{n}/{total} {reason}" for reason, n in counts.items()))
 
@@ -197,6 +202,7 @@ def fit_node(
     cordoned = frozenset(u.strip() for u in cordon_raw.split(",")) if cordon_raw else frozenset()
     # per-card usage this task adds as it goes: uuid -> (slots, cores, memory)
     added: dict[str, tuple[int, int, int]] = {}
+    added_kinds: dict[str, str] = {}  # card → the kind of the slice an earlier ask took there
     assignments: list[CardAssignment] = []
     bonus = 0.0
     weights = task.weights
@@ -244,6 +250,13 @@ def fit_node(
         for i in range(len(ordered) - 1, -1, -1):  # HAMi walks the sorted list backwards
             spec = ordered[i][2]
             uuid = spec.uuid
+            if added_kinds.get(uuid, "soft") != "soft":
+                # an earlier container's template vNPU (or whole card) is its own: one pod's two
+                # templates on a card would be told one template name per card (the runtime
+                # info and the plugin read templates by card), carving the wrong size
+                reasons[CARD_TAKEN_BY_POD] = reasons.get(CARD_TAKEN_BY_POD, 0) + 1
+                card_reasons.append((uuid, CARD_TAKEN_BY_POD))
+                continue
             used, cores_used, mem_used, exclusive, healthy = usage_of[uuid]
             reason = _card_reason(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
@@ -268,6 +281,7 @@ def fit_node(
             # the two as one slice of their sum (`ledger.per_card`)
             had = added.get(spec.uuid, (0, 0, 0))
             added[spec.uuid] = (had[0] + 1, had[1] + s.cores, had[2] + s.memory)
+            added_kinds[spec.uuid] = s.kind
         bonus += vendor.node_bonus(chosen, req)
     return NodeFit(tuple(assignments), node_score(cards) + bonus)
 

@@ -128,7 +128,7 @@ def _moved(u: CardUsage, s: SliceAssignment, sign: int, exclusive: bool) -> Card
         u,
         memory_used=u.memory_used + sign * s.slice.memory,
         cores_used=u.cores_used + sign * s.slice.cores,
-        slices_used=u.slices_used + sign,
+        slices_used=u.slices_used + sign * s.slice.slots,
         exclusive=exclusive,
     )
 

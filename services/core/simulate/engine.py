@@ -216,12 +216,12 @@ class Simulation:
     def _slices_from_annotations(self, rp: RunningPod) -> tuple[SliceAssignment, ...]:
         """`hami.io/<CW>-devices-allocated` → slices on known cards (`hami.booked_slice`)."""
         out: list[SliceAssignment] = []
-        for a in hami.annotated_slices(rp.node, rp.annotations):
+        for a in hami.annotated_slices(rp.node, rp.annotations, rp.init_containers):
             if a.card not in self.cards:
                 continue
             spec = self.cards[a.card].spec
             assert spec is not None
-            booked = hami.booked_slice(spec, a.slice.memory, a.slice.cores, a.slice.template)
+            booked = hami.booked_slice(spec, a.slice.memory, a.slice.cores, a.slice.template, a.slice.slots)
             out.append(msgspec.structs.replace(a, slice=booked))
         return tuple(out)
 

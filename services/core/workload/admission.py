@@ -104,6 +104,7 @@ class RunningPod:
     node: str
     annotations: Mapping[str, str]
     devices: tuple[DeviceRequest, ...]
+    init_containers: int = 0  # their slots come first in HAMi's annotations
 
 
 @dataclass(frozen=True, slots=True)
@@ -683,7 +684,10 @@ class Admission:
         if not spec.get("nodeName"):  # a bound pod's ask is the kubelet's past
             for err in (*(uncounted(containers, devices, f"{path}.spec") if counts_needed else ()),
                         *uncounted(init_containers, inits, f"{path}.spec", "initContainers")):
-                ctx.required(err.path, err.rule)
+                if err.value:  # a count asked, but not the one booked (910C: 1 for a module of 2)
+                    ctx.reject(err.path, err.value, err.rule)
+                else:
+                    ctx.required(err.path, err.rule)
         init_devices = covered_inits(devices, inits)
         devices, booked = with_init_devices(devices, inits, len(init_containers), f"{path}.spec")
         for e in booked:
@@ -845,7 +849,7 @@ class Admission:
                        "spec.nodeName (pre-existing placement)")  # fmt: skip
             return []
         namespace, name, _, annotations = _meta(doc)
-        return [RunningPod(namespace, job, name, str(node), annotations, task.devices)]
+        return [RunningPod(namespace, job, name, str(node), annotations, task.devices, task.init_containers)]
 
     def _plain_pod(self, doc: Mapping[str, Any], ctx: _Ctx) -> tuple[JobSpec, list[RunningPod]]:
         namespace, name, labels, annotations = _meta(doc)

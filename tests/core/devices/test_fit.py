@@ -622,6 +622,9 @@ def test_two_containers_see_each_others_slices() -> None:
     r = fit_task(cards[:1], [nv(mem=100), nv(mem=100)], registry=REG)
     assert isinstance(r, NodeFit) and [a.card for a in r.assignments] == ["g0", "g0"]
     assert isinstance(fit_task(cards[:1], [nv(mem=6000), nv(mem=6000)], registry=REG), NodeMisfit)
+    # a whole card (or an Ascend template vNPU) is its container's own
+    whole = fit_task(cards[:1], [nv(mem=0, pct=100, cores=100), nv(mem=100)], registry=REG)
+    assert isinstance(whole, NodeMisfit) and any("CardUsedByAnotherContainerOfThePod" in r for r in whole.reasons), whole
 
 
 def test_bare_gpu_request_books_an_exclusive_whole_card() -> None:
