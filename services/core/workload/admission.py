@@ -737,6 +737,13 @@ class Admission:
         cpu = total.pop("cpu", 0)
         mem = total.pop("memory", 0)
         total.pop("pods", None)
+        if not counts_needed:  # the job controller writes the booked count into each pod it makes
+            for d in devices:
+                if d.resource and 0 <= d.container < len(containers):
+                    res = containers[d.container].get("resources") or {}
+                    asked = str((res.get("limits") or {}).get(d.resource, (res.get("requests") or {}).get(d.resource, 0)))
+                    if asked.isdigit() and int(asked) != d.count:  # (what the kubelet and quotas will count)
+                        total[d.resource] = total.get(d.resource, 0) + (d.count - int(asked)) * 1000
         scalars = {k: v for k, v in total.items() if v and not self._ignored(k)}
         return TaskSpec(
             name=role, replicas=replicas, cpu_milli=cpu, memory_mib=mem, devices=devices,

@@ -58,3 +58,11 @@ def test_a_topology_aware_card_policy_is_accepted_with_a_warning_it_is_not_acted
     got = admit([body], hami_parser(REG), REG.resource_names())
     assert len(got.jobs) == 1
     assert any("topology-aware is not acted on" in w.rule for w in got.warnings), got.warnings
+
+
+def test_a_volcano_jobs_pod_counts_the_module_it_is_made_asking() -> None:
+    """The pod the job controller makes asks 2 (the module); the job's resources count 2 as the
+    kubelet and a ResourceQuota will, where they counted the template's 1."""
+    (spec,) = admit([job(1)], hami_parser(REG), REG.resource_names()).jobs
+    assert spec.tasks[0].scalars.get(C910) == 2000, spec.tasks[0].scalars
+    assert (spec.min_resources or {}).get(C910) == 2000, spec.min_resources
