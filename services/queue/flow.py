@@ -187,7 +187,7 @@ def job_events(flow: Flow, key: str) -> list[Event]:
                                    reason=lifecycle.RESTART_OVER))  # fmt: skip
     terminal = lifecycle.job_phase(job.spec, statuses, roles)
     if terminal in ("Completed", "Failed"):
-        out += terminate(flow, key, terminal, "all pods finished")
+        out += terminate(flow, key, terminal, lifecycle.end_reason(job.spec, statuses))
     return out
 
 

@@ -389,3 +389,23 @@ async def test_a_job_resumed_while_it_is_being_suspended_runs_again_once_its_pod
     assert (events[-2].phase, events[-2].reason) == (
         "Aborted", "suspended by user; resumed by user; no unfinished pod left")  # fmt: skip
     assert svc.flow.projection.jobs["ns/y"].phase == "Pending"
+
+
+async def test_min_success_reached_completes_the_job_through_completing(event_log: EventLog) -> None:
+    """minSuccess reached while a pod runs: Completing, saying so, with the running pod evicted
+    (it holds its node until it stops), then Completed — the reason said "all pods finished"."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "m"), JobSubmitted(spec=replace(spec("m"), kind="Job", min_success=1)))
+    await run_tasks(event_log, "m", ["m-w-0", "m-w-1"])
+    await put(event_log, s.job("ns", "m"), TaskFinished(namespace="ns", name="m", task="m-w-0", node="n1"))
+    await drain(svc)
+    events = await job_events(event_log, "m")
+    assert [e.task for e in events if isinstance(e, EvictionRequested)] == ["m-w-1"]
+    last = [e for e in events if isinstance(e, JobPhaseChanged)][-1]
+    assert (last.phase, last.reason) == ("Completing", "minSuccess 1 reached")
+    await put(event_log, s.job("ns", "m"), TaskFinished(namespace="ns", name="m", task="m-w-1", node="n1",
+                                                        exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    last = [e for e in await job_events(event_log, "m") if isinstance(e, JobPhaseChanged)][-1]
+    assert (last.phase, last.reason) == ("Completed", "minSuccess 1 reached; no unfinished pod left")

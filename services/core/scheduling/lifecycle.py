@@ -165,3 +165,11 @@ def task_completed(job: JobSpec, task: TaskSpec | None, tasks: Iterable[st.TaskS
     if task is None or job.kind != "Job" or task.replicas <= 0:
         return False
     return sum(1 for t in tasks if t.role == task.name and t.status == st.SUCCEEDED) >= task.replicas
+
+
+def end_reason(job: JobSpec, statuses: Sequence[str]) -> str:
+    """Why `job_phase` ended the job: every pod finished, or minSuccess reached while some run
+    (said "all pods finished" before, beside the evictions of its running pods)."""
+    if job.min_success is not None and any(s not in (st.SUCCEEDED, st.FAILED) for s in statuses):
+        return f"minSuccess {job.min_success} reached"
+    return "all pods finished"

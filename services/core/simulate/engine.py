@@ -350,7 +350,7 @@ class Simulation:
                                           reason=lifecycle.RESTART_OVER))  # fmt: skip
             terminal = lifecycle.job_phase(job.spec, statuses, roles)
             if terminal in ("Completed", "Failed"):
-                self._terminate(key, terminal, "all pods finished")
+                self._terminate(key, terminal, lifecycle.end_reason(job.spec, statuses))
 
     def _terminate(self, key: str, phase: str, reason: str) -> None:
         job = self.projection.jobs[key]
