@@ -561,16 +561,25 @@ class JobController:
         else waited (under Volcano such a Job allocates nothing). Once per commit of a task; of
         `only` those tasks when given (the pods just asked for, not those waiting on dependsOn)."""
         ns, name = key.split("/", 1)
-        for pod, snap in self._podless(key).items():
+        await self._report_podless(key, "podrefused", "cards given back", lambda pod, snap: BindingFailed(
+            namespace=ns, name=name, task=pod, node=snap.node, reason=reason, retry_at=until), only=only)  # fmt: skip
+
+    async def _report_podless(self, key: str, tag: str, what: str, make: Callable[[str, st.TaskSnap], Event],
+                              statuses: Collection[str] = (st.BOUND,), only: Collection[str] | None = None,
+                              ) -> None:  # fmt: skip
+        """`make`'s event for each of the job's committed tasks that has no pod (`_podless`;
+        of `only` when given), once per commit of the task (its message id names the commit);
+        the log away, the rest wait for the next reconcile."""
+        ns, name = key.split("/", 1)
+        for pod, snap in self._podless(key, statuses).items():
             if only is not None and pod not in only:
                 continue
             seq = self.commit_seq.get(key, {}).get(pod, 0)
-            event = BindingFailed(namespace=ns, name=name, task=pod, node=snap.node, reason=reason, retry_at=until)
             try:
-                await self.service.publish(Outgoing(self.subjects.job(ns, name), event,
-                                                    msg_id=f"podrefused:{key}/{pod}:{seq}"))  # fmt: skip
-            except Exception as exc:  # (the log away: given back at the next reconcile)
-                log.warning("job %s: the cards of %s not given back (%s)", key, pod, exc)
+                await self.service.publish(Outgoing(self.subjects.job(ns, name), make(pod, snap),
+                                                    msg_id=f"{tag}:{key}/{pod}:{seq}"))  # fmt: skip
+            except Exception as exc:
+                log.warning("job %s: %s of %s not appended (%s)", key, what, pod, exc)
                 return
 
     def _podless(self, key: str, statuses: Collection[str] = (st.BOUND,)) -> dict[str, st.TaskSnap]:
@@ -587,16 +596,9 @@ class JobController:
         stop, and no watch would ever say it stopped — the job waited in its ending phase for
         good, its nodes booked. Such a task is reported stopped here, once per commit."""
         ns, name = key.split("/", 1)
-        for pod, snap in self._podless(key, (st.BOUND, st.RELEASING)).items():
-            seq = self.commit_seq.get(key, {}).get(pod, 0)
-            event = TaskFinished(namespace=ns, name=name, task=pod, node=snap.node, exit_code=-1,
-                                 reason="evicted", at=self.clock())  # fmt: skip
-            try:
-                await self.service.publish(Outgoing(self.subjects.job(ns, name), event,
-                                                    msg_id=f"podless-end:{key}/{pod}:{seq}"))  # fmt: skip
-            except Exception as exc:  # (the log away: at the next reconcile)
-                log.warning("job %s: the end of %s (never made) not reported (%s)", key, pod, exc)
-                return
+        await self._report_podless(key, "podless-end", "the end (never made)", lambda pod, snap: TaskFinished(
+            namespace=ns, name=name, task=pod, node=snap.node, exit_code=-1, reason="evicted", at=self.clock()),
+            statuses=(st.BOUND, st.RELEASING))  # fmt: skip
 
     async def _create_pods(self, ns: str, bodies: list[dict[str, Any]]) -> list[tuple[str, KubeError]]:
         """Each pod asked for, `POD_CREATES_IN_FLIGHT` at once; the refused ones (name, why)."""

@@ -40,7 +40,7 @@ from services.core.scheduling.resources import pod_request, requested, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
-from services.core.workload.devicerequests import DeviceRequestParser, uncounted
+from services.core.workload.devicerequests import DeviceRequestParser, asked_count, uncounted
 from services.core.workload.gatenames import scheduling_gates
 from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
@@ -740,8 +740,7 @@ class Admission:
         if not counts_needed:  # the job controller writes the booked count into each pod it makes
             for d in devices:
                 if d.resource and 0 <= d.container < len(containers):
-                    res = containers[d.container].get("resources") or {}
-                    asked = str((res.get("limits") or {}).get(d.resource, (res.get("requests") or {}).get(d.resource, 0)))
+                    asked = asked_count(containers[d.container], d.resource) or "0"
                     if asked.isdigit() and int(asked) != d.count:  # (what the kubelet and quotas will count)
                         total[d.resource] = total.get(d.resource, 0) + (d.count - int(asked)) * 1000
         scalars = {k: v for k, v in total.items() if v and not self._ignored(k)}

@@ -57,6 +57,16 @@ def hami_parser(registry: VendorRegistry) -> DeviceRequestParser:
     return parse
 
 
+def asked_count(container: Mapping[str, Any], resource: str) -> str | None:
+    """The count of `resource` the container asks (its limits', else its requests'), as
+    written; None when it asks none."""
+    res = container.get("resources") or {}
+    for part in ("limits", "requests"):
+        if resource in (res.get(part) or {}):
+            return str(res[part][resource])
+    return None
+
+
 def uncounted(
     containers: Sequence[Mapping[str, Any]], devices: Sequence[DeviceRequest], path: str,
     field: str = "containers",
@@ -76,8 +86,7 @@ def uncounted(
         res = containers[d.container].get("resources") or {}
         asked = {str(k) for part in ("limits", "requests") for k in (res.get(part) or {})}
         if d.resource in asked:
-            count = next(str((res.get(part) or {})[d.resource]) for part in ("limits", "requests")
-                         if d.resource in (res.get(part) or {}))  # fmt: skip
+            count = asked_count(containers[d.container], d.resource) or ""
             if count.isdigit() and int(count) != d.count:  # 910C: 1 asked, a module of 2 booked
                 out.append(DeviceRequestError(
                     f"{path}.{field}[{d.container}].resources.limits.{d.resource}", count,

@@ -62,10 +62,15 @@ def _what(r: DeviceRequest) -> str:
 def covered_inits(apps: Sequence[DeviceRequest], inits: Sequence[DeviceRequest]) -> tuple[DeviceRequest, ...]:
     """The init containers' asks the app containers' requests hold (`covers`): booked nothing
     more, but each still gets its own slot in the binding (`TaskSpec.init_devices`)."""
+    return tuple(r for _i, reqs in _by_container(inits) if _covered(apps, reqs) for r in reqs)
+
+
+def _by_container(inits: Sequence[DeviceRequest]) -> list[tuple[int, list[DeviceRequest]]]:
+    """The init containers' asks, grouped by container, in container order."""
     by_container: dict[int, list[DeviceRequest]] = {}
     for r in inits:
         by_container.setdefault(r.container, []).append(r)
-    return tuple(r for _i, reqs in sorted(by_container.items()) if _covered(apps, reqs) for r in reqs)
+    return sorted(by_container.items())
 
 
 def with_init_devices(
@@ -77,13 +82,10 @@ def with_init_devices(
     `container - init_containers` (negative: before the app containers' slots)."""
     if not inits:
         return apps, []
-    by_container: dict[int, list[DeviceRequest]] = {}
-    for r in inits:
-        by_container.setdefault(r.container, []).append(r)
     families = {(a.vendor, a.type) for a in apps}
     errors: list[InitDeviceError] = []
     loose: dict[int, list[DeviceRequest]] = {}
-    for i, reqs in sorted(by_container.items()):
+    for i, reqs in _by_container(inits):
         if _covered(apps, reqs):
             continue
         for r in reqs:
