@@ -49,6 +49,21 @@ async def _state(cluster: Cluster, names: list[str]) -> dict[str, tuple[str, str
     return out
 
 
+async def _one_runs_the_other_says(cluster: Cluster, names: list[str], words: str) -> None:
+    """Wait until one of two pods runs on gpu-1 and the other waits saying `words`. A waiting
+    pod's words are those of the last session that judged it: one that ran before the first pod
+    was placed truly found a card free, so the words to wait for are a later session's."""
+
+    async def so() -> bool:
+        got = await _state(cluster, names)
+        return sorted(at for at, _, _ in got.values()) == ["", "gpu-1"] and any(words in why for _, _, why in got.values())
+
+    try:
+        await wait_until(so, 90, f"one pod on gpu-1, the other waiting saying {words!r}")
+    except TimeoutError as e:
+        raise AssertionError(f"{e}: {await _state(cluster, names)}") from None
+
+
 @pytest.mark.parametrize(("resource", "node"), [("nvidia.com/gpu", "gpu-1"), ("huawei.com/Ascend910", "npu-1")])
 async def test_whole_cards_of_the_vendors_plugin_run_up_to_the_count_and_slices_wait(
     cluster: Cluster, tmp_path: Path, resource: str, node: str
@@ -70,7 +85,9 @@ async def test_whole_cards_of_the_vendors_plugin_run_up_to_the_count_and_slices_
                 got = await _state(cluster, [*whole, "slice"])
                 running = [n for n, (at, phase, _) in got.items() if at == node and phase == "Running"]
                 waiting = [n for n, (at, _, why) in got.items() if not at and why]
-                return len(running) == 2 and len(waiting) == 2
+                # the third's words once a session saw both cards taken (an earlier one found one free)
+                full = [n for n in waiting if "in use (2 of 2)" in got[n][2]]
+                return len(running) == 2 and len(waiting) == 2 and len(full) == 1
 
             await wait_until(two_run_two_wait, 90, f"two whole-card pods Running on {node}, the third and the slice waiting")
             got = await _state(cluster, [*whole, "slice"])
@@ -112,14 +129,7 @@ async def test_another_schedulers_pod_holding_a_card_leaves_the_rest(cluster: Cl
             for n in mine:
                 await cluster.create_pod(card_pod(n, {"nvidia.com/gpu": "1"}))
 
-            async def one_runs_one_waits() -> bool:
-                got = await _state(cluster, mine)
-                return sorted(at for at, _, _ in got.values()) == ["", "gpu-1"] and any(why for _, _, why in got.values())
-
-            await wait_until(one_runs_one_waits, 90, "one of Tessera's pods on gpu-1, the other waiting")
-            got = await _state(cluster, mine)
-            waiting = next(n for n in mine if not got[n][0])
-            assert "in use (2 of 2; 1 by other schedulers' pods)" in got[waiting][2], got[waiting]
+            await _one_runs_the_other_says(cluster, mine, "in use (2 of 2; 1 by other schedulers' pods)")
 
             await cluster.kube.delete(pods_path("default", "theirs"))
 
@@ -145,14 +155,9 @@ async def test_a_pod_of_tesseras_running_there_before_it_started_is_booked_on_a_
             for n in new:
                 await cluster.create_pod(card_pod(n, {"nvidia.com/gpu": "1"}))
 
-            async def one_runs_one_waits() -> bool:
-                got = await _state(cluster, new)
-                return sorted(at for at, _, _ in got.values()) == ["", "gpu-1"] and any(why for _, _, why in got.values())
-
-            await wait_until(one_runs_one_waits, 90, "one new pod on gpu-1 beside the one found running, the other waiting")
-            got = await _state(cluster, new)
-            waiting = next(n for n in new if not got[n][0])
-            assert "every nvidia.com/gpu card the node's device plugin serves is in use (2 of 2)" in got[waiting][2], got
+            await _one_runs_the_other_says(
+                cluster, new, "every nvidia.com/gpu card the node's device plugin serves is in use (2 of 2)"
+            )
             assert (await _state(cluster, ["before"]))["before"][:2] == ("gpu-1", "Running")
         finally:
             await asyncio.to_thread(cp.stop)
