@@ -94,7 +94,10 @@ async def test_demo_workload_then_kill_allocator_and_scheduler(plane: ControlPla
         nonlocal events, messages
         messages = [m async for m in log.replay()]
         events = decoded(messages)
-        return holders(events) == running_owners(report)
+        # the queue service appends each job's end after the same TaskFinished, unordered
+        # with the allocator's releases: wait for both
+        ended = {e.name for e in events if isinstance(e, JobPhaseChanged) and e.phase == "Completed"}
+        return holders(events) == running_owners(report) and {f"wave-{i}" for i in range(WAVE)} <= ended
 
     try:
         await wait_until(released, timeout=60, what="ledgers to hold exactly the running pods")
@@ -208,6 +211,8 @@ async def test_lost_nodes_evict_their_pods_and_job_policies_apply(quick_monitor_
         await log.close()
     train = [e for e in events if isinstance(e, JobPhaseChanged) and e.name == "npu-train-job"]
     assert not [e for e in train if e.phase in ("Restarting", "Failed")], train  # evicted, not failed
+    # (each lost once before the restart: `both_lost`; after it, a starved machine's heartbeat
+    # 2 s late loses a node again, truly)
     lost = [e.node for e in events if type(e).__name__ == "NodeLost"]
-    assert sorted(lost) == ["node-a", "node-b"]
+    assert set(lost) == {"node-a", "node-b"}, lost
     assert holders(events) == running_owners(report)  # the lost pods' slices were released

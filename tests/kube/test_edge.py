@@ -52,9 +52,12 @@ async def test_pods_and_nodes_in_bindings_with_hami_annotations_out(cluster: Clu
             async def refused() -> bool:
                 pod = await cluster.pod("default", "bad-typo")
                 cond = kpods_condition(pod)
-                return bool(cond and cond["status"] == "False")
+                if not (cond and cond["status"] == "False"):
+                    return False
+                # (its Warning is written after the condition, by a request of its own)
+                return any(e["involvedObject"]["name"] == "bad-typo" for e in await cluster.events())
 
-            await wait_until(refused, 30, "bad-typo refused on the API")
+            await wait_until(refused, 30, "bad-typo refused on the API, its condition and its Event")
 
             async def announced() -> dict[str, dict]:  # written after each binding, apart from it
                 said = {e["involvedObject"]["name"]: e for e in await cluster.events() if e["reason"] == "Scheduled"}

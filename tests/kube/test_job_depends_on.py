@@ -77,6 +77,11 @@ async def test_the_launcher_pod_is_made_once_the_workers_run(cluster: Cluster, t
                 return p is not None and kpods.phase(p) == "Running"
 
             await wait_until(launcher_running, 60, "the launcher made, bound and Running once the workers run")
+
+        async def watched() -> bool:  # the test's watch may lag behind the read above
+            return any(n == "mpi-launcher-0" for n, _ in seen)
+
+        await wait_until(watched, 30, "the launcher seen by the watch")
         first_launcher = next(i for i, (n, _) in enumerate(seen) if n == "mpi-launcher-0")
         for w in workers:
             running = next(i for i, (n, phase) in enumerate(seen) if n == w and phase == "Running")

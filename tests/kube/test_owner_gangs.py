@@ -66,7 +66,12 @@ async def test_a_statefulsets_pods_are_one_gang_and_a_plain_replicasets_are_not(
             async def held_as_a_gang() -> bool:
                 pg = await cluster.present(volcano.podgroups_path("default", group)) or {}
                 conditions = [c.get("type") for c in (pg.get("status") or {}).get("conditions") or []]
-                return "Unschedulable" in conditions
+                if "Unschedulable" not in conditions:
+                    return False
+                # (a session may judge the group before admission annotated its last pods)
+                got = [await cluster.pod("default", name) or {} for name in names]
+                return all(((p.get("metadata") or {}).get("annotations") or {}).get("scheduling.k8s.io/group-name")
+                           for p in got)  # fmt: skip
 
             await wait_until(held_as_a_gang, 60, f"{group} made and found unschedulable as one gang")
             pg = await cluster.present(volcano.podgroups_path("default", group)) or {}

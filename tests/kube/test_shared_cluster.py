@@ -239,6 +239,11 @@ async def test_a_deleted_worker_of_a_running_job_is_made_again_once_it_is_gone(c
                     and await article_gang_runs(cluster, 0)  # fmt: skip
 
             await wait_until(made_again, 90, "worker-0 made again and the Job Running, retry count 0")
+
+            async def watched() -> bool:  # the test's watch may lag behind the reads above
+                return len(seen.uids[WORKERS[0]]) >= 2
+
+            await wait_until(watched, 30, "worker-0's second pod seen by the watch")
             for name in WORKERS:  # one pod per task index at any time: worker-1 never replaced
                 assert len(seen.uids[name]) == (2 if name == WORKERS[0] else 1), seen.uids
         finally:

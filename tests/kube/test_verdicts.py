@@ -57,9 +57,13 @@ async def test_an_overtaken_verdict_is_never_written_and_a_current_one_is(cluste
         async def waiting_said() -> bool:
             pod = await cluster.pod("default", "waiting")
             cond = scheduled_condition(pod) if pod else None
-            return bool(cond and cond["status"] == "False")
+            if not (cond and cond["status"] == "False"):
+                return False
+            # (its Event is written after the condition, by a request of its own)
+            return any(e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == "waiting"
+                       for e in await cluster.events())  # fmt: skip
 
-        await wait_until(waiting_said, 30, "the waiting pod's PodScheduled=False")
+        await wait_until(waiting_said, 30, "the waiting pod's PodScheduled=False and its Event")
         assert writer.due == {}  # the verdicts of that session are all settled (the loop's order)
         overtaken = await cluster.pod("default", "overtaken")
         assert overtaken is not None and scheduled_condition(overtaken) is None

@@ -164,6 +164,11 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
             assert job_status["retryCount"] == 1 and job_status["running"] == 2
             ws = await _workers(cluster)
             assert all(ws[n]["metadata"]["uid"] != before[n] for n in WORKERS)
+
+            async def watched() -> bool:  # the test's watch may lag behind the reads above
+                return all("1" in seen.uids[name].values() for name in WORKERS)
+
+            await wait_until(watched, 30, "the recreated pods seen by the watch")
             for name in WORKERS:  # one pod per name and incarnation, whatever restarted
                 assert sorted(seen.uids[name].values()) == ["0", "1"], seen.uids[name]
 

@@ -15,6 +15,7 @@ idle, and no proposal was answered "already placed as proposed".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -174,8 +175,16 @@ async def test_zoo_is_bound_where_kube_scheduler_volcano_and_hami_bind_it(
                 if UNFITTABLE in bound_to or UNFITTABLE in {b["pod"] for b in cluster.bindings}:
                     problems.append(f"{UNFITTABLE}: a binding was requested for it")
             assert not problems, "\n".join(problems)
-            failed = [e for e in await cluster.events(ns) if e["involvedObject"].get("name") == UNFITTABLE
-                      and e.get("reason") == "FailedScheduling"]  # fmt: skip
+            failed: list[dict] = []
+
+            async def told() -> bool:  # (the Event is written after the condition, on its own)
+                nonlocal failed
+                failed = [e for e in await cluster.events(ns) if e["involvedObject"].get("name") == UNFITTABLE
+                          and e.get("reason") == "FailedScheduling"]  # fmt: skip
+                return any("cpu" in e["message"] for e in failed)
+
+            with contextlib.suppress(TimeoutError):
+                await wait_until(told, 30, f"{UNFITTABLE}'s FailedScheduling Event naming cpu")
             # the Events say why, as the condition does (an early one may predate the nodes)
             assert all(e["type"] == "Warning" for e in failed) and any("cpu" in e["message"] for e in failed), \
                 [e["message"] for e in failed]  # fmt: skip
