@@ -131,6 +131,11 @@ class Flow:
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
                 self.restarting.add(key)
+            case JobPhaseChanged(phase="Failing" | "Failed") if lifecycle.counts_a_retry(
+                event.phase, event.reason, self.shown.get(f"{event.namespace}/{event.name}", "")
+            ):
+                key = f"{event.namespace}/{event.name}"
+                self.retries[key] = self.retries.get(key, 0) + 1
             case JobPhaseChanged(phase="Aborted", reason=reason) if reason.startswith(SUSPENDED):
                 job = self.projection.jobs.get(f"{event.namespace}/{event.name}")
                 if job is not None:

@@ -69,3 +69,22 @@ def test_pods_of_a_restarting_job_wait_again(tmp_path: Path) -> None:
     (job,) = [j for j in report["jobs"] if j["name"] == JOB]
     assert job["retries"] == 1
     assert "retries" not in next(j for j in build_report(messages)["jobs"] if j["name"] == JOB)
+
+
+def test_the_restart_that_fails_a_job_is_counted(tmp_path: Path) -> None:
+    """Volcano's status.retryCount of a job failed at maxRetry is maxRetry: the restart is
+    counted before its Restarting state finds the limit. Failing then Failed is one restart."""
+    messages = _running_article(tmp_path)
+    restart = JobPhaseChanged(namespace="default", name=JOB, phase="Restarting", reason="RestartJob: retry 1/2")
+    failing = JobPhaseChanged(namespace="default", name=JOB, phase="Failing", reason="RestartJob on PodFailed")
+    failed = JobPhaseChanged(namespace="default", name=JOB, phase="Failed",
+                             reason="RestartJob on PodFailed; no unfinished pod left")  # fmt: skip
+    finished = JobPhaseChanged(namespace="default", name=JOB, phase="Failed", reason="all pods finished")
+
+    def retries(*events: object) -> int:
+        (job,) = [j for j in build_report(_then(messages, *events))["jobs"] if j["name"] == JOB]
+        return int(job.get("retries", 0))
+
+    assert retries(restart, failing, failed) == 2
+    assert retries(restart, failed) == 2  # (no pod left running: Failed at once)
+    assert retries(restart, finished) == 1  # a job failed by its pods' ends spent no retry

@@ -112,6 +112,9 @@ async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> N
     # stays where the scheduler counts its pods on their nodes — then Failed
     assert (last.phase, last.reason) == ("Failing", "RestartJob on PodFailed")
     assert svc.flow.projection.jobs["ns/r"].phase == "Failing"
+    # Volcano's status.retryCount at that failure is maxRetry: the restart is counted, then
+    # its Restarting state finds maxRetry reached
+    assert svc.flow.retries["ns/r"] == 2
     assert [e.task for e in events if isinstance(e, EvictionRequested)] == ["r-w-1", "r-w-0"]
     await put(event_log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-0",
                                                         node="n1", exit_code=137, reason="evicted"))  # fmt: skip
@@ -119,6 +122,7 @@ async def test_restart_policy_then_failed_at_max_retry(event_log: EventLog) -> N
     last = [e for e in await job_events(event_log, "r") if isinstance(e, JobPhaseChanged)][-1]
     assert (last.phase, last.reason) == ("Failed", "RestartJob on PodFailed; no unfinished pod left")
     assert "ns/r" not in svc.flow.projection.jobs
+    assert svc.flow.retries["ns/r"] == 2  # the Failed that ends Failing is the same restart
 
 
 async def test_close_waits_for_podgroups_then_closed(event_log: EventLog) -> None:

@@ -107,6 +107,16 @@ def restart_phase(job: JobSpec, retry_count: int) -> str:
     return "Failed" if retry_count + 1 >= job.max_retry else "Restarting"
 
 
+def counts_a_retry(phase: str, reason: str, before: str = "") -> bool:
+    """Whether a job's move to `phase` (from `before`) is one more of Volcano's
+    `status.retryCount`: a restart, or the restart that failed the job — Volcano counts it
+    before its Restarting state finds maxRetry reached, so a job failed by `maxRetry: 3` shows
+    3, not the 2 restarts it ran. The `Failed` that ends a `Failing` is the same restart."""
+    if phase == "Restarting":
+        return True
+    return phase in ("Failing", "Failed") and before != "Failing" and reason.split(" ", 1)[0] in RESTARTS
+
+
 def on_pod_failed(
     job: JobSpec, task: TaskSpec | None, exit_code: int, retry_count: int, event: str = "PodFailed"
 ) -> PolicyDecision:

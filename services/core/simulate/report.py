@@ -39,6 +39,7 @@ from services.core.ledger import core_capacity
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import conf_from_mapping
 from services.core.scheduling.decide import open_session
+from services.core.scheduling.lifecycle import counts_a_retry
 from services.core.scheduling.plugins.shares import shares_of
 from services.runtime.eventlog.model import StoredMessage
 
@@ -122,10 +123,10 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             case JobPhaseChanged():
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
+                    if counts_a_retry(ev.phase, ev.reason, j.get("phase", "")):  # Volcano's status.retryCount
+                        j["retries"] = j.get("retries", 0) + 1
                     j["phase"] = ev.phase
                     j["reason"] = ev.reason
-                    if ev.phase == "Restarting":  # Volcano's status.retryCount: its restarts
-                        j["retries"] = j.get("retries", 0) + 1
             case JobUnschedulable():
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
