@@ -27,6 +27,7 @@ from contracts.envelope import TYPE
 from contracts.events import JobDeleted, JobSubmitted, JobUpdated, NodeRegistered
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.workloads import JobSpec, TaskSpec
+from services.core.scheduling.lifecycle import volcano_job_phase
 from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
 
@@ -263,8 +264,8 @@ def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str,
                            for t in s.tasks])  # fmt: skip
         if s.priority_class:
             spec["priorityClassName"] = s.priority_class
-    # the log's Failing (pods still being stopped) is a Volcano Job's Failed, as the cluster shows it
-    state: dict[str, Any] = {"phase": "Failed" if job["phase"] == "Failing" else job["phase"]}
+    # as the cluster shows it: the log's Failing (pods still being stopped) is Failed, say
+    state: dict[str, Any] = {"phase": volcano_job_phase(job["phase"], job.get("reason") or "")}
     if job.get("reason"):
         state["message"] = job["reason"]
     status: dict[str, Any] = {"state": state, **_counts(pods)}

@@ -207,7 +207,7 @@ class JobController:
         #: job's status as Pending, for good — the Job never ended for its user
         #: (benchmarks.kube_churn: 7 of 400 Jobs)
         self.last_tasks: dict[str, tuple[st.TaskSnap, ...]] = {}
-        self.shown: dict[str, tuple[str, int]] = {}
+        self.shown: dict[str, tuple[str, int, str]] = {}  # job → its phase, retries, why it ends
         self.jobs: dict[str, dict[str, Any]] = {}  # "ns/name" → Job object
         self.podgroups: dict[str, dict[str, Any]] = {}  # "ns/name" → PodGroup object
         self.pods: dict[str, dict[str, Any]] = {}  # "ns/name" → pod of a Volcano Job
@@ -320,7 +320,7 @@ class JobController:
             self.shown.pop(key, None)
             self.last_tasks.pop(key, None)
         if (phase := self.flow.shown.get(key)) is not None:
-            self.shown[key] = (phase, self.flow.retries.get(key, 0))
+            self.shown[key] = (phase, self.flow.retries.get(key, 0), self.flow.ending.get(key, ("", ""))[1])
         if tasks is not None and key not in self.flow.projection.tasks:
             self.last_tasks[key] = tuple(tasks.values())
 
@@ -1030,19 +1030,19 @@ class JobController:
         self.writes += 1
 
     async def _job_status(self, key: str, spec: JobSpec, job: dict[str, Any]) -> None:
-        shown, retries = self.shown.get(key, ("Pending", 0))
+        shown, retries, why = self.shown.get(key, ("Pending", 0, ""))
         tasks = self.last_tasks.get(key, ())
         if shown == "Restarting":
             self.ran.discard(key)  # Restarting → Pending → Running again once its pods run
         elif sum(t.status in (st.RUNNING, st.SUCCEEDED, st.FAILED) for t in tasks) >= spec.min_available:
             self.ran.add(key)  # Running from now on, as Volcano's job state machine keeps it
         desired = volcano.job_status(spec, shown, tasks, retries,
-                                     shown == "Restarting", ran=key in self.ran)  # fmt: skip
+                                     shown == "Restarting", ran=key in self.ran, reason=why)  # fmt: skip
         await self._write_status(job, desired, key)
 
     async def _podgroup_status(self, key: str, spec: JobSpec, pg: dict[str, Any]) -> None:
         live = self.flow.projection.jobs.get(key)
-        phase = volcano.podgroup_phase(self.shown.get(key, ("", 0))[0], live.phase if live else "")
+        phase = volcano.podgroup_phase(self.shown.get(key, ("", 0, ""))[0], live.phase if live else "")
         if live is None and phase != "Completed":
             return  # ended otherwise (aborted, deleted): the PodGroup keeps its last phase
         v = self.verdict.get(key)

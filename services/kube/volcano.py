@@ -24,7 +24,7 @@ from services.core.joblabels import (
     job_pod_labels,
 )
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES
+from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES, volcano_job_phase
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobplugins import redacted
 from services.core.workload.jobupdate import OBJECT_UID
@@ -407,18 +407,14 @@ def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: 
     return out
 
 
-#: the log's job phases as a Volcano Job shows them (Inqueue is the PodGroup's business)
-JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running", "Failing": "Failed"}
-
-
 def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,
-               restarting: bool, ran: bool = True) -> dict[str, Any]:  # fmt: skip
+               restarting: bool, ran: bool = True, reason: str = "") -> dict[str, Any]:  # fmt: skip
     """state.phase, retryCount, minAvailable and the pod counts of `vcctl job list`. The log's
     Running is the PodGroup's (its gang placed); Volcano's job controller moves a Job from
     Pending to Running only once minAvailable ≤ running + succeeded + failed (volcano.md
     §1.3): until then (`ran` False: never so far) the Job shows Pending."""
     tasks = list(tasks)
-    shown = "Restarting" if restarting else JOB_PHASES.get(phase, phase or "Pending")
+    shown = "Restarting" if restarting else volcano_job_phase(phase, reason)
     counts = _counts(tasks)
     if shown == "Running" and not ran and sum(counts.values()) < spec.min_available:
         shown = "Pending"

@@ -69,6 +69,19 @@ def test_a_jobs_status_counts_its_tasks_pods_by_phase_and_those_stopping() -> No
     assert patch["taskStatusCount"] == {"worker": {"phase": {"Running": None, "Succeeded": 1}}}
 
 
+def test_a_job_ending_with_pods_still_stopping_shows_volcanos_phase() -> None:
+    """Completing is a Volcano Job's phase only under a CompleteJob action; minSuccess reached
+    (or every pod finished) with pods still being stopped is Completed there at once — its
+    running state sets Completed, whose state kills the rest. Failing is Failed."""
+    tasks = [st.TaskSnap("train-worker-0", "worker", 0, SPEC.tasks[0], status=st.RELEASING)]
+    shown = lambda phase, why: volcano.job_status(SPEC, phase, tasks, 0, False, reason=why)["state"]["phase"]  # noqa: E731
+    assert shown("Completing", "minSuccess 1 reached") == "Completed"
+    assert shown("Completing", "CompleteJob on TaskCompleted") == "Completing"
+    assert shown("Completing", "CompleteJob requested by user") == "Completing"
+    assert shown("Failing", "RestartJob on PodFailed") == "Failed"
+    assert shown("Terminating", "TerminateJob requested by user") == "Terminating"
+
+
 def test_a_job_shows_running_once_min_available_pods_run() -> None:
     """The log's Running is the PodGroup's (the gang placed); Volcano's job controller shows a
     Job Running only once minAvailable of its pods run (or ran): an operator saw

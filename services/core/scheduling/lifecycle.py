@@ -107,6 +107,21 @@ def restart_phase(job: JobSpec, retry_count: int) -> str:
     return "Failed" if retry_count + 1 >= job.max_retry else "Restarting"
 
 
+#: the log's job phases as a Volcano Job shows them: Inqueue is the PodGroup's business,
+#: Failing is Tessera's own (maxRetry spent, pods still stopping: Volcano's Job says Failed)
+VOLCANO_JOB_PHASES = {"Inqueue": "Pending", "Unknown": "Running", "Failing": "Failed"}
+
+
+def volcano_job_phase(phase: str, reason: str = "") -> str:
+    """What a Volcano Job's status.state.phase says for the log's `phase` (ended or moved for
+    `reason`). Completing is Volcano's only for a CompleteJob action; a job whose minSuccess
+    was reached (or whose pods all finished) while some still stop is Completed there — its
+    running state sets Completed and the completed state kills what is left."""
+    if phase == "Completing" and not reason.startswith("CompleteJob"):
+        return "Completed"
+    return VOLCANO_JOB_PHASES.get(phase, phase or "Pending")
+
+
 def counts_a_retry(phase: str, reason: str, before: str = "") -> bool:
     """Whether a job's move to `phase` (from `before`) is one more of Volcano's
     `status.retryCount`: a restart, or the restart that failed the job — Volcano counts it
