@@ -130,11 +130,20 @@ def _ascend_chip(catalogue: Catalogue, name: str) -> AscendChip:
 def ascend_cards(
     node: str, chips: list[NpuChip], catalogue: Catalogue, hami_vnpu_core: bool = False
 ) -> list[CardSpec]:
-    """Cards as HAMi's Ascend plugin registers them; index = logical device id or list order."""
+    """Cards as HAMi's Ascend plugin registers them. The index is the device id npu-smi shows
+    (310P layouts), else the NPU id where each NPU has one chip (910B/910C: it names the card,
+    and a card the driver dropped leaves a gap — counted by list position, every card after it
+    took its neighbour's id, which became the container's ASCEND_VISIBLE_DEVICES and HCCS
+    group), else the list position."""
+    npu_ids = [chip.npu for chip in chips]
+    one_chip_each = len(set(npu_ids)) == len(npu_ids)
     cards: list[CardSpec] = []
     for position, chip in enumerate(chips):
         config = _ascend_chip(catalogue, chip.name)
-        index = chip.device if chip.device is not None else position
+        if chip.device is not None:
+            index = chip.device
+        else:
+            index = chip.npu if one_chip_each else position
         grouped = config.network_grouped and not config.super_pod
         cards.append(
             CardSpec(

@@ -114,3 +114,19 @@ def test_bad_outputs_are_named_errors() -> None:
     with pytest.raises(DiscoveryError, match="fb total"):
         parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml").replace("40960 MiB", "N/A", 1))
     assert parse_npu_smi("") == []
+
+
+def test_a_card_the_driver_dropped_leaves_a_gap_not_a_shift() -> None:
+    """NPU 3 missing from npu-smi's list: the cards after it keep their NPU ids (the device
+    the container is given, the HCCS group); counted by position, NPU 4 became card 3 and its
+    pods were given the missing chip."""
+    lines = fixture("npu-smi-910b3x8.txt").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("| 3     910B3"))
+    gapped = "".join(lines[:at] + lines[at + 3:])  # its NPU row, chip row and separator
+    chips = parse_npu_smi(gapped)
+    assert [c.npu for c in chips] == [0, 1, 2, 4, 5, 6, 7]
+    cards = ascend_cards("n1", chips, CATALOGUE)
+    assert [c.index for c in cards] == [0, 1, 2, 4, 5, 6, 7]
+    assert [c.uuid for c in cards][3] == "n1-Ascend910B3-4"
+    assert [c.network_id for c in cards] == [0, 0, 0, 1, 1, 1, 1]
+    assert [c.healthy for c in cards] == [True] * 5 + [False, True]  # NPU 6 is still the Critical one
