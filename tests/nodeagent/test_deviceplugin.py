@@ -14,6 +14,7 @@ from services.core.devices.catalogue import default_catalogue
 from services.kube.nodes import node_view
 from services.kube.pods import task_event
 from services.nodeagent.deviceplugin.allocate import AllocateError, allocate
+from services.nodeagent.deviceplugin.node import served
 from services.nodeagent.deviceplugin.resources import node_annotations, preferred, resources
 from services.nodeagent.inventory import discovered_node
 from tests.nodeagent.test_discovery import fixture
@@ -156,3 +157,19 @@ def test_a_refused_allocate_finishes_the_task_as_the_kubelet_will() -> None:
                                                 reason="UnexpectedAdmissionError", at=5.0)  # fmt: skip
     pod["metadata"]["annotations"][hami.BIND_PHASE] = "allocating"
     assert task_event(pod, 5.0) is None
+
+
+def test_a_gpu_in_mig_mode_is_registered_unhealthy_to_the_kubelet_and_the_scheduler() -> None:
+    """Tessera's Allocate cannot give MIG instances: such a GPU advertised healthy drew pods
+    that each failed the kubelet's admission. Registered unhealthy, it draws none; the other
+    GPU is served as before."""
+    xml = fixture("nvidia-smi-a100x2.xml").replace("<current_mig>Disabled</current_mig>",
+                                                    "<current_mig>Enabled</current_mig>", 1)  # fmt: skip
+    cards = served(_node(gpu=xml))
+    assert [(c.mode, c.healthy) for c in cards] == [("mig", False), ("hami-core", True)]
+    res = resources(cards, CATALOGUE)[0]
+    health = {d.card: d.health for d in res.devices}
+    assert health == {cards[0].uuid: "Unhealthy", cards[1].uuid: "Healthy"}
+    registered = node_annotations(cards, CATALOGUE, NOW, False)[hami.NVIDIA_REGISTER]
+    devices = hami.decode_register(hami.NVIDIA_REGISTER, registered)
+    assert [(d.uuid, d.health) for d in devices] == [(cards[0].uuid, False), (cards[1].uuid, True)]

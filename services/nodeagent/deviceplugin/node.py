@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from contracts import hami
 from contracts.devices import CardSpec
 from services.core.devices.catalogue import Catalogue
@@ -67,7 +69,7 @@ class NodeSide:
         """Read the cards again; True when the devices changed (ListAndWatch woken)."""
         found = await self.discovery.read()
         self.hami_vnpu_core = found.annotations.get(hami.VNPU_CORE) == "true"
-        cards = {c.uuid: c for c in found.cards}
+        cards = {c.uuid: c for c in served(found.cards)}
         changed = cards != self.cards
         if changed:
             self.cards = cards
@@ -208,6 +210,21 @@ class NodeSide:
                 wait = 5.0
             with contextlib.suppress(TimeoutError):
                 await within(stopping.wait(), wait)
+
+
+def served(cards: Sequence[CardSpec]) -> list[CardSpec]:
+    """The cards as this node side serves them: a GPU in MIG mode is registered (so the node's
+    cards are all told) but unhealthy, to the kubelet and the scheduler alike — Allocate cannot
+    give MIG instances, and advertised healthy it drew pods that each failed the kubelet's
+    admission (UnexpectedAdmissionError), a Job's made again onto it. HAMi's plugin serves MIG."""
+    out = []
+    for c in cards:
+        if c.mode == "mig" and c.healthy:
+            log.warning("card %s is in MIG mode, which Tessera's device plugin does not serve: "
+                        "registered unhealthy (HAMi's device plugin serves MIG)", c.uuid)  # fmt: skip
+            c = msgspec.structs.replace(c, healthy=False)
+        out.append(c)
+    return out
 
 
 def _allocating_here(pod: Mapping[str, Any], node: str) -> bool:
