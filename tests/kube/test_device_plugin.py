@@ -164,7 +164,8 @@ async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_res
         cluster: Cluster, tmp_path: Path, plugin_dir: Path) -> None:  # fmt: skip
     """`python -m services.nodeagent.deviceplugin` as the DaemonSet runs it: 2 A100s split 10
     ways are 20 `nvidia.com/gpu`; a restarted kubelet (its directory emptied, a new socket)
-    gets the plugin registered again; SIGTERM stops it cleanly."""
+    gets the plugin registered again at once, not at the next refresh (30 s; an hour here:
+    the kubelet held the node's devices at 0 meanwhile); SIGTERM stops it cleanly."""
     cards_dir = tmp_path / "cards"
     cards_dir.mkdir()
     shutil.copy(DISCOVERY / "nvidia-smi-a100x2.xml", cards_dir / NVIDIA_SMI_FIXTURE)
@@ -173,7 +174,7 @@ async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_res
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.nodeagent.deviceplugin", "--node", "gpu-1",
         "--kubeconfig", str(cluster.kubeconfig), "--device-plugin-dir", str(plugin_dir),
-        "--discovery-fixture", str(cards_dir), "--report-every", "0.2",
+        "--discovery-fixture", str(cards_dir), "--report-every", "3600",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)  # fmt: skip
     try:
         for _restart in range(2):
@@ -199,3 +200,48 @@ async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_res
 def _empty(directory: Path) -> None:
     for f in directory.iterdir():
         f.unlink()
+
+
+async def test_cards_that_can_no_longer_be_read_go_unhealthy_until_they_can(
+        cluster: Cluster, tmp_path: Path, plugin_dir: Path) -> None:  # fmt: skip
+    """nvidia-smi failing as a whole (a GPU fallen off the bus): after a few failed reads in a
+    row every card is Unhealthy to the kubelet and unhealthy in HAMi's register annotation, and
+    the kubelet still gets an answer; once a read succeeds they are healthy again. Before, the
+    last read's Healthy stood for good."""
+    cards_dir = tmp_path / "cards"
+    cards_dir.mkdir()
+    recorded = (DISCOVERY / "nvidia-smi-a100x2.xml").read_text()
+    (cards_dir / NVIDIA_SMI_FIXTURE).write_text(recorded)
+    await cluster.create_node("gpu-1")
+    catalogue = default_catalogue()
+    side = NodeSide(cluster.kube, Discovery("gpu-1", catalogue, fixture=cards_dir), catalogue=catalogue)
+    servers = PluginServers(side, plugin_dir)
+    stopping = asyncio.Event()
+
+    async def registered_health() -> list[bool]:
+        node = await cluster.kube.get(nodes_path("gpu-1"))
+        value = ((node["metadata"].get("annotations") or {}).get(hami.NVIDIA_REGISTER)) or ""
+        return [d.health for d in hami.decode_register(hami.NVIDIA_REGISTER, value)]
+
+    async def registered_is(want: list[bool]) -> bool:
+        return await registered_health() == want
+
+    async with FakeKubelet(plugin_dir, cluster.kube, "gpu-1") as kubelet:
+        running = asyncio.create_task(side.run(stopping, 0.05, on_refresh=servers.sync, retry=0.05))
+        try:
+            def kubelet_health(health: str) -> bool:
+                devices = kubelet.devices.get("nvidia.com/gpu", [])
+                return len(devices) == 20 and {d.health for d in devices} == {health}
+
+            await kubelet.wait_for(lambda: kubelet_health("Healthy"))
+            assert await registered_health() == [True, True]
+            (cards_dir / NVIDIA_SMI_FIXTURE).write_text("Unable to determine the device handle for GPU0000:41:00.0: Unknown Error")
+            await kubelet.wait_for(lambda: kubelet_health("Unhealthy"))
+            await wait_until(lambda: registered_is([False, False]), 30, "both GPUs registered unhealthy")
+            (cards_dir / NVIDIA_SMI_FIXTURE).write_text(recorded)
+            await kubelet.wait_for(lambda: kubelet_health("Healthy"))
+            await wait_until(lambda: registered_is([True, True]), 30, "both GPUs registered healthy again")
+        finally:
+            stopping.set()
+            await asyncio.wait_for(running, 30)
+            await servers.stop()

@@ -63,7 +63,8 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        await side.run(stopping, args.report_every, on_refresh=servers.sync)
+        await asyncio.gather(side.run(stopping, args.report_every, on_refresh=servers.sync),
+                             servers.watch_kubelet(stopping))  # fmt: skip
     finally:
         await servers.stop()
         await kube.close()

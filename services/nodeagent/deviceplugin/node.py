@@ -44,6 +44,7 @@ from services.runtime.waits import within
 log = logging.getLogger(__name__)
 
 REPORT_EVERY = 30.0
+UNREADABLE_AFTER = 3  # failed reads in a row before the cards are reported unhealthy
 
 
 class NodeSide:
@@ -81,6 +82,20 @@ class NodeSide:
                      ", ".join(f"{r.name}={len(r.devices)}" for r in self.resources.values()))  # fmt: skip
         await self.write_annotations()
         return changed
+
+    async def unreadable(self) -> None:
+        """The cards can no longer be read: each reported unhealthy, to the kubelet (ListAndWatch)
+        and the scheduler (the register annotation), until a read says otherwise."""
+        if not any(c.healthy for c in self.cards.values()):
+            return
+        self.cards = {u: msgspec.structs.replace(c, healthy=False) for u, c in self.cards.items()}
+        self.resources = {r.name: r for r in resources(list(self.cards.values()), self.catalogue)}
+        async with self.changed:
+            self.version += 1
+            self.changed.notify_all()
+        log.warning("node %s: cards unreadable; %d reported unhealthy", self.node, len(self.cards))
+        with contextlib.suppress(KubeError):
+            await self.write_annotations()
 
     async def write_annotations(self) -> None:
         """HAMi's register annotations and fresh handshakes; a vendor no longer here loses its
@@ -196,18 +211,29 @@ class NodeSide:
     # --- running ------------------------------------------------------------------------------
 
     async def run(self, stopping: asyncio.Event, every: float = REPORT_EVERY,
-                  on_refresh: Callable[[], Any] | None = None) -> None:  # fmt: skip
+                  on_refresh: Callable[[], Any] | None = None, retry: float = 5.0) -> None:  # fmt: skip
         """Refresh every `every` seconds until `stopping`; a failed refresh is retried after 5 s
-        (HAMi's agents do the same) and keeps the last devices."""
+        (HAMi's agents do the same) and keeps the last devices — for `UNREADABLE_AFTER` failed
+        reads in a row, then every card is reported unhealthy until a read succeeds: a GPU
+        fallen off the bus fails nvidia-smi as a whole, and its cards stayed Healthy for good."""
+        failed = 0
         while not stopping.is_set():
             wait = every
             try:
                 await self.refresh()
-                if on_refresh is not None:
-                    await on_refresh()
+                failed = 0
             except Exception:
-                log.exception("node %s: refresh failed; retrying", self.node)
-                wait = 5.0
+                failed += 1
+                log.exception("node %s: refresh failed (%d in a row); retrying", self.node, failed)
+                wait = retry
+                if failed >= UNREADABLE_AFTER:
+                    await self.unreadable()
+            if on_refresh is not None:  # (a kubelet restarted meanwhile is registered again)
+                try:
+                    await on_refresh()
+                except Exception:
+                    log.exception("node %s: registering with the kubelet failed; retrying", self.node)
+                    wait = retry
             with contextlib.suppress(TimeoutError):
                 await within(stopping.wait(), wait)
 

@@ -9,6 +9,7 @@ at the next refresh, as HAMi's plugins do on their file watch. The decisions are
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -21,12 +22,15 @@ from services.nodeagent.deviceplugin.api import deviceplugin_pb2 as pb
 from services.nodeagent.deviceplugin.api import deviceplugin_pb2_grpc as pb_grpc
 from services.nodeagent.deviceplugin.node import NodeSide
 from services.nodeagent.deviceplugin.resources import Resource, preferred
+from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
 VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 DEFAULT_DIR = Path("/var/lib/kubelet/device-plugins")
+KUBELET_CHECK = 1.0  # seconds between looks at kubelet.sock
+RETRY_REGISTER = 5.0  # seconds between registrations the kubelet refused
 
 
 def listed(resource: Resource) -> pb.ListAndWatchResponse:
@@ -87,6 +91,7 @@ class PluginServers:
         self.servers: dict[str, grpc.aio.Server] = {}
         self.registered: list[str] = []  # resource names, in the order registered
         self._kubelet: tuple[int, int] | None = None  # kubelet.sock's identity when registered
+        self._syncing = asyncio.Lock()  # the refresh and the kubelet watch both sync
 
     def _kubelet_id(self) -> tuple[int, int] | None:
         try:
@@ -95,8 +100,41 @@ class PluginServers:
             return None
         return st.st_ino, st.st_ctime_ns  # an inode number may be reused at once
 
+    def _stale(self) -> bool:
+        """The kubelet restarted (a new kubelet.sock, or our sockets removed) since we registered."""
+        kubelet = self._kubelet_id()
+        if kubelet is None:
+            return False
+        gone = any(not (self.directory / self.side.resources[n].socket).exists()
+                   for n in self.servers if n in self.side.resources)  # fmt: skip
+        return kubelet != self._kubelet or gone
+
+    async def watch_kubelet(self, stopping: asyncio.Event, every: float = KUBELET_CHECK) -> None:
+        """Register again within a second or two of a kubelet restart, as HAMi's plugins watch
+        kubelet.sock: left to the next refresh (30 s), the kubelet held the node's devices at 0
+        from its checkpoint meanwhile, and pods admitted then failed. A resource whose
+        registration failed is asked again every `RETRY_REGISTER` seconds."""
+        last_try = 0.0
+        loop = asyncio.get_running_loop()
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await within(stopping.wait(), every)
+            if stopping.is_set():
+                return
+            missing = any(n not in self.servers for n in self.side.resources)
+            if self._stale() or (missing and loop.time() - last_try >= RETRY_REGISTER):
+                last_try = loop.time()
+                try:
+                    await self.sync()
+                except Exception:  # (the next check asks again)
+                    log.exception("registering with the kubelet failed")
+
     async def sync(self) -> None:
         """Start a server for each new resource and register it; all anew after a kubelet restart."""
+        async with self._syncing:
+            await self._sync()
+
+    async def _sync(self) -> None:
         kubelet = self._kubelet_id()
         if kubelet is None:
             log.warning("no %s in %s: the kubelet is not up (will retry)", KUBELET_SOCKET, self.directory)
