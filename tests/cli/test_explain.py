@@ -91,6 +91,22 @@ def test_gang_larger_than_what_is_free(tmp_path: Path, capsys: pytest.CaptureFix
     assert "Why six-w-0 went to node-a" in now
 
 
+def test_overcommits_fix_is_whole_cards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gang of 8 after a holder of 2 on 8 cards: overcommit's idle room is 8 × 1.2 = 9.6 for
+    8 + the holder's 2 inqueue, and the fix names whole cards to free (it said "free 0.4
+    Ascend910B3")."""
+    workload = tmp_path / "holder-two-gang-eight.yaml"
+    holder, six = (FIXTURES / "holder-and-six.yaml").read_text().split("---\n")
+    workload.write_text(holder.replace("minAvailable: 3", "minAvailable: 2").replace("replicas: 3", "replicas: 2")
+                        + "---\n" + six.replace("six}", "eight}").replace("6", "8"))  # fmt: skip
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", workload, cycles=3)
+    code, out, _ = explain(capsys, "job", "eight", "--from", str(log), "--at", "1s")
+    assert code == 0
+    text = waits(out)
+    assert "minResources 8 + inqueue 2 exceeds the idle room 9.6" in text, text
+    assert "free 1 Ascend910B3" in text and "0.4" not in text, text
+
+
 def test_nvidia_switched_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "cuda.yaml", FIXTURES / "no-enqueue.conf")
     code, out, _ = explain(capsys, "pod", "cuda-pod", "--from", str(log))

@@ -80,7 +80,7 @@ class OvercommitPlugin:
                 f"{a(dim, self.inqueue.get(dim, 0.0))} exceeds the idle room "
                 f"{a(dim, max(self.idle.get(dim, 0.0), 0.0))} (overcommit: total × "
                 f"overcommit-factor {self.factor:g} − used)",
-                f"free {a(dim, want[dim] - self.idle.get(dim, 0.0))} {name} in the cluster, or raise "
+                f"free {a(dim, sh.whole_units(dim, want[dim] - self.idle.get(dim, 0.0)))} {name} in the cluster, or raise "
                 "overcommit's overcommit-factor")  # fmt: skip
 
     def job_enqueued(self, job: JobInfo) -> None:
