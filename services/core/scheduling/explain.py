@@ -343,6 +343,16 @@ def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
                                    "name its node serves", "deviceshare",
                                    unblock=f"ask for {' or '.join(names)} if those are the cards meant, or add a "
                                    f"node with {d.type} cards")  # fmt: skip
+            down = [n.name for n in ssn.snapshot.nodes if not n.ready
+                    and any(c.spec.type in wanted or (d.type and c.spec.type.startswith(d.type)) for c in n.cards)]  # fmt: skip
+            if down:  # registered with such cards, lost: "add a node" sent users past the fix
+                shown = ", ".join(down[:MAX_EXAMPLES]) + (
+                    f" (and {len(down) - MAX_EXAMPLES} more)" if len(down) > MAX_EXAMPLES else "")
+                return Explanation(f"{asked} that is ready: {shown} {'has' if len(down) == 1 else 'have'} "
+                                   f"{d.type} cards but {'is' if len(down) == 1 else 'are'} not ready (lost: "
+                                   "no heartbeat from its node agent, or its kubelet NotReady)", "deviceshare",
+                                   unblock=f"bring {shown} back (its node agent and kubelet), or add a node "
+                                   f"with {d.type} cards")  # fmt: skip
             return Explanation(f"{asked} (it has {', '.join(sorted(have)) or 'no cards'})",
                                "deviceshare", unblock=f"add a node with {d.type} cards")  # fmt: skip
     return None

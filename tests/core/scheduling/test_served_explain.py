@@ -4,7 +4,11 @@ family name's cards would have made "the cluster has 0"."""
 
 from __future__ import annotations
 
-from tests.core.scheduling.scenarios import load_table
+import dataclasses
+
+from services.core.scheduling.config import parse_conf
+from services.core.scheduling.decide import decide
+from tests.core.scheduling.scenarios import _simulation, load_table
 from tests.core.scheduling.scenarios import unschedulable_of as unschedulable
 
 ROWS = {sc.name: sc for sc in load_table("served")}
@@ -49,3 +53,18 @@ def test_a_node_of_the_vendors_own_plugin_is_named_with_the_missing_registration
     g = unschedulable(ROWS["vendor-plugins-without-registration"], "default/gpu")
     assert "(hami.io/node-nvidia-register)" in g.why and "gpu-1" in g.unblock and "npu-1" not in g.why
 
+
+
+def test_a_lost_node_with_the_cards_is_named_not_add_a_node() -> None:
+    """The only node with Ascend910B3 cards lost (NodeLost: no heartbeat): "no node has a
+    card, add a node" sent the operator to buy hardware they have; the node is named, not ready."""
+    sc = dataclasses.replace(ROWS["family-name-on-hami-nodes"],
+                             workload=ROWS["family-name-on-hami-nodes"].workload.split("---")[1])  # fmt: skip
+    sim = _simulation(sc, cycles=0)
+    sim.run()
+    snap = sim.projection.snapshot()
+    lost = dataclasses.replace(snap, nodes=tuple(dataclasses.replace(n, ready=False) for n in snap.nodes))
+    (u,) = [u for u in decide(lost, parse_conf(sc.conf)).unschedulable if u.name == "model"]
+    assert "n1 has Ascend910B3 cards but is not ready" in u.why, u.why
+    assert u.unblock.startswith("bring n1 back"), u.unblock
+    assert "add a node" in u.unblock and "add a node" not in u.unblock.split(",")[0]
