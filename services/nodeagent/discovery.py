@@ -131,10 +131,11 @@ def ascend_cards(
     node: str, chips: list[NpuChip], catalogue: Catalogue, hami_vnpu_core: bool = False
 ) -> list[CardSpec]:
     """Cards as HAMi's Ascend plugin registers them. The index is the device id npu-smi shows
-    (310P layouts), else the NPU id where each NPU has one chip (910B/910C: it names the card,
-    and a card the driver dropped leaves a gap — counted by list position, every card after it
-    took its neighbour's id, which became the container's ASCEND_VISIBLE_DEVICES and HCCS
-    group), else the list position."""
+    (310P layouts), else the NPU id on a module server (one chip per NPU, HCCS-grouped: 910B,
+    910C; the NPU id is the module's place 0-7, and a module the driver dropped leaves a gap —
+    counted by list position, every card after it took its neighbour's id, which became the
+    container's ASCEND_VISIBLE_DEVICES and HCCS group), else the list position (PCIe cards,
+    whose NPU ids may be slot numbers)."""
     npu_ids = [chip.npu for chip in chips]
     one_chip_each = len(set(npu_ids)) == len(npu_ids)
     cards: list[CardSpec] = []
@@ -143,7 +144,7 @@ def ascend_cards(
         if chip.device is not None:
             index = chip.device
         else:
-            index = chip.npu if one_chip_each else position
+            index = chip.npu if one_chip_each and config.network_grouped else position
         grouped = config.network_grouped and not config.super_pod
         cards.append(
             CardSpec(

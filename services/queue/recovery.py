@@ -21,6 +21,11 @@ from services.runtime.snapshot import shape_of
 TaskKey = tuple[str, str, str]
 
 
+#: bumped when the fold reads the same log into other state (a snapshot taken before would
+#: then differ from a full replay): 1 — the restart that fails a job counts a retry
+FOLD_RULES = 1
+
+
 @dataclass
 class QueueState:
     flow: Flow
@@ -56,7 +61,7 @@ class QueueFold:
         self.keep_finished = keep_finished
 
     def version(self) -> str:
-        return f"{shape_of(StoredQueue)} keep-finished={self.keep_finished}"
+        return f"{shape_of(StoredQueue)} keep-finished={self.keep_finished}+fold{FOLD_RULES}"
 
     def empty(self) -> QueueState:
         return QueueState(Flow(finished=FinishedOrder(self.keep_finished)))

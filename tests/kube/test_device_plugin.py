@@ -245,3 +245,33 @@ async def test_cards_that_can_no_longer_be_read_go_unhealthy_until_they_can(
             stopping.set()
             await asyncio.wait_for(running, 30)
             await servers.stop()
+
+
+async def test_a_mig_gpu_goes_unhealthy_to_the_kubelet_and_a_refused_write_is_no_unreadable_card(
+        cluster: Cluster, tmp_path: Path) -> None:  # fmt: skip
+    """What ListAndWatch sends is the node side's resources after a refresh: the MIG GPU's
+    devices Unhealthy there too, not only in the annotation. And an API server refusing the
+    Node's annotations (here: no such Node) while the tools read fine leaves the cards healthy:
+    counted as unreadable, every card went Unhealthy and back at each retry."""
+    cards_dir = tmp_path / "cards"
+    cards_dir.mkdir()
+    xml = (DISCOVERY / "nvidia-smi-a100x2.xml").read_text()
+    (cards_dir / NVIDIA_SMI_FIXTURE).write_text(xml.replace("<current_mig>Disabled</current_mig>",
+                                                            "<current_mig>Enabled</current_mig>", 1))  # fmt: skip
+    catalogue = default_catalogue()
+    side = NodeSide(cluster.kube, Discovery("gpu-9", catalogue, fixture=cards_dir), catalogue=catalogue)
+    stopping = asyncio.Event()
+    running = asyncio.create_task(side.run(stopping, 0.01, retry=0.01))
+    try:
+        await wait_until(lambda: _at_least(side, 6), 30, "six reads, each write refused")
+        health = {d.card: d.healthy for d in side.resources["nvidia.com/gpu"].devices}
+        mig, plain = (c.uuid for c in sorted(side.cards.values(), key=lambda c: c.index))
+        assert health == {mig: False, plain: True}, health
+        assert not side.cards[mig].healthy and side.cards[plain].healthy
+    finally:
+        stopping.set()
+        await asyncio.wait_for(running, 30)
+
+
+async def _at_least(side: NodeSide, reads: int) -> bool:
+    return side.reads >= reads

@@ -62,6 +62,7 @@ class NodeSide:
         self.version = 0  # bumped on every change of the devices: ListAndWatch sends anew
         self.changed = asyncio.Condition()
         self._written: dict[str, str] = {}
+        self.reads = 0  # the tools' good reads (a failed refresh after one is the API server's)
         self._allocating = asyncio.Lock()  # the kubelet admits one pod at a time; so do we
 
     # --- discovery and registration ------------------------------------------------------------
@@ -69,12 +70,13 @@ class NodeSide:
     async def refresh(self) -> bool:
         """Read the cards again; True when the devices changed (ListAndWatch woken)."""
         found = await self.discovery.read()
+        self.reads += 1
         self.hami_vnpu_core = found.annotations.get(hami.VNPU_CORE) == "true"
-        cards = {c.uuid: c for c in served(found.cards)}
+        cards = {c.uuid: c for c in served(found.cards, self.cards)}
         changed = cards != self.cards
         if changed:
             self.cards = cards
-            self.resources = {r.name: r for r in resources(found.cards, self.catalogue)}
+            self.resources = {r.name: r for r in resources(list(cards.values()), self.catalogue)}
             async with self.changed:
                 self.version += 1
                 self.changed.notify_all()
@@ -216,18 +218,23 @@ class NodeSide:
         (HAMi's agents do the same) and keeps the last devices — for `UNREADABLE_AFTER` failed
         reads in a row, then every card is reported unhealthy until a read succeeds: a GPU
         fallen off the bus fails nvidia-smi as a whole, and its cards stayed Healthy for good."""
-        failed = 0
+        failed = 0  # failed reads in a row: a refused annotation write is no sign of the cards
         while not stopping.is_set():
             wait = every
+            reads = self.reads
             try:
                 await self.refresh()
                 failed = 0
             except Exception:
-                failed += 1
-                log.exception("node %s: refresh failed (%d in a row); retrying", self.node, failed)
                 wait = retry
-                if failed >= UNREADABLE_AFTER:
-                    await self.unreadable()
+                if self.reads == reads:
+                    failed += 1
+                    log.exception("node %s: cards not read (%d in a row); retrying", self.node, failed)
+                    if failed >= UNREADABLE_AFTER:
+                        await self.unreadable()
+                else:
+                    failed = 0
+                    log.exception("node %s: annotations not written; retrying", self.node)
             if on_refresh is not None:  # (a kubelet restarted meanwhile is registered again)
                 try:
                     await on_refresh()
@@ -238,16 +245,18 @@ class NodeSide:
                 await within(stopping.wait(), wait)
 
 
-def served(cards: Sequence[CardSpec]) -> list[CardSpec]:
+def served(cards: Sequence[CardSpec], before: Mapping[str, CardSpec] | None = None) -> list[CardSpec]:
     """The cards as this node side serves them: a GPU in MIG mode is registered (so the node's
     cards are all told) but unhealthy, to the kubelet and the scheduler alike — Allocate cannot
     give MIG instances, and advertised healthy it drew pods that each failed the kubelet's
-    admission (UnexpectedAdmissionError), a Job's made again onto it. HAMi's plugin serves MIG."""
+    admission (UnexpectedAdmissionError), a Job's made again onto it. HAMi's plugin serves MIG.
+    Said once per card (`before`: the cards as last served)."""
     out = []
     for c in cards:
         if c.mode == "mig" and c.healthy:
-            log.warning("card %s is in MIG mode, which Tessera's device plugin does not serve: "
-                        "registered unhealthy (HAMi's device plugin serves MIG)", c.uuid)  # fmt: skip
+            if (before or {}).get(c.uuid) is None or (before or {})[c.uuid].mode != "mig":
+                log.warning("card %s is in MIG mode, which Tessera's device plugin does not serve: "
+                            "registered unhealthy (HAMi's device plugin serves MIG)", c.uuid)  # fmt: skip
             c = msgspec.structs.replace(c, healthy=False)
         out.append(c)
     return out
