@@ -223,6 +223,9 @@ class EvictionRequested(Event, frozen=True, tag="EvictionRequested"):
     name: str
     task: str
     reason: str
+    #: "<ns>/<job>" the eviction makes room for (preempt, reclaim), so the waiting job's story
+    #: can say what it waits for; empty for other evictions and in logs written before it
+    for_job: str = ""
 
 
 class TaskStarted(Event, frozen=True, tag="TaskStarted"):

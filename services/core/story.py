@@ -154,7 +154,7 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
         case BindingFailed() if not pod or ev.task == pod:
             return "binding failed", f"{ev.task} on {ev.node}: {ev.reason}"
         case EvictionRequested() if not pod or ev.task == pod:
-            return "evicted", f"{ev.task}: {ev.reason}"
+            return "evicted", f"{ev.task}: {ev.reason}" + (f" (room for {ev.for_job})" if ev.for_job else "")
         case TaskStarted() if not pod or ev.task == pod:
             return "started", f"{ev.task} on {ev.node}"
         case TaskFinished() if not pod or ev.task == pod:
@@ -163,6 +163,21 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
         case JobDeleted():
             return "deleted", ""
     return None
+
+
+def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
+                 room: dict[tuple[str, str, str], tuple[int, int, str]]) -> None:  # fmt: skip
+    """Keep `room` (pods evicted for `job`, not stopped yet) up to `msg`, another job's event."""
+    if kind == "TaskFinished" and not room:
+        return
+    try:
+        ev = reg.decode(kind, msg.data)
+    except (UnknownEventType, UndecodableEvent):
+        return
+    if isinstance(ev, EvictionRequested) and ev.for_job == job:
+        room[(ev.namespace, ev.name, ev.task)] = (msg.seq, _session_of(ev, msg), ev.reason)
+    elif isinstance(ev, TaskFinished):
+        room.pop((ev.namespace, ev.name, ev.task), None)
 
 
 def _session_of(ev: object, msg: StoredMessage) -> int:
@@ -199,8 +214,16 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     placed: tuple[StoredMessage, PlacementProposed, TaskPlacement] | None = None
     spec = None
     card_cores: dict[str, int] = {}
+    this_job = f"{namespace}/{job_name}"
+    #: other jobs' pods evicted to make room for this job (preempt, reclaim), not yet stopped:
+    #: (namespace, job, pod) → (seq, session, reason)
+    room: dict[tuple[str, str, str], tuple[int, int, str]] = {}
+    decided = 0  # the seq of this job's last verdict or commit: room made before it is spent
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
+        if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
+            _making_room(reg, msg, kind_of, this_job, room)
+            continue
         if kind_of in ("NodeRegistered", "CardRegistered") and msg.subject != subject:
             try:
                 reg_ev = reg.decode(kind_of, msg.data)
@@ -224,6 +247,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                 spec = ev.spec
             case JobUnschedulable():
                 last_unschedulable = (msg, ev)
+                decided = msg.seq
             case PlacementProposed():
                 proposals[msg.seq] = ev
             case PlacementCommitted():
@@ -235,6 +259,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
                 last_unschedulable = None
+                decided = msg.seq
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,
@@ -245,7 +270,21 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     waiting = not ended and (state["phase"] in ("Pending", "Pipelined") or (
         kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
     ))  # fmt: skip
-    if waiting and last_unschedulable is not None:
+    stopping = sorted((seq, session, reason, f"{ns}/{pod}") for (ns, _, pod), (seq, session, reason) in room.items()
+                      if seq > decided)  # fmt: skip
+    if waiting and stopping:  # (the pods it waits for are other jobs': their words, not a verdict)
+        seq, session, reason, _ = stopping[0]
+        names = [who for *_, who in stopping]
+        shown = ", ".join(names[:8]) + (f" (and {len(names) - 8} more)" if len(names) > 8 else "")
+        out["waiting"] = {
+            "seq": seq, "session": session, "plugin": reason,
+            "why": f"room is being made for it: {len(names)} pod(s) of other jobs evicted for it ({reason}) "
+                   f"have not stopped yet: {shown}",
+            "groups": [], "node_reasons": {},
+            "unblock": "nothing to do: it is placed once they are gone (their grace period; a pod on a "
+                       "node that does not answer stays until the node is back or the pod is force-deleted)",
+        }  # fmt: skip
+    elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
         out["waiting"] = {
             "seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),

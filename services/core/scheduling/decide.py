@@ -91,7 +91,7 @@ def close_session(ssn: Session) -> Decisions:
         placements.append(JobPlacement(job.namespace, job.name, ssn.placements_of(tasks), True))
     evictions = tuple(
         Eviction(ssn.jobs[t.job].namespace, ssn.jobs[t.job].name, t.pod,
-                 ssn.eviction_reasons.get(t.uid, "preempt"))
+                 ssn.eviction_reasons.get(t.uid, "preempt"), ssn.eviction_for.get(t.uid, ""))
         for t in ssn.committed_evictions
     )  # fmt: skip
     phases = tuple(PhaseChange(j.namespace, j.name, "Inqueue") for j in ssn.enqueued)

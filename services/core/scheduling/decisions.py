@@ -26,6 +26,7 @@ class Eviction:
     name: str
     task: str
     reason: str
+    for_job: str = ""  # the job key it makes room for (preempt, reclaim)
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")

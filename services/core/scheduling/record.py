@@ -166,7 +166,7 @@ def decision_events(
                      for p in proposals]  # fmt: skip
     for ev in decisions.evictions:
         out.append(EvictionRequested(namespace=ev.namespace, name=ev.name, task=ev.task,
-                                     reason=ev.reason))  # fmt: skip
+                                     reason=ev.reason, for_job=ev.for_job))  # fmt: skip
     out += proposals
     for u in decisions.unschedulable:
         last = last_reasons.get(f"{u.namespace}/{u.name}")

@@ -215,6 +215,7 @@ class Session:
         self.committed_allocations: list[TaskInfo] = []
         self.committed_evictions: list[TaskInfo] = []
         self.eviction_reasons: dict[str, str] = {}
+        self.eviction_for: dict[str, str] = {}  # victim uid → the job key it makes room for
         self.enqueued: list[JobInfo] = []
         #: Pending jobs `enqueue` refused, in the order it considered them (trial.py explains
         #: the first of them node by node)
@@ -630,7 +631,7 @@ class Session:
         task.node = ""
         task.slices = ()
 
-    def evict_task(self, task: TaskInfo, reason: str) -> None:
+    def evict_task(self, task: TaskInfo, reason: str, for_job: str = "") -> None:
         node = self.nodes[task.node]
         self._touch(node)
         node.releasing.add(task.resreq)
@@ -638,6 +639,8 @@ class Session:
         task.status = st.RELEASING
         self.jobs[task.job].status_changed()
         self.eviction_reasons[task.uid] = reason
+        if for_job:
+            self.eviction_for[task.uid] = for_job
         self.jobs[task.job].allocated.sub(task.resreq)
         for tier in self._fns["on_deallocate"]:
             for _, fn in tier:
@@ -649,6 +652,7 @@ class Session:
         node.releasing.sub(task.resreq)
         self._book_releasing(node, task.slices, -1)
         self.eviction_reasons.pop(task.uid, None)
+        self.eviction_for.pop(task.uid, None)
         task.status = prev_status
         self.jobs[task.job].status_changed()
         self.jobs[task.job].allocated.add(task.resreq)

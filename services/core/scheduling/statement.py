@@ -31,9 +31,9 @@ class Statement:
         self.ssn.allocate_task(task, node, slices, pipelined=True)
         self.ops.append(("pipeline", task, prev))
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: str, for_job: str = "") -> None:
         prev = task.status
-        self.ssn.evict_task(task, reason)
+        self.ssn.evict_task(task, reason, for_job)
         self.ops.append(("evict", task, prev))
 
     def discard(self) -> None:

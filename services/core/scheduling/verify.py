@@ -21,7 +21,12 @@ from itertools import zip_longest
 import msgspec
 
 from contracts.base import Event
-from contracts.events import PlacementProposed, SchedulerConfigured, TaskPlacement
+from contracts.events import (
+    EvictionRequested,
+    PlacementProposed,
+    SchedulerConfigured,
+    TaskPlacement,
+)
 from services.core.scheduling import record
 from services.core.scheduling.config import SchedulerConf
 from services.core.scheduling.decide import decide
@@ -173,6 +178,8 @@ def _rerun(
             # the session number is a counter of the process (a retry after a failed append
             # carries another): not a decision
             want = msgspec.structs.replace(want, session=recorded.session)
+        if isinstance(recorded, EvictionRequested) and isinstance(want, EvictionRequested) and not recorded.for_job:
+            want = msgspec.structs.replace(want, for_job="")  # recorded before evictions named it
         if recorded != want:
             job = _job(recorded if recorded is not None else want)
             return Divergence(ref.session, ref.based_on, job, recorded, want,

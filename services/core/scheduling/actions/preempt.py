@@ -122,7 +122,7 @@ def preempt(
         sub = Statement(ssn)
         pq = victim_queue(ssn, task, victims)
         while not pq.empty() and not _placeable(ssn, queue, task, node):
-            sub.evict(pq.pop(), "preempt")
+            sub.evict(pq.pop(), "preempt", task.job)
         if _placeable(ssn, queue, task, node) and pipeline_on(ssn, sub, task, node):
             stmt.merge(sub)
             return True

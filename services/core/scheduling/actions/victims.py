@@ -64,7 +64,7 @@ def evict_until_fits(
     while not fits_future(ssn, task, node):
         if pq.empty():
             return False
-        stmt.evict(pq.pop(), reason)
+        stmt.evict(pq.pop(), reason, task.job)
     return True
 
 

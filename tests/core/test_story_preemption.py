@@ -1,0 +1,46 @@
+"""`explain` of a job that preempted: it waits for its victims to stop, and says so.
+
+A preemptor is pipelined onto the room its victims will leave; until they are gone no session
+has a verdict on it, and explain said "no scheduling session has decided on it yet" while the
+victims' own stories said only "evicted: preempt". The eviction now names the job it makes
+room for (`EvictionRequested.for_job`), and both stories tell it."""
+
+from __future__ import annotations
+
+from contracts.registry import default_registry
+from services.core.story import story
+from tests.core.scheduling.scenarios import engine_log, load_table
+
+ROWS = {sc.name: sc for sc in load_table("preempt_devices")}
+
+
+def _until_the_victim_stops(sc_name: str) -> list:
+    """The scenario's log up to the victim's end (its pod still stopping)."""
+    messages = engine_log(ROWS[sc_name])
+    reg = default_registry()
+    for i, m in enumerate(messages):
+        if m.headers.get("Tessera-Type") == "TaskFinished":
+            ev = reg.decode("TaskFinished", m.data)
+            if ev.task == "victim":
+                return messages[:i]
+    raise AssertionError("the victim never stopped")
+
+
+def test_the_preemptor_waits_for_its_victims_and_they_say_for_whom() -> None:
+    messages = _until_the_victim_stops("P1")
+    preemptor = story(messages, "pod", "preemptor")
+    assert preemptor is not None and "waiting" in preemptor, preemptor
+    waiting = preemptor["waiting"]
+    assert waiting["why"] == ("room is being made for it: 1 pod(s) of other jobs evicted for it (preempt) "
+                              "have not stopped yet: default/victim"), waiting  # fmt: skip
+    assert waiting["unblock"].startswith("nothing to do: it is placed once they are gone"), waiting
+    victim = story(messages, "pod", "victim")
+    assert victim is not None
+    assert any(t["event"] == "evicted" and t["details"] == "victim: preempt (room for default/high)"
+               for t in victim["timeline"]), victim["timeline"]  # fmt: skip
+
+
+def test_once_the_victims_stopped_the_preemptor_runs_and_waits_for_nothing() -> None:
+    messages = engine_log(ROWS["P1"])
+    preemptor = story(messages, "pod", "preemptor")
+    assert preemptor is not None and "waiting" not in preemptor, preemptor
