@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from contracts.events import JobUnschedulable, PlacementProposed
+from contracts.events import EvictionRequested, JobUnschedulable, PlacementProposed
 from services.cli.replay import decoded
 from services.core.scheduling.verify import Stored, verify
 from tests.core.scheduling.scenarios import engine_log, load_tables
@@ -65,3 +65,16 @@ def test_an_altered_reason_and_a_dropped_decision_are_named() -> None:
     dropped = [m for m in log if m[0] != seq]
     d = verify(dropped).divergence
     assert d is not None and d.recorded is None and isinstance(d.rederived, JobUnschedulable)
+
+
+def test_an_eviction_recorded_before_it_named_its_preemptor_still_verifies() -> None:
+    """A log written before `EvictionRequested.for_job` existed: its evictions decode with it
+    empty and are taken as they were; one naming another job is a divergence."""
+    log = stored_with(EvictionRequested)
+    assert any(e.for_job for _, _, e in log if isinstance(e, EvictionRequested))
+    old = [(s, h, msgspec.structs.replace(e, for_job="") if isinstance(e, EvictionRequested) else e)
+           for s, h, e in log]  # fmt: skip
+    assert verify(old).ok
+    altered, seq = _alter(log, EvictionRequested, lambda e: msgspec.structs.replace(e, for_job="default/other"))
+    d = verify(altered).divergence
+    assert d is not None and d.seq == seq and d.fields[0].startswith('for_job: "default/other" → ')
