@@ -29,6 +29,7 @@ from contracts.permissions import APPENDS, render_chart_copy
 from services.core.devices import load_catalogue
 from services.core.scheduling.config import default_conf, parse_conf
 from services.kube.natssecrets import KEYS, ROUTE
+from services.nodeagent.deviceplugin.allocate import HostPaths
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import Entry
 from services.runtime.natsauth import generate_tls, new_password
@@ -799,6 +800,12 @@ def test_the_device_plugin_daemonset_is_rendered_only_when_asked(default: list[O
     assert str(args.node_config).startswith(mounts["node-config"]["mountPath"])
     assert str(args.device_config).startswith(mounts["config"]["mountPath"])
     assert mounts["ascend-driver"]["readOnly"] and volumes["ascend-driver"]["hostPath"]["path"] == "/usr/local/Ascend/driver"
+    # the host directories Allocate makes writable for the limiters, where Allocate looks for them
+    paths = HostPaths()
+    for vol, where in (("hami-core", f"{paths.hami_core}/vgpu"), ("vgpu-lock", paths.vgpu_lock),
+                       ("vnpu-core", paths.vnpu_core), ("vnpu-shared-region", paths.shared_region)):  # fmt: skip
+        assert not mounts[vol].get("readOnly") and mounts[vol]["mountPath"] == where, mounts[vol]
+        assert volumes[vol]["hostPath"] == {"path": where, "type": "DirectoryOrCreate"}, volumes[vol]
     env = {e["name"]: e for e in c["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]

@@ -4,6 +4,8 @@ HAMi's pop semantics, its refusals, and the preferred allocation."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from msgspec.structs import replace
 
@@ -13,8 +15,8 @@ from contracts.events import TaskFinished
 from services.core.devices.catalogue import default_catalogue
 from services.kube.nodes import node_view
 from services.kube.pods import task_event
-from services.nodeagent.deviceplugin.allocate import AllocateError, allocate
-from services.nodeagent.deviceplugin.node import served
+from services.nodeagent.deviceplugin.allocate import AllocateError, HostPaths, allocate
+from services.nodeagent.deviceplugin.node import installed_limiters, served, writable_dirs
 from services.nodeagent.deviceplugin.resources import node_annotations, preferred, resources
 from services.nodeagent.inventory import discovered_node
 from tests.nodeagent.test_discovery import fixture
@@ -173,3 +175,43 @@ def test_a_gpu_in_mig_mode_is_registered_unhealthy_to_the_kubelet_and_the_schedu
     registered = node_annotations(cards, CATALOGUE, NOW, False)[hami.NVIDIA_REGISTER]
     devices = hami.decode_register(hami.NVIDIA_REGISTER, registered)
     assert [(d.uuid, d.health) for d in devices] == [(cards[0].uuid, False), (cards[1].uuid, True)]
+
+
+def test_without_the_limiter_on_the_node_a_slice_is_refused_and_a_whole_card_goes_bare(tmp_path: Path) -> None:
+    """Nothing but HAMi's own plugin images installs HAMi-core's libvgpu.so or the vNPU hook:
+    mounted anyway, the runtime made the missing files empty directories and a slice ran with
+    no limit. Looked for on the node: a slice is refused naming the files, a whole card is given
+    without the hook (nothing to limit)."""
+    paths = HostPaths(hami_core=str(tmp_path / "local"), vnpu_core=str(tmp_path / "vnpu-core"),
+                      shared_region=str(tmp_path / "shared"), vgpu_lock=str(tmp_path / "vgpulock"))  # fmt: skip
+    assert installed_limiters(paths) == frozenset()
+    gpus = _node(gpu=fixture("nvidia-smi-a100x2.xml"))
+    res = resources(gpus, CATALOGUE)[0]
+    g0 = gpus[0].uuid
+    by_uuid = {c.uuid: c for c in gpus}
+    none = frozenset[str]()
+    with pytest.raises(AllocateError, match=r"a slice needs the in-container limiter \(HAMi-core's .*libvgpu.so"):
+        allocate(res, by_uuid, _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 10000, 30)]], "NVIDIA"), [["p"]],
+                 containers=["c"], pod_uid="u", paths=paths, limiters=none)  # fmt: skip
+    whole = allocate(res, by_uuid, _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, gpus[0].memory, 100)]], "NVIDIA"),
+                     [["p"]], containers=["c"], pod_uid="u", paths=paths, limiters=none)  # fmt: skip
+    assert whole.grants[0].envs == {"NVIDIA_VISIBLE_DEVICES": g0} and whole.grants[0].mounts == ()
+    npus = _node(fixture("npu-smi-910b3x8.txt"), core=True)
+    ascend = resources(npus, CATALOGUE)[0]
+    with pytest.raises(AllocateError, match=r"vnpu-core/ld\.so\.preload"):
+        allocate(ascend, {c.uuid: c for c in npus}, _pod(ascend.to_allocate, [[(npus[1].uuid, 8192, 25)]],
+                 "Ascend910B3"), [["a"]], containers=["c"], pod_uid="u", paths=paths, limiters=none)  # fmt: skip
+    # installed: found, and the grant's writable directories are made world-writable
+    hook = tmp_path / "local" / "vgpu"
+    hook.mkdir(parents=True)
+    (hook / "libvgpu.so").write_bytes(b"\x7fELF")
+    (hook / "ld.so.preload").write_text(str(hook / "libvgpu.so") + "\n")
+    assert installed_limiters(paths) == frozenset({"nvidia"})
+    got = allocate(res, by_uuid, _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 10000, 30)]], "NVIDIA"), [["p"]],
+                   containers=["c"], pod_uid="u", paths=paths, limiters=installed_limiters(paths))  # fmt: skip
+    writable_dirs(got)
+    for m in got.grants[0].mounts:
+        if not m.read_only:
+            assert Path(m.host_path).is_dir() and Path(m.host_path).stat().st_mode & 0o777 == 0o777, m
+    assert {m.host_path for m in got.grants[0].mounts if not m.read_only} == {
+        str(hook / "containers" / "u_c"), str(tmp_path / "vgpulock")}

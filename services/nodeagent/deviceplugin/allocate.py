@@ -60,6 +60,7 @@ class HostPaths:
     shared_region: str = "/usr/local/hami-shared-region"
     ascend_driver: str = "/usr/local/Ascend/driver"
     npu_smi: str = "/usr/local/sbin/npu-smi"
+    vgpu_lock: str = "/tmp/vgpulock"  # HAMi-core's lock directory, shared by the node's containers
 
 
 DEFAULT_PATHS = HostPaths()
@@ -77,13 +78,22 @@ def remaining(annotations: Mapping[str, str]) -> int:
     return n
 
 
+#: the vendors whose in-container limiter is installed on the node (HAMi-core's libvgpu.so and
+#: its ld.so.preload; the vNPU hook's ld.so.preload)
+ALL_LIMITERS = frozenset({"nvidia", "huawei"})
+
+
 def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Mapping[str, str],
              requests: Sequence[Sequence[str]], *, containers: Sequence[str], pod_uid: str,
-             paths: HostPaths = DEFAULT_PATHS, oversubscribe: bool = False) -> Allocation:  # fmt: skip
+             paths: HostPaths = DEFAULT_PATHS, oversubscribe: bool = False,
+             limiters: frozenset[str] = ALL_LIMITERS) -> Allocation:  # fmt: skip
     """Serve `requests` (the kubelet's device IDs per container) from the pod's annotations.
 
     `containers`: the pod's container names in slot order (init containers first), for the
-    per-container directories of the limiters."""
+    per-container directories of the limiters. `limiters`: the vendors whose limiter the node
+    has (the caller looks); without it a whole card is given bare and a slice is refused —
+    mounted anyway, the runtime made the missing files empty directories and the slice ran
+    with no limit, its card over-committed in silence."""
     key = resource.to_allocate
     slots = hami.decode_pod_devices(key, annotations.get(key, ""))
     grants = []
@@ -105,9 +115,9 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
         container = containers[slot] if slot < len(containers) else f"container-{slot}"
         where = f"{pod_uid}_{container}"
         if resource.vendor == "nvidia":
-            grants.append(_nvidia(devices, specs, where, paths, oversubscribe))
+            grants.append(_nvidia(devices, specs, where, paths, oversubscribe, "nvidia" in limiters))
         else:
-            grants.append(_ascend(devices, specs, annotations, where, paths))
+            grants.append(_ascend(devices, specs, annotations, where, paths, "huawei" in limiters))
         slots[slot] = []
     patch = {key: hami.encode_pod_devices(slots)}
     done = remaining({**annotations, **patch}) == 0
@@ -116,8 +126,18 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
     return Allocation(tuple(grants), patch, done)
 
 
+def _whole(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec]) -> bool:
+    return all(d.memory >= c.memory and d.cores >= 100 for d, c in zip(devices, cards, strict=True))
+
+
+def _no_limiter(cards: Sequence[CardSpec], files: str, install: str) -> AllocateError:
+    return AllocateError(f"card {cards[0].uuid}: a slice needs the in-container limiter ({files}), which is "
+                         f"not on this node, so its memory and core limits could not be enforced: {install}, "
+                         "or ask for whole cards")  # fmt: skip
+
+
 def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
-            annotations: Mapping[str, str], where: str, paths: HostPaths) -> Grant:  # fmt: skip
+            annotations: Mapping[str, str], where: str, paths: HostPaths, limiter: bool = True) -> Grant:  # fmt: skip
     envs = {"ASCEND_VISIBLE_DEVICES": ",".join(str(c.index) for c in cards)}
     first = devices[0]
     if cards[0].mode != "hami-core":
@@ -125,6 +145,11 @@ def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
         if template and first.memory < cards[0].memory:  # a whole card carves no vNPU
             envs["ASCEND_VNPU_SPECS"] = template
         return Grant(envs)
+    if not limiter:
+        if _whole(devices, cards):
+            return Grant(envs)
+        raise _no_limiter(cards, f"{paths.vnpu_core}/ld.so.preload and its library",
+                          "install the vNPU hook there (HAMi's ascend-device-plugin image)")  # fmt: skip
     envs.update({
         "NPU_MEM_QUOTA": str(first.memory),
         "NPU_PRIORITY": str(first.cores),
@@ -146,12 +171,17 @@ def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
 
 
 def _nvidia(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], where: str,
-            paths: HostPaths, oversubscribe: bool) -> Grant:  # fmt: skip
+            paths: HostPaths, oversubscribe: bool, limiter: bool = True) -> Grant:  # fmt: skip
     if any(c.mode == "mig" for c in cards):
         raise AllocateError(f"card {next(c.uuid for c in cards if c.mode == 'mig')} is in MIG mode, "
                             "which Tessera's device plugin does not serve")  # fmt: skip
     hook = f"{paths.hami_core}/vgpu"
     envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(c.uuid for c in cards)}
+    if not limiter:
+        if _whole(devices, cards):
+            return Grant(envs)
+        raise _no_limiter(cards, f"HAMi-core's {hook}/libvgpu.so and {hook}/ld.so.preload",
+                          f"install HAMi-core's library in {hook} (HAMi's device-plugin image copies it)")  # fmt: skip
     for i, d in enumerate(devices):
         envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{d.memory}m"
     envs["CUDA_DEVICE_SM_LIMIT"] = str(devices[0].cores)
@@ -162,7 +192,7 @@ def _nvidia(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], where:
     mounts = (
         Mount(f"{hook}/libvgpu.so", f"{hook}/libvgpu.so"),
         Mount(f"{hook}/cache", f"{hook}/containers/{where}", read_only=False),
-        Mount("/tmp/vgpulock", "/tmp/vgpulock", read_only=False),
+        Mount("/tmp/vgpulock", paths.vgpu_lock, read_only=False),
         Mount("/etc/ld.so.preload", f"{hook}/ld.so.preload"),
     )
     return Grant(envs, mounts)

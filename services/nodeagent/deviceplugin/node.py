@@ -22,6 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -133,8 +134,10 @@ class NodeSide:
             try:
                 answer = allocate(res, self.cards, annotations, requests, containers=containers,
                                   pod_uid=str(meta.get("uid") or ""), paths=self.paths,
-                                  oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1)  # fmt: skip
-            except (AllocateError, hami.CodecError) as exc:
+                                  oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1,
+                                  limiters=installed_limiters(self.paths))  # fmt: skip
+                writable_dirs(answer)
+            except (AllocateError, hami.CodecError, OSError) as exc:
                 await self._failed(ns, name, str(exc))
                 raise AllocateError(f"{ns}/{name}: {exc}") from None
             await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": answer.patch}})
@@ -243,6 +246,31 @@ class NodeSide:
                     wait = retry
             with contextlib.suppress(TimeoutError):
                 await within(stopping.wait(), wait)
+
+
+def installed_limiters(paths: HostPaths) -> frozenset[str]:
+    """The vendors whose in-container limiter is on this node (the chart mounts its host
+    directories at the same paths): HAMi-core's libvgpu.so with its ld.so.preload, the vNPU
+    hook's ld.so.preload. Nothing installs them but HAMi's own device-plugin images."""
+    hook = Path(paths.hami_core) / "vgpu"
+    have = set()
+    if (hook / "libvgpu.so").is_file() and (hook / "ld.so.preload").is_file():
+        have.add("nvidia")
+    if (Path(paths.vnpu_core) / "ld.so.preload").is_file():
+        have.add("huawei")
+    return frozenset(have)
+
+
+def writable_dirs(answer: Allocation) -> None:
+    """The host directories a grant mounts writable, made world-writable before the runtime
+    binds them (HAMi's plugins make them 0777): left missing, the runtime made them root's
+    0755 and a container of another user could not write its limiter's cache or lock."""
+    for grant in answer.grants:
+        for m in grant.mounts:
+            if not m.read_only:
+                path = Path(m.host_path)
+                path.mkdir(parents=True, exist_ok=True)
+                path.chmod(0o777)
 
 
 def served(cards: Sequence[CardSpec], before: Mapping[str, CardSpec] | None = None) -> list[CardSpec]:
