@@ -24,6 +24,7 @@ from services.cli.up import ControlPlane
 from services.core.devices.catalogue import default_catalogue
 from services.kube import pods as kpods
 from services.kube.client import nodes_path
+from services.nodeagent.deviceplugin.allocate import HostPaths
 from services.nodeagent.deviceplugin.node import NodeSide
 from services.nodeagent.deviceplugin.server import PluginServers
 from services.nodeagent.deviceplugin.tools import NPU_SMI_FIXTURE, NVIDIA_SMI_FIXTURE, Discovery
@@ -47,6 +48,16 @@ def plugin_dir() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def hami_core_installed(root: Path) -> HostPaths:
+    """Host paths with HAMi-core's limiter in place (a stand-in library: only its presence is
+    read), so NVIDIA cards are served in shares."""
+    hook = root / "vgpu"
+    hook.mkdir(parents=True)
+    (hook / "libvgpu.so").write_bytes(b"\x7fELF")
+    (hook / "ld.so.preload").write_text(f"{hook / 'libvgpu.so'}\n")
+    return HostPaths(hami_core=str(root), vgpu_lock=str(root / "vgpulock"))
 
 
 def two_slices(name: str) -> dict:
@@ -175,6 +186,7 @@ async def test_the_command_serves_nvidia_and_registers_again_after_a_kubelet_res
         sys.executable, "-m", "services.nodeagent.deviceplugin", "--node", "gpu-1",
         "--kubeconfig", str(cluster.kubeconfig), "--device-plugin-dir", str(plugin_dir),
         "--discovery-fixture", str(cards_dir), "--report-every", "3600",
+        "--hami-core-path", hami_core_installed(tmp_path / "hami-core").hami_core,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)  # fmt: skip
     try:
         for _restart in range(2):
@@ -214,7 +226,8 @@ async def test_cards_that_can_no_longer_be_read_go_unhealthy_until_they_can(
     (cards_dir / NVIDIA_SMI_FIXTURE).write_text(recorded)
     await cluster.create_node("gpu-1")
     catalogue = default_catalogue()
-    side = NodeSide(cluster.kube, Discovery("gpu-1", catalogue, fixture=cards_dir), catalogue=catalogue)
+    side = NodeSide(cluster.kube, Discovery("gpu-1", catalogue, fixture=cards_dir), catalogue=catalogue,
+                    paths=hami_core_installed(tmp_path / "hami-core"))  # fmt: skip
     servers = PluginServers(side, plugin_dir)
     stopping = asyncio.Event()
 

@@ -215,3 +215,19 @@ def test_without_the_limiter_on_the_node_a_slice_is_refused_and_a_whole_card_goe
             assert Path(m.host_path).is_dir() and Path(m.host_path).stat().st_mode & 0o777 == 0o777, m
     assert {m.host_path for m in got.grants[0].mounts if not m.read_only} == {
         str(hook / "containers" / "u_c"), str(tmp_path / "vgpulock")}
+
+
+def test_a_node_without_the_limiter_serves_its_soft_sliced_cards_whole() -> None:
+    """Allocate refuses slices where the vendor's limiter is missing; offered as shares, the
+    cards drew slices that each failed admission. Served whole (split count 1) to the kubelet
+    and the scheduler; template-mode Ascend cards need no limiter and keep their count."""
+    gpus = served(_node(gpu=fixture("nvidia-smi-a100x2.xml")), limiters=frozenset({"huawei"}))
+    assert {(c.mode, c.split_count) for c in gpus} == {("hami-core", 1)}
+    assert len(resources(gpus, CATALOGUE)[0].devices) == 2
+    registered = hami.decode_register(hami.NVIDIA_REGISTER, node_annotations(gpus, CATALOGUE, NOW, False)[hami.NVIDIA_REGISTER])
+    assert [d.count for d in registered] == [1, 1]
+    npus = served(_node(fixture("npu-smi-910b3x8.txt")), limiters=frozenset())
+    assert {(c.mode, c.split_count) for c in npus} == {("template", 4)}
+    soft = served(_node(fixture("npu-smi-910b3x8.txt"), core=True), limiters=frozenset())
+    assert {(c.mode, c.split_count) for c in soft} == {("hami-core", 1)}
+    assert {c.split_count for c in served(_node(gpu=fixture("nvidia-smi-a100x2.xml")))} == {10}

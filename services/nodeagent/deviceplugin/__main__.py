@@ -46,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--npu-smi", default="npu-smi", help="the npu-smi command")
     p.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi command")
     p.add_argument("--report-every", type=float, default=REPORT_EVERY, help="seconds between refreshes")
+    p.add_argument("--hami-core-path", default=HostPaths.hami_core,
+                   help="HAMi's gpuHookPath: HAMi-core's library is looked for in <it>/vgpu")  # fmt: skip
     p.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     return p
 
@@ -56,7 +58,7 @@ async def serve(args: argparse.Namespace) -> int:
     discovery = Discovery(args.node, catalogue, fixture=args.discovery_fixture, npu_smi=args.npu_smi,
                           nvidia_smi=args.nvidia_smi, node_config=config, hami_vnpu_core=args.hami_vnpu_core)  # fmt: skip
     kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20), agent=agent_of("deviceplugin"))
-    side = NodeSide(kube, discovery, catalogue=catalogue, paths=HostPaths())
+    side = NodeSide(kube, discovery, catalogue=catalogue, paths=HostPaths(hami_core=args.hami_core_path))
     servers = PluginServers(side, args.device_plugin_dir)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from contracts.devices import CardSpec
 from services.core.devices.catalogue import Catalogue
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.nodeagent.deviceplugin.allocate import (
+    ALL_LIMITERS,
     DEFAULT_PATHS,
     AllocateError,
     Allocation,
@@ -73,7 +74,7 @@ class NodeSide:
         found = await self.discovery.read()
         self.reads += 1
         self.hami_vnpu_core = found.annotations.get(hami.VNPU_CORE) == "true"
-        cards = {c.uuid: c for c in served(found.cards, self.cards)}
+        cards = {c.uuid: c for c in served(found.cards, self.cards, installed_limiters(self.paths))}
         changed = cards != self.cards
         if changed:
             self.cards = cards
@@ -273,19 +274,29 @@ def writable_dirs(answer: Allocation) -> None:
                 path.chmod(0o777)
 
 
-def served(cards: Sequence[CardSpec], before: Mapping[str, CardSpec] | None = None) -> list[CardSpec]:
+def served(cards: Sequence[CardSpec], before: Mapping[str, CardSpec] | None = None,
+           limiters: frozenset[str] = ALL_LIMITERS) -> list[CardSpec]:  # fmt: skip
     """The cards as this node side serves them: a GPU in MIG mode is registered (so the node's
     cards are all told) but unhealthy, to the kubelet and the scheduler alike — Allocate cannot
     give MIG instances, and advertised healthy it drew pods that each failed the kubelet's
     admission (UnexpectedAdmissionError), a Job's made again onto it. HAMi's plugin serves MIG.
-    Said once per card (`before`: the cards as last served)."""
+    A soft-sliced card whose vendor's limiter is not on the node (`limiters`) is served whole
+    (split count 1): Allocate refuses slices there, and offered as shares it drew them, each
+    failing admission. Said once per card (`before`: the cards as last served)."""
+    before = before or {}
     out = []
     for c in cards:
+        was = before.get(c.uuid)
         if c.mode == "mig" and c.healthy:
-            if (before or {}).get(c.uuid) is None or (before or {})[c.uuid].mode != "mig":
+            if was is None or was.mode != "mig":
                 log.warning("card %s is in MIG mode, which Tessera's device plugin does not serve: "
                             "registered unhealthy (HAMi's device plugin serves MIG)", c.uuid)  # fmt: skip
             c = msgspec.structs.replace(c, healthy=False)
+        if c.mode == "hami-core" and c.vendor not in limiters and c.split_count > 1:
+            if was is None or was.split_count != 1:
+                log.warning("card %s: no in-container limiter for %s on this node: served whole (split count 1, "
+                            "was %d) until it is installed", c.uuid, c.vendor, c.split_count)  # fmt: skip
+            c = msgspec.structs.replace(c, split_count=1)
         out.append(c)
     return out
 
