@@ -91,7 +91,8 @@ def test_gang_larger_than_what_is_free(tmp_path: Path, capsys: pytest.CaptureFix
     assert "Why six-w-0 went to node-a" in now
 
 
-def test_overcommits_fix_is_whole_cards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_overcommits_fix_is_whole_cards_and_the_trial_says_what_filled_the_node(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """A gang of 8 after a holder of 2 on 8 cards: overcommit's idle room is 8 × 1.2 = 9.6 for
     8 + the holder's 2 inqueue, and the fix names whole cards to free (it said "free 0.4
     Ascend910B3")."""
@@ -105,6 +106,10 @@ def test_overcommits_fix_is_whole_cards(tmp_path: Path, capsys: pytest.CaptureFi
     text = waits(out)
     assert "minResources 8 + inqueue 2 exceeds the idle room 9.6" in text, text
     assert "free 1 Ascend910B3" in text and "0.4" not in text, text
+    # the gang's trial filled the node with its own first 6 pods: said so, not "0 of 8 free"
+    # alone about a node with 6 free, and the fix counts the 2 pods beyond them
+    assert "asked 1 whole card, 0 of 8 free once the gang's first 6 pods are placed [" in text, text
+    assert "and room for 2 more of the gang's pods beyond those 6" in text, text
 
 
 def test_nvidia_switched_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

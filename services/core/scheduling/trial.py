@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from msgspec.structs import replace
+
 from contracts.events import ReasonGroup
 from services.core.scheduling.actions.nodes import select_node, shape_of
 from services.core.scheduling.decisions import ENQUEUE_REFUSED, QUOTA_PLUGIN
@@ -94,6 +96,12 @@ def _place(ssn: Session, job: JobInfo, tasks: list[TaskInfo]) -> Trial:
     return result
 
 
+def _said_after(reason: str, after: str) -> str:
+    """`after` put before the bracketed device plugin's words, if any, where it reads."""
+    head, bracket, tail = reason.partition(" [")
+    return f"{head}{after}{bracket}{tail}"
+
+
 def gang_trials(ssn: Session, budget: int = TRIALS_PER_SESSION) -> dict[str, Trial]:
     """job key → its trial, for the jobs enqueue refused: the first `budget` distinct shapes in
     enqueue's order, and every later job of a shape already tried."""
@@ -139,8 +147,15 @@ def with_trial(
         elif reason.startswith(ENQUEUE_REFUSED):
             # Volcano's words where the queue (or its share) is why; else the rule that is
             gang = f"{reason if why.plugin in QUEUE_PLUGINS or not why.why else why.why}; {gang}"
-        return gang, trial.node_errors, Explanation(why.why, why.plugin, trial.groups,
-                                                    why.unblock or trial.fix)  # fmt: skip
+        groups, unblock = trial.groups, why.unblock or trial.fix
+        if trial.placed:
+            # the nodes as the gang's own first pods left them: "0 of 8 free" about a node with
+            # 6 free read as false; said with what took them, and what the gang needs beyond
+            after = f" once the gang's first {trial.placed} pod{'s' if trial.placed > 1 else ''} are placed"
+            groups = tuple(replace(g, reason=_said_after(g.reason, after)) for g in groups)
+            if why.unblock and missing > 0:
+                unblock = f"{why.unblock}; and room for {missing} more of the gang's pods beyond those {trial.placed}"
+        return gang, trial.node_errors, Explanation(why.why, why.plugin, groups, unblock)
     if trial.fits and why.why:
         pods = (
             "the pod fits" if job.min_available <= 1 else f"the gang's {job.min_available} pods fit"
