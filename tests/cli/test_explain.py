@@ -436,3 +436,17 @@ spec:
     assert "asked 9 cards, more than the node has (8)" in text
     assert "free 1" not in text
     assert "ask for at most 8 Ascend910B3 cards per pod, or add a node with 9" in text
+
+
+def test_a_gang_larger_than_its_queues_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each pod fits the share, the gang does not: said of the gang at once (10 of a share of
+    8, the queue holding nothing), not "1 requested, allocated 8" with "must deserve 9" —
+    the gang's own discarded attempt taken for the queue's use, and a fix too small."""
+    log = simulate(tmp_path, FIXTURES / "two-nodes.yaml", FIXTURES / "gang-over-share.yaml",
+                   FIXTURES / "proportion.conf", cycles=2)  # fmt: skip
+    code, out, _ = explain(capsys, "job", "a-big", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "queue qa: the gang's 10 pods need 10 Ascend910B3 at once, deserved 8, allocated 0" in text, text
+    assert "queue qa must deserve 10 Ascend910B3" in text and "lower the job's minAvailable (now 10)" in text, text
+    assert "allocated 8" not in text and "deserve 9" not in text, text

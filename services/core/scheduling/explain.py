@@ -37,7 +37,7 @@ from services.core.scheduling.interpod import (
     refusal_of,
     shown,
 )
-from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
+from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
@@ -240,6 +240,17 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
                 "finish or are evicted)",
             )
     return None
+
+
+def _gang_share(ssn: Session, queue: QueueInfo, job: JobInfo) -> Explanation | None:
+    """The queue's share against the gang's pods still missing, all at once (proportion)."""
+    explain = getattr(ssn.plugins.get("proportion"), "gang_reason", None)
+    missing = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    if explain is None or missing <= 0:
+        return None
+    tasks = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
+    got = explain(queue, tasks, job.min_available)
+    return Explanation(got[0], "proportion", unblock=got[1]) if got else None
 
 
 def _representative(job: JobInfo) -> TaskInfo | None:
@@ -480,6 +491,9 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
         if words:
             return Explanation(words, plugin, unblock=unblock)
+        gang = _gang_share(ssn, queue, job)
+        if gang is not None:
+            return gang
     if cards is not None:  # more whole cards than are free: and where the free ones are, as
         # the session left the nodes (its gang attempt discarded) — the nodes' words from that
         # attempt said every card of every node was short, beside "11 of 16 are free"

@@ -186,6 +186,29 @@ class ProportionPlugin:
                 f"queue {queue.name} must deserve {need} {sh.dim_name(dim)}: raise its capability "
                 "or weight, or let its running pods finish")  # fmt: skip
 
+    def gang_reason(self, queue: QueueInfo, tasks: list[TaskInfo], min_available: int) -> tuple[str, str] | None:
+        """A gang that fits the queue's share pod by pod but not whole: `allocatable` refused
+        its later pods against the share its own first pods had taken in the session (then
+        discarded). Said per pod at the session's end it was "1 requested, allocated 8" of a
+        queue holding nothing, and "must deserve 9" of a gang needing 10."""
+        attr = self.attrs.get(queue.name)
+        if attr is None or queue.state != "Open" or not tasks:
+            return None
+        req: dict[str, float] = {}
+        for t in tasks:
+            req = sh.add(req, self.qs.task(t))
+        dim = sh.first_over(sh.add(attr.allocated, req), attr.deserved, [k for k, v in req.items() if v > 0])
+        if dim is None:
+            return None
+        have = attr.allocated.get(dim, 0.0)
+        need = sh.amount(dim, have + req[dim])
+        return (f"queue {queue.name}: the gang's {len(tasks)} pods need {sh.amount(dim, req[dim])} "
+                f"{sh.dim_name(dim)} at once, deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}, "
+                f"allocated {sh.amount(dim, have)} (proportion: allocated + request must stay within "
+                "deserved)", f"queue {queue.name} must deserve {need} {sh.dim_name(dim)}: raise its "
+                f"capability or weight, or let its running pods finish, or lower the job's minAvailable "
+                f"(now {min_available})")  # fmt: skip
+
     def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
         """`job_enqueueable`'s refusal in words: minResources against realCapability."""
         assert self.ssn is not None
