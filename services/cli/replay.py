@@ -86,6 +86,11 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
         lines += d.lines()
     for name, n in sorted(v.input_notes.items()):
         lines.append(f"note: {n} sessions reproduced although their {name} digest differs")
+    if v.first_input_note is not None:
+        session, based_on, names = v.first_input_note
+        lines.append(f"note: the first is session {session} (based on #{based_on}: {', '.join(names)}): "
+                     "the log up to there is not what the scheduler saw — an edited log, or one folded "
+                     "by older rules")  # fmt: skip
     if v.unrecorded:
         lines.append(f"note: {v.unrecorded} decisions carry no session record (written by a "
                      "scheduler before sessions were recorded): not verified")  # fmt: skip

@@ -57,6 +57,10 @@ class Divergence:
         out += [f"  differs:     {f}" for f in self.fields]
         if self.inputs:
             out.append("  inputs that differ from what the scheduler saw: " + ", ".join(self.inputs))
+        elif self.recorded is None:
+            out.append("  the log holds no such decision: this session's was removed, or an earlier "
+                       "session's whose decisions are all gone (such a session leaves no record, and "
+                       "the re-run makes its decision here)")  # fmt: skip
         else:
             out.append("  every input digest matches what the scheduler recorded: the recorded "
                        "decision itself differs")  # fmt: skip
@@ -72,6 +76,8 @@ class Verdict:
     divergence: Divergence | None = None
     #: sessions whose decisions matched although an input digest differed (name: count)
     input_notes: dict[str, int] = field(default_factory=dict)
+    #: the first such session: (session, based on, the inputs that differ)
+    first_input_note: tuple[int, int, tuple[str, ...]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -188,6 +194,8 @@ def _rerun(
     verdict.sessions += 1
     for name in differ:
         verdict.input_notes[name] = verdict.input_notes.get(name, 0) + 1
+    if differ and verdict.first_input_note is None:
+        verdict.first_input_note = (ref.session, ref.based_on, differ)
     return None
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from contracts.events import EvictionRequested, JobUnschedulable, PlacementProposed
-from services.cli.replay import decoded
+from contracts.events import EvictionRequested, JobUnschedulable, NodeRegistered, PlacementProposed
+from services.cli.replay import decoded, verdict_text
 from services.core.scheduling.verify import Stored, verify
 from tests.core.scheduling.scenarios import engine_log, load_tables
 from tests.core.scheduling.test_scenarios import TABLES
@@ -78,3 +78,26 @@ def test_an_eviction_recorded_before_it_named_its_preemptor_still_verifies() -> 
     altered, seq = _alter(log, EvictionRequested, lambda e: msgspec.structs.replace(e, for_job="default/other"))
     d = verify(altered).divergence
     assert d is not None and d.seq == seq and d.fields[0].startswith('for_job: "default/other" → ')
+
+
+def test_an_edited_input_that_changes_no_decision_is_noted_with_its_first_session() -> None:
+    """A node's labels edited in the log: every decision still reproduces, and the verdict
+    names the first session whose inputs are not what the scheduler saw (it said only how many
+    sessions, with no place to look)."""
+    log = stored_with(PlacementProposed)
+    altered, _ = _alter(log, NodeRegistered,
+                        lambda n: msgspec.structs.replace(n, labels={**n.labels, "edited": "yes"}))  # fmt: skip
+    verdict = verify(altered)
+    assert verdict.ok and verdict.input_notes.get("nodes"), verdict
+    assert verdict.first_input_note is not None and verdict.first_input_note[2] == ("nodes",)
+    text = "\n".join(verdict_text(verdict, 0))
+    session, based_on, _ = verdict.first_input_note
+    assert f"note: the first is session {session} (based on #{based_on}: nodes)" in text, text
+
+
+def test_a_dropped_decision_says_it_may_be_an_earlier_sessions() -> None:
+    log = stored_with(PlacementProposed, JobUnschedulable)
+    seq = next(s for s, _, e in log if isinstance(e, JobUnschedulable))
+    d = verify([m for m in log if m[0] != seq]).divergence
+    assert d is not None and d.recorded is None
+    assert any("the log holds no such decision" in line for line in d.lines()), d.lines()
