@@ -77,10 +77,11 @@ from contracts.events import (
 from contracts.workloads import JobSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
+from services.core.scheduling import podreasons as reasons
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.core.stamps import utc_stamp
-from services.kube import jobplugins, pods, reasons, status, volcano
+from services.kube import jobplugins, pods, status, volcano
 from services.kube.client import (
     REFUSALS,
     RETRY_CAP,

@@ -33,9 +33,10 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.workloads import JobSpec
+from services.core.scheduling import podreasons as reasons
 from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
 from services.core.stamps import utc_stamp
-from services.kube import pods, reasons, volcano
+from services.kube import pods, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import scheduler_pods
 from services.kube.volcano import jobs_path, podgroups_path

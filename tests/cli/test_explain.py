@@ -14,6 +14,8 @@ import msgspec
 import pytest
 
 from services.cli.main import main
+from services.core.simulate.jsonl import read_jsonl
+from services.core.simulate.report import build_report
 from tests.cli.test_up_down import tessera
 from tests.processes import ROOT
 
@@ -450,3 +452,16 @@ def test_a_gang_larger_than_its_queues_share(tmp_path: Path, capsys: pytest.Capt
     assert "queue qa: the gang's 10 pods need 10 Ascend910B3 at once, deserved 8, allocated 0" in text, text
     assert "queue qa must deserve 10 Ascend910B3" in text and "lower the job's minAvailable (now 10)" in text, text
     assert "allocated 8" not in text and "deserve 9" not in text, text
+
+
+def test_the_pods_reason_in_the_report_is_the_clusters_condition(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """`get pods`, `describe pod` and `get po -o yaml` read the report: a pod held by its queue's
+    capability said "queue resource quota insufficient" there (the scheduler's reason) while
+    explain and the pod's condition on a cluster named the capability."""
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "train-queue.yaml",
+                   FIXTURES / "no-enqueue.conf", cycles=1)  # fmt: skip
+    (second,) = [p for p in build_report(read_jsonl(log))["pods"] if p["name"] == "second"]
+    assert "capability 8" in second["reason"] and "quota insufficient" not in second["reason"], second
+    code, out, _ = explain(capsys, "pod", "second", "--from", str(log))
+    assert code == 0 and "capability 8" in waits(out)

@@ -12,7 +12,8 @@ from contracts.devices import SliceSpec
 from contracts.events import SliceAssignment, TaskPlacement
 from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
 from services.core.devices.catalogue import default_catalogue
-from services.kube import nodes, pods, reasons
+from services.core.scheduling import podreasons as reasons
+from services.kube import nodes, pods
 from tests.kube.workload import ascend_register, nvidia_register_csv
 
 NOW = 1_796_000_000.0

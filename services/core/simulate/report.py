@@ -36,6 +36,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.core.ledger import core_capacity
+from services.core.scheduling import podreasons
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import conf_from_mapping
 from services.core.scheduling.decide import open_session
@@ -131,12 +132,17 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
                     j["reason"] = ev.reason
+                # the pod's words as its PodScheduled condition says them on a cluster (a
+                # closed queue's, where the scheduler's reason said "quota insufficient")
+                live = projection.jobs.get(f"{ev.namespace}/{ev.name}")
+                said = podreasons.message(ev.reason, ev.node_reasons, len(projection.nodes),
+                                          live.spec if live else None, ev.why, ev.reason_counts)  # fmt: skip
                 for key, p in pods.items():
                     if key[:2] == (ev.namespace, ev.name) and p["phase"] in (
                         "Pending",
                         "Pipelined",
                     ):
-                        p["reason"] = ev.reason
+                        p["reason"] = said
             case PlacementProposed():
                 for tp in ev.placements:
                     p = pods.get((ev.namespace, ev.name, tp.task))

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.workloads import DeviceRequest, JobSpec, TaskSpec
+from services.core.scheduling import podreasons as reasons
 from services.core.scheduling.config import DEFAULT_CONF, parse_conf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import MAX_NODE_REASONS, bounded_reasons
-from services.kube import reasons
 from tests.core.scheduling.scenarios import Scenario, _simulation
 
 B3 = "huawei.com/Ascend910B3"
