@@ -465,3 +465,15 @@ def test_the_pods_reason_in_the_report_is_the_clusters_condition(tmp_path: Path,
     assert "capability 8" in second["reason"] and "quota insufficient" not in second["reason"], second
     code, out, _ = explain(capsys, "pod", "second", "--from", str(log))
     assert code == 0 and "capability 8" in waits(out)
+
+
+def test_a_node_selector_no_node_has(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The selector and the nodes' label are in the log: named, with the fix — "nothing the log
+    can tell" was all a typo in a nodeSelector got."""
+    log = simulate(tmp_path, FIXTURES / "two-nodes.yaml", FIXTURES / "selector-typo.yaml", cycles=2)
+    code, out, _ = explain(capsys, "pod", "picky", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "2 × node(s) didn't match Pod's node affinity/selector: nodeSelector accelerator=huawei-Ascend910B3" in text
+    assert ("label a node accelerator=huawei-Ascend910B3 (kubectl label node node-a accelerator=huawei-Ascend910B3;"
+            " it has no accelerator label), or change the pod's nodeSelector") in text, text  # fmt: skip

@@ -39,7 +39,7 @@ from services.core.scheduling.interpod import (
 )
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
-from services.core.scheduling.plugins.predicates import NODE_PORTS, port_holder
+from services.core.scheduling.plugins.predicates import NODE_AFFINITY, NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 from services.core.scheduling.volumes import PLUGIN as VOLUMES
@@ -107,6 +107,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
                 f"end {holder} on {node.name}, or ask another hostPort",
                 1.0,
             )
+    if status.plugin == "predicates" and NODE_AFFINITY in status.reasons:
+        got_labels = _node_label_words(task, node)
+        if got_labels is not None:
+            return got_labels
     if status.plugin == "predicates" and POD_RULES & set(status.reasons):
         got_pods = _pod_affinity_words(ssn, task, node)
         if got_pods is not None:
@@ -126,6 +130,27 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
             words, fix, size = got
             return NodeWords("deviceshare", words, fix, size)
     return NodeWords(status.plugin, status.message())
+
+
+def _node_label_words(task: TaskInfo, node: NodeInfo) -> NodeWords | None:
+    """The nodeSelector entry (or the required node affinity) the node's labels miss: the
+    words name the pod's rule, so equal refusals group across nodes; the fix names the node's
+    label as it is. "Nothing the log can tell" was all a selector with a typo got."""
+    for k, v in sorted(task.spec.node_selector.items()):
+        have = node.labels.get(k)
+        if have != v:
+            now = f"{k}={have}" if have is not None else f"no {k} label"
+            return NodeWords("predicates", f"{NODE_AFFINITY}: nodeSelector {k}={v}",
+                             f"label a node {k}={v} (kubectl label node {node.name} {k}={v}; it has "
+                             f"{now}), or change the pod's nodeSelector", 1.0)  # fmt: skip
+    if task.spec.affinity:
+        terms = " or ".join(
+            "(" + ", ".join(f"{r.key} {r.operator} {','.join(r.values)}".rstrip() for r in term) + ")"
+            for term in task.spec.affinity
+        )  # fmt: skip
+        return NodeWords("predicates", f"{NODE_AFFINITY}: required node affinity {terms}",
+                         "label a node to match one of the terms, or change the pod's node affinity", 1.0)  # fmt: skip
+    return None
 
 
 def _pod_affinity_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | None:
