@@ -132,11 +132,14 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
                     j["reason"] = ev.reason
-                # the pod's words as its PodScheduled condition says them on a cluster (a
-                # closed queue's, where the scheduler's reason said "quota insufficient")
-                live = projection.jobs.get(f"{ev.namespace}/{ev.name}")
-                said = podreasons.message(ev.reason, ev.node_reasons, len(projection.nodes),
-                                          live.spec if live else None, ev.why, ev.reason_counts)  # fmt: skip
+                # a job-level rule in the words its PodScheduled condition says on a cluster (a
+                # closed queue's, where the scheduler's reason said "quota insufficient"); the
+                # nodes' reasons as the scheduler said them (the condition's are shorter)
+                said = ev.reason
+                if not ev.node_reasons:
+                    live = projection.jobs.get(f"{ev.namespace}/{ev.name}")
+                    said = podreasons.message(ev.reason, ev.node_reasons, len(projection.nodes),
+                                              live.spec if live else None, ev.why, ev.reason_counts)  # fmt: skip
                 for key, p in pods.items():
                     if key[:2] == (ev.namespace, ev.name) and p["phase"] in (
                         "Pending",
