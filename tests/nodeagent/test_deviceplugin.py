@@ -231,3 +231,18 @@ def test_a_node_without_the_limiter_serves_its_soft_sliced_cards_whole() -> None
     soft = served(_node(fixture("npu-smi-910b3x8.txt"), core=True), limiters=frozenset())
     assert {(c.mode, c.split_count) for c in soft} == {("hami-core", 1)}
     assert {c.split_count for c in served(_node(gpu=fixture("nvidia-smi-a100x2.xml")))} == {10}
+
+
+def test_a_container_with_cuda_disable_control_gets_no_preload() -> None:
+    """HAMi's switch: `CUDA_DISABLE_CONTROL=true` in a container skips the `/etc/ld.so.preload`
+    mount (HAMi-core not loaded), the other mounts and limits stay."""
+    cards = _node(gpu=fixture("nvidia-smi-a100x2.xml"))
+    res = resources(cards, CATALOGUE)[0]
+    g0 = cards[0].uuid
+    ann = _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 10000, 30)]], "NVIDIA")
+    by_uuid = {c.uuid: c for c in cards}
+    off = allocate(res, by_uuid, ann, [["p"]], containers=["c"], pod_uid="u", uncontrolled=frozenset({"c"}))
+    on = allocate(res, by_uuid, ann, [["p"]], containers=["c"], pod_uid="u", uncontrolled=frozenset({"other"}))
+    assert "/etc/ld.so.preload" not in {m.container_path for m in off.grants[0].mounts}
+    assert "/etc/ld.so.preload" in {m.container_path for m in on.grants[0].mounts}
+    assert off.grants[0].envs == on.grants[0].envs

@@ -86,14 +86,15 @@ ALL_LIMITERS = frozenset({"nvidia", "huawei"})
 def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Mapping[str, str],
              requests: Sequence[Sequence[str]], *, containers: Sequence[str], pod_uid: str,
              paths: HostPaths = DEFAULT_PATHS, oversubscribe: bool = False,
-             limiters: frozenset[str] = ALL_LIMITERS) -> Allocation:  # fmt: skip
+             limiters: frozenset[str] = ALL_LIMITERS, uncontrolled: frozenset[str] = frozenset()) -> Allocation:  # fmt: skip
     """Serve `requests` (the kubelet's device IDs per container) from the pod's annotations.
 
     `containers`: the pod's container names in slot order (init containers first), for the
     per-container directories of the limiters. `limiters`: the vendors whose limiter the node
     has (the caller looks); without it a whole card is given bare and a slice is refused —
     mounted anyway, the runtime made the missing files empty directories and the slice ran
-    with no limit, its card over-committed in silence."""
+    with no limit, its card over-committed in silence. `uncontrolled`: the containers that set
+    `CUDA_DISABLE_CONTROL=true`, whose HAMi-core is not preloaded (HAMi's switch)."""
     key = resource.to_allocate
     slots = hami.decode_pod_devices(key, annotations.get(key, ""))
     grants = []
@@ -115,7 +116,8 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
         container = containers[slot] if slot < len(containers) else f"container-{slot}"
         where = f"{pod_uid}_{container}"
         if resource.vendor == "nvidia":
-            grants.append(_nvidia(devices, specs, where, paths, oversubscribe, "nvidia" in limiters))
+            grants.append(_nvidia(devices, specs, where, paths, oversubscribe, "nvidia" in limiters,
+                                  preload=container not in uncontrolled))  # fmt: skip
         else:
             grants.append(_ascend(devices, specs, annotations, where, paths, "huawei" in limiters))
         slots[slot] = []
@@ -171,7 +173,7 @@ def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
 
 
 def _nvidia(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], where: str,
-            paths: HostPaths, oversubscribe: bool, limiter: bool = True) -> Grant:  # fmt: skip
+            paths: HostPaths, oversubscribe: bool, limiter: bool = True, preload: bool = True) -> Grant:  # fmt: skip
     if any(c.mode == "mig" for c in cards):
         raise AllocateError(f"card {next(c.uuid for c in cards if c.mode == 'mig')} is in MIG mode, "
                             "which Tessera's device plugin does not serve")  # fmt: skip
@@ -193,6 +195,6 @@ def _nvidia(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], where:
         Mount(f"{hook}/libvgpu.so", f"{hook}/libvgpu.so"),
         Mount(f"{hook}/cache", f"{hook}/containers/{where}", read_only=False),
         Mount("/tmp/vgpulock", paths.vgpu_lock, read_only=False),
-        Mount("/etc/ld.so.preload", f"{hook}/ld.so.preload"),
+        *([Mount("/etc/ld.so.preload", f"{hook}/ld.so.preload")] if preload else []),
     )
     return Grant(envs, mounts)

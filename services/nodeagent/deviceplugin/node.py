@@ -130,18 +130,25 @@ class NodeSide:
             ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
             annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
             spec = pod.get("spec") or {}
-            containers = [str(c.get("name") or "") for c in
-                          [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]  # fmt: skip
+            every = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            containers = [str(c.get("name") or "") for c in every]
+            uncontrolled = frozenset(str(c.get("name") or "") for c in every if any(
+                e.get("name") == "CUDA_DISABLE_CONTROL" and str(e.get("value", "")).lower() == "true"
+                for e in c.get("env") or []))  # fmt: skip
             try:
                 answer = allocate(res, self.cards, annotations, requests, containers=containers,
                                   pod_uid=str(meta.get("uid") or ""), paths=self.paths,
                                   oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1,
-                                  limiters=installed_limiters(self.paths))  # fmt: skip
+                                  limiters=installed_limiters(self.paths), uncontrolled=uncontrolled)  # fmt: skip
                 writable_dirs(answer)
             except (AllocateError, hami.CodecError, OSError) as exc:
                 await self._failed(ns, name, str(exc))
                 raise AllocateError(f"{ns}/{name}: {exc}") from None
-            await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": answer.patch}})
+            try:
+                await self.kube.patch(pods_path(ns, name), {"metadata": {"annotations": answer.patch}})
+            except KubeError as exc:  # (deleted meanwhile, the API server away): the lock goes
+                await self._failed(ns, name, f"the pod's allocation not written: {exc}")  # too, not
+                raise AllocateError(f"{ns}/{name}: the pod's allocation not written: {exc}") from None  # at expiry
             if answer.done:
                 await self.release_lock(ns, name)
             log.info("allocated %s for %s/%s%s", resource, ns, name, " (done)" if answer.done else "")
