@@ -218,7 +218,8 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     #: other jobs' pods evicted to make room for this job (preempt, reclaim), not yet stopped:
     #: (namespace, job, pod) → (seq, session, reason)
     room: dict[tuple[str, str, str], tuple[int, int, str]] = {}
-    decided = 0  # the seq of this job's last verdict or commit: room made before it is spent
+    decided = 0  # the seq of this job's last verdict or commit: room made before it is spent,
+    decided_session = 0  # unless made by that verdict's own session
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
         if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
@@ -243,11 +244,17 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             timeline.append({"seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
                              "event": line[0], "details": line[1]})  # fmt: skip
         match ev:
-            case JobSubmitted() | JobUpdated():
+            case JobSubmitted():
+                spec = ev.spec
+                room.clear()  # a new incarnation: what was evicted for the old one is not its
+                decided, decided_session = msg.seq, 0
+            case JobUpdated():
                 spec = ev.spec
             case JobUnschedulable():
                 last_unschedulable = (msg, ev)
-                decided = msg.seq
+                # (a verdict of the very session that evicted for it — the gang's replicas
+                # beyond minAvailable — leaves that room current)
+                decided, decided_session = msg.seq, _session_of(ev, msg)
             case PlacementProposed():
                 proposals[msg.seq] = ev
             case PlacementCommitted():
@@ -259,7 +266,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
                 last_unschedulable = None
-                decided = msg.seq
+                decided, decided_session = msg.seq, 0
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,
@@ -271,7 +278,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
     ))  # fmt: skip
     stopping = sorted((seq, session, reason, f"{ns}/{pod}") for (ns, _, pod), (seq, session, reason) in room.items()
-                      if seq > decided)  # fmt: skip
+                      if seq > decided or (decided_session and session >= decided_session))  # fmt: skip
     if waiting and stopping:  # (the pods it waits for are other jobs': their words, not a verdict)
         seq, session, reason, _ = stopping[0]
         names = [who for *_, who in stopping]

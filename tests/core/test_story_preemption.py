@@ -7,8 +7,11 @@ room for (`EvictionRequested.for_job`), and both stories tell it."""
 
 from __future__ import annotations
 
+from contracts.events import JobSubmitted, JobUnschedulable
 from contracts.registry import default_registry
+from contracts.subjects import Subjects
 from services.core.story import story
+from services.runtime.eventlog.model import StoredMessage
 from tests.core.scheduling.scenarios import engine_log, load_table
 
 ROWS = {sc.name: sc for sc in load_table("preempt_devices")}
@@ -44,3 +47,30 @@ def test_once_the_victims_stopped_the_preemptor_runs_and_waits_for_nothing() -> 
     messages = engine_log(ROWS["P1"])
     preemptor = story(messages, "pod", "preemptor")
     assert preemptor is not None and "waiting" not in preemptor, preemptor
+
+
+def _then(messages: list, event: object, session: int, job: str = "high") -> list:
+    """`event` appended after `messages` on job `default/<job>`'s subject, as a session's."""
+    reg = default_registry()
+    headers = {**reg.envelope(event, msg_id=f"t{len(messages)}").to_headers(), "Tessera-Session": str(session)}  # type: ignore[arg-type]
+    return [*messages, StoredMessage(messages[-1].seq + 1, Subjects().job("default", job), reg.encode(event), headers)]  # type: ignore[arg-type]
+
+
+def test_a_verdict_of_the_evicting_session_leaves_the_victims_story() -> None:
+    """A gang whose replicas beyond minAvailable stay pending gets a verdict in the very session
+    that evicted for it (appended after the evictions): the victims are still what it waits for;
+    a later incarnation of the job waits for nothing evicted for the old one."""
+    messages = _until_the_victim_stops("P1")
+    reg = default_registry()
+    evicted = next(m for m in messages if m.headers.get("Tessera-Type") == "EvictionRequested")
+    session = int(evicted.headers.get("Tessera-Session", "0"))
+    assert session > 0
+    verdict = JobUnschedulable(namespace="default", name="high", reason="1/2 tasks unschedulable: more replicas")
+    same = story(_then(messages, verdict, session), "pod", "preemptor")
+    assert same is not None and same["waiting"]["why"].startswith("room is being made for it"), same["waiting"]
+    later = story(_then(messages, verdict, session + 1), "pod", "preemptor")
+    assert later is not None and later["waiting"]["why"] == verdict.reason, later["waiting"]
+    spec = next(reg.decode("JobSubmitted", m.data).spec for m in messages
+                if m.headers.get("Tessera-Type") == "JobSubmitted" and reg.decode("JobSubmitted", m.data).spec.name == "high")
+    again = story(_then(messages, JobSubmitted(spec=spec), 0), "pod", "preemptor")
+    assert again is not None and "room is being made" not in again["waiting"]["why"], again["waiting"]

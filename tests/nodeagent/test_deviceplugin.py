@@ -246,3 +246,15 @@ def test_a_container_with_cuda_disable_control_gets_no_preload() -> None:
     assert "/etc/ld.so.preload" not in {m.container_path for m in off.grants[0].mounts}
     assert "/etc/ld.so.preload" in {m.container_path for m in on.grants[0].mounts}
     assert off.grants[0].envs == on.grants[0].envs
+
+
+def test_a_slice_on_a_card_served_whole_gets_the_card_bare() -> None:
+    """Served at split count 1 (no limiter), a card still takes a slice in the scheduler's fit;
+    it holds the card alone, so Allocate gives it the card without the hook (refused, the Job
+    made the pod again onto the same card, for ever)."""
+    gpus = served(_node(gpu=fixture("nvidia-smi-a100x2.xml")), limiters=frozenset())
+    res = resources(gpus, CATALOGUE)[0]
+    g0 = gpus[0].uuid
+    got = allocate(res, {c.uuid: c for c in gpus}, _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 4000, 30)]], "NVIDIA"),
+                   [["p"]], containers=["c"], pod_uid="u", limiters=frozenset())  # fmt: skip
+    assert got.grants[0].envs == {"NVIDIA_VISIBLE_DEVICES": g0} and got.grants[0].mounts == ()

@@ -141,8 +141,9 @@ def _node_label_words(task: TaskInfo, node: NodeInfo) -> NodeWords | None:
         if have != v:
             now = f"{k}={have}" if have is not None else f"no {k} label"
             return NodeWords("predicates", f"{NODE_AFFINITY}: nodeSelector {k}={v}",
-                             f"label a node {k}={v} (kubectl label node {node.name} {k}={v}; it has "
-                             f"{now}), or change the pod's nodeSelector", 1.0)  # fmt: skip
+                             f"label a node {k}={v} (kubectl label node {node.name} {k}={v}"
+                             f"{' --overwrite' if have is not None else ''}; it has {now}), or change the "
+                             "pod's nodeSelector", 1.0)  # fmt: skip
     if task.spec.affinity:
         terms = " or ".join(
             "(" + ", ".join(f"{r.key} {r.operator} {','.join(r.values)}".rstrip() for r in term) + ")"

@@ -151,7 +151,8 @@ def with_trial(
         if trial.placed:
             # the nodes as the gang's own first pods left them: "0 of 8 free" about a node with
             # 6 free read as false; said with what took them, and what the gang needs beyond
-            after = f" once the gang's first {trial.placed} pod{'s' if trial.placed > 1 else ''} are placed"
+            after = (f" once the gang's first {trial.placed} pods are placed" if trial.placed > 1
+                     else " once the gang's first pod is placed")  # fmt: skip
             groups = tuple(replace(g, reason=_said_after(g.reason, after)) for g in groups)
             if why.unblock and missing > 0:
                 unblock = f"{why.unblock}; and room for {missing} more of the gang's pods beyond those {trial.placed}"

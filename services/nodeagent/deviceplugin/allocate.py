@@ -129,7 +129,11 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
 
 
 def _whole(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec]) -> bool:
-    return all(d.memory >= c.memory and d.cores >= 100 for d, c in zip(devices, cards, strict=True))
+    """Nothing to limit: whole cards, or cards served whole (split count 1, the node side's
+    answer to a missing limiter), which a slice then holds alone — the scheduler still fits a
+    slice on such a card, and refused it was made again onto it."""
+    return all((d.memory >= c.memory and d.cores >= 100) or c.split_count <= 1
+               for d, c in zip(devices, cards, strict=True))  # fmt: skip
 
 
 def _no_limiter(cards: Sequence[CardSpec], files: str, install: str) -> AllocateError:

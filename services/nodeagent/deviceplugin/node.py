@@ -46,6 +46,8 @@ from services.runtime.waits import within
 log = logging.getLogger(__name__)
 
 REPORT_EVERY = 30.0
+#: what Go's strconv.ParseBool reads as true (HAMi reads CUDA_DISABLE_CONTROL with it)
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 UNREADABLE_AFTER = 3  # failed reads in a row before the cards are reported unhealthy
 
 
@@ -133,7 +135,7 @@ class NodeSide:
             every = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
             containers = [str(c.get("name") or "") for c in every]
             uncontrolled = frozenset(str(c.get("name") or "") for c in every if any(
-                e.get("name") == "CUDA_DISABLE_CONTROL" and str(e.get("value", "")).lower() == "true"
+                e.get("name") == "CUDA_DISABLE_CONTROL" and str(e.get("value", "")) in GO_TRUE
                 for e in c.get("env") or []))  # fmt: skip
             try:
                 answer = allocate(res, self.cards, annotations, requests, containers=containers,
