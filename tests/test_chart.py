@@ -800,6 +800,14 @@ def test_the_device_plugin_daemonset_is_rendered_only_when_asked(default: list[O
     assert str(args.node_config).startswith(mounts["node-config"]["mountPath"])
     assert str(args.device_config).startswith(mounts["config"]["mountPath"])
     assert mounts["ascend-driver"]["readOnly"] and volumes["ascend-driver"]["hostPath"]["path"] == "/usr/local/Ascend/driver"
+    # no file path mounted with type "": the runtime would leave a directory there on a node
+    # without the file (a GPU node: /usr/local/sbin/npu-smi, /etc/ascend_install.info)
+    for v in pod["volumes"]:
+        host = v.get("hostPath")
+        if host and not host.get("type"):
+            assert "." not in Path(host["path"]).name and not host["path"].endswith("npu-smi"), v
+    assert volumes["npu-smi"]["hostPath"] == {"path": "/usr/local/sbin", "type": "DirectoryOrCreate"}
+    assert volumes["ascend-install-info"]["hostPath"]["type"] == "FileOrCreate"
     # the host directories Allocate makes writable for the limiters, where Allocate looks for them
     paths = HostPaths()
     for vol, where in (("hami-core", f"{paths.hami_core}/vgpu"), ("vgpu-lock", paths.vgpu_lock),
