@@ -113,6 +113,10 @@ def render(s: dict[str, Any]) -> str:
                      f"{e['details']}".rstrip())  # fmt: skip
     if "waiting" in s:
         lines += _waiting_lines(s["waiting"])
+        if s.get("as_of"):  # (the rule from that session; its amounts from the log as it stands)
+            lines.insert(len(lines) - len(_waiting_lines(s["waiting"])) + 1,
+                         f"  (amounts as of log #{s['as_of']}: the scheduler logs a rule's words once, "
+                         "not each time its numbers move)")  # fmt: skip
     if "placed" in s:
         lines += _placed_lines(s["placed"])
     return "\n".join(lines)
@@ -153,7 +157,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except AtError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    s = story(messages, args.kind, args.name, args.namespace, args.root)
+    s = story(messages, args.kind, args.name, args.namespace, args.root, fresh=True)
     if s is None and args.kind == "job":  # (pg, podgroup and vcjob are normalised to job)
         s = _by_podgroup_name(messages, args)
     if s is None:

@@ -35,6 +35,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
+from services.core.freshwords import words_now
 from services.core.ledger import core_capacity
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
@@ -186,8 +187,10 @@ def _session_of(ev: object, msg: StoredMessage) -> int:
 
 
 def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: str = "default",
-          root: str = "tessera") -> dict[str, Any] | None:  # fmt: skip
-    """The story of job|pod `name`, or None when the log has no such object."""
+          root: str = "tessera", fresh: bool = False) -> dict[str, Any] | None:  # fmt: skip
+    """The story of job|pod `name`, or None when the log has no such object. `fresh`: a
+    waiting job's words with the numbers a session would give them now (`freshwords`), where
+    the log keeps those of the session that first said them."""
     messages = list(messages)
     report = build_report(messages)
     if kind == "pod":
@@ -293,6 +296,15 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         }  # fmt: skip
     elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
+        now = None
+        if fresh:
+            try:
+                now = words_now(messages, namespace, job_name, ev.reason, ev.why)
+            except Exception:  # (a log this build cannot re-run: the logged words, as they are)
+                now = None
+        if now is not None and (now.why, now.unblock, now.groups) != (ev.why, ev.unblock, ev.groups):
+            ev = now.event(ev.based_on, ev.session)  # same rule, today's amounts
+            out["as_of"] = messages[-1].seq if messages else 0
         out["waiting"] = {
             "seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
             "why": ev.why or ev.reason, "plugin": ev.plugin, "reason": ev.reason,

@@ -95,9 +95,8 @@ def test_gang_larger_than_what_is_free(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_overcommits_fix_is_whole_cards_and_the_trial_says_what_filled_the_node(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    """A gang of 8 after a holder of 2 on 8 cards: overcommit's idle room is 8 × 1.2 = 9.6 for
-    8 + the holder's 2 inqueue, and the fix names whole cards to free (it said "free 0.4
-    Ascend910B3")."""
+    """A gang of 8 beside a holder of 2 on 8 cards: overcommit's idle room is 8 × 1.2 − 2 =
+    7.6, and the fix names whole cards to free (it said "free 0.4 Ascend910B3")."""
     workload = tmp_path / "holder-two-gang-eight.yaml"
     holder, six = (FIXTURES / "holder-and-six.yaml").read_text().split("---\n")
     workload.write_text(holder.replace("minAvailable: 3", "minAvailable: 2").replace("replicas: 3", "replicas: 2")
@@ -106,7 +105,8 @@ def test_overcommits_fix_is_whole_cards_and_the_trial_says_what_filled_the_node(
     code, out, _ = explain(capsys, "job", "eight", "--from", str(log), "--at", "1s")
     assert code == 0
     text = waits(out)
-    assert "minResources 8 + inqueue 2 exceeds the idle room 9.6" in text, text
+    # (the amounts of now, the holder running: the session said "inqueue 2 … idle room 9.6")
+    assert "minResources 8 + inqueue 0 exceeds the idle room 7.6" in text, text
     assert "free 1 Ascend910B3" in text and "0.4" not in text, text
     # the gang's trial filled the node with its own first 6 pods: said so, not "0 of 8 free"
     # alone about a node with 6 free, and the fix counts the 2 pods beyond them
@@ -129,7 +129,8 @@ def test_proportion_enqueue_names_resource_and_amounts(tmp_path: Path, capsys: p
     code, out, _ = explain(capsys, "pod", "second", "--from", str(log))
     assert code == 0
     text = waits(out)
-    assert "queue train-queue: Ascend910B3 minResources 1 + allocated 0 + inqueue 8 exceeds its capability 8 (proportion enqueue)" in text
+    # (the amounts of now: `first` runs, so allocated 8 — the session said "inqueue 8")
+    assert "queue train-queue: Ascend910B3 minResources 1 + allocated 8 + inqueue 0 exceeds its capability 8 (proportion enqueue)" in text
     assert "raise queue train-queue's capability of Ascend910B3 to 9" in text
     assert "queue resource quota insufficient or cluster overused" in text  # Volcano's words too
 
@@ -477,3 +478,18 @@ def test_a_node_selector_no_node_has(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "2 × node(s) didn't match Pod's node affinity/selector: nodeSelector accelerator=huawei-Ascend910B3" in text
     assert ("label a node accelerator=huawei-Ascend910B3 (kubectl label node node-a accelerator=huawei-Ascend910B3;"
             " it has no accelerator label), or change the pod's nodeSelector") in text, text  # fmt: skip
+
+
+def test_a_waiting_jobs_amounts_are_those_of_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The log keeps a rule's first words (a verdict is appended again only when its rule
+    changes): `six` was told "5 of the cluster's 8 are free, free 1" at 0 s; `late` took 3 more
+    at 10 s. explain says the amounts of now, and that they are."""
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "holder-six-late.yaml", FIXTURES / "no-enqueue.conf")
+    code, out, _ = explain(capsys, "job", "six", "--from", str(log), "--at", "50s")
+    assert code == 0
+    text = waits(out)
+    assert "gang needs 6 whole Ascend910B3 cards, 2 of the cluster's 8 are free" in text, text
+    assert "free 4 Ascend910B3 cards (their pods finish or are evicted)" in text, text
+    assert "(amounts as of log #" in text
+    code, then, _ = explain(capsys, "job", "six", "--from", str(log), "--at", "5s")  # before late came
+    assert code == 0 and "5 of the cluster's 8 are free" in waits(then)
