@@ -154,7 +154,7 @@ def with_trial(
             after = (f" once the gang's first {trial.placed} pods are placed" if trial.placed > 1
                      else " once the gang's first pod is placed")  # fmt: skip
             groups = tuple(replace(g, reason=_said_after(g.reason, after)) for g in groups)
-            if why.unblock and missing > 0:
+            if why.unblock and missing > 0 and why.plugin in QUEUE_PLUGINS:  # (a gang rule counts them)
                 unblock = f"{why.unblock}; and room for {missing} more of the gang's pods beyond those {trial.placed}"
         return gang, trial.node_errors, Explanation(why.why, why.plugin, groups, unblock)
     if trial.fits and why.why:
