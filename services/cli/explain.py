@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +113,14 @@ def render(s: dict[str, Any]) -> str:
         lines.append(f"  #{e['seq']:<6d} {e['time']:<21s} {session:<11s} {e['event']:<17s} "
                      f"{e['details']}".rstrip())  # fmt: skip
     if "waiting" in s:
-        lines += _waiting_lines(s["waiting"])
+        waiting = _waiting_lines(s["waiting"])
         if s.get("as_of"):  # (the rule from that session; its amounts from the log as it stands)
-            lines.insert(len(lines) - len(_waiting_lines(s["waiting"])) + 1,
-                         f"  (amounts as of log #{s['as_of']}: the scheduler logs a rule's words once, "
-                         "not each time its numbers move)")  # fmt: skip
+            waiting.insert(1, f"  (amounts as of log #{s['as_of']}: the scheduler logs a rule's words once, "
+                              "not each time its numbers move)")  # fmt: skip
+        if s.get("placeable_at"):
+            waiting.insert(1, f"  (a session over the log as it stands, #{s['placeable_at']}, would place it "
+                              "now: the scheduler has not run one since — is it up, and the leader?)")  # fmt: skip
+        lines += waiting
     if "placed" in s:
         lines += _placed_lines(s["placed"])
     return "\n".join(lines)
@@ -141,8 +145,14 @@ def _by_podgroup_name(messages: list[StoredMessage], args: argparse.Namespace) -
     cat = ko.catalog(messages)
     for job in build_report(messages)["jobs"]:
         if job["namespace"] == args.namespace and ko.podgroup_name(cat, job) == args.name:
-            return story(messages, "job", job["name"], args.namespace, args.root)
+            return story(messages, "job", job["name"], args.namespace, args.root, fresh=True, clock=_clock(args))
     return None
+
+
+def _clock(args: argparse.Namespace) -> float | None:
+    """A session's time for the re-run: a live cluster's now; a file or an `--at` cut, the
+    newest session's recorded clock (a simulation's is virtual)."""
+    return None if args.from_file or args.at else time.time()
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -157,7 +167,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except AtError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    s = story(messages, args.kind, args.name, args.namespace, args.root, fresh=True)
+    s = story(messages, args.kind, args.name, args.namespace, args.root, fresh=True, clock=_clock(args))
     if s is None and args.kind == "job":  # (pg, podgroup and vcjob are normalised to job)
         s = _by_podgroup_name(messages, args)
     if s is None:

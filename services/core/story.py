@@ -35,7 +35,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.subjects import Subjects
-from services.core.freshwords import words_now
+from services.core.freshwords import Now, words_now
 from services.core.ledger import core_capacity
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
@@ -167,7 +167,7 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
 
 
 def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
-                 room: dict[tuple[str, str, str], tuple[int, int, str]]) -> None:  # fmt: skip
+                 room: dict[tuple[str, str, str], tuple[int, int, str, tuple[int, int]]]) -> None:  # fmt: skip
     """Keep `room` (pods evicted for `job`, not stopped yet) up to `msg`, another job's event."""
     if kind == "TaskFinished" and not room:
         return
@@ -176,9 +176,18 @@ def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
     except (UnknownEventType, UndecodableEvent):
         return
     if isinstance(ev, EvictionRequested) and ev.for_job == job:
-        room[(ev.namespace, ev.name, ev.task)] = (msg.seq, _session_of(ev, msg), ev.reason)
+        room[(ev.namespace, ev.name, ev.task)] = (msg.seq, _session_of(ev, msg), ev.reason, _which_session(msg))
     elif isinstance(ev, TaskFinished):
         room.pop((ev.namespace, ev.name, ev.task), None)
+
+
+def _which_session(msg: StoredMessage) -> tuple[int, int]:
+    """(based on, session number) of the session that wrote `msg`: the number alone restarts at
+    every scheduler process, the snapshot it was based on tells two sessions apart."""
+    try:
+        return int(msg.headers.get("Tessera-Based-On", "0")), int(msg.headers.get("Tessera-Session", "0"))
+    except ValueError:
+        return 0, 0
 
 
 def _session_of(ev: object, msg: StoredMessage) -> int:
@@ -187,10 +196,11 @@ def _session_of(ev: object, msg: StoredMessage) -> int:
 
 
 def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: str = "default",
-          root: str = "tessera", fresh: bool = False) -> dict[str, Any] | None:  # fmt: skip
+          root: str = "tessera", fresh: bool = False, clock: float | None = None) -> dict[str, Any] | None:  # fmt: skip
     """The story of job|pod `name`, or None when the log has no such object. `fresh`: a
     waiting job's words with the numbers a session would give them now (`freshwords`), where
-    the log keeps those of the session that first said them."""
+    the log keeps those of the session that first said them; `clock`: that session's time (a
+    live cluster's wall clock; else the newest recorded session's)."""
     messages = list(messages)
     report = build_report(messages)
     if kind == "pod":
@@ -220,9 +230,9 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     this_job = f"{namespace}/{job_name}"
     #: other jobs' pods evicted to make room for this job (preempt, reclaim), not yet stopped:
     #: (namespace, job, pod) → (seq, session, reason)
-    room: dict[tuple[str, str, str], tuple[int, int, str]] = {}
+    room: dict[tuple[str, str, str], tuple[int, int, str, tuple[int, int]]] = {}
     decided = 0  # the seq of this job's last verdict or commit: room made before it is spent,
-    decided_session = 0  # unless made by that verdict's own session
+    decided_session = (0, 0)  # unless made by that verdict's own session
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
         if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
@@ -250,14 +260,14 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             case JobSubmitted():
                 spec = ev.spec
                 room.clear()  # a new incarnation: what was evicted for the old one is not its
-                decided, decided_session = msg.seq, 0
+                decided, decided_session = msg.seq, (0, 0)
             case JobUpdated():
                 spec = ev.spec
             case JobUnschedulable():
                 last_unschedulable = (msg, ev)
                 # (a verdict of the very session that evicted for it — the gang's replicas
                 # beyond minAvailable — leaves that room current)
-                decided, decided_session = msg.seq, _session_of(ev, msg)
+                decided, decided_session = msg.seq, _which_session(msg)
             case PlacementProposed():
                 proposals[msg.seq] = ev
             case PlacementCommitted():
@@ -269,7 +279,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
                 last_unschedulable = None
-                decided, decided_session = msg.seq, 0
+                decided, decided_session = msg.seq, (0, 0)
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,
@@ -280,8 +290,8 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     waiting = not ended and (state["phase"] in ("Pending", "Pipelined") or (
         kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
     ))  # fmt: skip
-    stopping = sorted((seq, session, reason, f"{ns}/{pod}") for (ns, _, pod), (seq, session, reason) in room.items()
-                      if seq > decided or (decided_session and session >= decided_session))  # fmt: skip
+    stopping = sorted((seq, session, reason, f"{ns}/{pod}") for (ns, _, pod), (seq, session, reason, which) in room.items()
+                      if seq > decided or (decided_session != (0, 0) and which == decided_session))  # fmt: skip
     if waiting and stopping:  # (the pods it waits for are other jobs': their words, not a verdict)
         seq, session, reason, _ = stopping[0]
         names = [who for *_, who in stopping]
@@ -296,15 +306,19 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         }  # fmt: skip
     elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
-        now = None
+        now = Now()
         if fresh:
             try:
-                now = words_now(messages, namespace, job_name, ev.reason, ev.why)
-            except Exception:  # (a log this build cannot re-run: the logged words, as they are)
-                now = None
-        if now is not None and (now.why, now.unblock, now.groups) != (ev.why, ev.unblock, ev.groups):
-            ev = now.event(ev.based_on, ev.session)  # same rule, today's amounts
+                now = words_now(messages, namespace, job_name, ev.reason, ev.why, clock)
+            except Exception as exc:  # (a log this build cannot re-run: the logged words, as they are)
+                out["fresh_error"] = f"{type(exc).__name__}: {exc}"
+        fresh_words = now.verdict
+        if fresh_words is not None and (fresh_words.why, fresh_words.unblock, fresh_words.groups,
+                                        fresh_words.reason) != (ev.why, ev.unblock, ev.groups, ev.reason):  # fmt: skip
+            ev = fresh_words.event(ev.based_on, ev.session)  # same rule, today's amounts
             out["as_of"] = messages[-1].seq if messages else 0
+        if now.placed:
+            out["placeable_at"] = messages[-1].seq if messages else 0
         out["waiting"] = {
             "seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
             "why": ev.why or ev.reason, "plugin": ev.plugin, "reason": ev.reason,

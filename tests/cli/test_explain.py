@@ -13,9 +13,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from contracts.registry import default_registry
 from services.cli.main import main
+from services.core.freshwords import words_now
 from services.core.simulate.jsonl import read_jsonl
 from services.core.simulate.report import build_report
+from services.core.story import cut
 from tests.cli.test_up_down import tessera
 from tests.processes import ROOT
 
@@ -493,3 +496,39 @@ def test_a_waiting_jobs_amounts_are_those_of_now(tmp_path: Path, capsys: pytest.
     assert "(amounts as of log #" in text
     code, then, _ = explain(capsys, "job", "six", "--from", str(log), "--at", "5s")  # before late came
     assert code == 0 and "5 of the cluster's 8 are free" in waits(then)
+
+
+def test_a_job_a_session_would_place_now_says_the_scheduler_has_not_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The log cut right after `holder`'s pods ended (its cards free, no session since): `six`
+    would be placed by a session now — said, as what a scheduler that is down or standing by
+    looks like from the log."""
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "holder-and-six.yaml",
+                   FIXTURES / "no-enqueue.conf", cycles=3)  # fmt: skip
+    messages = read_jsonl(log)
+    ended = [m.seq for m in messages if m.headers.get("Tessera-Type") == "TaskFinished"
+             and b"holder" in m.data]  # fmt: skip
+    assert len(ended) == 3
+    code, out, _ = explain(capsys, "job", "six", "--from", str(log), "--at", str(ended[-1]))
+    assert code == 0
+    assert f"(a session over the log as it stands, #{ended[-1]}, would place it now" in waits(out), out
+
+
+def test_fresh_amounts_follow_the_schedulers_own_rule_for_logging_a_verdict_again(tmp_path: Path) -> None:
+    """A verdict the scheduler would not log again (`by_words`: the trial's counts moved, its
+    kinds did not) still gets today's amounts; one naming another rule does not."""
+    workload = tmp_path / "holder-two-gang-eight.yaml"
+    holder, six = (FIXTURES / "holder-and-six.yaml").read_text().split("---\n")
+    workload.write_text(holder.replace("minAvailable: 3", "minAvailable: 2").replace("replicas: 3", "replicas: 2")
+                        + "---\n" + six.replace("six}", "eight}").replace("6", "8"))  # fmt: skip
+    messages = cut(read_jsonl(simulate(tmp_path, FIXTURES / "one-node.yaml", workload, cycles=3)), "1s")  # still waiting
+    reg = default_registry()
+    logged = next(reg.decode("JobUnschedulable", m.data) for m in messages
+                  if m.headers.get("Tessera-Type") == "JobUnschedulable" and b"eight" in m.data)  # fmt: skip
+    assert "2/8 tasks in gang unschedulable" in logged.reason, logged.reason
+    # the nodes fell into other groups under the same kinds of reason (another job moved)
+    moved = logged.reason.replace("1 8/8 CardInsufficientMemory.", "1 8/8 CardInsufficientMemory, 1 7/8 CardInsufficientMemory.")
+    assert moved != logged.reason
+    assert words_now(messages, "default", "eight", moved, logged.why).verdict is not None
+    other = "queue resource quota insufficient or cluster overused; 2/8 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 Insufficient cpu."
+    assert words_now(messages, "default", "eight", other, "cpu: asked 1").verdict is None

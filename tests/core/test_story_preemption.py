@@ -49,10 +49,12 @@ def test_once_the_victims_stopped_the_preemptor_runs_and_waits_for_nothing() -> 
     assert preemptor is not None and "waiting" not in preemptor, preemptor
 
 
-def _then(messages: list, event: object, session: int, job: str = "high") -> list:
-    """`event` appended after `messages` on job `default/<job>`'s subject, as a session's."""
+def _then(messages: list, event: object, session: tuple[str, str], job: str = "high") -> list:
+    """`event` appended after `messages` on job `default/<job>`'s subject, as the session
+    (based on, number) wrote it."""
     reg = default_registry()
-    headers = {**reg.envelope(event, msg_id=f"t{len(messages)}").to_headers(), "Tessera-Session": str(session)}  # type: ignore[arg-type]
+    headers = {**reg.envelope(event, msg_id=f"t{len(messages)}").to_headers(),  # type: ignore[arg-type]
+               "Tessera-Based-On": session[0], "Tessera-Session": session[1]}  # fmt: skip
     return [*messages, StoredMessage(messages[-1].seq + 1, Subjects().job("default", job), reg.encode(event), headers)]  # type: ignore[arg-type]
 
 
@@ -63,14 +65,15 @@ def test_a_verdict_of_the_evicting_session_leaves_the_victims_story() -> None:
     messages = _until_the_victim_stops("P1")
     reg = default_registry()
     evicted = next(m for m in messages if m.headers.get("Tessera-Type") == "EvictionRequested")
-    session = int(evicted.headers.get("Tessera-Session", "0"))
-    assert session > 0
+    based_on, number = evicted.headers["Tessera-Based-On"], evicted.headers["Tessera-Session"]
+    assert int(number) > 0
     verdict = JobUnschedulable(namespace="default", name="high", reason="1/2 tasks unschedulable: more replicas")
-    same = story(_then(messages, verdict, session), "pod", "preemptor")
+    same = story(_then(messages, verdict, (based_on, number)), "pod", "preemptor")
     assert same is not None and same["waiting"]["why"].startswith("room is being made for it"), same["waiting"]
-    later = story(_then(messages, verdict, session + 1), "pod", "preemptor")
+    # a later session — or another scheduler process's, whose numbers start again at 1
+    later = story(_then(messages, verdict, (str(messages[-1].seq), number)), "pod", "preemptor")
     assert later is not None and later["waiting"]["why"] == verdict.reason, later["waiting"]
     spec = next(reg.decode("JobSubmitted", m.data).spec for m in messages
                 if m.headers.get("Tessera-Type") == "JobSubmitted" and reg.decode("JobSubmitted", m.data).spec.name == "high")
-    again = story(_then(messages, JobSubmitted(spec=spec), 0), "pod", "preemptor")
+    again = story(_then(messages, JobSubmitted(spec=spec), ("0", "0")), "pod", "preemptor")
     assert again is not None and "room is being made" not in again["waiting"]["why"], again["waiting"]
