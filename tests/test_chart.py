@@ -807,6 +807,9 @@ def test_the_device_plugin_daemonset_is_rendered_only_when_asked(default: list[O
         if host and not host.get("type"):
             assert "." not in Path(host["path"]).name and not host["path"].endswith("npu-smi"), v
     assert volumes["npu-smi"]["hostPath"] == {"path": "/usr/local/sbin", "type": "DirectoryOrCreate"}
+    # off the container's PATH (the host's tools would shadow the image's), npu-smi named there
+    assert mounts["npu-smi"]["mountPath"] == "/host/usr/local/sbin"
+    assert args.npu_smi == "/host/usr/local/sbin/npu-smi"
     assert volumes["ascend-install-info"]["hostPath"]["type"] == "FileOrCreate"
     # the host directories Allocate makes writable for the limiters, where Allocate looks for them
     paths = HostPaths()
