@@ -532,3 +532,14 @@ def test_fresh_amounts_follow_the_schedulers_own_rule_for_logging_a_verdict_agai
     assert words_now(messages, "default", "eight", moved, logged.why).verdict is not None
     other = "queue resource quota insufficient or cluster overused; 2/8 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 Insufficient cpu."
     assert words_now(messages, "default", "eight", other, "cpu: asked 1").verdict is None
+
+
+def test_a_pod_held_to_a_node_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """matchFields metadata.name: no label makes another node fit, so the fix does not say to
+    label one (it did)."""
+    log = simulate(tmp_path, FIXTURES / "two-nodes.yaml", FIXTURES / "pinned-by-name.yaml", cycles=2)
+    code, out, _ = explain(capsys, "pod", "pinned", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "required node affinity (node name In node-z)" in text, text
+    assert "the pod is held to nodes by name (matchFields metadata.name)" in text and "label a node" not in text, text

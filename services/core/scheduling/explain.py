@@ -146,11 +146,15 @@ def _node_label_words(task: TaskInfo, node: NodeInfo) -> NodeWords | None:
                              "pod's nodeSelector", 1.0)  # fmt: skip
     if task.spec.affinity:
         terms = " or ".join(
-            "(" + ", ".join(f"{r.key} {r.operator} {','.join(r.values)}".rstrip() for r in term) + ")"
+            "(" + ", ".join(f"{'node name' if r.field else r.key} {r.operator} {','.join(r.values)}".rstrip()
+                            for r in term) + ")" if term else "(an empty term, which matches no node)"
             for term in task.spec.affinity
         )  # fmt: skip
-        return NodeWords("predicates", f"{NODE_AFFINITY}: required node affinity {terms}",
-                         "label a node to match one of the terms, or change the pod's node affinity", 1.0)  # fmt: skip
+        by_name = any(r.field for term in task.spec.affinity for r in term)
+        fix = ("the pod is held to nodes by name (matchFields metadata.name): let one of those nodes take it, "
+               "or change the pod's node affinity") if by_name else (
+               "label a node to match one of the terms, or change the pod's node affinity")  # fmt: skip
+        return NodeWords("predicates", f"{NODE_AFFINITY}: required node affinity {terms}", fix, 1.0)
     return None
 
 
