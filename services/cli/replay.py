@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import yaml
 from contracts.envelope import TYPE
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.cli.connection import connection_args, nats_url
-from services.core.scheduling.verify import Stored, Verdict, verify
+from services.core.scheduling.verify import Verdict, decoded, verify
 from services.runtime.eventlog.model import StoredMessage
 
 #: The simulation's clock on every event it writes (`services.core.simulate.engine`).
@@ -50,23 +50,6 @@ def load(args: argparse.Namespace) -> list[StoredMessage]:
     from services.cli.get import read_log
 
     return asyncio.run(read_log(nats_url(args), args.root))
-
-
-def decoded(messages: Iterable[StoredMessage]) -> tuple[list[Stored], int]:
-    """What a service folds: unknown types skipped, undecodable bodies counted and skipped
-    (the scheduler parks those and goes on, so its sessions never saw them either)."""
-    registry = default_registry()
-    out: list[Stored] = []
-    poisoned = 0
-    for m in messages:
-        kind = m.headers.get(TYPE, "")
-        if kind not in registry:
-            continue
-        try:
-            out.append((m.seq, m.headers, registry.decode(kind, m.data)))
-        except (UndecodableEvent, UnknownEventType):
-            poisoned += 1
-    return out, poisoned
 
 
 def purged(messages: Sequence[StoredMessage]) -> int:

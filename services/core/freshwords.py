@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from contracts.events import SchedulerConfigured
-from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.core.scheduling import record
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Unschedulable, by_words, unschedulable_key
+from services.core.scheduling.verify import decoded
 from services.core.scheduling.view import SchedulerView
 from services.runtime.eventlog.model import StoredMessage
 
@@ -39,29 +39,20 @@ def words_now(messages: Iterable[StoredMessage], namespace: str, job: str, logge
               logged_why: str, clock: float | None = None) -> Now:  # fmt: skip
     """The job's verdict from a session over the log as it stands. `clock`: the session's
     time (a live cluster's wall clock); else the newest session's recorded clock."""
-    registry = default_registry()
     configs: dict[int, SchedulerConfigured] = {}
     conf_seq = 0
     newest = 0.0
-    events = []
-    for m in messages:
-        kind = m.headers.get("Tessera-Type", "")
-        if kind not in registry:
-            continue
-        if (ref := record.ref_of(m.headers)) is not None:  # the configuration decisions use
+    events, _ = decoded(messages)
+    for seq, headers, ev in events:
+        if (ref := record.ref_of(headers)) is not None:  # the configuration decisions use
             conf_seq, newest = ref.conf_seq, max(newest, ref.now)
-        try:
-            ev = registry.decode(kind, m.data)
-        except (UndecodableEvent, UnknownEventType):
-            continue
         if isinstance(ev, SchedulerConfigured):
-            configs[m.seq] = ev
-        events.append((m.seq, ev))
+            configs[seq] = ev
     config = configs.get(conf_seq) or (configs[max(configs)] if configs else None)
     if config is None:
         return Now()  # which configuration ran is not in the log
     view = SchedulerView(assume=config.mode == "service")
-    for seq, ev in events:
+    for seq, _, ev in events:
         view.apply(seq, ev)
     try:
         conf = record.conf_of(config)

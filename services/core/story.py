@@ -37,6 +37,7 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from contracts.subjects import Subjects
 from services.core.freshwords import Now, words_now
 from services.core.ledger import core_capacity
+from services.core.scheduling import record
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
 from services.core.stamps import RFC3339_SECONDS
@@ -167,7 +168,7 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
 
 
 def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
-                 room: dict[tuple[str, str, str], tuple[int, int, str, tuple[int, int]]]) -> None:  # fmt: skip
+                 room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]]) -> None:  # fmt: skip
     """Keep `room` (pods evicted for `job`, not stopped yet) up to `msg`, another job's event."""
     if kind == "TaskFinished" and not room:
         return
@@ -176,18 +177,16 @@ def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
     except (UnknownEventType, UndecodableEvent):
         return
     if isinstance(ev, EvictionRequested) and ev.for_job == job:
-        room[(ev.namespace, ev.name, ev.task)] = (msg.seq, _session_of(ev, msg), ev.reason, _which_session(msg))
+        room[(ev.namespace, ev.name, ev.task)] = (msg.seq, ev.reason, _which_session(msg))
     elif isinstance(ev, TaskFinished):
         room.pop((ev.namespace, ev.name, ev.task), None)
 
 
 def _which_session(msg: StoredMessage) -> tuple[int, int]:
-    """(based on, session number) of the session that wrote `msg`: the number alone restarts at
-    every scheduler process, the snapshot it was based on tells two sessions apart."""
-    try:
-        return int(msg.headers.get("Tessera-Based-On", "0")), int(msg.headers.get("Tessera-Session", "0"))
-    except ValueError:
-        return 0, 0
+    """(based on, session number) of the session that wrote `msg`, (0, 0) for none: the number
+    alone restarts at every scheduler process, the snapshot it was based on tells two apart."""
+    ref = record.ref_of(msg.headers)
+    return (ref.based_on, ref.session) if ref is not None else (0, 0)
 
 
 def _session_of(ev: object, msg: StoredMessage) -> int:
@@ -229,8 +228,8 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     card_cores: dict[str, int] = {}
     this_job = f"{namespace}/{job_name}"
     #: other jobs' pods evicted to make room for this job (preempt, reclaim), not yet stopped:
-    #: (namespace, job, pod) → (seq, session, reason)
-    room: dict[tuple[str, str, str], tuple[int, int, str, tuple[int, int]]] = {}
+    #: (namespace, job, pod) → (seq, reason, (based on, session number))
+    room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]] = {}
     decided = 0  # the seq of this job's last verdict or commit: room made before it is spent,
     decided_session = (0, 0)  # unless made by that verdict's own session
     for msg in messages:
@@ -290,7 +289,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     waiting = not ended and (state["phase"] in ("Pending", "Pipelined") or (
         kind == "job" and any(ph in ("Pending", "Pipelined") for ph in state.get("pods", {}).values())
     ))  # fmt: skip
-    stopping = sorted((seq, session, reason, f"{ns}/{pod}") for (ns, _, pod), (seq, session, reason, which) in room.items()
+    stopping = sorted((seq, which[1], reason, f"{ns}/{pod}") for (ns, _, pod), (seq, reason, which) in room.items()
                       if seq > decided or (decided_session != (0, 0) and which == decided_session))  # fmt: skip
     if waiting and stopping:  # (the pods it waits for are other jobs': their words, not a verdict)
         seq, session, reason, _ = stopping[0]

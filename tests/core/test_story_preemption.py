@@ -53,8 +53,9 @@ def _then(messages: list, event: object, session: tuple[str, str], job: str = "h
     """`event` appended after `messages` on job `default/<job>`'s subject, as the session
     (based on, number) wrote it."""
     reg = default_registry()
+    conf = next(m.headers["Tessera-Conf"] for m in messages if "Tessera-Conf" in m.headers)  # a session's record
     headers = {**reg.envelope(event, msg_id=f"t{len(messages)}").to_headers(),  # type: ignore[arg-type]
-               "Tessera-Based-On": session[0], "Tessera-Session": session[1]}  # fmt: skip
+               "Tessera-Based-On": session[0], "Tessera-Session": session[1], "Tessera-Conf": conf}  # fmt: skip
     return [*messages, StoredMessage(messages[-1].seq + 1, Subjects().job("default", job), reg.encode(event), headers)]  # type: ignore[arg-type]
 
 

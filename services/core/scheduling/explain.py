@@ -234,10 +234,9 @@ def plugin_kind(resource: str) -> str:
 def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
     """The gang's whole (exclusive) cards of each type against the cluster's: no node-by-node
     story explains a gang that needs more cards than exist, or than are free."""
-    missing = job.min_available - job.ready_task_num() - job.waiting_task_num()
-    if missing <= 0:
+    pending = _missing_pods(job)
+    if not pending:
         return None
-    pending = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
     need: dict[str, int] = {}
     kinds: dict[str, set[str]] = {}  # a family name's (`Ascend910`) card types
     healthy = _cluster_cards(ssn)[1]
@@ -272,13 +271,20 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
     return None
 
 
+def _missing_pods(job: JobInfo) -> list[TaskInfo]:
+    """The pending pods the gang still needs to be ready, in index order."""
+    missing = job.min_available - job.ready_task_num() - job.waiting_task_num()
+    if missing <= 0:
+        return []
+    return sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
+
+
 def _gang_share(ssn: Session, queue: QueueInfo, job: JobInfo) -> Explanation | None:
     """The queue's share against the gang's pods still missing, all at once (proportion)."""
     explain = getattr(ssn.plugins.get("proportion"), "gang_reason", None)
-    missing = job.min_available - job.ready_task_num() - job.waiting_task_num()
-    if explain is None or missing <= 0:
+    tasks = _missing_pods(job)
+    if explain is None or not tasks:
         return None
-    tasks = sorted(job.pending_tasks(), key=lambda t: (t.index, t.uid))[:missing]
     got = explain(queue, tasks, job.min_available)
     return Explanation(got[0], "proportion", unblock=got[1]) if got else None
 

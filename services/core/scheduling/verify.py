@@ -21,16 +21,19 @@ from itertools import zip_longest
 import msgspec
 
 from contracts.base import Event
+from contracts.envelope import TYPE
 from contracts.events import (
     EvictionRequested,
     PlacementProposed,
     SchedulerConfigured,
     TaskPlacement,
 )
+from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.core.scheduling import record
 from services.core.scheduling.config import SchedulerConf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.view import SchedulerView
+from services.runtime.eventlog.model import StoredMessage
 
 #: (seq, headers, event) of one stored, decoded message
 Stored = tuple[int, Mapping[str, str], Event]
@@ -95,6 +98,23 @@ def _by_scheduler(headers: Mapping[str, str]) -> bool:
     (`sched:<based_on>#i`); another service's (`queue:…`) never came from a session."""
     producer, sep, _ = headers.get("Nats-Msg-Id", "").partition(":")
     return not sep or producer == "sched"
+
+
+def decoded(messages: Iterable[StoredMessage]) -> tuple[list[Stored], int]:
+    """What a service folds: unknown types skipped, undecodable bodies counted and skipped
+    (the scheduler parks those and goes on, so its sessions never saw them either)."""
+    registry = default_registry()
+    out: list[Stored] = []
+    poisoned = 0
+    for m in messages:
+        kind = m.headers.get(TYPE, "")
+        if kind not in registry:
+            continue
+        try:
+            out.append((m.seq, m.headers, registry.decode(kind, m.data)))
+        except (UndecodableEvent, UnknownEventType):
+            poisoned += 1
+    return out, poisoned
 
 
 def verify(messages: Iterable[Stored]) -> Verdict:

@@ -136,10 +136,15 @@ def _whole(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec]) -> bool
                for d, c in zip(devices, cards, strict=True))  # fmt: skip
 
 
-def _no_limiter(cards: Sequence[CardSpec], files: str, install: str) -> AllocateError:
-    return AllocateError(f"card {cards[0].uuid}: a slice needs the in-container limiter ({files}), which is "
-                         f"not on this node, so its memory and core limits could not be enforced: {install}, "
-                         "or ask for whole cards")  # fmt: skip
+def _without_limiter(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], envs: dict[str, str],
+                     files: str, install: str) -> Grant:  # fmt: skip
+    """Where the node has no limiter: the cards bare when there is nothing to limit, else a
+    refusal naming the files and how to install them."""
+    if _whole(devices, cards):
+        return Grant(envs)
+    raise AllocateError(f"card {cards[0].uuid}: a slice needs the in-container limiter ({files}), which is "
+                        f"not on this node, so its memory and core limits could not be enforced: {install}, "
+                        "or ask for whole cards")  # fmt: skip
 
 
 def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
@@ -152,10 +157,8 @@ def _ascend(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec],
             envs["ASCEND_VNPU_SPECS"] = template
         return Grant(envs)
     if not limiter:
-        if _whole(devices, cards):
-            return Grant(envs)
-        raise _no_limiter(cards, f"{paths.vnpu_core}/ld.so.preload and its library",
-                          "install the vNPU hook there (HAMi's ascend-device-plugin image)")  # fmt: skip
+        return _without_limiter(devices, cards, envs, f"{paths.vnpu_core}/ld.so.preload and its library",
+                                "install the vNPU hook there (HAMi's ascend-device-plugin image)")  # fmt: skip
     envs.update({
         "NPU_MEM_QUOTA": str(first.memory),
         "NPU_PRIORITY": str(first.cores),
@@ -184,10 +187,8 @@ def _nvidia(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec], where:
     hook = f"{paths.hami_core}/vgpu"
     envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(c.uuid for c in cards)}
     if not limiter:
-        if _whole(devices, cards):
-            return Grant(envs)
-        raise _no_limiter(cards, f"HAMi-core's {hook}/libvgpu.so and {hook}/ld.so.preload",
-                          f"install HAMi-core's library in {hook} (HAMi's device-plugin image copies it)")  # fmt: skip
+        return _without_limiter(devices, cards, envs, f"HAMi-core's {hook}/libvgpu.so and {hook}/ld.so.preload",
+                                f"install HAMi-core's library in {hook} (HAMi's device-plugin image copies it)")  # fmt: skip
     for i, d in enumerate(devices):
         envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{d.memory}m"
     envs["CUDA_DEVICE_SM_LIMIT"] = str(devices[0].cores)

@@ -79,26 +79,26 @@ class NodeSide:
         cards = {c.uuid: c for c in served(found.cards, self.cards, installed_limiters(self.paths))}
         changed = cards != self.cards
         if changed:
-            self.cards = cards
-            self.resources = {r.name: r for r in resources(list(cards.values()), self.catalogue)}
-            async with self.changed:
-                self.version += 1
-                self.changed.notify_all()
+            await self._serve(cards)
             log.info("node %s: %d cards, resources %s", self.node, len(cards),
                      ", ".join(f"{r.name}={len(r.devices)}" for r in self.resources.values()))  # fmt: skip
         await self.write_annotations()
         return changed
+
+    async def _serve(self, cards: dict[str, CardSpec]) -> None:
+        """These cards from now on: the kubelet's resources made of them, ListAndWatch woken."""
+        self.cards = cards
+        self.resources = {r.name: r for r in resources(list(cards.values()), self.catalogue)}
+        async with self.changed:
+            self.version += 1
+            self.changed.notify_all()
 
     async def unreadable(self) -> None:
         """The cards can no longer be read: each reported unhealthy, to the kubelet (ListAndWatch)
         and the scheduler (the register annotation), until a read says otherwise."""
         if not any(c.healthy for c in self.cards.values()):
             return
-        self.cards = {u: msgspec.structs.replace(c, healthy=False) for u, c in self.cards.items()}
-        self.resources = {r.name: r for r in resources(list(self.cards.values()), self.catalogue)}
-        async with self.changed:
-            self.version += 1
-            self.changed.notify_all()
+        await self._serve({u: msgspec.structs.replace(c, healthy=False) for u, c in self.cards.items()})
         log.warning("node %s: cards unreadable; %d reported unhealthy", self.node, len(self.cards))
         with contextlib.suppress(KubeError):
             await self.write_annotations()

@@ -100,9 +100,9 @@ class PluginServers:
             return None
         return st.st_ino, st.st_ctime_ns  # an inode number may be reused at once
 
-    def _stale(self) -> bool:
-        """The kubelet restarted (a new kubelet.sock, or our sockets removed) since we registered."""
-        kubelet = self._kubelet_id()
+    def _stale(self, kubelet: tuple[int, int] | None) -> bool:
+        """The kubelet (`kubelet`: its socket's identity now) restarted since we registered: a
+        new kubelet.sock, or our sockets removed."""
         if kubelet is None:
             return False
         gone = any(not (self.directory / self.side.resources[n].socket).exists()
@@ -122,7 +122,7 @@ class PluginServers:
             if stopping.is_set():
                 return
             missing = any(n not in self.servers for n in self.side.resources)
-            if self._stale() or (missing and loop.time() - last_try >= RETRY_REGISTER):
+            if self._stale(self._kubelet_id()) or (missing and loop.time() - last_try >= RETRY_REGISTER):
                 last_try = loop.time()
                 try:
                     await self.sync()
@@ -139,9 +139,7 @@ class PluginServers:
         if kubelet is None:
             log.warning("no %s in %s: the kubelet is not up (will retry)", KUBELET_SOCKET, self.directory)
             return
-        gone = [n for n in self.servers if not (self.directory / self.side.resources[n].socket).exists()
-                if n in self.side.resources]  # fmt: skip
-        if kubelet != self._kubelet or gone:  # a restarted kubelet removed our sockets
+        if self._stale(kubelet):  # (a restarted kubelet removed our sockets)
             await self.stop()
             self._kubelet = kubelet
         for name, res in self.side.resources.items():
