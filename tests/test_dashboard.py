@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from services.core.observe import hami, volcano
-from services.runtime.metrics import ServiceMetrics
+from services.runtime.metrics import SeriesFamily, ServiceMetrics
 from services.scheduler.metrics import SessionMetrics
 from tests.test_chart import needs_helm, of_kind, render
 
@@ -41,6 +41,9 @@ def exported() -> dict[str, set[str]]:
             if isinstance(m, MetricWrapperBase):
                 for suffix in SUFFIXES[m._type]:
                     out[m._name + suffix] = set(m._labelnames) | ({"le"} if suffix == "_bucket" else set())
+            elif isinstance(m, SeriesFamily):  # the per-event series, written at scrape time
+                for suffix in SUFFIXES[m.kind]:
+                    out[m.name + suffix] = set(m.label_names) | ({"le"} if suffix == "_bucket" else set())
     return out
 
 
