@@ -37,6 +37,7 @@ def _read(path: str, what: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from services.core.simulate.engine import MAX_SESSIONS_PER_INSTANT
     from services.core.simulate.jsonl import read_jsonl, write_jsonl
     from services.core.simulate.report import build_report, undecodable_warning
 
@@ -53,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
             with progress("simulating: sessions", args.cycles) as advance:
                 sim.run(on_session=lambda sessions, _now: advance(sessions))
             messages = sim.log.messages()
+            for when in sim.unsettled:
+                print(f"tessera simulate: warning: at t={when:g}s the scheduler had not settled after "
+                      f"{MAX_SESSIONS_PER_INSTANT} sessions, each of which changed the cluster (a loop "
+                      "of evictions and placements?); the run went on to the next event — `tessera "
+                      "explain` on the --events log shows what the sessions did", file=sys.stderr)  # fmt: skip
             if args.events:
                 write_jsonl(Path(args.events), messages)
     except InputError as exc:

@@ -60,6 +60,10 @@ class Simulation:
     until: float | None = None
     max_cycles: int | None = None
     log: MemoryLog = field(default_factory=MemoryLog)
+    #: virtual times at which MAX_SESSIONS_PER_INSTANT sessions in a row each changed the
+    #: cluster and the run moved on: a loop (evict, place again, evict…) a live scheduler
+    #: would keep running, one session a second
+    unsettled: list[float] = field(default_factory=list)
     #: the configuration's texts: recorded first in the log, and referenced by every session's
     #: decisions, so `tessera replay --verify` can re-run them (None: sessions not recorded)
     config: SchedulerConfigured | None = None
@@ -408,6 +412,8 @@ class Simulation:
                     break
                 if on_session is not None:
                     on_session(self.sessions, self.now)
+            else:  # every session changed something: a loop of decisions, said, not hidden
+                self.unsettled.append(self.now)
             next_times = [a[0] for a in self.arrivals]
             next_times += [e for e in self.ends.values() if e is not None]
             if self.revisit is not None and self.revisit > self.now:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 from services.core.scheduling.actions.victims import victim_queue
 from services.core.scheduling.config import PluginConf
-from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
+from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins import shares as sh
+from services.core.scheduling.plugins.proportion import allocated_of
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT, REJECT
 
@@ -33,6 +34,8 @@ class CapAttr:
     deserved: sh.Vec = field(default_factory=dict)
     allocated: sh.Vec = field(default_factory=dict)
     inqueue: sh.Vec = field(default_factory=dict)
+    #: what its jobs hold beyond their minResources (preempt can take it back)
+    elastic: sh.Vec = field(default_factory=dict)
     guarantee: sh.Vec = field(default_factory=dict)
     real_capability: sh.Vec = field(default_factory=dict)
     share: float = 0.0
@@ -69,11 +72,13 @@ class CapacityPlugin:
             self._hierarchical_capability(ssn)
         for job in ssn.jobs.values():
             attr = self.attrs[job.queue]
-            for t in job.tasks.values():
-                if t.status in ALLOCATED_STATUSES:
-                    for a in self._chain(job.queue):
-                        a.allocated = sh.add(a.allocated, qs.task(t))
+            job_alloc = allocated_of(qs, job)
             minres = qs.min_resources(job)
+            # Volcano's GetElasticResources: allocated beyond minResources (all of it without)
+            elastic = job_alloc if minres is None else {k: v for k, v in sh.sub(job_alloc, minres).items() if v > 0}
+            for a in self._chain(job.queue):
+                a.allocated = sh.add(a.allocated, job_alloc)
+                a.elastic = sh.add(a.elastic, elastic)
             if job.phase == "Inqueue" and minres:
                 attr.inqueue = sh.add(attr.inqueue, minres)
         for a in self.attrs.values():
@@ -187,13 +192,13 @@ class CapacityPlugin:
         if minres is None:
             return None
         for a in self._chain(job.queue):
-            want = sh.add(sh.add(minres, a.allocated), a.inqueue)
+            want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
             dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
                                 missing=sh.INF)  # fmt: skip
             if dim is not None:
                 own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
                 return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue,
-                                        a.real_capability, want, "capacity", own=own)
+                                        a.real_capability, want, "capacity", own=own, elastic=a.elastic)
         return None
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
@@ -268,7 +273,7 @@ class CapacityPlugin:
             return PERMIT
         dims = [k for k, v in minres.items() if v > 0]
         for a in self._chain(job.queue):
-            want = sh.add(sh.add(minres, a.allocated), a.inqueue)
+            want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
             if not sh.le(want, a.real_capability, dims=dims, missing=sh.INF):
                 return REJECT
         return PERMIT
@@ -286,10 +291,9 @@ class CapacityPlugin:
         self._move(task, -1)
 
     def _move(self, task: TaskInfo, sign: int) -> None:
-        if task.status == "Pipelined":
-            return
+        # pipelined tasks count, as in proportion (Volcano's Pipeline fires AllocateFunc)
         assert self.ssn is not None
         req = self.qs.task(task)
         for a in self._chain(self.ssn.jobs[task.job].queue):
-            a.allocated = sh.add(a.allocated, req) if sign > 0 else sh.sub(a.allocated, req)
+            a.allocated = sh.moved(a.allocated, req, sign)
             self._update_share(a)

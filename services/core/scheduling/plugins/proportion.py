@@ -46,7 +46,11 @@ class ProportionPlugin:
         self.ssn = ssn
         self.qs = qs = sh.shares_of(ssn)
         self.total = sh.add(sh.vec(ssn.total), qs.total)
+        # every queue's guarantee is set aside, a queue with no job too (Volcano sums
+        # ssn.Queues'): reserving room for an idle queue is what a guarantee is for
         guarantee_sum: sh.Vec = {}
+        for q in sorted(ssn.queues.values(), key=lambda q: q.name):
+            guarantee_sum = sh.add(guarantee_sum, qs.canonical(q.spec.guarantee))
         for job in sorted(ssn.jobs.values(), key=lambda j: j.key):
             q = ssn.queues[job.queue]
             attr = self.attrs.get(q.name)
@@ -57,7 +61,6 @@ class ProportionPlugin:
                     q.name, q.weight, q.spec.priority, guarantee=qs.canonical(q.spec.guarantee),
                     capability=cap,
                 )  # fmt: skip
-                guarantee_sum = sh.add(guarantee_sum, attr.guarantee)
             for t in job.tasks.values():
                 if t.status in ALLOCATED_STATUSES:
                     attr.allocated = sh.add(attr.allocated, qs.task(t))
@@ -225,7 +228,8 @@ class ProportionPlugin:
         if dim is None:
             return None
         return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,
-                                attr.real_capability, want, "proportion", own=attr.capability)
+                                attr.real_capability, want, "proportion", own=attr.capability,
+                                elastic=attr.elastic)  # fmt: skip
 
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]
@@ -273,14 +277,16 @@ class ProportionPlugin:
         self._move(task, -1)
 
     def _move(self, task: TaskInfo, sign: int) -> None:
-        if task.status == st.PIPELINED:
-            return
+        # a pipelined task counts too, as Volcano's Statement.Pipeline fires every plugin's
+        # AllocateFunc: preempt pipelines a gang's pods one by one, and uncounted, each of them
+        # found its queue's share as before it — one victim per session for the whole gang,
+        # whose freed card the next session's allocate gave straight back to the victim's job
         assert self.ssn is not None
         attr = self.attrs.get(self.ssn.jobs[task.job].queue)
         if attr is None:
             return
         req = self.qs.task(task)
-        attr.allocated = sh.add(attr.allocated, req) if sign > 0 else sh.sub(attr.allocated, req)
+        attr.allocated = sh.moved(attr.allocated, req, sign)
         self._update_share(attr)
 
 

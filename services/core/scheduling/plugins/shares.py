@@ -54,6 +54,19 @@ def sub(a: Vec, b: Mapping[str, float]) -> Vec:
     return out
 
 
+def moved(a: Vec, b: Mapping[str, float], sign: int) -> Vec:
+    """`a` with a task's request `b` added (sign > 0) or taken back, a dimension it brings to
+    zero dropped: a statement discarded (pipeline, then unpipeline) leaves a queue's vector as
+    it was, not with zeros where it had no entry (the session byte for byte)."""
+    if sign > 0:
+        return add(a, b)
+    out = sub(a, b)
+    for k in b:
+        if abs(out.get(k, 1.0)) < EPS:
+            del out[k]
+    return out
+
+
 def le(a: Mapping[str, float], b: Mapping[str, float], dims: Iterable[str] | None = None,
        missing: float = 0.0) -> bool:  # fmt: skip
     """a ≤ b on `dims` (default: a's non-zero dims); a dim missing in b counts as `missing`."""
@@ -303,7 +316,7 @@ def closed_queue(name: str, state: str, refuses: str, plugin: str) -> tuple[str,
 
 def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
                   capability: Vec, want: Vec, plugin: str, own: Mapping[str, float] | None = None,
-                  ) -> tuple[str, str]:  # fmt: skip
+                  elastic: Mapping[str, float] | None = None) -> tuple[str, str]:  # fmt: skip
     """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`.
 
     `capability` is the effective one (realCapability: the queue's own, else what the cluster
@@ -313,6 +326,8 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
     a = amount
     used = (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
             f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))}")  # fmt: skip
+    if (spare := (elastic or {}).get(dim, 0.0)) > EPS:  # what its jobs hold beyond their minimum
+        used += f" − elastic {a(dim, spare)}"
     limit = capability.get(dim, INF)
     if own is not None and own.get(dim, INF) > limit + EPS:
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "

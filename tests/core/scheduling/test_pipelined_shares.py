@@ -1,0 +1,137 @@
+"""A pipelined task counts against its queue in the session, as Volcano's `Statement.Pipeline`
+fires every plugin's AllocateFunc (proportion's and capacity's `allocated`); capacity's enqueue
+takes the queue's elastic part off (minResources + allocated + inqueue − elastic), as Volcano's
+`jobEnqueueable`; and every queue's guarantee is set aside, a queue without jobs too.
+
+Uncounted, preempt pipelined a gang's pods one at a time, each finding its queue's share as
+before the last: one victim per session, whose freed card the next session's allocate gave
+straight back to the victim's job — an endless loop of evictions while the high-priority gang
+never ran (a user review: 20 evictions at one instant on one 8-card node). And the simulator,
+which stops after `MAX_SESSIONS_PER_INSTANT` sessions at one instant, says so when it does.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from contracts.events import EvictionRequested, JobUnschedulable
+from services.core.devices import build_vendors
+from services.core.scheduling.config import parse_conf
+from services.core.scheduling.record import configured
+from services.core.simulate import engine
+from services.core.simulate.engine import load_simulation
+from services.core.simulate.inventory import load_inventory
+from services.core.simulate.report import build_report
+from services.core.workload import admit, load_documents
+from services.core.workload.devicerequests import hami_parser
+
+CARD = "huawei.com/Ascend910B3"
+INVENTORY = {"nodes": [{"name": "node-a", "devices": [{"type": "Ascend910B3", "count": 8}]}]}
+
+
+def conf(queue_plugin: str) -> str:
+    return f"""
+actions: "enqueue, allocate, backfill, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: {queue_plugin}
+  - name: nodeorder
+  - name: deviceshare
+"""
+
+
+def workload(low_replicas: int = 6) -> str:
+    """A queue capped at 6 cards; a low-priority elastic job (minAvailable 1) takes them, then a
+    high-priority gang of 2 arrives in the same queue (2 cards of the node stay free)."""
+    job = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: {name}, annotations: {{tessera.io/arrive-at: "{at}"}}}}
+spec:
+  minAvailable: {min}
+  queue: team
+  priorityClassName: {pc}
+  tasks:
+  - name: w
+    replicas: {replicas}
+    template:
+      spec:
+        priorityClassName: {pc}
+        containers: [{{name: c, image: x, resources: {{limits: {{{card}: "1"}}}}}}]
+"""
+    return "\n---\n".join([
+        "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low}, value: 10}",
+        "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}",
+        f"{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: team}}, "
+        f"spec: {{capability: {{{CARD}: '6'}}, deserved: {{{CARD}: '6'}}}}}}",
+        job.format(name="lowjob", at=0, min=1, pc="low", replicas=low_replicas, card=CARD),
+        job.format(name="hijob", at=10, min=2, pc="high", replicas=2, card=CARD),
+    ])  # fmt: skip
+
+
+def simulate(conf_text: str, docs: str) -> engine.Simulation:
+    reg = build_vendors()
+    work = admit(load_documents(docs), hami_parser(reg), reg.resource_names())
+    assert not work.rejections, [r.message() for r in work.rejections]
+    sim = load_simulation(parse_conf(conf_text), reg, load_inventory(INVENTORY, reg.catalogue), work,
+                          config=configured(conf_text, scheduler="simulate", mode="simulate"))  # fmt: skip
+    sim.run()
+    return sim
+
+
+@pytest.mark.parametrize("queue_plugin", ["proportion", "capacity"])
+def test_a_gang_preempting_in_its_capped_queue_takes_one_victim_per_pod_and_runs(queue_plugin: str) -> None:
+    sim = simulate(conf(queue_plugin), workload())
+    evictions = [m for m in sim.log.messages() if m.headers.get("Tessera-Type") == "EvictionRequested"]
+    victims = [msgspec.json.decode(m.data, type=EvictionRequested) for m in evictions]
+    pods = {p["name"]: p["phase"] for p in build_report(sim.log.messages())["pods"]}
+    assert [(v.name, v.for_job) for v in victims] == [("lowjob", "default/hijob")] * 2
+    assert pods["hijob-w-0"] == pods["hijob-w-1"] == "Running"
+    assert sum(phase == "Running" for name, phase in pods.items() if name.startswith("lowjob")) == 4
+    assert sim.unsettled == []
+
+
+def test_the_simulator_says_when_it_stopped_at_an_instant_unsettled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions are needed at t=10 (preempt, then the gang's allocate): allowed one per
+    instant, the run moves on and records the instant."""
+    monkeypatch.setattr(engine, "MAX_SESSIONS_PER_INSTANT", 1)
+    sim = simulate(conf("proportion"), workload())
+    assert 10.0 in sim.unsettled
+
+
+def test_capacity_admits_a_gang_its_queue_holds_elastically_and_says_elastic_when_it_does_not() -> None:
+    """lowjob holds 6 of the queue's 6 cards with minAvailable 1: 5 of them are elastic, so a
+    gang of 2 fits the enqueue check (2 + 6 + 0 − 5 ≤ 6). A gang of 7 does not, and its words
+    count the elastic part in."""
+    sim = simulate(conf("capacity"), workload())
+    pods = {p["name"]: p["phase"] for p in build_report(sim.log.messages())["pods"]}
+    assert pods["hijob-w-0"] == "Running"
+    big = workload().replace("minAvailable: 2", "minAvailable: 7").replace("replicas: 2", "replicas: 7")
+    sim = simulate(conf("capacity"), big)
+    verdicts = [msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                if m.headers.get("Tessera-Type") == "JobUnschedulable"]  # fmt: skip
+    assert verdicts and verdicts[-1].name == "hijob"
+    assert "minResources 7 + allocated 6 + inqueue 0 − elastic 5 exceeds its capability 6" in verdicts[-1].why
+
+
+def test_a_queue_without_jobs_keeps_its_guarantee() -> None:
+    """Volcano's proportion sums every queue's guarantee (ssn.Queues): another queue's jobs
+    get the cluster less what an idle queue is guaranteed."""
+    docs = "\n---\n".join([
+        f"{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: qg}}, "
+        f"spec: {{weight: 1, guarantee: {{resource: {{{CARD}: '4'}}}}}}}}",
+        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qb}, spec: {weight: 1}}",
+        f"{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: jb}}, spec: {{minAvailable: 1, "
+        f"queue: qb, tasks: [{{name: w, replicas: 8, template: {{spec: {{containers: [{{name: c, image: x, "
+        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+    ])  # fmt: skip
+    sim = simulate(conf("proportion"), docs)
+    phases = [p["phase"] for p in build_report(sim.log.messages())["pods"]]
+    assert phases.count("Running") == 4 and phases.count("Pending") == 4
