@@ -135,3 +135,46 @@ def test_a_queue_without_jobs_keeps_its_guarantee() -> None:
     sim = simulate(conf("proportion"), docs)
     phases = [p["phase"] for p in build_report(sim.log.messages())["pods"]]
     assert phases.count("Running") == 4 and phases.count("Pending") == 4
+
+
+def test_reclaim_under_a_parents_capability_evicts_the_sibling_over_its_deserved() -> None:
+    """Hierarchical capacity: eng (capability 4) holds eng-a and eng-b (deserved 2 each). ja
+    in eng-a takes all 4 (minAvailable 1); jb (gang of 2) arrives in eng-b. The node has 4
+    free cards but eng has none: reclaim must evict ja's pods over eng-a's deserved until
+    eng-b's queue can take the task — fitting the node alone, it evicted nothing and left jb
+    pipelined on cards its queue could never take."""
+    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
+             "spec: {{{spec}}}}}")  # fmt: skip
+    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}, annotations: "
+           "{{tessera.io/arrive-at: '{at}'}}}}, spec: {{minAvailable: {min}, queue: {queue}, tasks: [{{name: w, "
+           "replicas: {n}, template: {{spec: {{containers: [{{name: c, image: x, resources: {{limits: "
+           "{{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
+    docs = "\n---\n".join([
+        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}, deserved: {{{CARD}: '4'}}"),
+        queue.format(name="eng-a", spec=f"parent: eng, deserved: {{{CARD}: '2'}}"),
+        queue.format(name="eng-b", spec=f"parent: eng, deserved: {{{CARD}: '2'}}"),
+        job.format(name="ja", at=0, min=1, queue="eng-a", n=6, card=CARD),
+        job.format(name="jb", at=10, min=2, queue="eng-b", n=2, card=CARD),
+    ])  # fmt: skip
+    hierarchical = """
+actions: "enqueue, allocate, backfill, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: deviceshare
+"""
+    sim = simulate(hierarchical, docs)
+    evictions = [msgspec.json.decode(m.data, type=EvictionRequested) for m in sim.log.messages()
+                 if m.headers.get("Tessera-Type") == "EvictionRequested"]  # fmt: skip
+    pods = {p["name"]: p["phase"] for p in build_report(sim.log.messages())["pods"]}
+    assert [(e.name, e.reason) for e in evictions] == [("ja", "reclaim")] * 2
+    assert pods["jb-w-0"] == pods["jb-w-1"] == "Running"
+    assert sum(phase == "Running" for name, phase in pods.items() if name.startswith("ja-")) == 2

@@ -5,8 +5,9 @@ job (JobOrder), per pending task (TaskOrder): skip `preemptionPolicy: Never`;
 `Preemptive(queue, task)` must hold; on each candidate node (score order), reclaimees are
 Running preemptable tasks of other queues that are `reclaimable`; `Reclaimable` filters
 them, `ValidateVictims` needs FutureIdle + victims to cover the request (cards included);
-victims are evicted in victim order while the task does not fit FutureIdle (cards: see
-`victims.py`); the task is pipelined on the first node that works. The job's statement is committed if JobPipelined, else discarded; the queue
+victims are evicted in victim order while the task does not fit FutureIdle or its queue
+could not take it (`Allocatable`, as Volcano's newer reclaimerFitsOnNode weighs the queue
+too; cards: see `victims.py`); the task is pipelined on the first node that works. The job's statement is committed if JobPipelined, else discarded; the queue
 is pushed back so its next job gets a turn.
 """
 
@@ -75,7 +76,7 @@ def reclaim_for(ssn: Session, stmt: Statement, queue: QueueInfo, task: TaskInfo)
         if not victims or not validate_victims(ssn, task, node, victims):
             continue
         sub = Statement(ssn)
-        if evict_until_fits(ssn, task, node, victims, sub, "reclaim") and pipeline_on(
+        if evict_until_fits(ssn, task, node, victims, sub, "reclaim", queue) and pipeline_on(
             ssn, sub, task, node
         ):
             stmt.merge(sub)

@@ -9,7 +9,7 @@ preemptable pods would never be a place to preempt on, however low their priorit
 
 from __future__ import annotations
 
-from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.model import NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
 
@@ -56,12 +56,15 @@ def fits_future(ssn: Session, task: TaskInfo, node: NodeInfo) -> bool:
 
 def evict_until_fits(
     ssn: Session, task: TaskInfo, node: NodeInfo, victims: list[TaskInfo], stmt: Statement,
-    reason: str,
+    reason: str, queue: QueueInfo | None = None,
 ) -> bool:  # fmt: skip
-    """Evict victims lowest-first while the task does not fit FutureIdle (checked before each
-    eviction, so nothing is evicted when it already fits)."""
+    """Evict victims lowest-first while the task does not fit FutureIdle, or (`queue` given)
+    its queue could not take it (checked before each eviction, so nothing is evicted when it
+    already would). With free cards on the node but the queue held by an ancestor's capability
+    that the victims fill, fitting the node alone evicted nothing and left the reclaimer
+    pipelined on room its queue could never take, for good."""
     pq = victim_queue(ssn, task, victims)
-    while not fits_future(ssn, task, node):
+    while not (fits_future(ssn, task, node) and (queue is None or ssn.allocatable(queue, task))):
         if pq.empty():
             return False
         stmt.evict(pq.pop(), reason, task.job)
