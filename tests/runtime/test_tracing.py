@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from contracts.events import NodeLost, PlacementProposed
 from services.runtime.eventlog import MemoryLog
 from services.runtime.service import EventService, Outgoing, Received
+from services.runtime.telemetry import subject_template
 
 
 def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -76,7 +77,10 @@ async def test_group_span_links_every_producer() -> None:
         batch.append(d)
     await svc.handle_group("PlacementProposed", batch)
     assert got == [3]
-    (span,) = [s for s in exporter.get_finished_spans() if "×3" in s.name]
+    (span,) = [s for s in exporter.get_finished_spans() if s.attributes.get("tessera.group.size") == 3]  # type: ignore[union-attr]
+    assert span.name == f"process {subject_template(log.subjects.job('ns', 'j0'))}"  # a template, no count
+    assert span.name.endswith(".ev.job.{ns}.{job}")
+    assert span.attributes["messaging.batch.message_count"] == 3  # type: ignore[index]
     assert sorted(link.context.trace_id for link in span.links) == sorted(roots)
     assert answered == [f"{r:032x}" for r in roots]
 
