@@ -16,7 +16,8 @@ from dataclasses import replace
 
 import msgspec
 from opentelemetry import context, trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from contracts.api import (
     REJECTED,
@@ -62,12 +63,14 @@ from services.runtime.service import (
     Outgoing,
     Received,
     TransientError,
+    recording,
 )
 from services.runtime.snapshot import Retention, Snapshots
 from services.runtime.telemetry import subject_template
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("tessera.admission")
+_IDS = RandomIdGenerator()  # a job's own trace id where no span is made (`admit_span`)
 
 FOLDED: tuple[type[Event], ...] = (
     HyperNodeChanged,
@@ -337,18 +340,35 @@ CONCURRENT = "was created or changed concurrently"
 
 
 def admit_span(subject: str, event: Event) -> context.Context | None:
-    """A job's trace starts where it is admitted: a span per submitted job, in the request's
-    trace (`tessera apply`), or the root of a trace of its own (a pod the Kubernetes watch
-    brought, many at once), which every service's handling of the job then continues."""
+    """A job's trace starts where it is admitted: the root of a trace of its own per submitted
+    job, which every service's handling of the job then continues (README "Traces": one trace
+    per job). In the request's trace (`tessera apply`, a batch of watched pods) a whole
+    manifest of jobs and all their later finishes made one ever-growing trace; so the job's
+    root links the request's span and the request's span links each job it submitted, as a
+    session links the decisions it made."""
     if not isinstance(event, JobSubmitted):
         return None
     key = f"{event.spec.namespace}/{event.spec.name}"
+    request = trace.get_current_span()
+    asked = request.get_span_context()
+    if not recording(tracer):
+        # exported nowhere: no span, but a traced request's job still gets a trace id of its
+        # own (sampled, so a service that exports continues it); an untraced one stays untraced
+        # (messages without a traceparent cost the services nothing to read, issue 29)
+        if not asked.is_valid:
+            return None
+        own = SpanContext(_IDS.generate_trace_id(), _IDS.generate_span_id(), is_remote=False,
+                          trace_flags=TraceFlags(TraceFlags.SAMPLED))  # fmt: skip
+        return trace.set_span_in_context(NonRecordingSpan(own))
     with tracer.start_as_current_span(
-        f"admit {subject_template(subject)}", kind=SpanKind.PRODUCER,
+        f"admit {subject_template(subject)}", context=context.Context(), kind=SpanKind.PRODUCER,
+        links=[Link(asked, {"tessera.link": "request"})] if asked.is_valid else (),
         attributes={"messaging.system": "nats", "messaging.operation.type": "send",
                     "messaging.operation.name": "admit", "messaging.destination.template": subject_template(subject),
                     "tessera.job": key, "tessera.queue": event.spec.queue, "tessera.kind": event.spec.kind},
     ) as span:  # fmt: skip
+        if asked.is_valid and span.get_span_context().is_valid:
+            request.add_link(span.get_span_context(), {"tessera.job": key})
         return trace.set_span_in_context(span)
 
 

@@ -45,17 +45,18 @@ NOT_FOUND_RESOURCES = {"job": "jobs.batch.volcano.sh", "pod": "pods", "podgroup"
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
                   timeout: float = 60.0) -> bytes:  # fmt: skip
     """One request/reply; a service error or no responder becomes `Unreachable` with why.
-    The request carries a trace context: what the service appends for it (a job's
-    `JobSubmitted`) starts that job's trace here (exported with `TESSERA_TRACE_EXPORTER` /
+    The request carries a trace context: each job the service admits for it starts a trace of
+    its own linked with this one (exported with `TESSERA_TRACE_EXPORTER` /
     `OTEL_TRACES_EXPORTER`)."""
     from opentelemetry.trace import SpanKind
 
     from services.runtime.telemetry import cli_tracer, inject, subject_template
 
     subject = f"{Subjects(root).api(service)}.{endpoint}"
+    tracer = cli_tracer()  # first: a bad exporter variable is said before anything is asked
     nc = await connect(url)
     try:
-        with cli_tracer().start_as_current_span(
+        with tracer.start_as_current_span(
             f"send {subject_template(subject)}", kind=SpanKind.CLIENT,
             attributes={"messaging.system": "nats", "messaging.destination.name": subject},
         ):  # fmt: skip

@@ -76,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     except Unreachable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        # a bad TESSERA_TRACE_EXPORTER / OTEL_TRACES_EXPORTER, met where the command first
+        # traces (its first request): the name, the variable and what is accepted, no traceback
+        from services.runtime.telemetry import UnknownTraceExporter  # (loaded only now)
+
+        if not isinstance(exc, UnknownTraceExporter):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # Python's documented recipe: point stdout at /dev/null so the final flush is silent.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -464,8 +464,20 @@ def check_config(args: argparse.Namespace) -> None:
             print(f"warning: --device-config {args.device_config}: {line}", file=sys.stderr)
 
 
+def _exporter_argument(value: str) -> str:
+    """`--trace-exporter` checked at parse time; "" (not given) leaves the services the
+    variables, which `cmd_up` checks (a bad one crash-looped every service)."""
+    from services.runtime.telemetry import exporter_argument
+
+    return exporter_argument(value) if value else ""
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     check_config(args)
+    if not args.trace_exporter:
+        from services.runtime.telemetry import exporter_names, exporter_setting
+
+        exporter_names(*exporter_setting())  # UnknownTraceExporter: main's one line, exit 2
     state_dir = Path(args.state_dir).absolute()  # up.json's paths must hold from any directory
     if args.kubeconfig and args.inventory:
         raise SystemExit("give --kubeconfig (a cluster's nodes) or --inventory (simulated nodes), not both")
@@ -637,9 +649,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="our NATS without users (anyone on the port may append or purge)")
     up.add_argument("--nats-creds-dir", default="",
                     help="with --nats: the directory of the users' credential files (<user>.json)")
-    up.add_argument("--trace-exporter", default="", choices=("", "none", "console", "otlp"),
+    up.add_argument("--trace-exporter", default="", type=_exporter_argument,
                     help="every service's spans: console (into its log) or otlp (OTEL_EXPORTER_OTLP_*; "
-                         "Jaeger in docker-compose.yml); default TESSERA_TRACE_EXPORTER / OTEL_TRACES_EXPORTER")  # fmt: skip
+                         "Jaeger in docker-compose.yml), or a comma-separated list; default "
+                         "TESSERA_TRACE_EXPORTER / OTEL_TRACES_EXPORTER")  # fmt: skip
     up.add_argument("--fresh", action="store_true", help="start with an empty log (drops what it holds)")
     up.add_argument("--state-dir", default=str(statedir.for_up()), help=statedir.UP_HELP)
     up.set_defaults(func=cmd_up)

@@ -62,6 +62,9 @@ class Run:
     started_at: float | None = None
     finished: bool = False
     stop: str = ""  # "evicted" | "deleted": asked to stop, not yet reported
+    #: the event that asked it to stop: its kill is that event's consequence (trace and
+    #: causation), not the commit's — a deletion's kill sat under a commit minutes old
+    stop_cause: str = ""
 
     @property
     def key(self) -> TaskKey:
@@ -100,7 +103,8 @@ class Emission:
 
     msg_id: str
     event: TaskStarted | TaskFinished
-    cause: str = ""  # the commit of the run it reports (its trace is the one to continue)
+    #: what it answers, whose trace it continues: the run's commit, or the stop's event
+    cause: str = ""
 
 
 def pod_profiles(spec: JobSpec) -> dict[str, TaskProfile]:
@@ -114,7 +118,8 @@ def pod_profiles(spec: JobSpec) -> dict[str, TaskProfile]:
 
 
 def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
-    """Fold one log event; `cause` identifies a `PlacementCommitted` (its message id or seq)."""
+    """Fold one log event; `cause` identifies it (its message id or seq): a
+    `PlacementCommitted`'s names the run it creates, an eviction's or deletion's the stop."""
     match event:
         case JobSubmitted(spec=spec):
             job = (spec.namespace, spec.name)
@@ -147,12 +152,12 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
             run = state.runs.get((event.namespace, event.name, event.task))
             if run is None or run.finished or run.stop:
                 return state
-            return _put(state, replace(run, stop="evicted"))
+            return _put(state, replace(run, stop="evicted", stop_cause=cause))
         case JobDeleted():
             job = (event.namespace, event.name)
             for key, run in state.runs.items():
                 if key[:2] == job and not run.finished and not run.stop:
-                    state = _put(state, replace(run, stop="deleted"))
+                    state = _put(state, replace(run, stop="deleted", stop_cause=cause))
             if job in state.profiles:
                 state = replace(state, profiles=state.profiles.delete(job))
             return _ended(state, job)
@@ -235,7 +240,7 @@ def decide(state: NodeRuntime, now: float) -> list[Emission]:
         if run.finished:
             continue
         if run.stop:
-            out.append(_finish(run, KILLED, run.stop, now))
+            out.append(_finish(run, KILLED, run.stop, now, run.stop_cause or run.cause))
             continue
         if run.started_at is None:
             started = TaskStarted(
@@ -249,7 +254,7 @@ def decide(state: NodeRuntime, now: float) -> list[Emission]:
     return out
 
 
-def _finish(run: Run, exit_code: int, reason: str, at: float) -> Emission:
+def _finish(run: Run, exit_code: int, reason: str, at: float, cause: str = "") -> Emission:
     event = TaskFinished(
         namespace=run.namespace,
         name=run.job,
@@ -259,7 +264,7 @@ def _finish(run: Run, exit_code: int, reason: str, at: float) -> Emission:
         reason=reason,
         at=at,
     )
-    return Emission(run.msg_id("finished"), event, run.cause)
+    return Emission(run.msg_id("finished"), event, cause or run.cause)
 
 
 def next_deadline(state: NodeRuntime) -> float | None:

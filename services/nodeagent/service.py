@@ -73,7 +73,7 @@ RUNTIME_EVENTS: tuple[type[Event], ...] = (
 _RUNTIME_TYPES = frozenset(cls.type_name() for cls in RUNTIME_EVENTS)
 
 MAX_REGISTER_ATTEMPTS = 5
-#: commits whose trace is remembered for their pods' reports (oldest forgotten first)
+#: commits and stops whose trace is remembered for their pods' reports (oldest forgotten first)
 MAX_TRACES = 10_000
 #: an explicit empty context: a report with no known trace must not join the current span's
 NO_TRACE = otel_context.Context()
@@ -105,7 +105,7 @@ class NodeAgent:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self.traces: dict[str, otel_context.Context] = {}  # commit → the trace it continues
+        self.traces: dict[str, otel_context.Context] = {}  # commit or stop → the trace it continues
         handlers: dict[type[Event], Handler] = {
             cls: self.on_job_event  # type: ignore[misc]
             for cls in RUNTIME_EVENTS
@@ -204,7 +204,7 @@ class NodeAgent:
     # --- handlers ------------------------------------------------------------------------------
 
     async def on_job_event(self, event: Event, rx: Received) -> None:
-        if isinstance(event, PlacementCommitted):
+        if isinstance(event, PlacementCommitted | EvictionRequested | JobDeleted):
             self._trace_of(rx)
         if rx.message.seq > self.applied_seq:
             async with self._lock:
@@ -213,9 +213,9 @@ class NodeAgent:
         await self._act(rx)  # also after a skipped redelivery: retries a failed report
 
     def _trace_of(self, rx: Received) -> None:
-        """Remember the commit's trace: its pods' reports continue it, whenever they fall due
-        and whichever event's handling (or timer) appends them. Not state: after a restart
-        reports of older runs start no trace rather than join a wrong one."""
+        """Remember a commit's (or a stop's) trace: its pods' reports continue it, whenever they
+        fall due and whichever event's handling (or timer) appends them. Not state: after a
+        restart reports of older runs start no trace rather than join a wrong one."""
         self.traces.pop(rx.cause, None)
         self.traces[rx.cause] = rx.trace or otel_context.get_current()
         while len(self.traces) > MAX_TRACES:

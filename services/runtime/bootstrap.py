@@ -27,7 +27,13 @@ from services.runtime.eventlog.model import EventLog
 from services.runtime.health import PORT_TAKEN, Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
 from services.runtime.snapshot import ObjectStoreSnapshots, Retention, Snapshots
-from services.runtime.telemetry import EXPORTERS, configure_logging, default_exporter, make_provider
+from services.runtime.telemetry import (
+    UnknownTraceExporter,
+    configure_logging,
+    default_exporter,
+    exporter_argument,
+    make_provider,
+)
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +127,10 @@ def common_parser(name: str) -> argparse.ArgumentParser:
     parser.add_argument("--health-stall", type=float,
                         default=float(env("TESSERA_HEALTH_STALL", "60")),
                         help="/healthz fails when the event loop has not turned for this long, s")  # fmt: skip
-    parser.add_argument("--trace-exporter", default=default_exporter(), choices=EXPORTERS,
-                        help="where spans go: none, console (stderr) or otlp (OTEL_EXPORTER_OTLP_*); "
-                             "default TESSERA_TRACE_EXPORTER, else OTEL_TRACES_EXPORTER")  # fmt: skip
+    parser.add_argument("--trace-exporter", default=None, type=exporter_argument,
+                        help="where spans go: none, console (stderr) or otlp (OTEL_EXPORTER_OTLP_*), "
+                             "or a comma-separated list; default TESSERA_TRACE_EXPORTER, else "
+                             "OTEL_TRACES_EXPORTER")  # fmt: skip
     parser.add_argument("--log-level", default=env("TESSERA_LOG_LEVEL", "INFO"))
     parser.add_argument("--durable", default=env("TESSERA_DURABLE", name))
     parser.add_argument("--ack-wait", type=float, default=float(env("TESSERA_ACK_WAIT", "30")))
@@ -211,8 +218,13 @@ async def _run_service(
 ) -> int:
     configure_logging(name, args.log_level)
     collector.tune()
-    if args.trace_exporter != "none":
-        trace.set_tracer_provider(make_provider(name, args.trace_exporter))
+    try:  # (the variables are read here, not as the option's default: a bad one is one line)
+        exporter = args.trace_exporter or default_exporter()
+    except UnknownTraceExporter as exc:
+        log.error("%s", exc)
+        return 2
+    if exporter != "none":
+        trace.set_tracer_provider(make_provider(name, exporter))
     # else OpenTelemetry's no-op tracer: a span per message handled, with its ids, attributes
     # and context switches, cost 6-11 % of a busy service's CPU to export nowhere (issue 29's
     # profile); the trace context still travels (a non-recording span carries its parent's)

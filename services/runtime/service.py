@@ -390,9 +390,14 @@ class EventService:
             # parents), and one per message in its producer's trace, which its effects continue
             links = [Link(sc) for _, rx in items
                      if (sc := trace.get_current_span(extract(rx.message.headers)).get_span_context()).is_valid]  # fmt: skip
+            # named by the subject template as every span is (a name with the count in it made
+            # a new span kind per batch size); the count is an attribute
+            template = subject_template(items[0][1].message.subject)
             with self.tracer.start_as_current_span(  # type: ignore[union-attr]
-                f"process {kind} ×{len(items)}", kind=SpanKind.CONSUMER, links=links,
-                attributes={"tessera.event.type": kind, "tessera.group.size": len(items)},
+                f"process {template}", kind=SpanKind.CONSUMER, links=links,
+                attributes={"messaging.system": "nats", "messaging.operation.type": "process",
+                            "messaging.destination.template": template, "tessera.event.type": kind,
+                            "tessera.group.size": len(items), "messaging.batch.message_count": len(items)},
             ) as group_span:  # fmt: skip
                 spans = [self.tracer.start_span(  # type: ignore[union-attr]
                     f"process {subject_template(rx.message.subject)}", context=extract(rx.message.headers),

@@ -53,12 +53,50 @@ def subject_template(subject: str) -> str:
 
 
 EXPORTERS = ("none", "console", "otlp")
+#: where a service or command reads its exporter when no `--trace-exporter` names one, in order
+EXPORTER_VARIABLES = ("TESSERA_TRACE_EXPORTER", "OTEL_TRACES_EXPORTER")
+
+
+class UnknownTraceExporter(ValueError):
+    """An exporter name we do not have: said in one line by whoever reads it (a command's exit 2,
+    a service's usage error), naming where it came from — a traceback named neither."""
+
+
+def exporter_setting() -> tuple[str, str]:
+    """The configured exporter and where it came from: `TESSERA_TRACE_EXPORTER`, else
+    OpenTelemetry's own `OTEL_TRACES_EXPORTER`, else none."""
+    for variable in EXPORTER_VARIABLES:
+        if value := os.environ.get(variable, "").strip():
+            return value, variable
+    return "none", "the default"
+
+
+def exporter_names(value: str, source: str = "--trace-exporter") -> tuple[str, ...]:
+    """The exporters `value` names: one, or a comma-separated list as OpenTelemetry allows
+    (`console,otlp`: both; the first alone was used before, silently); `none` adds nothing."""
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    for name in names:
+        if name not in EXPORTERS:
+            raise UnknownTraceExporter(
+                f"unknown trace exporter {name!r} in {source}={value!r}: accepted are "
+                f"{', '.join(EXPORTERS)}, or a comma-separated list of them")  # fmt: skip
+    return tuple(n for n in names if n != "none")
+
+
+def exporter_argument(value: str) -> str:
+    """`--trace-exporter`'s type: checked as the variables are (argparse's usage error, exit 2)."""
+    import argparse
+
+    try:
+        return ",".join(exporter_names(value)) or "none"
+    except UnknownTraceExporter as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def default_exporter() -> str:
-    """`TESSERA_TRACE_EXPORTER`, else OpenTelemetry's own `OTEL_TRACES_EXPORTER`, else none."""
-    value = os.environ.get("TESSERA_TRACE_EXPORTER") or os.environ.get("OTEL_TRACES_EXPORTER", "none")
-    return value.split(",")[0].strip() or "none"
+    """The configured exporter(s) as written, checked (`UnknownTraceExporter`), or "none"."""
+    value, source = exporter_setting()
+    return ",".join(exporter_names(value, source)) or "none"
 
 
 #: s the `tessera` command gives its spans to reach a collector: the exporter's own default (10
@@ -92,16 +130,16 @@ def make_provider(
     service: str, exporter: str = "none", extra: SpanExporter | None = None,
     export_timeout: float | None = None,
 ) -> TracerProvider:
-    """Build (not install) a provider; services install theirs in their bootstrap.
+    """Build (not install) a provider; services install theirs in their bootstrap. `exporter`:
+    one name of EXPORTERS or a comma-separated list (`UnknownTraceExporter` for another).
     `OTEL_RESOURCE_ATTRIBUTES` are kept; `service.name` is always `tessera-<service>`, so a
     trace shows which service did what."""
+    names = exporter_names(exporter)  # before the provider: a bad name builds nothing
     provider = TracerProvider(resource=Resource.create({"service.name": f"tessera-{service}"}))
-    if exporter == "console":
+    if "console" in names:
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-    elif exporter == "otlp":
+    if "otlp" in names:
         provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(export_timeout)))
-    elif exporter != "none":
-        raise ValueError(f"unknown trace exporter {exporter!r} ({', '.join(EXPORTERS)})")
     if extra is not None:
         provider.add_span_processor(SimpleSpanProcessor(extra))
     return provider
@@ -112,7 +150,9 @@ def cli_tracer() -> trace.Tracer:
     """The `tessera` command's tracer: a provider of its own (spans get real ids even with no
     exporter, so a service continues the command's trace), exported as the services' are;
     built on first use, so commands that send no request never load it."""
-    return make_provider("cli", default_exporter(), export_timeout=export_timeout_for_cli()).get_tracer("tessera.cli")
+    value, source = exporter_setting()
+    exporter_names(value, source)  # a bad name is the command's one-line error, saying where
+    return make_provider("cli", value, export_timeout=export_timeout_for_cli()).get_tracer("tessera.cli")
 
 
 def inject(headers: MutableMapping[str, str], ctx: context.Context | None = None) -> None:

@@ -214,14 +214,27 @@ class Scheduler:
         from half the log places pods on cards that are taken and never learns why others
         wait (issue 12 item 6)."""
         self.recovered_seq = await self.log.last_sequence()
-        # from a snapshot plus the tail: jobs submitted before the snapshot start their
-        # decisions' spans under the session (their JobSubmitted's trace is not re-read)
         self.view = await self.snapshots.recover(self.recovered_seq)
+        await self._resume_traces()
         if await self.log.last_per_subject(self.subjects.all_inventory()):
             self.listed.set()  # listed before we started (a restart): the log's nodes are complete
         self.service.follow_from = self.recovered_seq + 1
         await self._record_config()
         self._dirty.set()
+
+    async def _resume_traces(self) -> None:
+        """Know again the trace of every job still in the view: the fold above (snapshot or
+        replay) delivers nothing to `on_event`, so a job waiting across a restart had its
+        placement, commit and start in a trace rooted at our session, cut off from its
+        submission. One read of the last message per job subject, as inventory is read."""
+        jobs = self.projection.jobs
+        for msg in await self.log.last_per_subject(self.subjects.all_jobs()):
+            try:
+                kind, ids = self.subjects.parse(msg.subject)
+            except ValueError:
+                continue
+            if kind == "job" and len(ids) == 2 and (key := f"{ids[0]}/{ids[1]}") in jobs:
+                self.traces.resume(key, msg)
 
     async def _record_config(self) -> None:
         """Append our configuration unless the log's last one for this scheduler is ours:

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class JobTraces:
-    """The trace context each job's `JobSubmitted` was appended in (headers as stored)."""
+    """The trace context each job's decisions continue (headers as stored): its
+    `JobSubmitted`'s as the live log delivers it, or, after a restart, its last message's."""
 
     def __init__(self) -> None:
         self._headers: dict[str, dict[str, str]] = {}
@@ -43,14 +44,22 @@ class JobTraces:
     def observe(self, msg: StoredMessage, event: Event) -> None:
         match event:
             case JobSubmitted():
-                key = f"{event.spec.namespace}/{event.spec.name}"
-                kept = {h: msg.headers[h] for h in (TRACEPARENT, TRACESTATE) if h in msg.headers}
-                if kept:
-                    self._headers[key] = kept
+                self.resume(f"{event.spec.namespace}/{event.spec.name}", msg)
             case JobDeleted():
                 self._headers.pop(f"{event.namespace}/{event.name}", None)
             case _:
                 pass
+
+    def resume(self, key: str, msg: StoredMessage) -> bool:
+        """Continue `key`'s trace from a message of its subject, if that carries one. A
+        recovery folds the log (or a snapshot and its tail) without delivering it, so the
+        `JobSubmitted` of a job that was waiting is never observed: its next decision began
+        a trace of its own under the session, and its commit and start followed it there.
+        Any message of a job continues the job's trace, so its last one is as good."""
+        kept = {h: msg.headers[h] for h in (TRACEPARENT, TRACESTATE) if h in msg.headers}
+        if TRACEPARENT in kept:
+            self._headers[key] = kept
+        return TRACEPARENT in kept
 
     def context(self, key: str) -> context.Context | None:
         headers = self._headers.get(key)

@@ -1,8 +1,8 @@
 """One trace per job, through the real OTLP exporter: `tessera apply` of one pod, then the five
 service processes, each exporting HTTP/protobuf to a receiver this test runs on loopback. The
-job's trace (the id its `JobSubmitted` carries in the log) holds a span of every service, the
-command's, and the scheduler's decision with node, cards and score; span names are subject
-templates. With `up --trace-exporter console` the spans go into the service logs, with no
+job's trace (the id its `JobSubmitted` carries in the log) holds a span of every service, rooted
+at its admission and linked with the command's, and the scheduler's decision with node, cards
+and score; span names are subject templates. With `up --trace-exporter console` the spans go into the service logs, with no
 `BrokenPipeError` after `up --detach` has gone, and log lines carry trace ids."""
 
 from __future__ import annotations
@@ -146,7 +146,13 @@ async def test_one_job_one_trace_through_every_service(receiver: Receiver, tmp_p
     finally:
         plane.stop()
     spans = in_trace()
-    assert "tessera-cli" in {s["service"] for s in spans}  # the trace starts at `tessera apply`
+    # the job's trace is its own, rooted at its admission, linked with `tessera apply`'s
+    (root,) = [s for s in spans if not s["parent"]]
+    assert (root["service"], root["name"]) == ("tessera-admission", "admit tessera.ev.job.{ns}.{job}")
+    (asked,) = root["links"]
+    with receiver.lock:
+        assert "tessera-cli" in {s["service"] for s in receiver.spans if s["trace_id"] == asked}
+        assert any(trace_id in s["links"] for s in receiver.spans if s["trace_id"] == asked)
     (decision,) = [s for s in spans if s["name"] == "decide tessera.ev.job.{ns}.{job}"]
     facts = decision["attributes"]
     assert facts["tessera.job"] == "default/traced-infer" and facts["tessera.queue"] == "default"

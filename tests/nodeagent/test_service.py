@@ -214,6 +214,71 @@ async def test_reports_continue_their_own_commits_trace_whoever_appends_them(eve
         assert m.headers["traceparent"].split("-")[1] == traces[job_name], (m.subject, m.headers.get(TYPE))
 
 
+@pytest.mark.parametrize("stop", ["deleted", "evicted"])
+async def test_a_kill_continues_the_trace_of_what_asked_for_it(event_log: EventLog, stop: str) -> None:
+    """`tessera delete pod` (or an eviction) kills a running pod: its `TaskFinished` is the
+    deletion's consequence, a child of the agent's span handling that deletion, which it also
+    names as its causation — not of the commit minutes before (the reviewer's trace showed it
+    there, and the deletion's span without children)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from contracts.envelope import CAUSATION_ID, TYPE
+    from contracts.events import JobDeleted
+    from contracts.registry import default_registry
+    from services.runtime.eventlog import Entry
+    from services.runtime.telemetry import inject
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    agent = NodeAgent(event_log, [node("n1"), node("n2")])
+    agent.service.tracer = tracer
+    await agent.recover()
+    stopping = asyncio.Event()
+    loop = asyncio.create_task(agent.service.run(stopping, poll=0.1))
+    s, reg = event_log.subjects, default_registry()
+    watcher = Watcher(event_log, s.all_jobs())
+
+    async def traced(event: Event, mid: str, name: str) -> str:
+        headers = reg.envelope(event, msg_id=mid).to_headers()
+        with tracer.start_as_current_span(name) as span:
+            inject(headers)
+        await event_log.append(Entry(s.job("ns", "a"), reg.encode(event), headers))
+        return f"{span.get_span_context().trace_id:032x}"
+
+    try:
+        await put(event_log, s.job("ns", "a"), job("a", None))  # runs until stopped
+        await traced(commit("a", ("a-w-0", "n1"), ("a-w-1", "n2")), "commit-a", "allocate a")
+        for i in range(2):
+            await watcher.until(lambda e, i=i: isinstance(e, TaskStarted) and e.task == f"a-w-{i}")
+        if stop == "deleted":
+            asked = await traced(JobDeleted(namespace="ns", name="a"), "stop-a", "tessera delete")
+        else:
+            evict = EvictionRequested(namespace="ns", name="a", task="a-w-0", reason="preempted")
+            asked = await traced(evict, "stop-a", "session")
+        await watcher.until(lambda e: isinstance(e, TaskFinished) and e.reason == stop)
+    finally:
+        stopping.set()
+        await loop
+        await agent.aclose()
+    (handling,) = [sp for sp in exporter.get_finished_spans()
+                   if sp.name.startswith("process ") and sp.attributes.get("tessera.event.type") == stop_type(stop)]  # type: ignore[union-attr]  # fmt: skip
+    kills = [m async for m in event_log.replay(1, s.all_jobs())
+             if m.headers.get(TYPE) == "TaskFinished"]  # fmt: skip
+    assert len(kills) == (2 if stop == "deleted" else 1)
+    for m in kills:
+        _, trace_id, parent, _ = m.headers["traceparent"].split("-")
+        assert (trace_id, parent) == (asked, f"{handling.context.span_id:016x}")
+        assert m.headers[CAUSATION_ID] == "stop-a"
+
+
+def stop_type(stop: str) -> str:
+    return "JobDeleted" if stop == "deleted" else "EvictionRequested"
+
+
 async def test_a_restarted_agent_beats_while_it_rebuilds(event_log: EventLog, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its heartbeats started only once its rebuild (a replay of the job events since its
     snapshot) was over: a replay longer than the monitor's node timeout made its own nodes

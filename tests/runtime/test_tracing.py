@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from contracts.events import NodeLost, PlacementProposed
 from services.runtime.eventlog import MemoryLog
 from services.runtime.service import EventService, Outgoing, Received
+from services.runtime.telemetry import subject_template
 
 
 def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -76,7 +77,10 @@ async def test_group_span_links_every_producer() -> None:
         batch.append(d)
     await svc.handle_group("PlacementProposed", batch)
     assert got == [3]
-    (span,) = [s for s in exporter.get_finished_spans() if "×3" in s.name]
+    (span,) = [s for s in exporter.get_finished_spans() if s.attributes.get("tessera.group.size") == 3]  # type: ignore[union-attr]
+    assert span.name == f"process {subject_template(log.subjects.job('ns', 'j0'))}"  # a template, no count
+    assert span.name.endswith(".ev.job.{ns}.{job}")
+    assert span.attributes["messaging.batch.message_count"] == 3  # type: ignore[index]
     assert sorted(link.context.trace_id for link in span.links) == sorted(roots)
     assert answered == [f"{r:032x}" for r in roots]
 
@@ -122,3 +126,52 @@ def test_the_command_gives_its_spans_two_seconds_unless_told_otherwise(monkeypat
     assert cli_exporter_timeout() == telemetry.CLI_EXPORT_TIMEOUT == 2.0
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")
     assert cli_exporter_timeout() == 7.0
+
+
+@pytest.mark.parametrize("variable, value", [("TESSERA_TRACE_EXPORTER", "jaeger"), ("OTEL_TRACES_EXPORTER", "zipkin")])
+def test_an_unknown_exporter_is_one_line_naming_the_variable(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """`TESSERA_TRACE_EXPORTER=jaeger tessera apply -f x.yaml` printed a traceback: now one line
+    (the name, the variable it came from, what is accepted), exit 2, before anything is asked."""
+    from services.cli.main import main
+    from services.runtime import telemetry
+
+    for name in telemetry.EXPORTER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, value)
+    manifest = tmp_path / "x.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i}]}\n")
+    telemetry.cli_tracer.cache_clear()
+    try:
+        code = main(["apply", "-f", str(manifest), "--nats", "nats://127.0.0.1:1"])  # nothing listens
+    finally:
+        telemetry.cli_tracer.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"'{value}'" in err and variable in err and "none, console, otlp" in err
+
+
+def test_a_list_of_exporters_uses_each_and_a_service_refuses_an_unknown_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`OTEL_TRACES_EXPORTER=console,otlp` (a list, as OpenTelemetry allows) used the console
+    alone, silently; a service's `--trace-exporter` takes the same list and refuses a bad name."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from services.runtime import telemetry
+    from services.runtime.bootstrap import common_parser
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console, otlp")
+    monkeypatch.delenv("TESSERA_TRACE_EXPORTER", raising=False)
+    assert telemetry.default_exporter() == "console,otlp"
+    provider = telemetry.make_provider("test", telemetry.default_exporter())
+    processors = provider._active_span_processor._span_processors  # (where the SDK keeps them)
+    exporters = {type(getattr(p, "span_exporter", None) or p._batch_processor._exporter).__name__
+                 if isinstance(p, BatchSpanProcessor) else type(p.span_exporter).__name__ for p in processors}  # fmt: skip
+    provider.shutdown()
+    assert exporters == {"ConsoleSpanExporter", "OTLPSpanExporter"}
+    assert common_parser("queue").parse_args(["--trace-exporter", "otlp,console"]).trace_exporter == "otlp,console"
+    with pytest.raises(SystemExit) as refused:
+        common_parser("queue").parse_args(["--trace-exporter", "jaeger"])
+    assert refused.value.code == 2 and "unknown trace exporter 'jaeger'" in capsys.readouterr().err

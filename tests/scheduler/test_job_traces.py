@@ -1,0 +1,75 @@
+"""A job's decisions continue the job's trace, also when the scheduler that decides them was
+restarted while the job waited (recovered from a snapshot or by a full replay): the reviewer's
+`kill -9` of the scheduler put a waiting job's placement, commit and start in a trace of their own,
+rooted at the new process's session."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from contracts.events import JobSubmitted, JobUnschedulable
+from contracts.registry import default_registry
+from services.runtime.eventlog import Appended, Entry, EventLog
+from services.runtime.service import decode_stored
+from services.runtime.snapshot import MemoryStore, Retention
+from services.runtime.telemetry import inject
+from services.scheduler import service as scheduler_service
+from services.scheduler.service import Scheduler
+from tests.allocator.scenario import ascend_node, put
+from tests.scheduler.test_scheduler_service import inference_job, seed
+
+
+async def submit_traced(log: EventLog, tracer_provider: TracerProvider, name: str, replicas: int = 1) -> str:
+    """Append a `JobSubmitted` in a trace of its own (as `tessera apply` does); its trace id."""
+    reg = default_registry()
+    event = JobSubmitted(spec=inference_job(name, replicas=replicas))
+    headers = reg.envelope(event, msg_id=f"submit-{name}").to_headers()
+    with tracer_provider.get_tracer("test").start_as_current_span(f"apply {name}") as span:
+        inject(headers)
+    result = await log.append(Entry(log.subjects.job("default", name), reg.encode(event), headers))
+    assert isinstance(result, Appended)
+    return f"{span.get_span_context().trace_id:032x}"
+
+
+@pytest.mark.parametrize("from_snapshot", [True, False], ids=["snapshot", "replay"])
+async def test_a_restarted_scheduler_decides_a_waiting_job_in_the_jobs_trace(
+    event_log: EventLog, monkeypatch: pytest.MonkeyPatch, from_snapshot: bool
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(scheduler_service, "tracer", provider.get_tracer("tessera.scheduler"))
+    await seed(event_log)
+    waiting = await submit_traced(event_log, provider, "huge", replicas=9)  # more than n1 holds
+    store = MemoryStore()
+    first = Scheduler(event_log)
+    if from_snapshot:
+        first.retain(Retention(store=store, snapshot_every=1))
+    await first.recover()
+    outs = first.session_events()  # the job waits: its reason, in its trace
+    assert JobUnschedulable in {type(o.event) for o in outs}
+    for o in outs:
+        await event_log.append(first.service.entry(o))
+    # restarted (the first one gone without a word): the job's subject now ends in the verdict
+    fits = await submit_traced(event_log, provider, "small")
+    again = Scheduler(event_log)
+    if from_snapshot:
+        again.retain(Retention(store=store, snapshot_every=1_000))
+    await again.recover()
+    assert bool(again.snapshots.used) == from_snapshot
+    # room for the waiting job now: a second node
+    await put(event_log, event_log.subjects.node("n2"), ascend_node("n2", cards=16))
+    for msg in [m async for m in event_log.replay(again.recovered_seq + 1, event_log.subjects.events)]:
+        event = await decode_stored(msg)
+        assert event is not None
+        again._fold(msg.seq, event)
+    exporter.clear()
+    outs = again.session_events()
+    traces = {o.event.name: again.service.entry(o).headers["traceparent"].split("-")[1] for o in outs}  # type: ignore[attr-defined]
+    assert traces["huge"] == waiting and traces["small"] == fits
+    decided = {s.attributes["tessera.job"]: f"{s.context.trace_id:032x}"  # type: ignore[index]
+               for s in exporter.get_finished_spans() if s.name.startswith("decide ")}  # fmt: skip
+    assert decided == {"default/huge": waiting, "default/small": fits}
