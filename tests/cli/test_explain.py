@@ -99,7 +99,8 @@ def test_gang_larger_than_what_is_free(tmp_path: Path, capsys: pytest.CaptureFix
 def test_overcommits_fix_is_whole_cards_and_the_trial_says_what_filled_the_node(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """A gang of 8 beside a holder of 2 on 8 cards: overcommit's idle room is 8 × 1.2 − 2 =
-    7.6, and the fix names whole cards to free (it said "free 0.4 Ascend910B3")."""
+    7.6, and the fix names whole cards to free (it said "free 0.4 Ascend910B3"), as many as
+    the gang needs placed, not only past the gate (freeing 1 admits it, 7 free hold 7 of 8)."""
     workload = tmp_path / "holder-two-gang-eight.yaml"
     holder, six = (FIXTURES / "holder-and-six.yaml").read_text().split("---\n")
     workload.write_text(holder.replace("minAvailable: 3", "minAvailable: 2").replace("replicas: 3", "replicas: 2")
@@ -110,7 +111,7 @@ def test_overcommits_fix_is_whole_cards_and_the_trial_says_what_filled_the_node(
     text = waits(out)
     # (the amounts of now, the holder running: the session said "inqueue 2 … idle room 9.6")
     assert "minResources 8 + inqueue 0 exceeds the idle room 7.6" in text, text
-    assert "free 1 Ascend910B3" in text and "0.4" not in text, text
+    assert "free 2 Ascend910B3" in text and "0.4" not in text, text
     # the gang's trial filled the node with its own first 6 pods: said so, not "0 of 8 free"
     # alone about a node with 6 free, and the fix counts the 2 pods beyond them
     assert "asked 1 whole card, 0 of 8 free once the gang's first 6 pods are placed [" in text, text

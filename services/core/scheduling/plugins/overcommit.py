@@ -76,11 +76,16 @@ class OvercommitPlugin:
                     f"overcommit-factor {self.factor:g})", f"add "
                     f"{a(dim, sh.whole_units(dim, minres[dim] / self.factor - total))} {name} to the cluster, or ask "
                     "for less")  # fmt: skip
+        idle = self.idle.get(dim, 0.0)
+        # past the gate the gang must still be placed: freeing only what the scaled room lacks
+        # ("free 1" of a gang of 2 on a full node) admits it to wait again, for nodes
+        free_now = idle - total * (self.factor - 1)  # total − used, unscaled
+        short = max(want[dim] - idle, minres[dim] - free_now)
         return (f"cluster: {name} minResources {a(dim, minres[dim])} + inqueue "
                 f"{a(dim, self.inqueue.get(dim, 0.0))} exceeds the idle room "
-                f"{a(dim, max(self.idle.get(dim, 0.0), 0.0))} (overcommit: total × "
+                f"{a(dim, max(idle, 0.0))} (overcommit: total × "
                 f"overcommit-factor {self.factor:g} − used)",
-                f"free {a(dim, sh.whole_units(dim, want[dim] - self.idle.get(dim, 0.0)))} {name} in the cluster, or raise "
+                f"free {a(dim, sh.whole_units(dim, short))} {name} in the cluster, or raise "
                 "overcommit's overcommit-factor")  # fmt: skip
 
     def job_enqueued(self, job: JobInfo) -> None:
