@@ -37,6 +37,7 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from contracts.subjects import Subjects
 from services.core.freshwords import Now, words_now
 from services.core.ledger import core_capacity
+from services.core.logpoint import store_time, user_time
 from services.core.scheduling import record
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
@@ -60,23 +61,8 @@ def message_time(msg: StoredMessage) -> str:
     stamp = msg.headers.get(STORE_TIME, "")
     if not stamp:
         return ""
-    when = _store_dt(stamp)
+    when = store_time(stamp)
     return when.strftime(RFC3339_SECONDS) if when is not None else stamp
-
-
-def _store_dt(stamp: str) -> datetime | None:
-    """JetStream's `2026-12-01 12:00:01.123456789 +0000 UTC` (or RFC 3339) as a datetime."""
-    text = stamp.replace(" +0000 UTC", "+00:00").replace("Z", "+00:00")
-    head, _, rest = text.partition(".")
-    if rest:  # fractional seconds: keep microseconds, keep the zone
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits):]
-        text = f"{head}.{digits[:6]}{zone}"
-    try:
-        dt = datetime.fromisoformat(text.replace(" ", "T", 1))
-    except ValueError:
-        return None
-    return dt
 
 
 def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
@@ -87,15 +73,13 @@ def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
     if at.endswith("s") and at[:-1].replace(".", "", 1).isdigit():
         limit = float(at[:-1])
         return [m for m in messages if float(m.headers.get(VIRTUAL_TIME, "0") or 0) <= limit]
-    when = _store_dt(at)
+    when = user_time(at)
     if when is None:
         raise AtError(f"--at {at!r}: give a log sequence (40), seconds of simulated time (12.5s) "
                       "or a time in ISO 8601 (2026-12-01T12:00:00Z)")  # fmt: skip
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # the store's stamps are UTC
     out = []
     for m in messages:
-        stamp = _store_dt(m.headers.get(STORE_TIME, ""))
+        stamp = store_time(m.headers.get(STORE_TIME, ""))
         if stamp is not None and stamp > when:
             break
         out.append(m)
