@@ -11,7 +11,12 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from typing import TypeVar
+
+from services.core.stamps import RFC3339_SECONDS
+from services.runtime.eventlog.model import StoredMessage
 
 VIRTUAL_TIME = "Tessera-Time"
 STORE_TIME = "Nats-Time-Stamp"
@@ -61,3 +66,85 @@ def user_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+class PointError(ValueError):
+    """A point (`--until`, `--at`) this log cannot answer; the message says why and what to give."""
+
+
+#: what a point may be, said in every refusal of one
+FORMS = "a log sequence (#40 or 40), seconds on a simulated log's clock (12.5s) or an ISO 8601 time"
+_SEQ = re.compile(r"#?(\d+)")
+_SECONDS = re.compile(r"-?(?:\d+\.?\d*|\.\d+)s")
+_T = TypeVar("_T", float, datetime)
+
+
+def virtual_time(msg: StoredMessage) -> float | None:
+    try:
+        return float(msg.headers[VIRTUAL_TIME])
+    except (KeyError, ValueError):
+        return None
+
+
+def _stored_time(msg: StoredMessage) -> datetime | None:
+    return store_time(msg.headers.get(STORE_TIME, ""))
+
+
+def cut(messages: Sequence[StoredMessage], point: str, flag: str = "--at") -> list[StoredMessage]:
+    """The log up to `point`: a sequence, or the last event at or before a time on the clock the
+    log carries (`12.5s` the simulated one, an ISO time the store's). A time on a clock the log
+    does not carry, or before its first event, is refused: answering with the whole log, or with
+    a state nobody asked for, reads as an answer when it is none (`flag` names the option)."""
+    text = point.strip()
+    if not messages:
+        return []
+    if m := _SEQ.fullmatch(text):
+        seq = int(m[1])
+        if seq < messages[0].seq:
+            raise PointError(f"{flag} {point}: #{seq} is before the log's first event (#{messages[0].seq})")
+        return [msg for msg in messages if msg.seq <= seq]
+    if _SECONDS.fullmatch(text):
+        limit = float(text[:-1])
+        if not any(virtual_time(msg) is not None for msg in messages):
+            raise PointError(f"{flag} {point}: this log has no simulated clock (written by a live control "
+                             "plane): give a sequence (#N or N) or an ISO time")  # fmt: skip
+        return _prefix(messages, virtual_time, limit, point, flag, lambda t: f"t={t:g}s")
+    when = user_time(text)
+    if when is None:
+        raise PointError(f"{flag} {point!r}: not a point of the log: give {FORMS}")
+    if not any(_stored_time(msg) is not None for msg in messages):
+        raise PointError(f"{flag} {point}: this log has no store times (written by `tessera simulate`): "
+                         "give a sequence (#N or N) or seconds on its clock (90s)")  # fmt: skip
+    return _prefix(messages, _stored_time, when, point, flag, lambda t: t.strftime(RFC3339_SECONDS))
+
+
+def _prefix(
+    messages: Sequence[StoredMessage],
+    time_of: Callable[[StoredMessage], _T | None],
+    limit: _T,
+    point: str,
+    flag: str,
+    show: Callable[[_T], str],
+) -> list[StoredMessage]:
+    """The messages before the first whose time is past `limit` (a message without a time keeps
+    the one before it): a prefix of the log, as a state at a time must be."""
+    out: list[StoredMessage] = []
+    for msg in messages:
+        at = time_of(msg)
+        if at is not None and at > limit:
+            break
+        out.append(msg)
+    if not out:
+        first = next((t for t in map(time_of, messages) if t is not None), limit)
+        raise PointError(f"{flag} {point}: before the log's first event (#{messages[0].seq}, {show(first)}): "
+                         "nothing had happened yet")  # fmt: skip
+    return out
+
+
+def past_the_end(messages: Sequence[StoredMessage], point: str) -> str:
+    """A note when a sequence lies beyond the log's last event (the state printed is the last
+    one, which a reader took for the one asked), else ""."""
+    m = _SEQ.fullmatch(point.strip())
+    if m and messages and int(m[1]) > messages[-1].seq:
+        return f"note: the log ends at #{messages[-1].seq}"
+    return ""

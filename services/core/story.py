@@ -7,12 +7,13 @@ recorded in its decision events (`JobUnschedulable.why/groups/unblock`, `TaskPla
 runners_up/cards_why`), so the answer is what was decided, not a re-derivation.
 
 Times: `Tessera-Time` (simulate's virtual clock, seconds) or `Nats-Time-Stamp` (JetStream's
-store time, as the direct get returns it). `at` cuts the log at a sequence or a time first.
+store time, as the direct get returns it), read as `services.core.logpoint` reads them; `explain
+--at` cuts the log there first (`logpoint.cut`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,21 +38,15 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from contracts.subjects import Subjects
 from services.core.freshwords import Now, words_now
 from services.core.ledger import core_capacity
-from services.core.logpoint import store_time, user_time
+from services.core.logpoint import STORE_TIME, VIRTUAL_TIME, store_time
 from services.core.scheduling import record
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
 from services.core.simulate.report import build_report
 from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
 
-VIRTUAL_TIME = "Tessera-Time"
-STORE_TIME = "Nats-Time-Stamp"
 #: how many past events of the story the timeline shows (the newest; older ones are counted)
 TIMELINE_LIMIT = 200
-
-
-class AtError(ValueError):
-    """`--at` is neither a sequence, a time of day in ISO 8601, nor seconds (`12.5s`)."""
 
 
 def message_time(msg: StoredMessage) -> str:
@@ -63,27 +58,6 @@ def message_time(msg: StoredMessage) -> str:
         return ""
     when = store_time(stamp)
     return when.strftime(RFC3339_SECONDS) if when is not None else stamp
-
-
-def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
-    """The log as of `at`: a sequence (`40`), a virtual time (`12.5s`) or an ISO 8601 time."""
-    at = at.strip()
-    if at.isdigit():
-        return [m for m in messages if m.seq <= int(at)]
-    if at.endswith("s") and at[:-1].replace(".", "", 1).isdigit():
-        limit = float(at[:-1])
-        return [m for m in messages if float(m.headers.get(VIRTUAL_TIME, "0") or 0) <= limit]
-    when = user_time(at)
-    if when is None:
-        raise AtError(f"--at {at!r}: give a log sequence (40), seconds of simulated time (12.5s) "
-                      "or a time in ISO 8601 (2026-12-01T12:00:00Z)")  # fmt: skip
-    out = []
-    for m in messages:
-        stamp = store_time(m.headers.get(STORE_TIME, ""))
-        if stamp is not None and stamp > when:
-            break
-        out.append(m)
-    return out
 
 
 def _placement(p: TaskPlacement, card_cores: Mapping[str, int]) -> dict[str, Any]:

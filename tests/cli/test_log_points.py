@@ -5,6 +5,9 @@ examples/inference.yaml, then `tessera events --output-file`) — its times are 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from services.cli.main import main
@@ -40,3 +43,50 @@ def test_explain_at_a_store_time_on_a_live_log(capsys: pytest.CaptureFixture[str
     code, out, _ = run(capsys, "explain", "pod", "infer-3", "--from", str(LIVE), "--at", "2026-12-07T15:07:08.6Z")
     assert code == 0 and out.startswith("Pod default/infer-3 (minAvailable 1): Pending"), out
     assert "#31     2026-12-07T15:07:08Z" in out and "#45" not in out
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    log = tmp_path_factory.mktemp("points") / "sim.jsonl"
+    explain = ROOT / "tests" / "fixtures" / "explain"
+    code = main(["simulate", "--inventory", str(explain / "one-node.yaml"), "--workload",
+                 str(explain / "cuda.yaml"), "--events", str(log), "-o", "json"])  # fmt: skip
+    assert code == 0
+    return log
+
+
+def test_until_an_iso_time_reads_the_store_clock_as_explain_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--until 2020-01-01T00:00:00Z` printed 13 pods: replay's clock was `at` fields and the
+    simulated clock, 0 on every event of a live log before its first TaskStarted."""
+    code, out, err = run(capsys, "replay", "--until", "2020-01-01T00:00:00Z", "--from", str(LIVE))
+    assert (code, out) == (2, "") and "before the log's first event (#1, 2026-12-07T15:07:05Z)" in err, err
+    # the submissions at 15:07:08.586 (#23–#36), the first session's decisions at 15:07:08.677
+    at_time = run(capsys, "replay", "--until", "2026-12-07T15:07:08.6Z", "--from", str(LIVE), "-o", "json")
+    assert at_time == run(capsys, "replay", "--until", "36", "--from", str(LIVE), "-o", "json")
+    assert json.loads(at_time[1])["seq"] == 36
+    told = run(capsys, "explain", "job", "infer-3", "--from", str(LIVE), "--at", "2026-12-07T15:07:08.6Z")
+    assert told == run(capsys, "explain", "job", "infer-3", "--from", str(LIVE), "--at", "#36")
+
+
+def test_a_time_on_a_clock_the_log_does_not_carry_is_refused(simulated: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """`explain --at 40s` on a live log printed the final state, `replay --until 40s` another
+    point; an ISO time on a simulated log printed the whole log."""
+    for command, flag in (("replay", "--until"), ("explain", "--at")):
+        target = ["pod", "infer-3"] if command == "explain" else []
+        code, out, err = run(capsys, command, *target, "--from", str(LIVE), flag, "40s")
+        assert (code, out) == (2, ""), out
+        assert "40s: this log has no simulated clock (written by a live control plane): give a sequence" in err
+        target = ["pod", "cuda-pod"] if command == "explain" else []
+        code, out, err = run(capsys, command, *target, "--from", str(simulated), flag, "2026-12-07T15:07:08Z")
+        assert (code, out) == (2, ""), out
+        assert "this log has no store times (written by `tessera simulate`)" in err, err
+        code, out, err = run(capsys, command, *target, "--from", str(simulated), flag, "0")
+        assert (code, out) == (2, "") and "#0 is before the log's first event (#1)" in err, err
+
+
+def test_a_sequence_past_the_end_says_where_the_log_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "replay", "--until", "99999", "--from", str(LIVE))
+    assert code == 0 and out.startswith("state at #91") and "note: the log ends at #91" in err
+    code, out, err = run(capsys, "replay", "--until", "#91", "--from", str(LIVE))
+    assert code == 0 and out.startswith("state at #91") and err == ""

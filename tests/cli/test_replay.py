@@ -106,4 +106,4 @@ def test_until_prints_the_state_at_a_sequence_and_at_a_time(recorded: Path,
         phases[at] = {p["name"]: p["phase"] for p in json.loads(capsys.readouterr().out)["pods"]}
     assert phases["9s"]["whole-0"] == "Running" and phases["10.5s"]["whole-0"] == "Succeeded"
     assert main(["replay", "--until", "yesterday", "--from", str(recorded)]) == 2
-    assert "--until 'yesterday': not a sequence" in capsys.readouterr().err
+    assert "--until 'yesterday': not a point of the log: give a log sequence" in capsys.readouterr().err
