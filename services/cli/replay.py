@@ -71,6 +71,10 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
         lines.append(f"note: the first is session {session} (based on #{based_on}: {', '.join(names)}): "
                      "the log up to there is not what the scheduler saw — an edited log, or one folded "
                      "by older rules")  # fmt: skip
+    if v.incomplete is not None:
+        session, based_on, rest = v.incomplete
+        lines.append(f"note: last session incomplete (the log ends inside it): {rest} decisions not verified "
+                     f"(session {session}, based on #{based_on})")  # fmt: skip
     if v.unrecorded:
         lines.append(f"note: {v.unrecorded} decisions carry no session record (written by a "
                      "scheduler before sessions were recorded): not verified")  # fmt: skip
