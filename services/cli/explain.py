@@ -158,10 +158,15 @@ def _clock(args: argparse.Namespace) -> float | None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from services.core.simulate.jsonl import NotALog
+
     try:
         messages = _messages(args)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {args.from_file}: cannot read events: {exc}", file=sys.stderr)
+    except NotALog as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {args.from_file}: cannot read it: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if args.at:
         try:

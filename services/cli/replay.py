@@ -38,12 +38,14 @@ class LogUnreadable(Exception):
 
 def load(args: argparse.Namespace) -> list[StoredMessage]:
     if args.from_file:
-        from services.core.simulate.jsonl import read_jsonl
+        from services.core.simulate.jsonl import NotALog, read_jsonl
 
         try:
             return read_jsonl(Path(args.from_file))
-        except (OSError, ValueError, KeyError) as exc:
-            raise LogUnreadable(f"{args.from_file}: cannot read events: {exc}") from None
+        except NotALog as exc:
+            raise LogUnreadable(str(exc)) from None
+        except OSError as exc:
+            raise LogUnreadable(f"{args.from_file}: cannot read it: {exc.strerror or exc}") from None
     from services.cli.get import read_log
 
     return asyncio.run(read_log(nats_url(args), args.root))
