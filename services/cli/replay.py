@@ -10,7 +10,8 @@ events, the fields that differ and the inputs whose digest differs from what the
 `--until` folds the log up to a sequence (or the last event at or before a time: `90s` on a
 simulated log's clock, an ISO 8601 time on a live log's store clock — `services.core.logpoint`,
 as `explain --at`) and prints pods, jobs, queues and cards as `tessera get` does. Exit 2 when the
-log cannot be read or the point is not one of it (a clock it does not carry, before its start).
+log cannot be read, holds no events, or the point is not one of it (a clock it does not carry,
+before its start).
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     try:
         messages = load(args)
+        if not messages:  # a verdict over nothing would read as a pass (a failed export, a typo)
+            where = args.from_file or "the live log"
+            raise LogUnreadable(f"{where} holds no events: nothing to verify or rebuild (write a log with "
+                                "`tessera events --output-file LOG.jsonl`, or run `tessera up` and apply work)")  # fmt: skip
         if args.until is not None:  # with --verify: the sessions up to that point
             if note := past_the_end(messages, args.until):
                 print(note, file=sys.stderr)

@@ -159,3 +159,13 @@ def test_a_file_that_is_no_log_is_said_to_be_none(tmp_path: Path, capsys: pytest
             err = capsys.readouterr().err
             assert (f"{tmp_path / name} line {line} is not an event of a Tessera log (write one with "
                     "`tessera events --output-file LOG.jsonl`)") in err, err  # fmt: skip
+
+
+def test_an_empty_log_is_not_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"verified: 0 decisions of 0 sessions reproduced", exit 0: a check that passes over a
+    failed export proves nothing."""
+    (tmp_path / "empty.jsonl").write_text("")
+    for mode in (["--verify"], ["--until", "5"]):
+        assert main(["replay", *mode, "--from", str(tmp_path / "empty.jsonl")]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and f"{tmp_path / 'empty.jsonl'} holds no events: nothing to verify or rebuild" in out.err
