@@ -125,6 +125,9 @@ def render(s: dict[str, Any]) -> str:
         lines += waiting
     if "placed" in s:
         lines += _placed_lines(s["placed"])
+    if "deleted" in s:  # the log's last word on it, after how it got there
+        d = s["deleted"]
+        lines.append(f"Gone: deleted at #{d['seq']}" + (f" ({d['time']})" if d["time"] else ""))
     return "\n".join(lines)
 
 

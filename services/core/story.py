@@ -13,7 +13,7 @@ store time, as the direct get returns it), read as `services.core.logpoint` read
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ from services.core.ledger import core_capacity
 from services.core.logpoint import STORE_TIME, VIRTUAL_TIME, store_time
 from services.core.scheduling import record
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
+from services.core.scheduling.snapshot import task_names
 from services.core.simulate.report import build_report
 from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
@@ -140,6 +141,32 @@ def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
         room.pop((ev.namespace, ev.name, ev.task), None)
 
 
+def _deleted(messages: Sequence[StoredMessage], kind: str, name: str,
+             namespace: str) -> tuple[str, StoredMessage] | None:  # fmt: skip
+    """(its job, the JobDeleted) of a job or pod the log holds and whose job was deleted last:
+    the report, as `kubectl get`, no longer lists it, but the log still tells what happened to
+    it — "not found" sent the reader to look for a refused admission that never was."""
+    reg = default_registry()
+    job_of: dict[str, str] = {}  # pod (or job) name → the job that last submitted it
+    ended: dict[str, StoredMessage] = {}  # job → its JobDeleted, while not submitted again
+    for msg in messages:
+        kind_of = msg.headers.get("Tessera-Type", "")
+        if kind_of not in ("JobSubmitted", "JobDeleted"):
+            continue
+        try:
+            ev = reg.decode(kind_of, msg.data)
+        except (UnknownEventType, UndecodableEvent):
+            continue
+        if isinstance(ev, JobSubmitted) and ev.spec.namespace == namespace:
+            ended.pop(ev.spec.name, None)
+            names = [pod for pod, *_ in task_names(ev.spec)] if kind == "pod" else [ev.spec.name]
+            job_of.update((n, ev.spec.name) for n in names)
+        elif isinstance(ev, JobDeleted) and ev.namespace == namespace:
+            ended[ev.name] = msg
+    job = job_of.get(name)
+    return (job, ended[job]) if job is not None and job in ended else None
+
+
 def _which_session(msg: StoredMessage) -> tuple[int, int]:
     """(based on, session number) of the session that wrote `msg`, (0, 0) for none: the number
     alone restarts at every scheduler process, the snapshot it was based on tells two apart."""
@@ -160,20 +187,23 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     live cluster's wall clock; else the newest recorded session's)."""
     messages = list(messages)
     report = build_report(messages)
-    if kind == "pod":
-        pod = next((p for p in report["pods"]
-                    if p["name"] == name and p["namespace"] == namespace), None)  # fmt: skip
-        if pod is None:
+    listed = report["pods" if kind == "pod" else "jobs"]
+    found = next((r for r in listed if r["name"] == name and r["namespace"] == namespace), None)
+    pod_name = name if kind == "pod" else ""
+    deleted: StoredMessage | None = None
+    state: dict[str, Any]
+    if found is None:
+        gone = _deleted(messages, kind, name, namespace)
+        if gone is None:
             return None
-        job_name, pod_name = pod["job"] or name, name
-        state = {"phase": pod["phase"], "node": pod["node"] or "", "reason": pod["reason"]}
+        job_name, deleted = gone
+        state = {"phase": "Deleted", "reason": "deleted"}
+    elif kind == "pod":
+        job_name = found["job"] or name
+        state = {"phase": found["phase"], "node": found["node"] or "", "reason": found["reason"]}
     else:
-        job = next((j for j in report["jobs"]
-                    if j["name"] == name and j["namespace"] == namespace), None)  # fmt: skip
-        if job is None:
-            return None
-        job_name, pod_name = name, ""
-        state = {"phase": job["phase"], "queue": job["queue"], "reason": job["reason"]}
+        job_name = name
+        state = {"phase": found["phase"], "queue": found["queue"], "reason": found["reason"]}
         state["pods"] = {p["name"]: p["phase"] for p in report["pods"]
                          if p["job"] == name and p["namespace"] == namespace}  # fmt: skip
     subject = Subjects(root).job(namespace, job_name)
@@ -237,6 +267,10 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                         first = False
                 last_unschedulable = None
                 decided, decided_session = msg.seq, (0, 0)
+    if deleted is not None:  # (its pods' last phases are the report's no more: the job's end)
+        state["deleted"] = {"seq": deleted.seq, "time": message_time(deleted)}
+        if kind == "job" and spec is not None:
+            state["queue"] = spec.queue
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,

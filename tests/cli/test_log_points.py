@@ -90,3 +90,33 @@ def test_a_sequence_past_the_end_says_where_the_log_ends(capsys: pytest.CaptureF
     assert code == 0 and out.startswith("state at #91") and "note: the log ends at #91" in err
     code, out, err = run(capsys, "replay", "--until", "#91", "--from", str(LIVE))
     assert code == 0 and out.startswith("state at #91") and err == ""
+
+
+def test_a_deleted_pod_and_job_are_told_from_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`explain pod infer-3` after `tessera delete pod infer-3` said "not found … (a pod admission
+    refused is not in the log…)": the log holds its whole story, and its end."""
+    import msgspec
+
+    from contracts.events import JobDeleted, TaskFinished
+
+    subject = "tessera.ev.job.default.infer-3"
+    ending = [(92, TaskFinished(namespace="default", name="infer-3", task="infer-3", node="node-a", reason="deleted")),
+              (93, JobDeleted(namespace="default", name="infer-3"))]  # fmt: skip
+    rows = [json.dumps({"seq": seq, "subject": subject, "data": json.loads(msgspec.json.encode(ev)),
+                        "headers": {"Tessera-Type": type(ev).__name__, "Tessera-Version": "1",
+                                    "Nats-Time-Stamp": f"2026-12-07T15:09:12.00000{seq}Z"}}) + "\n"
+            for seq, ev in ending]  # fmt: skip
+    log = tmp_path / "deleted.jsonl"
+    log.write_text(LIVE.read_text() + "".join(rows))
+    for kind in ("pod", "job"):
+        code, out, err = run(capsys, "explain", kind, "infer-3", "--from", str(log))
+        assert code == 0, err
+        lines = out.splitlines()
+        head = "Pod default/infer-3 (minAvailable 1)" if kind == "pod" else "Job default/infer-3 (queue default, minAvailable 1)"
+        assert lines[0] == f"{head}: Deleted", out
+        assert "#83     2026-12-07T15:07:08Z" in out and "started           infer-3 on node-a" in out
+        assert "#92     2026-12-07T15:09:12Z" in out and "exit code 0, deleted" in out
+        assert "#93     2026-12-07T15:09:12Z" in out and "Why it waits" not in out
+        assert lines[-1] == "Gone: deleted at #93 (2026-12-07T15:09:12Z)", out
+    code, out, _ = run(capsys, "explain", "pod", "infer-3", "--from", str(log), "--at", "91")
+    assert code == 0 and ": Running on node-a" in out.splitlines()[0] and "Gone" not in out
