@@ -167,6 +167,20 @@ def _deleted(messages: Sequence[StoredMessage], kind: str, name: str,
     return (job, ended[job]) if job is not None and job in ended else None
 
 
+def _stepped(msg: StoredMessage, ev: JobPhaseChanged | PlacementProposed, session: int,
+             pod: str) -> dict[str, Any]:  # fmt: skip
+    """Why it waits when a session's last word on it was a step, not a verdict: "no session has
+    decided on it yet" under a timeline line "session 1 enqueued" contradicted it."""
+    where = {"seq": msg.seq, "time": message_time(msg), "session": session, "groups": []}
+    if isinstance(ev, PlacementProposed):
+        nodes = sorted({p.node for p in ev.placements if not pod or p.task == pod})
+        return {**where, "why": f"proposed for {', '.join(nodes)}: waiting for the allocator to commit its cards",
+                "unblock": "nothing to do: the allocator commits the proposal, or rejects it and a later "
+                           "session decides again"}  # fmt: skip
+    return {**where, "why": "enqueued: no session has placed it or recorded why not since",
+            "unblock": "nothing to do yet: a session places it or records why not"}  # fmt: skip
+
+
 def _which_session(msg: StoredMessage) -> tuple[int, int]:
     """(based on, session number) of the session that wrote `msg`, (0, 0) for none: the number
     alone restarts at every scheduler process, the snapshot it was based on tells two apart."""
@@ -220,6 +234,9 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]] = {}
     decided = 0  # the seq of this job's last verdict or commit: room made before it is spent,
     decided_session = (0, 0)  # unless made by that verdict's own session
+    #: a session's step on it after its last verdict (enqueued, proposed), not yet followed by a
+    #: verdict or a commit: the timeline shows it, so "why it waits" must start from it
+    step: tuple[StoredMessage, JobPhaseChanged | PlacementProposed] | None = None
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
         if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
@@ -246,17 +263,24 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         match ev:
             case JobSubmitted():
                 spec = ev.spec
+                step = None
                 room.clear()  # a new incarnation: what was evicted for the old one is not its
                 decided, decided_session = msg.seq, (0, 0)
             case JobUpdated():
                 spec = ev.spec
             case JobUnschedulable():
-                last_unschedulable = (msg, ev)
+                last_unschedulable, step = (msg, ev), None
                 # (a verdict of the very session that evicted for it — the gang's replicas
                 # beyond minAvailable — leaves that room current)
                 decided, decided_session = msg.seq, _which_session(msg)
+            case JobPhaseChanged() if ev.phase == "Inqueue" and line is not None:
+                step = (msg, ev)
             case PlacementProposed():
                 proposals[msg.seq] = ev
+                if line is not None:
+                    step = (msg, ev)
+            case PlacementRejected() | TaskStarted() | TaskFinished() if line is not None:
+                step = None  # (its state moved on; the report's reason says where to)
             case PlacementCommitted():
                 proposal = proposals.get(ev.proposal_seq)
                 # the latest commit: after a restart the job runs where its last commit put it
@@ -265,7 +289,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                     if (pod_name and p.task == pod_name) or (not pod_name and first):
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
-                last_unschedulable = None
+                last_unschedulable, step = None, None
                 decided, decided_session = msg.seq, (0, 0)
     if deleted is not None:  # (its pods' last phases are the report's no more: the job's end)
         state["deleted"] = {"seq": deleted.seq, "time": message_time(deleted)}
@@ -295,6 +319,8 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             "unblock": "nothing to do: it is placed once they are gone (their grace period; a pod on a "
                        "node that does not answer stays until the node is back or the pod is force-deleted)",
         }  # fmt: skip
+    elif waiting and step is not None:
+        out["waiting"] = _stepped(*step, _session_of(step[1], step[0]), pod_name)
     elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
         now = Now()

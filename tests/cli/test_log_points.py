@@ -120,3 +120,24 @@ def test_a_deleted_pod_and_job_are_told_from_the_log(tmp_path: Path, capsys: pyt
         assert lines[-1] == "Gone: deleted at #93 (2026-12-07T15:09:12Z)", out
     code, out, _ = run(capsys, "explain", "pod", "infer-3", "--from", str(log), "--at", "91")
     assert code == 0 and ": Running on node-a" in out.splitlines()[0] and "Gone" not in out
+
+
+def test_why_it_waits_starts_from_the_timelines_last_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """At #40 the timeline's last line was "#37 … session 1 enqueued" and the answer "no
+    scheduling session has decided on it yet"; at #88 "session 2 proposed" under session 1's
+    verdict of #50."""
+
+    def waits(name: str, at: str) -> dict:
+        code, out, err = run(capsys, "explain", "pod", name, "--from", str(LIVE), "--at", at, "-o", "json")
+        assert code == 0, err
+        return json.loads(out)["waiting"]
+
+    enqueued = waits("infer-7", "40")
+    assert (enqueued["seq"], enqueued["session"]) == (37, 1)
+    assert enqueued["why"] == "enqueued: no session has placed it or recorded why not since"
+    assert waits("infer-7", "50")["why"].startswith("queue default: Ascend910B3 0.25 requested")  # the verdict
+    for name, at, seq in (("infer-3", "46", 45), ("infer-7", "88", 88)):
+        proposed = waits(name, at)
+        assert proposed["seq"] == seq and proposed["why"] == "proposed for node-a: waiting for the allocator to commit its cards"
+    code, out, _ = run(capsys, "explain", "job", "infer-7", "--from", str(LIVE), "--at", "40")
+    assert code == 0 and "Why it waits (session 1, log #37, 2026-12-07T15:07:08Z):\n  enqueued: " in out, out
