@@ -7,7 +7,8 @@ with its last decision (the first rule that failed in words, the nodes grouped a
 smallest change that would unblock it), and for a placed pod each plugin's part of its node's
 score, why those cards, and the runners-up. `--from` reads a JSONL log (`tessera events
 --output-file`, `tessera simulate --events`) instead of the live NATS; `--at` answers as of an
-earlier point (a sequence, `12.5s` of simulated time, or an ISO 8601 time).
+earlier point (a sequence, `12.5s` of a simulated log's clock, or an ISO 8601 time on a live
+log's store clock; `services.core.logpoint`, as `replay --until`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from services.cli.connection import connection_args, nats_url
-from services.core.story import AtError, cut, story
+from services.core.logpoint import PointError, cut, past_the_end
+from services.core.story import story
 from services.runtime.eventlog.model import StoredMessage
 
 
@@ -123,6 +125,9 @@ def render(s: dict[str, Any]) -> str:
         lines += waiting
     if "placed" in s:
         lines += _placed_lines(s["placed"])
+    if "deleted" in s:  # the log's last word on it, after how it got there
+        d = s["deleted"]
+        lines.append(f"Gone: deleted at #{d['seq']}" + (f" ({d['time']})" if d["time"] else ""))
     return "\n".join(lines)
 
 
@@ -156,15 +161,22 @@ def _clock(args: argparse.Namespace) -> float | None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from services.core.simulate.jsonl import NotALog
+
     try:
         messages = _messages(args)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {args.from_file}: cannot read events: {exc}", file=sys.stderr)
+    except NotALog as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {args.from_file}: cannot read it: {exc.strerror or exc}", file=sys.stderr)
         return 2
     if args.at:
         try:
-            messages = cut(messages, args.at)
-        except AtError as exc:
+            if note := past_the_end(messages, args.at):
+                print(note, file=sys.stderr)
+            messages = cut(messages, args.at, "--at")
+        except PointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     s = story(messages, args.kind, args.name, args.namespace, args.root, fresh=True, clock=_clock(args))
@@ -195,7 +207,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_file", default="", metavar="LOG.jsonl",
                    help="read this JSONL log (tessera events --output-file) instead of the live NATS")  # fmt: skip
     p.add_argument("--at", default="", metavar="SEQ|TIME",
-                   help="as of a log sequence (40), simulated seconds (12.5s) or an ISO 8601 time")  # fmt: skip
+                   help="as of a log sequence (40), a simulated log's seconds (12.5s) or a live log's store time (ISO 8601)")  # fmt: skip
     connection_args(p)
     p.set_defaults(func=lambda a: cmd_explain(_normalised(a)))
 

@@ -7,9 +7,11 @@
 `based_on` sequence, with the configuration it ran with (`services.core.scheduling.verify`), and
 stops at the first decision it does not reproduce: exit 1 with the session, the job, both
 events, the fields that differ and the inputs whose digest differs from what the scheduler saw.
-`--until` folds the log up to a sequence (or the last event at or before a time: `90s` on the
-log's clock, or an ISO 8601 instant) and prints pods, jobs, queues and cards as `tessera get` does.
-Exit 2 when the log cannot be read.
+`--until` folds the log up to a sequence (or the last event at or before a time: `90s` on a
+simulated log's clock, an ISO 8601 time on a live log's store clock — `services.core.logpoint`,
+as `explain --at`) and prints pods, jobs, queues and cards as `tessera get` does. Exit 2 when the
+log cannot be read, holds no events, or the point is not one of it (a clock it does not carry,
+before its start).
 """
 
 from __future__ import annotations
@@ -19,19 +21,15 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
 import yaml
 
-from contracts.envelope import TYPE
-from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.cli.connection import connection_args, nats_url
+from services.core.logpoint import PointError, cut, past_the_end
 from services.core.scheduling.verify import Verdict, decoded, verify
 from services.runtime.eventlog.model import StoredMessage
 
-#: The simulation's clock on every event it writes (`services.core.simulate.engine`).
-TIME_HEADER = "Tessera-Time"
 SECTIONS = ("pods", "jobs", "queues", "cards")
 
 
@@ -41,12 +39,14 @@ class LogUnreadable(Exception):
 
 def load(args: argparse.Namespace) -> list[StoredMessage]:
     if args.from_file:
-        from services.core.simulate.jsonl import read_jsonl
+        from services.core.simulate.jsonl import NotALog, read_jsonl
 
         try:
             return read_jsonl(Path(args.from_file))
-        except (OSError, ValueError, KeyError) as exc:
-            raise LogUnreadable(f"{args.from_file}: cannot read events: {exc}") from None
+        except NotALog as exc:
+            raise LogUnreadable(str(exc)) from None
+        except OSError as exc:
+            raise LogUnreadable(f"{args.from_file}: cannot read it: {exc.strerror or exc}") from None
     from services.cli.get import read_log
 
     return asyncio.run(read_log(nats_url(args), args.root))
@@ -74,6 +74,10 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
         lines.append(f"note: the first is session {session} (based on #{based_on}: {', '.join(names)}): "
                      "the log up to there is not what the scheduler saw — an edited log, or one folded "
                      "by older rules")  # fmt: skip
+    if v.incomplete is not None:
+        session, based_on, rest = v.incomplete
+        lines.append(f"note: last session incomplete (the log ends inside it): {rest} decisions not verified "
+                     f"(session {session}, based on #{based_on})")  # fmt: skip
     if v.unrecorded:
         lines.append(f"note: {v.unrecorded} decisions carry no session record (written by a "
                      "scheduler before sessions were recorded): not verified")  # fmt: skip
@@ -83,46 +87,6 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
         lines.append(f"note: {missing} sequences are missing (the log was compacted): a session "
                      "whose state held them cannot be rebuilt from what is left")  # fmt: skip
     return lines
-
-
-def cut(messages: Sequence[StoredMessage], until: str) -> list[StoredMessage]:
-    """The log up to a sequence, or up to the last message at or before a time (the clock is
-    the latest `at` an event carried, or the simulation's `Tessera-Time`)."""
-    if until.isdigit():
-        return [m for m in messages if m.seq <= int(until)]
-    limit = _instant(until)
-    registry = default_registry()
-    clock = 0.0
-    out = []
-    for m in messages:
-        at = float(m.headers.get(TIME_HEADER, "0") or 0)
-        kind = m.headers.get(TYPE, "")
-        if kind in registry:
-            try:
-                at = max(at, float(getattr(registry.decode(kind, m.data), "at", 0.0) or 0.0))
-            except (UndecodableEvent, UnknownEventType):
-                pass
-        clock = max(clock, at)
-        if clock > limit:
-            break
-        out.append(m)
-    return out
-
-
-def _instant(text: str) -> float:
-    """`90s` (seconds on the log's clock: the simulation's virtual one, or epoch seconds) or
-    an ISO 8601 instant; a bare number is a sequence (`cut`)."""
-    if text.endswith("s"):
-        try:
-            return float(text[:-1])
-        except ValueError:
-            pass
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise LogUnreadable(
-            f"--until {text!r}: not a sequence, seconds (90s), or an ISO 8601 time"
-        ) from None
 
 
 def state_text(messages: list[StoredMessage], output: str) -> str:
@@ -156,13 +120,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     try:
         messages = load(args)
+        if not messages:  # a verdict over nothing would read as a pass (a failed export, a typo)
+            where = args.from_file or "the live log"
+            raise LogUnreadable(f"{where} holds no events: nothing to verify or rebuild (write a log with "
+                                "`tessera events --output-file LOG.jsonl`, or run `tessera up` and apply work)")  # fmt: skip
         if args.until is not None:  # with --verify: the sessions up to that point
-            messages = cut(messages, args.until)
+            if note := past_the_end(messages, args.until):
+                print(note, file=sys.stderr)
+            messages = cut(messages, args.until, "--until")
             print(state_text(messages, args.output))
             if not args.verify:
                 return 0
         stored, poisoned = decoded(messages)
-    except LogUnreadable as exc:
+    except (LogUnreadable, PointError) as exc:
         print(f"tessera replay: {exc}", file=sys.stderr)
         return 2
     v = verify(stored)
@@ -175,7 +145,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify", action="store_true",
                    help="re-run every recorded session; exit 1 at the first decision not reproduced")  # fmt: skip
     p.add_argument("--until", metavar="SEQ|TIME",
-                   help="print the state (pods, jobs, queues, cards) the log held at this sequence, or time (90s, ISO 8601)")  # fmt: skip
+                   help="print the state (pods, jobs, queues, cards) the log held at this sequence, or time (90s on a simulated log, ISO 8601 on a live one)")  # fmt: skip
     p.add_argument("--from", dest="from_file", metavar="LOG.jsonl",
                    help="a log written by `events --output-file` or `simulate --events` (default: the live NATS)")  # fmt: skip
     p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table",

@@ -38,15 +38,17 @@ def _read(path: str, what: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from services.core.simulate.engine import MAX_SESSIONS_PER_INSTANT
-    from services.core.simulate.jsonl import read_jsonl, write_jsonl
+    from services.core.simulate.jsonl import NotALog, read_jsonl, write_jsonl
     from services.core.simulate.report import build_report, undecodable_warning
 
     try:
         if args.replay:
             try:
                 messages = read_jsonl(Path(args.replay))
-            except (OSError, ValueError, KeyError) as exc:
-                raise InputError(f"{args.replay}: cannot read events: {exc}") from None
+            except NotALog as exc:
+                raise InputError(str(exc)) from None
+            except OSError as exc:
+                raise InputError(f"{args.replay}: cannot read it: {exc.strerror or exc}") from None
         else:
             if not args.inventory or not args.workload:
                 raise InputError("--inventory and --workload are required (or --replay)")

@@ -7,7 +7,8 @@ recorded in its decision events (`JobUnschedulable.why/groups/unblock`, `TaskPla
 runners_up/cards_why`), so the answer is what was decided, not a re-derivation.
 
 Times: `Tessera-Time` (simulate's virtual clock, seconds) or `Nats-Time-Stamp` (JetStream's
-store time, as the direct get returns it). `at` cuts the log at a sequence or a time first.
+store time, as the direct get returns it), read as `services.core.logpoint` reads them; `explain
+--at` cuts the log there first (`logpoint.cut`).
 """
 
 from __future__ import annotations
@@ -37,20 +38,16 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from contracts.subjects import Subjects
 from services.core.freshwords import Now, words_now
 from services.core.ledger import core_capacity
+from services.core.logpoint import STORE_TIME, VIRTUAL_TIME, store_time
 from services.core.scheduling import record
 from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES as ENDED
+from services.core.scheduling.snapshot import task_names
 from services.core.simulate.report import build_report
 from services.core.stamps import RFC3339_SECONDS
 from services.runtime.eventlog.model import StoredMessage
 
-VIRTUAL_TIME = "Tessera-Time"
-STORE_TIME = "Nats-Time-Stamp"
 #: how many past events of the story the timeline shows (the newest; older ones are counted)
 TIMELINE_LIMIT = 200
-
-
-class AtError(ValueError):
-    """`--at` is neither a sequence, a time of day in ISO 8601, nor seconds (`12.5s`)."""
 
 
 def message_time(msg: StoredMessage) -> str:
@@ -60,46 +57,8 @@ def message_time(msg: StoredMessage) -> str:
     stamp = msg.headers.get(STORE_TIME, "")
     if not stamp:
         return ""
-    when = _store_dt(stamp)
+    when = store_time(stamp)
     return when.strftime(RFC3339_SECONDS) if when is not None else stamp
-
-
-def _store_dt(stamp: str) -> datetime | None:
-    """JetStream's `2026-12-01 12:00:01.123456789 +0000 UTC` (or RFC 3339) as a datetime."""
-    text = stamp.replace(" +0000 UTC", "+00:00").replace("Z", "+00:00")
-    head, _, rest = text.partition(".")
-    if rest:  # fractional seconds: keep microseconds, keep the zone
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits):]
-        text = f"{head}.{digits[:6]}{zone}"
-    try:
-        dt = datetime.fromisoformat(text.replace(" ", "T", 1))
-    except ValueError:
-        return None
-    return dt
-
-
-def cut(messages: Sequence[StoredMessage], at: str) -> list[StoredMessage]:
-    """The log as of `at`: a sequence (`40`), a virtual time (`12.5s`) or an ISO 8601 time."""
-    at = at.strip()
-    if at.isdigit():
-        return [m for m in messages if m.seq <= int(at)]
-    if at.endswith("s") and at[:-1].replace(".", "", 1).isdigit():
-        limit = float(at[:-1])
-        return [m for m in messages if float(m.headers.get(VIRTUAL_TIME, "0") or 0) <= limit]
-    when = _store_dt(at)
-    if when is None:
-        raise AtError(f"--at {at!r}: give a log sequence (40), seconds of simulated time (12.5s) "
-                      "or a time in ISO 8601 (2026-12-01T12:00:00Z)")  # fmt: skip
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)  # the store's stamps are UTC
-    out = []
-    for m in messages:
-        stamp = _store_dt(m.headers.get(STORE_TIME, ""))
-        if stamp is not None and stamp > when:
-            break
-        out.append(m)
-    return out
 
 
 def _placement(p: TaskPlacement, card_cores: Mapping[str, int]) -> dict[str, Any]:
@@ -182,6 +141,46 @@ def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
         room.pop((ev.namespace, ev.name, ev.task), None)
 
 
+def _deleted(messages: Sequence[StoredMessage], kind: str, name: str,
+             namespace: str) -> tuple[str, StoredMessage] | None:  # fmt: skip
+    """(its job, the JobDeleted) of a job or pod the log holds and whose job was deleted last:
+    the report, as `kubectl get`, no longer lists it, but the log still tells what happened to
+    it — "not found" sent the reader to look for a refused admission that never was."""
+    reg = default_registry()
+    job_of: dict[str, str] = {}  # pod (or job) name → the job that last submitted it
+    ended: dict[str, StoredMessage] = {}  # job → its JobDeleted, while not submitted again
+    for msg in messages:
+        kind_of = msg.headers.get("Tessera-Type", "")
+        if kind_of not in ("JobSubmitted", "JobDeleted"):
+            continue
+        try:
+            ev = reg.decode(kind_of, msg.data)
+        except (UnknownEventType, UndecodableEvent):
+            continue
+        if isinstance(ev, JobSubmitted) and ev.spec.namespace == namespace:
+            ended.pop(ev.spec.name, None)
+            names = [pod for pod, *_ in task_names(ev.spec)] if kind == "pod" else [ev.spec.name]
+            job_of.update((n, ev.spec.name) for n in names)
+        elif isinstance(ev, JobDeleted) and ev.namespace == namespace:
+            ended[ev.name] = msg
+    job = job_of.get(name)
+    return (job, ended[job]) if job is not None and job in ended else None
+
+
+def _stepped(msg: StoredMessage, ev: JobPhaseChanged | PlacementProposed, session: int,
+             pod: str) -> dict[str, Any]:  # fmt: skip
+    """Why it waits when a session's last word on it was a step, not a verdict: "no session has
+    decided on it yet" under a timeline line "session 1 enqueued" contradicted it."""
+    where = {"seq": msg.seq, "time": message_time(msg), "session": session, "groups": []}
+    if isinstance(ev, PlacementProposed):
+        nodes = sorted({p.node for p in ev.placements if not pod or p.task == pod})
+        return {**where, "why": f"proposed for {', '.join(nodes)}: waiting for the allocator to commit its cards",
+                "unblock": "nothing to do: the allocator commits the proposal, or rejects it and a later "
+                           "session decides again"}  # fmt: skip
+    return {**where, "why": "enqueued: no session has placed it or recorded why not since",
+            "unblock": "nothing to do yet: a session places it or records why not"}  # fmt: skip
+
+
 def _which_session(msg: StoredMessage) -> tuple[int, int]:
     """(based on, session number) of the session that wrote `msg`, (0, 0) for none: the number
     alone restarts at every scheduler process, the snapshot it was based on tells two apart."""
@@ -202,20 +201,23 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     live cluster's wall clock; else the newest recorded session's)."""
     messages = list(messages)
     report = build_report(messages)
-    if kind == "pod":
-        pod = next((p for p in report["pods"]
-                    if p["name"] == name and p["namespace"] == namespace), None)  # fmt: skip
-        if pod is None:
+    listed = report["pods" if kind == "pod" else "jobs"]
+    found = next((r for r in listed if r["name"] == name and r["namespace"] == namespace), None)
+    pod_name = name if kind == "pod" else ""
+    deleted: StoredMessage | None = None
+    state: dict[str, Any]
+    if found is None:
+        gone = _deleted(messages, kind, name, namespace)
+        if gone is None:
             return None
-        job_name, pod_name = pod["job"] or name, name
-        state = {"phase": pod["phase"], "node": pod["node"] or "", "reason": pod["reason"]}
+        job_name, deleted = gone
+        state = {"phase": "Deleted", "reason": "deleted"}
+    elif kind == "pod":
+        job_name = found["job"] or name
+        state = {"phase": found["phase"], "node": found["node"] or "", "reason": found["reason"]}
     else:
-        job = next((j for j in report["jobs"]
-                    if j["name"] == name and j["namespace"] == namespace), None)  # fmt: skip
-        if job is None:
-            return None
-        job_name, pod_name = name, ""
-        state = {"phase": job["phase"], "queue": job["queue"], "reason": job["reason"]}
+        job_name = name
+        state = {"phase": found["phase"], "queue": found["queue"], "reason": found["reason"]}
         state["pods"] = {p["name"]: p["phase"] for p in report["pods"]
                          if p["job"] == name and p["namespace"] == namespace}  # fmt: skip
     subject = Subjects(root).job(namespace, job_name)
@@ -232,6 +234,9 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]] = {}
     decided = 0  # the seq of this job's last verdict or commit: room made before it is spent,
     decided_session = (0, 0)  # unless made by that verdict's own session
+    #: a session's step on it after its last verdict (enqueued, proposed), not yet followed by a
+    #: verdict or a commit: the timeline shows it, so "why it waits" must start from it
+    step: tuple[StoredMessage, JobPhaseChanged | PlacementProposed] | None = None
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
         if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
@@ -258,17 +263,24 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         match ev:
             case JobSubmitted():
                 spec = ev.spec
+                step = None
                 room.clear()  # a new incarnation: what was evicted for the old one is not its
                 decided, decided_session = msg.seq, (0, 0)
             case JobUpdated():
                 spec = ev.spec
             case JobUnschedulable():
-                last_unschedulable = (msg, ev)
+                last_unschedulable, step = (msg, ev), None
                 # (a verdict of the very session that evicted for it — the gang's replicas
                 # beyond minAvailable — leaves that room current)
                 decided, decided_session = msg.seq, _which_session(msg)
+            case JobPhaseChanged() if ev.phase == "Inqueue" and line is not None:
+                step = (msg, ev)
             case PlacementProposed():
                 proposals[msg.seq] = ev
+                if line is not None:
+                    step = (msg, ev)
+            case PlacementRejected() | TaskStarted() | TaskFinished() if line is not None:
+                step = None  # (its state moved on; the report's reason says where to)
             case PlacementCommitted():
                 proposal = proposals.get(ev.proposal_seq)
                 # the latest commit: after a restart the job runs where its last commit put it
@@ -277,8 +289,12 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                     if (pod_name and p.task == pod_name) or (not pod_name and first):
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
-                last_unschedulable = None
+                last_unschedulable, step = None, None
                 decided, decided_session = msg.seq, (0, 0)
+    if deleted is not None:  # (its pods' last phases are the report's no more: the job's end)
+        state["deleted"] = {"seq": deleted.seq, "time": message_time(deleted)}
+        if kind == "job" and spec is not None:
+            state["queue"] = spec.queue
     out: dict[str, Any] = {
         "kind": kind, "namespace": namespace, "name": name, "job": job_name, **state,
         "min_available": spec.min_available if spec else None,
@@ -303,6 +319,8 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
             "unblock": "nothing to do: it is placed once they are gone (their grace period; a pod on a "
                        "node that does not answer stays until the node is back or the pod is force-deleted)",
         }  # fmt: skip
+    elif waiting and step is not None:
+        out["waiting"] = _stepped(*step, _session_of(step[1], step[0]), pod_name)
     elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
         now = Now()

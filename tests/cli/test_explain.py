@@ -16,9 +16,9 @@ import pytest
 from contracts.registry import default_registry
 from services.cli.main import main
 from services.core.freshwords import words_now
+from services.core.logpoint import cut
 from services.core.simulate.jsonl import read_jsonl
 from services.core.simulate.report import build_report
-from services.core.story import cut
 from tests.cli.test_up_down import tessera
 from tests.processes import ROOT
 

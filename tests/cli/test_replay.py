@@ -106,4 +106,66 @@ def test_until_prints_the_state_at_a_sequence_and_at_a_time(recorded: Path,
         phases[at] = {p["name"]: p["phase"] for p in json.loads(capsys.readouterr().out)["pods"]}
     assert phases["9s"]["whole-0"] == "Running" and phases["10.5s"]["whole-0"] == "Succeeded"
     assert main(["replay", "--until", "yesterday", "--from", str(recorded)]) == 2
-    assert "--until 'yesterday': not a sequence" in capsys.readouterr().err
+    assert "--until 'yesterday': not a point of the log: give a log sequence" in capsys.readouterr().err
+
+
+LIVE = ROOT / "tests" / "fixtures" / "replay" / "live.jsonl"
+
+
+def test_a_log_cut_inside_a_session_verifies_what_it_holds(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """`head -45` of a live log (session 1 decides #37–#50) exited 1 with "the log holds no
+    such decision"; so did `--until 45`."""
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(LIVE.read_text().splitlines(keepends=True)[:45]))
+    note = "note: last session incomplete (the log ends inside it): 5 decisions not verified (session 1, based on #36)"
+    assert main(["replay", "--verify", "--from", str(head)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("verified: 9 decisions of 0 sessions reproduced") and note in out, out
+    assert main(["replay", "--verify", "--until", "45", "-o", "json", "--from", str(LIVE)]) == 0
+    assert note in capsys.readouterr().out
+
+
+def test_a_repeated_line_or_two_joined_logs_are_refused(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Verified with "note: -10 sequences are missing (the log was compacted)"."""
+    lines = LIVE.read_text().splitlines(keepends=True)
+    (tmp_path / "dup.jsonl").write_text("".join(lines[:60] + lines[50:]))
+    (tmp_path / "joined.jsonl").write_text("".join(lines + lines))
+    for name, line, seq, before in (("dup", 61, 51, 60), ("joined", 92, 1, 91)):
+        for command in (["replay", "--verify"], ["explain", "pod", "infer-3"], ["simulate", "--replay"]):
+            flag = [] if command[0] == "simulate" else ["--from"]
+            assert main([*command, *flag, str(tmp_path / f"{name}.jsonl")]) == 2, command
+            err = capsys.readouterr().err
+            assert (f"{tmp_path / name}.jsonl line {line}: sequence #{seq} follows #{before}: a line repeated, "
+                    "or two logs joined?") in err, err  # fmt: skip
+
+
+def test_a_file_that_is_no_log_is_said_to_be_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A service's log, an inventory, a terminal's text: "cannot read events: 'data'" or
+    "Expecting value: line 1 column 1"."""
+    lines = LIVE.read_text().splitlines(keepends=True)
+    files = {
+        "inventory.yaml": (INVENTORY.read_text(), 1),
+        "service.log": ('{"level": "info", "msg": "ready", "seq": 3}\n', 1),
+        "stderr.txt": ("".join(lines[:3]) + "Traceback (most recent call last):\n", 4),
+        "nodata.jsonl": (lines[0].replace('"data":', '"body":'), 1),
+    }
+    for name, (text, line) in files.items():
+        (tmp_path / name).write_text(text)
+        for command in (["replay", "--verify"], ["explain", "pod", "infer-3"], ["simulate", "--replay"]):
+            flag = [] if command[0] == "simulate" else ["--from"]
+            assert main([*command, *flag, str(tmp_path / name)]) == 2, (name, command)
+            err = capsys.readouterr().err
+            assert (f"{tmp_path / name} line {line} is not an event of a Tessera log (write one with "
+                    "`tessera events --output-file LOG.jsonl`)") in err, err  # fmt: skip
+
+
+def test_an_empty_log_is_not_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"verified: 0 decisions of 0 sessions reproduced", exit 0: a check that passes over a
+    failed export proves nothing."""
+    (tmp_path / "empty.jsonl").write_text("")
+    for mode in (["--verify"], ["--until", "5"]):
+        assert main(["replay", *mode, "--from", str(tmp_path / "empty.jsonl")]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and f"{tmp_path / 'empty.jsonl'} holds no events: nothing to verify or rebuild" in out.err

@@ -81,6 +81,9 @@ class Verdict:
     input_notes: dict[str, int] = field(default_factory=dict)
     #: the first such session: (session, based on, the inputs that differ)
     first_input_note: tuple[int, int, tuple[str, ...]] | None = None
+    #: the last session, when the log ends inside it (a file cut by `head`, `--until` a sequence
+    #: within its decisions): (session, based on, re-derived decisions the log does not reach)
+    incomplete: tuple[int, int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,10 +142,11 @@ def verify(messages: Iterable[Stored]) -> Verdict:
     proposed: dict[str, dict[str, tuple[TaskPlacement, ...]]] = {m: {} for m in views}
     confs: dict[int, SchedulerConf | str] = {}
     due = sorted(sessions.values(), key=lambda s: (s.ref.based_on, s.ref.conf_seq))
+    last = stored[-1][0] if stored else 0
     i = 0
     for seq, _, event in stored:
         while i < len(due) and due[i].ref.based_on < seq:
-            verdict.divergence = _rerun(due[i], configs, confs, views, proposed, verdict)
+            verdict.divergence = _rerun(due[i], configs, confs, views, proposed, verdict, last)
             i += 1
             if verdict.divergence is not None:
                 return verdict
@@ -150,7 +154,7 @@ def verify(messages: Iterable[Stored]) -> Verdict:
             view.apply(seq, event)
         verdict.events += 1
     for s in due[i:]:
-        verdict.divergence = _rerun(s, configs, confs, views, proposed, verdict)
+        verdict.divergence = _rerun(s, configs, confs, views, proposed, verdict, last)
         if verdict.divergence is not None:
             break
     return verdict
@@ -169,7 +173,11 @@ def _rerun(
     views: Mapping[str, SchedulerView],
     proposed: Mapping[str, dict[str, tuple[TaskPlacement, ...]]],
     verdict: Verdict,
+    last: int,
 ) -> Divergence | None:
+    """`last`: the log's last sequence. A session whose recorded decisions reach it and whose
+    re-run decides more after them all is cut by the log's end, not divergent: what the log
+    holds of it is compared, the rest is counted as not verified."""
     ref = s.ref
     first_seq, first = s.decisions[0]
     config = configs.get(ref.conf_seq)
@@ -198,7 +206,10 @@ def _rerun(
         last_reasons=view.unschedulable, proposed=proposed[config.mode],
         admits_in_proposal=config.admits_in_proposal, verdicts_by_words=config.verdicts_by_words,
     )  # fmt: skip
-    for got, want in zip_longest(s.decisions, again):
+    for n, (got, want) in enumerate(zip_longest(s.decisions, again)):
+        if got is None and s.decisions[-1][0] == last:
+            verdict.incomplete = (ref.session, ref.based_on, len(again) - n)
+            return None
         seq, recorded = got if got is not None else (0, None)
         if isinstance(recorded, PlacementProposed) and isinstance(want, PlacementProposed):
             # the session number is a counter of the process (a retry after a failed append

@@ -101,3 +101,29 @@ def test_a_dropped_decision_says_it_may_be_an_earlier_sessions() -> None:
     d = verify([m for m in log if m[0] != seq]).divergence
     assert d is not None and d.recorded is None
     assert any("the log holds no such decision" in line for line in d.lines()), d.lines()
+
+
+def test_a_log_that_ends_inside_a_session_is_incomplete_not_divergent() -> None:
+    """A log cut by `head` in the middle of a session's decisions was called divergent ("the
+    log holds no such decision"): what it holds of the session is compared, the rest counted."""
+    log = stored_with(PlacementProposed, JobUnschedulable)
+    by_session: dict[str, list[int]] = {}
+    for i, (_, headers, _) in enumerate(log):
+        if "Tessera-Based-On" in headers:
+            by_session.setdefault(headers["Tessera-Based-On"], []).append(i)
+    based_on, rows = next((b, r) for b, r in by_session.items() if len(r) > 1)
+    cut = log[: rows[0] + 1]  # the session's first decision is the log's last event
+    verdict = verify(cut)
+    assert verdict.ok, verdict.divergence and "\n".join(verdict.divergence.lines())
+    assert verdict.incomplete is not None and verdict.incomplete[1:] == (int(based_on), len(rows) - 1)
+    text = "\n".join(verdict_text(verdict, 0))
+    assert f"note: last session incomplete (the log ends inside it): {len(rows) - 1} decisions not verified" in text
+    # what the log does hold of it is still compared: the cut's last decision altered diverges
+    seq, headers, first = cut[-1]
+    if isinstance(first, PlacementProposed):
+        p = first.placements[0]
+        altered = msgspec.structs.replace(first, placements=(msgspec.structs.replace(p, node="nowhere"),))
+    else:
+        altered = msgspec.structs.replace(first, reason="because")
+    d = verify([*cut[:-1], (seq, headers, altered)]).divergence
+    assert d is not None and d.seq == seq
