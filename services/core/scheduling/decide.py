@@ -194,9 +194,10 @@ def _unschedulable_reason(ssn: Session, job: JobInfo) -> tuple[str, str]:
         return job.job_fit_error, "NotEnoughTasks"
     errors = sorted({msg for msg in job.fit_errors.values()})
     ready = job.ready_task_num()
-    if ssn.job_ready(job) and not errors:
-        return "", ""
     if not errors:
+        # none of its pods failed on a node: the session never tried them (its queue over its
+        # share, the gang's minimum placed and the rest left) — a running elastic job's waiting
+        # pods are told so too, as Volcano marks every pending task of a job it records
         errors = ["not enough resources (queue share or session order)"]
     missing = max(job.min_available - ready, 0)
     if ssn.job_ready(job):

@@ -178,3 +178,29 @@ tiers:
     assert [(e.name, e.reason) for e in evictions] == [("ja", "reclaim")] * 2
     assert pods["jb-w-0"] == pods["jb-w-1"] == "Running"
     assert sum(phase == "Running" for name, phase in pods.items() if name.startswith("ja-")) == 2
+
+
+def test_a_running_elastic_jobs_waiting_pods_are_told_why() -> None:
+    """Weights 1:3 over 8 cards: ja (minAvailable 1 of 8) runs 2 and its queue is then over
+    its share, so the session never tries its other 6 — no node failed them. They were left
+    without a word (no verdict: "no scheduling session has decided on it yet"); Volcano marks
+    every pending task of a job it records, and so does the verdict here."""
+    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}}}, spec: "
+           "{{minAvailable: 1, queue: {queue}, tasks: [{{name: w, replicas: 8, template: {{spec: "
+           "{{containers: [{{name: c, image: x, resources: {{limits: {{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
+    docs = "\n---\n".join([
+        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qa}, spec: {weight: 1}}",
+        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qb}, spec: {weight: 3}}",
+        job.format(name="ja", queue="qa", card=CARD),
+        job.format(name="jb", queue="qb", card=CARD),
+    ])  # fmt: skip
+    sim = simulate(conf("proportion"), docs)
+    pods = {p["name"]: p for p in build_report(sim.log.messages())["pods"]}
+    assert sum(p["phase"] == "Running" for n, p in pods.items() if n.startswith("ja-")) == 2
+    verdicts = [msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                if m.headers.get("Tessera-Type") == "JobUnschedulable"]  # fmt: skip
+    ja = [v for v in verdicts if v.name == "ja"]
+    assert ja and ja[-1].reason.startswith("6/8 tasks unschedulable")
+    assert "queue qa is overused" in ja[-1].why
+    waiting = [p for n, p in pods.items() if n.startswith("ja-") and p["phase"] == "Pending"]
+    assert len(waiting) == 6 and all("queue qa is overused" in p["reason"] for p in waiting)
