@@ -38,6 +38,7 @@ from services.core.scheduling.interpod import (
     shown,
 )
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from services.core.scheduling.plugins import shares as sh
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
 from services.core.scheduling.plugins.predicates import NODE_AFFINITY, NODE_PORTS, port_holder
 from services.core.scheduling.session import Session
@@ -263,12 +264,38 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
                 f"minAvailable (now {job.min_available})",
             )
         if n > free:
+            held = _no_room_made(ssn, job, kind)
             return Explanation(
                 f"{who}, {free} of the cluster's {cards} are free", "gang",
                 unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods "
-                "finish or are evicted)",
+                f"finish or are evicted{'; ' + held if held else ''})",
             )
     return None
+
+
+def _no_room_made(ssn: Session, job: JobInfo, kind: str) -> str:
+    """What keeps the scheduler itself from freeing cards for the job, when it is a setting
+    someone can change: its pods' `preemptionPolicy: Never` (preempt takes nothing for them),
+    or other queues over their deserved share that reclaim may not touch (`reclaimable:
+    false`). Without it the words said "free 4 cards (their pods finish or are evicted)" of a
+    job that no eviction would ever be made for."""
+    out = []
+    pending = job.pending_tasks()
+    actions = ssn.conf.actions
+    if pending and all(t.spec.preemption_policy == "Never" for t in pending) and "preempt" in actions:
+        out.append("its pods' preemptionPolicy is Never: preempt takes no running pod's cards for them")
+    prop = ssn.plugins.get("proportion")
+    if prop is not None and "reclaim" in actions:
+        dim = sh.card_resource(kind)
+        kept = []
+        for name, attr in sorted(prop.attrs.items()):  # type: ignore[attr-defined]
+            q = ssn.queues.get(name)
+            over = attr.allocated.get(dim, 0.0) - attr.deserved.get(dim, 0.0)
+            if name != job.queue and q is not None and not q.reclaimable and over > sh.EPS:
+                kept.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
+                            "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
+        out += kept
+    return "; ".join(out)
 
 
 def _missing_pods(job: JobInfo) -> list[TaskInfo]:
