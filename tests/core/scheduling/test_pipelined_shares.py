@@ -47,6 +47,23 @@ tiers:
 """
 
 
+HIERARCHICAL = """
+actions: "enqueue, allocate, backfill, reclaim"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: deviceshare
+"""
+
+
 def workload(low_replicas: int = 6) -> str:
     """A queue capped at 6 cards; a low-priority elastic job (minAvailable 1) takes them, then a
     high-priority gang of 2 arrives in the same queue (2 cards of the node stay free)."""
@@ -156,28 +173,41 @@ def test_reclaim_under_a_parents_capability_evicts_the_sibling_over_its_deserved
         job.format(name="ja", at=0, min=1, queue="eng-a", n=6, card=CARD),
         job.format(name="jb", at=10, min=2, queue="eng-b", n=2, card=CARD),
     ])  # fmt: skip
-    hierarchical = """
-actions: "enqueue, allocate, backfill, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: capacity
-    enableHierarchy: true
-  - name: nodeorder
-  - name: deviceshare
-"""
-    sim = simulate(hierarchical, docs)
+    sim = simulate(HIERARCHICAL, docs)
     evictions = [msgspec.json.decode(m.data, type=EvictionRequested) for m in sim.log.messages()
                  if m.headers.get("Tessera-Type") == "EvictionRequested"]  # fmt: skip
     pods = {p["name"]: p["phase"] for p in build_report(sim.log.messages())["pods"]}
     assert [(e.name, e.reason) for e in evictions] == [("ja", "reclaim")] * 2
     assert pods["jb-w-0"] == pods["jb-w-1"] == "Running"
     assert sum(phase == "Running" for name, phase in pods.items() if name.startswith("ja-")) == 2
+    # before jb came, ja's waiting pods were held by eng's capability, not one eng-a has (a
+    # child's above its parent's is refused): the words name eng
+    first = next(msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                 if m.headers.get("Tessera-Type") == "JobUnschedulable")  # fmt: skip
+    assert first.name == "ja" and first.why.startswith("queue eng: Ascend910B3 1 requested, capability 4, allocated 4")
+    assert first.unblock.startswith("raise queue eng's capability of Ascend910B3 to 5")
+
+
+def test_a_child_held_by_what_its_parent_leaves_it_is_told_to_look_at_the_parent() -> None:
+    """eng (capability 4) guarantees eng-b 2: eng-a, with no capability of its own, may have 2.
+    ja's third pod waits on eng-a's inherited 2 while eng itself holds 2 of 4: raising eng-a's
+    capability is no fix (it is not eng-a's setting)."""
+    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
+             "spec: {{{spec}}}}}")  # fmt: skip
+    docs = "\n---\n".join([
+        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
+        queue.format(name="eng-a", spec="parent: eng"),
+        queue.format(name="eng-b", spec=f"parent: eng, guarantee: {{resource: {{{CARD}: '2'}}}}"),
+        "{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {name: ja}, spec: {minAvailable: 1, "
+        f"queue: eng-a, tasks: [{{name: w, replicas: 4, template: {{spec: {{containers: [{{name: c, image: x, "
+        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+    ])  # fmt: skip
+    sim = simulate(HIERARCHICAL, docs)
+    verdict = next(msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                   if m.headers.get("Tessera-Type") == "JobUnschedulable")  # fmt: skip
+    assert verdict.why.startswith("queue eng-a: Ascend910B3 1 requested, capability 2, allocated 2"), verdict.why
+    assert verdict.unblock.startswith("queue eng-a sets no Ascend910B3 capability of its own: 2 is what "
+                                      "queue eng leaves it"), verdict.unblock
 
 
 def test_a_running_elastic_jobs_waiting_pods_are_told_why() -> None:

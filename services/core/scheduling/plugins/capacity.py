@@ -170,17 +170,46 @@ class CapacityPlugin:
             return (f"queue {queue.name} has child queues: only leaf queues run pods (capacity)",
                     "submit the job to a leaf queue")
         req = self.qs.task(task)
-        for a in self._chain(queue.name):
-            dim = sh.first_over(sh.add(a.allocated, req), a.real_capability,
-                                [k for k, v in req.items() if v > 0], missing=sh.INF)  # fmt: skip
-            if dim is not None:
-                need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
-                return (f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
-                        f"capability {sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
-                        f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)",
-                        f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, "
-                        "or let its running pods finish")  # fmt: skip
-        return None
+        dims = [k for k, v in req.items() if v > 0]
+        over = [(a, dim) for a in self._chain(queue.name)
+                if (dim := sh.first_over(sh.add(a.allocated, req), a.real_capability, dims, missing=sh.INF))]  # fmt: skip
+        if not over:
+            return None
+        a, dim = self._binding(over)
+        words = (f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, capability "
+                 f"{sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
+                 f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)")  # fmt: skip
+        if self._inherited(a, dim):
+            return words, self._parents_fix(a, dim)
+        need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
+        return words, (f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, or let its "
+                       "running pods finish")  # fmt: skip
+
+    def _inherited(self, a: CapAttr, dim: str) -> bool:
+        """Whether `a`'s limit on `dim` is what its parent leaves it (hierarchy: it sets no lower
+        capability of its own). Raising it there is refused (a child above its parent), so the
+        words must name the parent."""
+        assert self.ssn is not None
+        if not self.hierarchy or not a.parent:
+            return False
+        own = self.qs.canonical(self.ssn.queues[a.name].spec.capability).get(dim, sh.INF)
+        return own > a.real_capability.get(dim, sh.INF) + sh.EPS
+
+    def _binding(self, over: list[tuple[CapAttr, str]]) -> tuple[CapAttr, str]:
+        """Of the queues on the chain (leaf first) over their limit, the one whose own setting
+        binds: past a leaf whose limit is inherited, the first ancestor over on that resource."""
+        a, dim = over[0]
+        if self._inherited(a, dim):
+            for b, d in over[1:]:
+                if d == dim:
+                    return b, d
+        return a, dim
+
+    def _parents_fix(self, a: CapAttr, dim: str) -> str:
+        limit = sh.amount(dim, a.real_capability.get(dim, sh.INF))
+        return (f"queue {a.name} sets no {sh.dim_name(dim)} capability of its own: {limit} is what "
+                f"queue {a.parent} leaves it after its other children's guarantees — raise queue "
+                f"{a.parent}'s capability or lower those guarantees, or let its running pods finish")
 
     def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
         """`job_enqueueable`'s refusal in words."""
@@ -191,15 +220,26 @@ class CapacityPlugin:
         minres = self.qs.min_resources(job)
         if minres is None:
             return None
+        dims = [k for k, v in minres.items() if v > 0]
+        over = []
         for a in self._chain(job.queue):
             want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
-            dim = sh.first_over(want, a.real_capability, [k for k, v in minres.items() if v > 0],
-                                missing=sh.INF)  # fmt: skip
-            if dim is not None:
-                own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
-                return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue,
-                                        a.real_capability, want, "capacity", own=own, elastic=a.elastic)
-        return None
+            if (dim := sh.first_over(want, a.real_capability, dims, missing=sh.INF)) is not None:
+                over.append((a, dim))
+        if not over:
+            return None
+        a, dim = self._binding(over)
+        want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
+        own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
+        words, fix = sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue, a.real_capability, want,
+                                      "capacity", own=own, elastic=a.elastic)  # fmt: skip
+        if self._inherited(a, dim):  # (not "the cluster has for it": its parent leaves it that)
+            limit = sh.amount(dim, a.real_capability.get(dim, sh.INF))
+            words = words.replace(f"exceeds the {limit} the cluster has for it (the queue sets no lower "
+                                  "capability; capacity enqueue)",
+                                  f"exceeds the {limit} queue {a.parent} leaves it (capacity enqueue)")  # fmt: skip
+            fix = self._parents_fix(a, dim)
+        return words, fix
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.state != "Open":
