@@ -34,6 +34,7 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, ended
+from services.core.scheduling.snapshot import POD_DELETED
 
 #: Exit code of a task stopped by the runtime (SIGKILL), as kubelet reports it.
 KILLED = 137
@@ -61,7 +62,7 @@ class Run:
     profile: TaskProfile = TaskProfile()
     started_at: float | None = None
     finished: bool = False
-    stop: str = ""  # "evicted" | "deleted": asked to stop, not yet reported
+    stop: str = ""  # "evicted" | "deleted" | POD_DELETED: asked to stop, not yet reported
 
     @property
     def key(self) -> TaskKey:
@@ -147,7 +148,10 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
             run = state.runs.get((event.namespace, event.name, event.task))
             if run is None or run.finished or run.stop:
                 return state
-            return _put(state, replace(run, stop="evicted"))
+            # a pod deleted by a user (`tessera delete pod`) is reported as the node agent on a
+            # cluster reports one: deleted, so the job's PodEvicted policies answer it; other
+            # evictions are the scheduler's or a restart's, which need no policy
+            return _put(state, replace(run, stop=POD_DELETED if event.reason == POD_DELETED else "evicted"))
         case JobDeleted():
             job = (event.namespace, event.name)
             for key, run in state.runs.items():

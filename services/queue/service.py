@@ -190,6 +190,8 @@ class QueueService:
                 tag = f"queue:cmd:{self.flow.projection.seq}:{action}:{namespace}/{name}"
                 await self._publish([Outgoing(o.subject, o.event, msg_id=f"{tag}#{i}")
                                      for i, o in enumerate(self._outgoing(events))])  # fmt: skip
+        if action == "delete" and kind == "pod":
+            return CommandReply(ok=True, message=fl.pod_deleted(namespace, name, events))
         queue = action in ("open", "close") or kind == "queue"
         what = f"queue {name}" if queue else f"job {namespace}/{name}"
         if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
