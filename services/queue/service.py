@@ -24,6 +24,7 @@ from contracts.events import (
     ALL_EVENTS,
     JobPhaseChanged,
     QueueCreated,
+    QueueStateChanged,
     TaskFinished,
 )
 from contracts.subjects import subject_of
@@ -197,6 +198,12 @@ class QueueService:
         if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
             phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
             return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
+        closing = next((e for e in events if isinstance(e, QueueStateChanged) and e.state == "Closing"), None)
+        if action == "close" and closing is not None:
+            # Volcano's Closing: "closed" read as done while its jobs still run, and new ones refused
+            live = sum(1 for j in self.flow.projection.jobs.values() if j.spec.queue == name)
+            return CommandReply(ok=True, message=f"queue {name} closing ({live} job(s) still in it: "
+                                                 "Closed when they end; new jobs are refused now)")  # fmt: skip
         done = {"open": "opened", "close": "closed", "suspend": "suspended",
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
         return CommandReply(ok=True, message=f"{what} {done}")
