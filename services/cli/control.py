@@ -167,7 +167,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
     for kind, ns, name in targets:
         missing = f'Error from server (NotFound): {NOT_FOUND_RESOURCES[kind]} "{name}" not found'
         job = jobs.get((ns, name), name) if kind == "podgroup" else name
-        worst = max(worst, command(args, "delete", job, ns, shown=f"{kind} {ns}/{name} deleted", missing=missing))
+        # a pod: the queue service finds a Volcano Job's pod by its name and says what follows
+        shown = "" if kind == "pod" else f"{kind} {ns}/{name} deleted"
+        worst = max(worst, command(args, "delete", job, ns, kind="pod" if kind == "pod" else "",
+                                   shown=shown, missing=missing))  # fmt: skip
     return worst
 
 

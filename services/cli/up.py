@@ -453,11 +453,14 @@ def check_config(args: argparse.Namespace) -> None:
     """Refuse a bad --scheduler-conf / --device-config here, on the terminal, before any
     service starts and fails with it in a log file."""
     from services.core.devices import load_catalogue
-    from services.core.scheduling.config import parse_conf
+    from services.core.scheduling.config import not_run, parse_conf
+    from services.core.scheduling.decide import plugin_names
     from services.runtime.bootstrap import config_file
 
     if args.scheduler_conf:
-        config_file("--scheduler-conf", args.scheduler_conf, parse_conf)
+        conf = config_file("--scheduler-conf", args.scheduler_conf, parse_conf)
+        for line in not_run(conf, plugin_names()):  # the scheduler logs it too, in a file seldom read
+            print(f"warning: --scheduler-conf {args.scheduler_conf}: {line}", file=sys.stderr)
     if args.device_config:
         catalogue = config_file("--device-config", args.device_config, load_catalogue)
         for line in catalogue.not_acted_on:  # the services log it too, in files seldom read

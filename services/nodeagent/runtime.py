@@ -34,6 +34,7 @@ from contracts.events import (
 )
 from contracts.workloads import JobSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, ended
+from services.core.scheduling.snapshot import POD_DELETED
 
 #: Exit code of a task stopped by the runtime (SIGKILL), as kubelet reports it.
 KILLED = 137
@@ -61,7 +62,7 @@ class Run:
     profile: TaskProfile = TaskProfile()
     started_at: float | None = None
     finished: bool = False
-    stop: str = ""  # "evicted" | "deleted": asked to stop, not yet reported
+    stop: str = ""  # "evicted" | "deleted" | POD_DELETED: asked to stop, not yet reported
     #: the event that asked it to stop: its kill is that event's consequence (trace and
     #: causation), not the commit's — a deletion's kill sat under a commit minutes old
     stop_cause: str = ""
@@ -152,7 +153,11 @@ def evolve(state: NodeRuntime, event: Event, cause: str = "") -> NodeRuntime:
             run = state.runs.get((event.namespace, event.name, event.task))
             if run is None or run.finished or run.stop:
                 return state
-            return _put(state, replace(run, stop="evicted", stop_cause=cause))
+            # a pod deleted by a user (`tessera delete pod`) is reported as the node agent on a
+            # cluster reports one: deleted, so the job's PodEvicted policies answer it; other
+            # evictions are the scheduler's or a restart's, which need no policy
+            stop = POD_DELETED if event.reason == POD_DELETED else "evicted"
+            return _put(state, replace(run, stop=stop, stop_cause=cause))
         case JobDeleted():
             job = (event.namespace, event.name)
             for key, run in state.runs.items():

@@ -441,9 +441,11 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
             raise Refused(f"job {key} is not suspended")
         return [JobSubmitted(spec=spec)]
     if action == "delete":
-        if key not in flow.submitted:
-            raise Refused(f"job {key} not found")
-        return [JobDeleted(namespace=namespace, name=name)]
+        if key in flow.submitted:
+            return [JobDeleted(namespace=namespace, name=name)]
+        if kind == "pod" and (owner := pod_owner(flow, namespace, name)) is not None:
+            return delete_job_pod(flow, owner, name)
+        raise Refused(f"job {key} not found")
     if action in JOB_ACTIONS:
         return job_action(flow, key, JOB_ACTIONS[action])
     if action == OBJECT_DELETED:
@@ -454,6 +456,57 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
             raise Refused(f"job {key} is another Job object now (uid {now}, not {uid})")
         return end_job(flow, key, "TerminateJob", "its Volcano Job object was deleted")
     raise Refused(f"unknown action {action!r}")
+
+
+def pod_owner(flow: Flow, namespace: str, pod: str) -> str | None:
+    """The live Volcano Job ("ns/job") whose pod `pod` is, by Volcano's pod name
+    `<job>-<task>-<index>`: each prefix of the name ending before a dash is tried as the job
+    (names hold dashes), so the lookup costs the dashes, not the jobs."""
+    cut = pod.find("-")
+    while cut > 0:
+        key = f"{namespace}/{pod[:cut]}"
+        job = flow.projection.jobs.get(key)
+        if job is not None and job.spec.kind == "Job" and pod in flow.projection.tasks.get(key, {}):
+            return key
+        cut = pod.find("-", cut + 1)
+    return None
+
+
+def delete_job_pod(flow: Flow, key: str, pod: str) -> list[Event]:
+    """`tessera delete pod` of a Volcano Job's pod, as `kubectl delete pod` does it there: the
+    pod is stopped and gone, and Volcano's job controller answers PodEvicted — the Job's
+    PodEvicted policy if it has one, else SyncJob makes the pod again (`pod_failed`, once the
+    node reports it stopped as a deleted pod). A pod not placed yet is made again at once:
+    nothing changes. A finished pod, or one being stopped already, is refused saying why."""
+    ns, name = key.split("/", 1)
+    if key in flow.ending:
+        raise Refused(f"pod {ns}/{pod} is being stopped already: its Volcano Job {key} is "
+                      f"{flow.ending[key][0]}")  # fmt: skip
+    task = flow.projection.tasks[key][pod]
+    if task.status in LIVE_TASK:
+        return [EvictionRequested(namespace=ns, name=name, task=pod, reason=st.POD_DELETED)]
+    if task.status == st.RELEASING or key in flow.restarting:
+        raise Refused(f"pod {ns}/{pod} is being stopped already (its Volcano Job {key} "
+                      f"{'restarts' if key in flow.restarting else 'evicted it'})")  # fmt: skip
+    if task.status in (st.SUCCEEDED, st.FAILED):
+        raise Refused(f"pod {ns}/{pod} has finished ({task.status}): Tessera keeps a finished pod "
+                      f"as its Volcano Job's record while the Job lives (`tessera delete job {name}` "
+                      f"deletes both; `tessera job restart {name}` runs its pods again)")  # fmt: skip
+    return []  # not placed: Volcano's controller makes it again at once, as it is
+
+
+def pod_deleted(namespace: str, pod: str, events: list[Event]) -> str:
+    """The answer to `tessera delete pod`, in kubectl's words for the deletion and, for a
+    Volcano Job's pod, what its job controller does next (a user who saw it listed Running
+    must not think it is gone for good, nor wonder why it is back)."""
+    done = f"pod {namespace}/{pod} deleted"
+    if any(isinstance(e, JobDeleted) for e in events):
+        return done  # a plain pod: its job is the pod
+    job = next((e.name for e in events if isinstance(e, EvictionRequested)), "")
+    if job:
+        return (f"{done}; its Volcano Job {namespace}/{job} answers PodEvicted once it has stopped "
+                "(the Job's PodEvicted policy, else the pod is made again)")  # fmt: skip
+    return f"{done}; it was not placed yet: its Volcano Job makes it again at once (Pending)"
 
 
 #: the job controller's: the job's Volcano Job is gone from the API server while its pods run

@@ -24,6 +24,7 @@ from contracts.events import (
     ALL_EVENTS,
     JobPhaseChanged,
     QueueCreated,
+    QueueStateChanged,
     TaskFinished,
 )
 from contracts.subjects import subject_of
@@ -190,11 +191,19 @@ class QueueService:
                 tag = f"queue:cmd:{self.flow.projection.seq}:{action}:{namespace}/{name}"
                 await self._publish([Outgoing(o.subject, o.event, msg_id=f"{tag}#{i}")
                                      for i, o in enumerate(self._outgoing(events))])  # fmt: skip
+        if action == "delete" and kind == "pod":
+            return CommandReply(ok=True, message=fl.pod_deleted(namespace, name, events))
         queue = action in ("open", "close") or kind == "queue"
         what = f"queue {name}" if queue else f"job {namespace}/{name}"
         if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
             phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
             return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
+        closing = next((e for e in events if isinstance(e, QueueStateChanged) and e.state == "Closing"), None)
+        if action == "close" and closing is not None:
+            # Volcano's Closing: "closed" read as done while its jobs still run, and new ones refused
+            live = sum(1 for j in self.flow.projection.jobs.values() if j.spec.queue == name)
+            return CommandReply(ok=True, message=f"queue {name} closing ({live} job(s) still in it: "
+                                                 "Closed when they end; new jobs are refused now)")  # fmt: skip
         done = {"open": "opened", "close": "closed", "suspend": "suspended",
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
         return CommandReply(ok=True, message=f"{what} {done}")

@@ -76,3 +76,56 @@ spec:
     assert (await restarted.apply(job(replicas=3, min_available=3))).results[0].outcome == CONFIGURED
     other = await restarted.apply(job().replace("name: train", "name: other"))
     assert other.results[0].outcome == REJECTED and "state `Open`" in other.results[0].reasons[0]
+
+
+CLASSES = """
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: urgent}
+value: 1000
+preemptionPolicy: Never
+"""
+
+
+async def test_the_jobs_priority_class_reaches_pods_whose_template_names_none(event_log: EventLog) -> None:
+    """Volcano's `createJobPod` writes `spec.priorityClassName` into a pod whose template names
+    no class, so its tasks take the class's value and preemptionPolicy; a change of the Job's
+    class (an edit Volcano's update webhook allows) moves them along, not refused as an edit of
+    the template; a template's own class is left alone."""
+    import msgspec
+
+    from tests.admission.test_admission import put
+
+    svc = await started(event_log)
+    await svc.apply(CLASSES + "---" + QUEUE + "---" + job(extra="\n  priorityClassName: low"))
+    [submitted] = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    task = submitted.spec.tasks[0]
+    assert (task.priority_class, task.priority, task.preemption_policy) == ("low", 10, "PreemptLowerPriority")
+    reply = await svc.apply(job(extra="\n  priorityClassName: urgent"))
+    assert [(r.outcome, r.reasons) for r in reply.results] == [(CONFIGURED, ())]
+    update = (await events_of(event_log))[-1]
+    assert isinstance(update, JobUpdated)
+    task = update.spec.tasks[0]
+    assert (task.priority_class, task.priority, task.preemption_policy) == ("urgent", 1000, "Never")
+    # a job admitted before its tasks took the Job's class, judged again: not refused as an
+    # edit of its template; its tasks take the class its pods carry
+    old = msgspec.structs.replace(update.spec, name="legacy", tasks=(msgspec.structs.replace(
+        task, priority_class="", priority=0, preemption_policy="PreemptLowerPriority"),))  # fmt: skip
+    await put(event_log, event_log.subjects.job("ml", "legacy"), JobSubmitted(spec=old))
+    restarted = await started(event_log)
+    legacy = job(extra="\n  priorityClassName: urgent").replace("name: train", "name: legacy")
+    assert (await restarted.apply(legacy)).results[0].outcome == CONFIGURED
+    fixed = (await events_of(event_log))[-1]
+    assert isinstance(fixed, JobUpdated) and fixed.spec.tasks[0].preemption_policy == "Never"
+    assert fixed.reason == "tasks[worker] take the Job's priorityClassName urgent"
+    assert (await restarted.apply(legacy)).results[0].outcome == UNCHANGED
+    own = job(extra="\n  priorityClassName: urgent").replace("name: train", "name: own").replace(
+        "      containers:", "      priorityClassName: low\n          containers:")
+    await restarted.apply(own)
+    mine = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted) and e.spec.name == "own"]
+    assert (mine[0].spec.tasks[0].priority_class, mine[0].spec.tasks[0].priority) == ("low", 10)

@@ -118,6 +118,44 @@ def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
     assert run(system, "get", "queue", "team-x").returncode == 1
 
 
+VCJOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: jc}
+spec:
+  minAvailable: 1
+  schedulerName: volcano
+  tasks:
+    - name: w
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: c, image: busybox, resources: {limits: {cpu: "1"}}}]
+"""
+
+
+def test_deleting_a_volcano_jobs_pod_is_answered_as_volcano_does(system: Path, tmp_path: Path) -> None:
+    """`tessera delete pod jc-w-0`, a pod `get pods` lists Running, answered `Error from server
+    (NotFound)` (the command took it for a job's name). Under Volcano kubectl deletes it and the
+    job controller makes it again (PodEvicted, no policy): so here, and the words say so."""
+    (tmp_path / "jc.yaml").write_text(VCJOB)
+    assert run(system, "apply", "-f", str(tmp_path / "jc.yaml")).returncode == 0
+    wait_pod(system, "jc-w-0", "Running")
+    deleted = run(system, "delete", "pod", "jc-w-0")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.startswith("pod default/jc-w-0 deleted; its Volcano Job default/jc answers PodEvicted")
+    for _ in range(200):  # poll until the pod made again has started
+        story = run(system, "events", "--job", "jc").stdout
+        if story.count("TaskStarted") == 2:
+            break
+    assert "exit_code=137 reason=pod deleted" in story, story
+    assert story.count("TaskStarted") == 2, story
+    wait_pod(system, "jc-w-0", "Running")
+    jobs = {j["name"]: j for j in json.loads(run(system, "get", "vcjob", "-o", "records").stdout)}
+    assert not jobs["jc"].get("retries")  # SyncJob: no retry spent
+    assert run(system, "delete", "job", "jc").returncode == 0
+
+
 def test_events_output_matches_get(system: Path, tmp_path: Path) -> None:
     as_json = run(system, "events", "-o", "json")
     assert as_json.returncode == 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
+
 from contracts.workloads import JobSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.kube import pods, volcano
@@ -156,3 +158,15 @@ def test_a_pod_of_a_job_mounts_the_jobs_own_volumes() -> None:
     assert pod["spec"]["volumes"] == [{"name": "job-volume-0", "persistentVolumeClaim": {"claimName": "dataset"}}]
     assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "job-volume-0", "mountPath": "/data"}]
     assert "volumes" not in JOB["spec"]["tasks"][0]["template"]["spec"]  # the Job object is untouched
+
+
+def test_a_pod_of_a_job_carries_the_jobs_priority_class_unless_its_template_names_one() -> None:
+    """Volcano's `createJobPod`: the Job's `priorityClassName` is written into a pod whose
+    template names none (the API server then gives the pod that class's priority and
+    preemptionPolicy, which admission books for its task); a template's own class stays."""
+    spec = msgspec.structs.replace(SPEC, priority_class="urgent")
+    assert volcano.pod_for(JOB, spec, "worker", 0, retries=0)["spec"]["priorityClassName"] == "urgent"
+    assert "priorityClassName" not in volcano.pod_for(JOB, SPEC, "worker", 0, retries=0)["spec"]
+    own = {**JOB, "spec": {"tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {
+        "priorityClassName": "low", "containers": [{"name": "c", "image": "x"}]}}}]}}  # fmt: skip
+    assert volcano.pod_for(own, spec, "worker", 0, retries=0)["spec"]["priorityClassName"] == "low"

@@ -168,3 +168,15 @@ def test_a_second_commit_of_the_same_proposal_after_the_run_finished_is_no_new_r
     again = replace(first, proposal_seq=9)  # a new proposal (the task placed anew) is a new run
     state, out = step(evolve(state, again, "commit-3"), 400.0)
     assert [k[0] for k in kinds(out)] == ["TaskStarted"]
+
+
+def test_a_pod_deleted_by_a_user_is_reported_as_a_deleted_pod() -> None:
+    """`tessera delete pod` of a Volcano Job's pod asks its stop with reason `pod deleted`: the
+    node reports it as the node agent on a cluster reports a deleted pod, so the job's
+    PodEvicted policies answer it (an ordinary eviction stays `evicted`, which answers none)."""
+    s = evolve(HOSTED, submitted())
+    s = evolve(s, commit(("train-w-0", "n1")), "c1")
+    s, _ = step(s, 0.0)
+    s = evolve(s, EvictionRequested(namespace="ns", name="train", task="train-w-0", reason="pod deleted"))
+    s, out = step(s, 1.0)
+    assert kinds(out) == [("TaskFinished", "train-w-0", 137, "pod deleted", 1.0)]

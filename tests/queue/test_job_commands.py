@@ -4,12 +4,15 @@ a cluster — the same events the lifecycle policies append (volcano.md §1.3)."
 
 from __future__ import annotations
 
+import msgspec
+
 from contracts.events import (
     EvictionRequested,
     JobPhaseChanged,
     JobSubmitted,
     TaskFinished,
 )
+from contracts.workloads import JobSpec
 from services.core.scheduling import snapshot as st
 from services.queue.recovery import QueueFold, QueueState
 from services.runtime.eventlog import EventLog
@@ -194,3 +197,47 @@ async def test_a_users_command_is_the_queues_not_a_sessions(event_log: EventLog)
     assert len({m.headers["Nats-Msg-Id"] for m in written}) == 3
     decoded = [(m.seq, m.headers, svc.service.registry.decode(m.headers["Tessera-Type"], m.data)) for m in stored]
     assert verify(decoded).unrecorded == 0
+
+
+def vcjob(job: JobSpec) -> JobSpec:
+    return msgspec.structs.replace(job, kind="Job")
+
+
+async def test_deleting_a_jobs_pod_by_its_name_is_answered_as_volcano_answers_podevicted(event_log: EventLog) -> None:
+    """`tessera delete pod jc-w-0` named a pod `get pods` lists Running and was answered
+    NotFound (the command took it for a job's name). As `kubectl delete pod` does under
+    Volcano: the pod is stopped, and once the node reports it deleted the job controller's
+    PodEvicted answer follows — made again (SyncJob, no retry spent) without a policy, the
+    Job's PodEvicted policy when it has one. A pod not placed yet is made again at once; a
+    finished one is refused with why; a name no job owns is still NotFound."""
+    svc = await started(event_log)
+    await put(event_log, event_log.subjects.job("ns", "jc-a"), JobSubmitted(spec=vcjob(spec("jc-a", replicas=3))))
+    await run_tasks(event_log, "jc-a", ["jc-a-w-0", "jc-a-w-1"])
+    await drain(svc)
+    reply = await svc.command("delete", "ns", "jc-a-w-0", "pod")
+    assert reply.ok, reply.message
+    assert reply.message == ("pod ns/jc-a-w-0 deleted; its Volcano Job ns/jc-a answers PodEvicted once it "
+                             "has stopped (the Job's PodEvicted policy, else the pod is made again)")  # fmt: skip
+    [stop] = [e for e in await job_events(event_log, "jc-a") if isinstance(e, EvictionRequested)]
+    assert (stop.task, stop.reason) == ("jc-a-w-0", st.POD_DELETED)
+    await evicted(event_log, "jc-a", "jc-a-w-0", st.POD_DELETED)
+    await drain(svc)
+    assert svc.flow.projection.tasks["ns/jc-a"]["jc-a-w-0"].status == st.PENDING  # made again
+    assert svc.flow.retries.get("ns/jc-a", 0) == 0 and "ns/jc-a" in svc.flow.projection.jobs
+    pending = await svc.command("delete", "ns", "jc-a-w-2", "pod")  # never placed
+    assert pending.ok and "makes it again at once" in pending.message
+    await put(event_log, event_log.subjects.job("ns", "jc-a"),
+              TaskFinished(namespace="ns", name="jc-a", task="jc-a-w-1", node="n1"))  # fmt: skip
+    await drain(svc)
+    done = await svc.command("delete", "ns", "jc-a-w-1", "pod")
+    assert not done.ok and "has finished (Succeeded)" in done.message and "tessera delete job jc-a" in done.message
+    assert (await svc.command("delete", "ns", "jc-a-w-9", "pod")).message == "job ns/jc-a-w-9 not found"
+
+    restarts = vcjob(spec("jr", policies=(("PodEvicted", "RestartJob"),)))
+    await put(event_log, event_log.subjects.job("ns", "jr"), JobSubmitted(spec=restarts))
+    await run_tasks(event_log, "jr", ["jr-w-0", "jr-w-1"])
+    await drain(svc)
+    assert (await svc.command("delete", "ns", "jr-w-1", "pod")).ok
+    await evicted(event_log, "jr", "jr-w-1", st.POD_DELETED)
+    await drain(svc)
+    assert phases(await job_events(event_log, "jr"))[-1] == ("Restarting", "RestartJob: retry 1/3")

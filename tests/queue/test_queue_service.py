@@ -131,7 +131,9 @@ async def test_close_waits_for_podgroups_then_closed(event_log: EventLog) -> Non
     await put(event_log, s.job("ns", "c"), JobSubmitted(spec=spec("c", replicas=1)))
     await drain(svc)
     reply = await svc.command("close", "", "default")
-    assert reply.ok and "closed" in reply.message
+    # not "closed": Closing while its job lives (and then Closed on its own)
+    assert reply.ok and reply.message == ("queue default closing (1 job(s) still in it: Closed when they "
+                                          "end; new jobs are refused now)")  # fmt: skip
     assert svc.flow.projection.queues["default"].state == "Closing"
     refused = await svc.command("close", "", "default")
     assert not refused.ok and "already Closing" in refused.message
@@ -143,6 +145,7 @@ async def test_close_waits_for_podgroups_then_closed(event_log: EventLog) -> Non
               if isinstance(e, QueueStateChanged)]  # fmt: skip
     assert states == ["Closing", "Closed"]
     assert (await svc.command("open", "", "default")).ok
+    assert (await svc.command("close", "", "default")).message == "queue default closed"  # empty: at once
     assert not (await svc.command("close", "", "root")).ok
     assert not (await svc.command("open", "", "nope")).ok
 

@@ -56,6 +56,14 @@ DEVICESHARE_NOT_ACTED_ON = {
     "deviceshare.GPUExclusiveRules": ("no rule gives a pod a dedicated GPU here: a pod asking nvidia.com/gpu "
                                       "with no memory or cores gets a whole card"),
 }  # fmt: skip
+#: drf's hDRF switch: taken (a moved conf must load, and Volcano's own check that proportion is
+#: not beside it still refuses), not acted on, and said so by `not_run` when on
+DRF_HIERARCHY_NOT_ACTED_ON = (
+    "Volcano's hDRF is not implemented: drf orders jobs and judges preemption victims by each job's "
+    "flat dominant-resource share; queues are not ordered or reclaimed by a hierarchical share, and "
+    "the Queue annotations volcano.sh/hierarchy and volcano.sh/hierarchy-weights are not read. For "
+    "hierarchical queues use capacity with enableHierarchy: true and the Queues' spec.parent"
+)
 #: of those, the switches: reported only when on
 _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "deviceshare.AscendMindClusterVNPUEnable")
 
@@ -205,6 +213,9 @@ def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
                            f"{'are' if len(named) > 1 else 'is'} not read by Tessera: it fetches no "
                            "ConfigMap; its device config is --device-config (the chart's `deviceConfig` "
                            "value), HAMi's chart defaults without one")  # fmt: skip
+            if p.name == "drf" and p.enabled("enableHierarchy"):
+                out.append(f"tiers[{i}].plugins[{j}].enableHierarchy: not acted on by Tessera "
+                           f"({DRF_HIERARCHY_NOT_ACTED_ON})")  # fmt: skip
             if p.name == "deviceshare":
                 for key, why in DEVICESHARE_NOT_ACTED_ON.items():
                     if key in p.arguments and (key not in _SWITCHES or _on(p.arguments[key])):

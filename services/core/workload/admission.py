@@ -617,12 +617,16 @@ class Admission:
     def _task(
         self, ctx: _Ctx, path: str, template: Mapping[str, Any], *, role: str, replicas: int,
         min_available: int | None, pod_names: tuple[str, ...], defaults: Mapping[str, str],
-        counts_needed: bool = True,
+        counts_needed: bool = True, job_class: str = "",
     ) -> TaskSpec:  # fmt: skip
         """One pod template → TaskSpec (requests summed over containers, max'ed with init).
         `counts_needed`: False for a Volcano Job's template, whose pods Tessera's job controller
         makes with the app containers' device count resources written in (`uncounted`; an init
-        container's ask may be folded into the app's booking, so it must name its count)."""
+        container's ask may be folded into the app's booking, so it must name its count).
+        `job_class`: a Volcano Job's `spec.priorityClassName`. Volcano's `createJobPod` writes it
+        into a pod whose template names no class, and the API server's Priority admission then
+        gives that pod the class's value and preemptionPolicy: read from the template alone, a
+        Job asking `preemptionPolicy: Never` through its class preempted all the same."""
         meta = template.get("metadata") or {}
         spec = template.get("spec") or {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -702,7 +706,11 @@ class Admission:
                      "topology-aware is not acted on: cards are taken in spread order, and the "
                      "NVLink pair scores HAMi reads (hami.io/node-nvidia-score) are not")  # fmt: skip
         pc_name = str(spec.get("priorityClassName") or "")
-        priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
+        if not pc_name and job_class:
+            pc_name = job_class  # an unknown one is refused once: at the Job's own spec.priorityClassName
+            priority = self._priority_of(_Ctx(ctx.kind, ctx.namespace, ctx.name), "", pc_name)
+        else:
+            priority = self._priority_of(ctx, f"{path}.spec.priorityClassName", pc_name)
         if spec.get("priority") is not None:
             priority = _int(ctx, f"{path}.spec.priority", spec.get("priority"), priority, None)
         if TASK_PRIORITY in annotations:
@@ -1030,7 +1038,8 @@ class Admission:
                                         annotations.get(OBJECT_UID, ""))  # fmt: skip
             task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
-                              defaults=pod_defaults, counts_needed=False)  # fmt: skip
+                              defaults=pod_defaults, counts_needed=False,
+                              job_class=str(spec.get("priorityClassName") or ""))  # fmt: skip
             task = TaskSpec(
                 **{
                     **_fields(task),

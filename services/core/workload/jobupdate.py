@@ -41,6 +41,8 @@ _JOB_FREE = ("min_available", "priority", "priority_class", "min_resources", "an
 _JOB_PATHS = {"queue": "spec.queue", "max_retry": "spec.maxRetry", "policies": "spec.policies",
               "min_success": "spec.minSuccess", "kind": "kind"}  # fmt: skip
 _TASK_PATHS = {"name": "name", "min_available": "minAvailable", "policies": "policies"}
+#: what a pod takes from its PriorityClass (the API server's Priority admission)
+_CLASS_FIELDS = ("priority", "priority_class", "preemption_policy")
 _POD_FREE = ("annotations", "labels", "min_available")  # minAvailable is the PodGroup's minTaskMember
 
 
@@ -93,9 +95,20 @@ def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
         # init_devices: derived from the template's init containers (admitted before it was kept,
         # a live job judged again after an upgrade is the same object, not a forbidden edit)
         skip = ("replicas", "min_available", "init_devices") if defaulted else ("replicas", "init_devices")
+        if _follows_job_class(ot, old) and _follows_job_class(nt, new):
+            skip = (*skip, *_CLASS_FIELDS)
         for f in _differing(ot, nt, skip):
             refusals.append(f"spec.tasks[{i}].{_TASK_PATHS.get(f, 'template')}: {JOB_RULE}")
     return new, tuple(dict.fromkeys(refusals))
+
+
+def _follows_job_class(task: TaskSpec, job: JobSpec) -> bool:
+    """Whether the task's class is the Job's, written into its pods (Volcano `createJobPod`)
+    because the template names none: the Job's `priorityClassName` is an edit the webhook allows,
+    and the task's class follows it. An empty one is a job admitted before its tasks took the
+    Job's class, judged again after an upgrade: not an edit of its template, so its tasks are
+    given the class its pods carry (a `JobUpdated` saying so)."""
+    return task.priority_class in ("", job.priority_class)
 
 
 def _podgroup(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
@@ -126,6 +139,9 @@ def describe(old: JobSpec, new: JobSpec) -> str:
         for ot, nt in zip(old.tasks, new.tasks, strict=False):
             if ot.replicas != nt.replicas:
                 parts.append(f"tasks[{nt.name}].replicas {ot.replicas} → {nt.replicas}")
+            if ot.priority_class != nt.priority_class and old.priority_class == new.priority_class:
+                # admitted before its tasks took the Job's class: its pods carry it (createJobPod)
+                parts.append(f"tasks[{nt.name}] take the Job's priorityClassName {nt.priority_class}")
     else:
         was = {_pod(t) for t in old.tasks}
         now = {_pod(t) for t in new.tasks}

@@ -2,7 +2,10 @@
 
 Share = max over resources of allocated/total (`helpers.Share`); JobOrder: lower share first;
 Preemptable: a victim if the preemptor's share after adding its request ≤ the victim job's
-share after removing the victim (delta 1e-6). hDRF (`enableHierarchy`) is not implemented.
+share after removing the victim (delta 1e-6). hDRF (`enableHierarchy`) is not implemented:
+the switch is taken so a moved conf loads, and `config.not_run` names it to the operator (the
+scheduler's log at start, `tessera up` and `tessera simulate` on stderr) rather than let it be
+believed honoured.
 """
 
 from __future__ import annotations
