@@ -83,7 +83,8 @@ class JobRejected(Event, frozen=True, tag="JobRejected"):
     name: str
     reasons: tuple[str, ...]
     #: pods that exist although this PodGroup was refused: they wait (unbound) for the group,
-    #: as on a cluster where the webhook refused the PodGroup but not its pods
+    #: as on a cluster where Tessera, with no admission webhook, meets pods once they exist
+    #: (Volcano's pod webhook would have refused them at creation)
     pods: tuple[str, ...] = ()
 
 
