@@ -43,6 +43,29 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(_ROOT / package, quiet=1)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give `xdist_group` its effect under pytest 9.2, where xdist 3.8's does nothing.
+
+    A worker tells the controller a test's group by the suffix `@group` on its id, which xdist
+    sets by assigning `item._nodeid`; pytest 9.2 keeps the id in `item._id`, so the suffix was
+    lost and `--dist loadgroup` dealt grouped tests to both workers (pytest-xdist issue 1386),
+    each starting the module's `tessera up` again. This sets the suffix the way pytest itself
+    turns a string id into its own (NodeId.parse), only where xdist's did not take, so it does
+    nothing once xdist mends it or without `--dist loadgroup`.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}  # fmt: skip
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
     """Print which ids differ where a worker collects other tests than the first one did."""
