@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -41,6 +42,23 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     for package in ("contracts", "services", "tests", "benchmarks"):
         compileall.compile_dir(_ROOT / package, quiet=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Let pytest keep the test modules it rewrote for their asserts, while it collects.
+
+    Under PYTHONDONTWRITEBYTECODE pytest rewrites every test module from source in every
+    process that collects (each xdist worker, the two interpreters of test_collection.py): about
+    half of a collection's CPU. It reads a kept rewrite whatever that setting says, and checks it
+    against the source's hash; only the writing is switched on, and only while collecting.
+    """
+    was = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = was
 
 
 @pytest.hookimpl(trylast=True)
