@@ -51,7 +51,8 @@ def pytest_collection(session: pytest.Session) -> Iterator[object]:
     Under PYTHONDONTWRITEBYTECODE pytest rewrites every test module from source in every
     process that collects (each xdist worker, the two interpreters of test_collection.py): about
     half of a collection's CPU. It reads a kept rewrite whatever that setting says, and checks it
-    against the source's hash; only the writing is switched on, and only while collecting.
+    against the source's hash; only the writing is switched on, and only while collecting. The
+    plugin modules it rewrites (hypothesis's strategies) are kept too, in the virtualenv.
     """
     was = sys.dont_write_bytecode
     sys.dont_write_bytecode = False
