@@ -7,7 +7,9 @@ machine with a Docker engine to use testcontainers' NATS image instead.
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
@@ -22,6 +24,67 @@ from services.runtime.natsserver import NatsServer
 from services.runtime.snapshot import bucket_of, buckets_of
 
 _COLLECTED: list[tuple[str, tuple[str, ...]]] = []
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write the project's bytecode once, before any worker or subprocess starts.
+
+    These machines set PYTHONDONTWRITEBYTECODE (benchmarks/k8s.py), so without it every interpreter the
+    suite starts (each `tessera` command, each service of `up`, the emulator, the xdist workers)
+    compiled the ~80,000 lines it imports from source again: ~0.3 s of CPU per CLI call, several
+    hundred of them. `compileall` writes regardless of that setting (as deploy/Dockerfile does);
+    the bytecode is checked against each source's mtime and size, so an edit is never stale, and
+    an up-to-date tree is only stat()ed. Workers skip it: the controller did it before starting
+    them.
+    """
+    if hasattr(config, "workerinput"):
+        return
+    for package in ("contracts", "services", "tests", "benchmarks"):
+        compileall.compile_dir(_ROOT / package, quiet=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Let pytest keep the test modules it rewrote for their asserts, while it collects.
+
+    Under PYTHONDONTWRITEBYTECODE pytest rewrites every test module from source in every
+    process that collects (each xdist worker, the two interpreters of test_collection.py): about
+    half of a collection's CPU. It reads a kept rewrite whatever that setting says, and checks it
+    against the source's hash; only the writing is switched on, and only while collecting. The
+    plugin modules it rewrites (hypothesis's strategies) are kept too, in the virtualenv.
+    """
+    was = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = was
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give `xdist_group` its effect under pytest 9.2, where xdist 3.8's does nothing.
+
+    A worker tells the controller a test's group by the suffix `@group` on its id, which xdist
+    sets by assigning `item._nodeid`; pytest 9.2 keeps the id in `item._id`, so the suffix was
+    lost and `--dist loadgroup` dealt grouped tests to both workers (pytest-xdist issue 1386),
+    each starting the module's `tessera up` again. This sets the suffix the way pytest itself
+    turns a string id into its own (NodeId.parse), only where xdist's did not take, so it does
+    nothing once xdist mends it or without `--dist loadgroup`.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}  # fmt: skip
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            try:
+                from _pytest.nodeid import NodeId
+            except ImportError:  # another pytest: its xdist's own suffix is what there is
+                return
+            item._id = NodeId.parse(item.nodeid + suffix)
 
 
 @pytest.hookimpl(optionalhook=True)

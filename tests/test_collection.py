@@ -9,8 +9,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.collected import differing
 from tests.processes import ROOT
+
+# One xdist work unit of two tests: `--dist loadgroup` deals units with more tests first, so the
+# two collections (the suite's longest single test but a few) start early instead of being dealt
+# last, where one worker ran them alone while the other had nothing left to do.
+pytestmark = pytest.mark.xdist_group("collection")
 
 
 def collected_ids(seed: str) -> list[str]:

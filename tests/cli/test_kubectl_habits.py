@@ -38,6 +38,11 @@ spec:
 """
 
 
+# The tests on the module's `up` go to one xdist worker, so it starts once (unmarked, `--dist
+# loadgroup` dealt them to both workers and each started its own); the rest need no system.
+SHARED = pytest.mark.xdist_group("kubectl_habits")
+
+
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with running(tmp_path_factory.mktemp("habits")) as state:
@@ -59,6 +64,7 @@ def wait_pod(state: Path, name: str, phase: str | None, tries: int = 200) -> Non
     raise AssertionError(f"{name} never became {phase}: {got.stdout} {got.stderr}")
 
 
+@SHARED
 def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
@@ -134,6 +140,7 @@ spec:
 """
 
 
+@SHARED
 def test_deleting_a_volcano_jobs_pod_is_answered_as_volcano_does(system: Path, tmp_path: Path) -> None:
     """`tessera delete pod jc-w-0`, a pod `get pods` lists Running, answered `Error from server
     (NotFound)` (the command took it for a job's name). Under Volcano kubectl deletes it and the
@@ -156,6 +163,7 @@ def test_deleting_a_volcano_jobs_pod_is_answered_as_volcano_does(system: Path, t
     assert run(system, "delete", "job", "jc").returncode == 0
 
 
+@SHARED
 def test_events_output_matches_get(system: Path, tmp_path: Path) -> None:
     as_json = run(system, "events", "-o", "json")
     assert as_json.returncode == 0
@@ -180,6 +188,7 @@ def closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
         os.close(write)
 
 
+@SHARED
 def test_a_closed_pipe_is_not_an_error(system: Path) -> None:
     for args in (("version",), ("get", "queues", "--state-dir", str(system))):  # root and default: rows
         out = closed_pipe(*args)

@@ -24,6 +24,10 @@ from tests.cli.test_kubectl_habits import run
 from tests.cli.test_up_down import running
 from tests.processes import ROOT
 
+# Every test here shares the module's `up`: one xdist worker runs them all, so it starts once
+# (unmarked, `--dist loadgroup` dealt them to both workers and each started its own).
+pytestmark = pytest.mark.xdist_group("kubectl_shapes")
+
 QUEUE = """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
