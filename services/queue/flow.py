@@ -441,7 +441,11 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
             raise Refused(f"job {key} is not suspended")
         return [JobSubmitted(spec=spec)]
     if action == "delete":
-        if key in flow.submitted:
+        # a pod's name is a job's only for a plain pod: `delete pod` of a name that is a Volcano
+        # Job's deleted the whole Job (a mistyped or tab-completed pod name ended a training)
+        live = proj.jobs.get(key)
+        spec = live.spec if live is not None else flow.suspended.get(key)
+        if key in flow.submitted and (kind != "pod" or spec is None or spec.kind == "Pod"):
             return [JobDeleted(namespace=namespace, name=name)]
         if kind == "pod" and (owner := pod_owner(flow, namespace, name)) is not None:
             return delete_job_pod(flow, owner, name)

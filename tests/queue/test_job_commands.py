@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.events import (
     EvictionRequested,
+    JobDeleted,
     JobPhaseChanged,
     JobSubmitted,
     TaskFinished,
@@ -232,6 +233,9 @@ async def test_deleting_a_jobs_pod_by_its_name_is_answered_as_volcano_answers_po
     done = await svc.command("delete", "ns", "jc-a-w-1", "pod")
     assert not done.ok and "has finished (Succeeded)" in done.message and "tessera delete job jc-a" in done.message
     assert (await svc.command("delete", "ns", "jc-a-w-9", "pod")).message == "job ns/jc-a-w-9 not found"
+    # a pod named as the Job itself is no pod: the Job lives on (it was deleted whole)
+    assert (await svc.command("delete", "ns", "jc-a", "pod")).message == "job ns/jc-a not found"
+    assert not [e for e in await job_events(event_log, "jc-a") if isinstance(e, JobDeleted)]
 
     restarts = vcjob(spec("jr", policies=(("PodEvicted", "RestartJob"),)))
     await put(event_log, event_log.subjects.job("ns", "jr"), JobSubmitted(spec=restarts))
