@@ -82,9 +82,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
             try:
                 from _pytest.nodeid import NodeId
-            except ImportError:  # another pytest: its xdist's own suffix is what there is
+
+                item._id = NodeId.parse(item.nodeid + suffix)
+            except Exception:  # another pytest's internals: xdist's own suffix is what there is
                 return
-            item._id = NodeId.parse(item.nodeid + suffix)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -57,6 +57,10 @@ from services.runtime.service import (
 from services.runtime.snapshot import Retention, Snapshots
 from services.runtime.waits import within
 
+#: the events whose handling span a run's later reports continue (a tuple built once: a union
+#: built per delivery cost ~0.35 µs of every node agent's handling, issue 29)
+_TRACED = (PlacementCommitted, EvictionRequested, JobDeleted)
+
 log = logging.getLogger(__name__)
 
 #: Job-subject events the runtime folds.
@@ -204,7 +208,7 @@ class NodeAgent:
     # --- handlers ------------------------------------------------------------------------------
 
     async def on_job_event(self, event: Event, rx: Received) -> None:
-        if isinstance(event, PlacementCommitted | EvictionRequested | JobDeleted):
+        if isinstance(event, _TRACED):
             self._trace_of(rx)
         if rx.message.seq > self.applied_seq:
             async with self._lock:

@@ -8,6 +8,7 @@ other projects export too adds gauges computed from that state at scrape time wi
 
 from __future__ import annotations
 
+import os
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +25,8 @@ from services.runtime.health import Health, serve_probes
 #: the handling-time buckets (prometheus_client's defaults, as the Histogram used before had)
 BOUNDS: tuple[float, ...] = Histogram.DEFAULT_BUCKETS
 _LE = tuple(floatToGoString(b) for b in BOUNDS)
+#: prometheus_client's switch for its `_created` series, honoured the same way
+_CREATED_OFF = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() in ("true", "1", "t")
 
 
 class Tally:
@@ -60,8 +63,8 @@ class SeriesFamily:
     and a histogram; prometheus_client's take a lock per add, three per event (~2.5 µs, about
     40 % of the runtime's own cost of a delivery, issue 29's profile). These are plain numbers
     with one writer, the event loop; a scrape (the probe server's thread) reads copies, so a
-    histogram's count is always its buckets' (its sum may lag one observation, as with locks
-    per value)."""
+    histogram's count is always its buckets' (its sum may differ by the observations made
+    meanwhile, as with prometheus_client's lock per value)."""
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str], kind: str) -> None:
         self.name, self.documentation, self.label_names, self.kind = name, documentation, tuple(labels), kind
@@ -70,14 +73,19 @@ class SeriesFamily:
     def labels(self, *values: str) -> Tally | Times:
         got = self.series.get(values)
         if got is None:
-            got = self.series[values] = Times() if self.kind == "histogram" else Tally()
+            if len(values) != len(self.label_names):  # (refused here, not at every scrape)
+                raise ValueError(f"{self.name}: {len(values)} label values for {self.label_names}")
+            series = dict(self.series)  # replaced, never grown in place: a scrape's copy holds
+            got = series[values] = Times() if self.kind == "histogram" else Tally()
+            self.series = series
         return got
 
     def collect(self) -> Iterator[Metric]:
         """The samples prometheus_client's Counter and Histogram write, in their order (the
         text format writes `_created` as a gauge of its own, as theirs)."""
         metric = Metric(self.name, self.documentation, self.kind)
-        for values, one in list(self.series.items()):
+        created = not _CREATED_OFF
+        for values, one in self.series.items():  # (a dict the loop replaces, never changes)
             labels = dict(zip(self.label_names, values, strict=True))
             if isinstance(one, Times):
                 counts, total = list(one.counts), one.sum
@@ -89,7 +97,8 @@ class SeriesFamily:
                 metric.add_sample(self.name + "_sum", labels, total)
             else:
                 metric.add_sample(self.name + "_total", labels, one.value)
-            metric.add_sample(self.name + "_created", labels, one.created)
+            if created:
+                metric.add_sample(self.name + "_created", labels, one.created)
         yield metric
 
 

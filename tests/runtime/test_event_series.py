@@ -74,3 +74,13 @@ def test_every_handled_delivery_is_counted_and_timed_once() -> None:
     assert 'tessera_events_processed_total{outcome="handled",service="svc",type="PlacementProposed"} 3.0' in text
     assert 'tessera_event_handle_seconds_count{service="svc",type="PlacementProposed"} 3.0' in text
     assert 'tessera_event_handle_seconds_bucket{le="+Inf",service="svc",type="PlacementProposed"} 3.0' in text
+
+
+def test_a_series_with_the_wrong_number_of_labels_is_refused_when_made_not_at_each_scrape() -> None:
+    """prometheus_client refuses it at `labels()`; a series made anyway broke every scrape."""
+    import pytest
+
+    metrics = ServiceMetrics("svc", CollectorRegistry())
+    with pytest.raises(ValueError, match="label values"):
+        metrics.events.labels("svc", "JobSubmitted")
+    assert b"tessera_events_unknown_total" in generate_latest(metrics.registry)

@@ -56,8 +56,10 @@ def sub(a: Vec, b: Mapping[str, float]) -> Vec:
 
 def moved(a: Vec, b: Mapping[str, float], sign: int) -> Vec:
     """`a` with a task's request `b` added (sign > 0) or taken back, a dimension it brings to
-    zero dropped: a statement discarded (pipeline, then unpipeline) leaves a queue's vector as
-    it was, not with zeros where it had no entry (the session byte for byte)."""
+    zero dropped: a statement discarded (pipeline, then unpipeline) leaves a queue's vector
+    with the entries it had, not zeros where it had none (a fraction of a card added and taken
+    back may differ from the start in its last bit; the same operations give the same bits, so
+    decisions and replays do not move)."""
     if sign > 0:
         return add(a, b)
     out = sub(a, b)
