@@ -22,9 +22,11 @@ from dataclasses import replace
 from opentelemetry import trace
 
 from contracts.base import Event
+from contracts.envelope import TYPE
 from contracts.events import (
     ALL_EVENTS,
     CardRegistered,
+    JobSubmitted,
     JobUnschedulable,
     NodeRegistered,
     NodesListed,
@@ -223,18 +225,26 @@ class Scheduler:
         self._dirty.set()
 
     async def _resume_traces(self) -> None:
-        """Know again the trace of every job still in the view: the fold above (snapshot or
-        replay) delivers nothing to `on_event`, so a job waiting across a restart had its
-        placement, commit and start in a trace rooted at our session, cut off from its
-        submission. One read of the last message per job subject, as inventory is read."""
-        jobs = self.projection.jobs
-        for msg in await self.log.last_per_subject(self.subjects.all_jobs()):
-            try:
-                kind, ids = self.subjects.parse(msg.subject)
-            except ValueError:
-                continue
-            if kind == "job" and len(ids) == 2 and (key := f"{ids[0]}/{ids[1]}") in jobs:
+        """Know again the trace of every job still waiting: the fold above (snapshot or replay)
+        delivers nothing to `on_event`, so a job waiting across a restart had its placement,
+        commit and start in a trace rooted at our session, cut off from its submission. Read
+        from the job's `JobSubmitted` (its sequence is the view's `created`), as `on_event`
+        takes it: the subject's last message may be in another trace (a `JobUpdated` under its
+        request's, a command's eviction, an older session's verdict of an untraced job). Only
+        the waiting: a running job's decisions are its evictions, in their own causes' traces."""
+        tasks = self.projection.tasks
+        wanted = [(key, job.created) for key, job in sorted(self.projection.jobs.items())
+                  if job.phase in ("Pending", "Inqueue")
+                  or any(t.status == st.PENDING for t in tasks.get(key, {}).values())]  # fmt: skip
+        gate = asyncio.Semaphore(64)  # direct gets in flight: a backlog's restart, not one by one
+
+        async def one(key: str, seq: int) -> None:
+            async with gate:
+                msg = await self.log.at(seq)
+            if msg is not None and msg.headers.get(TYPE) == JobSubmitted.type_name():
                 self.traces.resume(key, msg)
+
+        await asyncio.gather(*(one(key, seq) for key, seq in wanted))
 
     async def _record_config(self) -> None:
         """Append our configuration unless the log's last one for this scheduler is ours:

@@ -34,6 +34,9 @@ async def test_append_assigns_increasing_sequences_and_last_reads_back(event_log
     assert default_registry().decode(last.headers[TYPE], last.data) == NodeLost(node="n1")
     assert await event_log.last(s.node("nobody")) is None
     assert await event_log.last_sequence() == b.seq
+    at = await event_log.at(a.seq)  # one message by its sequence, whatever its subject
+    assert at is not None and (at.seq, at.subject, at.headers[TYPE]) == (a.seq, s.node("n1"), "NodeLost")
+    assert await event_log.at(b.seq + 1) is None
 
 
 async def test_expected_sequence_conflict_is_a_typed_result(event_log: EventLog) -> None:

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contracts.events import JobSubmitted, JobUnschedulable
+from contracts.events import JobSubmitted, JobUnschedulable, JobUpdated
 from contracts.registry import default_registry
 from services.runtime.eventlog import Appended, Entry, EventLog
 from services.runtime.service import decode_stored
@@ -73,3 +73,31 @@ async def test_a_restarted_scheduler_decides_a_waiting_job_in_the_jobs_trace(
     decided = {s.attributes["tessera.job"]: f"{s.context.trace_id:032x}"  # type: ignore[index]
                for s in exporter.get_finished_spans() if s.name.startswith("decide ")}  # fmt: skip
     assert decided == {"default/huge": waiting, "default/small": fits}
+
+
+async def test_after_a_restart_a_jobs_trace_is_its_submissions_not_its_subjects_last(event_log: EventLog,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The job's subject may end in a message of another trace (here a `JobUpdated` written
+    under its request's, as admission writes it): resumed from that, the restarted scheduler's
+    decisions went to the update's request (helper-38's review)."""
+    provider = TracerProvider()
+    monkeypatch.setattr(scheduler_service, "tracer", provider.get_tracer("tessera.scheduler"))
+    await seed(event_log)
+    waiting = await submit_traced(event_log, provider, "huge", replicas=9)
+    reg = default_registry()
+    update = JobUpdated(namespace="default", name="huge", spec=inference_job("huge", replicas=10))
+    headers = reg.envelope(update, msg_id="update-huge").to_headers()
+    with provider.get_tracer("test").start_as_current_span("apply again"):
+        inject(headers)
+    assert isinstance(await event_log.append(Entry(event_log.subjects.job("default", "huge"), reg.encode(update),
+                                                   headers)), Appended)  # fmt: skip
+    again = Scheduler(event_log)
+    await again.recover()
+    await put(event_log, event_log.subjects.node("n2"), ascend_node("n2", cards=16))
+    for msg in [m async for m in event_log.replay(again.recovered_seq + 1, event_log.subjects.events)]:
+        event = await decode_stored(msg)
+        assert event is not None
+        again._fold(msg.seq, event)
+    outs = again.session_events()
+    traces = {o.event.name: again.service.entry(o).headers["traceparent"].split("-")[1] for o in outs}  # type: ignore[attr-defined]
+    assert traces["huge"] == waiting

@@ -867,6 +867,18 @@ class JetStreamLog:
         finally:
             await sub.unsubscribe()
 
+    async def at(self, seq: int) -> StoredMessage | None:
+        """One direct get by sequence (no consumer)."""
+        try:
+            msg = await self.nc.request(f"$JS.API.DIRECT.GET.{self.stream}", msgspec.json.encode({"seq": seq}),
+                                        timeout=self.timeout)  # fmt: skip
+        except nats.errors.NoRespondersError as exc:
+            raise LogUnavailable(f"no JetStream stream answers a direct get: {exc}") from exc
+        headers = msg.headers or {}
+        if not msg.data and "Status" in headers:
+            return None  # 404: nothing there (purged, or past the end)
+        return StoredMessage(int(headers["Nats-Sequence"]), headers["Nats-Subject"], msg.data, headers)
+
     async def replay(
         self, start_seq: int = 1, filter_subject: str | None = None, batch: int = 2000
     ) -> AsyncIterator[StoredMessage]:

@@ -202,6 +202,9 @@ class MemoryLog:
     ) -> list[BatchResult]:
         return [self.append_batch_now(b) for b in batches]
 
+    async def at(self, seq: int) -> StoredMessage | None:
+        return self._messages[seq - 1] if 0 < seq <= len(self._messages) else None
+
     async def last(self, subject: str) -> StoredMessage | None:
         seq = self._last_by_subject.get(subject)
         return self._by_seq(seq) if seq else None
