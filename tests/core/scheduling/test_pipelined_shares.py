@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from contracts.events import EvictionRequested, JobUnschedulable
+from contracts.events import EvictionRequested, JobUnschedulable, PlacementProposed
 from services.core.devices import build_vendors
 from services.core.scheduling.config import parse_conf
 from services.core.scheduling.record import configured
@@ -234,3 +234,50 @@ def test_a_running_elastic_jobs_waiting_pods_are_told_why() -> None:
     assert "queue qa is overused" in ja[-1].why
     waiting = [p for n, p in pods.items() if n.startswith("ja-") and p["phase"] == "Pending"]
     assert len(waiting) == 6 and all("queue qa is overused" in p["reason"] for p in waiting)
+
+
+def test_a_parent_counts_its_childrens_admitted_gangs_at_enqueue() -> None:
+    """Two gangs of 3 in eng-a and eng-b under eng (capability 4) arrive together: Volcano adds
+    an admitted job's minimum to every ancestor's inqueue, so the second is held at enqueue
+    (3 + 3 > 4). Counted at the leaf only, both were admitted and the second sat Inqueue on an
+    allocate-time refusal (helper-37's review)."""
+    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
+             "spec: {{{spec}}}}}")  # fmt: skip
+    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}}}, spec: "
+           "{{minAvailable: 3, queue: {queue}, tasks: [{{name: w, replicas: 3, template: {{spec: "
+           "{{containers: [{{name: c, image: x, resources: {{limits: {{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
+    docs = "\n---\n".join([
+        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
+        queue.format(name="eng-a", spec="parent: eng"),
+        queue.format(name="eng-b", spec="parent: eng"),
+        job.format(name="ja", queue="eng-a", card=CARD),
+        job.format(name="jb", queue="eng-b", card=CARD),
+    ])  # fmt: skip
+    sim = simulate(HIERARCHICAL, docs)
+    admitted = [msgspec.json.decode(m.data, type=PlacementProposed).name for m in sim.log.messages()
+                if m.headers.get("Tessera-Type") == "PlacementProposed"]  # fmt: skip
+    assert admitted == ["ja"]
+    verdicts = [msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                if m.headers.get("Tessera-Type") == "JobUnschedulable"]  # fmt: skip
+    assert verdicts and verdicts[-1].name == "jb"
+    assert verdicts[-1].why.startswith("queue eng: Ascend910B3 minResources 3 + allocated 0 + inqueue 3 exceeds "
+                                      "its capability 4"), verdicts[-1].why
+
+
+def test_a_leaf_as_tight_as_its_parent_is_not_the_one_told_to_raise() -> None:
+    """eng and eng-a both cap at 4: raising eng-a's alone changes nothing (eng still holds it,
+    and a child above its parent is refused); the words name eng."""
+    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
+             "spec: {{{spec}}}}}")  # fmt: skip
+    docs = "\n---\n".join([
+        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
+        queue.format(name="eng-a", spec=f"parent: eng, capability: {{{CARD}: '4'}}"),
+        "{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {name: ja}, spec: {minAvailable: 1, "
+        f"queue: eng-a, tasks: [{{name: w, replicas: 6, template: {{spec: {{containers: [{{name: c, image: x, "
+        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+    ])  # fmt: skip
+    sim = simulate(HIERARCHICAL, docs)
+    verdict = next(msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
+                   if m.headers.get("Tessera-Type") == "JobUnschedulable")  # fmt: skip
+    assert verdict.why.startswith("queue eng: Ascend910B3 1 requested, capability 4, allocated 4"), verdict.why
+    assert verdict.unblock.startswith("raise queue eng's capability of Ascend910B3 to 5"), verdict.unblock

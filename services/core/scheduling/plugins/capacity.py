@@ -71,16 +71,16 @@ class CapacityPlugin:
         if self.hierarchy:
             self._hierarchical_capability(ssn)
         for job in ssn.jobs.values():
-            attr = self.attrs[job.queue]
             job_alloc = allocated_of(qs, job)
             minres = qs.min_resources(job)
             # Volcano's GetElasticResources: allocated beyond minResources (all of it without)
             elastic = job_alloc if minres is None else {k: v for k, v in sh.sub(job_alloc, minres).items() if v > 0}
-            for a in self._chain(job.queue):
+            inqueue = minres if job.phase == "Inqueue" and minres else None
+            for a in self._chain(job.queue):  # every ancestor counts its descendants' jobs
                 a.allocated = sh.add(a.allocated, job_alloc)
                 a.elastic = sh.add(a.elastic, elastic)
-            if job.phase == "Inqueue" and minres:
-                attr.inqueue = sh.add(attr.inqueue, minres)
+                if inqueue:
+                    a.inqueue = sh.add(a.inqueue, inqueue)
         for a in self.attrs.values():
             self._update_share(a)
 
@@ -199,10 +199,11 @@ class CapacityPlugin:
         """Of the queues on the chain (leaf first) over their limit, the one whose own setting
         binds: past a leaf whose limit is inherited, the first ancestor over on that resource."""
         a, dim = over[0]
-        if self._inherited(a, dim):
-            for b, d in over[1:]:
-                if d == dim:
-                    return b, d
+        limit = a.real_capability.get(dim, sh.INF)
+        for b, d in over[1:]:  # (an ancestor as tight as the leaf binds it too: raising the leaf's
+            # capability alone would change nothing, and above its parent's it is refused)
+            if d == dim and (self._inherited(a, dim) or b.real_capability.get(dim, sh.INF) <= limit + sh.EPS):
+                return b, d
         return a, dim
 
     def _parents_fix(self, a: CapAttr, dim: str) -> str:
@@ -321,8 +322,8 @@ class CapacityPlugin:
     def job_enqueued(self, job: JobInfo) -> None:
         minres = self.qs.min_resources(job)
         if minres:
-            a = self.attrs[job.queue]
-            a.inqueue = sh.add(a.inqueue, minres)
+            for a in self._chain(job.queue):  # (Volcano adds it to every ancestor's inqueue too)
+                a.inqueue = sh.add(a.inqueue, minres)
 
     def on_allocate(self, task: TaskInfo) -> None:
         self._move(task, 1)
