@@ -58,11 +58,12 @@ def purged(messages: Sequence[StoredMessage]) -> int:
     return messages[-1].seq - len(messages) if messages else 0
 
 
-def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
+def verdict_text(v: Verdict, poisoned: int, missing: int = 0, cut_here: bool = True) -> list[str]:
     d = v.divergence
     lines = []
     if d is None:
-        lines.append(f"verified: {v.decisions} decisions of {v.sessions} sessions reproduced "
+        word = "verified" if v.incomplete is None or cut_here else "reproduced (not all verified)"
+        lines.append(f"{word}: {v.decisions} decisions of {v.sessions} sessions reproduced "
                      f"({v.events} events folded)")  # fmt: skip
     else:
         lines.append(f"diverged after {v.decisions} reproduced decisions ({v.sessions} whole sessions):")
@@ -74,10 +75,15 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0) -> list[str]:
         lines.append(f"note: the first is session {session} (based on #{based_on}: {', '.join(names)}): "
                      "the log up to there is not what the scheduler saw — an edited log, or one folded "
                      "by older rules")  # fmt: skip
-    if v.incomplete is not None:
+    if v.incomplete is not None and cut_here:
         session, based_on, rest = v.incomplete
         lines.append(f"note: last session incomplete (the log ends inside it): {rest} decisions not verified "
                      f"(session {session}, based on #{based_on})")  # fmt: skip
+    elif v.incomplete is not None:
+        session, based_on, rest = v.incomplete
+        lines.append(f"not verified: the log ends inside session {session} (based on #{based_on}), which "
+                     f"would make {rest} more decisions: an export cut short, or a divergence in the last "
+                     f"session — nothing in the log tells them apart; `--until {based_on}` verifies the rest")  # fmt: skip
     if v.unrecorded:
         lines.append(f"note: {v.unrecorded} decisions carry no session record (written by a "
                      "scheduler before sessions were recorded): not verified")  # fmt: skip
@@ -136,8 +142,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"tessera replay: {exc}", file=sys.stderr)
         return 2
     v = verify(stored)
-    print("\n".join(verdict_text(v, poisoned, purged(messages))))
-    return 0 if v.ok else 1
+    # a log that ends inside a session is that session cut short only when the user cut it
+    # (`--until`): a file that ends there may as well hold a last session that diverges, and a
+    # gate must not pass it (helper-37's review)
+    cut_here = args.until is not None
+    print("\n".join(verdict_text(v, poisoned, purged(messages), cut_here)))
+    return 0 if v.ok and (v.incomplete is None or cut_here) else 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -115,13 +115,19 @@ LIVE = ROOT / "tests" / "fixtures" / "replay" / "live.jsonl"
 def test_a_log_cut_inside_a_session_verifies_what_it_holds(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """`head -45` of a live log (session 1 decides #37–#50) exited 1 with "the log holds no
-    such decision"; so did `--until 45`."""
+    such decision"; so did `--until 45`. Cut by `--until` it is that session cut short (exit
+    0); a file that ends there is not verified (exit 1), said so: a last session that diverges
+    would end the same way."""
     head = tmp_path / "head.jsonl"
     head.write_text("".join(LIVE.read_text().splitlines(keepends=True)[:45]))
     note = "note: last session incomplete (the log ends inside it): 5 decisions not verified (session 1, based on #36)"
-    assert main(["replay", "--verify", "--from", str(head)]) == 0
+    assert main(["replay", "--verify", "--from", str(head)]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("verified: 9 decisions of 0 sessions reproduced") and note in out, out
+    assert out.startswith("reproduced (not all verified): 9 decisions of 0 sessions reproduced"), out
+    assert ("not verified: the log ends inside session 1 (based on #36), which would make 5 more decisions: an "
+            "export cut short, or a divergence in the last session") in out, out
+    assert main(["replay", "--verify", "--until", "45", "--from", str(head)]) == 0
+    assert note in capsys.readouterr().out
     assert main(["replay", "--verify", "--until", "45", "-o", "json", "--from", str(LIVE)]) == 0
     assert note in capsys.readouterr().out
 
