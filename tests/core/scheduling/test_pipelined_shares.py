@@ -30,9 +30,9 @@ CARD = "huawei.com/Ascend910B3"
 INVENTORY = {"nodes": [{"name": "node-a", "devices": [{"type": "Ascend910B3", "count": 8}]}]}
 
 
-def conf(queue_plugin: str) -> str:
+def conf(queue_plugin: str, actions: str = "enqueue, allocate, backfill, preempt") -> str:
     return f"""
-actions: "enqueue, allocate, backfill, preempt"
+actions: "{actions}"
 tiers:
 - plugins:
   - name: priority
@@ -62,6 +62,20 @@ tiers:
   - name: nodeorder
   - name: deviceshare
 """
+
+
+def queue_doc(name: str, spec: str) -> str:
+    return f"{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, spec: {{{spec}}}}}"
+
+
+def job_doc(name: str, queue: str, replicas: int, min_available: int = 1, at: float = 0, pc: str = "") -> str:
+    """A Volcano Job of `replicas` one-card pods arriving at `at` (virtual seconds), its pods of
+    PriorityClass `pc` when given."""
+    klass = f"priorityClassName: {pc}, " if pc else ""
+    return (f"{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}, annotations: "
+            f"{{tessera.io/arrive-at: '{at:g}'}}}}, spec: {{minAvailable: {min_available}, queue: {queue}, "
+            f"tasks: [{{name: w, replicas: {replicas}, template: {{spec: {{{klass}containers: [{{name: c, "
+            f"image: x, resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
 
 
 def workload(low_replicas: int = 6) -> str:
@@ -142,12 +156,9 @@ def test_a_queue_without_jobs_keeps_its_guarantee() -> None:
     """Volcano's proportion sums every queue's guarantee (ssn.Queues): another queue's jobs
     get the cluster less what an idle queue is guaranteed."""
     docs = "\n---\n".join([
-        f"{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: qg}}, "
-        f"spec: {{weight: 1, guarantee: {{resource: {{{CARD}: '4'}}}}}}}}",
-        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qb}, spec: {weight: 1}}",
-        f"{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: jb}}, spec: {{minAvailable: 1, "
-        f"queue: qb, tasks: [{{name: w, replicas: 8, template: {{spec: {{containers: [{{name: c, image: x, "
-        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+        queue_doc("qg", f"weight: 1, guarantee: {{resource: {{{CARD}: '4'}}}}"),
+        queue_doc("qb", "weight: 1"),
+        job_doc("jb", "qb", 8),
     ])  # fmt: skip
     sim = simulate(conf("proportion"), docs)
     phases = [p["phase"] for p in build_report(sim.log.messages())["pods"]]
@@ -160,18 +171,12 @@ def test_reclaim_under_a_parents_capability_evicts_the_sibling_over_its_deserved
     free cards but eng has none: reclaim must evict ja's pods over eng-a's deserved until
     eng-b's queue can take the task — fitting the node alone, it evicted nothing and left jb
     pipelined on cards its queue could never take."""
-    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
-             "spec: {{{spec}}}}}")  # fmt: skip
-    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}, annotations: "
-           "{{tessera.io/arrive-at: '{at}'}}}}, spec: {{minAvailable: {min}, queue: {queue}, tasks: [{{name: w, "
-           "replicas: {n}, template: {{spec: {{containers: [{{name: c, image: x, resources: {{limits: "
-           "{{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
     docs = "\n---\n".join([
-        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}, deserved: {{{CARD}: '4'}}"),
-        queue.format(name="eng-a", spec=f"parent: eng, deserved: {{{CARD}: '2'}}"),
-        queue.format(name="eng-b", spec=f"parent: eng, deserved: {{{CARD}: '2'}}"),
-        job.format(name="ja", at=0, min=1, queue="eng-a", n=6, card=CARD),
-        job.format(name="jb", at=10, min=2, queue="eng-b", n=2, card=CARD),
+        queue_doc("eng", f"capability: {{{CARD}: '4'}}, deserved: {{{CARD}: '4'}}"),
+        queue_doc("eng-a", f"parent: eng, deserved: {{{CARD}: '2'}}"),
+        queue_doc("eng-b", f"parent: eng, deserved: {{{CARD}: '2'}}"),
+        job_doc("ja", "eng-a", 6),
+        job_doc("jb", "eng-b", 2, min_available=2, at=10),
     ])  # fmt: skip
     sim = simulate(HIERARCHICAL, docs)
     evictions = [msgspec.json.decode(m.data, type=EvictionRequested) for m in sim.log.messages()
@@ -192,15 +197,11 @@ def test_a_child_held_by_what_its_parent_leaves_it_is_told_to_look_at_the_parent
     """eng (capability 4) guarantees eng-b 2: eng-a, with no capability of its own, may have 2.
     ja's third pod waits on eng-a's inherited 2 while eng itself holds 2 of 4: raising eng-a's
     capability is no fix (it is not eng-a's setting)."""
-    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
-             "spec: {{{spec}}}}}")  # fmt: skip
     docs = "\n---\n".join([
-        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
-        queue.format(name="eng-a", spec="parent: eng"),
-        queue.format(name="eng-b", spec=f"parent: eng, guarantee: {{resource: {{{CARD}: '2'}}}}"),
-        "{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {name: ja}, spec: {minAvailable: 1, "
-        f"queue: eng-a, tasks: [{{name: w, replicas: 4, template: {{spec: {{containers: [{{name: c, image: x, "
-        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+        queue_doc("eng", f"capability: {{{CARD}: '4'}}"),
+        queue_doc("eng-a", "parent: eng"),
+        queue_doc("eng-b", f"parent: eng, guarantee: {{resource: {{{CARD}: '2'}}}}"),
+        job_doc("ja", "eng-a", 4),
     ])  # fmt: skip
     sim = simulate(HIERARCHICAL, docs)
     verdict = next(msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()
@@ -215,14 +216,11 @@ def test_a_running_elastic_jobs_waiting_pods_are_told_why() -> None:
     its share, so the session never tries its other 6 — no node failed them. They were left
     without a word (no verdict: "no scheduling session has decided on it yet"); Volcano marks
     every pending task of a job it records, and so does the verdict here."""
-    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}}}, spec: "
-           "{{minAvailable: 1, queue: {queue}, tasks: [{{name: w, replicas: 8, template: {{spec: "
-           "{{containers: [{{name: c, image: x, resources: {{limits: {{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
     docs = "\n---\n".join([
-        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qa}, spec: {weight: 1}}",
-        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qb}, spec: {weight: 3}}",
-        job.format(name="ja", queue="qa", card=CARD),
-        job.format(name="jb", queue="qb", card=CARD),
+        queue_doc("qa", "weight: 1"),
+        queue_doc("qb", "weight: 3"),
+        job_doc("ja", "qa", 8),
+        job_doc("jb", "qb", 8),
     ])  # fmt: skip
     sim = simulate(conf("proportion"), docs)
     pods = {p["name"]: p for p in build_report(sim.log.messages())["pods"]}
@@ -241,17 +239,12 @@ def test_a_parent_counts_its_childrens_admitted_gangs_at_enqueue() -> None:
     an admitted job's minimum to every ancestor's inqueue, so the second is held at enqueue
     (3 + 3 > 4). Counted at the leaf only, both were admitted and the second sat Inqueue on an
     allocate-time refusal (helper-37's review)."""
-    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
-             "spec: {{{spec}}}}}")  # fmt: skip
-    job = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}}}, spec: "
-           "{{minAvailable: 3, queue: {queue}, tasks: [{{name: w, replicas: 3, template: {{spec: "
-           "{{containers: [{{name: c, image: x, resources: {{limits: {{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
     docs = "\n---\n".join([
-        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
-        queue.format(name="eng-a", spec="parent: eng"),
-        queue.format(name="eng-b", spec="parent: eng"),
-        job.format(name="ja", queue="eng-a", card=CARD),
-        job.format(name="jb", queue="eng-b", card=CARD),
+        queue_doc("eng", f"capability: {{{CARD}: '4'}}"),
+        queue_doc("eng-a", "parent: eng"),
+        queue_doc("eng-b", "parent: eng"),
+        job_doc("ja", "eng-a", 3, min_available=3),
+        job_doc("jb", "eng-b", 3, min_available=3),
     ])  # fmt: skip
     sim = simulate(HIERARCHICAL, docs)
     admitted = [msgspec.json.decode(m.data, type=PlacementProposed).name for m in sim.log.messages()
@@ -267,14 +260,10 @@ def test_a_parent_counts_its_childrens_admitted_gangs_at_enqueue() -> None:
 def test_a_leaf_as_tight_as_its_parent_is_not_the_one_told_to_raise() -> None:
     """eng and eng-a both cap at 4: raising eng-a's alone changes nothing (eng still holds it,
     and a child above its parent is refused); the words name eng."""
-    queue = ("{{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {{name: {name}}}, "
-             "spec: {{{spec}}}}}")  # fmt: skip
     docs = "\n---\n".join([
-        queue.format(name="eng", spec=f"capability: {{{CARD}: '4'}}"),
-        queue.format(name="eng-a", spec=f"parent: eng, capability: {{{CARD}: '4'}}"),
-        "{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {name: ja}, spec: {minAvailable: 1, "
-        f"queue: eng-a, tasks: [{{name: w, replicas: 6, template: {{spec: {{containers: [{{name: c, image: x, "
-        f"resources: {{limits: {{{CARD}: '1'}}}}}}]}}}}}}]}}}}",
+        queue_doc("eng", f"capability: {{{CARD}: '4'}}"),
+        queue_doc("eng-a", f"parent: eng, capability: {{{CARD}: '4'}}"),
+        job_doc("ja", "eng-a", 6),
     ])  # fmt: skip
     sim = simulate(HIERARCHICAL, docs)
     verdict = next(msgspec.json.decode(m.data, type=JobUnschedulable) for m in sim.log.messages()

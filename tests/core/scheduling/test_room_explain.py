@@ -8,26 +8,9 @@ from __future__ import annotations
 import msgspec
 
 from contracts.events import JobUnschedulable
-from tests.core.scheduling.test_pipelined_shares import CARD, simulate
+from tests.core.scheduling.test_pipelined_shares import conf, job_doc, queue_doc, simulate
 
-CONF = """
-actions: "enqueue, allocate, backfill, preempt, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: deviceshare
-"""
-JOB = ("{{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {{name: {name}, annotations: "
-       "{{tessera.io/arrive-at: '{at}'}}}}, spec: {{minAvailable: {min}, queue: {queue}, tasks: [{{name: w, "
-       "replicas: {n}, template: {{spec: {{priorityClassName: {pc}, containers: [{{name: c, image: x, "
-       "resources: {{limits: {{{card}: '1'}}}}}}]}}}}}}]}}}}")  # fmt: skip
+CONF = conf("proportion", actions="enqueue, allocate, backfill, preempt, reclaim")
 
 
 def last_unblock(docs: str, job: str) -> str:
@@ -42,10 +25,10 @@ def last_unblock(docs: str, job: str) -> str:
 def test_a_queue_over_its_share_that_is_not_reclaimable_is_named() -> None:
     docs = "\n---\n".join([
         "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: p}, value: 1}",
-        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qa}, spec: {weight: 1, reclaimable: false}}",
-        "{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: qb}, spec: {weight: 1}}",
-        JOB.format(name="ja", at=0, min=1, queue="qa", n=8, pc="p", card=CARD),
-        JOB.format(name="jb", at=10, min=4, queue="qb", n=4, pc="p", card=CARD),
+        queue_doc("qa", "weight: 1, reclaimable: false"),
+        queue_doc("qb", "weight: 1"),
+        job_doc("ja", "qa", 8, pc="p"),
+        job_doc("jb", "qb", 4, min_available=4, at=10, pc="p"),
     ])  # fmt: skip
     unblock = last_unblock(docs, "jb")
     assert "queue qa holds 4 Ascend910B3 over its deserved share but is not reclaimable" in unblock, unblock
@@ -56,8 +39,8 @@ def test_a_job_whose_pods_never_preempt_is_told_so() -> None:
         "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low}, value: 10}",
         "{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: never}, value: 1000, "
         "preemptionPolicy: Never}",
-        JOB.format(name="low", at=0, min=1, queue="default", n=8, pc="low", card=CARD),
-        JOB.format(name="hi", at=10, min=2, queue="default", n=2, pc="never", card=CARD),
+        job_doc("low", "default", 8, pc="low"),
+        job_doc("hi", "default", 2, min_available=2, at=10, pc="never"),
     ])  # fmt: skip
     unblock = last_unblock(docs, "hi")
     assert "preemptionPolicy is Never: preempt takes no running pod's cards for them" in unblock, unblock
