@@ -287,14 +287,12 @@ def _no_room_made(ssn: Session, job: JobInfo, kind: str) -> str:
     prop = ssn.plugins.get("proportion")
     if prop is not None and "reclaim" in actions:
         dim = sh.card_resource(kind)
-        kept = []
         for name, attr in sorted(prop.attrs.items()):  # type: ignore[attr-defined]
             q = ssn.queues.get(name)
             over = attr.allocated.get(dim, 0.0) - attr.deserved.get(dim, 0.0)
             if name != job.queue and q is not None and not q.reclaimable and over > sh.EPS:
-                kept.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
-                            "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
-        out += kept
+                out.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
+                           "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
     return "; ".join(out)
 
 

@@ -180,7 +180,7 @@ class CapacityPlugin:
                  f"{sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
                  f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)")  # fmt: skip
         if self._inherited(a, dim):
-            return words, self._parents_fix(a, dim)
+            return words, sh.parent_fix(a.name, a.parent, dim, a.real_capability.get(dim, sh.INF))
         need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
         return words, (f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, or let its "
                        "running pods finish")  # fmt: skip
@@ -200,17 +200,12 @@ class CapacityPlugin:
         binds: past a leaf whose limit is inherited, the first ancestor over on that resource."""
         a, dim = over[0]
         limit = a.real_capability.get(dim, sh.INF)
+        inherited = self._inherited(a, dim)
         for b, d in over[1:]:  # (an ancestor as tight as the leaf binds it too: raising the leaf's
             # capability alone would change nothing, and above its parent's it is refused)
-            if d == dim and (self._inherited(a, dim) or b.real_capability.get(dim, sh.INF) <= limit + sh.EPS):
+            if d == dim and (inherited or b.real_capability.get(dim, sh.INF) <= limit + sh.EPS):
                 return b, d
         return a, dim
-
-    def _parents_fix(self, a: CapAttr, dim: str) -> str:
-        limit = sh.amount(dim, a.real_capability.get(dim, sh.INF))
-        return (f"queue {a.name} sets no {sh.dim_name(dim)} capability of its own: {limit} is what "
-                f"queue {a.parent} leaves it after its other children's guarantees — raise queue "
-                f"{a.parent}'s capability or lower those guarantees, or let its running pods finish")
 
     def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
         """`job_enqueueable`'s refusal in words."""
@@ -224,23 +219,16 @@ class CapacityPlugin:
         dims = [k for k, v in minres.items() if v > 0]
         over = []
         for a in self._chain(job.queue):
-            want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
+            want = sh.enqueue_want(minres, a.allocated, a.inqueue, a.elastic)
             if (dim := sh.first_over(want, a.real_capability, dims, missing=sh.INF)) is not None:
                 over.append((a, dim))
         if not over:
             return None
         a, dim = self._binding(over)
-        want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
         own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
-        words, fix = sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue, a.real_capability, want,
-                                      "capacity", own=own, elastic=a.elastic)  # fmt: skip
-        if self._inherited(a, dim):  # (not "the cluster has for it": its parent leaves it that)
-            limit = sh.amount(dim, a.real_capability.get(dim, sh.INF))
-            words = words.replace(f"exceeds the {limit} the cluster has for it (the queue sets no lower "
-                                  "capability; capacity enqueue)",
-                                  f"exceeds the {limit} queue {a.parent} leaves it (capacity enqueue)")  # fmt: skip
-            fix = self._parents_fix(a, dim)
-        return words, fix
+        return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue, a.real_capability,
+                                sh.enqueue_want(minres, a.allocated, a.inqueue, a.elastic), "capacity",
+                                own=own, elastic=a.elastic, parent=a.parent if self.hierarchy else "")  # fmt: skip
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.state != "Open":
@@ -314,7 +302,7 @@ class CapacityPlugin:
             return PERMIT
         dims = [k for k, v in minres.items() if v > 0]
         for a in self._chain(job.queue):
-            want = sh.sub(sh.add(sh.add(minres, a.allocated), a.inqueue), a.elastic)
+            want = sh.enqueue_want(minres, a.allocated, a.inqueue, a.elastic)
             if not sh.le(want, a.real_capability, dims=dims, missing=sh.INF):
                 return REJECT
         return PERMIT

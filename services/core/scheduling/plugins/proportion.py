@@ -222,7 +222,7 @@ class ProportionPlugin:
         attr = self.attrs.get(job.queue)
         if minres is None or attr is None:
             return None
-        want = sh.sub(sh.add(sh.add(minres, attr.allocated), attr.inqueue), attr.elastic)
+        want = sh.enqueue_want(minres, attr.allocated, attr.inqueue, attr.elastic)
         dim = sh.first_over(want, attr.real_capability, [k for k, v in minres.items() if v > 0],
                             missing=sh.INF)  # fmt: skip
         if dim is None:
@@ -260,7 +260,7 @@ class ProportionPlugin:
         attr = self.attrs.get(job.queue)
         if attr is None:
             return PERMIT
-        want = sh.sub(sh.add(sh.add(minres, attr.allocated), attr.inqueue), attr.elastic)
+        want = sh.enqueue_want(minres, attr.allocated, attr.inqueue, attr.elastic)
         dims = [k for k, v in minres.items() if v > 0]
         return PERMIT if sh.le(want, attr.real_capability, dims=dims, missing=sh.INF) else REJECT
 

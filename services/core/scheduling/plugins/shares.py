@@ -316,21 +316,38 @@ def closed_queue(name: str, state: str, refuses: str, plugin: str) -> tuple[str,
             f"open the queue: tessera queue open {name}")  # fmt: skip
 
 
+def enqueue_want(minres: Vec, allocated: Vec, inqueue: Vec, elastic: Vec) -> Vec:
+    """What a queue would hold with a PodGroup admitted (Volcano's enqueue rule of proportion
+    and capacity alike): minResources + allocated + inqueue − elastic."""
+    return sub(add(add(minres, allocated), inqueue), elastic)
+
+
+def parent_fix(name: str, parent: str, dim: str, limit: float) -> str:
+    """The fix for a child queue held by what its parent leaves it (hierarchical capacity): its
+    own capability is not the limit, and one above its parent's is refused."""
+    return (f"queue {name} sets no {dim_name(dim)} capability of its own: {amount(dim, limit)} is what "
+            f"queue {parent} leaves it after its other children's guarantees — raise queue {parent}'s "
+            "capability or lower those guarantees, or let its running pods finish")
+
+
 def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
                   capability: Vec, want: Vec, plugin: str, own: Mapping[str, float] | None = None,
-                  elastic: Mapping[str, float] | None = None) -> tuple[str, str]:  # fmt: skip
+                  elastic: Mapping[str, float] | None = None, parent: str = "") -> tuple[str, str]:  # fmt: skip
     """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`.
 
     `capability` is the effective one (realCapability: the queue's own, else what the cluster
     leaves it); `own` the queue's spec. A queue with no capability of its own on `dim` is held
     by the cluster, and saying "exceeds its capability 4" blamed a limit nobody set (issue 26
-    item 5)."""
+    item 5) — or, under hierarchy, by its `parent`."""
     a = amount
     used = (f"queue {name}: {dim_name(dim)} minResources {a(dim, minres[dim])} + allocated "
             f"{a(dim, allocated.get(dim, 0.0))} + inqueue {a(dim, inqueue.get(dim, 0.0))}")  # fmt: skip
     if (spare := (elastic or {}).get(dim, 0.0)) > EPS:  # what its jobs hold beyond their minimum
         used += f" − elastic {a(dim, spare)}"
     limit = capability.get(dim, INF)
+    if own is not None and own.get(dim, INF) > limit + EPS and parent:
+        return (f"{used} exceeds the {a(dim, limit)} queue {parent} leaves it ({plugin} enqueue)",
+                parent_fix(name, parent, dim, limit))
     if own is not None and own.get(dim, INF) > limit + EPS:
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
