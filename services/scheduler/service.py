@@ -232,10 +232,8 @@ class Scheduler:
         takes it: the subject's last message may be in another trace (a `JobUpdated` under its
         request's, a command's eviction, an older session's verdict of an untraced job). Only
         the waiting: a running job's decisions are its evictions, in their own causes' traces."""
-        tasks = self.projection.tasks
-        wanted = [(key, job.created) for key, job in sorted(self.projection.jobs.items())
-                  if job.phase in ("Pending", "Inqueue")
-                  or any(t.status == st.PENDING for t in tasks.get(key, {}).values())]  # fmt: skip
+        projection = self.projection
+        wanted = [(key, job.created) for key, job in sorted(projection.jobs.items()) if projection.job_waits(key)]
         gate = asyncio.Semaphore(64)  # direct gets in flight: a backlog's restart, not one by one
 
         async def one(key: str, seq: int) -> None:

@@ -471,15 +471,20 @@ class ClusterProjection:
         nodes. A job that waits stays to be looked at again."""
         if self._unchecked is None:  # new or restored: every job once
             self._unchecked = set(self.jobs)
-        jobs, unchecked = self.jobs, self._unchecked
+        unchecked = self._unchecked
         for key in list(unchecked):
-            job = jobs.get(key)
-            if job is not None and job.phase not in ENDING_PHASES and (
-                job.phase == "Pending" or any(t.status == PENDING for t in self.tasks[key].values())
-            ):
+            if self.job_waits(key):
                 return True
             unchecked.discard(key)
         return False
+
+    def job_waits(self, key: str) -> bool:
+        """Whether a session has something to decide for this job: it waits at enqueue, or a
+        pod of it waits for a node (a job being ended places nothing)."""
+        job = self.jobs.get(key)
+        return job is not None and job.phase not in ENDING_PHASES and (
+            job.phase == "Pending" or any(t.status == PENDING for t in self.tasks[key].values())
+        )
 
     def touch(self, key: str) -> None:
         """The job's phase or pods may have changed: `waiting` looks at it again."""
