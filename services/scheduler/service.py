@@ -170,6 +170,7 @@ class Scheduler:
 
     async def on_event(self, event: Event, rx: Received) -> None:
         self.traces.observe(rx.message, event)
+        self.view.note_session(rx.message.headers)
         self._fold(rx.message.seq, event)
         if isinstance(event, NodeRegistered | CardRegistered):
             self._registered_at = asyncio.get_running_loop().time()
@@ -262,7 +263,7 @@ class Scheduler:
 
     def session_events(self) -> list[Outgoing]:
         """One session: freeze, decide, and the events to append (pure apart from counters)."""
-        self.sessions += 1
+        self.sessions = max(self.sessions, self.view.session) + 1
         view = self.view
         snap = view.snapshot()
         if self.config.mode == "service" and (now := self.clock()) > snap.now:

@@ -26,6 +26,7 @@ class StoredView(msgspec.Struct, frozen=True, kw_only=True):
     assumed: dict[str, dict[str, SliceSpec]]
     unschedulable: dict[str, str]
     refused: dict[str, Refused] = {}
+    session: int = 0
 
 
 #: bumped when `SchedulerView.apply` folds some log differently (2: a job's second proposal
@@ -51,6 +52,7 @@ class ViewFold:
         return SchedulerView()
 
     def fold(self, state: SchedulerView, msg: StoredMessage, event: Event) -> SchedulerView:
+        state.note_session(msg.headers)
         state.apply(msg.seq, event)
         return state
 
@@ -59,11 +61,11 @@ class ViewFold:
             projection=state_of(state.projection), outstanding=state.outstanding,
             assumed_tasks={k: sorted(v) for k, v in state.assumed_tasks.items()},
             assumed=state.assumed, unschedulable=state.unschedulable,
-            refused=state.refused,
+            refused=state.refused, session=state.session,
         ))  # fmt: skip
 
     def decode(self, data: bytes) -> SchedulerView:
         s = _DECODER.decode(data)
         return SchedulerView(projection_of(s.projection), s.outstanding,
                              {k: set(v) for k, v in s.assumed_tasks.items()}, s.assumed,
-                             s.unschedulable, refused=s.refused)  # fmt: skip
+                             s.unschedulable, refused=s.refused, session=s.session)  # fmt: skip

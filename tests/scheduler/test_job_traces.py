@@ -101,3 +101,35 @@ async def test_after_a_restart_a_jobs_trace_is_its_submissions_not_its_subjects_
     outs = again.session_events()
     traces = {o.event.name: again.service.entry(o).headers["traceparent"].split("-")[1] for o in outs}  # type: ignore[attr-defined]
     assert traces["huge"] == waiting
+
+
+@pytest.mark.parametrize("from_snapshot", [True, False], ids=["snapshot", "replay"])
+async def test_a_restarted_scheduler_numbers_its_sessions_on_from_the_log(event_log: EventLog,
+                                                                         from_snapshot: bool) -> None:  # fmt: skip
+    """Session numbers name sessions in `explain`, `replay --verify` and the traces: a restart
+    began again at 1, so the log held two different "session 1"s (helper-35's review). The
+    number is the log's: read from its decisions' headers, and kept in the view's snapshot."""
+    await seed(event_log)
+    await put(event_log, event_log.subjects.job("default", "huge"), JobSubmitted(spec=inference_job("huge", replicas=9)))
+    first = Scheduler(event_log)
+    await first.recover()
+    for _ in range(2):  # a verdict, then (a node later) a proposal: two sessions in the log
+        for o in first.session_events():
+            await event_log.append(first.service.entry(o))
+        await put(event_log, event_log.subjects.node("n2"), ascend_node("n2", cards=16))
+        async for msg in event_log.replay(first.view.seq + 1, event_log.subjects.events):
+            first.view.note_session(msg.headers)
+            first._fold(msg.seq, await decode_stored(msg))  # type: ignore[arg-type]
+    assert first.sessions == 2
+    store = MemoryStore()
+    if from_snapshot:  # a replica that snapshots the whole log, then one that starts from it
+        writer = Scheduler(event_log)
+        writer.retain(Retention(store=store, snapshot_every=1))
+        await writer.recover()
+    await put(event_log, event_log.subjects.job("default", "small"), JobSubmitted(spec=inference_job("small")))
+    again = Scheduler(event_log)
+    again.retain(Retention(store=store, snapshot_every=1_000))
+    await again.recover()
+    assert bool(again.snapshots.used) == from_snapshot
+    outs = again.session_events()
+    assert outs and {again.service.entry(o).headers["Tessera-Session"] for o in outs} == {"3"}

@@ -17,6 +17,7 @@ its reason. Nothing here reads a clock or the network.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from contracts.base import Event
@@ -47,6 +48,7 @@ from services.core import ledger
 from services.core.retention import ended
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.decisions import unschedulable_key
+from services.core.scheduling.record import SESSION
 
 #: a job refused on this many nodes since anything changed is placed on none until it does
 MAX_REFUSED_NODES = 3
@@ -74,6 +76,10 @@ class SchedulerView:
     #: not stored): settling a job visits its own cards, not every card with an assumption —
     #: a walk over all of them per commit was 30 % of a busy scheduler (issue 29's profile)
     job_cards: dict[str, dict[str, None]] = field(default_factory=dict, repr=False, compare=False)
+    #: the highest session number the log's decisions carry (their `Tessera-Session` header):
+    #: a restarted scheduler, or a standby taking over, numbers its sessions on from it, so
+    #: "session 3" names one session of the log, not one per process that ran
+    session: int = 0
 
     def __post_init__(self) -> None:
         if self.assumed and not self.job_cards:
@@ -86,6 +92,12 @@ class SchedulerView:
     def snapshot(self) -> st.Snapshot:
         snap = self.projection.snapshot()
         return replace(snap, refused=dict(self.refused)) if self.refused else snap
+
+    def note_session(self, headers: Mapping[str, str]) -> None:
+        """Fold a message's session header (the log's, not the event's: a session that only
+        changed phases or evicted writes its number in headers alone)."""
+        if (raw := headers.get(SESSION)) is not None and raw.isdigit() and (n := int(raw)) > self.session:
+            self.session = n
 
     def apply(self, seq: int, event: Event) -> str | None:
         """Fold one event; returns what `ClusterProjection.apply` does (a phase implied)."""
