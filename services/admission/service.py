@@ -17,7 +17,15 @@ from dataclasses import replace
 import msgspec
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 
 from contracts.api import (
     REJECTED,
@@ -292,45 +300,59 @@ class AdmissionService:
         """Append the writes; those that met a name retention forgot (a conflict with what we
         folded already) come back with the sequence to expect, for one more round."""
         outs: list[tuple[Write, Outgoing]] = []
-        for w, expected in todo:
-            subject = subject_of(self.subjects, w.event)
-            # same object, same version → same id (a retried request is written once); a
-            # different object under the same name has another id and meets the sequence check
-            body = self.service.registry.encode(w.event)
-            mid = f"admit:{subject}:{expected}:{content_id(w.kind, body)}"
-            outs.append((w, Outgoing(subject, w.event, expected, mid, context=admit_span(subject, w.event))))
-        appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
+        roots: list[trace.Span | None] = []  # each submitted job's root span, ended by what became of it
         again: list[tuple[Write, int | None]] = []
-        for (w, out), res in zip(outs, appended, strict=True):
-            if forgotten_ok and w.kind == "Job" and w.expected_seq == 0 and w.key not in self.known.jobs \
-                    and out.expected_last_subject_seq == 0:  # fmt: skip
-                # a name we folded and forgot: written again over its old job. Its old first
-                # submission may be this very write (same object, same id): then the log
-                # answers "duplicate" with a sequence we folded long ago
-                if isinstance(res, Conflict) and 0 < res.actual <= self.folded:
-                    again.append((w, res.actual))
-                    continue
-                if getattr(res, "duplicate", False) and getattr(res, "seq", 0) <= self.folded:
-                    last = await self.log.last(out.subject)
-                    if last is not None and last.seq > res.seq:
-                        again.append((w, last.seq))
+        try:
+            for w, expected in todo:
+                subject = subject_of(self.subjects, w.event)
+                # same object, same version → same id (a retried request is written once); a
+                # different object under the same name has another id and meets the sequence check
+                body = self.service.registry.encode(w.event)
+                mid = f"admit:{subject}:{expected}:{content_id(w.kind, body)}"
+                ctx, root = admit_span(subject, w.event)
+                roots.append(root)
+                outs.append((w, Outgoing(subject, w.event, expected, mid, context=ctx)))
+            appended = await self.log.append_pipelined([self.service.entry(o) for _, o in outs])
+            for (w, out), res in zip(outs, appended, strict=True):
+                if forgotten_ok and w.kind == "Job" and w.expected_seq == 0 and w.key not in self.known.jobs \
+                        and out.expected_last_subject_seq == 0:  # fmt: skip
+                    # a name we folded and forgot: written again over its old job. Its old first
+                    # submission may be this very write (same object, same id): then the log
+                    # answers "duplicate" with a sequence we folded long ago
+                    if isinstance(res, Conflict) and 0 < res.actual <= self.folded:
+                        again.append((w, res.actual))
                         continue
-            if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
-                if not isinstance(res, Conflict):
-                    self._fold(getattr(res, "seq", 0), out.subject, out.event)
-                continue
-            if isinstance(res, Conflict) and await self._written_already(out):
-                results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
-                continue
-            if isinstance(res, Conflict):
-                r = results[w.result]
-                results[w.result] = msgspec.structs.replace(r, outcome=REJECTED, reasons=(
-                    f"metadata.name: {r.kind} {r.name} {CONCURRENT} "
-                    f"(expected version {res.expected}, found {res.actual}); apply again",))  # fmt: skip
-                continue
-            if getattr(res, "duplicate", False):  # the very same write landed already
-                results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
-            self._fold(getattr(res, "seq", 0), out.subject, out.event)
+                    if getattr(res, "duplicate", False) and getattr(res, "seq", 0) <= self.folded:
+                        last = await self.log.last(out.subject)
+                        if last is not None and last.seq > res.seq:
+                            again.append((w, last.seq))
+                            continue
+                if isinstance(w.event, JobRejected):  # a record of a refusal: the result stands
+                    if not isinstance(res, Conflict):
+                        self._fold(getattr(res, "seq", 0), out.subject, out.event)
+                    continue
+                if isinstance(res, Conflict) and await self._written_already(out):
+                    results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
+                    continue
+                if isinstance(res, Conflict):
+                    r = results[w.result]
+                    results[w.result] = msgspec.structs.replace(r, outcome=REJECTED, reasons=(
+                        f"metadata.name: {r.kind} {r.name} {CONCURRENT} "
+                        f"(expected version {res.expected}, found {res.actual}); apply again",))  # fmt: skip
+                    continue
+                if getattr(res, "duplicate", False):  # the very same write landed already
+                    results[w.result] = msgspec.structs.replace(results[w.result], outcome=UNCHANGED)
+                self._fold(getattr(res, "seq", 0), out.subject, out.event)
+        except BaseException as exc:
+            for root in roots:
+                if root is not None:
+                    root.set_status(Status(StatusCode.ERROR, f"admission failed: {exc!r}"))
+                    root.end()
+            raise
+        retried = {id(w) for w, _ in again}
+        for (w, _), root, res in zip(outs, roots, appended, strict=True):
+            if root is not None:
+                admitted(root, res, "retried" if id(w) in retried else results[w.result].outcome)
         return again
 
 
@@ -339,15 +361,17 @@ class AdmissionService:
 CONCURRENT = "was created or changed concurrently"
 
 
-def admit_span(subject: str, event: Event) -> context.Context | None:
+def admit_span(subject: str, event: Event) -> tuple[context.Context | None, trace.Span | None]:
     """A job's trace starts where it is admitted: the root of a trace of its own per submitted
     job, which every service's handling of the job then continues (README "Traces": one trace
     per job). In the request's trace (`tessera apply`, a batch of watched pods) a whole
     manifest of jobs and all their later finishes made one ever-growing trace; so the job's
     root links the request's span and the request's span links each job it submitted, as a
-    session links the decisions it made."""
+    session links the decisions it made. The root is returned open: it ends with what the log
+    answered (`admitted`), so a write another writer beat, or a retry the log already held,
+    is not a trace that looks like a job's start and never goes on."""
     if not isinstance(event, JobSubmitted):
-        return None
+        return None, None
     key = f"{event.spec.namespace}/{event.spec.name}"
     request = trace.get_current_span()
     asked = request.get_span_context()
@@ -356,20 +380,39 @@ def admit_span(subject: str, event: Event) -> context.Context | None:
         # own (sampled, so a service that exports continues it); an untraced one stays untraced
         # (messages without a traceparent cost the services nothing to read, issue 29)
         if not asked.is_valid:
-            return None
+            return None, None
         own = SpanContext(_IDS.generate_trace_id(), _IDS.generate_span_id(), is_remote=False,
                           trace_flags=TraceFlags(TraceFlags.SAMPLED))  # fmt: skip
-        return trace.set_span_in_context(NonRecordingSpan(own))
-    with tracer.start_as_current_span(
+        return trace.set_span_in_context(NonRecordingSpan(own)), None
+    span = tracer.start_span(
         f"admit {subject_template(subject)}", context=context.Context(), kind=SpanKind.PRODUCER,
         links=[Link(asked, {"tessera.link": "request"})] if asked.is_valid else (),
         attributes={"messaging.system": "nats", "messaging.operation.type": "send",
                     "messaging.operation.name": "admit", "messaging.destination.template": subject_template(subject),
                     "tessera.job": key, "tessera.queue": event.spec.queue, "tessera.kind": event.spec.kind},
-    ) as span:  # fmt: skip
-        if asked.is_valid and span.get_span_context().is_valid:
-            request.add_link(span.get_span_context(), {"tessera.job": key})
-        return trace.set_span_in_context(span)
+    )  # fmt: skip
+    if asked.is_valid and span.get_span_context().is_valid:
+        request.add_link(span.get_span_context(), {"tessera.job": key})
+    return trace.set_span_in_context(span), span
+
+
+def admitted(root: trace.Span, result: object, outcome: str) -> None:
+    """End a job's root span with what became of its write: appended (at which sequence), the
+    same job there already (a retry, a concurrent identical apply: the job's trace is the first
+    write's), written again in a second round (`retried`), or refused because another writer's
+    came first — no job goes on from those."""
+    if outcome == REJECTED:
+        root.set_attribute("tessera.outcome", "conflict")
+        if isinstance(result, Conflict):
+            root.set_status(Status(StatusCode.ERROR, f"another write came first (expected version "
+                                                     f"{result.expected}, found {result.actual})"))  # fmt: skip
+    elif outcome in (UNCHANGED, "retried"):
+        root.set_attribute("tessera.outcome", outcome)
+    else:
+        root.set_attribute("tessera.outcome", "appended")
+        if seq := getattr(result, "seq", 0):
+            root.set_attribute("tessera.stream.seq", seq)
+    root.end()
 
 
 def _first_reason(result: ObjectResult) -> tuple[str, ...]:

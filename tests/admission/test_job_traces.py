@@ -6,7 +6,7 @@ still shows what it submitted."""
 from __future__ import annotations
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -80,3 +80,40 @@ async def test_exported_nowhere_a_traced_requests_jobs_still_get_traces_of_their
     assert all(t.split("-")[1] != asked and t.endswith("-01") for t in traceparents)
     await svc.apply(PODS.replace("infer-", "plain-"))
     assert [t for s, t in (await submitted_traces(event_log)).items() if "plain" in s] == ["", "", ""]
+
+
+async def test_a_jobs_root_span_ends_with_what_became_of_its_write(event_log: EventLog,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The root was made and ended before the append: a write another writer beat (or the log
+    already held) left a finished "admit" span that read as a job's start, and nothing went on
+    from it (helper-38's review). It ends now with what became of the write."""
+    provider, exporter = traced()
+    monkeypatch.setattr(admission_service, "tracer", provider.get_tracer("tessera.admission"))
+
+    async def admission() -> AdmissionService:
+        svc = AdmissionService(event_log)
+        await svc.recover()
+        return svc
+
+    def roots() -> dict[str, ReadableSpan]:
+        ended = {str(s.attributes["tessera.job"]): s for s in exporter.get_finished_spans()  # type: ignore[index]
+                 if s.name.startswith("admit ") and s.attributes}  # fmt: skip
+        exporter.clear()
+        return ended
+
+    first, same, other = await admission(), await admission(), await admission()  # all before infer-*
+    await first.apply(PODS)
+    appended = roots()
+    assert sorted(appended) == [f"default/infer-{i}" for i in range(3)]
+    for s in appended.values():
+        assert s.attributes["tessera.outcome"] == "appended" and int(s.attributes["tessera.stream.seq"]) > 0  # type: ignore[index,arg-type]
+    reply = await same.apply(PODS)  # the very same pods, by a writer that had not seen them
+    assert {r.outcome for r in reply.results} == {"unchanged"}
+    assert {s.attributes["tessera.outcome"] for s in roots().values()} == {"unchanged"}  # type: ignore[index]
+    reply = await other.apply(PODS.replace('Ascend910B3: "1"', 'Ascend910B3: "2"'))  # other pods, same names
+    assert {r.outcome for r in reply.results} == {"rejected"}
+    beaten = roots()
+    assert len(beaten) == 3
+    for s in beaten.values():
+        assert s.attributes["tessera.outcome"] == "conflict"  # type: ignore[index]
+        assert s.status.status_code.name == "ERROR" and "another write came first" in str(s.status.description)
