@@ -423,7 +423,18 @@ def _gone(pid: int) -> bool:
     try:  # reap it if it is our child, or kill(0) keeps finding the zombie
         return bool(os.waitpid(pid, os.WNOHANG)[0])
     except ChildProcessError:
-        return False
+        return _zombie(pid)  # another's child (`up --detach` exited): dead, waiting for its reaper
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited but not been reaped: in a container whose init does not reap
+    reparented children, `tessera down` waited out its whole grace period for each of them."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False  # no /proc (macOS): kill(0) alone decides, as before
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
 
 
 def _stop_pids(pids: list[int], timeout: float = 10.0) -> None:

@@ -180,3 +180,27 @@ def test_a_service_failing_at_start_says_why(state_dir: Path) -> None:
     assert "nodeagent exited" in said and "InventoryError: nodes: required list" in said
     assert "Traceback" not in said
     assert not (state_dir / "up.json").exists()
+
+
+def test_down_counts_an_exited_process_it_cannot_reap_as_gone() -> None:
+    """A service `up --detach` started is not `down`'s child: once it exits it stays a zombie
+    until its parent (here a container's init that does not reap) waits for it, and kill(0)
+    kept finding it, so `down` waited out the whole grace period, then sent SIGKILL."""
+    from services.cli.up import _gone
+
+    parent = subprocess.Popen([sys.executable, "-c", "import os, signal, time\n"
+                               "pid = os.fork()\n"
+                               "if pid == 0:\n    signal.pause()\n"
+                               "print(pid, flush=True); time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        orphan = int(parent.stdout.readline())  # our grandchild: its parent never waits for it
+        assert not _gone(orphan)
+        os.kill(orphan, signal.SIGTERM)
+        while (state := Path(f"/proc/{orphan}/stat").read_text().rsplit(") ", 1)[1][0]) != "Z":
+            os.sched_yield()  # exiting: the kernel makes it a zombie (no sleep: its state says when)
+        assert state == "Z" and _gone(orphan)
+    finally:
+        parent.kill()
+        parent.wait()
