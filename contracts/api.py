@@ -22,6 +22,8 @@ REJECTED = "rejected"
 class ApplyRequest(Record, frozen=True):
     manifest: str  # YAML (one or many documents) or JSON
     dry_run: bool = False  # validate and answer, write nothing
+    #: `kubectl create`: an object that exists already is refused (AlreadyExists), not changed
+    create: bool = False
 
 
 class ObjectResult(Record, frozen=True):

@@ -116,6 +116,33 @@ class Plan:
     error: str = ""
 
 
+#: how the API server names a kind in its AlreadyExists answer (`kubectl create` prints it)
+RESOURCE_NAMES = {"Queue": "queues.scheduling.volcano.sh", "Job": "jobs.batch.volcano.sh", "Pod": "pods",
+                  "PodGroup": "podgroups.scheduling.volcano.sh", "PriorityClass": "priorityclasses.scheduling.k8s.io",
+                  "ResourceQuota": "resourcequotas", "HyperNode": "hypernodes.topology.volcano.sh"}  # fmt: skip
+
+
+#: kinds without a namespace: a manifest's `metadata.namespace` (or the default) is not theirs
+CLUSTER_SCOPED = frozenset({"Queue", "PriorityClass", "HyperNode", "Namespace", "PersistentVolume", "StorageClass"})
+
+
+def created_only(plan: Plan) -> Plan:
+    """`create`'s plan: an object that exists already is refused, as the API server answers a
+    POST of a name it holds (409 AlreadyExists), and nothing of it is written — `apply`'s
+    plan would change it (`configured`) or leave it (`unchanged`). `tessera queue create` of
+    an existing queue replaced its whole spec, capability and reclaimable included."""
+    results = list(plan.results)
+    refused: set[int] = set()
+    for i, r in enumerate(results):
+        if r.outcome in (CONFIGURED, UNCHANGED):
+            resource = RESOURCE_NAMES.get(r.kind, f"{r.kind.lower()}s")
+            results[i] = msgspec.structs.replace(r, outcome=REJECTED, warnings=(), reasons=(
+                f'metadata.name: AlreadyExists: {resource} "{r.name}" already exists (apply or update '
+                "changes it)",))  # fmt: skip
+            refused.add(i)
+    return replace(plan, results=tuple(results), writes=tuple(w for w in plan.writes if w.result not in refused))
+
+
 class Unsupported(Exception):
     pass
 
@@ -361,7 +388,8 @@ def rejected_objects(rejections: Iterable[Rejection]) -> list[ObjectResult]:
     """One result per rejected object, carrying every rule it broke, in first-seen order."""
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for r in rejections:
-        grouped.setdefault((r.kind, r.namespace, r.name), []).append(r.line())
+        ns = "" if r.kind in CLUSTER_SCOPED else r.namespace  # `queue/default/q` named no object
+        grouped.setdefault((r.kind, ns, r.name), []).append(r.line())
     return [_result(k, ns, n, REJECTED, tuple(reasons)) for (k, ns, n), reasons in grouped.items()]
 
 

@@ -58,7 +58,15 @@ from contracts.events import (
 from contracts.subjects import subject_of
 from contracts.workloads import JobSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits
-from services.admission.plan import Known, Plan, Write, fold_known, plan_apply, plan_documents
+from services.admission.plan import (
+    Known,
+    Plan,
+    Write,
+    created_only,
+    fold_known,
+    plan_apply,
+    plan_documents,
+)
 from services.admission.recovery import KnownFold
 from services.core.devices import VendorRegistry, build_vendors
 from services.core.retention import DEFAULT_KEEP_FINISHED
@@ -175,7 +183,7 @@ class AdmissionService:
             request = decode(data, ApplyRequest)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return encode(ApplyReply(error=f"request not understood: {exc}"))
-        return self._bounded(await self.apply(request.manifest, dry_run=request.dry_run))
+        return self._bounded(await self.apply(request.manifest, dry_run=request.dry_run, create=request.create))
 
     def _bounded(self, reply: ApplyReply) -> bytes:
         """The encoded reply, shortened to fit one NATS message: thousands of rejected objects
@@ -193,11 +201,13 @@ class AdmissionService:
             f"the reply for {len(reply.results)} objects ({rejected} rejected) is larger than "
             f"a NATS message ({self.max_payload} bytes); apply fewer objects at a time")))  # fmt: skip
 
-    async def apply(self, manifest: str, dry_run: bool = False) -> ApplyReply:
+    async def apply(self, manifest: str, dry_run: bool = False, create: bool = False) -> ApplyReply:
         with tracer.start_as_current_span("apply", attributes={"tessera.bytes": len(manifest)}) as span:
             async with self._lock:
                 plan = plan_apply(manifest, self.known, self.parser, self.device_names, self.limits,
                                   self.workload_limits)  # fmt: skip
+                if create:
+                    plan = created_only(plan)
                 results = list(plan.results)
                 if not dry_run and plan.writes:
                     await self._write(plan, results)

@@ -74,8 +74,8 @@ async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
     return msg.data
 
 
-def apply_text(url: str, root: str, text: str, dry_run: bool = False) -> ApplyReply:
-    body = encode(ApplyRequest(manifest=text, dry_run=dry_run))
+def apply_text(url: str, root: str, text: str, dry_run: bool = False, create: bool = False) -> ApplyReply:
+    body = encode(ApplyRequest(manifest=text, dry_run=dry_run, create=create))
     return decode(asyncio.run(request(url, root, "admission", "apply", body)), ApplyReply)
 
 
@@ -258,7 +258,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
                 return 2
             capability = None if args.capability is None else capability_arg(args.capability)
             doc = queue_manifest(have, args.weight, capability)
-        reply = apply_text(url, args.root, json.dumps(doc))
+        reply = apply_text(url, args.root, json.dumps(doc), create=args.action == "create")
         print_apply(reply, "table")
         return 1 if reply.rejected else 0
     return command(args, args.action, args.name, kind="queue")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.api import ACCEPTED, REJECTED, UNCHANGED, ApplyReply, ApplyRequest, decode, encode
-from contracts.events import JobSubmitted, QueueCreated, QueueStateChanged
+from contracts.events import JobSubmitted, QueueCreated, QueueDeleted, QueueStateChanged
 from contracts.workloads import QueueSpec
 from services.admission.guard import Limits
 from services.admission.service import AdmissionService
@@ -262,7 +262,7 @@ async def test_a_changed_queue_is_configured_and_a_deleted_one_can_come_back(eve
     """kubectl apply of a Queue with another weight/capability updates it in Volcano (issue 13,
     item 13: `tessera queue update`); root is protected; a deleted queue may be created again."""
     from contracts.api import CONFIGURED
-    from contracts.events import QueueDeleted, QueueUpdated
+    from contracts.events import QueueUpdated
 
     svc = await started(event_log)
     await svc.apply(QUEUE)
@@ -282,6 +282,23 @@ async def test_a_changed_queue_is_configured_and_a_deleted_one_can_come_back(eve
     again = await (await started(event_log)).apply(QUEUE)
     assert [r.outcome for r in again.results] == [ACCEPTED]  # its subject's sequence was known
     assert isinstance((await events_of(event_log))[-1], QueueCreated)
+
+
+async def test_create_refuses_a_queue_that_exists_and_writes_nothing(event_log: EventLog) -> None:
+    """`tessera queue create` of an existing queue answered "configured" and replaced its spec
+    (capability and reclaimable gone): create is the API server's POST, 409 AlreadyExists."""
+    svc = await started(event_log)
+    capped = QUEUE.replace("{weight: 2}", "{weight: 2, capability: {cpu: '8'}, reclaimable: false}")
+    assert [r.outcome for r in (await svc.apply(capped, create=True)).results] == [ACCEPTED]
+    before = await events_of(event_log)
+    for again in (QUEUE, capped):  # another spec, or the very same one: both exist already
+        reply = await svc.apply(again, create=True)
+        assert [r.outcome for r in reply.results] == [REJECTED]
+        assert reply.results[0].reasons == (
+            'metadata.name: AlreadyExists: queues.scheduling.volcano.sh "team-a" already exists (apply or update changes it)',)
+    assert await events_of(event_log) == before
+    await put(event_log, event_log.subjects.queue("team-a"), QueueDeleted(queue="team-a"))
+    assert [r.outcome for r in (await (await started(event_log)).apply(QUEUE, create=True)).results] == [ACCEPTED]
 
 
 GPU_POD = """

@@ -91,6 +91,8 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
     wait_for(system, "infer-1", "Running")
 
     assert run(system, "queue", "create", "team-a", "--weight", "2").returncode == 0
+    again = run(system, "queue", "create", "team-a")  # kubectl create's answer, not a silent reset
+    assert again.returncode == 1 and "AlreadyExists" in again.stdout
     assert run(system, "queue", "close", "team-a").returncode == 0
     queues = {q["name"]: q for q in json.loads(run(system, "get", "queues", "-o", "records").stdout)}
     assert queues["team-a"]["state"] == "Closed"
