@@ -52,17 +52,29 @@ def load(args: argparse.Namespace) -> list[StoredMessage]:
     return asyncio.run(read_log(nats_url(args), args.root))
 
 
-def purged(messages: Sequence[StoredMessage]) -> int:
-    """Sequences missing from the log (`tessera compact` purged them): a session based on a
-    state that held them cannot be rebuilt."""
-    return messages[-1].seq - len(messages) if messages else 0
+def purged(messages: Sequence[StoredMessage]) -> tuple[int, int | None]:
+    """Sequences missing from the log (`tessera compact` purged them), and the first of them:
+    a session based on a state that held it cannot be rebuilt."""
+    if not messages or messages[-1].seq == len(messages):
+        return 0, None
+    first = next((i + 1 for i, m in enumerate(messages) if m.seq != i + 1), None)
+    return messages[-1].seq - len(messages), first
 
 
-def verdict_text(v: Verdict, poisoned: int, missing: int = 0, cut_here: bool = True) -> list[str]:
+def verdict_text(v: Verdict, poisoned: int, missing: tuple[int, int | None] = (0, None),
+                 cut_here: bool = True) -> list[str]:  # fmt: skip
     d = v.divergence
     lines = []
+    gone, first_gone = missing
+    if v.unverifiable and first_gone is not None:
+        lines.append(f"not verified: the log was compacted ({gone} sequences missing, the first #{first_gone}): "
+                     f"{v.unverifiable} sessions whose state or decisions reach past it cannot be re-run "
+                     "(compaction forgets finished jobs and card history); a log exported before "
+                     "`tessera compact` or the queue service's --compact-every (`tessera events "
+                     "--output-file`) verifies whole")  # fmt: skip
     if d is None:
-        word = "verified" if v.incomplete is None or cut_here else "reproduced (not all verified)"
+        whole = (v.incomplete is None or cut_here) and not v.unverifiable
+        word = "verified" if whole else "reproduced (not all verified)"
         lines.append(f"{word}: {v.decisions} decisions of {v.sessions} sessions reproduced "
                      f"({v.events} events folded)")  # fmt: skip
     else:
@@ -89,9 +101,8 @@ def verdict_text(v: Verdict, poisoned: int, missing: int = 0, cut_here: bool = T
                      "scheduler before sessions were recorded): not verified")  # fmt: skip
     if poisoned:
         lines.append(f"note: {poisoned} undecodable events skipped, as the services skip them")
-    if missing:
-        lines.append(f"note: {missing} sequences are missing (the log was compacted): a session "
-                     "whose state held them cannot be rebuilt from what is left")  # fmt: skip
+    if gone and not v.unverifiable:
+        lines.append(f"note: {gone} sequences are missing (the log was compacted) after every recorded session")
     return lines
 
 
@@ -141,13 +152,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except (LogUnreadable, PointError) as exc:
         print(f"tessera replay: {exc}", file=sys.stderr)
         return 2
-    v = verify(stored)
+    missing = purged(messages)
+    v = verify(stored, complete_below=missing[1])
     # a log that ends inside a session is that session cut short only when the user cut it
     # (`--until`): a file that ends there may as well hold a last session that diverges, and a
     # gate must not pass it (helper-37's review)
     cut_here = args.until is not None
-    print("\n".join(verdict_text(v, poisoned, purged(messages), cut_here)))
-    return 0 if v.ok and (v.incomplete is None or cut_here) else 1
+    print("\n".join(verdict_text(v, poisoned, missing, cut_here)))
+    # a compacted log verifies what precedes its first gap and says how much it could not re-run:
+    # not a divergence (it read as one), nor a pass for a gate that checked less than the log
+    return 0 if v.ok and (v.incomplete is None or cut_here) and not v.unverifiable else 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -132,6 +132,39 @@ def test_a_log_cut_inside_a_session_verifies_what_it_holds(tmp_path: Path,
     assert note in capsys.readouterr().out
 
 
+def test_a_compacted_log_is_not_verified_rather_than_divergent(recorded: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """`tessera compact` keeps each card's last event only; re-run on what was left, the first
+    session "diverged" (a slice's expected card sequence, 10 → 2) on a log nothing but
+    compaction changed (the newcomer's review, following README's order)."""
+    rows = rows_of(recorded)
+    last = {r["subject"]: r["seq"] for r in rows if ".card." in r["subject"]}
+    kept = [r for r in rows if ".card." not in r["subject"] or last[r["subject"]] == r["seq"]]
+    first_gone = next(i + 1 for i, r in enumerate(kept) if r["seq"] != i + 1)
+    compacted = tmp_path / "compacted.jsonl"
+    compacted.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    assert main(["replay", "--verify", "--from", str(compacted)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"not verified: the log was compacted ({len(rows) - len(kept)} sequences missing, "
+                          f"the first #{first_gone}): ") and "diverged" not in out, out  # fmt: skip
+    assert "\nreproduced (not all verified): " in out
+    # a session entirely before the gap is still re-run, and an altered one still diverges
+    cut = tmp_path / "cut.jsonl"
+    first = next(r["headers"]["Tessera-Based-On"] for r in rows if "Tessera-Based-On" in r["headers"])
+    made = [r for r in rows if r["headers"].get("Tessera-Based-On") == first]
+    end = made[-1]["seq"]  # the first session's last decision; a gap right after it
+    cut.write_text("".join(json.dumps(r) + "\n" for r in rows if r["seq"] <= end or r["seq"] > end + 3))
+    assert main(["replay", "--verify", "--from", str(cut)]) == 1
+    out = capsys.readouterr().out
+    assert f"reproduced (not all verified): {len(made)} decisions of 1 sessions reproduced" in out, out
+    tampered = [dict(r) for r in rows if r["seq"] <= end or r["seq"] > end + 3]
+    row = next(r for r in tampered if r["seq"] == made[0]["seq"])
+    row["data"] = {**row["data"], "name": "someone-else"}
+    cut.write_text("".join(json.dumps(r) + "\n" for r in tampered))
+    assert main(["replay", "--verify", "--from", str(cut)]) == 1
+    assert capsys.readouterr().out.count("diverged after 0 reproduced decisions") == 1
+
+
 def test_a_repeated_line_or_two_joined_logs_are_refused(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """Verified with "note: -10 sequences are missing (the log was compacted)"."""

@@ -84,6 +84,8 @@ class Verdict:
     #: the last session, when the log ends inside it (a file cut by `head`, `--until` a sequence
     #: within its decisions): (session, based on, re-derived decisions the log does not reach)
     incomplete: tuple[int, int, int] | None = None
+    #: sessions not re-run because the log lacks sequences their state held (compacted)
+    unverifiable: int = 0
 
     @property
     def ok(self) -> bool:
@@ -120,8 +122,14 @@ def decoded(messages: Iterable[StoredMessage]) -> tuple[list[Stored], int]:
     return out, poisoned
 
 
-def verify(messages: Iterable[Stored]) -> Verdict:
-    """Every recorded session re-run; stops at the first divergence."""
+def verify(messages: Iterable[Stored], complete_below: int | None = None) -> Verdict:
+    """Every recorded session re-run; stops at the first divergence.
+
+    `complete_below`: the first sequence the log lacks (`tessera compact` purged finished jobs
+    and card history). A session based on a state that held it cannot be rebuilt from what is
+    left — re-run, it "diverged" on a log nothing but compaction changed (the newcomer's
+    review) — so only the sessions whose state and decisions all precede it are re-run, the
+    rest counted `unverifiable`."""
     stored = list(messages)
     configs: dict[int, SchedulerConfigured] = {}
     sessions: dict[tuple[int, int], _Session] = {}
@@ -142,6 +150,11 @@ def verify(messages: Iterable[Stored]) -> Verdict:
     proposed: dict[str, dict[str, tuple[TaskPlacement, ...]]] = {m: {} for m in views}
     confs: dict[int, SchedulerConf | str] = {}
     due = sorted(sessions.values(), key=lambda s: (s.ref.based_on, s.ref.conf_seq))
+    if complete_below is not None:  # (a session with a decision past the gap may have lost one to it)
+        whole = [s for s in due if max((seq for seq, _ in s.decisions), default=s.ref.based_on) < complete_below]
+        verdict.unverifiable = len(due) - len(whole)
+        due = whole
+        stored = [m for m in stored if m[0] < complete_below]
     last = stored[-1][0] if stored else 0
     i = 0
     for seq, _, event in stored:
