@@ -375,7 +375,7 @@ class Admission:
                 _check_annotations(ctx, "metadata.annotations", doc.get("metadata"),
                                    self.limits.max_annotation_bytes)  # fmt: skip
                 for bad in fields.unknown_fields(doc, schema, ""):
-                    ctx.reject(bad, None, "unknown field")
+                    ctx.reject(bad, None, fields.unknown_field_rule(kind, schema, bad))
             if ctx.errors:
                 self.rejections.extend(ctx.errors)
                 continue

@@ -8,6 +8,7 @@ anything below (maps of labels, opaque volumes, probes…); a one-element list i
 
 from __future__ import annotations
 
+import difflib
 from typing import Final
 
 FREE: Final = "free"
@@ -182,3 +183,36 @@ def unknown_fields(obj: object, schema: Schema | str | list[Schema | str], path:
         else:
             out.extend(unknown_fields(value, schema[key], sub))
     return out
+
+
+#: unknown fields users paste from somewhere in particular, and what to do about each
+KNOWN_STRAYS = {
+    ("Queue", "spec.policy"): "Volcano's Queue has no spec.policy (the `policy: besteffort` of a "
+                              "widely copied article; an API server prunes it, or with kubectl's "
+                              "strict validation refuses it): remove the line",
+}
+
+
+def unknown_field_rule(kind: str, schema: Schema | str | list[Schema | str], path: str) -> str:
+    """The rule an unknown field breaks, with what to write instead where it can be told: a
+    known stray, or the field of that object it most looks like (`resoures` → `resources`)."""
+    if stray := KNOWN_STRAYS.get((kind, path)):
+        return f"unknown field: {stray}"
+    parent, _, key = path.rpartition(".")
+    key = key.split("[", 1)[0]
+    level = _schema_at(schema, parent)
+    if isinstance(level, dict) and (near := difflib.get_close_matches(key, list(level), n=1, cutoff=0.75)):
+        return f"unknown field; did you mean {near[0]}?"
+    return "unknown field"
+
+
+def _schema_at(schema: Schema | str | list[Schema | str], path: str) -> Schema | str | list[Schema | str]:
+    """The sub-schema at a path `unknown_fields` gave (`spec.containers[0].resources`)."""
+    for part in path.split(".") if path else ():
+        name = part.split("[", 1)[0]
+        if not isinstance(schema, dict) or name not in schema:
+            return FREE
+        schema = schema[name]
+        if "[" in part and isinstance(schema, list):
+            schema = schema[0]
+    return schema
