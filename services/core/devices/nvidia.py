@@ -7,8 +7,11 @@ Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``
 * ``gpumem``/``gpucores``/``gpumem-percentage`` without a count get ``defaultGPUNum`` cards;
 * percentage: 101 is HAMi's "unset" sentinel; > 100 is clamped to 100, <= 0 means unset;
 * no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;
-* exclusive default (PR #1354): a count with no ``gpucores`` and whole (100 %) or absent memory
-  gets ``gpucores=100``, i.e. a bare ``nvidia.com/gpu: 1`` is an exclusive card;
+* exclusive default (PR #1354, ``defaultExclusiveCoreIfNeeded``): a count with no ``gpucores``
+  gets ``gpucores=100`` when ``gpumem-percentage`` is given and is exactly 100 (even beside a
+  ``gpumem``), or when neither a percentage nor a ``gpumem`` key is given; a bare
+  ``nvidia.com/gpu: 1`` is an exclusive card, ``gpumem: 0`` or ``gpumem-percentage: 0`` is 100 %
+  of the memory with ``defaultCores`` (0), shareable;
 * ``gpucores`` > 100 is clamped to 100 (``Fit``);
 * the card mode comes from ``nvidia.com/vgpu-mode`` (HAMi) or ``volcano.sh/vgpu-mode`` (Volcano)
   for either family of names; the two set differently are refused at admission.
@@ -190,13 +193,14 @@ class NvidiaVendor:
                 mem_mb = c.default_memory
             else:
                 mem_pct = 100
-        # Exclusive default (PR #1354): no gpucores, memory whole or absent.
-        memory_absent = memory is None and (pct is None or pct <= 0)
+        # Exclusive default (webhook ``defaultExclusiveCoreIfNeeded``), read from the keys the
+        # container names, not from the memory they resolve to: with no gpucores, a percentage
+        # key decides alone (exactly 100: exclusive, whatever gpumem says), and without one the
+        # card is exclusive only when no gpumem key is there at all; ``gpumem: 0`` and
+        # ``gpumem-percentage: 0`` resolve to 100 % memory above but stay shareable.
         if cores is None:
-            if (mem_pct == 100 and (memory is None or memory == 0)) or memory_absent:
-                core_req = 100
-            else:
-                core_req = c.default_cores
+            exclusive_default = pct == 100 if pct is not None else memory is None
+            core_req = 100 if exclusive_default else c.default_cores
         else:
             core_req = cores
         if core_req > 100:  # Fit clamps gpucores > 100; say so

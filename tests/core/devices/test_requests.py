@@ -60,11 +60,23 @@ NVIDIA_CASES = [
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100},
         {"memory_pct": 100, "cores": 100},
     ),
-    # G: 0 or negative → unset (→ whole card); 101, >100, > int32 → clamped to 100
+    # G: 0 or negative → unset (→ 100 % of memory); 101, >100, > int32 → clamped to 100.
+    # The exclusive default reads the keys (defaultExclusiveCoreIfNeeded): a percentage present
+    # and not 100, or a gpumem key of any value, leaves the card shareable (defaultCores, 0)
     (
         "pct 0 unset",
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 0},
-        {"memory_pct": 100, "cores": 100},
+        {"memory": 0, "memory_pct": 100, "cores": 0, "exclusive": False},
+    ),
+    (
+        "gpumem 0 is all the memory, shareable",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 0},
+        {"memory": 0, "memory_pct": 100, "cores": 0, "exclusive": False},
+    ),
+    (
+        "pct 100 beside gpumem is exclusive with the gpumem",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100, "nvidia.com/gpumem": 4000},
+        {"memory": 4000, "memory_pct": 101, "cores": 100, "exclusive": True},
     ),
     (
         "pct negative unset",
