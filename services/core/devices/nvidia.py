@@ -5,7 +5,10 @@ Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``
 * values come from limits first, then requests; ``gpumem`` is multiplied by ``memoryFactor``
   (Volcano's ``gpuMemoryFactor``, see ``NvidiaConfig``);
 * ``gpumem``/``gpucores``/``gpumem-percentage`` without a count get ``defaultGPUNum`` cards;
-* percentage: 101 is HAMi's "unset" sentinel; > 100 is clamped to 100, <= 0 means unset;
+* percentage: 101 is HAMi's "unset" sentinel; 0 means unset; HAMi's name
+  (``resourceMemoryPercentageName``) outside 0..100 is refused, as HAMi's webhook denies the pod
+  (``validateMemoryPercentage``); Volcano's ``volcano.sh/vgpu-memory-percentage`` is clamped
+  (> 100 to 100, with a warning; < 0 unset), which no webhook checks;
 * no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;
 * exclusive default (PR #1354, ``defaultExclusiveCoreIfNeeded``): a count with no ``gpucores``
   gets ``gpucores=100`` when ``gpumem-percentage`` is given and is exactly 100 (even beside a
@@ -167,6 +170,10 @@ class NvidiaVendor:
             limits, requests, names.percentage, violations, minimum=-INT32_MAX, maximum=None
         )
         cores = read_int(limits, requests, names.cores, violations)
+        if pct is not None and names.percentage == c.resource_memory_percentage_name \
+                and not 0 <= pct <= 100:  # HAMi's webhook (validateMemoryPercentage) denies the pod
+            violations.append(Violation(names.percentage, str(pct), "must be an integer between "
+                                        "0 and 100 (a percentage of one card's memory)"))  # fmt: skip
         if len(violations) > before:
             return None
         if count is None and memory is None and pct is None and cores is None:
@@ -180,7 +187,8 @@ class NvidiaVendor:
                 Violation(names.count, "0", "must be >= 1 when memory or cores are requested")
             )
             return None
-        # Percentage: sentinel 101 = unset; > 100 clamped; <= 0 unset (hami.md §6 G).
+        # Percentage: sentinel 101 = unset; > 100 clamped (only Volcano's name gets here with
+        # one: HAMi's is refused above); <= 0 unset (hami.md §6 G).
         mem_pct = PCT_UNSET
         if pct is not None and pct > 0:
             mem_pct = min(pct, 100)
@@ -206,7 +214,7 @@ class NvidiaVendor:
         if core_req > 100:  # Fit clamps gpucores > 100; say so
             violations.append(Violation(names.cores, str(core_req), "is more than a card's 100 % "
                                         "of cores: clamped to 100", warning=True))  # fmt: skip
-        if pct is not None and pct > 100:
+        if pct is not None and pct > 100:  # Volcano's name: no webhook refuses it
             violations.append(Violation(names.percentage, str(pct), "is more than 100 % of a "
                                         "card's memory: clamped to 100", warning=True))  # fmt: skip
         core_req = min(core_req, 100)

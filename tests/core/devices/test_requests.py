@@ -79,23 +79,13 @@ NVIDIA_CASES = [
         {"memory": 4000, "memory_pct": 101, "cores": 100, "exclusive": True},
     ),
     (
-        "pct negative unset",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": -5},
+        "volcano pct 150 clamped",
+        {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory-percentage": 150},
         {"memory_pct": 100},
     ),
     (
-        "pct 101 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 101},
-        {"memory_pct": 100},
-    ),
-    (
-        "pct 150 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 150},
-        {"memory_pct": 100},
-    ),
-    (
-        "pct > int32 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 2**40},
+        "volcano pct negative unset",
+        {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory-percentage": -5},
         {"memory_pct": 100},
     ),
     # G: percentage 0 with explicit memory → memory wins
@@ -373,6 +363,15 @@ REJECTIONS = [
     ({"huawei.com/Ascend910B3-memroy": 1}, None, ["did you mean huawei.com/Ascend910B3-memory?"]),
     ({"nvidia.com/gpumem": "abc"}, None, ["nvidia.com/gpumem=abc is not a Kubernetes quantity"]),
     ({"nvidia.com/gpumem": -1}, None, ["nvidia.com/gpumem=-1 must be >= 0"]),
+    # HAMi's webhook denies a percentage outside 0..100 (validateMemoryPercentage)
+    *(
+        (
+            {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": pct},
+            None,
+            [f"nvidia.com/gpumem-percentage={pct} must be an integer between 0 and 100"],
+        )
+        for pct in (101, 150, 2**40, -5)
+    ),
     (
         {"nvidia.com/gpu": 0, "nvidia.com/gpumem": 10},
         None,
