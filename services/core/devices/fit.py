@@ -4,13 +4,14 @@ The scheduler calls :func:`prepare_task` once per pod (policies, weights, vendor
 then :func:`fit_node` for every candidate node; :func:`fit_task` does both for one node.
 
 Per-card checks run in HAMi's order with HAMi's reason names (hami.md §2.4, §4.2):
-health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``,
-``ModeNotFit``; a card of the vendor's own plugin, ``mode: plugin``: the name it is served
+health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``;
+Ascend's node mode gate ``ModeNotFit``; a card of the vendor's own plugin, ``mode: plugin``: the name it is served
 under, and ``SliceNeedsRegistration`` for anything but a whole card, `registration.py`) → uuid
 (``CardUuidMismatch``) → slots (``CardTimeSlicingExhausted``) → mutex
 (``ExclusiveDeviceAllocateConflict``) → core clamp → memory (``CardInsufficientMemory``) → cores
-(``CardInsufficientCore``) → exclusive (``ExclusiveDeviceAllocateConflict``) → full-core rule
-(``CardComputeUnitsExhausted``); then topology selection (``NumaNotFit``,
+(``CardInsufficientCore``) → exclusive ask (``ExclusiveDeviceAllocateConflict``) → full-core rule
+(``CardComputeUnitsExhausted``: a ``gpucores: 0`` ask on a card an exclusive pod holds gets this,
+as in HAMi) → a card held exclusively (``ExclusiveDeviceAllocateConflict``); then topology selection (``NumaNotFit``,
 ``AllocatedCardsInsufficientRequest``). Failures aggregate per node as ``"2/2
 CardInsufficientMemory"``, sorted and comma-joined (``pkg/device/common/common.go``).
 
@@ -100,7 +101,8 @@ class NodeMisfit:
         """The reasons, with HAMi's terse ``CardTimeSlicingExhausted`` spelled out: when a
         card's split count is used up while `memory_mb` would still fit, the *slice count*, not
         memory, is what ran out (issue 13: 4 slices per hami-core 910B3 by default, so a 64 GB
-        card never serves 8 × 8 GB tasks unless the node config's ``vDeviceCount`` says 8)."""
+        card never serves 8 × 8 GB tasks unless the node config's ``vDeviceCount`` says 8), and
+        the setting that decides it per vendor (NVIDIA: ``deviceSplitCount``)."""
         full = {u for u, r in self.card_reasons if r == "CardTimeSlicingExhausted"}
         if not full:
             return self.reasons
@@ -118,13 +120,20 @@ class NodeMisfit:
         c0, u0 = exhausted[0]
         what = "the slice count, not memory, is exhausted" if spare else "every slice is taken"
         note = (f"{what} ({u0.slices_used}/{c0.split_count} slices used on {c0.uuid}, "
-                f"{c0.memory - u0.memory_used} MB free; HAMi's per-node vDeviceCount sets the "
-                "split count)")  # fmt: skip
+                f"{c0.memory - u0.memory_used} MB free; {_SPLIT_SETTING.get(c0.vendor, _SPLIT_OTHER)} "
+                "sets the split count)")  # fmt: skip
         return tuple(f"{r}: {note}" if r.endswith(" CardTimeSlicingExhausted") else r
                      for r in self.reasons)  # fmt: skip
 
 
 FitResult = NodeFit | NodeMisfit
+
+#: where each vendor's slices per card are set (HAMi's device config / node config)
+_SPLIT_SETTING = {
+    "nvidia": "the device config's nvidia deviceSplitCount (per node: nodeconfig devicesplitcount)",
+    "huawei": "HAMi's per-node vDeviceCount",
+}
+_SPLIT_OTHER = "the device config's split count"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,10 +342,12 @@ def _card_reason(
     capacity = vendor.core_capacity(spec, gate)
     if capacity - cores_used < cores:
         return "CardInsufficientCore"
-    if used > 0 and (exclusive or (capacity > 0 and cores >= capacity)):
+    if used > 0 and capacity > 0 and cores >= capacity:  # the request wants the card alone
         return "ExclusiveDeviceAllocateConflict"
-    if cores == 0 and cores_used >= capacity:
+    if cores == 0 and cores_used >= capacity:  # before the holder's flag, as HAMi has no flag
         return "CardComputeUnitsExhausted"
+    if used > 0 and exclusive:  # the card's holder has it alone
+        return "ExclusiveDeviceAllocateConflict"
     plan[spec.uuid] = (memory, cores)
     return None
 

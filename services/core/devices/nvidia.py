@@ -66,7 +66,8 @@ def _mode(annotations: Mapping[str, str], violations: list[Violation]) -> str | 
     """The card mode a pod asks, from either system's annotation, whichever resource names it
     uses: the article's Volcano pod asks ``nvidia.com/gpu`` with ``volcano.sh/vgpu-mode``, and
     Volcano holds it to that mode (volcano.md §3.4). Both set and different: no card has two
-    modes, so the pod is refused here rather than left pending on ``ModeNotFit`` everywhere."""
+    modes, so the pod is refused here rather than left pending on ``CardTypeMismatch``
+    everywhere."""
     hami, volcano = (annotations.get(k, "").strip() for k in (VGPU_MODE, VOLCANO_MODE))
     if hami and volcano and hami != volcano:
         violations.append(Violation(VOLCANO_MODE, volcano, f"differs from {VGPU_MODE}={hami}: a "
@@ -258,7 +259,7 @@ class NvidiaVendor:
         elif request.type.lower() not in card.type.lower():
             return "CardTypeMismatch"
         if request.mode and card.mode and card.mode not in request.mode:
-            return "ModeNotFit"
+            return "CardTypeMismatch"  # HAMi's checkType: a mode not asked fails the type check
         return None
 
     def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:
