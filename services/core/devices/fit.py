@@ -21,7 +21,7 @@ two slices of one card (Volcano's rule, and the ledger's one-slice-per-owner inv
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contracts.devices import CardSpec, CardUsage, SliceSpec
@@ -32,7 +32,9 @@ from services.core.devices.policies import (
     CardPolicy,
     CardRanker,
     ScoredCard,
+    card_policy_problem,
     card_sort_key,
+    node_policy_problem,
     parse_card_policy,
     parse_node_policy,
 )
@@ -148,6 +150,8 @@ class TaskDevices:
     switches: SchedulingSwitches
     ranker: CardRanker | None = None
     sort_keys: tuple[object, ...] = ()
+    #: the pod's policy annotations set aside as HAMi sets them aside, each with why
+    ignored: tuple[str, ...] = ()
 
 
 def prepare_task(
@@ -157,11 +161,29 @@ def prepare_task(
     registry: VendorRegistry,
 ) -> TaskDevices:
     """Resolve per-pod policy annotations (``hami.io/gpu-scheduler-policy``,
-    ``hami.io/node-scheduler-policy``, ``hami.io/device-scoring-weights``); a bad value raises
-    :class:`PolicyError` (HAMi fails scheduling on it)."""
+    ``hami.io/node-scheduler-policy``, ``hami.io/device-scoring-weights``). A policy HAMi would
+    not read is ignored for the configured one, as HAMi ignores it, and noted in ``ignored``; a
+    bad weights value or a bad configured policy raises :class:`PolicyError`."""
     annos = pod_annotations or _EMPTY
-    card_policy = parse_card_policy(annos.get(CARD_POLICY_ANNOTATION) or config.card_policy)
-    node_policy = parse_node_policy(annos.get(NODE_POLICY_ANNOTATION) or config.node_policy)
+    ignored: list[str] = []
+
+    def chosen(key: str, configured: str, problem: Callable[[str], str | None]) -> str:
+        own = annos.get(key)
+        if own is None:
+            return configured
+        why = problem(own)
+        if why is None:
+            return own
+        ignored.append(f"pod annotation {key}={own!r} ignored ({why}): the configured "
+                       f"{configured} is used")  # fmt: skip
+        return configured
+
+    card_policy = parse_card_policy(
+        chosen(CARD_POLICY_ANNOTATION, config.card_policy, card_policy_problem)
+    )
+    node_policy = parse_node_policy(
+        chosen(NODE_POLICY_ANNOTATION, config.node_policy, node_policy_problem)
+    )
     weights = (
         parse_weights(annos.get(WEIGHTS_ANNOTATION))
         if annos.get(WEIGHTS_ANNOTATION)
@@ -179,6 +201,7 @@ def prepare_task(
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
+        ignored=tuple(ignored),
     )
 
 

@@ -383,9 +383,33 @@ def test_node_score_example_and_node_policy() -> None:
 
 def test_pod_node_policy_annotation_and_bad_value() -> None:
     task = prepare_task([], {"hami.io/node-scheduler-policy": "spread"}, DeviceConfig(), REG)
-    assert task.node_policy == "spread"
-    with pytest.raises(PolicyError):
-        prepare_task([], {"hami.io/node-scheduler-policy": "pack"}, DeviceConfig(), REG)
+    assert task.node_policy == "spread" and task.ignored == ()
+    # HAMi (resolveNodeSchedulerPolicy) ignores a value it does not know, for the configured one
+    for bad in ("pack", "Spread", "binpack,spread", ""):
+        task = prepare_task([], {"hami.io/node-scheduler-policy": bad}, DeviceConfig(), REG)
+        assert task.node_policy == "binpack", bad
+        assert task.ignored == (f"pod annotation hami.io/node-scheduler-policy={bad!r} ignored "
+                                "(expected binpack or spread): the configured binpack is used",)  # fmt: skip
+    with pytest.raises(PolicyError):  # a bad configured policy is still an error
+        prepare_task([], {}, DeviceConfig(node_policy="pack"), REG)
+
+
+def test_an_unknown_card_policy_annotation_is_ignored_for_the_configured_one() -> None:
+    """HAMi's GetGPUSchedulerPolicyByPod keeps the configured policy for a value
+    IsValidGPUSchedulerPolicy refuses; the pod was left Pending for ever on a PolicyError."""
+    cards = [(gpu("empty", index=0), use()), (gpu("half", index=1), use(used=1, mem=4096, cores=50))]
+    for bad, why in (("binpak", "unknown policy 'binpak'"), ("Binpack", "unknown policy 'Binpack'"),
+                     ("binpack,", "unknown policy ''"), ("fgd", "fgd is a node placement policy")):  # fmt: skip
+        annos = {"hami.io/gpu-scheduler-policy": bad}
+        task = prepare_task([nv(mem=1000, cores=10)], annos, DeviceConfig(card_policy="binpack"), REG)
+        assert task.card_policy.keys == ("binpack",)
+        [note] = task.ignored
+        assert note.startswith(f"pod annotation hami.io/gpu-scheduler-policy={bad!r} ignored ({why}")
+        assert note.endswith("): the configured binpack is used")
+        got = fit_node(task, cards)
+        assert isinstance(got, NodeFit) and got.assignments[0].card == "half"
+    ok = prepare_task([], {"hami.io/gpu-scheduler-policy": "binpack, numa"}, DeviceConfig(), REG)
+    assert ok.card_policy.keys == ("binpack", "numa") and ok.ignored == ()
 
 
 # --- Ascend: templates, modes, topology -------------------------------------------------------

@@ -89,6 +89,19 @@ def test_a_hami_memory_percentage_above_100_is_refused_as_hamis_webhook_does() -
     assert reasons(pod('{limits: {nvidia.com/gpu: "1", nvidia.com/gpumem-percentage: "100"}}')) == []
 
 
+def test_a_policy_annotation_hami_ignores_is_accepted_with_a_warning() -> None:
+    gpu = '{limits: {nvidia.com/gpu: "1"}}'
+    w = run(pod(gpu, annotations='{hami.io/gpu-scheduler-policy: binpak, hami.io/node-scheduler-policy: Spread}'))
+    assert not w.rejections and len(w.jobs) == 1
+    assert [x.line() for x in w.warnings] == [
+        "metadata.annotations[hami.io/gpu-scheduler-policy]: unknown policy 'binpak' (known: binpack, "
+        "mutex, numa, spread, topology-aware; lower case): ignored, as HAMi ignores it; the "
+        "scheduler's configured policy is used (value: binpak)",
+        "metadata.annotations[hami.io/node-scheduler-policy]: expected binpack or spread: ignored, as "
+        "HAMi ignores it; the scheduler's configured policy is used (value: Spread)"]  # fmt: skip
+    assert not run(pod(gpu, annotations="{hami.io/gpu-scheduler-policy: 'binpack,numa'}")).warnings
+
+
 def test_a_container_without_image_is_refused_like_the_api_server_does() -> None:
     assert reasons(pod("{}", image="")) == ["spec.containers[0].image: Required value"]
     job = """

@@ -11,7 +11,9 @@ HAMi chains; or a placement policy `fgd` | `fgd-exact` | `tessera`, see below),
 `deviceshare.NodeSchedulePolicy` (Tessera: HAMi's node policy, default binpack),
 `deviceshare.VGPUEnable` / `deviceshare.AscendHAMiVNPUEnable` (vendor switches),
 `deviceshare.HamiVnpuCore`. Per-pod `hami.io/gpu-scheduler-policy` and
-`hami.io/node-scheduler-policy` override them for that pod.
+`hami.io/node-scheduler-policy` override them for that pod; a value HAMi would not read
+(`binpak`) is ignored for the configured policy, as HAMi ignores it (admission warns, the
+cards' explanation says so).
 
 Placement policies (`deviceshare.SchedulePolicy: tessera | fgd | fgd-exact`): node *and* card
 choice come from `services.core.placement`, the same `Policy.evaluate` the openb replay drives
@@ -298,7 +300,9 @@ class DeviceSharePlugin:
         """The card policy that ordered the cards, where it was set, and each chosen card's
         HAMi score before the booking (higher = fuller; binpack tries the fullest first)."""
         own = task.spec.annotations.get(CARD_POLICY_ANNOTATION)
-        where = f"pod annotation {CARD_POLICY_ANNOTATION}" if own else "deviceshare.SchedulePolicy"
+        set_aside = [n for n in prepared.ignored if CARD_POLICY_ANNOTATION in n]
+        where = (f"pod annotation {CARD_POLICY_ANNOTATION}" if own and not set_aside
+                 else "deviceshare.SchedulePolicy")  # fmt: skip
         keys = prepared.card_policy.keys
         order = ("fullest fitting card first" if keys[:1] == ("binpack",)
                  else "emptiest card first" if keys[:1] == ("spread",) else "cards in policy order")  # fmt: skip
@@ -315,7 +319,8 @@ class DeviceSharePlugin:
             cards.append(f"{a.card} (index {c.spec.index}, score {score:.1f}, "
                          f"{c.spec.memory - u.memory_used} MB free)")  # fmt: skip
         policy = prepared.card_policy.text if not placed else self.placement
-        return f"card policy {policy} ({where}): {order}; took " + ", ".join(cards)
+        notes = "".join(f"; {n}" for n in prepared.ignored)
+        return f"card policy {policy} ({where}): {order}; took " + ", ".join(cards) + notes
 
     def explain_node(self, task: TaskInfo, node: NodeInfo) -> tuple[str, str, float] | None:
         """Why the task's cards do not fit this node, in words (asked, free, of how many),
