@@ -13,8 +13,8 @@ Keys that HAMi's or Volcano's own ConfigMaps carry but that act on the node rath
 placement (``NVIDIA_NOT_ACTED_ON``) load, so a pasted ``hami-scheduler-device`` or
 ``volcano-vgpu-device-config`` starts the service; each one present is listed in
 :attr:`Catalogue.not_acted_on` for the services to warn about, never dropped without a word.
-So are the keys HAMi's admission webhook acts on (``runtimeClassName`` aside, which placement
-enforces) where Tessera, with no webhook, acts only through its own device plugin or not at all
+So are the keys HAMi's admission webhook acts on (``runtimeClassName`` aside: a GPU pod
+without it waits, ``deviceshare.runtime_class_missing``) where Tessera, with no webhook, acts only through its own device plugin or not at all
 (``_webhook_notes``: ``resourcePriorityName``, a non-default ``gpuCorePolicy``, ``overwriteEnv:
 true``).
 """

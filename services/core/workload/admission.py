@@ -778,6 +778,7 @@ class Admission:
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
             scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread, claims=pod_claims(spec),
+            runtime_class=str(spec.get("runtimeClassName") or ""),
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

@@ -49,6 +49,7 @@ from services.core.devices import (
     registration,
 )
 from services.core.devices.fit import card_mismatch
+from services.core.devices.nvidia import VENDOR as NVIDIA
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
     PLACEMENT_POLICIES,
@@ -95,6 +96,25 @@ def vendor_off(vendor: str) -> str:
     """A request of a family the configuration leaves off, in words that name the switch."""
     switch, family = VENDOR_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
     return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
+
+
+def runtime_class_missing(task: TaskInfo, vendors: VendorRegistry) -> str | None:
+    """A pod asking HAMi's NVIDIA names with no `spec.runtimeClassName` while the device config
+    names one: HAMi's webhook sets it there (`MutateAdmission`; a pod's own runtime class, any,
+    is kept), so such a pod runs under the node's default runtime, runc, without its GPUs. Tessera
+    has no webhook and a created pod's spec cannot change: the pod waits, saying what to set."""
+    if task.spec.runtime_class:
+        return None
+    try:
+        config = vendors.vendor(NVIDIA).config  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
+        return None
+    wanted = config.runtime_class_name
+    if not wanted or not any(r.vendor == NVIDIA and r.resource == config.resource_count_name
+                             for r in task.spec.devices):  # fmt: skip
+        return None
+    return (f"set spec.runtimeClassName: {wanted}: HAMi's webhook would have set it (device-config "
+            "runtimeClassName); Tessera has no webhook and a created pod's spec cannot change")
 
 
 def counted_names(resource: str, served: Iterable[str]) -> list[str]:
@@ -244,6 +264,9 @@ class DeviceSharePlugin:
             if not registration.whole_card(req) and any(
                     c.spec.mode == registration.PLUGIN and c.spec.resource == req.resource for c in node.cards):
                 return unresolvable(self.name, registration.slices_need_registration(node.name, req))
+        missing = runtime_class_missing(task, self.vendors)
+        if missing is not None:
+            return unresolvable(self.name, missing)
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
