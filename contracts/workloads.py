@@ -158,6 +158,7 @@ class TaskSpec(Record, frozen=True):
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     claims: tuple[str, ...] = ()  # spec.volumes[].persistentVolumeClaim.claimName (its namespace)
+    runtime_class: str = ""  # spec.runtimeClassName (HAMi's webhook sets one on GPU pods; Tessera cannot)
 
 
 class JobSpec(Record, frozen=True):

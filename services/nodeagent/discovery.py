@@ -11,11 +11,13 @@ cards the way HAMi's device plugins register them:
   (`memoryAllocatable // smallest template`), `NetworkID` 0 for index ≤ 3 else 1 on Ascend910*
   chips except the super-pod 910C. `npu-smi info` shows no uuid, so the uuid is
   `<node>-<commonWord>-<index>`, the same as a simulated node's (services.core.simulate).
-- NVIDIA (HAMi nvidia device plugin `register.go`): `Type = "NVIDIA-" + <device name>` with the
-  name exactly as NVML/nvidia-smi report it (so an A100 on a current driver is
-  `NVIDIA-NVIDIA A100-SXM4-40GB`, a V100 `NVIDIA-Tesla V100-PCIE-32GB`), memory = total MiB ×
-  `deviceMemoryScaling` (or `preConfiguredDeviceMemory`), cores = 100 × `deviceCoreScaling`,
-  split count = `deviceSplitCount`.
+- NVIDIA (HAMi nvidia device plugin `register.go`, `getAPIDevices`): `Type` = the device name
+  as NVML/nvidia-smi report it, with `NVIDIA-` put in front only when it does not already start
+  with `NVIDIA` (an A100 on a current driver is `NVIDIA A100-SXM4-40GB`, a V100
+  `NVIDIA-Tesla V100-PCIE-32GB`), memory = total MiB × `deviceMemoryScaling`, where a GPU whose
+  memory the driver does not report (unified memory, e.g. GB10: nvidia-smi prints `[N/A]`)
+  takes `preConfiguredDeviceMemory` instead and, that unset, is not registered; cores = 100 ×
+  `deviceCoreScaling`, split count = `deviceSplitCount`.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ class NvidiaGpu:
     uuid: str
     minor_number: int | None
     product_name: str
-    memory_total: int  # MiB (fb_memory_usage/total)
+    memory_total: int | None  # MiB (fb_memory_usage/total); None: the driver does not say
     numa: int  # 0 when the output does not say
     mig: bool
     row_remap_failed: bool
@@ -186,7 +188,13 @@ def _text(gpu: ET.Element, path: str) -> str:
     return (node.text or "").strip() if node is not None else ""
 
 
-def _mib(value: str, what: str) -> int:
+#: what nvidia-smi prints for a value NVML answers NOT_SUPPORTED (unified-memory GPUs' memory)
+_NOT_REPORTED = frozenset({"n/a", "[n/a]", "not supported", "[not supported]"})
+
+
+def _mib(value: str, what: str) -> int | None:
+    if value.lower() in _NOT_REPORTED:
+        return None
     m = re.fullmatch(r"(\d+)\s*MiB", value)
     if m is None:
         raise DiscoveryError(f"nvidia-smi: {what} is {value!r}, expected `<n> MiB`")
@@ -227,20 +235,26 @@ def nvidia_cards(node: str, gpus: list[NvidiaGpu], catalogue: Catalogue) -> list
     """Cards as HAMi's NVIDIA plugin registers them.
 
     A GPU whose row remapping failed has uncorrectable memory and needs a reset: it is reported
-    unhealthy (HAMi learns the same from NVML Xid events).
+    unhealthy (HAMi learns the same from NVML Xid events). `preConfiguredDeviceMemory` stands in
+    only for memory the driver does not report; such a GPU without it is left out, as HAMi
+    leaves it out.
     """
     conf = catalogue.nvidia
     cards: list[CardSpec] = []
     for gpu in gpus:
-        memory = conf.pre_configured_device_memory or int(
-            gpu.memory_total * conf.device_memory_scaling
-        )
+        total = gpu.memory_total
+        if total is None:
+            if conf.pre_configured_device_memory <= 0:
+                continue
+            total = conf.pre_configured_device_memory
+        memory = int(total * conf.device_memory_scaling)
+        name = gpu.product_name
         cards.append(
             CardSpec(
                 uuid=gpu.uuid,
                 node=node,
                 index=gpu.index,
-                type=f"NVIDIA-{gpu.product_name}",
+                type=name if name.startswith("NVIDIA") else f"NVIDIA-{name}",
                 vendor="nvidia",
                 memory=memory,
                 cores=int(100 * conf.device_core_scaling),

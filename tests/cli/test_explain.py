@@ -170,6 +170,63 @@ def test_placed_pod_says_why_this_node_and_these_cards(tmp_path: Path, capsys: p
     assert "Timeline:" in text and "submitted" in text and "committed" in text and "started" in text
 
 
+def test_a_pod_whose_card_policy_hami_ignores_is_placed_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`binpak` left the pod Pending for ever; HAMi ignores it and uses the configured policy."""
+    workload = tmp_path / "binpak.yaml"
+    workload.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: typo, annotations: "
+        "{hami.io/gpu-scheduler-policy: binpak}}\nspec:\n  containers:\n"
+        '    - {name: c, image: x, resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "4000"}}}\n'
+    )
+    inventory = tmp_path / "gpu.yaml"
+    inventory.write_text("nodes:\n  - name: g1\n    cpu: 16\n    memory: 64Gi\n    devices:\n"
+                         "      - {type: NVIDIA-A100, count: 2, memory: 40960}\n")  # fmt: skip
+    conf = tmp_path / "vgpu.conf"
+    conf.write_text('actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n'
+                    "  - name: deviceshare\n    arguments: {deviceshare.VGPUEnable: true}\n")  # fmt: skip
+    log = simulate(tmp_path, inventory, workload, conf)
+    code, out, _ = explain(capsys, "pod", "typo", "--from", str(log), "-o", "json")
+    assert code == 0
+    why = json.loads(out)["placed"]["cards_why"]
+    assert why.startswith("card policy spread (deviceshare.SchedulePolicy): emptiest card first")
+    assert why.endswith("; pod annotation hami.io/gpu-scheduler-policy='binpak' ignored (unknown "
+                        "policy 'binpak' (known: binpack, mutex, numa, spread, topology-aware; "
+                        "lower case)): the configured spread is used")  # fmt: skip
+
+
+def test_a_gpu_pod_without_the_configured_runtime_class_waits_saying_what_to_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HAMi's webhook sets the device config's runtimeClassName on a GPU pod that names none (and
+    keeps one the pod names); bound without it, the pod ran under runc without its GPUs."""
+    pods = "".join(
+        f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{extra}  containers:\n"
+        '    - {name: c, image: x, resources: {limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "4000"}}}\n'
+        for name, extra in (("bare", ""), ("own", "  runtimeClassName: kata-nvidia\n")))  # fmt: skip
+    workload = tmp_path / "rc.yaml"
+    workload.write_text(pods)
+    inventory = tmp_path / "gpu.yaml"
+    inventory.write_text("nodes:\n  - name: g1\n    cpu: 16\n    memory: 64Gi\n    devices:\n"
+                         "      - {type: NVIDIA-A100, count: 2, memory: 40960}\n")  # fmt: skip
+    conf = tmp_path / "vgpu.conf"
+    conf.write_text('actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n'
+                    "  - name: deviceshare\n    arguments: {deviceshare.VGPUEnable: true}\n")  # fmt: skip
+    devices = tmp_path / "device-config.yaml"
+    devices.write_text("nvidia:\n  runtimeClassName: nvidia\n")
+    log = tmp_path / "rc.jsonl"
+    assert main(["simulate", "--inventory", str(inventory), "--workload", str(workload), "--events",
+                 str(log), "-o", "json", "--scheduler-conf", str(conf), "--device-config", str(devices)]) == 0  # fmt: skip
+    capsys.readouterr()
+    code, text, _ = explain(capsys, "pod", "bare", "--from", str(log))
+    assert code == 0
+    assert ("set spec.runtimeClassName: nvidia: HAMi's webhook would have set it (device-config "
+            "runtimeClassName); Tessera has no webhook and a created pod's spec cannot change") in waits(text)
+    code, out, _ = explain(capsys, "pod", "own", "--from", str(log), "-o", "json")
+    assert code == 0 and json.loads(out)["placed"]["node"] == "g1"
+
+
 def test_unknown_object_and_bad_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "cuda.yaml")
     code, _, err = explain(capsys, "pod", "nope", "--from", str(log))

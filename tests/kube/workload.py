@@ -31,7 +31,7 @@ def ascend_register(node: str, n: int = 8) -> str:
 
 def nvidia_register_csv(node: str, n: int = 2) -> str:
     """HAMi's legacy CSV form: uuid,count,devmem,devcore,type,numa,health,index,mode:"""
-    return "".join(f"GPU-{node}-{i},10,40960,100,NVIDIA-NVIDIA A100-SXM4-40GB,0,true,{i},hami-core:"
+    return "".join(f"GPU-{node}-{i},10,40960,100,NVIDIA A100-SXM4-40GB,0,true,{i},hami-core:"
                    for i in range(n))  # fmt: skip
 
 

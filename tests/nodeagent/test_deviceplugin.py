@@ -258,3 +258,26 @@ def test_a_slice_on_a_card_served_whole_gets_the_card_bare() -> None:
     got = allocate(res, {c.uuid: c for c in gpus}, _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 4000, 30)]], "NVIDIA"),
                    [["p"]], containers=["c"], pod_uid="u", limiters=frozenset())  # fmt: skip
     assert got.grants[0].envs == {"NVIDIA_VISIBLE_DEVICES": g0} and got.grants[0].mounts == ()
+
+
+def test_a_gpu_container_gets_the_env_hamis_webhook_would_have_written() -> None:
+    """HAMi's MutateAdmission adds GPU_CORE_UTILIZATION_POLICY (gpuCorePolicy unless default) and
+    CUDA_TASK_PRIORITY (the container's nvidia.com/priority limit); with no webhook, a created
+    pod's spec cannot change, so Tessera's Allocate answer carries them."""
+    from services.nodeagent.deviceplugin.node import _priority
+
+    cards = _node(gpu=fixture("nvidia-smi-a100x2.xml"))
+    res = resources(cards, CATALOGUE)[0]
+    g0 = cards[0].uuid
+    ann = _pod(hami.NVIDIA_TO_ALLOCATE, [[(g0, 10000, 30)]], "NVIDIA")
+    by_uuid = {c.uuid: c for c in cards}
+    got = allocate(res, by_uuid, ann, [["p"]], containers=["c"], pod_uid="u",
+                   core_policy="force", priorities={"c": "1"})  # fmt: skip
+    envs = got.grants[0].envs
+    assert (envs["GPU_CORE_UTILIZATION_POLICY"], envs["CUDA_TASK_PRIORITY"]) == ("force", "1")
+    plain = allocate(res, by_uuid, ann, [["p"]], containers=["c"], pod_uid="u",
+                     core_policy="default", priorities={"other": "0"}).grants[0].envs  # fmt: skip
+    assert "GPU_CORE_UTILIZATION_POLICY" not in plain and "CUDA_TASK_PRIORITY" not in plain
+    limits = {"resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/priority": "0"}}}
+    assert _priority(limits, "nvidia.com/priority") == "0"
+    assert _priority({"resources": {"requests": {"nvidia.com/priority": "1"}}}, "nvidia.com/priority") is None

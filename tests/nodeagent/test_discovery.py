@@ -85,7 +85,7 @@ def test_a100_xml_gives_uuid_index_memory_and_hami_type() -> None:
             uuid=uuid,
             node="g1",
             index=i,
-            type="NVIDIA-NVIDIA A100-SXM4-40GB",
+            type="NVIDIA A100-SXM4-40GB",  # HAMi adds NVIDIA- only to a name without it
             vendor="nvidia",
             memory=40960,
             cores=100,
@@ -97,7 +97,7 @@ def test_a100_xml_gives_uuid_index_memory_and_hami_type() -> None:
         )
     ]
     shape = inventory_cards(
-        "g1", [{"type": "NVIDIA-NVIDIA A100-SXM4-40GB", "count": 2, "memory": 40960}]
+        "g1", [{"type": "NVIDIA A100-SXM4-40GB", "count": 2, "memory": 40960}]
     )
     assert [{**_fields(c), "uuid": ""} for c in cards] == [
         {**_fields(c), "uuid": ""} for c in shape
@@ -112,7 +112,7 @@ def test_bad_outputs_are_named_errors() -> None:
     with pytest.raises(DiscoveryError, match="not XML"):
         parse_nvidia_smi_xml("<nvidia_smi_log>")
     with pytest.raises(DiscoveryError, match="fb total"):
-        parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml").replace("40960 MiB", "N/A", 1))
+        parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml").replace("40960 MiB", "40 GiB", 1))
     assert parse_npu_smi("") == []
 
 
@@ -130,3 +130,25 @@ def test_a_card_the_driver_dropped_leaves_a_gap_not_a_shift() -> None:
     assert [c.uuid for c in cards][3] == "n1-Ascend910B3-4"
     assert [c.network_id for c in cards] == [0, 0, 0, 1, 1, 1, 1]
     assert [c.healthy for c in cards] == [True] * 5 + [False, True]  # NPU 6 is still the Critical one
+
+
+def test_a_name_without_the_nvidia_prefix_gets_it() -> None:
+    xml = fixture("nvidia-smi-a100x2.xml").replace("NVIDIA A100-SXM4-40GB", "Tesla V100-PCIE-32GB")
+    assert {c.type for c in nvidia_cards("g1", parse_nvidia_smi_xml(xml), CATALOGUE)} == {
+        "NVIDIA-Tesla V100-PCIE-32GB"}
+
+
+def test_pre_configured_memory_stands_in_only_for_memory_the_driver_does_not_report() -> None:
+    """HAMi's getAPIDevices reads preConfiguredDeviceMemory only on NVML's NOT_SUPPORTED (a
+    unified-memory GB10); every other GPU keeps its own memory, and an unreported one without
+    the setting is not registered."""
+    from services.core.devices.catalogue import load_catalogue
+
+    unified = fixture("nvidia-smi-a100x2.xml").replace("<total>40960 MiB</total>", "<total>[N/A]</total>", 1)
+    gpus = parse_nvidia_smi_xml(unified)
+    assert [g.memory_total for g in gpus] == [None, 40960]
+    conf = load_catalogue("nvidia:\n  preConfiguredDeviceMemory: 120000\n")
+    assert [(c.index, c.memory) for c in nvidia_cards("g1", gpus, conf)] == [(0, 120000), (1, 40960)]
+    both = parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml"))
+    assert {c.memory for c in nvidia_cards("g1", both, conf)} == {40960}
+    assert [c.index for c in nvidia_cards("g1", gpus, CATALOGUE)] == [1]

@@ -13,6 +13,10 @@ Keys that HAMi's or Volcano's own ConfigMaps carry but that act on the node rath
 placement (``NVIDIA_NOT_ACTED_ON``) load, so a pasted ``hami-scheduler-device`` or
 ``volcano-vgpu-device-config`` starts the service; each one present is listed in
 :attr:`Catalogue.not_acted_on` for the services to warn about, never dropped without a word.
+So are the keys HAMi's admission webhook acts on (``runtimeClassName`` aside: a GPU pod
+without it waits, ``deviceshare.runtime_class_missing``) where Tessera, with no webhook, acts only through its own device plugin or not at all
+(``_webhook_notes``: ``resourcePriorityName``, a non-default ``gpuCorePolicy``, ``overwriteEnv:
+true``).
 """
 
 from __future__ import annotations
@@ -461,7 +465,29 @@ def _nvidia(raw: object) -> tuple[NvidiaConfig, tuple[str, ...]]:
                                  f"{hami}: both are the MB in one unit of a memory request (Volcano's "
                                  "name and HAMi's) and Tessera has one unit; keep one of them")  # fmt: skip
     values = _fields("nvidia", m, _NVIDIA_FIELDS, set())
-    return NvidiaConfig(**values), noted  # type: ignore[arg-type]
+    config = NvidiaConfig(**values)  # type: ignore[arg-type]
+    return config, noted + _webhook_notes(config, m)
+
+
+#: what HAMi's webhook (``MutateAdmission``) does with these keys and Tessera, which has no
+#: webhook (a created pod's spec cannot change), does instead or cannot do
+def _webhook_notes(c: NvidiaConfig, given: Mapping[str, object]) -> tuple[str, ...]:
+    plugin_only = ("acted on only on nodes running Tessera's device plugin, whose Allocate gives "
+                   "a GPU container {env}; on a node running HAMi's device plugin HAMi's webhook "
+                   "set it, and Tessera has no webhook: set {env} in those containers' env there")  # fmt: skip
+    out = []
+    if "resourcePriorityName" in given:
+        env = f"CUDA_TASK_PRIORITY (= its {c.resource_priority_name} limit)"
+        out.append(f"nvidia.resourcePriorityName: {plugin_only.format(env=env)}")
+    if c.gpu_core_policy not in ("", "default"):
+        env = f"GPU_CORE_UTILIZATION_POLICY={c.gpu_core_policy}"
+        out.append(f"nvidia.gpuCorePolicy: {plugin_only.format(env=env)}")
+    if c.overwrite_env:
+        out.append("nvidia.overwriteEnv: not acted on by Tessera (HAMi's webhook sets "
+                   "NVIDIA_VISIBLE_DEVICES=none in each container that asks no GPU, so the NVIDIA "
+                   "runtime, the node's default, gives it none; Tessera has no webhook and cannot "
+                   "change a created pod: set NVIDIA_VISIBLE_DEVICES=none in such containers' env)")  # fmt: skip
+    return tuple(out)
 
 
 def catalogue_from_mapping(doc: Mapping[str, Any]) -> Catalogue:

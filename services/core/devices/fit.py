@@ -4,13 +4,14 @@ The scheduler calls :func:`prepare_task` once per pod (policies, weights, vendor
 then :func:`fit_node` for every candidate node; :func:`fit_task` does both for one node.
 
 Per-card checks run in HAMi's order with HAMi's reason names (hami.md §2.4, §4.2):
-health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``,
-``ModeNotFit``; a card of the vendor's own plugin, ``mode: plugin``: the name it is served
+health (``CardNotHealth``) → cordon (``CardCordoned``) → type/mode (``CardTypeMismatch``;
+Ascend's node mode gate ``ModeNotFit``; a card of the vendor's own plugin, ``mode: plugin``: the name it is served
 under, and ``SliceNeedsRegistration`` for anything but a whole card, `registration.py`) → uuid
 (``CardUuidMismatch``) → slots (``CardTimeSlicingExhausted``) → mutex
 (``ExclusiveDeviceAllocateConflict``) → core clamp → memory (``CardInsufficientMemory``) → cores
-(``CardInsufficientCore``) → exclusive (``ExclusiveDeviceAllocateConflict``) → full-core rule
-(``CardComputeUnitsExhausted``); then topology selection (``NumaNotFit``,
+(``CardInsufficientCore``) → exclusive ask (``ExclusiveDeviceAllocateConflict``) → full-core rule
+(``CardComputeUnitsExhausted``: a ``gpucores: 0`` ask on a card an exclusive pod holds gets this,
+as in HAMi) → a card held exclusively (``ExclusiveDeviceAllocateConflict``); then topology selection (``NumaNotFit``,
 ``AllocatedCardsInsufficientRequest``). Failures aggregate per node as ``"2/2
 CardInsufficientMemory"``, sorted and comma-joined (``pkg/device/common/common.go``).
 
@@ -20,7 +21,7 @@ two slices of one card (Volcano's rule, and the ledger's one-slice-per-owner inv
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contracts.devices import CardSpec, CardUsage, SliceSpec
@@ -31,7 +32,9 @@ from services.core.devices.policies import (
     CardPolicy,
     CardRanker,
     ScoredCard,
+    card_policy_problem,
     card_sort_key,
+    node_policy_problem,
     parse_card_policy,
     parse_node_policy,
 )
@@ -100,7 +103,8 @@ class NodeMisfit:
         """The reasons, with HAMi's terse ``CardTimeSlicingExhausted`` spelled out: when a
         card's split count is used up while `memory_mb` would still fit, the *slice count*, not
         memory, is what ran out (issue 13: 4 slices per hami-core 910B3 by default, so a 64 GB
-        card never serves 8 × 8 GB tasks unless the node config's ``vDeviceCount`` says 8)."""
+        card never serves 8 × 8 GB tasks unless the node config's ``vDeviceCount`` says 8), and
+        the setting that decides it per vendor (NVIDIA: ``deviceSplitCount``)."""
         full = {u for u, r in self.card_reasons if r == "CardTimeSlicingExhausted"}
         if not full:
             return self.reasons
@@ -118,13 +122,20 @@ class NodeMisfit:
         c0, u0 = exhausted[0]
         what = "the slice count, not memory, is exhausted" if spare else "every slice is taken"
         note = (f"{what} ({u0.slices_used}/{c0.split_count} slices used on {c0.uuid}, "
-                f"{c0.memory - u0.memory_used} MB free; HAMi's per-node vDeviceCount sets the "
-                "split count)")  # fmt: skip
+                f"{c0.memory - u0.memory_used} MB free; {_SPLIT_SETTING.get(c0.vendor, _SPLIT_OTHER)} "
+                "sets the split count)")  # fmt: skip
         return tuple(f"{r}: {note}" if r.endswith(" CardTimeSlicingExhausted") else r
                      for r in self.reasons)  # fmt: skip
 
 
 FitResult = NodeFit | NodeMisfit
+
+#: where each vendor's slices per card are set (HAMi's device config / node config)
+_SPLIT_SETTING = {
+    "nvidia": "the device config's nvidia deviceSplitCount (per node: nodeconfig devicesplitcount)",
+    "huawei": "HAMi's per-node vDeviceCount",
+}
+_SPLIT_OTHER = "the device config's split count"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +150,8 @@ class TaskDevices:
     switches: SchedulingSwitches
     ranker: CardRanker | None = None
     sort_keys: tuple[object, ...] = ()
+    #: the pod's policy annotations set aside as HAMi sets them aside, each with why
+    ignored: tuple[str, ...] = ()
 
 
 def prepare_task(
@@ -148,11 +161,29 @@ def prepare_task(
     registry: VendorRegistry,
 ) -> TaskDevices:
     """Resolve per-pod policy annotations (``hami.io/gpu-scheduler-policy``,
-    ``hami.io/node-scheduler-policy``, ``hami.io/device-scoring-weights``); a bad value raises
-    :class:`PolicyError` (HAMi fails scheduling on it)."""
+    ``hami.io/node-scheduler-policy``, ``hami.io/device-scoring-weights``). A policy HAMi would
+    not read is ignored for the configured one, as HAMi ignores it, and noted in ``ignored``; a
+    bad weights value or a bad configured policy raises :class:`PolicyError`."""
     annos = pod_annotations or _EMPTY
-    card_policy = parse_card_policy(annos.get(CARD_POLICY_ANNOTATION) or config.card_policy)
-    node_policy = parse_node_policy(annos.get(NODE_POLICY_ANNOTATION) or config.node_policy)
+    ignored: list[str] = []
+
+    def chosen(key: str, configured: str, problem: Callable[[str], str | None]) -> str:
+        own = annos.get(key)
+        if own is None:
+            return configured
+        why = problem(own)
+        if why is None:
+            return own
+        ignored.append(f"pod annotation {key}={own!r} ignored ({why}): the configured "
+                       f"{configured} is used")  # fmt: skip
+        return configured
+
+    card_policy = parse_card_policy(
+        chosen(CARD_POLICY_ANNOTATION, config.card_policy, card_policy_problem)
+    )
+    node_policy = parse_node_policy(
+        chosen(NODE_POLICY_ANNOTATION, config.node_policy, node_policy_problem)
+    )
     weights = (
         parse_weights(annos.get(WEIGHTS_ANNOTATION))
         if annos.get(WEIGHTS_ANNOTATION)
@@ -170,6 +201,7 @@ def prepare_task(
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
+        ignored=tuple(ignored),
     )
 
 
@@ -333,10 +365,12 @@ def _card_reason(
     capacity = vendor.core_capacity(spec, gate)
     if capacity - cores_used < cores:
         return "CardInsufficientCore"
-    if used > 0 and (exclusive or (capacity > 0 and cores >= capacity)):
+    if used > 0 and capacity > 0 and cores >= capacity:  # the request wants the card alone
         return "ExclusiveDeviceAllocateConflict"
-    if cores == 0 and cores_used >= capacity:
+    if cores == 0 and cores_used >= capacity:  # before the holder's flag, as HAMi has no flag
         return "CardComputeUnitsExhausted"
+    if used > 0 and exclusive:  # the card's holder has it alone
+        return "ExclusiveDeviceAllocateConflict"
     plan[spec.uuid] = (memory, cores)
     return None
 

@@ -5,10 +5,16 @@ Request rules (hami.md §1.2, ``GenerateResourceRequests`` + ``MutateAdmission``
 * values come from limits first, then requests; ``gpumem`` is multiplied by ``memoryFactor``
   (Volcano's ``gpuMemoryFactor``, see ``NvidiaConfig``);
 * ``gpumem``/``gpucores``/``gpumem-percentage`` without a count get ``defaultGPUNum`` cards;
-* percentage: 101 is HAMi's "unset" sentinel; > 100 is clamped to 100, <= 0 means unset;
+* percentage: 101 is HAMi's "unset" sentinel; 0 means unset; HAMi's name
+  (``resourceMemoryPercentageName``) outside 0..100 is refused, as HAMi's webhook denies the pod
+  (``validateMemoryPercentage``); Volcano's ``volcano.sh/vgpu-memory-percentage`` is clamped
+  (> 100 to 100, with a warning; < 0 unset), which no webhook checks;
 * no memory form at all: ``defaultMemory`` MB when non-zero, else 100 % of the card;
-* exclusive default (PR #1354): a count with no ``gpucores`` and whole (100 %) or absent memory
-  gets ``gpucores=100``, i.e. a bare ``nvidia.com/gpu: 1`` is an exclusive card;
+* exclusive default (PR #1354, ``defaultExclusiveCoreIfNeeded``): a count with no ``gpucores``
+  gets ``gpucores=100`` when ``gpumem-percentage`` is given and is exactly 100 (even beside a
+  ``gpumem``), or when neither a percentage nor a ``gpumem`` key is given; a bare
+  ``nvidia.com/gpu: 1`` is an exclusive card, ``gpumem: 0`` or ``gpumem-percentage: 0`` is 100 %
+  of the memory with ``defaultCores`` (0), shareable;
 * ``gpucores`` > 100 is clamped to 100 (``Fit``);
 * the card mode comes from ``nvidia.com/vgpu-mode`` (HAMi) or ``volcano.sh/vgpu-mode`` (Volcano)
   for either family of names; the two set differently are refused at admission.
@@ -60,7 +66,8 @@ def _mode(annotations: Mapping[str, str], violations: list[Violation]) -> str | 
     """The card mode a pod asks, from either system's annotation, whichever resource names it
     uses: the article's Volcano pod asks ``nvidia.com/gpu`` with ``volcano.sh/vgpu-mode``, and
     Volcano holds it to that mode (volcano.md §3.4). Both set and different: no card has two
-    modes, so the pod is refused here rather than left pending on ``ModeNotFit`` everywhere."""
+    modes, so the pod is refused here rather than left pending on ``CardTypeMismatch``
+    everywhere."""
     hami, volcano = (annotations.get(k, "").strip() for k in (VGPU_MODE, VOLCANO_MODE))
     if hami and volcano and hami != volcano:
         violations.append(Violation(VOLCANO_MODE, volcano, f"differs from {VGPU_MODE}={hami}: a "
@@ -164,6 +171,10 @@ class NvidiaVendor:
             limits, requests, names.percentage, violations, minimum=-INT32_MAX, maximum=None
         )
         cores = read_int(limits, requests, names.cores, violations)
+        if pct is not None and names.percentage == c.resource_memory_percentage_name \
+                and not 0 <= pct <= 100:  # HAMi's webhook (validateMemoryPercentage) denies the pod
+            violations.append(Violation(names.percentage, str(pct), "must be an integer between "
+                                        "0 and 100 (a percentage of one card's memory)"))  # fmt: skip
         if len(violations) > before:
             return None
         if count is None and memory is None and pct is None and cores is None:
@@ -177,7 +188,8 @@ class NvidiaVendor:
                 Violation(names.count, "0", "must be >= 1 when memory or cores are requested")
             )
             return None
-        # Percentage: sentinel 101 = unset; > 100 clamped; <= 0 unset (hami.md §6 G).
+        # Percentage: sentinel 101 = unset; > 100 clamped (only Volcano's name gets here with
+        # one: HAMi's is refused above); <= 0 unset (hami.md §6 G).
         mem_pct = PCT_UNSET
         if pct is not None and pct > 0:
             mem_pct = min(pct, 100)
@@ -190,19 +202,20 @@ class NvidiaVendor:
                 mem_mb = c.default_memory
             else:
                 mem_pct = 100
-        # Exclusive default (PR #1354): no gpucores, memory whole or absent.
-        memory_absent = memory is None and (pct is None or pct <= 0)
+        # Exclusive default (webhook ``defaultExclusiveCoreIfNeeded``), read from the keys the
+        # container names, not from the memory they resolve to: with no gpucores, a percentage
+        # key decides alone (exactly 100: exclusive, whatever gpumem says), and without one the
+        # card is exclusive only when no gpumem key is there at all; ``gpumem: 0`` and
+        # ``gpumem-percentage: 0`` resolve to 100 % memory above but stay shareable.
         if cores is None:
-            if (mem_pct == 100 and (memory is None or memory == 0)) or memory_absent:
-                core_req = 100
-            else:
-                core_req = c.default_cores
+            exclusive_default = pct == 100 if pct is not None else memory is None
+            core_req = 100 if exclusive_default else c.default_cores
         else:
             core_req = cores
         if core_req > 100:  # Fit clamps gpucores > 100; say so
             violations.append(Violation(names.cores, str(core_req), "is more than a card's 100 % "
                                         "of cores: clamped to 100", warning=True))  # fmt: skip
-        if pct is not None and pct > 100:
+        if pct is not None and pct > 100:  # Volcano's name: no webhook refuses it
             violations.append(Violation(names.percentage, str(pct), "is more than 100 % of a "
                                         "card's memory: clamped to 100", warning=True))  # fmt: skip
         core_req = min(core_req, 100)
@@ -246,7 +259,7 @@ class NvidiaVendor:
         elif request.type.lower() not in card.type.lower():
             return "CardTypeMismatch"
         if request.mode and card.mode and card.mode not in request.mode:
-            return "ModeNotFit"
+            return "CardTypeMismatch"  # HAMi's checkType: a mode not asked fails the type check
         return None
 
     def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:

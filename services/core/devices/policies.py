@@ -9,6 +9,10 @@ filters (mutex, topology-aware) kept apart; a chain of only filters falls back t
 ``nvidia.com/numa-bind`` numa is forced to be the first key (higher NUMA earlier in the list).
 A final Index key makes every order deterministic (ties: lower Index earlier, tried later).
 
+A pod's policy annotation HAMi would not read (``binpak``, ``Binpack``, ``fgd``) is ignored
+for the configured policy, as HAMi does (:func:`card_policy_problem`, :func:`node_policy_problem`);
+admission warns of it. A bad *configured* policy is still an error.
+
 Node order: spread sorts descending, anything else ascending, and the last node wins: binpack
 picks the highest node score, spread the lowest.
 
@@ -75,6 +79,34 @@ def parse_card_policy(text: str) -> CardPolicy:
     if not keys:
         keys = ("spread",)  # filter-only chain falls back to spread
     return CardPolicy(keys=keys, mutex=mutex, topology_aware=topo, chain=chain)
+
+
+def card_policy_problem(text: str) -> str | None:
+    """Why HAMi would not take `text` from a pod's ``hami.io/gpu-scheduler-policy``
+    (``IsValidGPUSchedulerPolicy``: every comma item, trimmed and in its exact case, one of the
+    five names; blank is not a policy), or None when it would. HAMi then ignores the value and
+    keeps the configured policy (``GetGPUSchedulerPolicyByPod``), so the pod is scheduled."""
+    if not text.strip():
+        return "empty policy"
+    for raw in text.split(","):
+        t = raw.strip()
+        if t in SORT_TOKENS or t in FILTER_TOKENS:
+            continue
+        if t.lower() in PLACEMENT_POLICIES:
+            return f"{t} is a node placement policy (services.core.placement), not a card order"
+        known = ", ".join(sorted(SORT_TOKENS | FILTER_TOKENS))
+        return f"unknown policy {t!r} (known: {known}; lower case)"
+    return None
+
+
+def node_policy_problem(text: str) -> str | None:
+    """Why HAMi would not take `text` from a pod's ``hami.io/node-scheduler-policy``
+    (``IsValidNodeSchedulerPolicy``: binpack or spread, trimmed, exact case; no chain), or None.
+    HAMi ignores such a value and keeps the configured node policy
+    (``resolveNodeSchedulerPolicy``)."""
+    if text.strip() in NODE_POLICIES:
+        return None
+    return "expected binpack or spread"
 
 
 def parse_node_policy(text: str) -> str:

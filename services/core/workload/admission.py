@@ -33,7 +33,12 @@ from contracts.workloads import (
     TaskSpec,
     Toleration,
 )
-from services.core.devices.policies import CARD_POLICY_ANNOTATION
+from services.core.devices.policies import (
+    CARD_POLICY_ANNOTATION,
+    NODE_POLICY_ANNOTATION,
+    card_policy_problem,
+    node_policy_problem,
+)
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
 from services.core.scheduling.resources import pod_request, requested, sidecar
@@ -700,6 +705,13 @@ class Admission:
             ctx.reject(v.resource, v.value, v.rule)
         for v in mistyped_pins(annotations, devices, f"{path}.metadata.annotations"):
             ctx.warn(v.resource, v.value, v.rule)
+        for key, problem in ((CARD_POLICY_ANNOTATION, card_policy_problem),
+                             (NODE_POLICY_ANNOTATION, node_policy_problem)):  # fmt: skip
+            why = problem(annotations[key]) if key in annotations and devices else None
+            if why is not None:  # HAMi logs it and schedules with its configured policy
+                ctx.warn(f"{path}.metadata.annotations[{key}]", annotations[key],
+                         f"{why}: ignored, as HAMi ignores it; the scheduler's configured "
+                         "policy is used")  # fmt: skip
         card_policy = annotations.get(CARD_POLICY_ANNOTATION, "")
         if "topology-aware" in card_policy.lower() and devices:
             ctx.warn(f"{path}.metadata.annotations[{CARD_POLICY_ANNOTATION}]", card_policy,
@@ -766,6 +778,7 @@ class Admission:
                            annotations.get(EXIT_CODE), 0, None),
             pod_names=pod_names, host_ports=ports,
             scheduling_gates=gates, pod_affinity=pods_affinity, spread=spread, claims=pod_claims(spec),
+            runtime_class=str(spec.get("runtimeClassName") or ""),
         )  # fmt: skip
 
     def _ignored(self, resource: str) -> bool:

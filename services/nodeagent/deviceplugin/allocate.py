@@ -12,7 +12,10 @@ the in-container limiters read:
   mode `ASCEND_VNPU_SPECS` = the vNPU template the runtime carves; on a hami-core card the
   vNPU hook's quota and shared regions (`NPU_MEM_QUOTA`, `NPU_PRIORITY`, …) and its mounts.
 - NVIDIA: `NVIDIA_VISIBLE_DEVICES` = the GPUs' UUIDs, and HAMi-core's
-  `CUDA_DEVICE_MEMORY_LIMIT_<i>` / `CUDA_DEVICE_SM_LIMIT`, with libvgpu.so preloaded.
+  `CUDA_DEVICE_MEMORY_LIMIT_<i>` / `CUDA_DEVICE_SM_LIMIT`, with libvgpu.so preloaded; and what
+  HAMi's webhook writes into the pod's spec, which Tessera (no webhook) gives here:
+  `GPU_CORE_UTILIZATION_POLICY` = the device config's `gpuCorePolicy` unless `default`, and
+  `CUDA_TASK_PRIORITY` = the container's `nvidia.com/priority` limit where it has one.
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ ALL_LIMITERS = frozenset({"nvidia", "huawei"})
 def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Mapping[str, str],
              requests: Sequence[Sequence[str]], *, containers: Sequence[str], pod_uid: str,
              paths: HostPaths = DEFAULT_PATHS, oversubscribe: bool = False,
-             limiters: frozenset[str] = ALL_LIMITERS, uncontrolled: frozenset[str] = frozenset()) -> Allocation:  # fmt: skip
+             limiters: frozenset[str] = ALL_LIMITERS, uncontrolled: frozenset[str] = frozenset(),
+             core_policy: str = "", priorities: Mapping[str, str] | None = None) -> Allocation:  # fmt: skip
     """Serve `requests` (the kubelet's device IDs per container) from the pod's annotations.
 
     `containers`: the pod's container names in slot order (init containers first), for the
@@ -94,7 +98,9 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
     has (the caller looks); without it a whole card is given bare and a slice is refused —
     mounted anyway, the runtime made the missing files empty directories and the slice ran
     with no limit, its card over-committed in silence. `uncontrolled`: the containers that set
-    `CUDA_DISABLE_CONTROL=true`, whose HAMi-core is not preloaded (HAMi's switch)."""
+    `CUDA_DISABLE_CONTROL=true`, whose HAMi-core is not preloaded (HAMi's switch).
+    `core_policy`: the device config's `gpuCorePolicy`; `priorities`: each container's
+    `nvidia.com/priority` limit (HAMi's webhook makes them the env below)."""
     key = resource.to_allocate
     slots = hami.decode_pod_devices(key, annotations.get(key, ""))
     grants = []
@@ -116,8 +122,10 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
         container = containers[slot] if slot < len(containers) else f"container-{slot}"
         where = f"{pod_uid}_{container}"
         if resource.vendor == "nvidia":
-            grants.append(_nvidia(devices, specs, where, paths, oversubscribe, "nvidia" in limiters,
-                                  preload=container not in uncontrolled))  # fmt: skip
+            grant = _nvidia(devices, specs, where, paths, oversubscribe, "nvidia" in limiters,
+                            preload=container not in uncontrolled)  # fmt: skip
+            grant.envs.update(webhook_env(core_policy, (priorities or {}).get(container)))
+            grants.append(grant)
         else:
             grants.append(_ascend(devices, specs, annotations, where, paths, "huawei" in limiters))
         slots[slot] = []
@@ -126,6 +134,17 @@ def allocate(resource: Resource, cards: Mapping[str, CardSpec], annotations: Map
     if done:
         patch[hami.BIND_PHASE] = "success"
     return Allocation(tuple(grants), patch, done)
+
+
+def webhook_env(core_policy: str, priority: str | None) -> dict[str, str]:
+    """The env HAMi's webhook (`MutateAdmission`) adds to a GPU container: the core policy when
+    it is not `default`, the task priority when the container has a priority limit."""
+    envs = {}
+    if core_policy and core_policy != "default":
+        envs["GPU_CORE_UTILIZATION_POLICY"] = core_policy
+    if priority is not None:
+        envs["CUDA_TASK_PRIORITY"] = priority
+    return envs
 
 
 def _whole(devices: Sequence[hami.PodDevice], cards: Sequence[CardSpec]) -> bool:

@@ -30,6 +30,7 @@ import msgspec
 from contracts import hami
 from contracts.devices import CardSpec
 from services.core.devices.catalogue import Catalogue
+from services.core.devices.quantities import QuantityError, parse_int_quantity
 from services.kube.client import Kube, KubeError, nodes_path, pods_path
 from services.nodeagent.deviceplugin.allocate import (
     ALL_LIMITERS,
@@ -137,11 +138,15 @@ class NodeSide:
             uncontrolled = frozenset(str(c.get("name") or "") for c in every if any(
                 e.get("name") == "CUDA_DISABLE_CONTROL" and str(e.get("value", "")) in GO_TRUE
                 for e in c.get("env") or []))  # fmt: skip
+            nv = self.catalogue.nvidia
+            priorities = {str(c.get("name") or ""): p for c in every
+                          if (p := _priority(c, nv.resource_priority_name)) is not None}  # fmt: skip
             try:
                 answer = allocate(res, self.cards, annotations, requests, containers=containers,
                                   pod_uid=str(meta.get("uid") or ""), paths=self.paths,
-                                  oversubscribe=self.catalogue.nvidia.device_memory_scaling > 1,
-                                  limiters=installed_limiters(self.paths), uncontrolled=uncontrolled)  # fmt: skip
+                                  oversubscribe=nv.device_memory_scaling > 1,
+                                  limiters=installed_limiters(self.paths), uncontrolled=uncontrolled,
+                                  core_policy=nv.gpu_core_policy, priorities=priorities)  # fmt: skip
                 writable_dirs(answer)
             except (AllocateError, hami.CodecError, OSError) as exc:
                 await self._failed(ns, name, str(exc))
@@ -313,3 +318,16 @@ def served(cards: Sequence[CardSpec], before: Mapping[str, CardSpec] | None = No
 def _allocating_here(pod: Mapping[str, Any], node: str) -> bool:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return annotations.get(hami.BIND_PHASE) == "allocating" and annotations.get(hami.VGPU_NODE) == node
+
+
+def _priority(container: Mapping[str, Any], name: str) -> str | None:
+    """The container's `nvidia.com/priority` limit as HAMi's webhook writes it into
+    CUDA_TASK_PRIORITY (limits only, as there); None without one or when it is not an integer
+    (admission refuses such a value)."""
+    raw = ((container.get("resources") or {}).get("limits") or {}).get(name)
+    if raw is None:
+        return None
+    try:
+        return str(parse_int_quantity(raw))
+    except QuantityError:
+        return None

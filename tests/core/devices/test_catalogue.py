@@ -267,7 +267,7 @@ nvidia:
 
 
 @pytest.mark.parametrize(("text", "keys"), [
-    (HAMI_NVIDIA, ["enableNumaTopology", "migProfileAllowlist"]),
+    (HAMI_NVIDIA, ["enableNumaTopology", "migProfileAllowlist", "resourcePriorityName"]),
     (VOLCANO_NVIDIA, ["disableCoreLimit", "knownMigGeometries"]),
 ])  # fmt: skip
 def test_hami_and_volcano_configmaps_load_and_name_what_tessera_does_not_act_on(
@@ -275,7 +275,8 @@ def test_hami_and_volcano_configmaps_load_and_name_what_tessera_does_not_act_on(
 ) -> None:
     cat = load_catalogue(text)
     assert [line.split(":")[0] for line in cat.not_acted_on] == [f"nvidia.{k}" for k in keys]
-    assert all("not acted on by Tessera (" in line for line in cat.not_acted_on)
+    assert all("not acted on by Tessera (" in line or "acted on only on nodes running Tessera's "
+               "device plugin" in line for line in cat.not_acted_on)  # fmt: skip
     assert "MIG" in cat.not_acted_on[1]  # why, not only that
     assert load_catalogue(NEW_FORM).not_acted_on == ()
     wrapped = "apiVersion: v1\nkind: ConfigMap\ndata:\n  device-config.yaml: |\n" + "".join(
@@ -317,3 +318,18 @@ def test_default_aliases() -> None:
         "Ascend910B4-1",
         "Ascend910C",
     }
+
+
+def test_keys_hamis_webhook_acts_on_say_what_tessera_does_instead() -> None:
+    """MutateAdmission: gpuCorePolicy and nvidia.com/priority become env (Tessera's device plugin
+    gives them; on HAMi's plugin nobody does), overwriteEnv sets NVIDIA_VISIBLE_DEVICES=none in
+    containers asking no GPU (nothing can, once the pod is created)."""
+    cat = load_catalogue("nvidia:\n  gpuCorePolicy: force\n  overwriteEnv: true\n")
+    assert cat.nvidia.gpu_core_policy == "force" and cat.nvidia.overwrite_env
+    lines = dict(line.split(": ", 1) for line in cat.not_acted_on)
+    assert list(lines) == ["nvidia.gpuCorePolicy", "nvidia.overwriteEnv"]
+    assert lines["nvidia.gpuCorePolicy"].startswith(
+        "acted on only on nodes running Tessera's device plugin, whose Allocate gives a GPU "
+        "container GPU_CORE_UTILIZATION_POLICY=force; on a node running HAMi's device plugin")
+    assert "set NVIDIA_VISIBLE_DEVICES=none in such containers' env" in lines["nvidia.overwriteEnv"]
+    assert load_catalogue("nvidia:\n  gpuCorePolicy: default\n  overwriteEnv: false\n").not_acted_on == ()

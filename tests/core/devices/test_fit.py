@@ -108,6 +108,10 @@ C_CASES = [
     ("C3", gpu(mem=8000), use(mem=8000), nv(pct=100, cores=100), "1/1 CardInsufficientMemory"),
     ("C4", gpu(), use(used=1), nv(mem=100, cores=100), "1/1 ExclusiveDeviceAllocateConflict"),
     ("C5", gpu(cores=1), use(cores=1), nv(mem=1, cores=0), "1/1 CardComputeUnitsExhausted"),
+    # a gpucores: 0 ask beside an exclusive holder (4000 MB, 100 cores): the full-core rule comes
+    # before any exclusivity of the holder in HAMi's order (checkCardComputeExhausted)
+    ("C5x", gpu(), use(used=1, mem=4000, cores=100, exclusive=True), nv(mem=1000, cores=0),
+     "1/1 CardComputeUnitsExhausted"),
     ("C6", gpu(), use(), nv(mem=1, use_uuids=("abc",)), "1/1 CardUuidMismatch"),
     (
         "C7",
@@ -141,7 +145,8 @@ def test_more_card_checks_in_hami_order() -> None:
         (gpu(typ="NVIDIA-A100"), use(), nv(mem=1, use_types=("H100",)), "CardTypeMismatch"),
         (gpu(typ="NVIDIA-A100"), use(), nv(mem=1, nouse_types=("a100",)), "CardTypeMismatch"),
         (gpu(), use(), nv(mem=1, nouse_uuids=("test-0",)), "CardUuidMismatch"),
-        (gpu(mode="mig"), use(), nv(mem=1, mode="hami-core"), "ModeNotFit"),
+        # HAMi's checkType folds nvidia.com/vgpu-mode into the type check
+        (gpu(mode="mig"), use(), nv(mem=1, mode="hami-core"), "CardTypeMismatch"),
         # health is checked before type, type before uuid
         (gpu(healthy=False, typ="X"), use(), nv(mem=1, use_uuids=("zzz",)), "CardNotHealth"),
         (gpu(typ="AMD"), use(), nv(mem=1, use_uuids=("zzz",)), "CardTypeMismatch"),
@@ -378,9 +383,33 @@ def test_node_score_example_and_node_policy() -> None:
 
 def test_pod_node_policy_annotation_and_bad_value() -> None:
     task = prepare_task([], {"hami.io/node-scheduler-policy": "spread"}, DeviceConfig(), REG)
-    assert task.node_policy == "spread"
-    with pytest.raises(PolicyError):
-        prepare_task([], {"hami.io/node-scheduler-policy": "pack"}, DeviceConfig(), REG)
+    assert task.node_policy == "spread" and task.ignored == ()
+    # HAMi (resolveNodeSchedulerPolicy) ignores a value it does not know, for the configured one
+    for bad in ("pack", "Spread", "binpack,spread", ""):
+        task = prepare_task([], {"hami.io/node-scheduler-policy": bad}, DeviceConfig(), REG)
+        assert task.node_policy == "binpack", bad
+        assert task.ignored == (f"pod annotation hami.io/node-scheduler-policy={bad!r} ignored "
+                                "(expected binpack or spread): the configured binpack is used",)  # fmt: skip
+    with pytest.raises(PolicyError):  # a bad configured policy is still an error
+        prepare_task([], {}, DeviceConfig(node_policy="pack"), REG)
+
+
+def test_an_unknown_card_policy_annotation_is_ignored_for_the_configured_one() -> None:
+    """HAMi's GetGPUSchedulerPolicyByPod keeps the configured policy for a value
+    IsValidGPUSchedulerPolicy refuses; the pod was left Pending for ever on a PolicyError."""
+    cards = [(gpu("empty", index=0), use()), (gpu("half", index=1), use(used=1, mem=4096, cores=50))]
+    for bad, why in (("binpak", "unknown policy 'binpak'"), ("Binpack", "unknown policy 'Binpack'"),
+                     ("binpack,", "unknown policy ''"), ("fgd", "fgd is a node placement policy")):  # fmt: skip
+        annos = {"hami.io/gpu-scheduler-policy": bad}
+        task = prepare_task([nv(mem=1000, cores=10)], annos, DeviceConfig(card_policy="binpack"), REG)
+        assert task.card_policy.keys == ("binpack",)
+        [note] = task.ignored
+        assert note.startswith(f"pod annotation hami.io/gpu-scheduler-policy={bad!r} ignored ({why}")
+        assert note.endswith("): the configured binpack is used")
+        got = fit_node(task, cards)
+        assert isinstance(got, NodeFit) and got.assignments[0].card == "half"
+    ok = prepare_task([], {"hami.io/gpu-scheduler-policy": "binpack, numa"}, DeviceConfig(), REG)
+    assert ok.card_policy.keys == ("binpack", "numa") and ok.ignored == ()
 
 
 # --- Ascend: templates, modes, topology -------------------------------------------------------
@@ -772,3 +801,20 @@ def test_two_containers_of_a_pod_may_share_a_card_as_hami_fits_them() -> None:
     # the card full after the first container's ask: the second goes elsewhere, or waits
     small = gpu("GPU-0", mem=6000)
     assert isinstance(fit_task([(small, CardUsage())], [*a, *b], registry=REG), NodeMisfit)
+
+
+def test_a_used_up_split_count_names_each_vendors_own_setting() -> None:
+    """NVIDIA's slices per card are deviceSplitCount; vDeviceCount is Ascend's node config."""
+    card = gpu(count=2, mem=8192)
+    held = [(card, use(used=2, mem=2000, cores=20))]
+    result = fit_task(held, [nv(mem=1000, cores=10)], registry=REG)
+    assert isinstance(result, NodeMisfit)
+    [why] = result.explained(held, 1000)
+    assert why == ("1/1 CardTimeSlicingExhausted: the slice count, not memory, is exhausted (2/2 "
+                   "slices used on test-0, 6192 MB free; the device config's nvidia "
+                   "deviceSplitCount (per node: nodeconfig devicesplitcount) sets the split count)")  # fmt: skip
+    npu_held = [(npu("a", 0), use(used=4, mem=16384))]
+    whole = DeviceRequest(vendor="huawei", type="Ascend910B3", count=1, memory=8192)
+    result = fit_task(npu_held, [whole], registry=REG)
+    assert isinstance(result, NodeMisfit)
+    assert result.explained(npu_held, 8192)[0].endswith("HAMi's per-node vDeviceCount sets the split count)")

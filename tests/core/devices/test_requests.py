@@ -60,30 +60,32 @@ NVIDIA_CASES = [
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100},
         {"memory_pct": 100, "cores": 100},
     ),
-    # G: 0 or negative → unset (→ whole card); 101, >100, > int32 → clamped to 100
+    # G: 0 or negative → unset (→ 100 % of memory); 101, >100, > int32 → clamped to 100.
+    # The exclusive default reads the keys (defaultExclusiveCoreIfNeeded): a percentage present
+    # and not 100, or a gpumem key of any value, leaves the card shareable (defaultCores, 0)
     (
         "pct 0 unset",
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 0},
-        {"memory_pct": 100, "cores": 100},
+        {"memory": 0, "memory_pct": 100, "cores": 0, "exclusive": False},
     ),
     (
-        "pct negative unset",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": -5},
+        "gpumem 0 is all the memory, shareable",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 0},
+        {"memory": 0, "memory_pct": 100, "cores": 0, "exclusive": False},
+    ),
+    (
+        "pct 100 beside gpumem is exclusive with the gpumem",
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 100, "nvidia.com/gpumem": 4000},
+        {"memory": 4000, "memory_pct": 101, "cores": 100, "exclusive": True},
+    ),
+    (
+        "volcano pct 150 clamped",
+        {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory-percentage": 150},
         {"memory_pct": 100},
     ),
     (
-        "pct 101 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 101},
-        {"memory_pct": 100},
-    ),
-    (
-        "pct 150 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 150},
-        {"memory_pct": 100},
-    ),
-    (
-        "pct > int32 clamped",
-        {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 2**40},
+        "volcano pct negative unset",
+        {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory-percentage": -5},
         {"memory_pct": 100},
     ),
     # G: percentage 0 with explicit memory → memory wins
@@ -361,6 +363,15 @@ REJECTIONS = [
     ({"huawei.com/Ascend910B3-memroy": 1}, None, ["did you mean huawei.com/Ascend910B3-memory?"]),
     ({"nvidia.com/gpumem": "abc"}, None, ["nvidia.com/gpumem=abc is not a Kubernetes quantity"]),
     ({"nvidia.com/gpumem": -1}, None, ["nvidia.com/gpumem=-1 must be >= 0"]),
+    # HAMi's webhook denies a percentage outside 0..100 (validateMemoryPercentage)
+    *(
+        (
+            {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": pct},
+            None,
+            [f"nvidia.com/gpumem-percentage={pct} must be an integer between 0 and 100"],
+        )
+        for pct in (101, 150, 2**40, -5)
+    ),
     (
         {"nvidia.com/gpu": 0, "nvidia.com/gpumem": 10},
         None,

@@ -81,6 +81,27 @@ def test_cores_above_100_are_accepted_clamped_and_said() -> None:
         "cores: clamped to 100 (value: 120)"]  # fmt: skip
 
 
+def test_a_hami_memory_percentage_above_100_is_refused_as_hamis_webhook_does() -> None:
+    """validateMemoryPercentage denies the pod; clamped, it ran on a whole card's memory."""
+    assert reasons(pod('{limits: {nvidia.com/gpu: "1", nvidia.com/gpumem-percentage: "150"}}')) == [
+        "spec.containers[0].resources.limits.nvidia.com/gpumem-percentage: must be an integer "
+        "between 0 and 100 (a percentage of one card's memory) (value: 150)"]  # fmt: skip
+    assert reasons(pod('{limits: {nvidia.com/gpu: "1", nvidia.com/gpumem-percentage: "100"}}')) == []
+
+
+def test_a_policy_annotation_hami_ignores_is_accepted_with_a_warning() -> None:
+    gpu = '{limits: {nvidia.com/gpu: "1"}}'
+    w = run(pod(gpu, annotations='{hami.io/gpu-scheduler-policy: binpak, hami.io/node-scheduler-policy: Spread}'))
+    assert not w.rejections and len(w.jobs) == 1
+    assert [x.line() for x in w.warnings] == [
+        "metadata.annotations[hami.io/gpu-scheduler-policy]: unknown policy 'binpak' (known: binpack, "
+        "mutex, numa, spread, topology-aware; lower case): ignored, as HAMi ignores it; the "
+        "scheduler's configured policy is used (value: binpak)",
+        "metadata.annotations[hami.io/node-scheduler-policy]: expected binpack or spread: ignored, as "
+        "HAMi ignores it; the scheduler's configured policy is used (value: Spread)"]  # fmt: skip
+    assert not run(pod(gpu, annotations="{hami.io/gpu-scheduler-policy: 'binpack,numa'}")).warnings
+
+
 def test_a_container_without_image_is_refused_like_the_api_server_does() -> None:
     assert reasons(pod("{}", image="")) == ["spec.containers[0].image: Required value"]
     job = """

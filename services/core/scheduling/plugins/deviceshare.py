@@ -11,7 +11,9 @@ HAMi chains; or a placement policy `fgd` | `fgd-exact` | `tessera`, see below),
 `deviceshare.NodeSchedulePolicy` (Tessera: HAMi's node policy, default binpack),
 `deviceshare.VGPUEnable` / `deviceshare.AscendHAMiVNPUEnable` (vendor switches),
 `deviceshare.HamiVnpuCore`. Per-pod `hami.io/gpu-scheduler-policy` and
-`hami.io/node-scheduler-policy` override them for that pod.
+`hami.io/node-scheduler-policy` override them for that pod; a value HAMi would not read
+(`binpak`) is ignored for the configured policy, as HAMi ignores it (admission warns, the
+cards' explanation says so).
 
 Placement policies (`deviceshare.SchedulePolicy: tessera | fgd | fgd-exact`): node *and* card
 choice come from `services.core.placement`, the same `Policy.evaluate` the openb replay drives
@@ -47,6 +49,7 @@ from services.core.devices import (
     registration,
 )
 from services.core.devices.fit import card_mismatch
+from services.core.devices.nvidia import VENDOR as NVIDIA
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
     PLACEMENT_POLICIES,
@@ -93,6 +96,25 @@ def vendor_off(vendor: str) -> str:
     """A request of a family the configuration leaves off, in words that name the switch."""
     switch, family = VENDOR_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
     return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
+
+
+def runtime_class_missing(task: TaskInfo, vendors: VendorRegistry) -> str | None:
+    """A pod asking HAMi's NVIDIA names with no `spec.runtimeClassName` while the device config
+    names one: HAMi's webhook sets it there (`MutateAdmission`; a pod's own runtime class, any,
+    is kept), so such a pod runs under the node's default runtime, runc, without its GPUs. Tessera
+    has no webhook and a created pod's spec cannot change: the pod waits, saying what to set."""
+    if task.spec.runtime_class:
+        return None
+    try:
+        config = vendors.vendor(NVIDIA).config  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
+        return None
+    wanted = config.runtime_class_name
+    if not wanted or not any(r.vendor == NVIDIA and r.resource == config.resource_count_name
+                             for r in task.spec.devices):  # fmt: skip
+        return None
+    return (f"set spec.runtimeClassName: {wanted}: HAMi's webhook would have set it (device-config "
+            "runtimeClassName); Tessera has no webhook and a created pod's spec cannot change")
 
 
 def counted_names(resource: str, served: Iterable[str]) -> list[str]:
@@ -242,6 +264,9 @@ class DeviceSharePlugin:
             if not registration.whole_card(req) and any(
                     c.spec.mode == registration.PLUGIN and c.spec.resource == req.resource for c in node.cards):
                 return unresolvable(self.name, registration.slices_need_registration(node.name, req))
+        missing = runtime_class_missing(task, self.vendors)
+        if missing is not None:
+            return unresolvable(self.name, missing)
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
@@ -298,7 +323,9 @@ class DeviceSharePlugin:
         """The card policy that ordered the cards, where it was set, and each chosen card's
         HAMi score before the booking (higher = fuller; binpack tries the fullest first)."""
         own = task.spec.annotations.get(CARD_POLICY_ANNOTATION)
-        where = f"pod annotation {CARD_POLICY_ANNOTATION}" if own else "deviceshare.SchedulePolicy"
+        set_aside = [n for n in prepared.ignored if CARD_POLICY_ANNOTATION in n]
+        where = (f"pod annotation {CARD_POLICY_ANNOTATION}" if own and not set_aside
+                 else "deviceshare.SchedulePolicy")  # fmt: skip
         keys = prepared.card_policy.keys
         order = ("fullest fitting card first" if keys[:1] == ("binpack",)
                  else "emptiest card first" if keys[:1] == ("spread",) else "cards in policy order")  # fmt: skip
@@ -315,7 +342,8 @@ class DeviceSharePlugin:
             cards.append(f"{a.card} (index {c.spec.index}, score {score:.1f}, "
                          f"{c.spec.memory - u.memory_used} MB free)")  # fmt: skip
         policy = prepared.card_policy.text if not placed else self.placement
-        return f"card policy {policy} ({where}): {order}; took " + ", ".join(cards)
+        notes = "".join(f"; {n}" for n in prepared.ignored)
+        return f"card policy {policy} ({where}): {order}; took " + ", ".join(cards) + notes
 
     def explain_node(self, task: TaskInfo, node: NodeInfo) -> tuple[str, str, float] | None:
         """Why the task's cards do not fit this node, in words (asked, free, of how many),
