@@ -10,6 +10,7 @@ have its pods refused by the API server; it costs nothing where no quota exists)
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +56,19 @@ DEVICESHARE_NOT_ACTED_ON = {
                                    "chart's services.allocator.hamiNodeLock), whatever this says"),
     "deviceshare.GPUExclusiveRules": ("no rule gives a pod a dedicated GPU here: a pod asking nvidia.com/gpu "
                                       "with no memory or cores gets a whole card"),
+    "deviceshare.GPUExclusiveVGPUResourceName": ("no rule gives a pod a dedicated GPU here: a pod asking "
+                                                 "nvidia.com/gpu with no memory or cores gets a whole card"),
+    "deviceshare.ASCEND310PVNPUEnable": ("the 310P vNPU of Volcano's earlier releases is not served: Tessera slices "
+                                         "Ascend cards by HAMi's vNPU (deviceshare.AscendHAMiVNPUEnable)"),
 }  # fmt: skip
+#: every deviceshare argument Volcano's plugin reads (Tessera acts on the rest of them): a key not
+#: among them is a typo Volcano would ignore in silence — `deviceshare.AscendHAMiVNPUEnabel: true`
+#: left the vNPU path off with no word (the newcomer's review)
+DEVICESHARE_ARGUMENTS = frozenset({
+    "deviceshare.VGPUEnable", "deviceshare.AscendHAMiVNPUEnable", "deviceshare.SchedulePolicy",
+    "deviceshare.NodeSchedulePolicy", "deviceshare.ScheduleWeight", "deviceshare.HamiVnpuCore",
+    *DEVICE_CONFIGMAP_ARGUMENTS, *DEVICESHARE_NOT_ACTED_ON,
+})  # fmt: skip
 #: drf's hDRF switch: taken (a moved conf must load, and Volcano's own check that proportion is
 #: not beside it still refuses), not acted on, and said so by `not_run` when on
 DRF_HIERARCHY_NOT_ACTED_ON = (
@@ -65,7 +78,8 @@ DRF_HIERARCHY_NOT_ACTED_ON = (
     "hierarchical queues use capacity with enableHierarchy: true and the Queues' spec.parent"
 )
 #: of those, the switches: reported only when on
-_SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "deviceshare.AscendMindClusterVNPUEnable")
+_SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "deviceshare.AscendMindClusterVNPUEnable",
+             "deviceshare.ASCEND310PVNPUEnable")
 
 
 def _on(value: object) -> bool:
@@ -217,6 +231,12 @@ def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
                 out.append(f"tiers[{i}].plugins[{j}].enableHierarchy: not acted on by Tessera "
                            f"({DRF_HIERARCHY_NOT_ACTED_ON})")  # fmt: skip
             if p.name == "deviceshare":
+                for key in p.arguments:
+                    if key not in DEVICESHARE_ARGUMENTS:
+                        near = difflib.get_close_matches(key, sorted(DEVICESHARE_ARGUMENTS), n=1, cutoff=0.8)
+                        hint = f"; did you mean {near[0]}?" if near else ""
+                        out.append(f"tiers[{i}].plugins[{j}].arguments.{key}: not an argument of deviceshare, "
+                                   f"ignored (as Volcano ignores it){hint}")  # fmt: skip
                 for key, why in DEVICESHARE_NOT_ACTED_ON.items():
                     if key in p.arguments and (key not in _SWITCHES or _on(p.arguments[key])):
                         out.append(f"tiers[{i}].plugins[{j}].arguments.{key}: not acted on by Tessera ({why})")

@@ -72,6 +72,19 @@ def test_deviceshare_arguments_volcano_acts_on_and_tessera_does_not_are_named() 
     assert "ask nvidia.com/gpu" in lines[0] and "--hami-node-lock" in lines[1]
 
 
+def test_a_misspelt_deviceshare_argument_is_named_with_what_was_meant() -> None:
+    """`deviceshare.AscendHAMiVNPUEnabel: true` left HAMi's vNPU off without a word (Volcano
+    ignores an argument it does not read, too): the newcomer's review."""
+    conf = parse_conf(MOVED.replace("deviceshare.AscendHAMiVNPUEnable: true\n",
+                                    "deviceshare.AscendHAMiVNPUEnabel: true\n      deviceshare.Colour: blue\n"))  # fmt: skip
+    lines = [line for line in not_run(conf, plugin_names()) if "arguments" in line]
+    assert lines == [
+        "tiers[1].plugins[3].arguments.deviceshare.AscendHAMiVNPUEnabel: not an argument of deviceshare, ignored "
+        "(as Volcano ignores it); did you mean deviceshare.AscendHAMiVNPUEnable?",
+        "tiers[1].plugins[3].arguments.deviceshare.Colour: not an argument of deviceshare, ignored (as Volcano "
+        "ignores it)"], lines  # fmt: skip
+
+
 def test_a_misspelt_action_is_still_refused() -> None:
     with pytest.raises(ConfigError, match="actions: unknown action 'alocate'"):
         parse_conf('actions: "enqueue, alocate"\ntiers: []\n')
