@@ -17,6 +17,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -599,7 +600,8 @@ class Admission:
         spec = self.queues.get(queue)
         if spec is None:
             if queue != "default":
-                ctx.reject(path, queue, "queue does not exist")
+                near = difflib.get_close_matches(queue, sorted(self.queues), n=1, cutoff=0.75)
+                ctx.reject(path, queue, f"queue does not exist; did you mean {near[0]}?" if near else "queue does not exist")
             return
         if spec.state != "Open" and not existing:
             ctx.reject(path, queue, "can only submit job to queue with state `Open`")

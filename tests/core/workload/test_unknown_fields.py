@@ -38,3 +38,32 @@ def test_unknown_fields_say_what_was_meant() -> None:
         "Pod spec.tolerations[0].operater": "unknown field; did you mean operator?",
         "Pod spec.flavour": "unknown field",  # nothing near it: no guess
     }  # fmt: skip
+
+
+def test_a_misspelt_queue_is_refused_naming_the_queue_meant() -> None:
+    manifest = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: train-queue}
+spec: {weight: 1}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  queue: trian-queue
+  minAvailable: 1
+  tasks: [{name: t, replicas: 1, template: {spec: {containers: [{name: c, image: busybox}]}}}]
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: k}
+spec:
+  queue: elsewhere
+  minAvailable: 1
+  tasks: [{name: t, replicas: 1, template: {spec: {containers: [{name: c, image: busybox}]}}}]
+"""
+    admitted = admit(load_documents(manifest), None, frozenset())
+    assert sorted(r.message() for r in admitted.rejections) == [
+        "Job: spec.queue: queue does not exist (value: elsewhere)",
+        "Job: spec.queue: queue does not exist; did you mean train-queue? (value: trian-queue)"]
