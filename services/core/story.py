@@ -111,19 +111,25 @@ def _line(ev: object, pod: str) -> tuple[str, str] | None:
             return "proposal rejected", ev.reason
         case BindingFailed() if (not pod or ev.task == pod) and ev.retry_at:  # the pod itself refused
             at = datetime.fromtimestamp(ev.retry_at, UTC).strftime("%H:%M:%SZ")
-            return "given back", f"{ev.task} on {ev.node}: {ev.reason}; held until {at}"
+            return "given back", f"{_on(ev.task, ev.node)}: {ev.reason}; held until {at}"
         case BindingFailed() if not pod or ev.task == pod:
-            return "binding failed", f"{ev.task} on {ev.node}: {ev.reason}"
+            return "binding failed", f"{_on(ev.task, ev.node)}: {ev.reason}"
         case EvictionRequested() if not pod or ev.task == pod:
             return "evicted", f"{ev.task}: {ev.reason}" + (f" (room for {ev.for_job})" if ev.for_job else "")
         case TaskStarted() if not pod or ev.task == pod:
-            return "started", f"{ev.task} on {ev.node}"
+            return "started", _on(ev.task, ev.node)
         case TaskFinished() if not pod or ev.task == pod:
             how = f"exit code {ev.exit_code}" + (f", {ev.reason}" if ev.reason else "")
-            return "finished", f"{ev.task} on {ev.node}: {how}"
+            return "finished", f"{_on(ev.task, ev.node)}: {how}"
         case JobDeleted():
             return "deleted", ""
     return None
+
+
+def _on(task: str, node: str) -> str:
+    """`pod on node`, or the pod alone when it never had one (killed before it was placed:
+    the row read "finished w-0 on : exit code 137")."""
+    return f"{task} on {node}" if node else task
 
 
 def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,

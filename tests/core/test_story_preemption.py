@@ -78,3 +78,14 @@ def test_a_verdict_of_the_evicting_session_leaves_the_victims_story() -> None:
                 if m.headers.get("Tessera-Type") == "JobSubmitted" and reg.decode("JobSubmitted", m.data).spec.name == "high")
     again = story(_then(messages, JobSubmitted(spec=spec), ("0", "0")), "pod", "preemptor")
     assert again is not None and "room is being made" not in again["waiting"]["why"], again["waiting"]
+
+
+def test_a_pod_stopped_before_it_had_a_node_is_told_without_one() -> None:
+    """A pod killed before it was placed finishes on no node: its row read
+    "finished w-0 on : exit code 137, evicted" (the newcomer's review)."""
+    from contracts.events import TaskFinished, TaskStarted
+    from services.core.story import _line
+
+    assert _line(TaskFinished(namespace="default", name="j", task="w-0", node="", exit_code=137,
+                              reason="evicted"), "") == ("finished", "w-0: exit code 137, evicted")  # fmt: skip
+    assert _line(TaskStarted(namespace="default", name="j", task="w-0", node="n1"), "") == ("started", "w-0 on n1")

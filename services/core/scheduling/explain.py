@@ -70,6 +70,11 @@ class NodeWords:
     size: float = INF  # how big that change is (to pick the smallest)
 
 
+def article(word: str) -> str:
+    """"a" or "an" before a card model as it is read aloud ("an Ascend910B4", "an NVIDIA-A100")."""
+    return "an" if word[:1].lower() in "aeiou" or word.upper().startswith("NVIDIA") else "a"
+
+
 def _unit(dim: str, v: int) -> str:
     if dim == "cpu":
         return f"{v / 1000:g}"
@@ -395,7 +400,7 @@ def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
         wanted = set(d.allowed_types) or {d.type}
         if not wanted & have and not any(t.startswith(d.type) for t in have if d.type):
             name = d.resource or d.type
-            asked = f"the pod asks for {name} ({d.type}); no node in the cluster has a {d.type} card"
+            asked = f"the pod asks for {name} ({d.type}); no node in the cluster has {article(d.type)} {d.type} card"
             plugins = _served_without_cards(ssn, d.vendor, d.resource)
             if plugins:
                 shown = [f"{node} serves {', '.join(names)}" for node, names in plugins[:MAX_EXAMPLES]]

@@ -42,7 +42,7 @@ def test_a_node_of_the_vendors_own_plugin_is_named_with_the_missing_registration
     the operator to buy hardware they have; the fix is the plugin that registers the cards."""
     u = unschedulable(ROWS["vendor-plugins-without-registration"], "default/npu")
     assert u.plugin == "deviceshare"
-    assert u.why == ("the pod asks for huawei.com/Ascend910 (Ascend910); no node in the cluster has a Ascend910 "
+    assert u.why == ("the pod asks for huawei.com/Ascend910 (Ascend910); no node in the cluster has an Ascend910 "
                      "card Tessera can book: npu-1 serves huawei.com/Ascend910 from a device plugin without "
                      "HAMi's registration (hami.io/node-register-<CommonWord>); Tessera books slices only from "
                      "HAMi's registration, which HAMi's device plugins and Tessera's own node side write, and "
