@@ -162,6 +162,7 @@ class AscendVendor:
         if memory is not None and factor > 1:
             memory *= factor
         template: str | None = None
+        rounded = ""  # what template mode made of the memory asked, when not that
         mem_mb, mem_pct, exclusive = 0, PCT_UNSET, False
         core_req = min(cores or 0, 100)
         if soft:
@@ -192,6 +193,8 @@ class AscendVendor:
                 )
             elif trimmed.template is None:
                 mem_pct, exclusive = 100, True
+                rounded = (f"is more than {single.common_word}'s largest vNPU template: rounded up to a whole "
+                           f"card ({single.memory_capacity} MB), as HAMi does")  # fmt: skip
             else:
                 if count is not None and count > 1:
                     violations.append(
@@ -202,10 +205,16 @@ class AscendVendor:
                         )
                     )
                 mem_mb, template, core_req = trimmed.memory, trimmed.template, trimmed.ai_core
+                if trimmed.memory != memory:
+                    rounded = (f"rounded up to {single.common_word}'s vNPU template {template} ({trimmed.memory} "
+                               f"MB, {trimmed.ai_core} aiCores), as HAMi does: a card holds only its "
+                               "templates' sizes")  # fmt: skip
         if len(violations) > before or count is None:
             return None
         if soft and cores is not None and cores > 100:
             violations.append(_clamped(core_name, cores))
+        if rounded:  # HAMi rounds in silence: "8 GB slices, 8 to a card" held 4
+            violations.append(Violation(mem_name, str(memory), rounded, warning=True))
         types = tuple(c.common_word for c in chips)
         return DeviceRequest(
             vendor=VENDOR,
