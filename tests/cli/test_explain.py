@@ -52,6 +52,26 @@ def waits(text: str) -> str:
     return text[text.index("Why it waits"):]
 
 
+def test_a_gang_larger_than_the_cluster_with_busy_cards_is_told_what_it_needs_free(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """8 cards, 3 busy, a gang of 12: "add 4 cards" would leave it 3 short (the newcomer's
+    review: 16 cards, 6 busy, minAvailable 20 was told "add 4")."""
+    busy = "\n---\n".join(f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: busy-{i}, annotations: {{tessera.io/duration: "3600"}}}}
+spec: {{containers: [{{name: c, image: x, resources: {{limits: {{huawei.com/Ascend910B3: "1"}}}}}}]}}""" for i in range(3))
+    workload = tmp_path / "busy-gang.yaml"
+    workload.write_text(busy + "\n---\n" + (FIXTURES / "gang-12.yaml").read_text())
+    log = simulate(tmp_path, FIXTURES / "one-node.yaml", workload, cycles=2)
+    code, out, _ = explain(capsys, "job", "big-train", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert text.splitlines()[1] == "  gang needs 12 whole Ascend910B3 cards, the cluster has 8 (5 free)   [gang]", text
+    assert ("add 7 Ascend910B3 cards to the cluster (or 4 once its 3 busy ones are free), or lower the job's "
+            "minAvailable (now 12)") in text, text
+
+
 def test_queue_at_its_capability(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = simulate(tmp_path, FIXTURES / "one-node.yaml", FIXTURES / "train-queue.yaml",
                    FIXTURES / "no-enqueue.conf", cycles=1)  # fmt: skip

@@ -263,10 +263,14 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
         who = f"gang needs {n} whole {kind} cards" if job.min_available > 1 else (
             f"the pod needs {n} whole {kind} card{'s' if n > 1 else ''}")
         if n > cards:
+            # what it needs free, not only what must exist: with 6 of 16 busy, "add 4 cards"
+            # left it 6 short (the newcomer's review)
+            add = (f"add {n - cards} {kind} cards to the cluster" if free >= cards else
+                   f"add {n - free} {kind} cards to the cluster (or {n - cards} once its {cards - free} busy "
+                   "ones are free)")  # fmt: skip
             return Explanation(
-                f"{who}, the cluster has {cards}", "gang",
-                unblock=f"add {n - cards} {kind} cards to the cluster, or lower the job's "
-                f"minAvailable (now {job.min_available})",
+                f"{who}, the cluster has {cards}" + (f" ({free} free)" if free < cards else ""), "gang",
+                unblock=f"{add}, or lower the job's minAvailable (now {job.min_available})",
             )
         if n > free:
             held = _no_room_made(ssn, job, kind)
