@@ -36,6 +36,7 @@ from contracts.workloads import (
 from services.core.devices.policies import CARD_POLICY_ANNOTATION
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
+from services.core.joblabels import TASK_INDEX, job_task_labels
 from services.core.scheduling.resources import pod_request, requested, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
@@ -66,6 +67,12 @@ GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_NAME_VOLCANO = "scheduling.volcano.sh/group-name"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 TASK_SPEC = "volcano.sh/task-spec"
+#: why a Volcano Job's template may not name `volcano.sh/task-index` in matchLabelKeys /
+#: mismatchLabelKeys: the API server would merge each pod's own index, but Tessera reads one
+#: selector for all of a task's pods (and its selectors see no pod's index)
+PER_POD_INDEX = ("differs from pod to pod of the task (the job controller numbers them); Tessera "
+                 "reads one selector for all of a task's pods, so it cannot merge this key: select "
+                 "by a label of the template instead")
 PREEMPTABLE = "volcano.sh/preemptable"
 #: a Queue annotation Volcano read before `spec.dequeueStrategy` (an invalid one: the default)
 DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
@@ -617,7 +624,7 @@ class Admission:
     def _task(
         self, ctx: _Ctx, path: str, template: Mapping[str, Any], *, role: str, replicas: int,
         min_available: int | None, pod_names: tuple[str, ...], defaults: Mapping[str, str],
-        counts_needed: bool = True, job_class: str = "",
+        counts_needed: bool = True, job_class: str = "", job_queue: str | None = None,
     ) -> TaskSpec:  # fmt: skip
         """One pod template → TaskSpec (requests summed over containers, max'ed with init).
         `counts_needed`: False for a Volcano Job's template, whose pods Tessera's job controller
@@ -626,7 +633,11 @@ class Admission:
         `job_class`: a Volcano Job's `spec.priorityClassName`. Volcano's `createJobPod` writes it
         into a pod whose template names no class, and the API server's Priority admission then
         gives that pod the class's value and preemptionPolicy: read from the template alone, a
-        Job asking `preemptionPolicy: Never` through its class preempted all the same."""
+        Job asking `preemptionPolicy: Never` through its class preempted all the same.
+        `job_queue`: a Volcano Job's queue. Its pods carry its controller's labels beside the
+        template's (joblabels.py), and the API server merges a term's or constraint's
+        matchLabelKeys with the labels the pod is made with: read from the template alone, keys
+        naming the controller's labels were dropped."""
         meta = template.get("metadata") or {}
         spec = template.get("spec") or {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -728,10 +739,14 @@ class Admission:
                     f"{path}.spec.tolerations[{i}].operator", t.operator, "must be Equal or Exists"
                 )
         affinity, preferred = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
+        made_with, per_pod = labels, None
+        if job_queue is not None:
+            made_with = job_task_labels(labels, ctx.name, ctx.namespace, job_queue, role)
+            per_pod = {TASK_INDEX: PER_POD_INDEX}
         pods_affinity, affinity_problems = pod_affinity(
-            spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, labels
+            spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, made_with, per_pod
         )
-        spread, spread_problems = spread_constraints(spec, path, labels)
+        spread, spread_problems = spread_constraints(spec, path, made_with, per_pod)
         for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
         preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
@@ -1039,7 +1054,8 @@ class Admission:
             task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
                               defaults=pod_defaults, counts_needed=False,
-                              job_class=str(spec.get("priorityClassName") or ""))  # fmt: skip
+                              job_class=str(spec.get("priorityClassName") or ""),
+                              job_queue=queue)  # fmt: skip
             task = TaskSpec(
                 **{
                     **_fields(task),
