@@ -820,6 +820,9 @@ class Admission:
         base = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
         terms = tuple(self._node_term(ctx, f"{base}[{i}]", term)
                       for i, term in enumerate(required.get("nodeSelectorTerms") or []))  # fmt: skip
+        if node.get("requiredDuringSchedulingIgnoredDuringExecution") is not None and not terms:
+            # ValidateNodeSelector: none would be no constraint at all, not one no node meets
+            ctx.required(base, "must have at least one node selector term")
         preferred: list[PreferredNodeTerm] = []
         base = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
         for i, entry in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
@@ -837,13 +840,21 @@ class Admission:
             op = str(expr.get("operator") or "")
             values = tuple(str(v) for v in expr.get("values") or [])
             where = f"{p}.matchExpressions[{j}]"
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                ctx.reject(f"{where}.operator", op, "must be In, NotIn, Exists, DoesNotExist, Gt or Lt")
-            elif op in ("In", "NotIn") and not values:
-                ctx.reject(f"{where}.values", None, f"must be non-empty for {op}")
+            # kube-apiserver ValidateNodeSelectorRequirement, in its words
+            if op in ("In", "NotIn") and not values:
+                ctx.required(f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'")
             elif op in ("Exists", "DoesNotExist") and values:
-                ctx.reject(f"{where}.values", list(values), f"must be empty for {op}")
-            reqs.append(LabelRequirement(key=str(expr.get("key") or ""), operator=op, values=values))
+                ctx.reject(f"{where}.values", None, "Forbidden: may not be specified when `operator` "
+                           "is 'Exists' or 'DoesNotExist'")  # fmt: skip
+            elif op in ("Gt", "Lt") and len(values) != 1:
+                ctx.required(f"{where}.values", "must be specified single value when `operator` is "
+                             "'Lt' or 'Gt'")  # fmt: skip
+            elif op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                ctx.invalid(f"{where}.operator", op, "not a valid selector operator")
+            key = str(expr.get("key") or "")
+            for msg in names.qualified_name(key):
+                ctx.invalid(f"{where}.key", key, msg)
+            reqs.append(LabelRequirement(key=key, operator=op, values=values))
         for j, expr in enumerate(term.get("matchFields") or []):
             op, key = str(expr.get("operator") or ""), str(expr.get("key") or "")
             values = tuple(str(v) for v in expr.get("values") or [])
