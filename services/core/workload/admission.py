@@ -881,6 +881,13 @@ class Admission:
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed"):
             return []  # finished where it ran: it holds nothing
+        if not phase:
+            # made with spec.nodeName: the API server stores it Pending, kube-scheduler never
+            # sees it and the node's kubelet starts it — bound there, as it is on a cluster
+            ctx.warn("spec.nodeName", str(node), "set without a status: read as bound to this "
+                     "node and starting (the scheduler skips such a pod); Tessera does not judge "
+                     "what the node's kubelet would (that the node exists and the pod fits it)")  # fmt: skip
+            phase = "Pending"
         # bound and Pending: starting (pulling its image); Unknown: its node stopped reporting,
         # and the pod may still run there, on its cards
         if phase not in ("Running", "Pending", "Unknown"):
