@@ -83,3 +83,27 @@ async def test_apply_books_running_pods_in_the_running_system(tmp_path: Path) ->
     held = pods["old-whole"]["devices"][0]["uuid"]
     assert pods["old-whole"]["node"] == "node-a"
     assert held not in {d["uuid"] for n, p in pods.items() if n != "old-whole" for d in p["devices"]}
+
+
+def test_a_pod_made_with_a_node_name_and_no_status_runs_there(tmp_path: Path) -> None:
+    """A pod created with `spec.nodeName` has no status yet (the API server stores it Pending):
+    kube-scheduler skips it and the node's kubelet starts it. It was refused as claiming a node
+    it was never given; it is read as bound there (with a warning: the kubelet's own admission —
+    node there, pod fits — is not judged), its cards held before anything else is placed."""
+    from services.core.devices import build_vendors
+    from services.core.workload import admit
+    from services.core.workload.devicerequests import hami_parser
+
+    preset = running("preset", None)
+    del preset["status"]
+    reg = build_vendors()
+    w = admit([preset], hami_parser(reg), reg.resource_names())
+    assert not w.rejections and [(p.pod, p.node) for p in w.running] == [("preset", "node-a")]
+    assert [r.path for r in w.warnings] == ["spec.nodeName"]
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump_all([preset, *(newcomer(i) for i in range(8))]))
+    report = tmp_path / "r.json"
+    main(["simulate", "--inventory", str(INVENTORY), "--workload", str(tmp_path / "w.yaml"),
+          "--report", str(report)])  # fmt: skip
+    pods = {p["name"]: p for p in json.loads(report.read_text())["pods"]}
+    assert (pods["preset"]["phase"], pods["preset"]["node"]) == ("Running", "node-a")
+    assert sum(p["phase"] == "Running" for n, p in pods.items() if n.startswith("new-")) == 7

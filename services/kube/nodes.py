@@ -27,10 +27,10 @@ from services.core.devices.catalogue import Catalogue
 from services.core.scheduling.resources import is_device_resource
 from services.core.workload.quantity import (
     QuantityError,
+    capacity_units,
     cpu_milli,
-    memory_mib,
+    memory_mib_down,
     parse_quantity,
-    to_units,
 )
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable:NoSchedule"
@@ -110,14 +110,15 @@ def taint_text(taint: Mapping[str, Any]) -> str:
 def other_resources(allocatable: Mapping[str, Any]) -> dict[str, int]:
     """`NodeRegistered.resources`: allocatable ephemeral-storage, hugepages and extended
     resources other than the cards' (those are booked on cards), positive ones, in the units a
-    pod's request is read in; a value that does not parse counts as none."""
+    pod's request is read in (byte amounts rounded down, as requests are up: `capacity_units`);
+    a value that does not parse counts as none."""
     out: dict[str, int] = {}
     for name, value in sorted(allocatable.items()):
         name = str(name)
         if name in ("cpu", "memory", "pods") or is_device_resource(name):
             continue
         try:
-            units = to_units(name, value)
+            units = capacity_units(name, value)
         except QuantityError:
             continue
         if units > 0:
@@ -208,7 +209,7 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
                 for c in status.get("conditions") or [])  # fmt: skip
     try:
         cpu = cpu_milli(allocatable.get("cpu", 0))
-        mem = memory_mib(allocatable.get("memory", 0))
+        mem = memory_mib_down(allocatable.get("memory", 0))  # bytes that hold asks: rounded down
         pods = int(parse_quantity(allocatable.get("pods", 110)))
     except QuantityError as exc:
         problems.append(f"status.allocatable: {exc}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from contracts.events import NodeRegistered
 from services.core.devices.nodeconfig import NodeConfigError
-from services.core.workload.quantity import cpu_milli, memory_mib
+from services.core.workload.quantity import cpu_milli, memory_mib_down
 from services.nodeagent.heartbeat import nats_sink
 from services.nodeagent.inventory import discovered_node, nodes_from_inventory, read_node_config
 from services.nodeagent.monitor import NodeMonitor
@@ -55,7 +55,7 @@ def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
             discovered_node(
                 args.node,
                 cpu_milli(args.cpu),
-                memory_mib(args.memory),
+                memory_mib_down(args.memory),
                 npu_smi=args.npu_smi.read_text() if args.npu_smi else "",
                 nvidia_smi_xml=args.nvidia_smi_xml.read_text() if args.nvidia_smi_xml else "",
                 hami_vnpu_core=args.hami_vnpu_core,

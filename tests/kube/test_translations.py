@@ -237,6 +237,39 @@ def test_a_job_admitted_before_arrivals_were_read_is_not_refused_when_judged_aga
     assert new.tasks[0].annotations.get("team") == "nlp" and ARRIVE_AT not in new.tasks[0].annotations
 
 
+def test_a_pod_the_api_server_merged_match_label_keys_into_is_admitted_as_it_is_stored() -> None:
+    """From 1.33 the API server writes a term's matchLabelKeys into its selector when it makes
+    the pod (a Deployment's pod-template-hash); read back through the cluster, that pod was
+    refused as naming the key twice, and its merge must not be made again."""
+    from contracts.workloads import LabelRequirement
+    from services.core.devices import build_vendors
+    from services.core.workload import admit
+    from services.core.workload.devicerequests import hami_parser
+
+    reg = build_vendors()
+    term = {"labelSelector": {"matchLabels": {"app": "web"}, "matchExpressions": [
+                {"key": "pod-template-hash", "operator": "In", "values": ["abc"]}]},
+            "matchLabelKeys": ["pod-template-hash"], "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+    spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": term["labelSelector"], "matchLabelKeys": ["pod-template-hash"]}  # fmt: skip
+    obj = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "web-abc-1", "namespace": "default", "uid": "u9", "resourceVersion": "7",
+                        "labels": {"app": "web", "pod-template-hash": "abc"}},
+           "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x"}],
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+                    "topologySpreadConstraints": [spread]},
+           "status": {"phase": "Pending"}}  # fmt: skip
+    w = admit([pods.manifest(obj)], hami_parser(reg), reg.resource_names())
+    assert not w.rejections, [r.line() for r in w.rejections]
+    task = w.jobs[0].tasks[0]
+    stored = (LabelRequirement(key="app", operator="In", values=("web",)),
+              LabelRequirement(key="pod-template-hash", operator="In", values=("abc",)))  # fmt: skip
+    assert task.pod_affinity is not None and task.pod_affinity.anti_affinity[0].selector == stored
+    assert task.spread[0].selector == stored
+    assert pods.other_pods(obj).pod_affinity is not None
+    assert pods.other_pods(obj).pod_affinity.anti_affinity[0].selector == stored
+
+
 def test_an_init_container_the_app_slices_hold_gets_its_own_slot_on_that_card() -> None:
     """An init container asking a card the app container's slice holds books nothing more,
     but the kubelet calls the device plugin's Allocate for it, and HAMi's plugin takes the first

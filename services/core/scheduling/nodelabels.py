@@ -5,6 +5,8 @@ domains count (its nodeAffinityPolicy and nodeTaintsPolicy)."""
 
 from __future__ import annotations
 
+import re
+
 from contracts.workloads import LabelRequirement, TaskSpec, Toleration
 
 
@@ -19,13 +21,25 @@ def requirement_matches(req: LabelRequirement, labels: dict[str, str]) -> bool:
         return has
     if req.operator == "DoesNotExist":
         return not has
-    if req.operator in ("Gt", "Lt") and has and req.values:
-        try:
-            left, right = int(value), int(req.values[0])
-        except ValueError:
+    if req.operator in ("Gt", "Lt") and has and len(req.values) == 1:
+        left, right = go_int(value), go_int(req.values[0])
+        if left is None or right is None:
             return False
         return left > right if req.operator == "Gt" else left < right
     return False
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64 = 2**63
+
+
+def go_int(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64), which kube's Gt / Lt read both sides with: ASCII
+    digits after an optional sign, within int64 — not Python's `int` ("5_0", " 5", "٥")."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    n = int(text)
+    return n if -_INT64 <= n < _INT64 else None
 
 
 def tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:

@@ -34,7 +34,7 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     """One node's reason as the rest of "N nodes …"."""
     d = _ask(spec)
     low = reason.lower()
-    if "node.kubernetes.io/unschedulable" in reason:
+    if "node.kubernetes.io/unschedulable" in reason or "were unschedulable" in low:
         return "are cordoned"
     if "not ready" in low or "nodelost" in low or "lost" in low:
         return "are not ready"

@@ -29,7 +29,12 @@ from contracts.events import HyperNodeChanged, NodeRegistered
 from services.core.devices import Catalogue, registration
 from services.core.devices.nodeconfig import NodeDeviceConfig
 from services.core.scheduling.resources import is_device_resource
-from services.core.workload.quantity import QuantityError, cpu_milli, memory_mib, to_units
+from services.core.workload.quantity import (
+    QuantityError,
+    capacity_units,
+    cpu_milli,
+    memory_mib_down,
+)
 
 NODE_FIELDS = {
     "name",
@@ -113,7 +118,7 @@ def load_inventory(
             raise InventoryError(f"{path}.name: required")
         try:
             cpu = cpu_milli(raw.get("cpu", 0))
-            mem = memory_mib(raw.get("memory", 0))
+            mem = memory_mib_down(raw.get("memory", 0))  # what holds asks: rounded down
         except QuantityError as exc:
             raise InventoryError(f"{path}: {exc}") from None
         serves = raw.get("serves")
@@ -180,7 +185,7 @@ def _resources(raw: object, path: str) -> dict[str, int]:
         if is_device_resource(name):
             raise InventoryError(f"{path}.{name}: a device resource: list the cards under `devices`")
         try:
-            out[name] = to_units(name, value)
+            out[name] = capacity_units(name, value)
         except QuantityError as exc:
             raise InventoryError(f"{path}.{name}: {exc}") from None
     return out

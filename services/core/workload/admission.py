@@ -42,6 +42,7 @@ from services.core.devices.policies import (
 )
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
+from services.core.joblabels import TASK_INDEX, job_task_labels
 from services.core.scheduling.resources import pod_request, requested, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
@@ -72,6 +73,12 @@ GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_NAME_VOLCANO = "scheduling.volcano.sh/group-name"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 TASK_SPEC = "volcano.sh/task-spec"
+#: why a Volcano Job's template may not name `volcano.sh/task-index` in matchLabelKeys /
+#: mismatchLabelKeys: the API server would merge each pod's own index, but Tessera reads one
+#: selector for all of a task's pods (and its selectors see no pod's index)
+PER_POD_INDEX = ("differs from pod to pod of the task (the job controller numbers them); Tessera "
+                 "reads one selector for all of a task's pods, so it cannot merge this key: select "
+                 "by a label of the template instead")
 PREEMPTABLE = "volcano.sh/preemptable"
 #: a Queue annotation Volcano read before `spec.dequeueStrategy` (an invalid one: the default)
 DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
@@ -624,7 +631,7 @@ class Admission:
     def _task(
         self, ctx: _Ctx, path: str, template: Mapping[str, Any], *, role: str, replicas: int,
         min_available: int | None, pod_names: tuple[str, ...], defaults: Mapping[str, str],
-        counts_needed: bool = True, job_class: str = "",
+        counts_needed: bool = True, job_class: str = "", job_queue: str | None = None,
     ) -> TaskSpec:  # fmt: skip
         """One pod template → TaskSpec (requests summed over containers, max'ed with init).
         `counts_needed`: False for a Volcano Job's template, whose pods Tessera's job controller
@@ -633,7 +640,11 @@ class Admission:
         `job_class`: a Volcano Job's `spec.priorityClassName`. Volcano's `createJobPod` writes it
         into a pod whose template names no class, and the API server's Priority admission then
         gives that pod the class's value and preemptionPolicy: read from the template alone, a
-        Job asking `preemptionPolicy: Never` through its class preempted all the same."""
+        Job asking `preemptionPolicy: Never` through its class preempted all the same.
+        `job_queue`: a Volcano Job's queue. Its pods carry its controller's labels beside the
+        template's (joblabels.py), and the API server merges a term's or constraint's
+        matchLabelKeys with the labels the pod is made with: read from the template alone, keys
+        naming the controller's labels were dropped."""
         meta = template.get("metadata") or {}
         spec = template.get("spec") or {}
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -742,10 +753,14 @@ class Admission:
                     f"{path}.spec.tolerations[{i}].operator", t.operator, "must be Equal or Exists"
                 )
         affinity, preferred = self._affinity(ctx, f"{path}.spec.affinity", spec.get("affinity") or {})
+        made_with, per_pod = labels, None
+        if job_queue is not None:
+            made_with = job_task_labels(labels, ctx.name, ctx.namespace, job_queue, role)
+            per_pod = {TASK_INDEX: PER_POD_INDEX}
         pods_affinity, affinity_problems = pod_affinity(
-            spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, labels
+            spec.get("affinity") or {}, f"{path}.spec.affinity", ctx.namespace, made_with, per_pod
         )
-        spread, spread_problems = spread_constraints(spec, path, labels)
+        spread, spread_problems = spread_constraints(spec, path, made_with, per_pod)
         for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
         preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
@@ -820,6 +835,9 @@ class Admission:
         base = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
         terms = tuple(self._node_term(ctx, f"{base}[{i}]", term)
                       for i, term in enumerate(required.get("nodeSelectorTerms") or []))  # fmt: skip
+        if node.get("requiredDuringSchedulingIgnoredDuringExecution") is not None and not terms:
+            # ValidateNodeSelector: none would be no constraint at all, not one no node meets
+            ctx.required(base, "must have at least one node selector term")
         preferred: list[PreferredNodeTerm] = []
         base = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
         for i, entry in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
@@ -837,13 +855,21 @@ class Admission:
             op = str(expr.get("operator") or "")
             values = tuple(str(v) for v in expr.get("values") or [])
             where = f"{p}.matchExpressions[{j}]"
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                ctx.reject(f"{where}.operator", op, "must be In, NotIn, Exists, DoesNotExist, Gt or Lt")
-            elif op in ("In", "NotIn") and not values:
-                ctx.reject(f"{where}.values", None, f"must be non-empty for {op}")
+            # kube-apiserver ValidateNodeSelectorRequirement, in its words
+            if op in ("In", "NotIn") and not values:
+                ctx.required(f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'")
             elif op in ("Exists", "DoesNotExist") and values:
-                ctx.reject(f"{where}.values", list(values), f"must be empty for {op}")
-            reqs.append(LabelRequirement(key=str(expr.get("key") or ""), operator=op, values=values))
+                ctx.reject(f"{where}.values", None, "Forbidden: may not be specified when `operator` "
+                           "is 'Exists' or 'DoesNotExist'")  # fmt: skip
+            elif op in ("Gt", "Lt") and len(values) != 1:
+                ctx.required(f"{where}.values", "must be specified single value when `operator` is "
+                             "'Lt' or 'Gt'")  # fmt: skip
+            elif op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                ctx.invalid(f"{where}.operator", op, "not a valid selector operator")
+            key = str(expr.get("key") or "")
+            for msg in names.qualified_name(key):
+                ctx.invalid(f"{where}.key", key, msg)
+            reqs.append(LabelRequirement(key=key, operator=op, values=values))
         for j, expr in enumerate(term.get("matchFields") or []):
             op, key = str(expr.get("operator") or ""), str(expr.get("key") or "")
             values = tuple(str(v) for v in expr.get("values") or [])
@@ -870,6 +896,13 @@ class Admission:
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed"):
             return []  # finished where it ran: it holds nothing
+        if not phase:
+            # made with spec.nodeName: the API server stores it Pending, kube-scheduler never
+            # sees it and the node's kubelet starts it — bound there, as it is on a cluster
+            ctx.warn("spec.nodeName", str(node), "set without a status: read as bound to this "
+                     "node and starting (the scheduler skips such a pod); Tessera does not judge "
+                     "what the node's kubelet would (that the node exists and the pod fits it)")  # fmt: skip
+            phase = "Pending"
         # bound and Pending: starting (pulling its image); Unknown: its node stopped reporting,
         # and the pod may still run there, on its cards
         if phase not in ("Running", "Pending", "Unknown"):
@@ -1054,7 +1087,8 @@ class Admission:
             task = self._task(ctx, f"{path}.template", template, role=tname,
                               replicas=replicas, min_available=tmin, pod_names=(),
                               defaults=pod_defaults, counts_needed=False,
-                              job_class=str(spec.get("priorityClassName") or ""))  # fmt: skip
+                              job_class=str(spec.get("priorityClassName") or ""),
+                              job_queue=queue)  # fmt: skip
             task = TaskSpec(
                 **{
                     **_fields(task),

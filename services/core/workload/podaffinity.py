@@ -26,10 +26,12 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def pod_affinity(
-    affinity: Mapping[str, Any], path: str, namespace: str, labels: Mapping[str, str]
+    affinity: Mapping[str, Any], path: str, namespace: str, labels: Mapping[str, str],
+    per_pod: Mapping[str, str] | None = None,
 ) -> tuple[PodAffinity | None, list[Problem]]:
     """The pod's inter-pod affinity (None when it has none) and what is wrong with it; `path`
-    is the `...spec.affinity` field's."""
+    is the `...spec.affinity` field's, `labels` those the pod carries once made (a Volcano Job's
+    pods: its controller's too) and `per_pod` (merged_label_keys) keys that differ per pod."""
     problems: list[Problem] = []
     got: dict[str, tuple[PodAffinityTerm, ...]] = {}
     for field, required_key, preferred_key in (
@@ -42,7 +44,7 @@ def pod_affinity(
         base = f"{path}.{field}"
         hard = []
         for i, term in enumerate(_listed(raw.get(REQUIRED))):
-            one = _term(term, f"{base}.{REQUIRED}[{i}]", namespace, labels, problems)
+            one = _term(term, f"{base}.{REQUIRED}[{i}]", namespace, labels, problems, per_pod)
             if one is not None:
                 hard.append(one)
         soft = []
@@ -56,7 +58,7 @@ def pod_affinity(
                 problems.append((f"{where}.weight", invalid(weight, "must be in the range 1-100")))
                 weight = 0
             one = _term(weighted.get("podAffinityTerm"), f"{where}.podAffinityTerm", namespace,
-                        labels, problems)  # fmt: skip
+                        labels, problems, per_pod)  # fmt: skip
             if one is not None and weight:
                 soft.append(PodAffinityTerm(**{**_fields(one), "weight": weight}))
         got[required_key], got[preferred_key] = tuple(hard), tuple(soft)
@@ -85,7 +87,8 @@ def topology_key(raw: Mapping[str, Any], where: str, problems: list[Problem]) ->
     return key
 
 def _term(
-    raw: object, where: str, namespace: str, labels: Mapping[str, str], problems: list[Problem]
+    raw: object, where: str, namespace: str, labels: Mapping[str, str], problems: list[Problem],
+    per_pod: Mapping[str, str] | None = None,
 ) -> PodAffinityTerm | None:
     """One PodAffinityTerm; None when it is not a mapping (the rest is checked and kept: the
     pod is refused anyway when anything is wrong)."""
@@ -104,7 +107,7 @@ def _term(
             problems.append((f"{where}.namespace", invalid(n, msg)))
     if not namespaces and ns_selector is None:
         namespaces = (namespace,)
-    selector = merged_label_keys(raw, where, selector_raw, selector, labels, problems)
+    selector = merged_label_keys(raw, where, selector_raw, selector, labels, problems, per_pod)
     return PodAffinityTerm(topology_key=key, selector=selector, namespaces=namespaces,
                            namespace_selector=ns_selector)  # fmt: skip
 
@@ -152,19 +155,20 @@ def label_selector(
 def merged_label_keys(
     raw: Mapping[str, Any], where: str, selector_raw: object,
     selector: tuple[LabelRequirement, ...] | None, labels: Mapping[str, str],
-    problems: list[Problem],
+    problems: list[Problem], per_pod: Mapping[str, str] | None = None,
 ) -> tuple[LabelRequirement, ...] | None:  # fmt: skip
-    """matchLabelKeys / mismatchLabelKeys checked (validateMatchLabelKeysAndMismatchLabelKeys)
-    and merged into the selector for the keys the pod has, as the API server does."""
+    """matchLabelKeys / mismatchLabelKeys merged into the selector as the API server merges them
+    at creation (`key In (the pod's value)`, `key NotIn (...)`, for the keys the pod has), and
+    then checked as it checks the merged pod (validateMatchLabelKeysAndMismatchLabelKeys): a
+    matchLabelKeys key is refused when the merged selector holds it twice — in matchLabels, or
+    more than once in matchExpressions. A pod read back from the API server already holds what
+    the merge made: a requirement equal to the merge's is the merge's, and is not made twice.
+    `per_pod`: keys whose value differs from pod to pod of the task (the reason why), which one
+    selector for all of the task's pods cannot carry."""
     match = [str(k) for k in _listed(raw.get("matchLabelKeys"))]
     mismatch = [str(k) for k in _listed(raw.get("mismatchLabelKeys"))]
     if not match and not mismatch:
         return selector
-    in_selector: set[str] = set()
-    if isinstance(selector_raw, Mapping):
-        in_selector = {str(k) for k in (selector_raw.get("matchLabels") or {})}
-        in_selector |= {str(e.get("key")) for e in _listed(selector_raw.get("matchExpressions"))
-                        if isinstance(e, Mapping)}  # fmt: skip
     for field, keys in (("matchLabelKeys", match), ("mismatchLabelKeys", mismatch)):
         if not keys:
             continue
@@ -175,19 +179,34 @@ def merged_label_keys(
         for i, k in enumerate(keys):
             for msg in names.qualified_name(k):
                 problems.append((f"{where}.{field}[{i}]", invalid(k, msg)))
-            if k in in_selector:
-                problems.append((f"{where}.{field}[{i}]",
-                                 invalid(k, f"exists in both {field} and labelSelector")))  # fmt: skip
+            if per_pod and k in per_pod:
+                problems.append((f"{where}.{field}[{i}]", invalid(k, per_pod[k])))
+    if selector is None:
+        for i, k in enumerate(match):
+            if k in mismatch:
+                problems.append((f"{where}.matchLabelKeys[{i}]",
+                                 invalid(k, "exists in both matchLabelKeys and mismatchLabelKeys")))  # fmt: skip
+        return None
+    # label_selector lists matchLabels first, one requirement each, then the expressions
+    match_labels = selector_raw.get("matchLabels") if isinstance(selector_raw, Mapping) else None
+    seen = {str(k) for k in match_labels} if isinstance(match_labels, Mapping) else set()
+    expressions = selector[len(seen):]
+    merged = list(selector)
+    for keys, op in ((match, "In"), (mismatch, "NotIn")):
+        for k in keys:
+            if k in labels:
+                req = LabelRequirement(key=k, operator=op, values=(labels[k],))
+                if req not in expressions:  # stored by the API server: merged already
+                    merged.append(req)
+    # the merged selector as the API server validates it: matchLabels, then the expressions
+    position = {k: i for i, k in enumerate(match)}
+    for req in merged[len(seen):]:
+        if req.key in position and req.key in seen:
+            problems.append((f"{where}.matchLabelKeys[{position[req.key]}]",
+                             invalid(req.key, "exists in both matchLabelKeys and labelSelector")))  # fmt: skip
+        seen.add(req.key)
     for i, k in enumerate(match):
         if k in mismatch:
             problems.append((f"{where}.matchLabelKeys[{i}]",
                              invalid(k, "exists in both matchLabelKeys and mismatchLabelKeys")))  # fmt: skip
-    if selector is None:
-        return None
-    merged = list(selector)
-    merged += [
-        LabelRequirement(key=k, operator="In", values=(labels[k],)) for k in match if k in labels
-    ]
-    merged += [LabelRequirement(key=k, operator="NotIn", values=(labels[k],))
-               for k in mismatch if k in labels]  # fmt: skip
     return tuple(merged)

@@ -1,8 +1,10 @@
 """Kubernetes resource quantities → the integer units the scheduler counts in.
 
-Units (one convention for the whole core): CPU in milli-cores, memory in MiB (rounded up, so a
-request never shrinks), every other resource in milli-units (Volcano multiplies scalar
-resources by 1000; `pods` is a plain count).
+Units (one convention for the whole core): CPU in milli-cores, memory in MiB, every other
+resource in milli-units (Volcano multiplies scalar resources by 1000; `pods` is a plain count).
+Memory and ephemeral-storage are counted in bytes by kube: in MiB an ask is rounded up (a
+request never shrinks) and what holds asks — a node's allocatable, a quota's hard limit — down
+(`capacity_units`), so a pod Tessera fits is never one the kubelet or the API server refuses.
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ def memory_mib(raw: object) -> int:
     return math.ceil(parse_quantity(raw) / MIB)
 
 
+def memory_mib_down(raw: object) -> int:
+    """Bytes that hold asks in whole MiB: a node of `1000M` (953.67 MiB) holds 953, not 954."""
+    return math.floor(parse_quantity(raw) / MIB)
+
+
 def scalar_milli(raw: object) -> int:
     return math.ceil(parse_quantity(raw) * 1000)
 
@@ -82,6 +89,14 @@ def to_units(name: str, raw: object) -> int:
     if name == "pods":
         return math.ceil(parse_quantity(raw))
     return scalar_milli(raw)
+
+
+def capacity_units(name: str, raw: object) -> int:
+    """`to_units` for what holds asks (a node's allocatable, a quota's hard limit): byte amounts
+    rounded down to whole MiB where asks are rounded up."""
+    if name in ("memory", "ephemeral-storage"):
+        return memory_mib_down(raw)
+    return to_units(name, raw)
 
 
 def from_units(name: str, units: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from contracts.events import QuotaChanged
 from services.core.scheduling.quota import base_name
 from services.core.workload.fields import FREE, METADATA, Schema
-from services.core.workload.quantity import QuantityError, to_units
+from services.core.workload.quantity import QuantityError, capacity_units, to_units
 from services.core.workload.rejection import Rejection
 
 QUOTA_KIND = ("v1", "ResourceQuota")
@@ -27,8 +27,9 @@ QUOTA_KINDS: dict[tuple[str, str], Schema] = {
 
 
 def _amounts(
-    raw: object, path: str, kind_name: tuple[str, str], errors: list[Rejection]
+    raw: object, path: str, kind_name: tuple[str, str], errors: list[Rejection], limit: bool = False
 ) -> dict[str, int]:
+    """`limit`: amounts that hold asks (`spec.hard`), byte amounts rounded down (`capacity_units`)."""
     ns, name = kind_name
     if raw is None:
         return {}
@@ -39,7 +40,7 @@ def _amounts(
     out: dict[str, int] = {}
     for key, value in raw.items():
         try:
-            units = to_units(base_name(str(key)), value)
+            units = (capacity_units if limit else to_units)(base_name(str(key)), value)
         except QuantityError as exc:
             errors.append(
                 Rejection("ResourceQuota", ns, name, f"{path}[{key}]", str(value)[:64], str(exc))
@@ -64,7 +65,7 @@ def quota_event(
     errors: list[Rejection] = []
     if not isinstance(spec, Mapping):
         return None, [Rejection("ResourceQuota", ns, name, "spec", "", "must be a map")]
-    hard = _amounts(spec.get("hard"), "spec.hard", (ns, name), errors)
+    hard = _amounts(spec.get("hard"), "spec.hard", (ns, name), errors, limit=True)
     status = obj.get("status") or {}
     used = _amounts(status.get("used"), "status.used", (ns, name), errors) if with_status else {}
     if errors:

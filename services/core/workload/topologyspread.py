@@ -2,7 +2,8 @@
 
 The checks are the API server's (`validateTopologySpreadConstraints`), in its words; its
 defaults are applied (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore) and a constraint's
-`matchLabelKeys` become `key In (the pod's value)` in its selector, as kube-scheduler merges them.
+`matchLabelKeys` become `key In (the pod's value)` in its selector, as the API server merges them
+at creation (1.34+; kube-scheduler did before), checked by the same rule as affinity terms'.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ def _int(raw: object) -> int | None:
 
 
 def spread_constraints(
-    spec: Mapping[str, Any], path: str, labels: Mapping[str, str]
+    spec: Mapping[str, Any], path: str, labels: Mapping[str, str],
+    per_pod: Mapping[str, str] | None = None,
 ) -> tuple[tuple[SpreadConstraint, ...], list[Problem]]:
-    """The constraints in order and what is wrong with them (`path` is the pod's)."""
+    """The constraints in order and what is wrong with them (`path` is the pod's; `labels` and
+    `per_pod` as podaffinity.pod_affinity's)."""
     raw = spec.get("topologySpreadConstraints")
     out: list[SpreadConstraint] = []
     problems: list[Problem] = []
@@ -78,7 +81,7 @@ def spread_constraints(
             policies[field] = policy
         selector_raw = c.get("labelSelector")
         selector = label_selector(selector_raw, f"{where}.labelSelector", problems)
-        selector = merged_label_keys(c, where, selector_raw, selector, labels, problems)
+        selector = merged_label_keys(c, where, selector_raw, selector, labels, problems, per_pod)
         out.append(SpreadConstraint(
             max_skew=skew or 1, topology_key=key, when_unsatisfiable=action or "DoNotSchedule",
             selector=selector, min_domains=min_domains,

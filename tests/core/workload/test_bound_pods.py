@@ -1,7 +1,8 @@
 """A pod that names its node (`spec.nodeName`) is a placement admission takes as it is, by
 its phase: one that holds its node (Running; Pending while its images are pulled; Unknown while
 its node does not report) is booked where it is, a finished one holds nothing, and one without a
-phase — a file claiming a node nothing gave it — is refused, naming the field and the rule."""
+phase — made with `spec.nodeName`, which kube-scheduler skips and the node's kubelet starts — is
+booked there as starting, with a warning; an unknown phase is refused, naming the field and rule."""
 
 from __future__ import annotations
 
@@ -41,8 +42,15 @@ def test_a_finished_pod_holds_nothing_and_is_not_refused(phase: str) -> None:
     assert not w.rejections and not w.running and len(w.jobs) == 1
 
 
-def test_a_pod_claiming_a_node_without_a_phase_is_refused() -> None:
+def test_a_pod_made_with_its_node_and_no_phase_is_bound_there() -> None:
     w = bound("")
+    assert not w.rejections and [(p.pod, p.node) for p in w.running] == [("p", "n1")]
+    [warning] = w.warnings
+    assert (warning.path, warning.value) == ("spec.nodeName", "n1") and "kubelet" in warning.rule
+
+
+def test_a_pod_claiming_a_node_with_an_unknown_phase_is_refused() -> None:
+    w = bound("Weird")
     [r] = w.rejections
     assert (r.path, r.value) == ("spec.nodeName", "n1")
     assert "Pending, Running or Unknown" in r.rule and not w.jobs

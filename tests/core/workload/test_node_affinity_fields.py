@@ -73,3 +73,51 @@ def test_a_preferred_weight_outside_1_to_100_is_refused(weight: str) -> None:
     assert [r.line() for r in w.rejections] == [
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: "
         f"{weight}: must be in the range 1-100"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "line"),
+    [
+        ("{key: gen, operator: Gt, values: ['4', '9']}",
+         f"{TERMS}.matchExpressions[0].values: Required value: must be specified single value when "
+         "`operator` is 'Lt' or 'Gt'"),
+        ("{key: gen, operator: Lt}",
+         f"{TERMS}.matchExpressions[0].values: Required value: must be specified single value when "
+         "`operator` is 'Lt' or 'Gt'"),
+        ("{key: gen, operator: In}",
+         f"{TERMS}.matchExpressions[0].values: Required value: must be specified when `operator` is "
+         "'In' or 'NotIn'"),
+        ("{key: gen, operator: Exists, values: [x]}",
+         f"{TERMS}.matchExpressions[0].values: Forbidden: may not be specified when `operator` is "
+         "'Exists' or 'DoesNotExist'"),
+        ("{key: gen, operator: Near, values: [x]}",
+         f'{TERMS}.matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator'),
+    ],
+)  # fmt: skip
+def test_a_label_requirement_the_api_server_refuses_is_refused_in_its_words(expression: str, line: str) -> None:
+    w = run("{matchExpressions: [" + expression + "]}")
+    assert not w.jobs
+    assert [r.line() for r in w.rejections] == [line]
+
+
+def test_required_node_affinity_with_no_term_is_refused() -> None:
+    # ValidateNodeSelector; read as no terms it was no constraint and matched every node
+    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    for required in ("{nodeSelectorTerms: []}", "{}"):
+        w = admitted("{requiredDuringSchedulingIgnoredDuringExecution: " + required + "}")
+        assert [r.line() for r in w.rejections] == [
+            f"{where}: Required value: must have at least one node selector term"]
+    assert not run("{}").rejections  # an empty term is the API server's to accept: it matches no node
+
+
+def test_gt_and_lt_read_integers_as_go_parses_them() -> None:
+    # kube parses both sides with strconv.ParseInt(s, 10, 64): no "_", no spaces, no non-ASCII
+    # digits, nothing beyond int64 — a label it cannot parse matches neither Gt nor Lt
+    from services.core.scheduling.nodelabels import go_int, requirement_matches
+
+    gt = LabelRequirement(key="gen", operator="Gt", values=("4",))
+    assert requirement_matches(gt, {"gen": "5"}) and requirement_matches(gt, {"gen": "+50"})
+    for label in ("5_0", " 50", "50 ", "\u0665\u0660", "9223372036854775808", "5.0", ""):
+        assert not requirement_matches(gt, {"gen": label}), label
+    assert not requirement_matches(LabelRequirement(key="gen", operator="Lt", values=("1_0",)), {"gen": "5"})
+    assert (go_int("-9223372036854775808"), go_int("9223372036854775807")) == (-(2**63), 2**63 - 1)

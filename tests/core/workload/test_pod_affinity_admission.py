@@ -111,3 +111,73 @@ def test_a_bad_topology_key_or_namespace_is_refused() -> None:
 def test_a_mistyped_field_inside_a_term_is_an_unknown_field() -> None:
     got = reasons(anti("{labelSelector: {matchLabels: {app: web}}, topologyKy: zone}"))
     assert any(g.startswith(f"{BASE}.topologyKy") for g in got), got
+
+
+def job(term: str, labels: str = "{app: train}") -> str:
+    return ("{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, metadata: {name: jb, namespace: team},"
+            " spec: {queue: default, tasks: [{name: w, replicas: 2, template: {metadata: {labels: "
+            f"{labels}}}, spec: {{containers: [{{name: c, image: busybox}}], affinity: {anti(term)}}}}}}}]}}}}")  # fmt: skip
+
+
+def test_a_jobs_match_label_keys_merge_the_labels_its_controller_adds() -> None:
+    w = run(job("{labelSelector: {matchLabels: {app: train}}, matchLabelKeys: [volcano.sh/job-name,"
+                " volcano.sh/task-spec], mismatchLabelKeys: [volcano.sh/queue-name], topologyKey: zone}"))  # fmt: skip
+    assert not w.rejections, [r.line() for r in w.rejections]
+    pa = w.jobs[0].tasks[0].pod_affinity
+    assert pa is not None and pa.anti_affinity[0].selector == (
+        LabelRequirement(key="app", operator="In", values=("train",)),
+        LabelRequirement(key="volcano.sh/job-name", operator="In", values=("jb",)),
+        LabelRequirement(key="volcano.sh/task-spec", operator="In", values=("w",)),
+        LabelRequirement(key="volcano.sh/queue-name", operator="NotIn", values=("default",)),
+    )
+
+
+def test_a_jobs_template_may_not_name_the_per_pod_task_index() -> None:
+    # the API server merges each pod's own index; one selector for the task's pods cannot
+    w = run(job("{labelSelector: {matchLabels: {app: train}}, matchLabelKeys: [volcano.sh/task-index],"
+                " topologyKey: zone}"))  # fmt: skip
+    got = [r.line() for r in w.rejections]
+    where = "spec.tasks[0].template." + BASE
+    assert got == [f'{where}.matchLabelKeys[0]: Invalid value: "volcano.sh/task-index": differs from '
+                   "pod to pod of the task (the job controller numbers them); Tessera reads one "
+                   "selector for all of a task's pods, so it cannot merge this key: select by a "
+                   "label of the template instead"]  # fmt: skip
+    # a plain pod's own task-index label is one value: merged as any other
+    t = task(anti("{labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [version],"
+                  " topologyKey: zone}"))  # fmt: skip
+    assert t.pod_affinity is not None and len(t.pod_affinity.anti_affinity[0].selector) == 2
+
+
+def test_a_jobs_key_in_both_the_selector_and_match_label_keys_is_refused() -> None:
+    # the pods the controller makes carry job-name: the API server would refuse every one of them
+    got = [r.line() for r in run(job("{labelSelector: {matchLabels: {volcano.sh/job-name: jb}},"
+                                     " matchLabelKeys: [volcano.sh/job-name], topologyKey: zone}")).rejections]  # fmt: skip
+    assert got == [f'spec.tasks[0].template.{BASE}.matchLabelKeys[0]: Invalid value: '
+                   '"volcano.sh/job-name": exists in both matchLabelKeys and labelSelector']  # fmt: skip
+
+
+def test_a_pod_the_api_server_stored_with_its_keys_merged_is_read_as_stored() -> None:
+    # a Deployment's pod as the API server holds it: pod-template-hash already in matchExpressions
+    stored = anti("{labelSelector: {matchLabels: {app: web}, matchExpressions: [{key: version,"
+                  " operator: In, values: [v1]}]}, matchLabelKeys: [version], topologyKey: zone}")  # fmt: skip
+    t = task(stored)
+    assert t.pod_affinity is not None
+    assert t.pod_affinity.anti_affinity[0].selector == (  # not merged a second time
+        LabelRequirement(key="app", operator="In", values=("web",)),
+        LabelRequirement(key="version", operator="In", values=("v1",)),
+    )
+
+
+def test_a_key_in_the_selector_is_refused_only_when_the_merge_repeats_it() -> None:
+    # validateMatchLabelKeysAndMismatchLabelKeys judges the merged selector: a key in matchLabels
+    # the pod does not carry is not merged, so not repeated; mismatchLabelKeys are not held to it
+    task(anti("{labelSelector: {matchLabels: {absent: x}}, matchLabelKeys: [absent], topologyKey: zone}"))
+    t = task(anti("{labelSelector: {matchExpressions: [{key: version, operator: Exists}]},"
+                  " mismatchLabelKeys: [version], topologyKey: zone}"))  # fmt: skip
+    assert t.pod_affinity is not None and t.pod_affinity.anti_affinity[0].selector[-1] == (
+        LabelRequirement(key="version", operator="NotIn", values=("v1",)))
+    # a user's own expression on the key, beside the merged one: twice in matchExpressions
+    got = reasons(anti("{labelSelector: {matchExpressions: [{key: version, operator: NotIn,"
+                       " values: [v0]}]}, matchLabelKeys: [version], topologyKey: zone}"))  # fmt: skip
+    assert got == [f'{BASE}.matchLabelKeys[0]: Invalid value: "version": exists in both '
+                   "matchLabelKeys and labelSelector"]  # fmt: skip

@@ -61,3 +61,20 @@ def test_match_label_keys_need_a_selector() -> None:
                   " matchLabelKeys: [rev]}]")  # fmt: skip
     assert got == [f"{AT}[0].matchLabelKeys: Forbidden: must not be specified when labelSelector "
                    "is not set"]  # fmt: skip
+
+
+def test_match_label_keys_follow_the_affinity_rule_on_the_merged_selector() -> None:
+    # the API server merges a constraint's matchLabelKeys at creation (1.33+) and then judges
+    # the merged selector as it judges affinity terms: a stored pod, merged already, is read as is
+    w = run("[{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector:"
+            " {matchLabels: {app: web}, matchExpressions: [{key: rev, operator: In, values: [r1]}]},"
+            " matchLabelKeys: [rev]}]")  # fmt: skip
+    assert not w.rejections, [r.line() for r in w.rejections]
+    assert w.jobs[0].tasks[0].spread[0].selector == (
+        LabelRequirement(key="app", operator="In", values=("web",)),
+        LabelRequirement(key="rev", operator="In", values=("r1",)),
+    )
+    got = reasons("[{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule,"
+                  " labelSelector: {matchLabels: {rev: r1}}, matchLabelKeys: [rev]}]")  # fmt: skip
+    assert got == [f'{AT}[0].matchLabelKeys[0]: Invalid value: "rev": exists in both '
+                   "matchLabelKeys and labelSelector"]  # fmt: skip

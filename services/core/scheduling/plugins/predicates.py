@@ -8,12 +8,13 @@ Resource fit runs first in the actions, on FutureIdle, as Volcano's allocate doe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from contracts.workloads import HostPort
 from services.core.scheduling.config import PluginConf
 from services.core.scheduling.interpod import AFFINITY, PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
-from services.core.scheduling.nodelabels import node_affine, untolerated
+from services.core.scheduling.nodelabels import node_affine, tolerates, untolerated
 from services.core.scheduling.session import Session
 from services.core.scheduling.snapshot import RELEASING
 from services.core.scheduling.status import Status, unresolvable, unschedulable
@@ -94,6 +95,9 @@ class PredicatesPlugin:
         self, task: TaskInfo, node: NodeInfo, future: bool, without: Sequence[TaskInfo]
     ) -> Status | None:
         spec = task.spec
+        if self.taints and _cordoned(spec.tolerations, node.taints):
+            # kube-scheduler's NodeUnschedulable, which Volcano's predicates run first
+            return unresolvable(self.name, UNSCHEDULABLE)
         if self.affinity and not node_affine(spec, node.labels, node.name):
             return unresolvable(self.name, NODE_AFFINITY)
         if self.taints:
@@ -120,3 +124,15 @@ class PredicatesPlugin:
             if why:  # a missing topology label no eviction adds; a skew evicting may mend
                 return (unresolvable if why == MISSING_LABEL else unschedulable)(self.name, why)
         return None
+
+
+#: kube-scheduler's NodeUnschedulable words for a cordoned node (`spec.unschedulable`, which
+#: Tessera holds as the taint the node lifecycle controller puts on it)
+UNSCHEDULABLE = "node(s) were unschedulable"
+CORDON_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _cordoned(tolerations: Sequence[Any], taints: Sequence[tuple[str, str, str]]) -> bool:
+    return any(key == CORDON_TAINT and effect == "NoSchedule"
+               and not any(tolerates(t, key, value, effect) for t in tolerations)
+               for key, value, effect in taints)  # fmt: skip

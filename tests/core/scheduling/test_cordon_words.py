@@ -1,0 +1,28 @@
+"""A cordoned node (`spec.unschedulable`, held as the node.kubernetes.io/unschedulable taint) is
+refused in kube-scheduler's NodeUnschedulable words, which Volcano's predicates check before
+node affinity and taints: it read as an untolerated taint; a pod tolerating the taint may go."""
+
+from __future__ import annotations
+
+from services.core.scheduling.config import DEFAULT_CONF
+from tests.core.scheduling.scenarios import Scenario, check_core, run_core
+
+CORDONED = {"name": "n1", "cpu": 4, "memory": "8Gi",
+            "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}  # fmt: skip
+POD = ("{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: default}, spec: {containers:"
+       " [{name: c, image: busybox, resources: {requests: {cpu: 1}}}]%s}}")  # fmt: skip
+
+
+def scenario(tolerations: str, expect: dict) -> Scenario:
+    return Scenario("inline", "cordon", DEFAULT_CONF, {"nodes": [CORDONED]}, POD % tolerations, expect)
+
+
+def test_a_cordoned_node_reads_as_unschedulable() -> None:
+    sc = scenario("", {"bound": {}, "reasons": {"default/p": "1 node(s) were unschedulable"}})
+    check_core(sc, run_core(sc))
+
+
+def test_a_pod_tolerating_the_cordon_may_go_there() -> None:
+    tolerate = ", tolerations: [{key: node.kubernetes.io/unschedulable, operator: Exists, effect: NoSchedule}]"
+    sc = scenario(tolerate, {"bound": {"default/p": "n1"}})
+    check_core(sc, run_core(sc))
