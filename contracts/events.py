@@ -411,6 +411,8 @@ class ClaimChanged(Event, frozen=True, tag="ClaimChanged"):
     phase: str = "Pending"  # status.phase: Pending | Bound | Lost
     selected_node: str = ""  # volume.kubernetes.io/selected-node (WaitForFirstConsumer)
     deleting: bool = False  # metadata.deletionTimestamp is set
+    #: spec.accessModes: ReadWriteOncePod lets one pod of the whole cluster use it at a time
+    access_modes: tuple[str, ...] = ()
 
 
 class VolumeChanged(Event, frozen=True, tag="VolumeChanged"):
