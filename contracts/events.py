@@ -411,6 +411,8 @@ class ClaimChanged(Event, frozen=True, tag="ClaimChanged"):
     phase: str = "Pending"  # status.phase: Pending | Bound | Lost
     selected_node: str = ""  # volume.kubernetes.io/selected-node (WaitForFirstConsumer)
     deleting: bool = False  # metadata.deletionTimestamp is set
+    #: spec.accessModes: ReadWriteOncePod lets one pod of the whole cluster use it at a time
+    access_modes: tuple[str, ...] = ()
 
 
 class VolumeChanged(Event, frozen=True, tag="VolumeChanged"):
@@ -479,6 +481,22 @@ class HyperNodeDeleted(Event, frozen=True, tag="HyperNodeDeleted"):
     name: str
 
 
+# --- Namespaces: their labels, which a pod affinity term's namespaceSelector reads ------------
+
+
+class NamespaceChanged(Event, frozen=True, tag="NamespaceChanged"):
+    """A Namespace's labels as they are now (admitted from `tessera apply` or the API server),
+    `kubernetes.io/metadata.name` among them as the API server always sets it. A namespace the
+    log has no event of is taken to have that label only."""
+
+    name: str
+    labels: dict[str, str] = {}
+
+
+class NamespaceDeleted(Event, frozen=True, tag="NamespaceDeleted"):
+    name: str
+
+
 # --- PodDisruptionBudgets (policy/v1): the victims preemption and reclaim may take -------------
 
 
@@ -540,4 +558,6 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     HyperNodeDeleted,
     DisruptionBudgetChanged,
     DisruptionBudgetDeleted,
+    NamespaceChanged,
+    NamespaceDeleted,
 )

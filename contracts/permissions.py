@@ -29,7 +29,7 @@ from contracts.subjects import Subjects
 
 #: The aggregate kinds each service appends to (token 3 of `<root>.ev.<kind>.…`).
 APPENDS: dict[str, tuple[str, ...]] = {
-    "admission": ("queue", "pc", "job", "quota", "topo", "pdb"),  # QueueCreated/Updated/…, PriorityClassCreated, JobSubmitted/Updated, QuotaChanged, HyperNodeChanged, DisruptionBudgetChanged
+    "admission": ("queue", "pc", "job", "quota", "topo", "pdb", "ns"),  # QueueCreated/Updated/…, PriorityClassCreated, JobSubmitted/Updated, QuotaChanged, HyperNodeChanged, DisruptionBudgetChanged, NamespaceChanged
     "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
     "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
     "allocator": ("card", "job", "vol"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed; ClaimChanged…

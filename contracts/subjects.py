@@ -122,6 +122,13 @@ class Subjects:
 
     def all_budgets(self) -> str:
         return f"{self.root}.ev.pdb.>"
+    def namespace(self, name: str) -> str:
+        """A Namespace's labels (`NamespaceChanged` / `NamespaceDeleted`)."""
+        return f"{self.root}.ev.ns.{escape(name)}"
+
+    def all_namespaces(self) -> str:
+        return f"{self.root}.ev.ns.>"
+
     def hypernode(self, name: str) -> str:
         """A HyperNode (`HyperNodeChanged` / `HyperNodeDeleted`)."""
         return f"{self.root}.ev.topo.{escape(name)}"
@@ -185,6 +192,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.StorageClassChanged,), lambda s, e: s.storage("sc", e.name)),
         ((ev.StorageDeleted,), lambda s, e: s.storage(e.kind, e.name, e.namespace)),
         ((ev.HyperNodeChanged, ev.HyperNodeDeleted), lambda s, e: s.hypernode(e.name)),
+        ((ev.NamespaceChanged, ev.NamespaceDeleted), lambda s, e: s.namespace(e.name)),
         ((ev.CardRegistered,), lambda s, e: s.card(e.card.node, e.card.uuid)),
         ((ev.SliceReserved, ev.SliceReleased, ev.CardHealthChanged, ev.CardRetired),
          lambda s, e: s.card(e.node, e.card)),

@@ -566,6 +566,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "claims_path": ("", "persistentvolumeclaims"), "volumes_path": ("", "persistentvolumes"),
                 "STORAGE_CLASSES": ("storage.k8s.io", "storageclasses"),
                 "secret_path": ("", "secrets"), "quotas_path": ("", "resourcequotas"),
+                "namespaces_path": ("", "namespaces"),
                 "pdbs_path": ("policy", "poddisruptionbudgets"),
                 "hypernodes_path": ("topology.volcano.sh", "hypernodes"),
                 "jobflows_path": ("flow.volcano.sh", "jobflows"), "jobtemplates_path": ("flow.volcano.sh", "jobtemplates"),
@@ -573,7 +574,7 @@ PATH_HELPERS = {"pods_path": ("", "pods"), "nodes_path": ("", "nodes"),
                 "daemonsets_path": ("apps", "daemonsets"), "batchjobs_path": ("batch", "jobs"),
                 "configmaps_path": ("", "configmaps"), "services_path": ("", "services"),
                 "networkpolicies_path": ("networking.k8s.io", "networkpolicies")}  # fmt: skip
-CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path")  # the name comes first, then the subresource
+CLUSTER_SCOPED = ("nodes_path", "queues_path", "volumes_path", "hypernodes_path", "namespaces_path")  # the name comes first, then the subresource
 KUBE_CALLS = {"get", "create", "patch", "delete", "delete_this", "watch", "request"}
 Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -709,6 +710,7 @@ def test_the_code_reading_finds_the_edges_calls() -> None:
     assert ("", "persistentvolumeclaims", "patch") in rules["allocator"]  # selected-node (issue 22)
     assert ("storage.k8s.io", "storageclasses", "watch") in rules["allocator"]
     assert ("", "resourcequotas", "watch") in rules["admission"]  # namespace quotas (issue 25)
+    assert ("", "namespaces", "watch") in rules["admission"]  # their labels (namespaceSelector)
 
 
 @needs_helm

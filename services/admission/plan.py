@@ -30,6 +30,8 @@ from contracts.events import (
     JobRejected,
     JobSubmitted,
     JobUpdated,
+    NamespaceChanged,
+    NamespaceDeleted,
     NodeRegistered,
     PlacementProposed,
     PriorityClassCreated,
@@ -96,6 +98,8 @@ class Known:
     quotas: dict[tuple[str, str], tuple[QuotaChanged | None, int]] = field(default_factory=dict)
     #: each HyperNode's last event (changed or deleted) and its subject's sequence
     hypernodes: dict[str, tuple[HyperNodeChanged | HyperNodeDeleted, int]] = field(default_factory=dict)
+    #: each Namespace's last event (its labels, or deleted) and its subject's sequence
+    namespaces: dict[str, tuple[NamespaceChanged | NamespaceDeleted, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +304,14 @@ def plan_documents(
             writes.append(Write(len(results), "HyperNode", ("", hn.name), hn, last[1] if last else 0))
             configured = last is not None and isinstance(last[0], HyperNodeChanged)
             results.append(_result("HyperNode", "", hn.name, CONFIGURED if configured else ACCEPTED))
+    for ns in workload.namespaces:  # its labels each time: a change replaces them
+        last_ns = known.namespaces.get(ns.name)
+        if last_ns is not None and last_ns[0] == ns:
+            results.append(_result("Namespace", "", ns.name, UNCHANGED))
+        elif fits("Namespace", "", ns.name, ns):
+            writes.append(Write(len(results), "Namespace", ("", ns.name), ns, last_ns[1] if last_ns else 0))
+            had = last_ns is not None and isinstance(last_ns[0], NamespaceChanged)
+            results.append(_result("Namespace", "", ns.name, CONFIGURED if had else ACCEPTED))
     for obj in workload.storage:  # accepted by simulate only: never silently dropped here
         kind = STORAGE_KIND_OF[type(obj).__name__]
         ns = getattr(obj, "namespace", "")
@@ -419,6 +431,8 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
                 known.queues[event.spec.name] = replace(q, spec=event.spec, seq=seq)
         case HyperNodeChanged() | HyperNodeDeleted():
             known.hypernodes[event.name] = (event, seq)
+        case NamespaceChanged() | NamespaceDeleted():
+            known.namespaces[event.name] = (event, seq)
         case QueueDeleted():
             known.queues.pop(event.queue, None)
             known.deleted_queues[event.queue] = seq

@@ -19,7 +19,8 @@ class KnownFold:
     def __init__(self, subjects: Subjects, types: frozenset[str], keep_finished: int) -> None:
         self.subjects = subjects
         self.patterns = (subjects.all_priority_classes(), subjects.all_queues(), subjects.all_jobs(),
-                         subjects.all_nodes(), subjects.all_quotas(), subjects.all_hypernodes())  # fmt: skip
+                         subjects.all_nodes(), subjects.all_quotas(), subjects.all_hypernodes(),
+                         subjects.all_namespaces())  # fmt: skip
         self.types: frozenset[str] | None = types
         self.keep_finished = keep_finished
 

@@ -46,6 +46,8 @@ from contracts.events import (
     JobRejected,
     JobSubmitted,
     JobUpdated,
+    NamespaceChanged,
+    NamespaceDeleted,
     NodeRegistered,
     PriorityClassCreated,
     QueueCreated,
@@ -91,6 +93,8 @@ _IDS = RandomIdGenerator()  # a job's own trace id where no span is made (`admit
 FOLDED: tuple[type[Event], ...] = (
     HyperNodeChanged,
     HyperNodeDeleted,
+    NamespaceChanged,
+    NamespaceDeleted,
     PriorityClassCreated,
     QueueCreated,
     QueueStateChanged,
@@ -142,6 +146,7 @@ class AdmissionService:
                 self.subjects.all_nodes(),
                 self.subjects.all_quotas(),
                 self.subjects.all_hypernodes(),
+                self.subjects.all_namespaces(),
             ],
             handlers=handlers,
         )
@@ -261,6 +266,21 @@ class AdmissionService:
             res = await self.service.publish(out)
             if isinstance(res, Conflict):
                 raise TransientError(f"HyperNode {name} changed while being deleted")
+            self._fold(getattr(res, "seq", 0), out.subject, event)
+            return True
+
+    async def delete_namespace(self, name: str) -> bool:
+        """A Namespace gone from the API server: `NamespaceDeleted` (once)."""
+        async with self._lock:
+            last = self.known.namespaces.get(name)
+            if last is None or isinstance(last[0], NamespaceDeleted):
+                return False
+            subject = self.subjects.namespace(name)
+            event = NamespaceDeleted(name=name)
+            out = Outgoing(subject, event, last[1], f"delete:namespace:{name}:{last[1]}")
+            res = await self.service.publish(out)
+            if isinstance(res, Conflict):
+                raise TransientError(f"Namespace {name} changed while being deleted")
             self._fold(getattr(res, "seq", 0), out.subject, event)
             return True
 

@@ -547,6 +547,11 @@ def nodes_path(name: str = "") -> str:
     return f"/api/v1/nodes/{name}" if name else "/api/v1/nodes"
 
 
+def namespaces_path(name: str = "") -> str:
+    """Namespaces (cluster-scoped): their labels, which pod affinity's namespaceSelector reads."""
+    return f"/api/v1/namespaces/{name}" if name else "/api/v1/namespaces"
+
+
 def events_path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/events" + (f"/{name}" if name else "")
 

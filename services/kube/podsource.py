@@ -18,7 +18,9 @@ minMember, and pods naming it after it was admitted, or deleted from it): an all
 its job's `JobUpdated`, any other gets a Warning Event naming the rule (the job runs on as
 admitted); each version once. HyperNodes (`topology.volcano.sh`) are judged as `tessera apply`
 judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDeleted`, a refusal
-a Warning Event on the object. Pods and PodGroups the job controller made
+a Warning Event on the object. Namespaces likewise: their labels are each one's
+`NamespaceChanged` (what a pod affinity term's namespaceSelector selects), a deletion
+`NamespaceDeleted`. Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job — a Job once its pods are gone from the API server (they hold their cards while
@@ -49,6 +51,7 @@ from services.kube.client import (
     KubeError,
     batchjobs_path,
     daemonsets_path,
+    namespaces_path,
     next_retry,
     pods_path,
     replicasets_path,
@@ -120,17 +123,22 @@ class PodSource:
                 synced.set()
 
     async def _feed_all(self) -> None:
-        """PriorityClasses, Queues and HyperNodes are listed before the first pod or job, so an
-        object naming one is judged with it, and a gang asking for a network topology is in the
-        log after the HyperNodes there were when Tessera started (a session seeing the job
-        without them placed a hard gang across super-pods). A resource the server does not
-        serve (a CRD not installed) is not waited for."""
-        ready = pcs, queues, hypernodes = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        """PriorityClasses, Queues, HyperNodes and Namespaces are listed before the first pod or
+        job, so an object naming one is judged with it, and a gang asking for a network
+        topology is in the log after the HyperNodes there were when Tessera started (a session
+        seeing the job without them placed a hard gang across super-pods) — and a pod whose
+        anti-affinity selects namespaces by label after those labels (a session without them
+        placed it beside the pod it must avoid). A resource the server does not serve (a CRD
+        not installed) is not waited for."""
+        ready = pcs, queues, hypernodes, namespaces = (asyncio.Event(), asyncio.Event(), asyncio.Event(),
+                                                       asyncio.Event())  # fmt: skip
         first = [  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
             asyncio.create_task(self._feed("priorityclass", Reflector(self.kube, PRIORITY_CLASSES, missing=pcs), pcs)),
             asyncio.create_task(self._feed("queue", Reflector(self.kube, queues_path(), missing=queues), queues)),
             asyncio.create_task(self._feed("hypernode", Reflector(self.kube, hypernodes_path(), missing=hypernodes),
-                                           hypernodes))]  # fmt: skip
+                                           hypernodes)),
+            asyncio.create_task(self._feed("namespace", Reflector(self.kube, namespaces_path(), missing=namespaces),
+                                           namespaces))]  # fmt: skip
         later: list[asyncio.Task[None]] = []
         try:
             with contextlib.suppress(TimeoutError):  # one the server refuses must not stall pods
@@ -558,6 +566,15 @@ class PodSource:
                                  "metadata": {"name": name}, "spec": obj.get("spec") or {}})  # fmt: skip
                     others[("HyperNode", "", name)] = obj
                 continue
+            if what == "namespace":
+                meta = volcano.meta(ch.obj)
+                name = str(meta.get("name") or "")
+                if ch.kind == "delete":
+                    await self.admission.delete_namespace(name)
+                else:  # its labels only: the rest is the API server's
+                    docs.append({"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": name, "labels": dict(meta.get("labels") or {})}})  # fmt: skip
+                continue
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None:
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
@@ -599,6 +616,10 @@ class PodSource:
         for res in results:
             if res.outcome == REJECTED and any(CONCURRENT in r for r in res.reasons) \
                     and self._judge_again(res.kind, res.namespace, res.name, objs, others):  # fmt: skip
+                continue
+            if res.kind == "Namespace":
+                if res.outcome == REJECTED:  # labels the API server took: nothing to say on it
+                    log.warning("Namespace %s not read: %s", res.name, "; ".join(res.reasons))
                 continue
             if res.kind == "HyperNode":
                 if res.outcome == REJECTED and (obj := others.get(("HyperNode", "", res.name))) is not None:

@@ -30,9 +30,10 @@ class StoredView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 #: bumped when `SchedulerView.apply` folds some log differently (2: a job's second proposal
-#: while one is outstanding is not booked; 3: a BindingFailed with a retry holds its job back):
-#: a snapshot folded by older rules is not resumed
-FOLD_RULES = 3
+#: while one is outstanding is not booked; 3: a BindingFailed with a retry holds its job back;
+#: 4: a Namespace's labels, in the projection, lift refusals): a snapshot folded by older rules
+#: is not resumed
+FOLD_RULES = 4
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(StoredView)

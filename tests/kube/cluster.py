@@ -60,6 +60,7 @@ VOLCANO_KINDS: dict[str, dict[str, Any]] = {
 CRD_DIR = Path(__file__).resolve().parents[2] / "charts" / "tessera" / "files" / "crds"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 NAMESPACES = "/api/v1/namespaces"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 #: the allocatable ephemeral-storage a harness node reports (a kubelet reports its root disk)
 EPHEMERAL_STORAGE = "100Gi"
 
@@ -128,7 +129,7 @@ class Cluster:
         """The namespace's PodSecurity admission enforces `level` from now on (None: nothing), as
         its `pod-security.kubernetes.io/enforce` label makes a real API server do: a pod it
         refuses is a 403 Forbidden whose message names the pod and every rule it breaks. The
-        emulator (which keeps no Namespace objects) knows `restricted` only, and of it the
+        emulator (which reads no Namespace labels for it) knows `restricted` only, and of it the
         checks a pod without a securityContext fails (`pod_security_refusal`)."""
         if self.kind == "kmock":
             assert level in ("restricted", None), "the emulator models the restricted level only"
@@ -144,7 +145,7 @@ class Cluster:
 
     async def _namespace(self, namespace: str) -> None:
         """The Namespace made on a real API server, which refuses objects in one that does not
-        exist (the emulator keeps no Namespace objects)."""
+        exist (the emulator needs none: it serves Namespaces but does not require them)."""
         if self.kind == "kmock":
             return
         try:
@@ -294,6 +295,34 @@ def _fast_contains(original: Any) -> Any:
         return bool(original(self, item))
 
     return contains
+
+
+def _namespace_paths(original: Any) -> Any:
+    """`/api/v1/namespaces` and `/api/v1/namespaces/<name>` as the cluster-scoped resource they
+    are: kmock reads every `namespaces/<x>` as the namespace of a resource to come, so it served
+    no Namespace object (a list failed outright)."""
+    from kmock._internal.parsing import ParsedPath
+
+    def parse(path: str) -> Any:
+        parts = path.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) in (3, 4):
+            return ParsedPath("", "v1", "namespaces", None, parts[3] if len(parts) == 4 else None, None)
+        return original(path)
+
+    return parse
+
+
+def _namespace_labels(request: Any) -> None:
+    """What the API server does to every Namespace written: its `kubernetes.io/metadata.name`
+    label is its name, whatever was sent."""
+    meta = request.data.get("metadata") if isinstance(request.data, dict) else None
+    if request.resource is None or (request.resource.group or "", request.resource.plural) != ("", "namespaces") \
+            or request.action not in (kmock.action.CREATE, kmock.action.UPDATE) or not isinstance(meta, dict):  # fmt: skip
+        return
+    name = request.name or meta.get("name")
+    if name and (request.action == kmock.action.CREATE or "labels" in meta):
+        labels = meta.get("labels")
+        meta["labels"] = {**(labels if isinstance(labels, dict) else {}), NAMESPACE_NAME_LABEL: name}
 
 
 def _named_on_create(request: Any) -> None:
@@ -568,6 +597,9 @@ def emulator() -> Any:
     from kmock._internal import dsl
 
     if not getattr(dsl.View, "_tessera_fast", False):
+        from kmock._internal import parsing
+
+        parsing.parse_path = _namespace_paths(parsing.parse_path)
         dsl.View.__contains__ = _fast_contains(dsl.View.__contains__)  # type: ignore[method-assign]
         dsl.View._tessera_fast = True  # type: ignore[attr-defined]
         emu = kmock.KubernetesEmulator
@@ -592,6 +624,7 @@ def emulator() -> Any:
 
         async def _handle(self, request: Any) -> Any:
             _named_on_create(request)
+            _namespace_labels(request)
             _as_subresources_serve(request)
             rules: ServerRules = self._tessera_rules
             res = request.resource
@@ -961,7 +994,8 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                                                       "code": 201})  # a fresh response: kmock keeps the last one it served
 
         km["post", kmock.subresource("binding")] << binding
-        for res in ("v1/pods", "v1/nodes", "v1/events", "v1/namespaces",
+        km.resources["v1/namespaces"] = {"kind": "Namespace", "namespaced": False}
+        for res in ("v1/pods", "v1/nodes", "v1/events",
                     "scheduling.k8s.io/v1/priorityclasses", "v1/persistentvolumeclaims",
                     "v1/persistentvolumes", "storage.k8s.io/v1/storageclasses", "v1/resourcequotas",
                     "policy/v1/poddisruptionbudgets", "apps/v1/statefulsets", "apps/v1/replicasets",

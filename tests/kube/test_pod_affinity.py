@@ -13,7 +13,7 @@ from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.status import scheduled_condition
-from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.cluster import NAMESPACES, Cluster, Kubelet
 from tests.kube.test_volcano import volcano_served
 from tests.processes import wait_until
 
@@ -150,3 +150,67 @@ async def test_other_schedulers_pods_count_for_affinity_and_keep_their_anti_affi
             assert kpods.node_name(ps["web"]) in ("small-1", "small-2"), kpods.node_name(ps["web"])
         finally:
             await asyncio.to_thread(cp.stop)
+
+
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+
+
+async def test_namespace_labels_from_the_api_server_select_the_pods_a_term_reads(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The review's case on a cluster: Namespace `team` is labelled team=db; a default-scheduler
+    pod app=db runs there on small-2. Tessera's `x`, held to small-2, with required
+    anti-affinity to app=db in namespaces labelled team=db, waits (it was placed beside it);
+    `y`, with required affinity to app=db in namespaces labelled zone=east, waits until the
+    Namespace is labelled so (kubectl label ns team zone=east), then runs on small-2."""
+    for name in ("small-1", "small-2"):
+        await cluster.create_node(name, cpu="4")
+    await cluster.kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "team", "labels": {"team": "db"}}})  # fmt: skip
+    db = other_schedulers_pod("db", "small-2", {"app": "db"})
+    db["metadata"]["namespace"] = "team"
+    await cluster.create_pod(db)
+
+    def term(ns_labels: dict[str, str]) -> dict[str, Any]:
+        return {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname",
+                "namespaceSelector": {"matchLabels": ns_labels}}  # fmt: skip
+
+    x = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "default"},
+         "spec": {"schedulerName": "volcano", "nodeSelector": {"kubernetes.io/hostname": "small-2"},
+                  "containers": [{"name": "c", "image": "busybox", "resources": REQUESTS}],
+                  "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"team": "db"})]}}}}  # fmt: skip
+    y = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "y", "namespace": "default"},
+         "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox", "resources": REQUESTS}],
+                  "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"zone": "east"})]}}}}  # fmt: skip
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(x)
+            await cluster.create_pod(y)
+
+            async def pods() -> dict[str, dict[str, Any]]:
+                return {p["metadata"]["name"]: p for p in await cluster.pods()}
+
+            def waits(p: dict[str, Any], reason: str) -> bool:
+                cond = scheduled_condition(p) or {}
+                return cond.get("status") == "False" and reason in str(cond.get("message"))
+
+            async def both_wait() -> bool:
+                ps = await pods()
+                return waits(ps.get("x", {}), ANTI_AFFINITY) and waits(ps.get("y", {}), AFFINITY)
+
+            await wait_until(both_wait, 90, "x waiting on its anti-affinity, y on its affinity")
+            await cluster.kube.patch(f"{NAMESPACES}/team", {"metadata": {"labels": {"zone": "east"}}})
+
+            async def y_runs() -> bool:
+                return kpods.phase((await pods()).get("y", {})) == "Running"
+
+            await wait_until(y_runs, 90, "y Running once its namespace is labelled")
+            ps = await pods()
+            assert kpods.node_name(ps["y"]) == "small-2"
+            assert not kpods.node_name(ps["x"]) and waits(ps["x"], ANTI_AFFINITY)
+        finally:
+            await asyncio.to_thread(cp.stop)
+    if cluster.kind == "kmock":
+        assert "x" not in {b["pod"] for b in cluster.bindings}

@@ -566,3 +566,27 @@ async def test_a_pod_in_its_grace_period_stays_through_updates_until_the_kubelet
         "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
         "preconditions": {"uid": held["metadata"]["uid"]}})  # fmt: skip
     assert await cluster.pod("default", "stopping") is None
+
+
+async def test_namespaces_are_listed_and_watched_with_their_name_label(cluster: Cluster) -> None:
+    """A Namespace is a cluster-scoped object with labels; the API server gives each the label
+    `kubernetes.io/metadata.name` = its name (over any other value), and a label change is a
+    MODIFIED event on a watch of namespaces."""
+    name = "ns-rules"
+    await cluster.kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": name, "labels": {"team": "db"}}})  # fmt: skip
+    listed = await cluster.kube.get(NAMESPACES)
+    ns = next(o for o in listed["items"] if o["metadata"]["name"] == name)
+    assert ns["metadata"]["labels"] == {"team": "db", "kubernetes.io/metadata.name": name}
+    version = listed["metadata"]["resourceVersion"]
+    await cluster.kube.patch(f"{NAMESPACES}/{name}", {"metadata": {"labels": {
+        "zone": "east", "kubernetes.io/metadata.name": "other"}}})  # fmt: skip
+    got = await cluster.kube.get(f"{NAMESPACES}/{name}")
+    assert got["metadata"]["labels"] == {"team": "db", "zone": "east", "kubernetes.io/metadata.name": name}
+    seen: list[tuple[str, dict[str, str]]] = []
+    async for ev in cluster.kube.watch(NAMESPACES, {"resourceVersion": version, "timeoutSeconds": "5"},
+                                       read_timeout=10):  # fmt: skip
+        if ev["object"]["metadata"]["name"] == name:
+            seen.append((ev["type"], ev["object"]["metadata"]["labels"]))
+            break
+    assert seen == [("MODIFIED", got["metadata"]["labels"])]

@@ -44,7 +44,14 @@ from services.core.scheduling.plugins.predicates import NODE_AFFINITY, NODE_PORT
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 from services.core.scheduling.volumes import PLUGIN as VOLUMES
-from services.core.scheduling.volumes import held_words
+from services.core.scheduling.volumes import (
+    READ_WRITE_ONCE_POD,
+    RESTRICTIONS,
+    RWOP_CONFLICT,
+    held_words,
+    restriction_words,
+    shared_within,
+)
 
 #: groups an event keeps (largest first) and node names per group: the event stays small
 MAX_GROUPS = 8
@@ -125,6 +132,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_spread = _spread_words(ssn, task, node)
         if got_spread is not None:
             return got_spread
+    if status.plugin == RESTRICTIONS:
+        got_claim = restriction_words(ssn, task)
+        if got_claim is not None:
+            return NodeWords(RESTRICTIONS, got_claim[0], got_claim[1], 1.0)
     if status.plugin == VOLUMES and task.volume is not None:
         conflict = task.volume.conflict(node)
         if conflict is not None:
@@ -540,6 +551,16 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
     if claims:  # PreFilter: no node is looked at while a claim is missing or unbound
         words, unblock = held_words(min(claims, key=lambda t: t.pod))
         return Explanation(words, VOLUMES, unblock=unblock)
+    shared = shared_within(job.tasks.values(), job.min_available)
+    if shared is not None:  # no node, share or eviction can ever place such a gang whole
+        claim, pods = shared
+        return Explanation(
+            f"pods {', '.join(pods)} of the gang all use PersistentVolumeClaim {claim}, whose "
+            f"access mode is {READ_WRITE_ONCE_POD}: one pod at a time may use it, and the gang "
+            f"needs {job.min_available} pods at once ({RWOP_CONFLICT})", RESTRICTIONS,
+            unblock="give each pod a claim of its own (a StatefulSet's volumeClaimTemplates), "
+            "use ReadWriteOnce or ReadWriteMany, or lower the job's minAvailable",
+        )  # fmt: skip
     if job.why and job.phase == "Pending" and job.why_plugin == QUOTA_PLUGIN:
         # its namespace's ResourceQuota holds it at enqueue, whatever the nodes would say
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)

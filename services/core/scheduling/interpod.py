@@ -16,9 +16,13 @@ per topology domain are computed per group, not per pod, and kept until the sess
 When no pod of the session has a term, none of this is built: `active` is False and every
 check returns at once.
 
-Namespaces are known by name only: a term's non-empty `namespaceSelector` is matched against
-the one label every namespace has, `kubernetes.io/metadata.name`; a selector on other namespace
-labels selects nothing (the log carries no Namespace objects).
+A term's `namespaceSelector` is matched against the labels of the namespace of the pod it
+looks at, as the log holds them (`NamespaceChanged`: `tessera apply`, simulate's workloads, the
+API server's Namespaces); it is ORed with the term's `namespaces`, `{}` selects every
+namespace, and a namespace the log has no labels of has the one label every namespace has,
+`kubernetes.io/metadata.name`. The same holds for the terms of pods already placed (their
+anti-affinity keeps a pod out when its namespace's labels are selected). The labels are the
+snapshot's, so a label changed on a namespace is what the next session reads.
 """
 
 from __future__ import annotations
@@ -66,12 +70,25 @@ def selects(selector: Sequence[LabelRequirement] | None, labels: Mapping[str, st
     return True
 
 
-def term_matches(term: PodAffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:
-    """kube's AffinityTerm.Matches: the pod's namespace is one of the term's (or its
-    namespaceSelector selects it) and the label selector selects the pod."""
+NO_NAMESPACES: Mapping[str, Mapping[str, str]] = {}
+
+
+def namespace_labels(namespaces: Mapping[str, Mapping[str, str]], name: str) -> Mapping[str, str]:
+    """A namespace's labels (the snapshot's), or its name label alone when the log has none."""
+    got = namespaces.get(name)
+    return got if got is not None else {NAMESPACE_NAME_LABEL: name}
+
+
+def term_matches(
+    term: PodAffinityTerm, namespace: str, labels: Mapping[str, str],
+    namespaces: Mapping[str, Mapping[str, str]] = NO_NAMESPACES,
+) -> bool:  # fmt: skip
+    """kube's AffinityTerm.Matches: the pod's namespace is one of the term's, or the term's
+    namespaceSelector selects that namespace's labels (`namespaces`, by name), and the label
+    selector selects the pod."""
     if namespace not in term.namespaces:
         ns = term.namespace_selector
-        if ns is None or (ns and not selects(ns, {NAMESPACE_NAME_LABEL: namespace})):
+        if ns is None or (ns and not selects(ns, namespace_labels(namespaces, namespace))):
             return False
     return selects(term.selector, labels)
 
@@ -115,6 +132,8 @@ class PodIndex:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
+        #: the namespaces' labels, for the terms' namespaceSelectors
+        self.ns: Mapping[str, Mapping[str, str]] = ssn.snapshot.namespaces
         #: every distinct set of terms some pod of the session carries (placed or waiting)
         held: dict[tuple[str, PodAffinity], None] = {}
         for job in ssn.jobs.values():
@@ -218,7 +237,7 @@ class PodIndex:
         if got is None or got[0] is not spec:
             ns, labels = task.namespace, task.labels
             aware = spec.pod_affinity is not None or any(
-                term_matches(term, ns, labels) for _, pa in self.held for term in _terms(pa)
+                term_matches(term, ns, labels, self.ns) for _, pa in self.held for term in _terms(pa)
             )
             got = self._aware[id(spec)] = (spec, aware)
         return got[1]
@@ -290,11 +309,11 @@ class PodIndex:
         pa = task.spec.pod_affinity
         ns, labels = task.namespace, task.labels
         aff = pa.affinity if pa is not None else ()
-        all_aff = bool(aff) and all(term_matches(t, g.namespace, g.labels) for t in aff)
+        all_aff = bool(aff) and all(term_matches(t, g.namespace, g.labels, self.ns) for t in aff)
         anti = [t for t in (pa.anti_affinity if pa is not None else ())
-                if term_matches(t, g.namespace, g.labels)]  # fmt: skip
+                if term_matches(t, g.namespace, g.labels, self.ns)]  # fmt: skip
         existing = [t for t in (g.terms.anti_affinity if g.terms is not None else ())
-                    if term_matches(t, ns, labels)]  # fmt: skip
+                    if term_matches(t, ns, labels, self.ns)]  # fmt: skip
         if not (all_aff or anti or existing):
             return
         nodes = self.ssn.node_list
@@ -356,7 +375,7 @@ class PodIndex:
         return ""
 
     def _matches_own(self, task: TaskInfo, pa: PodAffinity) -> bool:
-        return all(term_matches(t, task.namespace, task.labels) for t in pa.affinity)
+        return all(term_matches(t, task.namespace, task.labels, self.ns) for t in pa.affinity)
 
     # --- score -----------------------------------------------------------------------------
 
@@ -381,16 +400,16 @@ class PodIndex:
             hits: list[tuple[str, int]] = []
             if pa is not None:
                 hits += [(t.topology_key, t.weight) for t in pa.preferred
-                         if term_matches(t, g.namespace, g.labels)]  # fmt: skip
+                         if term_matches(t, g.namespace, g.labels, self.ns)]  # fmt: skip
                 hits += [(t.topology_key, -t.weight) for t in pa.preferred_anti
-                         if term_matches(t, g.namespace, g.labels)]  # fmt: skip
+                         if term_matches(t, g.namespace, g.labels, self.ns)]  # fmt: skip
             if g.terms is not None:
                 hits += [(t.topology_key, HARD_POD_AFFINITY_WEIGHT) for t in g.terms.affinity
-                         if term_matches(t, ns, labels)]  # fmt: skip
+                         if term_matches(t, ns, labels, self.ns)]  # fmt: skip
                 hits += [(t.topology_key, t.weight) for t in g.terms.preferred
-                         if term_matches(t, ns, labels)]  # fmt: skip
+                         if term_matches(t, ns, labels, self.ns)]  # fmt: skip
                 hits += [(t.topology_key, -t.weight) for t in g.terms.preferred_anti
-                         if term_matches(t, ns, labels)]  # fmt: skip
+                         if term_matches(t, ns, labels, self.ns)]  # fmt: skip
             if not hits:
                 continue
             nodes = self.ssn.node_list
@@ -474,14 +493,14 @@ def refusal_of(ssn: Session, task: TaskInfo, node_labels: Mapping[str, str]) -> 
             if value is None:
                 continue
             for gid, g in enumerate(idx.groups):
-                if term_matches(t, g.namespace, g.labels):
+                if term_matches(t, g.namespace, g.labels, idx.ns):
                     holder = idx.pod_in(gid, t.topology_key, value)
                     if holder:
                         return Refusal(reason, t, value, holder)
     for gid, g in enumerate(idx.groups):  # EXISTING_ANTI_AFFINITY
         for t in g.terms.anti_affinity if g.terms is not None else ():
             value = node_labels.get(t.topology_key)
-            if value is not None and term_matches(t, task.namespace, task.labels):
+            if value is not None and term_matches(t, task.namespace, task.labels, idx.ns):
                 holder = idx.pod_in(gid, t.topology_key, value)
                 if holder:
                     return Refusal(EXISTING_ANTI_AFFINITY, t, value, holder)

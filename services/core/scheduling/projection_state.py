@@ -10,6 +10,7 @@ from contracts.events import (
     ClaimChanged,
     DisruptionBudgetChanged,
     HyperNodeChanged,
+    NamespaceChanged,
     OtherPods,
     QuotaChanged,
     StorageClassChanged,
@@ -48,6 +49,7 @@ class ProjectionState(msgspec.Struct, frozen=True, kw_only=True):
     hypernodes: dict[str, HyperNodeChanged] = {}
     started: dict[str, float] = {}
     budgets: dict[str, DisruptionBudgetChanged] = {}
+    namespaces: dict[str, NamespaceChanged] = {}
 
 
 def state_of(p: ClusterProjection) -> ProjectionState:
@@ -57,7 +59,8 @@ def state_of(p: ClusterProjection) -> ProjectionState:
                            others=p.others, held_resources=p.held_resources, held_devices=p.held_devices,
                            claims=p.storage.claims, volumes=p.storage.volumes,
                            classes=p.storage.classes, quotas=p.quotas.quotas,
-                           hypernodes=p.hypernodes, started=p.started, budgets=p.budgets)  # fmt: skip
+                           hypernodes=p.hypernodes, started=p.started, budgets=p.budgets,
+                           namespaces=p.namespaces)  # fmt: skip
 
 
 def projection_of(s: ProjectionState) -> ClusterProjection:
@@ -75,6 +78,8 @@ def projection_of(s: ProjectionState) -> ClusterProjection:
     p.hypernodes = dict(s.hypernodes)
     p.started = dict(s.started)
     p.budgets = dict(s.budgets)
+    p.namespaces = dict(s.namespaces)
+    p._namespaces = None
     p._hypernodes = None
     p.leaving = leaving_of(p.jobs, p.tasks)  # derived, so not stored: the shape stays
     return p

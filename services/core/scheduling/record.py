@@ -43,7 +43,8 @@ DECISION_TYPES = frozenset(
     t.type_name() for t in (JobPhaseChanged, EvictionRequested, PlacementProposed, JobUnschedulable)
 )
 #: The inputs a digest is kept of, in the order a divergence names them.
-INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs", "storage", "quotas", "hypernodes", "started", "budgets")
+INPUT_NAMES = ("conf", "now", "nodes", "cards", "queues", "jobs", "storage", "quotas", "hypernodes", "started", "budgets",
+               "namespaces")
 
 _ENCODER = msgspec.msgpack.Encoder(order="deterministic")
 
@@ -111,6 +112,7 @@ def input_digests(snap: st.Snapshot, conf: SchedulerConfigured) -> dict[str, str
         **({"hypernodes": _digest(list(snap.hypernodes))} if snap.hypernodes else {}),
         **({"started": _digest(sorted(snap.started.items()))} if snap.started else {}),
         **({"budgets": _digest(list(snap.budgets))} if snap.budgets else {}),
+        **({"namespaces": _digest(snap.namespaces)} if snap.namespaces else {}),
     }
 
 

@@ -57,6 +57,7 @@ _ON_NODE = ALLOCATED_STATUSES | {st.RELEASING}
 #: a plugin that reads anything else (other nodes, queue or job state) must stay off this list.
 NODE_LOCAL_PLUGINS = frozenset({"predicates", "nodeorder", "binpack", "deviceshare",
                                 "VolumeBinding",  # volumes.py: its verdict is in the task's shape
+                                "VolumeRestrictions",  # volumes.py: its tasks are never cached
                                 "nodegroup"})  # its queue's affinity is in the task's shape
 
 
@@ -394,10 +395,14 @@ class Session:
                     return status
         return None
 
-    def add_predicate(self, name: str, fn: Callable[[TaskInfo, NodeInfo], Status | None]) -> None:
-        """A built-in filter as a last tier of its own (while the session opens)."""
+    def add_predicate(
+        self, name: str, fn: Callable[[TaskInfo, NodeInfo], Status | None],
+        future: Callable[[TaskInfo, NodeInfo, Sequence[TaskInfo]], Status | None] | None = None,
+    ) -> None:  # fmt: skip
+        """A built-in filter as a last tier of its own (while the session opens); `future`: its
+        answer in the future view (see `predicate`), where it reads what other tasks hold."""
         self._fns["predicate"].append([(name, fn)])
-        self._future_predicates.append([(fn, False)])
+        self._future_predicates.append([(future, True) if future is not None else (fn, False)])
 
     def predicate(
         self, task: TaskInfo, node: NodeInfo, future: bool = False,

@@ -25,6 +25,8 @@ from contracts.events import (
     JobPhaseChanged,
     JobSubmitted,
     JobUpdated,
+    NamespaceChanged,
+    NamespaceDeleted,
     NodeLost,
     NodeRegistered,
     NodeUsage,
@@ -160,6 +162,9 @@ class Snapshot:
     started: dict[str, float] = field(default_factory=dict)
     #: the PodDisruptionBudgets, by namespace and name (plugins/pdb.py)
     budgets: tuple[DisruptionBudgetChanged, ...] = ()
+    #: the labels of each namespace the log has a Namespace of, by name (interpod.py reads them
+    #: for namespaceSelector; a namespace not here has its name label only)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 #: the label or annotation giving a pod its cooldown time (Volcano's cdp plugin)
@@ -252,6 +257,8 @@ class ClusterProjection:
         #: "<ns>/<name>" → the PodDisruptionBudget as last said (plugins/pdb.py)
         self.budgets: dict[str, DisruptionBudgetChanged] = {}
         self._hypernodes: tuple[HyperNodeChanged, ...] | None = ()  # sorted, until one changes
+        self.namespaces: dict[str, NamespaceChanged] = {}  # Namespaces' labels, by name
+        self._namespaces: dict[str, dict[str, str]] | None = {}  # labels by name, until one changes
 
     def apply(self, seq: int, event: Event) -> str | None:
         """Fold one event; returns the job whose phase it moved without a `JobPhaseChanged` (a
@@ -396,6 +403,12 @@ class ClusterProjection:
                 self.budgets[f"{event.namespace}/{event.name}"] = event
             case DisruptionBudgetDeleted():
                 self.budgets.pop(f"{event.namespace}/{event.name}", None)
+            case NamespaceChanged():
+                self.namespaces[event.name] = event
+                self._namespaces = None
+            case NamespaceDeleted():
+                self.namespaces.pop(event.name, None)
+                self._namespaces = None
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
         return None
@@ -505,10 +518,13 @@ class ClusterProjection:
                      for k, j in self.jobs.items())  # fmt: skip
         if self._hypernodes is None:
             self._hypernodes = tuple(self.hypernodes[n] for n in sorted(self.hypernodes))
+        if self._namespaces is None:
+            self._namespaces = {n: dict(self.namespaces[n].labels) for n in sorted(self.namespaces)}
         return Snapshot(self.seq, self.now, nodes, tuple(self.queues.values()), jobs,
                         storage=self.storage.frozen(), quotas=self.quotas.frozen(),
                         hypernodes=self._hypernodes, started=dict(self.started) if self.started else {},
-                        budgets=tuple(self.budgets[k] for k in sorted(self.budgets)) if self.budgets else ())  # fmt: skip
+                        budgets=tuple(self.budgets[k] for k in sorted(self.budgets)) if self.budgets else (),
+                        namespaces=self._namespaces)  # fmt: skip
 
 
 #: a job being ended (TerminateJob, CompleteJob, AbortJob; Failed or Completed with pods still

@@ -11,6 +11,16 @@ provisions on (`allowedTopologies`), except that once one was selected for it
 (`volume.kubernetes.io/selected-node`, written by the binder) only that node is: a provisioner
 may be making the volume there, and the pod must never go elsewhere.
 
+ReadWriteOncePod, as kube-scheduler's VolumeRestrictions judges it (a Filter running before
+VolumeBinding's): a claim whose `spec.accessModes` has it may be used by one pod of the whole
+cluster at a time. A pod naming such a claim while another pod holds it (bound, running, being
+deleted, or placed earlier in this session — another pod of its own gang too) fits no node,
+with kube-scheduler's words; the refusal is plain Unschedulable, so preemption may take the
+holder: in the future view a pod being evicted, or a victim weighed, holds nothing. Its outcome
+reads other pods, on every node alike, so such a task is never answered from the node caches
+(`shares_claims`). Pods of other schedulers are not known to hold claims (NodeUsage does not
+carry them).
+
 A task's verdict is computed once per session from the snapshot's storage and becomes part of
 its shape, so the node cache and the shape index stay exact; pods without claims pay nothing
 (no verdict, no predicate tier). Not modelled: matching an unbound claim to an existing
@@ -20,14 +30,15 @@ such claims fit any node here, as if provisioned on demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from contracts.workloads import LabelRequirement
+from services.core.scheduling import snapshot as st
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.nodelabels import requirement_matches
 from services.core.scheduling.session import Session
-from services.core.scheduling.status import Status, unresolvable
+from services.core.scheduling.status import Status, unresolvable, unschedulable
 from services.core.scheduling.storage import (
     SELECTED_NODE,
     WAIT_FOR_FIRST_CONSUMER,
@@ -41,6 +52,15 @@ UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+RESTRICTIONS = "VolumeRestrictions"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+#: kube-scheduler's words (volume_restrictions.go)
+RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and "
+                 "ReadWriteOncePod access mode")  # fmt: skip
+#: task statuses in which a pod holds its claims: on a node, placed in this session (pipelined
+#: too: it takes the claim once its victims are gone), or being deleted
+HOLDS_CLAIMS = frozenset({st.ALLOCATED, st.PIPELINED, st.BINDING, st.BOUND, st.RUNNING,
+                          st.RELEASING})  # fmt: skip
 
 Terms = tuple[tuple[LabelRequirement, ...], ...]
 
@@ -71,6 +91,8 @@ class VolumeFit:
     #: unbound WaitForFirstConsumer claims: (claim, the node already selected for it or "",
     #: where its class provisions: allowedTopologies, () = anywhere)
     delayed: tuple[tuple[str, str, Terms], ...] = ()
+    #: its ReadWriteOncePod claims, as "<namespace>/<claim>" (VolumeRestrictions)
+    once: tuple[str, ...] = ()
 
     @property
     def filters(self) -> bool:
@@ -83,6 +105,7 @@ class VolumeFit:
         return (
             tuple((c.terms, c.missing) for c in self.bound),
             tuple((n, t) for _, n, t in self.delayed),
+            self.once,
         )
 
     def check(self, node: NodeInfo) -> Status | None:
@@ -141,6 +164,7 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
     """PreFilter's classification of the pod's claims (each named once, in the pod's order)."""
     bound: list[BoundClaim] = []
     delayed: list[tuple[str, str, Terms]] = []
+    once: list[str] = []
     immediate = ""
     for name in dict.fromkeys(claims):
         pvc = storage.claims.get(claim_key(namespace, name))
@@ -148,6 +172,8 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
             return VolumeFit(unresolvable(PLUGIN, not_found(name)), name)
         if pvc.deleting:
             return VolumeFit(unresolvable(PLUGIN, being_deleted(name)), name)
+        if READ_WRITE_ONCE_POD in pvc.access_modes:
+            once.append(claim_key(namespace, name))
         if pvc.volume:
             pv = storage.volumes.get(pvc.volume)
             bound.append(BoundClaim(name, pvc.volume, pv.node_affinity if pv else (), pv is None))
@@ -159,7 +185,7 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
             immediate = immediate or name
     if immediate:
         return VolumeFit(unresolvable(PLUGIN, UNBOUND_IMMEDIATE), immediate)
-    return VolumeFit(None, "", tuple(bound), tuple(delayed))
+    return VolumeFit(None, "", tuple(bound), tuple(delayed), tuple(once))
 
 
 def held_words(task: TaskInfo) -> tuple[str, str]:
@@ -193,6 +219,15 @@ def open_volumes(ssn: Session, claimants: list[TaskInfo]) -> None:
             fit = seen[at] = volume_fit(task.namespace, task.spec.claims, storage)
         task.volume = fit
         task.shape = (*task_shape(task.spec), fit.key())
+    once = {c: [] for f in seen.values() for c in f.once}
+    if once:  # kube-scheduler's VolumeRestrictions filters before VolumeBinding
+        for task in claimants:
+            for name in task.spec.claims:
+                users = once.get(claim_key(task.namespace, name))
+                if users is not None:
+                    users.append(task)
+        claims = ssn.__dict__["_claim_users"] = ClaimUsers(once)
+        ssn.add_predicate(RESTRICTIONS, claims.filter, claims.filter_future)
     if any(f.filters for f in seen.values()):
         ssn.add_predicate(PLUGIN, volume_filter)
 
@@ -200,3 +235,75 @@ def open_volumes(ssn: Session, claimants: list[TaskInfo]) -> None:
 def volume_filter(task: TaskInfo, node: NodeInfo) -> Status | None:
     fit = task.volume
     return None if fit is None else fit.check(node)
+
+
+class ClaimUsers:
+    """The session's pods by the ReadWriteOncePod claims they name (their statuses change as
+    the session places and evicts; the lists do not)."""
+
+    __slots__ = ("users",)
+
+    def __init__(self, users: dict[str, list[TaskInfo]]) -> None:
+        self.users = users
+
+    def holder(
+        self, task: TaskInfo, future: bool = False, without: Sequence[TaskInfo] = ()
+    ) -> tuple[str, TaskInfo] | None:
+        """(claim, the pod holding it) for the first of the task's claims another pod holds;
+        `future`: the session's evictions and `without` (victims weighed) hold nothing."""
+        fit = task.volume
+        if fit is None or not fit.once:
+            return None
+        gone = {t.uid for t in without} if future and without else ()
+        for claim in fit.once:
+            for t in self.users.get(claim, ()):
+                if t is task or t.status not in HOLDS_CLAIMS:
+                    continue
+                if future and (t.status == st.RELEASING or t.uid in gone):
+                    continue
+                return claim, t
+        return None
+
+    def filter(self, task: TaskInfo, node: NodeInfo) -> Status | None:
+        return None if self.holder(task) is None else unschedulable(RESTRICTIONS, RWOP_CONFLICT)
+
+    def filter_future(
+        self, task: TaskInfo, node: NodeInfo, without: Sequence[TaskInfo] = ()
+    ) -> Status | None:
+        held = self.holder(task, True, without)
+        return None if held is None else unschedulable(RESTRICTIONS, RWOP_CONFLICT)
+
+
+def shares_claims(task: TaskInfo) -> bool:
+    """Whether the task names a ReadWriteOncePod claim: its outcome on a node reads other pods
+    (every node alike), so the node caches must leave it alone."""
+    return task.volume is not None and bool(task.volume.once)
+
+
+def restriction_words(ssn: Session, task: TaskInfo) -> tuple[str, str] | None:
+    """(words, fix) naming the claim and the pod holding it (explain's detail); alike on every
+    node, so the refusals group."""
+    claims: ClaimUsers | None = ssn.__dict__.get("_claim_users")
+    got = claims.holder(task) if claims is not None else None
+    if got is None:
+        return None
+    claim, t = got
+    where = f" on {t.node}" if t.node else ""
+    return (f"claim {claim} is ReadWriteOncePod and pod {t.namespace}/{t.pod} uses it{where} "
+            f"({RWOP_CONFLICT})",
+            f"end {t.namespace}/{t.pod}: one pod at a time may use a ReadWriteOncePod claim; "
+            "or give this pod a claim of its own")  # fmt: skip
+
+
+def shared_within(job_tasks: Iterable[TaskInfo], min_available: int) -> tuple[str, list[str]] | None:
+    """(claim, pods) when pods of one gang name one ReadWriteOncePod claim so that the gang can
+    never have `min_available` pods at once (only one of them may use it)."""
+    tasks = [t for t in job_tasks if t.status not in (st.SUCCEEDED, st.FAILED)]
+    by_claim: dict[str, list[str]] = {}
+    for t in tasks:
+        for claim in t.volume.once if t.volume is not None else ():
+            by_claim.setdefault(claim, []).append(t.pod)
+    for claim, pods in sorted(by_claim.items()):
+        if len(pods) > 1 and len(tasks) - (len(pods) - 1) < min_available:
+            return claim, sorted(pods)
+    return None

@@ -148,6 +148,8 @@ class Simulation:
             self.emit(quota)
         for hn in workload.hypernodes:  # the network tiers, before any gang asks for one
             self.emit(hn)
+        for ns in workload.namespaces:  # their labels, before any pod's affinity term reads them
+            self.emit(ns)
         for r in workload.rejections:
             pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
             self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),

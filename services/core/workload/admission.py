@@ -22,7 +22,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.events import HyperNodeChanged, QuotaChanged
+from contracts.events import HyperNodeChanged, NamespaceChanged, QuotaChanged
 from contracts.workloads import (
     DeviceRequest,
     JobSpec,
@@ -56,6 +56,7 @@ from services.core.workload.jobplugins import check_plugins, dependency_problems
 from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
+from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podresources import pod_level
@@ -104,6 +105,7 @@ KINDS = {
     **STORAGE_KINDS,  # PersistentVolumeClaim, PersistentVolume, StorageClass (storage.py)
     **QUOTA_KINDS,  # ResourceQuota (quota.py)
     **HYPERNODE_KINDS,  # topology.volcano.sh HyperNode (hypernodes.py)
+    **NAMESPACE_KINDS,  # Namespace: its labels (namespaces.py)
 }
 
 
@@ -149,6 +151,8 @@ class Workload:
     quotas: tuple[QuotaChanged, ...] = ()
     #: the HyperNodes among the documents, as the log holds them
     hypernodes: tuple[HyperNodeChanged, ...] = ()
+    #: the Namespaces among the documents (their labels), as the log holds them
+    namespaces: tuple[NamespaceChanged, ...] = ()
 
 
 def _no_devices(
@@ -247,6 +251,15 @@ def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
         else:
             for err in names.dns1123_label(namespace):
                 ctx.invalid("metadata.namespace", namespace, err)
+
+
+def _namespace(doc: Mapping[str, Any], ctx: _Ctx) -> NamespaceChanged:
+    event, problems = namespace_event(doc)
+    for path, rule in problems:
+        ctx.reject(path, None, rule)
+    ctx.check()
+    assert event is not None
+    return event
 
 
 def _check_annotations(ctx: _Ctx, path: str, meta: object, limit: int) -> None:
@@ -407,6 +420,12 @@ class Admission:
                 event = self._guard(kind, doc, self._hypernode)
                 if event:
                     hypernodes.append(event)
+        namespaces = []
+        for kind, doc in typed:
+            if kind == "Namespace":
+                event = self._guard(kind, doc, _namespace)
+                if event:
+                    namespaces.append(event)
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -472,6 +491,7 @@ class Admission:
             storage=storage,
             quotas=tuple(quotas),
             hypernodes=tuple(hypernodes),
+            namespaces=tuple(namespaces),
         )
 
     def _hypernode(self, doc: Mapping[str, Any], ctx: _Ctx) -> HyperNodeChanged:
@@ -497,7 +517,7 @@ class Admission:
 
     def _guard(self, kind: str, doc: Mapping[str, Any], fn: Any) -> Any:
         namespace, name, _, _ = _meta(doc)
-        ctx = _Ctx(kind, "" if kind in ("Queue", "PriorityClass", "HyperNode") else namespace, name)
+        ctx = _Ctx(kind, "" if kind in ("Queue", "PriorityClass", "HyperNode", "Namespace") else namespace, name)
         try:
             result = fn(doc, ctx)
             ctx.check()

@@ -62,6 +62,7 @@ def storage_event(obj: Mapping[str, Any]) -> Storage | None:
             storage_class=str(spec.get("storageClassName") or ""), volume=str(spec.get("volumeName") or ""),
             phase=str(status.get("phase") or "Pending"), selected_node=str(annotations.get(SELECTED_NODE) or ""),
             deleting=bool(meta.get("deletionTimestamp")),
+            access_modes=tuple(str(m) for m in spec.get("accessModes") or [] if isinstance(m, str)),
         )  # fmt: skip
     if kind == "PersistentVolume":
         return VolumeChanged(name=name, node_affinity=_node_terms(spec),

@@ -11,8 +11,9 @@ FutureIdle only, or fits Idle, with its score) is kept in `NodeInfo.fit_cache` u
 changes that node. One placement changes one node, so the next task of the same shape (the
 common case: many replicas, many identical pods) re-evaluates one node and reads the rest. The
 scan order, the sampling and the tie-breaks are the same either way. A task whose outcome
-reads pods on other nodes (inter-pod affinity, interpod.py `reads_pods`) is never cached: a
-placement on one node changes its outcome on every node of that node's zone.
+reads pods on other nodes (inter-pod affinity, interpod.py `reads_pods`; a ReadWriteOncePod
+claim, volumes.py `shares_claims`) is never cached: a placement on one node changes its outcome
+on every node of that node's zone (of the cluster).
 
 `select_node` (allocate) goes further: a `ShapeIndex` keeps, per task shape, every node's
 outcome as bitmasks over node positions plus score buckets, updated from the session's change
@@ -33,6 +34,7 @@ from services.core.scheduling.interpod import reads_pods
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.resources import Resource
 from services.core.scheduling.session import Session
+from services.core.scheduling.volumes import shares_claims
 
 # NodeInfo.fit_cache kinds
 FIT_FAILS = 0
@@ -73,6 +75,11 @@ def num_to_find(n: int) -> int:
     return max(100, n * pct // 100)
 
 
+def _reads_others(ssn: Session, task: TaskInfo) -> bool:
+    """Whether the task's outcome on a node reads pods elsewhere (see the module doc)."""
+    return reads_pods(ssn, task) or shares_claims(task)
+
+
 def predicate_nodes(
     ssn: Session, task: TaskInfo, nodes: list[NodeInfo], sample: bool = True,
     cached: bool | None = None,
@@ -84,7 +91,7 @@ def predicate_nodes(
     want = num_to_find(total) if sample else total
     start = ssn.__dict__.setdefault("_next_start", 0) % total if sample else 0
     use = ssn.node_cache if cached is None else cached
-    scan = _scan_cached if use and not reads_pods(ssn, task) else _scan
+    scan = _scan_cached if use and not _reads_others(ssn, task) else _scan
     stop = scan(ssn, task, nodes, start, want, out)
     if sample:
         ssn.__dict__["_next_start"] = (start + stop + 1) % total
@@ -168,7 +175,7 @@ def best_node(
     ssn: Session, task: TaskInfo, candidates: list[NodeInfo], cached: bool | None = None
 ) -> NodeInfo:
     """The highest-scoring candidate; the first one wins ties."""
-    if (ssn.node_cache if cached is None else cached) and not reads_pods(ssn, task):
+    if (ssn.node_cache if cached is None else cached) and not _reads_others(ssn, task):
         shape = shape_of(task)
         scores = [_cached_score(ssn, task, node, shape) for node in candidates]
     else:
@@ -378,7 +385,7 @@ def select_node(
     Equal to `predicate_nodes` (sampled) followed by `best_node` on the Idle group, else the
     FutureIdle group; the index path answers the same question without a per-node loop."""
     seen = 0
-    if ssn.node_cache and nodes is ssn.node_list and nodes and not reads_pods(ssn, task):
+    if ssn.node_cache and nodes is ssn.node_list and nodes and not _reads_others(ssn, task):
         shape = shape_of(task)
         seen = ssn.shape_counts[shape] = ssn.shape_counts.get(shape, 0) + 1
         if seen < 2 and shape in ssn.shape_indexes:  # a trial's put the count back, not the index:
