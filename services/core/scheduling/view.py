@@ -8,7 +8,9 @@ changes), plus the nodes where the allocator refused a job's proposal (`refused`
 
 A refusal stands until something it may depend on changes: the job (submitted again, updated,
 committed, ended), or one of its nodes (registered or lost, a card released, registered or
-changing health, a pod there finished, its binding refused, a job on it ended). Until then a
+changing health, a pod there finished, its binding refused, a job on it ended), or the labels
+of a namespace its pods are judged by (their own namespace's, or any, for a job whose affinity
+terms select namespaces by label). Until then a
 session places the job elsewhere; refused on `MAX_REFUSED_NODES` nodes in a row, nowhere
 (a new node lifts that). So a proposal refused for a reason the next session cannot change is
 never proposed again unchanged — the loop of issue 27 — and the pod waits with the refusal as
@@ -33,6 +35,8 @@ from contracts.events import (
     JobSubmitted,
     JobUnschedulable,
     JobUpdated,
+    NamespaceChanged,
+    NamespaceDeleted,
     NodeLost,
     NodeRegistered,
     NodeUsage,
@@ -44,6 +48,7 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.owners import job_prefix, owner_key
+from contracts.workloads import JobSpec
 from services.core import ledger
 from services.core.retention import ended
 from services.core.scheduling import snapshot as st
@@ -105,6 +110,8 @@ class SchedulerView:
         moved = self.projection.apply(seq, event)
         if changed is not None:
             self._lift(*changed)
+        elif isinstance(event, NamespaceChanged | NamespaceDeleted) and self.refused:
+            self._lift_namespace(event.name)
         if isinstance(event, BindingFailed) and event.retry_at > 0:
             self._hold(f"{event.namespace}/{event.name}", event)
         if isinstance(event, JobDeleted | JobPhaseChanged):
@@ -207,6 +214,17 @@ class SchedulerView:
                 del self.refused[key]
             elif len(left) < len(r.nodes) or joined:
                 self.refused[key] = st.Refused(left)
+
+    def _lift_namespace(self, namespace: str) -> None:
+        """A namespace's labels changed: drop the refusals of its jobs and of every job whose
+        pods select namespaces by label (inter-pod affinity may read it otherwise now). A job
+        held for its pods keeps its hold, as on a node's change."""
+        for key, r in list(self.refused.items()):
+            if r.until:
+                continue
+            job = self.projection.jobs.get(key)
+            if key.startswith(f"{namespace}/") or (job is not None and _selects_namespaces(job.spec)):
+                del self.refused[key]
 
     def _answers_outstanding(self, namespace: str, name: str, proposal_seq: int) -> bool:
         """Whether an answer is the one to the job's outstanding proposal (then it is no longer
@@ -311,6 +329,16 @@ class SchedulerView:
         for e in events:
             state = ledger.evolve(state, e)
         self.projection.cards[uuid] = replace(snap, usage=state.usage)
+
+
+def _selects_namespaces(spec: JobSpec) -> bool:
+    """Whether a pod of the job has an affinity term with a namespaceSelector."""
+    for t in spec.tasks:
+        pa = t.pod_affinity
+        if pa is not None and any(term.namespace_selector is not None for terms in (
+                pa.affinity, pa.anti_affinity, pa.preferred, pa.preferred_anti) for term in terms):  # fmt: skip
+            return True
+    return False
 
 
 def cards_by_job(assumed: dict[str, dict[str, SliceSpec]]) -> dict[str, dict[str, None]]:
