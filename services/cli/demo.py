@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
+import sys
 import tempfile
 import time
+import warnings
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from services.runtime.tasks import cancel_all
+
+T = TypeVar("T")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAIT_SECONDS = 90.0
 
@@ -139,6 +146,43 @@ async def follow(url: str, expected: dict[str, dict], replies: dict[str, Any]) -
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """The scenario; Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stop every process it
+    started and remove its directory, then end it with one line (exit 128 + the signal)."""
+    from services.cli.up import Interrupted, catch_stop_signals
+
+    catch_stop_signals()
+    try:
+        return _demo()
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        # a signal between making a request's coroutine and `asyncio.run` starting it leaves
+        # it unawaited: Python's warning about it would follow the one line below
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+        try:  # the terminal may be gone (SIGHUP): nobody to tell, and no traceback for it
+            print(f"\ninterrupted ({signal.Signals(signum).name}): every process the demo started "
+                  f"is stopped and its directory removed", file=sys.stderr, flush=True)  # fmt: skip
+        except OSError:
+            pass
+        return 128 + signum
+
+
+async def _watched(plane: Any, work: Coroutine[Any, Any, T]) -> T:
+    """`work`, unless our nats-server exits meanwhile: then its end, said (a client connecting
+    to a broker that is gone retries for ever)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            if gone := plane.nats_gone():
+                raise SystemExit(gone)
+    finally:
+        if not task.done():
+            await cancel_all([task])
+
+
+def _demo() -> int:
     from services.cli.control import apply_text, print_apply
     from services.cli.get import fetch_cards
     from services.cli.up import ControlPlane
@@ -161,10 +205,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             replies = {r.name: r for r in reply.results}
             print(f"[3/5] following the log until every object reaches its expected outcome "
                   f"(examples/expected.yaml, at most {WAIT_SECONDS:g}s)")  # fmt: skip
-            shared, missing = asyncio.run(follow(plane.url, expected, replies))
+            shared, missing = asyncio.run(_watched(plane, follow(plane.url, expected, replies)))
             print("[4/5] placements (tessera get pods) and the per-card ledger (tessera get cards)")
             print_placements(shared)
-            cards = asyncio.run(fetch_cards(plane.url, "tessera"))
+            cards = asyncio.run(_watched(plane, fetch_cards(plane.url, "tessera")))
             print_cards({"cards": cards})
         finally:
             plane.stop()

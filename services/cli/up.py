@@ -21,6 +21,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -232,30 +233,60 @@ class ControlPlane:
         return proc
 
     def _wait_ready(self, name: str, timeout: float = 60.0) -> None:
+        """Until the service says "ready", it fails, our nats-server is gone or `timeout` is up.
+        Its output is read as it comes (select, not a blocking readline): a service that says
+        nothing — one whose broker died before it connected — held `up` and `demo` for ever,
+        the deadline looked at only between lines."""
         proc = self.procs[name]
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
         ports_left = PORT_TRIES
+        said = b""
         while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                code = proc.wait()
-                if code == PORT_TAKEN and ports_left > 1:
-                    # the free port we chose was taken before the service bound it (another
-                    # process on this machine probing ports too): another port, again
-                    ports_left -= 1
-                    proc.stdout.close()
-                    self.metrics_ports[name] = free_port()
-                    proc = self.procs[name] = self._spawn(name)
-                    assert proc.stdout is not None
-                    continue
-                log_path = self.log_dir / f"{name}.log"
-                cause = failure_cause(log_path, self._log_start.get(name, 0))
-                raise SystemExit(f"{name} exited ({code}) before it was ready: {cause}\n"
-                                 f"  (full log: {log_path})")  # fmt: skip
-            if "ready" in line:
+            if gone := self.nats_gone():
+                raise SystemExit(f"{gone.replace(' exited', ' exited during start-up', 1)}\n"
+                                 f"  (every service started is stopped)")  # fmt: skip
+            fd = proc.stdout.fileno()
+            readable, _, _ = select.select([fd], [], [], min(READY_POLL, max(0.0, deadline - time.monotonic())))
+            if not readable:
+                continue
+            chunk = os.read(fd, 4096)
+            said += chunk
+            if b"ready" in said:
                 return
+            if chunk:
+                said = said[said.rfind(b"\n") + 1:]  # only the line being written matters
+                continue
+            code = proc.wait()
+            if code == PORT_TAKEN and ports_left > 1:
+                # the free port we chose was taken before the service bound it (another
+                # process on this machine probing ports too): another port, again
+                ports_left -= 1
+                proc.stdout.close()
+                self.metrics_ports[name] = free_port()
+                proc = self.procs[name] = self._spawn(name)
+                assert proc.stdout is not None
+                said = b""
+                continue
+            log_path = self.log_dir / f"{name}.log"
+            cause = failure_cause(log_path, self._log_start.get(name, 0))
+            raise SystemExit(f"{name} exited ({code}) before it was ready: {cause}\n"
+                             f"  (full log: {log_path})")  # fmt: skip
         raise SystemExit(f"{name} not ready after {timeout}s")
+
+    def nats_gone(self) -> str:
+        """What became of our nats-server if it has exited ("" while it runs, or when it is
+        not ours or was stopped on purpose: `kill_nats`), with the last line it wrote."""
+        for server in self.servers:
+            proc = server.process
+            if proc is None or (code := proc.poll()) is None:
+                continue
+            if code < 0:
+                how = f"killed by {signal.Signals(-code).name}"
+            else:
+                how = f"exited ({code}): {failure_cause(server._log(), 0)}"
+            return f"{self._key(server)} (pid {proc.pid}) exited: {how}"
+        return ""
 
     def add_replica(self, name: str) -> str:
         """Start one more process of service `name` on the same durable consumer — what a second
@@ -366,6 +397,8 @@ class ControlPlane:
 
 #: metrics ports tried per service start before its failure is reported
 PORT_TRIES = 3
+#: seconds between looks at our nats-server while a service starts
+READY_POLL = 0.2
 
 
 def distinct_ports(count: int) -> list[int]:
@@ -536,7 +569,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         if plane.creds("admin"):  # the services may create a stream, not update one
             asyncio.run(ensure_streams(url, min(3, plane.cluster)))
 
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of up stops what it started, even mid-start
+    catch_stop_signals()  # `kill PID` of up, or its terminal closing, stops what it started, even mid-start
     try:
         plane.start(on_nats=on_nats)
         written = plane.state()
@@ -598,8 +631,34 @@ def _detach(state_dir: Path) -> int:
         time.sleep(0.1)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGHUP, SIGTERM or SIGINT to `up` or `demo`: what they started is stopped on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: what ends a foreground `up` or a `demo`: Ctrl-C, `kill PID`, and the terminal closing
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """Raise once: the stop that follows (SIGTERM to every service, then to nats-server) must
+    not be cut short by the next signal — a terminal closing sends SIGHUP and then, perhaps,
+    SIGTERM; a second Ctrl-C left a traceback from `_stop_pids`."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def catch_stop_signals() -> None:
+    """SIGHUP and SIGTERM (and SIGINT) raise `Interrupted` in the main thread, so the `finally`
+    that stops every process started runs: without a handler SIGHUP (the terminal closed on
+    `make run`) ended the process at once, leaving the services, our nats-server and the
+    temporary directory behind."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

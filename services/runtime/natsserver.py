@@ -143,9 +143,13 @@ class NatsServer:
         config = self._config_file()
         if config is not None:
             cmd += ["--config", str(config)]
-        # what it says before its log opens (a configuration it refuses) goes to stderr
+        # what it says before its log opens (a configuration it refuses) goes to stderr. In a
+        # session of its own: a terminal's signals are for its parent, which stops it — SIGHUP
+        # (the terminal closed) is a configuration reload to nats-server, which outlived the
+        # `make run` that started it; Ctrl-C stopped it before the services it serves
         with self._stderr().open("wb") as err:
-            self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=err, start_new_session=True)  # fmt: skip
 
     def _stderr(self) -> Path:
         return self.data_dir / "nats-server.stderr"
@@ -220,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # `kill PID` must not leave the broker running without us
 
     signal.signal(signal.SIGTERM, terminate)  # before the pid is printed: whoever reads it may kill us
+    signal.signal(signal.SIGHUP, terminate)  # its terminal closed: the server (in a session of its own) too
     server = NatsServer(data_dir=data_dir, port=port)
     try:
         server.start()
