@@ -667,6 +667,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         shutil.rmtree(state_dir / "nats", ignore_errors=True)
         print(f"  log purged ({state_dir / 'nats'} removed)")
         return 0
+    if not state_file(state_dir).exists():  # stopped already: what was asked holds (exit 0)
+        print(f"nothing running ({state_file(state_dir)} missing: no `tessera up` on {state_dir})")
+        return 0
     state = read_state(state_dir)
     supervisor = state.get("supervisor_pid")
     if supervisor and supervisor != os.getpid() and alive(supervisor):

@@ -1,6 +1,6 @@
 """`tessera demo` (make run) and a foreground `tessera up` leave nothing behind however they
 end: their nats-server dying during start-up, the terminal closing (SIGHUP to the process
-group), `kill PID`, Ctrl-C.
+group), `kill PID`, Ctrl-C. And `down` with nothing running is a no-op.
 
 Real processes: each test's demo runs with TMPDIR in the test's directory, so every process it
 starts names that directory on its command line; the test looks for them there and SIGKILLs
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from services.runtime.lifeline import alive
+from tests.cli.test_up_down import tessera
 from tests.processes import ROOT, mentioning, stop_mentioning
 
 
@@ -137,3 +138,13 @@ def test_sighup_to_a_foreground_up_stops_everything_it_started(demo_dir: Path) -
     finally:
         up.stop()
 
+
+def test_down_with_nothing_running_is_a_no_op(tmp_path: Path) -> None:
+    """It said `no running tessera found … run \\`tessera up\\` first` and exited 1: advice to
+    start what one asked to stop. Stopping what is stopped succeeds, as `docker compose down`
+    and `docker stop` of a stopped container do."""
+    for _ in range(2):
+        out = tessera("down", "--state-dir", str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("nothing running (")
+        assert "tessera up` first" not in out.stdout + out.stderr
