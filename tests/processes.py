@@ -76,8 +76,21 @@ def stop_mentioning(path: Path) -> list[int]:
     The fallback when `down` cannot: the state file is gone or `down` failed half-way.
     `path` matches whole path components only: under parallel workers `.../test_x1` must not
     sweep the processes of `.../test_x10`."""
-    mark = re.compile(re.escape(str(path)) + r"(?=/|$)")
     killed = []
+    for pid in mentioning(path):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def mentioning(path: Path) -> list[int]:
+    """The PIDs of the live processes (not zombies) whose command line names `path`, whole path
+    components only (see `stop_mentioning`)."""
+    mark = re.compile(re.escape(str(path)) + r"(?=/|$)")
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -86,12 +99,8 @@ def stop_mentioning(path: Path) -> list[int]:
         except OSError:  # gone meanwhile, or not ours to read
             continue
         if any(mark.search(a.decode(errors="replace")) for a in args):
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
-            except ProcessLookupError:
-                pass
-    return killed
+            found.append(int(entry.name))
+    return found
 
 
 def fail_once(service: Any, when: Callable[[Any], bool] = lambda _out: True) -> list[Any]:

@@ -147,13 +147,14 @@ async def follow(url: str, expected: dict[str, dict], replies: dict[str, Any]) -
 def cmd_demo(args: argparse.Namespace) -> int:
     """The scenario; Ctrl-C, SIGTERM or the terminal closing (SIGHUP) stop every process it
     started and remove its directory, then end it with one line (exit 128 + the signal)."""
-    from services.cli.up import Interrupted, catch_stop_signals
+    from services.cli.up import Interrupted, catch_stop_signals, quiet_after_interrupt
 
     catch_stop_signals()
     try:
         return _demo()
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        quiet_after_interrupt()
         try:  # the terminal may be gone (SIGHUP): nobody to tell, and no traceback for it
             print(f"\ninterrupted ({signal.Signals(signum).name}): every process the demo started "
                   f"is stopped and its directory removed", file=sys.stderr, flush=True)  # fmt: skip

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -586,6 +587,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("error: nats-server exited: stopping every service", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
+        quiet_after_interrupt()
         return 0
     finally:
         plane.stop()
@@ -650,6 +652,15 @@ def _interrupt(signum: int, frame: object) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def quiet_after_interrupt() -> None:
+    """The signal may land anywhere: between making a request's coroutine and `asyncio.run`
+    starting it (left unawaited), inside an event loop's construction (whose __del__ then fails
+    on what it never made). Python reports those when they are collected, after the one line
+    that says the stop is done: nothing was lost, so not a second message with a traceback."""
+    warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+    sys.unraisablehook = lambda unraisable: None
 
 
 def catch_stop_signals() -> None:

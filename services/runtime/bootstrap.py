@@ -11,6 +11,7 @@ import asyncio
 import errno
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -27,6 +28,7 @@ from services.runtime.eventlog.model import EventLog
 from services.runtime.health import PORT_TAKEN, Health
 from services.runtime.service import EventService, install_stop_signals, serve_api
 from services.runtime.snapshot import ObjectStoreSnapshots, Retention, Snapshots
+from services.runtime.tasks import cancel_all
 from services.runtime.telemetry import (
     UnknownTraceExporter,
     configure_logging,
@@ -209,6 +211,13 @@ async def run_service(
     return await _run_service(name, args, build, api, edge)
 
 
+#: seconds a stopping service's tasks are given to end by themselves before they are cancelled
+STOP_GRACE = 5.0
+#: seconds after a stop began when the process exits whatever is still running (below the 10 s
+#: after which `tessera down` and `up` send SIGKILL)
+STOP_LIMIT = 8.0
+
+
 async def _run_service(
     name: str,
     args: argparse.Namespace,
@@ -216,7 +225,77 @@ async def _run_service(
     api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None = None,
     edge: EdgeFactory | None = None,
 ) -> int:
+    """`_serve` under a stop that holds from the first line: SIGTERM/SIGINT and the lifeline
+    (`--exit-with-pid`) are watched from before the connection to NATS, which retries for ever
+    — a service whose broker was gone before it connected waited for it for ever — and a stop
+    is bounded: what has not ended `STOP_GRACE` s after it is cancelled, and the process exits
+    at `STOP_LIMIT` s whatever still runs. A task that did not end when asked (nats-py swallows
+    a cancellation in places, and a reader retrying a dead broker then loops for ever) kept the
+    scheduler running through SIGTERM until SIGKILL."""
     configure_logging(name, args.log_level)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    install_stop_signals(stopping)
+    watching = [asyncio.create_task(lifeline.watch(args.exit_with_pid, stopping))] if args.exit_with_pid else []
+    running = asyncio.Event()  # set once `_serve` runs its tasks, which end by `stopping` themselves
+    serving = asyncio.create_task(_serve(name, args, build, api, edge, stopping, running))
+    stop = asyncio.create_task(stopping.wait())
+    limit: list[asyncio.TimerHandle] = []
+    try:
+        await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():
+            limit.append(loop.call_later(STOP_LIMIT, _exit_now, name, _stop_code(args) or 1))
+            if running.is_set():  # its tasks end by themselves: let them, for a while
+                await asyncio.wait({serving}, timeout=STOP_GRACE)
+            if not serving.done():
+                if running.is_set():
+                    log.warning("%s: not stopped within %g s: cancelling what still runs", name, STOP_GRACE)
+                await cancel_all([serving])
+                if not running.is_set():
+                    log.info("%s stopped before it was ready%s", name,
+                             ": its nats-server is gone" if _stop_code(args) else "")  # fmt: skip
+                    return _stop_code(args)
+        return serving.result()
+    finally:
+        stopping.set()
+        await cancel_all([stop, *watching])
+        if not limit:  # the loop's own shutdown cancels what is left, and waits for it
+            code = serving.result() if serving.done() and not serving.cancelled() and \
+                serving.exception() is None else 1
+            loop.call_later(STOP_LIMIT, _exit_now, name, code)
+
+
+def _stop_code(args: argparse.Namespace) -> int:
+    """3 when the service ends because its nats-server is gone, else 0."""
+    return 3 if args.exit_with_pid and not lifeline.alive(args.exit_with_pid) else 0
+
+
+def _exit_now(name: str, code: int) -> None:
+    log.error("%s: still running %g s after its stop began: exiting", name, STOP_LIMIT)
+    logging.shutdown()
+    os._exit(code)
+
+
+def _say_ready(name: str) -> None:
+    """The line supervisors and tests wait for. Whoever read it may be gone (a terminal closed
+    on `tessera demo`): a closed pipe is not the service's failure — it raised out of the
+    consume loop and left the process hanging — so it runs on, its output dropped."""
+    try:
+        print(f"{name} ready", flush=True)
+    except OSError as exc:
+        log.warning("%s: standard output is gone (%s): whoever started it has ended", name, exc)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+async def _serve(
+    name: str,
+    args: argparse.Namespace,
+    build: Callable[[EventLog], App],
+    api: Callable[[App], Mapping[str, Callable[[bytes], Awaitable[bytes]]]] | None,
+    edge: EdgeFactory | None,
+    stopping: asyncio.Event,
+    running: asyncio.Event,
+) -> int:
     collector.tune()
     try:  # (the variables are read here, not as the option's default: a bad one is one line)
         exporter = args.trace_exporter or default_exporter()
@@ -242,7 +321,6 @@ async def _run_service(
         retain(Retention(store, args.snapshot_every, args.keep_finished))
     health = Health(stall=args.health_stall)
     health.checks["nats connected"] = lambda: event_log.nc.is_connected
-    stopping = asyncio.Event()
     beat = asyncio.create_task(health.beat(stopping))  # from the start: recovery is alive too
     if args.metrics_port:  # before recovery: a long replay is live but not ready
         assert app.service.metrics is not None
@@ -268,12 +346,11 @@ async def _run_service(
         carry_edges(app, at_edge)
     if api is not None:
         await serve_api(event_log.nc, name, event_log.subjects.api(name), api(app))
-    install_stop_signals(stopping)
 
     def ready() -> None:
         health.ready = True
         log.info("%s running on %s", name, args.nats)
-        print(f"{name} ready", flush=True)  # the line supervisors and tests wait for
+        _say_ready(name)
 
     background = getattr(app, "background", None)  # e.g. the scheduler's session loop
     tasks = [app.service.run(stopping, on_ready=ready), beat]
@@ -283,12 +360,22 @@ async def _run_service(
         tasks.append(snapshots.keep(stopping))
     if at_edge is not None:
         tasks.append(at_edge.run(stopping))
-    if args.exit_with_pid:
-        tasks.append(lifeline.watch(args.exit_with_pid, stopping))
-    await asyncio.gather(*tasks)
+    running.set()
+    started = [asyncio.ensure_future(t) for t in tasks]
+    try:
+        await asyncio.gather(*started)
+    finally:  # one failed (or we are cancelled): the others stop too, not left to run on
+        stopping.set()
+        if pending := [t for t in started if not t.done()]:
+            try:
+                task = asyncio.current_task()
+                if task is not None and not task.cancelling():  # not already past the grace
+                    await asyncio.wait(pending, timeout=STOP_GRACE)
+            finally:
+                await cancel_all(pending)
     if args.kube is not None:
         await args.kube.close()
-    if args.exit_with_pid and not lifeline.alive(args.exit_with_pid):
+    if _stop_code(args):
         log.info("%s stopped: its nats-server is gone", name)
         return 3  # nothing to flush to: closing would wait for a broker that is not coming back
     await event_log.close()

@@ -28,7 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from services.runtime.waits import within
+from services.runtime.waits import unless_stopped, within
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,13 @@ class Lease:
         """Renew every third of the ttl until `stopping`; `changed` is set when we gain it."""
         had = False
         while not stopping.is_set():
-            has = await self.renew()
+            renewal = asyncio.ensure_future(self.renew())
+            # a renewal waits up to the request timeout (10 s) for a broker that may be gone:
+            # a stop does not wait for it
+            if not await unless_stopped(asyncio.shield(renewal), stopping):
+                renewal.cancel()
+                break
+            has = renewal.result()
             if has and not had:
                 log.info("lease %s/%s taken (revision %d)", self.bucket, self.key, self.revision)
                 if changed is not None:

@@ -358,9 +358,9 @@ class EventService:
                     await asyncio.sleep(self.retry_delay)  # back off, then read on from `start`
 
         readers = [asyncio.create_task(read(p)) for p in self.filter_subjects]
-        if on_ready is not None:
-            on_ready()
-        try:
+        try:  # on_ready inside: its failure (a closed stdout) left the readers to the loop's
+            if on_ready is not None:  # shutdown, whose one cancellation nats-py could swallow
+                on_ready()
             await stopping.wait()
         finally:
             await cancel_all(readers)

@@ -690,8 +690,16 @@ class JetStreamLog:
                 await asyncio.sleep(0.1)
 
     async def close(self) -> None:
-        if not self.nc.is_closed:
-            await self.nc.drain()
+        if self.nc.is_closed:
+            return
+        if not self.nc.is_connected:
+            # the broker away: drain() refuses (ConnectionReconnectingError) and close() writes
+            # what is pending to the dead socket (RuntimeError from the transport): a service
+            # stopped meanwhile ended with a traceback (exit 1). Nothing can be sent anyway.
+            with contextlib.suppress(nats.errors.Error, RuntimeError, OSError):
+                await self.nc.close()
+            return
+        await self.nc.drain()
 
     # --- appends -------------------------------------------------------------------------------
 
