@@ -18,15 +18,11 @@ from services.core.ledger import check_invariants, encode_state
 from services.runtime.eventlog import EventLog
 from services.runtime.eventlog.memory import MemoryLog
 from tests.allocator.scenario import VIR05, ascend_node, decoded, proposal, put
+from tests.draining import drain as drained
 
 
 async def drain(alloc: Allocator) -> list[str]:
-    consumer = await alloc.log.consumer(alloc.service.durable, alloc.service.filter_subjects)
-    outcomes = []
-    while (d := await consumer.next(timeout=0.3)) is not None:
-        outcomes.append(await alloc.service.handle(d))
-    await consumer.close()
-    return outcomes
+    return await drained(alloc.service)
 
 
 async def test_gang_commit_is_one_batch_and_conflicts_are_refused_with_the_rule(

@@ -11,6 +11,7 @@ from contracts.events import SliceReleased, TaskFinished
 from services.allocator.service import Allocator
 from services.runtime.eventlog import EventLog
 from tests.allocator.scenario import VIR05, ascend_node, decoded, proposal, put
+from tests.draining import drain_consumer
 from tests.processes import wait_until
 
 
@@ -44,8 +45,9 @@ async def test_a_replica_releases_what_the_other_committed(event_log: EventLog) 
         assert await a.service.handle(await consumer.next()) == "handled"  # a commits
         await put(event_log, s.job("default", "inf"),
                   TaskFinished(namespace="default", name="inf", task="worker-0", node="n1"))  # fmt: skip
-        while (d := await consumer.next(timeout=0.5)) is not None:
-            assert await b.service.handle(d) == "handled"  # b: the commit, then the finish
+        outcomes = await drain_consumer(event_log, consumer, a.service.durable, a.service.filter_subjects,
+                                        b.service.handle, quiet=0.5)  # fmt: skip
+        assert all(o == "handled" for o in outcomes)  # b: the commit, then the finish
 
         released = [e for e in decoded([m async for m in event_log.replay()])
                     if isinstance(e, SliceReleased)]  # fmt: skip

@@ -23,6 +23,7 @@ from contracts.workloads import JobSpec, TaskSpec
 from services.nodeagent.service import NodeAgent
 from services.runtime.eventlog import EventLog
 from tests.allocator.scenario import decoded, put
+from tests.draining import drain as drained
 from tests.processes import wait_until
 
 
@@ -160,13 +161,7 @@ async def test_restart_registers_nothing_new_and_reports_nothing_twice(
 
 
 async def drain(agent: NodeAgent) -> int:
-    consumer = await agent.log.consumer(agent.service.durable, agent.service.filter_subjects)
-    n = 0
-    while (d := await consumer.next(timeout=0.3)) is not None:
-        await agent.service.handle(d)
-        n += 1
-    await consumer.close()
-    return n
+    return len(await drained(agent.service))
 
 
 async def test_reports_continue_their_own_commits_trace_whoever_appends_them(event_log: EventLog) -> None:

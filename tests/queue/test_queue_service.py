@@ -21,6 +21,7 @@ from contracts.workloads import JobSpec, TaskSpec
 from services.queue.service import QueueService
 from services.runtime.eventlog import EventLog
 from tests.allocator.scenario import decoded, put
+from tests.draining import drain as drained
 
 
 def spec(name: str, replicas: int = 2, policies: tuple = (), max_retry: int = 3) -> JobSpec:
@@ -32,12 +33,7 @@ def spec(name: str, replicas: int = 2, policies: tuple = (), max_retry: int = 3)
 async def drain(svc: QueueService) -> None:
     """Handle every delivered event until the consumer has nothing more (the service's own
     appends included)."""
-    consumer = await svc.log.consumer("queue", svc.service.filter_subjects)
-    try:
-        while (d := await consumer.next(timeout=0.5)) is not None:
-            await svc.service.handle(d)
-    finally:
-        await consumer.close()
+    await drained(svc.service, quiet=0.5)
 
 
 async def started(log: EventLog) -> QueueService:
@@ -219,9 +215,7 @@ async def test_a_failure_delivered_again_after_the_restart_restarts_nothing() ->
     await drain(svc)
     fresh = QueueService(log)  # a new durable: it sees the old failure again
     await fresh.recover()
-    consumer = await log.consumer("queue-new", fresh.service.filter_subjects)
-    while (d := await consumer.next(timeout=0.3)) is not None:
-        await fresh.service.handle(d)
+    await drained(fresh.service, "queue-new")
     events = await job_events(log, "r")
     restarts = [e.reason for e in events if isinstance(e, JobPhaseChanged) and e.phase == "Restarting"]
     assert restarts == ["RestartJob: retry 1/3"]
@@ -296,10 +290,7 @@ async def test_a_message_delivered_twice_to_one_process_is_folded_once() -> None
     await put(log, s.job("ns", "r"),
               TaskFinished(namespace="ns", name="r", task="r-w-0", node="n1", exit_code=1))  # fmt: skip
     await drain(svc)
-    again = await log.consumer("queue-again", svc.service.filter_subjects)  # the same messages, once more
-    while (d := await again.next(timeout=0.3)) is not None:
-        await svc.service.handle(d)
-    await again.close()
+    await drained(svc.service, "queue-again")  # the same messages, once more
     await put(log, s.job("ns", "r"),
               TaskFinished(namespace="ns", name="r", task="r-w-1", node="n1", exit_code=1))  # fmt: skip
     await drain(svc)  # (the first restart is not over: its pods are not back, a second is not asked)

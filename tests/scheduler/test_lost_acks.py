@@ -27,6 +27,7 @@ from services.runtime.eventlog.model import AppendResult, Entry, LogUnavailable
 from services.runtime.service import Outgoing
 from services.scheduler.service import Scheduler
 from tests.allocator.scenario import ascend_node, decoded, put
+from tests.draining import drain
 from tests.scheduler.test_scheduler_service import seed
 
 CARD = "n1-Ascend910B3-0"
@@ -75,10 +76,7 @@ async def read_back(sched: Scheduler, log: EventLog) -> None:
 async def allocate(log: EventLog) -> None:
     alloc = Allocator(log)
     await alloc.recover()
-    consumer = await log.consumer(alloc.service.durable, alloc.service.filter_subjects)
-    while (d := await consumer.next(timeout=0.3)) is not None:
-        await alloc.service.handle(d)
-    await consumer.close()
+    await drain(alloc.service)
 
 
 def proposals(outs: list[Outgoing]) -> list[PlacementProposed]:
