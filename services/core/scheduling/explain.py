@@ -39,6 +39,7 @@ from services.core.scheduling.interpod import (
     shown,
 )
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from services.core.scheduling.nodelabels import tolerates
 from services.core.scheduling.plugins import shares as sh
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
 from services.core.scheduling.plugins.gang import ready_num
@@ -46,6 +47,7 @@ from services.core.scheduling.plugins.overcommit import IDLE_ROOM
 from services.core.scheduling.plugins.predicates import (
     NODE_AFFINITY,
     NODE_PORTS,
+    UNTOLERATED,
     port_holder,
 )
 from services.core.scheduling.session import Session
@@ -131,6 +133,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_labels = _node_label_words(task, node)
         if got_labels is not None:
             return got_labels
+    if status.plugin == "predicates" and any(r.startswith(UNTOLERATED) for r in status.reasons):
+        fix = _toleration_fix(task, node)
+        if fix:  # (words as the predicate says them: equal taints group across nodes)
+            return NodeWords("predicates", status.message(), fix, TOLERATION_SIZE)
     if status.plugin == "predicates" and POD_RULES & set(status.reasons):
         got_pods = _pod_affinity_words(ssn, task, node)
         if got_pods is not None:
@@ -154,6 +160,38 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
             words, fix, size = got
             return NodeWords("deviceshare", words, fix, size)
     return NodeWords(status.plugin, status.message())
+
+
+#: a tolerated taint away from running, on a node whose labels already match the pod (taints are
+#: checked after node affinity): a smaller change than relabelling a node, the fix named first
+TOLERATION_SIZE = 0.5
+
+
+def _untolerated(task: TaskInfo, node: NodeInfo) -> list[tuple[str, str, str]]:
+    """The node's NoSchedule/NoExecute taints the pod does not tolerate."""
+    return [(k, v, e) for k, v, e in node.taints if e in ("NoSchedule", "NoExecute")
+            and not any(tolerates(t, k, v, e) for t in task.spec.tolerations)]  # fmt: skip
+
+
+def _taints_shown(taints: list[tuple[str, str, str]]) -> str:
+    return ", ".join(f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in taints)
+
+
+def _toleration_fix(task: TaskInfo, node: NodeInfo) -> str:
+    """The tolerations (or the taints' removal) that let the pod onto `node`: a node refused
+    for its taints has passed the pod's nodeSelector and node affinity already, so "label a
+    node zone=c" was the wrong way for a pod whose zone=c node is only tainted."""
+    taints = _untolerated(task, node)
+    if not taints:
+        return ""
+    tols = ", ".join(f"{{key: {k}, operator: Equal, value: {v}, effect: {e}}}" if v else
+                     f"{{key: {k}, operator: Exists, effect: {e}}}" for k, v, e in taints)  # fmt: skip
+    rules = " and ".join(w for w, on in (("nodeSelector", task.spec.node_selector), ("node affinity", task.spec.affinity)) if on)
+    matches = f" (it matches the pod's {rules})" if rules else ""
+    removal = " ".join(f"{k}={v}:{e}-" if v else f"{k}:{e}-" for k, v, e in taints)
+    return (f"tolerate the taint{'s' if len(taints) > 1 else ''} {_taints_shown(taints)} of {node.name}{matches}: "
+            f"add to the pod's tolerations {tols}; or remove {'them' if len(taints) > 1 else 'it'} "
+            f"(kubectl taint node {node.name} {removal})")  # fmt: skip
 
 
 def _node_label_words(task: TaskInfo, node: NodeInfo) -> NodeWords | None:
@@ -225,10 +263,61 @@ def _spread_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | N
     value = node.labels[c.topology_key]
     few = len(d.counts) < c.min_domains
     domains = f" ({len(d.counts)} of minDomains {c.min_domains}: it counts as 0)" if few else ""
+    tainted = _tainted_emptiest(ssn, task, d, value, skew)
+    if tainted:
+        return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
+                         f"{c.max_skew} would be exceeded ({why})",
+                         f"{c.topology_key}={value} would be {skew} pods over the emptiest domain, {tainted}",
+                         TOLERATION_SIZE * 0.8)  # fmt: skip
     return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
                      f"{c.max_skew} would be exceeded ({why})",
                      f"{c.topology_key}={value} would be {skew} pods over the emptiest domain"
                      f"{domains}: room in another {c.topology_key}, or a larger maxSkew", 1.0)  # fmt: skip
+
+
+def _tainted_emptiest(ssn: Session, task: TaskInfo, d: Any, value: str, skew: int) -> str:
+    """When the emptiest domains count only by `nodeTaintsPolicy: Ignore` (kube's default when
+    unset: every node counts, tainted or not) — each of their nodes has a taint the pod does not
+    tolerate — and honouring taints would let the pod into `value`'s domain: those domains and
+    the two ways out. "Room in another zone" pointed at a zone the pod can never enter."""
+    c = d.constraint
+    if c.node_taints_policy == "Honor":
+        return ""
+    memo = ssn.__dict__.setdefault("_explain_spread_taints", {})
+    got = memo.get(id(d))
+    if got is None or got[0] is not d:
+        got = memo[id(d)] = (d, _honoured(ssn, task, d))
+    honoured, taints = got[1]
+    emptiest = sorted(v for v, n in d.counts.items() if n == d.fewest())
+    if not taints or not emptiest or any(v not in taints for v in emptiest):
+        return ""
+    least = (0 if len(honoured) < max(c.min_domains, 1) and c.min_domains else min(honoured.values(), default=0))
+    if value not in honoured or skew - (least - d.fewest()) > c.max_skew:
+        return ""  # honouring taints would not let it in here either
+    shown = ", ".join(f"{c.topology_key}={v}" for v in emptiest[:MAX_EXAMPLES])
+    nodes = "; ".join(taints[v] for v in emptiest[:MAX_EXAMPLES])
+    return (f"{shown}, which counts only because the constraint's nodeTaintsPolicy is Ignore (the default when "
+            f"unset) though the pod tolerates none of its nodes' taints ({nodes}): set nodeTaintsPolicy: Honor "
+            "on the constraint, or tolerate the taint")  # fmt: skip
+
+
+def _honoured(ssn: Session, task: TaskInfo, d: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """The constraint's counts over the domains with a node the pod tolerates (Honor), and per
+    domain whose every node it does not, one node's untolerated taints ("c1 dedicated=x:NoSchedule")."""
+    key = d.constraint.topology_key
+    open_: set[str] = set()
+    shut: dict[str, str] = {}
+    for node in ssn.node_list:
+        v = node.labels.get(key)
+        if v is None or v not in d.counts:
+            continue
+        taints = _untolerated(task, node)
+        if not taints:
+            open_.add(v)
+        else:
+            shut.setdefault(v, f"{node.name}: {_taints_shown(taints)}")
+    honoured = {v: n for v, n in d.counts.items() if v in open_}
+    return honoured, {v: w for v, w in shut.items() if v not in open_}
 
 
 def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
