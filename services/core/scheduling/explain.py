@@ -26,6 +26,7 @@ from services.core.devices.ascend import use_uuid_annotation
 from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
+from services.core.scheduling.actions.victims import validate_victims
 from services.core.scheduling.decisions import QUOTA_PLUGIN
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.interpod import (
@@ -38,9 +39,17 @@ from services.core.scheduling.interpod import (
     shown,
 )
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
+from services.core.scheduling.nodelabels import tolerates
 from services.core.scheduling.plugins import shares as sh
 from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
-from services.core.scheduling.plugins.predicates import NODE_AFFINITY, NODE_PORTS, port_holder
+from services.core.scheduling.plugins.gang import ready_num
+from services.core.scheduling.plugins.overcommit import IDLE_ROOM
+from services.core.scheduling.plugins.predicates import (
+    NODE_AFFINITY,
+    NODE_PORTS,
+    UNTOLERATED,
+    port_holder,
+)
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 from services.core.scheduling.volumes import PLUGIN as VOLUMES
@@ -124,6 +133,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_labels = _node_label_words(task, node)
         if got_labels is not None:
             return got_labels
+    if status.plugin == "predicates" and any(r.startswith(UNTOLERATED) for r in status.reasons):
+        fix = _toleration_fix(task, node)
+        if fix:  # (words as the predicate says them: equal taints group across nodes)
+            return NodeWords("predicates", status.message(), fix, TOLERATION_SIZE)
     if status.plugin == "predicates" and POD_RULES & set(status.reasons):
         got_pods = _pod_affinity_words(ssn, task, node)
         if got_pods is not None:
@@ -147,6 +160,38 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
             words, fix, size = got
             return NodeWords("deviceshare", words, fix, size)
     return NodeWords(status.plugin, status.message())
+
+
+#: a tolerated taint away from running, on a node whose labels already match the pod (taints are
+#: checked after node affinity): a smaller change than relabelling a node, the fix named first
+TOLERATION_SIZE = 0.5
+
+
+def _untolerated(task: TaskInfo, node: NodeInfo) -> list[tuple[str, str, str]]:
+    """The node's NoSchedule/NoExecute taints the pod does not tolerate."""
+    return [(k, v, e) for k, v, e in node.taints if e in ("NoSchedule", "NoExecute")
+            and not any(tolerates(t, k, v, e) for t in task.spec.tolerations)]  # fmt: skip
+
+
+def _taints_shown(taints: list[tuple[str, str, str]]) -> str:
+    return ", ".join(f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in taints)
+
+
+def _toleration_fix(task: TaskInfo, node: NodeInfo) -> str:
+    """The tolerations (or the taints' removal) that let the pod onto `node`: a node refused
+    for its taints has passed the pod's nodeSelector and node affinity already, so "label a
+    node zone=c" was the wrong way for a pod whose zone=c node is only tainted."""
+    taints = _untolerated(task, node)
+    if not taints:
+        return ""
+    tols = ", ".join(f"{{key: {k}, operator: Equal, value: {v}, effect: {e}}}" if v else
+                     f"{{key: {k}, operator: Exists, effect: {e}}}" for k, v, e in taints)  # fmt: skip
+    rules = " and ".join(w for w, on in (("nodeSelector", task.spec.node_selector), ("node affinity", task.spec.affinity)) if on)
+    matches = f" (it matches the pod's {rules})" if rules else ""
+    removal = " ".join(f"{k}={v}:{e}-" if v else f"{k}:{e}-" for k, v, e in taints)
+    return (f"tolerate the taint{'s' if len(taints) > 1 else ''} {_taints_shown(taints)} of {node.name}{matches}: "
+            f"add to the pod's tolerations {tols}; or remove {'them' if len(taints) > 1 else 'it'} "
+            f"(kubectl taint node {node.name} {removal})")  # fmt: skip
 
 
 def _node_label_words(task: TaskInfo, node: NodeInfo) -> NodeWords | None:
@@ -218,10 +263,61 @@ def _spread_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords | N
     value = node.labels[c.topology_key]
     few = len(d.counts) < c.min_domains
     domains = f" ({len(d.counts)} of minDomains {c.min_domains}: it counts as 0)" if few else ""
+    tainted = _tainted_emptiest(ssn, task, d, value, skew)
+    if tainted:
+        return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
+                         f"{c.max_skew} would be exceeded ({why})",
+                         f"{c.topology_key}={value} would be {skew} pods over the emptiest domain, {tainted}",
+                         TOLERATION_SIZE * 0.8)  # fmt: skip
     return NodeWords("predicates", f"topology spread of {sel} by {c.topology_key}: maxSkew "
                      f"{c.max_skew} would be exceeded ({why})",
                      f"{c.topology_key}={value} would be {skew} pods over the emptiest domain"
                      f"{domains}: room in another {c.topology_key}, or a larger maxSkew", 1.0)  # fmt: skip
+
+
+def _tainted_emptiest(ssn: Session, task: TaskInfo, d: Any, value: str, skew: int) -> str:
+    """When the emptiest domains count only by `nodeTaintsPolicy: Ignore` (kube's default when
+    unset: every node counts, tainted or not) — each of their nodes has a taint the pod does not
+    tolerate — and honouring taints would let the pod into `value`'s domain: those domains and
+    the two ways out. "Room in another zone" pointed at a zone the pod can never enter."""
+    c = d.constraint
+    if c.node_taints_policy == "Honor":
+        return ""
+    memo = ssn.__dict__.setdefault("_explain_spread_taints", {})
+    got = memo.get(id(d))
+    if got is None or got[0] is not d:
+        got = memo[id(d)] = (d, _honoured(ssn, task, d))
+    honoured, taints = got[1]
+    emptiest = sorted(v for v, n in d.counts.items() if n == d.fewest())
+    if not taints or not emptiest or any(v not in taints for v in emptiest):
+        return ""
+    least = (0 if len(honoured) < max(c.min_domains, 1) and c.min_domains else min(honoured.values(), default=0))
+    if value not in honoured or skew - (least - d.fewest()) > c.max_skew:
+        return ""  # honouring taints would not let it in here either
+    shown = ", ".join(f"{c.topology_key}={v}" for v in emptiest[:MAX_EXAMPLES])
+    nodes = "; ".join(taints[v] for v in emptiest[:MAX_EXAMPLES])
+    return (f"{shown}, which counts only because the constraint's nodeTaintsPolicy is Ignore (the default when "
+            f"unset) though the pod tolerates none of its nodes' taints ({nodes}): set nodeTaintsPolicy: Honor "
+            "on the constraint, or tolerate the taint")  # fmt: skip
+
+
+def _honoured(ssn: Session, task: TaskInfo, d: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """The constraint's counts over the domains with a node the pod tolerates (Honor), and per
+    domain whose every node it does not, one node's untolerated taints ("c1 dedicated=x:NoSchedule")."""
+    key = d.constraint.topology_key
+    open_: set[str] = set()
+    shut: dict[str, str] = {}
+    for node in ssn.node_list:
+        v = node.labels.get(key)
+        if v is None or v not in d.counts:
+            continue
+        taints = _untolerated(task, node)
+        if not taints:
+            open_.add(v)
+        else:
+            shut.setdefault(v, f"{node.name}: {_taints_shown(taints)}")
+    honoured = {v: n for v, n in d.counts.items() if v in open_}
+    return honoured, {v: w for v, w in shut.items() if v not in open_}
 
 
 def _cluster_cards(ssn: Session) -> tuple[set[str], dict[str, tuple[int, int]]]:
@@ -248,7 +344,7 @@ def plugin_kind(resource: str) -> str:
     return f"plugin:{resource}"
 
 
-def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
+def _whole_cards(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]) -> Explanation | None:
     """The gang's whole (exclusive) cards of each type against the cluster's: no node-by-node
     story explains a gang that needs more cards than exist, or than are free."""
     pending = _missing_pods(job)
@@ -284,7 +380,7 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
                 unblock=f"{add}, or lower the job's minAvailable (now {job.min_available})",
             )
         if n > free:
-            held = _no_room_made(ssn, job, kind)
+            held = _no_room_made(ssn, job, cache, kind)
             return Explanation(
                 f"{who}, {free} of the cluster's {cards} are free", "gang",
                 unblock=f"free {n - free} {kind} card{'s' if n - free > 1 else ''} (their pods "
@@ -293,19 +389,24 @@ def _whole_cards(ssn: Session, job: JobInfo) -> Explanation | None:
     return None
 
 
-def _no_room_made(ssn: Session, job: JobInfo, kind: str) -> str:
-    """What keeps the scheduler itself from freeing cards for the job, when it is a setting
-    someone can change: its pods' `preemptionPolicy: Never` (preempt takes nothing for them),
-    or other queues over their deserved share that reclaim may not touch (`reclaimable:
-    false`). Without it the words said "free 4 cards (their pods finish or are evicted)" of a
-    job that no eviction would ever be made for."""
+def _no_room_made(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any], kind: str = "") -> str:
+    """What keeps the scheduler itself from making room for the job (cards of `kind`, else the
+    resources its pods ask), when it is a setting someone can change: its pods'
+    `preemptionPolicy: Never` (preempt takes nothing for them), no preempt where kube-scheduler
+    would evict lower-priority pods, the preemptable rules that keep those pods (`_not_preempted`),
+    or other queues over their deserved share of the cards that reclaim may not touch
+    (`reclaimable: false`). Without it the words said "free 4 cards (their pods finish or are
+    evicted)" of a job that no eviction would ever be made for, and "free 2 cpu" to a pod a
+    user from kube-scheduler expected to preempt a lower-priority one."""
     out = []
     pending = job.pending_tasks()
     actions = ssn.conf.actions
     if pending and all(t.spec.preemption_policy == "Never" for t in pending) and "preempt" in actions:
-        out.append("its pods' preemptionPolicy is Never: preempt takes no running pod's cards for them")
+        out.append(f"its pods' preemptionPolicy is Never: preempt takes no running pod's {'cards' if kind else 'room'} "
+                   "for them")  # fmt: skip
+    out += _not_preempted(ssn, job, _representative(job), cache)
     prop = ssn.plugins.get("proportion")
-    if prop is not None and "reclaim" in actions:
+    if kind and prop is not None and "reclaim" in actions:
         dim = sh.card_resource(kind)
         for name, attr in sorted(prop.attrs.items()):  # type: ignore[attr-defined]
             q = ssn.queues.get(name)
@@ -314,6 +415,170 @@ def _no_room_made(ssn: Session, job: JobInfo, kind: str) -> str:
                 out.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
                            "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
     return "; ".join(out)
+
+
+#: the pods preempt takes victims among (actions/preempt.py)
+VICTIM_STATUSES = frozenset({st.BOUND, st.RUNNING})
+PREEMPT_OFF = ("preemption is off: the scheduler conf's actions have no preempt (kube-scheduler would "
+               "evict lower-priority pods; add preempt to actions)")  # fmt: skip
+
+
+def _not_preempted(ssn: Session, job: JobInfo, task: TaskInfo | None, cache: dict[tuple[object, ...], Any]) -> list[str]:
+    """Why no pod is evicted for the job where kube-scheduler would evict lower-priority ones:
+    preempt is not among the actions; enqueue holds its PodGroup (preempt acts for admitted
+    ones only); or the plugins' preemptable rules keep every pod that could make room (gang
+    keeps a job at its minAvailable, a plain pod's included; conformance keeps kube-system and
+    critical pods). Nothing when no lower-priority pod's eviction would make room (kube-scheduler
+    would not preempt either) or when preempt could take them (it will)."""
+    if task is None or task.spec.preemption_policy == "Never":
+        return []
+    key, room = _room_below(ssn, task, cache)
+    if not room:
+        return []
+    out = []
+    if "preempt" not in ssn.conf.actions:
+        out.append(PREEMPT_OFF)
+    if job.phase == "Pending":  # (Volcano's preempt skips Pending PodGroups)
+        out.append(f"preempt makes room only for a PodGroup enqueue has admitted, and "
+                   f"{job.why_plugin or 'enqueue'} holds this one at enqueue")  # fmt: skip
+    # what the plugins keep reads the preemptor's job (its priority, its share): equal waiting
+    # jobs with no pod placed yet share one answer
+    which = ("kept from preempt", key, job.queue, job.priority, task.best_effort,
+             job.key if not job.allocated.is_empty() else "")  # fmt: skip
+    kept = cache.get(which)
+    if kept is None:
+        kept = cache[which] = _not_preemptable(ssn, job, task, room)
+    if kept:
+        out.append(kept)
+    return out
+
+
+def _room_below(
+    ssn: Session, task: TaskInfo, cache: dict[tuple[object, ...], Any]
+) -> tuple[tuple[object, ...], list[tuple[NodeInfo, list[TaskInfo]]]]:
+    """The nodes where evicting the running pods of other jobs of a lower priority than the
+    task's would make room for it, with those pods: where kube-scheduler would preempt (a node a
+    predicate refuses for good is none). Once per pod shape and priority while the job runs no
+    pod of its own, so a thousand equal pods cost one pass over the nodes."""
+    own = task.job if ssn.jobs[task.job].ready_task_num() else ""
+    shape = shape_of(task)
+    if reads_pods(ssn, task):
+        shape = (shape, task.namespace, tuple(sorted(task.labels.items())))
+    key = ("room below", shape, task.priority, own)
+    got = cache.get(key)
+    if got is None:
+        got = []
+        lowest = _lowest_priorities(ssn)
+        for node in ssn.node_list:
+            if lowest.get(node.name, task.priority) >= task.priority:
+                continue  # (most nodes, most sessions: no pod there of a lower priority)
+            lower = [t for t in node.tasks.values()
+                     if t.status in VICTIM_STATUSES and t.priority < task.priority and t.job != task.job]  # fmt: skip
+            if lower and ssn.predicate_for_preempt(task, node) is None and validate_victims(ssn, task, node, lower):
+                got.append((node, lower))
+        cache[key] = got
+    return key, got
+
+
+def _lowest_priorities(ssn: Session) -> dict[str, int]:
+    """Per node, the lowest priority of the pods preempt could take there; once per session."""
+    got = ssn.__dict__.get("_explain_lowest")
+    if got is None:
+        got = ssn.__dict__["_explain_lowest"] = {
+            node.name: min(t.priority for t in tasks)
+            for node in ssn.node_list
+            if (tasks := [t for t in node.tasks.values() if t.status in VICTIM_STATUSES])
+        }
+    return got  # type: ignore[no-any-return]
+
+
+def _not_preemptable(ssn: Session, job: JobInfo, task: TaskInfo, room: list[tuple[NodeInfo, list[TaskInfo]]]) -> str:
+    """What keeps the pods of `room` from preempt: their `volcano.sh/preemptable: false`, their
+    queue (preempt takes within the job's own), or the plugins whose preemptable rule drops them
+    (`Session.preemptable_votes`); "" when preempt could take enough of them on some node."""
+    said = dict(ssn.kept)  # (pdb notes a budget that held a pod for the job: asking is no preempting)
+    try:
+        return _not_preemptable_words(ssn, job, task, room, job.key in said)
+    finally:
+        ssn.kept.clear()
+        ssn.kept.update(said)
+
+
+def _not_preemptable_words(
+    ssn: Session, job: JobInfo, task: TaskInfo, room: list[tuple[NodeInfo, list[TaskInfo]]], budget_said: bool
+) -> str:
+    marked: dict[str, TaskInfo] = {}
+    elsewhere: dict[str, TaskInfo] = {}
+    kept_by: dict[str, dict[str, TaskInfo]] = {}
+    for node, lower in room:
+        keep = []
+        for t in lower:
+            if not t.spec.preemptable:
+                marked[t.uid] = t
+            elif ssn.jobs[t.job].queue != job.queue:
+                elsewhere[t.uid] = t
+            elif not (task.best_effort and not t.best_effort):
+                keep.append(t)
+        if not keep:
+            continue
+        victims = ssn.preemptable(task, keep)
+        if victims and validate_victims(ssn, task, node, victims):
+            return ""  # preempt takes them (this session could not yet: its order, its share)
+        for name, got in ssn.preemptable_votes(task, keep):
+            ids = {t.uid for t in got}
+            kept_by.setdefault(name, {}).update((t.uid, t) for t in keep if t.uid not in ids)
+    if budget_said:
+        kept_by.pop("pdb", None)  # (its own words, with the budget, follow: decide.py)
+    parts = [_kept_words(ssn, name, list(ts.values())) for name, ts in sorted(kept_by.items()) if ts]
+    if marked:
+        parts.append(f"{_pods(list(marked.values()))} marked volcano.sh/preemptable: false")
+    if elsewhere:
+        queues = sorted({ssn.jobs[t.job].queue for t in elsewhere.values()})
+        parts.append(f"preempt takes only from jobs of the job's own queue {job.queue}, and "
+                     f"{_pods(list(elsewhere.values()))} in queue {', '.join(queues)} (reclaim "
+                     "takes across queues, for a queue under its deserved share)")  # fmt: skip
+    return "the pods that could make room are not preemptable: " + "; ".join(parts) if parts else ""
+
+
+def _pods(tasks: list[TaskInfo]) -> str:
+    """`default/low`, `default/a, default/b (and 3 more) are`: the pods named, with their verb."""
+    names = sorted(f"{t.namespace}/{t.pod}" for t in tasks)
+    more = f" (and {len(names) - MAX_EXAMPLES} more)" if len(names) > MAX_EXAMPLES else ""
+    return f"{', '.join(names[:MAX_EXAMPLES])}{more} {'is' if len(names) == 1 else 'are'}"
+
+
+def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo]) -> str:
+    """A preemptable rule that keeps `tasks` from preempt, in words (Volcano's plugins, as
+    Tessera runs them: plugins/gang.py, conformance.py, …), with its switch where it has one."""
+    if plugin == "gang":
+        jobs = sorted({t.job for t in tasks})
+        shown = ", ".join(f"{k}: {ready_num(ssn.jobs[k])} ready, minAvailable {ssn.jobs[k].min_available}"
+                          for k in jobs[:MAX_EXAMPLES])  # fmt: skip
+        more = f" (and {len(jobs) - MAX_EXAMPLES} more jobs)" if len(jobs) > MAX_EXAMPLES else ""
+        return ("gang's rule keeps a job at its minAvailable: preempt takes only the pods a job has "
+                f"ready beyond it ({shown}{more}; "
+                "enablePreemptable: false on gang in the scheduler conf lifts the rule)")  # fmt: skip
+    if plugin == "conformance":
+        return (f"conformance never evicts pods in kube-system or of priorityClassName system-cluster-critical or "
+                f"system-node-critical ({_pods(tasks)}; enablePreemptable: false on conformance lifts the rule)")  # fmt: skip
+    if plugin == "priority":
+        return f"priority takes only pods of jobs with a lower priority than the job's ({_pods(tasks)} not)"
+    if plugin == "drf":
+        return (f"drf takes a pod only from a job whose share without it stays at least the job's share with "
+                f"the pod it makes room for ({_pods(tasks)} not)")  # fmt: skip
+    if plugin == "pdb":
+        return f"their PodDisruptionBudgets allow no more disruptions ({_pods(tasks)} covered)"
+    if plugin == "cdp":
+        return f"{_pods(tasks)} within their volcano.sh/cooldown-time (cdp)"
+    return f"{plugin}'s preemptable rule keeps them ({_pods(tasks)})"
+
+
+#: a node's fix that room made by evicting would answer ("free 2 cpu on p1", "end a pod on p1")
+FREES_ROOM = ("free ", "end a pod on ")
+
+
+def _with_held(fix: str, held: str) -> str:
+    return f"{fix}; {held}" if fix and held else fix or held
 
 
 def _missing_pods(job: JobInfo) -> list[TaskInfo]:
@@ -569,11 +834,14 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         got = rule(ssn, task)
         if got is not None:
             return got
-    cards = _whole_cards(ssn, job)
+    cards = _whole_cards(ssn, job, cache)
     if cards is not None and "the cluster has" in cards.why:
         return cards  # no queue, node or share explains a gang larger than the cluster
     if job.why and job.phase == "Pending":  # refused at enqueue
-        return Explanation(job.why, job.why_plugin, unblock=job.unblock)
+        unblock = job.unblock
+        if job.why_plugin == "overcommit" and IDLE_ROOM in job.why:  # room evictions could make
+            unblock = _with_held(unblock, _no_room_made(ssn, job, cache))
+        return Explanation(job.why, job.why_plugin, unblock=unblock)
     if job.job_fit_error and not job.fit_errors:
         return Explanation(job.job_fit_error, "gang" if "Not" in job.job_fit_error else "")
     if job.why and queue is not None and task is not None:
@@ -610,6 +878,8 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
                 "free room for the whole gang, or lower the job's minAvailable",
             )
         first = next(g for g in groups if g.plugin)
+        if fix.startswith(FREES_ROOM):  # room the scheduler could make by evicting, or not
+            fix = _with_held(fix, _no_room_made(ssn, job, cache))
         return Explanation(groups_line(groups, len(ssn.node_list)), first.plugin, groups, fix)
     if job.why:
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)

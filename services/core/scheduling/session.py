@@ -539,6 +539,28 @@ class Session:
     def preemptable(self, preemptor: TaskInfo, preemptees: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("preemptable", preemptor, preemptees)
 
+    def preemptable_votes(
+        self, preemptor: TaskInfo, preemptees: list[TaskInfo]
+    ) -> list[tuple[str, list[TaskInfo]]]:
+        """What each plugin answered of the tier that decides `preemptable` (the first whose
+        plugins leave victims in common, else the first that votes): which plugin keeps which
+        pods from preempt, for explain. Every voting plugin of that tier is asked, where
+        `_victims` stops at the first empty answer."""
+        first: list[tuple[str, list[TaskInfo]]] = []
+        for tier in self._fns["preemptable"]:
+            votes = []
+            for name, fn in tier:
+                got, vote = fn(preemptor, preemptees)
+                if vote != ABSTAIN:
+                    votes.append((name, list(got)))
+            if not votes:
+                continue
+            common = set.intersection(*({t.uid for t in got} for _, got in votes))
+            if common:
+                return votes
+            first = first or votes
+        return first
+
     def reclaimable(self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("reclaimable", reclaimer, reclaimees)
 

@@ -12,6 +12,9 @@ from services.core.scheduling.resources import is_device_resource
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import PERMIT, REJECT
 
+#: the words of a refusal by the cluster's idle room (not its size): evicting pods makes room
+IDLE_ROOM = "exceeds the idle room"
+
 
 class OvercommitPlugin:
     name = "overcommit"
@@ -82,7 +85,7 @@ class OvercommitPlugin:
         free_now = idle - total * (self.factor - 1)  # total − used, unscaled
         short = max(want[dim] - idle, minres[dim] - free_now)
         return (f"cluster: {name} minResources {a(dim, minres[dim])} + inqueue "
-                f"{a(dim, self.inqueue.get(dim, 0.0))} exceeds the idle room "
+                f"{a(dim, self.inqueue.get(dim, 0.0))} {IDLE_ROOM} "
                 f"{a(dim, max(idle, 0.0))} (overcommit: total × "
                 f"overcommit-factor {self.factor:g} − used)",
                 f"free {a(dim, sh.whole_units(dim, short))} {name} in the cluster, or raise "

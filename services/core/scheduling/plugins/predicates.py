@@ -21,6 +21,8 @@ from services.core.scheduling.status import Status, unresolvable, unschedulable
 from services.core.scheduling.topologyspread import MISSING_LABEL, Spread, spread_of
 
 NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+#: kube-scheduler's TaintToleration words, before the taint itself (`{key: value}`)
+UNTOLERATED = "node(s) had untolerated taint"
 NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"
 
@@ -105,7 +107,7 @@ class PredicatesPlugin:
             if taint is not None:
                 key, value = taint
                 shown = f"{key}: {value}" if value else key
-                return unresolvable(self.name, f"node(s) had untolerated taint {{{shown}}}")
+                return unresolvable(self.name, f"{UNTOLERATED} {{{shown}}}")
         if self.ports and spec.host_ports and port_holder(task, node, future, without):
             # Unschedulable, not unresolvable: preempting the holder frees the port.
             return unschedulable(self.name, NODE_PORTS)
