@@ -129,7 +129,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def command(args: argparse.Namespace, action: str, name: str, namespace: str = "", kind: str = "",
-            shown: str = "", missing: str = "") -> int:  # fmt: skip
+            shown: str = "", missing: str = "", ignore_missing: bool = False) -> int:  # fmt: skip
     """Send one command; print the service's answer (or `shown` for a success, when the CLI
     names the object as the user did: `pod default/x deleted`; `missing` for a refusal because
     there is no such job, in kubectl's words for the kind the user named)."""
@@ -139,6 +139,8 @@ def command(args: argparse.Namespace, action: str, name: str, namespace: str = "
         print(shown or reply.message)
         return 0
     if missing and reply.message == f"job {namespace}/{name} not found":  # the queue service's words
+        if ignore_missing:  # kubectl delete --ignore-not-found: nothing said, nothing wrong
+            return 0
         print(missing, file=sys.stderr)
         return 1
     print(f"error: {reply.message}", file=sys.stderr)
@@ -170,7 +172,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         # a pod: the queue service finds a Volcano Job's pod by its name and says what follows
         shown = "" if kind == "pod" else f"{kind} {ns}/{name} deleted"
         worst = max(worst, command(args, "delete", job, ns, kind="pod" if kind == "pod" else "",
-                                   shown=shown, missing=missing))  # fmt: skip
+                                   shown=shown, missing=missing, ignore_missing=args.ignore_not_found))  # fmt: skip
     return worst
 
 
@@ -291,6 +293,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     delete.add_argument("name", nargs="?", metavar="NAME", help="the object's name")
     delete.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
     delete.add_argument("-f", "--filename", default="", help="delete the Jobs/Pods/PodGroups of a file")
+    delete.add_argument("--ignore-not-found", action="store_true",
+                        help="an object that does not exist is no error (kubectl's flag): exit 0, nothing said")  # fmt: skip
     connection_args(delete)
     delete.set_defaults(func=cmd_delete)
 

@@ -109,6 +109,8 @@ def test_apply_get_suspend_resume_close_delete(system: Path) -> None:
             break
     assert "infer-2" not in pods(system)
     assert run(system, "delete", "pod", "infer-2").returncode == 1  # already gone
+    quiet = run(system, "delete", "pod", "infer-2", "--ignore-not-found")  # kubectl's flag
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", ""), quiet
     assert run(system, "delete", "pod", "nope").returncode == 1
 
 
