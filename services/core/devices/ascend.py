@@ -159,6 +159,7 @@ class AscendVendor:
                         f"must be 1 or 2*n ({single.common_word} allocates modules of 2 NPUs)",
                     )
                 )
+        asked = memory  # as written, before HAMi's memoryFactor
         if memory is not None and factor > 1:
             memory *= factor
         template: str | None = None
@@ -193,7 +194,7 @@ class AscendVendor:
                 )
             elif trimmed.template is None:
                 mem_pct, exclusive = 100, True
-                rounded = (f"is more than {single.common_word}'s largest vNPU template: rounded up to a whole "
+                rounded = "" if memory >= single.memory_capacity else (f"is more than {single.common_word}'s largest vNPU template: rounded up to a whole "
                            f"card ({single.memory_capacity} MB), as HAMi does")  # fmt: skip
             else:
                 if count is not None and count > 1:
@@ -214,7 +215,7 @@ class AscendVendor:
         if soft and cores is not None and cores > 100:
             violations.append(_clamped(core_name, cores))
         if rounded:  # HAMi rounds in silence: "8 GB slices, 8 to a card" held 4
-            violations.append(Violation(mem_name, str(memory), rounded, warning=True))
+            violations.append(Violation(mem_name, str(asked), rounded, warning=True))
         types = tuple(c.common_word for c in chips)
         return DeviceRequest(
             vendor=VENDOR,

@@ -375,8 +375,8 @@ def _whole_cards(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any
             add = (f"add {n - cards} {kind} cards to the cluster" if free >= cards else
                    f"add {n - free} {kind} cards to the cluster (or {n - cards} once its {cards - free} busy "
                    "ones are free)")  # fmt: skip
-            return Explanation(
-                f"{who}, the cluster has {cards}" + (f" ({free} free)" if free < cards else ""), "gang",
+            return Explanation(  # (free counts in the fix only: the verdict's words stay the same
+                f"{who}, the cluster has {cards}", "gang",  # as cards come and go, `unschedulable_key`)
                 unblock=f"{add}, or lower the job's minAvailable (now {job.min_available})",
             )
         if n > free:
@@ -417,6 +417,10 @@ def _no_room_made(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], An
     return "; ".join(out)
 
 
+#: `_room_below` stops at this many nodes where room could be made, or after trying this many
+#: nodes with a lower-priority pod: the words are a hint, their cost must not grow with the cluster
+ROOM_EXAMPLES = 4
+ROOM_TRIES = 64
 #: the pods preempt takes victims among (actions/preempt.py)
 VICTIM_STATUSES = frozenset({st.BOUND, st.RUNNING})
 PREEMPT_OFF = ("preemption is off: the scheduler conf's actions have no preempt (kube-scheduler would "
@@ -469,6 +473,7 @@ def _room_below(
     if got is None:
         got = []
         lowest = _lowest_priorities(ssn)
+        tried = 0
         for node in ssn.node_list:
             if lowest.get(node.name, task.priority) >= task.priority:
                 continue  # (most nodes, most sessions: no pod there of a lower priority)
@@ -476,6 +481,11 @@ def _room_below(
                      if t.status in VICTIM_STATUSES and t.priority < task.priority and t.job != task.job]  # fmt: skip
             if lower and ssn.predicate_for_preempt(task, node) is None and validate_victims(ssn, task, node, lower):
                 got.append((node, lower))
+            tried += 1
+            # the words need whether room is there and a few places, not every one: a full pass
+            # per pod shape, every session, doubled a session over a full cluster (review)
+            if len(got) >= ROOM_EXAMPLES or tried >= ROOM_TRIES:
+                break
         cache[key] = got
     return key, got
 

@@ -93,7 +93,11 @@ def to_units(name: str, raw: object) -> int:
 
 def capacity_units(name: str, raw: object) -> int:
     """`to_units` for what holds asks (a node's allocatable, a quota's hard limit): byte amounts
-    rounded down to whole MiB where asks are rounded up."""
+    rounded down to whole MiB where asks are rounded up. The core counts memory in MiB, so an
+    amount off the MiB grid errs one way: this way a pod may wait where kube-scheduler, counting
+    bytes, fits it to the byte (a 1G ask on a node of exactly 1G left); rounded up, a pod was
+    bound the kubelet then refused (OutOfmemory: 954Mi on a node of 1000M). Counting bytes
+    throughout would end both (the contracts' `memory_mib` fields)."""
     if name in ("memory", "ephemeral-storage"):
         return memory_mib_down(raw)
     return to_units(name, raw)

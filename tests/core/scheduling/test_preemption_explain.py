@@ -132,3 +132,36 @@ def test_a_pod_marked_not_preemptable_is_named() -> None:
         "free 2 cpu on p1; the pods that could make room are not preemptable: default/low is marked "
         "volcano.sh/preemptable: false"
     )
+
+
+def test_the_words_look_at_a_bounded_number_of_nodes(monkeypatch: Any) -> None:
+    """Every session explains every waiting job: a pass over every node per pod shape doubled
+    a session over a full 2,000-node cluster (the end-of-session review). The words need
+    whether room could be made and a few places; the pass stops there."""
+    from services.core.scheduling import explain
+    from services.core.scheduling.session import Session
+
+    nodes = 120
+    inventory = {"nodes": [{"name": f"p{i:03}", "cpu": 4, "memory": "8Gi"} for i in range(nodes)]}
+    low = "".join(f"""
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: low-{i:03}}}
+spec:
+  nodeName: p{i:03}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "3"}}}}}}]
+status: {{phase: Running}}""" for i in range(nodes))  # fmt: skip
+    docs = PODS.replace("metadata: {name: low}\nspec:\n", "metadata: {name: low}\nspec:\n  nodeName: p000\n") + low
+    asked: list[str] = []
+    real = Session.predicate_for_preempt
+
+    def counted(self: Session, task: Any, node: Any) -> Any:
+        asked.append(node.name)
+        return real(self, task, node)
+
+    monkeypatch.setattr(Session, "predicate_for_preempt", counted)
+    hi = verdicts(DEFAULT_CONF, docs, inventory)["hi"]
+    assert "preemption is off" in hi.unblock and "(and " in hi.unblock  # named some, said there are more
+    assert 0 < len(asked) <= 64  # per session that explained it; the default conf has no preempt
+    assert len(set(asked)) <= explain.ROOM_TRIES

@@ -63,7 +63,7 @@ def test_a_size_no_template_has_is_accepted_rounded_and_said() -> None:
     """HAMi rounds a vNPU size up to the next template in silence: the article's "8 GB slices,
     8 to a card" held 4 (16 GB each), and a 40000 MB ask took a whole card, without a word."""
     lines = {}
-    for memory in ("8192", "16384", "40000"):
+    for memory in ("8192", "16384", "40000", "65536"):
         w = run(pod(f'{{limits: {{huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "{memory}"}}}}'))
         assert not w.rejections
         lines[memory] = [x.line() for x in w.warnings]
@@ -73,7 +73,8 @@ def test_a_size_no_template_has_is_accepted_rounded_and_said() -> None:
                  "does: a card holds only its templates' sizes (value: 8192)"],
         "16384": [],  # a template's own size
         "40000": [f"{name}: is more than Ascend910B3's largest vNPU template: rounded up to a whole card "
-                  "(65536 MB), as HAMi does (value: 40000)"]}  # fmt: skip
+                  "(65536 MB), as HAMi does (value: 40000)"],
+        "65536": []}  # the whole card asked: nothing rounded  # fmt: skip
 
 
 def test_two_vendors_in_one_container_stay_two_requests() -> None:
