@@ -164,16 +164,18 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
     """PreFilter's classification of the pod's claims (each named once, in the pod's order)."""
     bound: list[BoundClaim] = []
     delayed: list[tuple[str, str, Terms]] = []
-    once: list[str] = []
+    names = tuple(dict.fromkeys(claims))
+    # every ReadWriteOncePod claim, before any early answer: a running pod whose other claim is
+    # gone still holds this one (it was left out of the claim's users, and a second pod placed)
+    once = [claim_key(namespace, n) for n in names
+            if (c := storage.claims.get(claim_key(namespace, n))) is not None and READ_WRITE_ONCE_POD in c.access_modes]  # fmt: skip
     immediate = ""
-    for name in dict.fromkeys(claims):
+    for name in names:
         pvc = storage.claims.get(claim_key(namespace, name))
         if pvc is None:
-            return VolumeFit(unresolvable(PLUGIN, not_found(name)), name)
+            return VolumeFit(unresolvable(PLUGIN, not_found(name)), name, once=tuple(once))
         if pvc.deleting:
-            return VolumeFit(unresolvable(PLUGIN, being_deleted(name)), name)
-        if READ_WRITE_ONCE_POD in pvc.access_modes:
-            once.append(claim_key(namespace, name))
+            return VolumeFit(unresolvable(PLUGIN, being_deleted(name)), name, once=tuple(once))
         if pvc.volume:
             pv = storage.volumes.get(pvc.volume)
             bound.append(BoundClaim(name, pvc.volume, pv.node_affinity if pv else (), pv is None))
@@ -184,7 +186,7 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
         else:
             immediate = immediate or name
     if immediate:
-        return VolumeFit(unresolvable(PLUGIN, UNBOUND_IMMEDIATE), immediate)
+        return VolumeFit(unresolvable(PLUGIN, UNBOUND_IMMEDIATE), immediate, once=tuple(once))
     return VolumeFit(None, "", tuple(bound), tuple(delayed), tuple(once))
 
 
