@@ -224,12 +224,15 @@ class DeviceSharePlugin:
     def _task(self, task: TaskInfo) -> TaskDevices | str:
         got = self._prepared.get(task.uid)
         if got is None:
-            try:
-                got = prepare_task(
-                    task.spec.devices, task.spec.annotations, self.config, self.vendors
-                )
-            except (PolicyError, KeyError) as exc:
-                got = str(exc)
+            # (the pod's own, alike on every node: judged once per task, not per node)
+            got = runtime_class_missing(task, self.vendors)
+            if got is None:
+                try:
+                    got = prepare_task(
+                        task.spec.devices, task.spec.annotations, self.config, self.vendors
+                    )
+                except (PolicyError, KeyError) as exc:
+                    got = str(exc)
             self._prepared[task.uid] = got
         return got
 
@@ -264,9 +267,6 @@ class DeviceSharePlugin:
             if not registration.whole_card(req) and any(
                     c.spec.mode == registration.PLUGIN and c.spec.resource == req.resource for c in node.cards):
                 return unresolvable(self.name, registration.slices_need_registration(node.name, req))
-        missing = runtime_class_missing(task, self.vendors)
-        if missing is not None:
-            return unresolvable(self.name, missing)
         prepared = self._task(task)
         if isinstance(prepared, str):
             return unresolvable(self.name, prepared)
