@@ -254,33 +254,21 @@ class AdmissionService:
                     return True
             raise TransientError(f"{namespace}/{name}: job kept changing while being deleted")
 
-    async def delete_hypernode(self, name: str) -> bool:
-        """A HyperNode gone from the API server: `HyperNodeDeleted` (once)."""
+    async def delete_cluster_object(self, kind: str, name: str) -> bool:
+        """A HyperNode or Namespace gone from the API server: its `…Deleted` (once)."""
+        known, subject_of_name, deleted = {
+            "HyperNode": (self.known.hypernodes, self.subjects.hypernode, HyperNodeDeleted),
+            "Namespace": (self.known.namespaces, self.subjects.namespace, NamespaceDeleted),
+        }[kind]  # fmt: skip
         async with self._lock:
-            last = self.known.hypernodes.get(name)
-            if last is None or isinstance(last[0], HyperNodeDeleted):
+            last = known.get(name)
+            if last is None or isinstance(last[0], deleted):
                 return False
-            subject = self.subjects.hypernode(name)
-            event = HyperNodeDeleted(name=name)
-            out = Outgoing(subject, event, last[1], f"delete:hypernode:{name}:{last[1]}")
+            event = deleted(name=name)
+            out = Outgoing(subject_of_name(name), event, last[1], f"delete:{kind.lower()}:{name}:{last[1]}")
             res = await self.service.publish(out)
             if isinstance(res, Conflict):
-                raise TransientError(f"HyperNode {name} changed while being deleted")
-            self._fold(getattr(res, "seq", 0), out.subject, event)
-            return True
-
-    async def delete_namespace(self, name: str) -> bool:
-        """A Namespace gone from the API server: `NamespaceDeleted` (once)."""
-        async with self._lock:
-            last = self.known.namespaces.get(name)
-            if last is None or isinstance(last[0], NamespaceDeleted):
-                return False
-            subject = self.subjects.namespace(name)
-            event = NamespaceDeleted(name=name)
-            out = Outgoing(subject, event, last[1], f"delete:namespace:{name}:{last[1]}")
-            res = await self.service.publish(out)
-            if isinstance(res, Conflict):
-                raise TransientError(f"Namespace {name} changed while being deleted")
+                raise TransientError(f"{kind} {name} changed while being deleted")
             self._fold(getattr(res, "seq", 0), out.subject, event)
             return True
 

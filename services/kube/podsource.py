@@ -559,7 +559,7 @@ class PodSource:
             if what == "hypernode":
                 name = str(volcano.meta(ch.obj).get("name") or "")
                 if ch.kind == "delete":
-                    await self.admission.delete_hypernode(name)
+                    await self.admission.delete_cluster_object("HyperNode", name)
                 else:
                     obj = volcano.typed(ch.obj, "HyperNode")
                     docs.append({"apiVersion": volcano.TOPOLOGY, "kind": "HyperNode",
@@ -570,7 +570,7 @@ class PodSource:
                 meta = volcano.meta(ch.obj)
                 name = str(meta.get("name") or "")
                 if ch.kind == "delete":
-                    await self.admission.delete_namespace(name)
+                    await self.admission.delete_cluster_object("Namespace", name)
                 else:  # its labels only: the rest is the API server's
                     docs.append({"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": name, "labels": dict(meta.get("labels") or {})}})  # fmt: skip
