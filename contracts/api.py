@@ -19,6 +19,14 @@ CONFIGURED = "configured"  # an existing object changed (a Queue's weight, capab
 REJECTED = "rejected"
 
 
+#: how the API server names a kind's resource in its answers (kubectl prints them: `Error from
+#: server (NotFound): jobs.batch.volcano.sh "x" not found`, AlreadyExists alike)
+KIND_RESOURCES = {"Pod": "pods", "Job": "jobs.batch.volcano.sh", "PodGroup": "podgroups.scheduling.volcano.sh",
+                  "Queue": "queues.scheduling.volcano.sh", "PriorityClass": "priorityclasses.scheduling.k8s.io",
+                  "ResourceQuota": "resourcequotas", "HyperNode": "hypernodes.topology.volcano.sh",
+                  "Namespace": "namespaces", "Node": "nodes"}  # fmt: skip
+
+
 class ApplyRequest(Record, frozen=True):
     manifest: str  # YAML (one or many documents) or JSON
     dry_run: bool = False  # validate and answer, write nothing

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from contracts import hami
-from contracts.api import ACCEPTED, CONFIGURED, REJECTED, UNCHANGED, ObjectResult
+from contracts.api import ACCEPTED, CONFIGURED, KIND_RESOURCES, REJECTED, UNCHANGED, ObjectResult
 from contracts.base import Event
 from contracts.events import (
     HyperNodeChanged,
@@ -120,12 +120,6 @@ class Plan:
     error: str = ""
 
 
-#: how the API server names a kind in its AlreadyExists answer (`kubectl create` prints it)
-RESOURCE_NAMES = {"Queue": "queues.scheduling.volcano.sh", "Job": "jobs.batch.volcano.sh", "Pod": "pods",
-                  "PodGroup": "podgroups.scheduling.volcano.sh", "PriorityClass": "priorityclasses.scheduling.k8s.io",
-                  "ResourceQuota": "resourcequotas", "HyperNode": "hypernodes.topology.volcano.sh"}  # fmt: skip
-
-
 #: kinds without a namespace: a manifest's `metadata.namespace` (or the default) is not theirs
 CLUSTER_SCOPED = frozenset({"Queue", "PriorityClass", "HyperNode", "Namespace", "PersistentVolume", "StorageClass"})
 
@@ -139,7 +133,7 @@ def created_only(plan: Plan) -> Plan:
     refused: set[int] = set()
     for i, r in enumerate(results):
         if r.outcome in (CONFIGURED, UNCHANGED):
-            resource = RESOURCE_NAMES.get(r.kind, f"{r.kind.lower()}s")
+            resource = KIND_RESOURCES.get(r.kind, f"{r.kind.lower()}s")
             results[i] = msgspec.structs.replace(r, outcome=REJECTED, warnings=(), reasons=(
                 f'metadata.name: AlreadyExists: {resource} "{r.name}" already exists (apply or update '
                 "changes it)",))  # fmt: skip

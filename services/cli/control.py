@@ -19,6 +19,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from contracts.api import (
+    KIND_RESOURCES,
     ApplyReply,
     ApplyRequest,
     CommandReply,
@@ -39,7 +40,7 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: `delete KIND NAME`: the names users type → the kind shown in "… deleted".
 DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup": "podgroup", "pg": "podgroup"}
 #: A deleted kind as the API server's NotFound names it (CRDs with their group), as `get` does.
-NOT_FOUND_RESOURCES = {"job": "jobs.batch.volcano.sh", "pod": "pods", "podgroup": "podgroups.scheduling.volcano.sh"}
+NOT_FOUND_RESOURCES = {kind.lower(): KIND_RESOURCES[kind] for kind in ("Job", "Pod", "PodGroup")}
 
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,

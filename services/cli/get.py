@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from contracts.api import KIND_RESOURCES
 from contracts.events import NodeRegistered
 from contracts.subjects import Subjects
 from services.cli import kubeobjects as ko
@@ -398,9 +399,9 @@ WIDE = {"pods": ("job", "podgroup", "queue", "labels"),
         "jobs": ("min", "pods", "nodes", "cards"),
         "podgroups": ("owner", "min", "pods", "nodes", "cards", "reason")}  # fmt: skip
 #: The resource a NotFound names, as the API server says it (CRDs with their group).
-RESOURCES = {"pods": "pods", "jobs": "jobs.batch.volcano.sh", "podgroups": "podgroups.scheduling.volcano.sh",
-             "queues": "queues.scheduling.volcano.sh", "nodes": "nodes", "cards": "cards.tessera.io",
-             "components": "componentstatuses", "quotas": "resourcequotas"}  # fmt: skip
+RESOURCES = {"pods": KIND_RESOURCES["Pod"], "jobs": KIND_RESOURCES["Job"], "podgroups": KIND_RESOURCES["PodGroup"],
+             "queues": KIND_RESOURCES["Queue"], "nodes": KIND_RESOURCES["Node"], "cards": "cards.tessera.io",
+             "components": "componentstatuses", "quotas": KIND_RESOURCES["ResourceQuota"]}  # fmt: skip
 #: `get -o`: a table (or a wider one), Kubernetes objects, or the simulate report's records.
 GET_OUTPUTS = ("table", "wide", "json", "yaml", "records")
 
