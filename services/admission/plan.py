@@ -290,22 +290,18 @@ def plan_documents(
         writes.append(Write(len(results), "ResourceQuota", key, quota, seq))
         results.append(_result("ResourceQuota", quota.namespace, quota.name,
                                ACCEPTED if had is None else CONFIGURED))  # fmt: skip
-    for hn in workload.hypernodes:  # the whole object each time: a changed one replaces it
-        last = known.hypernodes.get(hn.name)
-        if last is not None and last[0] == hn:
-            results.append(_result("HyperNode", "", hn.name, UNCHANGED))
-        elif fits("HyperNode", "", hn.name, hn):
-            writes.append(Write(len(results), "HyperNode", ("", hn.name), hn, last[1] if last else 0))
-            configured = last is not None and isinstance(last[0], HyperNodeChanged)
-            results.append(_result("HyperNode", "", hn.name, CONFIGURED if configured else ACCEPTED))
-    for ns in workload.namespaces:  # its labels each time: a change replaces them
-        last_ns = known.namespaces.get(ns.name)
-        if last_ns is not None and last_ns[0] == ns:
-            results.append(_result("Namespace", "", ns.name, UNCHANGED))
-        elif fits("Namespace", "", ns.name, ns):
-            writes.append(Write(len(results), "Namespace", ("", ns.name), ns, last_ns[1] if last_ns else 0))
-            had = last_ns is not None and isinstance(last_ns[0], NamespaceChanged)
-            results.append(_result("Namespace", "", ns.name, CONFIGURED if had else ACCEPTED))
+    # a HyperNode's whole object, a Namespace's labels: each time, and a change replaces it
+    cluster_objects = (("HyperNode", workload.hypernodes, known.hypernodes, HyperNodeChanged),
+                       ("Namespace", workload.namespaces, known.namespaces, NamespaceChanged))  # fmt: skip
+    for kind, objects, seen, changed in cluster_objects:
+        for obj in objects:
+            last = seen.get(obj.name)
+            if last is not None and last[0] == obj:
+                results.append(_result(kind, "", obj.name, UNCHANGED))
+            elif fits(kind, "", obj.name, obj):
+                writes.append(Write(len(results), kind, ("", obj.name), obj, last[1] if last else 0))
+                had = last is not None and isinstance(last[0], changed)
+                results.append(_result(kind, "", obj.name, CONFIGURED if had else ACCEPTED))
     for obj in workload.storage:  # accepted by simulate only: never silently dropped here
         kind = STORAGE_KIND_OF[type(obj).__name__]
         ns = getattr(obj, "namespace", "")

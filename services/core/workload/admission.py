@@ -18,7 +18,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 from __future__ import annotations
 
 import difflib
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,8 +253,10 @@ def _check_names(ctx: _Ctx, kind: str, doc: Mapping[str, Any]) -> None:
                 ctx.invalid("metadata.namespace", namespace, err)
 
 
-def _namespace(doc: Mapping[str, Any], ctx: _Ctx) -> NamespaceChanged:
-    event, problems = namespace_event(doc)
+def _cluster_object(doc: Mapping[str, Any], ctx: _Ctx, parse: Callable[[Mapping[str, Any]], tuple[Any, list[tuple[str, str]]]]) -> Any:
+    """A HyperNode's or Namespace's event from its parser (hypernodes.py, namespaces.py), its
+    problems refused with their paths."""
+    event, problems = parse(doc)
     for path, rule in problems:
         ctx.reject(path, None, rule)
     ctx.check()
@@ -414,18 +416,10 @@ class Admission:
                 self.rejections.extend(refused)
                 if quota is not None:
                     quotas.append(quota)
-        hypernodes = []
-        for kind, doc in typed:
-            if kind == "HyperNode":
-                event = self._guard(kind, doc, self._hypernode)
-                if event:
-                    hypernodes.append(event)
-        namespaces = []
-        for kind, doc in typed:
-            if kind == "Namespace":
-                event = self._guard(kind, doc, _namespace)
-                if event:
-                    namespaces.append(event)
+        hypernodes = [e for kind, doc in typed if kind == "HyperNode"
+                      and (e := self._guard(kind, doc, lambda d, c: _cluster_object(d, c, hypernode_event)))]  # fmt: skip
+        namespaces = [e for kind, doc in typed if kind == "Namespace"
+                      and (e := self._guard(kind, doc, lambda d, c: _cluster_object(d, c, namespace_event)))]  # fmt: skip
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -493,14 +487,6 @@ class Admission:
             hypernodes=tuple(hypernodes),
             namespaces=tuple(namespaces),
         )
-
-    def _hypernode(self, doc: Mapping[str, Any], ctx: _Ctx) -> HyperNodeChanged:
-        event, problems = hypernode_event(doc)
-        for path, rule in problems:
-            ctx.reject(path, None, rule)
-        ctx.check()
-        assert event is not None
-        return event
 
     def _network_topology(self, ctx: _Ctx, spec: Mapping[str, Any]) -> NetworkTopology | None:
         """spec.networkTopology; a hard mode without a highest tier constrains nothing (Volcano's
