@@ -623,3 +623,22 @@ def test_a_pod_held_to_a_node_by_name(tmp_path: Path, capsys: pytest.CaptureFixt
     text = waits(out)
     assert "required node affinity (node name In node-z)" in text, text
     assert "the pod is held to nodes by name (matchFields metadata.name)" in text and "label a node" not in text, text
+
+
+def test_a_card_mode_the_node_does_not_run_is_named_as_the_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pod asking MIG cards on hami-core A100s read "has no NVIDIA card (it has NVIDIA-A100)"
+    (the end-of-session review): the cards are there, in another mode."""
+    inventory = tmp_path / "a100.yaml"
+    inventory.write_text("nodes:\n  - name: g1\n    cpu: 64\n    memory: 256Gi\n    devices:\n"
+                         "      - {type: NVIDIA-A100, count: 2, memory: 40960, mode: hami-core}\n")  # fmt: skip
+    workload = tmp_path / "mig.yaml"
+    workload.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: m, annotations: {nvidia.com/vgpu-mode: mig}}\n"
+                        "spec:\n  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1, "
+                        "nvidia.com/gpumem: 1000}}}]\n")  # fmt: skip
+    log = simulate(tmp_path, inventory, workload)
+    code, out, _ = explain(capsys, "pod", "m", "--from", str(log))
+    assert code == 0
+    text = waits(out)
+    assert "NVIDIA: the pod asks cards in mig mode, the node's run hami-core [2/2 CardTypeMismatch]" in text, text
+    assert "drop the pod's nvidia.com/vgpu-mode: mig, or add a node whose cards run mig" in text
+    assert "has no NVIDIA card" not in text

@@ -43,8 +43,10 @@ from services.core.devices import (
     PolicyError,
     TaskDevices,
     VendorRegistry,
+    ascend,
     build_vendors,
     fit_node,
+    nvidia,
     prepare_task,
     registration,
 )
@@ -96,6 +98,10 @@ def vendor_off(vendor: str) -> str:
     """A request of a family the configuration leaves off, in words that name the switch."""
     switch, family = VENDOR_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
     return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
+
+
+#: the pod annotation that asks a card mode, per vendor (HAMi's names)
+MODE_ANNOTATIONS = {nvidia.VENDOR: nvidia.VGPU_MODE, ascend.VENDOR: ascend.VNPU_MODE}
 
 
 def runtime_class_missing(task: TaskInfo, vendors: VendorRegistry) -> str | None:
@@ -362,6 +368,11 @@ class DeviceSharePlugin:
                     if c.spec.vendor == req.vendor and card_mismatch(vendor, c.spec, req) is None]  # fmt: skip
             kind = req.type or req.vendor
             if not mine:
+                modes = sorted({c.spec.mode or "(none)" for c in node.cards if c.spec.vendor == req.vendor})
+                if req.mode and modes and req.mode not in modes:  # the cards are there, in another mode
+                    return (f"{kind}: the pod asks cards in {req.mode} mode, the node's run {', '.join(modes)} "
+                            f"[{codes}]", f"drop the pod's {MODE_ANNOTATIONS.get(req.vendor, 'mode annotation')}: "
+                            f"{req.mode}, or add a node whose cards run {req.mode}", INF)  # fmt: skip
                 have = ", ".join(sorted({c.spec.type for c in node.cards})) or "no cards"
                 return f"has no {kind} card (it has {have}) [{codes}]", "", INF
             healthy = [c for c in mine if c.spec.healthy and c.usage.healthy and not c.usage.retired]
