@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -26,9 +27,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from contracts.subjects import Subjects
@@ -44,6 +46,7 @@ from services.runtime.natsauth import (
     write_credentials,
 )
 from services.runtime.natsserver import NatsServer, free_port
+from services.runtime.recording import deferred, recording
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 
@@ -204,7 +207,7 @@ class ControlPlane:
             if on_nats is not None:
                 on_nats(self.url)
             for name in self.names():
-                self.procs[name] = self._spawn(name)
+                self._spawn(name)
             for name in self.names():
                 self._wait_ready(name)
                 report(f"  {name:10s} ready (pid {self.procs[name].pid}, "
@@ -218,14 +221,17 @@ class ControlPlane:
         return f"http://127.0.0.1:{self.metrics_ports[key]}/metrics"
 
     def _spawn(self, key: str) -> subprocess.Popen[str]:
+        """Start the process of `key` and record it in `procs` (replacing an earlier one)."""
         name = service_of(key)
         log_path = self.log_dir / f"{key}.log"
         self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
         port = self.metrics_ports.setdefault(key, free_port())  # a restart keeps its port
-        with log_path.open("a") as log_file:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", *self.args_of(name),
-                 "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"],
+        args = [*self.args_of(name), "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"]
+        # started and recorded (where `stop()` looks) as one step: a stop signal raised inside
+        # Popen, the child forked, left a service nobody stopped
+        with log_path.open("a") as log_file, recording():
+            proc = self.procs[key] = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", *args],
                 stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True, env=self.env,
             )  # fmt: skip
@@ -265,7 +271,7 @@ class ControlPlane:
                 ports_left -= 1
                 proc.stdout.close()
                 self.metrics_ports[name] = free_port()
-                proc = self.procs[name] = self._spawn(name)
+                proc = self._spawn(name)
                 assert proc.stdout is not None
                 said = b""
                 continue
@@ -294,7 +300,7 @@ class ControlPlane:
         replica of its Deployment is — and return its key (`allocator#2`) for kill/restart."""
         n = 1 + sum(1 for key in self.procs if service_of(key) == name)
         key = f"{name}#{n}"
-        self.procs[key] = self._spawn(key)
+        self._spawn(key)
         self._wait_ready(key)
         return key
 
@@ -306,7 +312,7 @@ class ControlPlane:
             proc.stdout.close()
 
     def restart(self, name: str) -> None:
-        self.procs[name] = self._spawn(name)
+        self._spawn(name)
         self._wait_ready(name)
 
     def running(self) -> bool:
@@ -385,15 +391,39 @@ class ControlPlane:
         }
 
     def stop(self) -> None:
-        _stop_pids([proc.pid for proc in self.procs.values()])
-        for proc in self.procs.values():
-            if proc.stdout is not None:
-                proc.stdout.close()
-            proc.poll()
-        self.procs.clear()
-        for server in self.servers:
-            server.stop()
-        self.servers.clear()
+        """Every service (SIGTERM to all, SIGKILL to what is left 10 s later), then our
+        nats-server. A stop signal meanwhile is ignored, as after the first one (`_interrupt`):
+        the stop is what it asks for, and Ctrl-C raised inside `_stop_pids` during a normal stop
+        (`demo`'s and `up`'s `finally`) skipped the nats-server — in a session of its own, it
+        then ran on for good."""
+        with _stop_signals_ignored():
+            _stop_pids([proc.pid for proc in self.procs.values()])
+            for proc in self.procs.values():
+                if proc.stdout is not None:
+                    proc.stdout.close()
+                proc.poll()
+            self.procs.clear()
+            for server in self.servers:
+                server.stop()
+            self.servers.clear()
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored for the block, their handlers restored after (only
+    the main thread may set them; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:  # None: set outside Python, cannot be put back from here
+                signal.signal(sig, handler)
 
 
 #: metrics ports tried per service start before its failure is reported
@@ -649,6 +679,8 @@ def _interrupt(signum: int, frame: object) -> None:
     """Raise once: the stop that follows (SIGTERM to every service, then to nats-server) must
     not be cut short by the next signal — a terminal closing sends SIGHUP and then, perhaps,
     SIGTERM; a second Ctrl-C left a traceback from `_stop_pids`."""
+    if deferred(signum):  # a process is being started: raised once it is recorded, and stopped
+        return
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
