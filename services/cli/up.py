@@ -480,25 +480,16 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 
 def _gone(pid: int) -> bool:
+    """Reaped if it is our child (or kill(0) keeps finding the zombie); else `lifeline`'s look
+    at /proc, where an exited process not yet reaped (Z) counts as gone: a service `up --detach`
+    started is not `down`'s child, and in a container whose init does not reap it, `down`
+    waited out its whole grace period for each of them."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:  # reap it if it is our child, or kill(0) keeps finding the zombie
-        return bool(os.waitpid(pid, os.WNOHANG)[0])
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return True
     except ChildProcessError:
-        return _zombie(pid)  # another's child (`up --detach` exited): dead, waiting for its reaper
-
-
-def _zombie(pid: int) -> bool:
-    """Whether `pid` has exited but not been reaped: in a container whose init does not reap
-    reparented children, `tessera down` waited out its whole grace period for each of them."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False  # no /proc (macOS): kill(0) alone decides, as before
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
+        pass  # another's child, or no such process
+    return not alive(pid)
 
 
 def _stop_pids(pids: list[int], timeout: float = 10.0) -> None:
