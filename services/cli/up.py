@@ -241,7 +241,7 @@ class ControlPlane:
 
     def _wait_ready(self, name: str, timeout: float = 60.0) -> None:
         """Until the service says "ready", it fails, our nats-server is gone or `timeout` is up.
-        Its output is read as it comes (select, not a blocking readline): a service that says
+        Its output is read as it comes (poll, not a blocking readline): a service that says
         nothing — one whose broker died before it connected — held `up` and `demo` for ever,
         the deadline looked at only between lines."""
         proc = self.procs[name]
@@ -254,8 +254,7 @@ class ControlPlane:
                 raise SystemExit(f"{gone.replace(' exited', ' exited during start-up', 1)}\n"
                                  f"  (every service started is stopped)")  # fmt: skip
             fd = proc.stdout.fileno()
-            readable, _, _ = select.select([fd], [], [], min(READY_POLL, max(0.0, deadline - time.monotonic())))
-            if not readable:
+            if not _readable(fd, min(READY_POLL, max(0.0, deadline - time.monotonic()))):
                 continue
             chunk = os.read(fd, 4096)
             said += chunk
@@ -430,6 +429,14 @@ def _stop_signals_ignored() -> Iterator[None]:
 PORT_TRIES = 3
 #: seconds between looks at our nats-server while a service starts
 READY_POLL = 0.2
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` has something to read (or its end) within `timeout` s. poll, not select:
+    select raises ValueError for a descriptor of 1024 or more (a process with many open)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def distinct_ports(count: int) -> list[int]:
