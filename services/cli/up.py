@@ -37,7 +37,7 @@ from contracts.subjects import Subjects
 from services.cli import statedir
 from services.cli.supervise import Component, due, on_exit, started
 from services.runtime.health import PORT_TAKEN
-from services.runtime.lifeline import alive
+from services.runtime.lifeline import alive, identity
 from services.runtime.natsauth import (
     authorization,
     generate_tls,
@@ -377,7 +377,7 @@ class ControlPlane:
             self.components[key].pid = proc.pid
         for server in self.servers:
             self.components[self._key(server)].pid = server.pid
-        return {
+        state = {
             "nats": self.url,
             "nats_pid": self.server.pid if self.server else None,
             "nats_pids": [s.pid for s in self.servers],
@@ -388,6 +388,10 @@ class ControlPlane:
             "components": [c.record() for c in self.components.values()],
             "metrics": {n: self.metrics_ports[n] for n in self.procs},
         }
+        # what `down` checks before it signals a PID: the PID of a process gone (up killed,
+        # the machine rebooted) may name another process by then
+        state["identities"] = identities(recorded_pids(state))
+        return state
 
     def stop(self) -> None:
         """Every service (SIGTERM to all, SIGKILL to what is left 10 s later), then our
@@ -472,9 +476,30 @@ def running(state_dir: Path) -> dict | None:
     if not path.exists():
         return None
     state = json.loads(path.read_text())
-    pids = [state.get("supervisor_pid"), state.get("nats_pid"), *state.get("nats_pids", []),
+    return state if any(ours(state, p) is not False for p in recorded_pids(state)) else None
+
+
+def recorded_pids(state: dict) -> list[int]:
+    """Every PID a state file names (supervisor, nats-servers, services), once each."""
+    pids = [state.get("supervisor_pid"), state.get("nats_pid"), *(state.get("nats_pids") or []),
             *state.get("services", {}).values()]  # fmt: skip
-    return state if any(p and alive(p) for p in pids) else None
+    return list(dict.fromkeys(p for p in pids if p))
+
+
+def identities(pids: list[int]) -> dict[str, str]:
+    """PID -> what stays the same for the life of that process (`lifeline.identity`: its start
+    time in /proc; without /proc only "alive", which any live process matches)."""
+    return {str(pid): ident for pid in pids if (ident := identity(pid)) is not None}
+
+
+def ours(state: dict, pid: int) -> bool | None:
+    """Whether `pid` still runs the process the state file recorded: alive with the identity it
+    had then. None when it runs but the file recorded no identities (an older tessera wrote
+    it): whose process it is cannot be told."""
+    recorded = state.get("identities")
+    if recorded is None:
+        return None if alive(pid) else False
+    return str(pid) in recorded and identity(pid) == recorded[str(pid)]
 
 
 def service_of(key: str) -> str:
@@ -712,10 +737,28 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"nothing running ({state_file(state_dir)} missing: no `tessera up` on {state_dir})")
         return 0
     state = read_state(state_dir)
+    path = state_file(state_dir)
+    # only a PID that still names the process `up` recorded is signalled: after `up` was
+    # killed, or the machine rebooted, it may name anyone's (SIGTERM, then SIGKILL)
+    unknown = [p for p in recorded_pids(state) if ours(state, p) is None]
+    if unknown:  # an older tessera's file: no identities to check; signal nothing
+        print(f"error: {path} records no process identities (an older tessera wrote it), so whether "
+              f"pid {', '.join(map(str, unknown))} still run tessera's processes cannot be told: "
+              f"nothing signalled. Stop them yourself if they are tessera's, then run `tessera down` "
+              f"again", file=sys.stderr)  # fmt: skip
+        return 1
+    if not any(ours(state, p) for p in recorded_pids(state)):
+        path.unlink(missing_ok=True)
+        print(f"nothing running (stale state {path} removed: none of the processes it records runs)")
+        if args.purge and state.get("nats_pid"):  # our own store: emptied as with nothing recorded
+            shutil.rmtree(state_dir / "nats", ignore_errors=True)
+            print(f"  log purged ({state_dir / 'nats'} removed)")
+        return 0
     supervisor = state.get("supervisor_pid")
-    if supervisor and supervisor != os.getpid() and alive(supervisor):
+    if supervisor and supervisor != os.getpid() and ours(state, supervisor):
         _stop_pid(supervisor, timeout=60)  # it stops what it runs, then itself
-    _stop_pids(list(state["services"].values()))  # gone already when the supervisor was there; by PID anyway
+    # gone already when the supervisor was there; by PID anyway
+    _stop_pids([p for p in state["services"].values() if ours(state, p)])
     for name in state["services"]:
         print(f"  {name:10s} stopped")
     if args.purge and not state.get("nats_pid"):  # someone else's broker: delete our streams
@@ -726,7 +769,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"  log purged ({purge(state['nats'])} streams deleted)")
     if state.get("nats_pid"):
         for pid in state.get("nats_pids") or [state["nats_pid"]]:
-            _stop_pid(pid)
+            if ours(state, pid):
+                _stop_pid(pid)
         print("  nats-server stopped")
         if args.purge:
             shutil.rmtree(state_dir / "nats", ignore_errors=True)
