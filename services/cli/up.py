@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -26,16 +27,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from contracts.subjects import Subjects
 from services.cli import statedir
 from services.cli.supervise import Component, due, on_exit, started
 from services.runtime.health import PORT_TAKEN
-from services.runtime.lifeline import alive
+from services.runtime.lifeline import alive, identity
 from services.runtime.natsauth import (
     authorization,
     generate_tls,
@@ -44,6 +46,7 @@ from services.runtime.natsauth import (
     write_credentials,
 )
 from services.runtime.natsserver import NatsServer, free_port
+from services.runtime.recording import deferred, recording
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
 
@@ -204,7 +207,7 @@ class ControlPlane:
             if on_nats is not None:
                 on_nats(self.url)
             for name in self.names():
-                self.procs[name] = self._spawn(name)
+                self._spawn(name)
             for name in self.names():
                 self._wait_ready(name)
                 report(f"  {name:10s} ready (pid {self.procs[name].pid}, "
@@ -218,14 +221,17 @@ class ControlPlane:
         return f"http://127.0.0.1:{self.metrics_ports[key]}/metrics"
 
     def _spawn(self, key: str) -> subprocess.Popen[str]:
+        """Start the process of `key` and record it in `procs` (replacing an earlier one)."""
         name = service_of(key)
         log_path = self.log_dir / f"{key}.log"
         self._log_start[key] = log_path.stat().st_size if log_path.exists() else 0
         port = self.metrics_ports.setdefault(key, free_port())  # a restart keeps its port
-        with log_path.open("a") as log_file:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", *self.args_of(name),
-                 "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"],
+        args = [*self.args_of(name), "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"]
+        # started and recorded (where `stop()` looks) as one step: a stop signal raised inside
+        # Popen, the child forked, left a service nobody stopped
+        with log_path.open("a") as log_file, recording():
+            proc = self.procs[key] = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", *args],
                 stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True, env=self.env,
             )  # fmt: skip
@@ -235,7 +241,7 @@ class ControlPlane:
 
     def _wait_ready(self, name: str, timeout: float = 60.0) -> None:
         """Until the service says "ready", it fails, our nats-server is gone or `timeout` is up.
-        Its output is read as it comes (select, not a blocking readline): a service that says
+        Its output is read as it comes (poll, not a blocking readline): a service that says
         nothing — one whose broker died before it connected — held `up` and `demo` for ever,
         the deadline looked at only between lines."""
         proc = self.procs[name]
@@ -248,8 +254,7 @@ class ControlPlane:
                 raise SystemExit(f"{gone.replace(' exited', ' exited during start-up', 1)}\n"
                                  f"  (every service started is stopped)")  # fmt: skip
             fd = proc.stdout.fileno()
-            readable, _, _ = select.select([fd], [], [], min(READY_POLL, max(0.0, deadline - time.monotonic())))
-            if not readable:
+            if not _readable(fd, min(READY_POLL, max(0.0, deadline - time.monotonic()))):
                 continue
             chunk = os.read(fd, 4096)
             said += chunk
@@ -265,7 +270,7 @@ class ControlPlane:
                 ports_left -= 1
                 proc.stdout.close()
                 self.metrics_ports[name] = free_port()
-                proc = self.procs[name] = self._spawn(name)
+                proc = self._spawn(name)
                 assert proc.stdout is not None
                 said = b""
                 continue
@@ -294,7 +299,7 @@ class ControlPlane:
         replica of its Deployment is — and return its key (`allocator#2`) for kill/restart."""
         n = 1 + sum(1 for key in self.procs if service_of(key) == name)
         key = f"{name}#{n}"
-        self.procs[key] = self._spawn(key)
+        self._spawn(key)
         self._wait_ready(key)
         return key
 
@@ -306,7 +311,7 @@ class ControlPlane:
             proc.stdout.close()
 
     def restart(self, name: str) -> None:
-        self.procs[name] = self._spawn(name)
+        self._spawn(name)
         self._wait_ready(name)
 
     def running(self) -> bool:
@@ -372,7 +377,7 @@ class ControlPlane:
             self.components[key].pid = proc.pid
         for server in self.servers:
             self.components[self._key(server)].pid = server.pid
-        return {
+        state = {
             "nats": self.url,
             "nats_pid": self.server.pid if self.server else None,
             "nats_pids": [s.pid for s in self.servers],
@@ -383,23 +388,59 @@ class ControlPlane:
             "components": [c.record() for c in self.components.values()],
             "metrics": {n: self.metrics_ports[n] for n in self.procs},
         }
+        # what `down` checks before it signals a PID: the PID of a process gone (up killed,
+        # the machine rebooted) may name another process by then
+        state["identities"] = identities(recorded_pids(state))
+        return state
 
     def stop(self) -> None:
-        _stop_pids([proc.pid for proc in self.procs.values()])
-        for proc in self.procs.values():
-            if proc.stdout is not None:
-                proc.stdout.close()
-            proc.poll()
-        self.procs.clear()
-        for server in self.servers:
-            server.stop()
-        self.servers.clear()
+        """Every service (SIGTERM to all, SIGKILL to what is left 10 s later), then our
+        nats-server. A stop signal meanwhile is ignored, as after the first one (`_interrupt`):
+        the stop is what it asks for, and Ctrl-C raised inside `_stop_pids` during a normal stop
+        (`demo`'s and `up`'s `finally`) skipped the nats-server — in a session of its own, it
+        then ran on for good."""
+        with _stop_signals_ignored():
+            _stop_pids([proc.pid for proc in self.procs.values()])
+            for proc in self.procs.values():
+                if proc.stdout is not None:
+                    proc.stdout.close()
+                proc.poll()
+            self.procs.clear()
+            for server in self.servers:
+                server.stop()
+            self.servers.clear()
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored for the block, their handlers restored after (only
+    the main thread may set them; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:  # None: set outside Python, cannot be put back from here
+                signal.signal(sig, handler)
 
 
 #: metrics ports tried per service start before its failure is reported
 PORT_TRIES = 3
 #: seconds between looks at our nats-server while a service starts
 READY_POLL = 0.2
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` has something to read (or its end) within `timeout` s. poll, not select:
+    select raises ValueError for a descriptor of 1024 or more (a process with many open)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def distinct_ports(count: int) -> list[int]:
@@ -435,9 +476,30 @@ def running(state_dir: Path) -> dict | None:
     if not path.exists():
         return None
     state = json.loads(path.read_text())
-    pids = [state.get("supervisor_pid"), state.get("nats_pid"), *state.get("nats_pids", []),
+    return state if any(ours(state, p) is not False for p in recorded_pids(state)) else None
+
+
+def recorded_pids(state: dict) -> list[int]:
+    """Every PID a state file names (supervisor, nats-servers, services), once each."""
+    pids = [state.get("supervisor_pid"), state.get("nats_pid"), *(state.get("nats_pids") or []),
             *state.get("services", {}).values()]  # fmt: skip
-    return state if any(p and alive(p) for p in pids) else None
+    return list(dict.fromkeys(p for p in pids if p))
+
+
+def identities(pids: list[int]) -> dict[str, str]:
+    """PID -> what stays the same for the life of that process (`lifeline.identity`: its start
+    time in /proc; without /proc only "alive", which any live process matches)."""
+    return {str(pid): ident for pid in pids if (ident := identity(pid)) is not None}
+
+
+def ours(state: dict, pid: int) -> bool | None:
+    """Whether `pid` still runs the process the state file recorded: alive with the identity it
+    had then. None when it runs but the file recorded no identities (an older tessera wrote
+    it): whose process it is cannot be told."""
+    recorded = state.get("identities")
+    if recorded is None:
+        return None if alive(pid) else False
+    return str(pid) in recorded and identity(pid) == recorded[str(pid)]
 
 
 def service_of(key: str) -> str:
@@ -450,25 +512,16 @@ def _stop_pid(pid: int, timeout: float = 10.0) -> None:
 
 
 def _gone(pid: int) -> bool:
+    """Reaped if it is our child (or kill(0) keeps finding the zombie); else `lifeline`'s look
+    at /proc, where an exited process not yet reaped (Z) counts as gone: a service `up --detach`
+    started is not `down`'s child, and in a container whose init does not reap it, `down`
+    waited out its whole grace period for each of them."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:  # reap it if it is our child, or kill(0) keeps finding the zombie
-        return bool(os.waitpid(pid, os.WNOHANG)[0])
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return True
     except ChildProcessError:
-        return _zombie(pid)  # another's child (`up --detach` exited): dead, waiting for its reaper
-
-
-def _zombie(pid: int) -> bool:
-    """Whether `pid` has exited but not been reaped: in a container whose init does not reap
-    reparented children, `tessera down` waited out its whole grace period for each of them."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False  # no /proc (macOS): kill(0) alone decides, as before
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
+        pass  # another's child, or no such process
+    return not alive(pid)
 
 
 def _stop_pids(pids: list[int], timeout: float = 10.0) -> None:
@@ -649,6 +702,8 @@ def _interrupt(signum: int, frame: object) -> None:
     """Raise once: the stop that follows (SIGTERM to every service, then to nats-server) must
     not be cut short by the next signal — a terminal closing sends SIGHUP and then, perhaps,
     SIGTERM; a second Ctrl-C left a traceback from `_stop_pids`."""
+    if deferred(signum):  # a process is being started: raised once it is recorded, and stopped
+        return
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise Interrupted(signum)
@@ -682,10 +737,28 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"nothing running ({state_file(state_dir)} missing: no `tessera up` on {state_dir})")
         return 0
     state = read_state(state_dir)
+    path = state_file(state_dir)
+    # only a PID that still names the process `up` recorded is signalled: after `up` was
+    # killed, or the machine rebooted, it may name anyone's (SIGTERM, then SIGKILL)
+    unknown = [p for p in recorded_pids(state) if ours(state, p) is None]
+    if unknown:  # an older tessera's file: no identities to check; signal nothing
+        print(f"error: {path} records no process identities (an older tessera wrote it), so whether "
+              f"pid {', '.join(map(str, unknown))} still run tessera's processes cannot be told: "
+              f"nothing signalled. Stop them yourself if they are tessera's, then run `tessera down` "
+              f"again", file=sys.stderr)  # fmt: skip
+        return 1
+    if not any(ours(state, p) for p in recorded_pids(state)):
+        path.unlink(missing_ok=True)
+        print(f"nothing running (stale state {path} removed: none of the processes it records runs)")
+        if args.purge and state.get("nats_pid"):  # our own store: emptied as with nothing recorded
+            shutil.rmtree(state_dir / "nats", ignore_errors=True)
+            print(f"  log purged ({state_dir / 'nats'} removed)")
+        return 0
     supervisor = state.get("supervisor_pid")
-    if supervisor and supervisor != os.getpid() and alive(supervisor):
+    if supervisor and supervisor != os.getpid() and ours(state, supervisor):
         _stop_pid(supervisor, timeout=60)  # it stops what it runs, then itself
-    _stop_pids(list(state["services"].values()))  # gone already when the supervisor was there; by PID anyway
+    # gone already when the supervisor was there; by PID anyway
+    _stop_pids([p for p in state["services"].values() if ours(state, p)])
     for name in state["services"]:
         print(f"  {name:10s} stopped")
     if args.purge and not state.get("nats_pid"):  # someone else's broker: delete our streams
@@ -696,7 +769,8 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"  log purged ({purge(state['nats'])} streams deleted)")
     if state.get("nats_pid"):
         for pid in state.get("nats_pids") or [state["nats_pid"]]:
-            _stop_pid(pid)
+            if ours(state, pid):
+                _stop_pid(pid)
         print("  nats-server stopped")
         if args.purge:
             shutil.rmtree(state_dir / "nats", ignore_errors=True)

@@ -241,6 +241,7 @@ async def _run_service(
     serving = asyncio.create_task(_serve(name, args, build, api, edge, stopping, running))
     stop = asyncio.create_task(stopping.wait())
     limit: list[asyncio.TimerHandle] = []
+    code = 1  # what the process ends with: what `_serve` returned, unless it failed
     try:
         await asyncio.wait({serving, stop}, return_when=asyncio.FIRST_COMPLETED)
         if not serving.done():
@@ -254,15 +255,21 @@ async def _run_service(
                 if not running.is_set():
                     log.info("%s stopped before it was ready%s", name,
                              ": its nats-server is gone" if _stop_code(args) else "")  # fmt: skip
-                    return _stop_code(args)
-        return serving.result()
+                    code = _stop_code(args)
+                    return code
+        code = serving.result()
+        return code
     finally:
         stopping.set()
         await cancel_all([stop, *watching])
-        if not limit:  # the loop's own shutdown cancels what is left, and waits for it
-            code = serving.result() if serving.done() and not serving.cancelled() and \
-                serving.exception() is None else 1
-            loop.call_later(STOP_LIMIT, _exit_now, name, code)
+        # the loop's own shutdown follows (it cancels what is left, and waits for it): bounded
+        # too, by the limit of a stop that began (else STOP_LIMIT from now), but ending with the
+        # code returned — the limit armed as the stop began said 1, and a service that stopped
+        # cleanly within the grace exited 1 when that shutdown outlasted it
+        when = limit[0].when() if limit else loop.time() + STOP_LIMIT
+        for handle in limit:
+            handle.cancel()
+        loop.call_at(when, _exit_now, name, code)
 
 
 def _stop_code(args: argparse.Namespace) -> int:

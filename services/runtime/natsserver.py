@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.runtime.recording import recording
+
 
 class NatsServerError(RuntimeError):
     pass
@@ -146,8 +148,9 @@ class NatsServer:
         # what it says before its log opens (a configuration it refuses) goes to stderr. In a
         # session of its own: a terminal's signals are for its parent, which stops it — SIGHUP
         # (the terminal closed) is a configuration reload to nats-server, which outlived the
-        # `make run` that started it; Ctrl-C stopped it before the services it serves
-        with self._stderr().open("wb") as err:
+        # `make run` that started it; Ctrl-C stopped it before the services it serves. Started
+        # and recorded as one step: a stop signal inside Popen left it running, unrecorded
+        with self._stderr().open("wb") as err, recording():
             self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                             stderr=err, start_new_session=True)  # fmt: skip
 

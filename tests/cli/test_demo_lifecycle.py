@@ -148,3 +148,114 @@ def test_down_with_nothing_running_is_a_no_op(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("nothing running (")
         assert "tessera up` first" not in out.stdout + out.stderr
+
+
+@pytest.fixture
+def printed() -> Iterator[list[int]]:
+    """The PIDs a test's script printed (`run_script`): SIGKILLed after the test if alive."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def run_script(code: str, pids: list[int], *args: str, timeout: float = 60.0) -> str:
+    """`python -c code args…` in a session of its own; its output once it ended. The PIDs it
+    printed (one a line) go to `pids` (the `printed` fixture), whether it ended or not."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate(timeout=10)
+        pids.extend(printed_pids(out))
+        pytest.fail(f"still running {timeout}s later:\n{out}")
+    pids.extend(printed_pids(out))
+    return out
+
+
+def printed_pids(out: str) -> list[int]:
+    return [int(line) for line in out.split() if line.isdigit()]
+
+
+#: a ControlPlane whose n-th child gets SIGHUP (the terminal closing) to its parent from inside
+#: `subprocess.Popen(...)`: the child forked, the call not yet returned — where, once in a
+#: while under load, `make run` closed mid-start left a process behind
+SIGNAL_INSIDE_POPEN = """
+import os, signal, subprocess, sys
+from pathlib import Path
+from services.cli.up import ControlPlane, catch_stop_signals
+
+at, count = int(sys.argv[2]), [0]
+execute_child = subprocess.Popen._execute_child
+
+def execute_child_then_signal(self, *args, **kwargs):
+    execute_child(self, *args, **kwargs)  # the child runs from here on
+    print(self.pid, flush=True)
+    count[0] += 1
+    if count[0] == at:
+        os.kill(os.getpid(), signal.SIGHUP)
+
+subprocess.Popen._execute_child = execute_child_then_signal
+catch_stop_signals()
+try:
+    ControlPlane(Path(sys.argv[1]), auth=False).start(report=lambda line: None)
+except KeyboardInterrupt as exc:
+    print("interrupted", exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("at", [1, 2], ids=["nats-server", "first service"])
+def test_a_stop_signal_inside_popen_leaves_nothing_running(demo_dir: Path, printed: list[int], at: int) -> None:
+    """The handler raised `Interrupted` wherever the main thread was: inside Popen the child
+    existed but was not yet in `procs` (nor the server's `process`), so `stop()` never
+    signalled it; the nats-server, in a session of its own, ran on for good. Now a signal that
+    comes while a process is started is raised once it is recorded."""
+    out = run_script(SIGNAL_INSIDE_POPEN, printed, str(demo_dir / "state"), str(at))
+    pids = printed_pids(out)
+    assert len(pids) == at and "interrupted SIGHUP" in out, out
+    assert [p for p in pids if alive(p)] == [], out  # stop() waited for each: no poll needed
+
+
+#: a ControlPlane (its nats-server, and a stand-in service that answers the SIGTERM of the stop
+#: with Ctrl-C to the plane, as a user pressing it during a slow stop) stopped normally
+SIGNAL_DURING_STOP = """
+import subprocess, sys
+from pathlib import Path
+from services.cli.up import ControlPlane, catch_stop_signals
+
+ControlPlane.names = lambda self: []  # our nats-server only; the stand-in below is the service
+plane = ControlPlane(Path(sys.argv[1]), auth=False).start(report=lambda line: None)
+print(plane.server.pid, flush=True)
+stand_in = subprocess.Popen([sys.executable, "-c", '''
+import os, signal
+def stop(signum, frame):
+    os.kill(os.getppid(), signal.SIGINT)  # before it exits: the plane is inside its stop
+    raise SystemExit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+signal.pause()
+'''], stdout=subprocess.PIPE, text=True)
+plane.procs["stand-in"] = stand_in
+print(stand_in.pid, flush=True)
+assert stand_in.stdout.readline() == "ready\\n"
+catch_stop_signals()
+try:
+    plane.stop()
+    print("stopped", flush=True)
+except KeyboardInterrupt as exc:
+    print("stop cut short by", exc, flush=True)
+"""
+
+
+def test_ctrl_c_during_a_normal_stop_does_not_cut_it_short(demo_dir: Path, printed: list[int]) -> None:
+    """The handler stayed installed while `stop()` ran (demo's and up's `finally`): Ctrl-C
+    raised inside `_stop_pids`, `server.stop()` was never reached and the nats-server (its own
+    session) ran on for good."""
+    out = run_script(SIGNAL_DURING_STOP, printed, str(demo_dir / "state"))
+    nats, stand_in = printed_pids(out)
+    assert "stopped" in out.split(), out
+    assert not alive(nats) and not alive(stand_in)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -204,3 +205,34 @@ def test_down_counts_an_exited_process_it_cannot_reap_as_gone() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+#: `_wait_ready` in a process whose service pipe is descriptor 1024 or more
+READY_ON_A_HIGH_FD = """
+import os, resource, subprocess, sys
+from pathlib import Path
+from services.cli.up import ControlPlane
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]  # every descriptor below 1024
+plane = ControlPlane(Path(sys.argv[1]), auth=False)
+proc = plane.procs["allocator"] = subprocess.Popen(
+    [sys.executable, "-c", "print('allocator ready')"], stdout=subprocess.PIPE, text=True)
+assert proc.stdout.fileno() >= 1024, proc.stdout.fileno()
+try:
+    plane._wait_ready("allocator", timeout=60)
+    print("ready seen", flush=True)
+finally:
+    proc.wait()
+"""
+
+
+def test_a_service_pipe_above_descriptor_1024_is_read(tmp_path: Path) -> None:
+    """`_wait_ready` used select.select, which raises ValueError for a descriptor of 1024 or
+    more: `up` (or a test's ControlPlane) holding many files open could not start a service."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2048:
+        pytest.skip("the hard limit on open files is below 2048")
+    out = subprocess.run([sys.executable, "-c", READY_ON_A_HIGH_FD, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert out.returncode == 0 and out.stdout == "ready seen\n", out.stderr[-2000:]

@@ -91,3 +91,50 @@ async def test_up_get_down(state_dir: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert not any(alive(p) for p in pids)
     assert not (state_dir / "up.json").exists()
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """Someone else's process, whose PID a stale up.json names (as after a reboot)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def stale_state(state_dir: Path, pid: int, **more: object) -> Path:
+    """An up.json whose every PID is `pid`, as `up` writes it (`more` on top)."""
+    path = state_dir / "up.json"
+    path.write_text(json.dumps({"nats": "nats://127.0.0.1:1", "nats_pid": pid, "nats_pids": [pid],
+                                "services": {"queue": pid}, "supervisor_pid": pid, **more}))  # fmt: skip
+    return path
+
+
+def test_down_leaves_alone_a_process_that_only_has_a_recorded_pid(tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    """`down` with a stale up.json (up SIGKILLed, the machine rebooted) sent SIGTERM, then
+    SIGKILL, to whatever held the recorded PIDs by then, and said "queue stopped". The PID's
+    identity (its start time) is recorded now, and only a match is signalled."""
+    start_time = Path(f"/proc/{bystander.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    path = stale_state(tmp_path, bystander.pid, identities={str(bystander.pid): str(int(start_time) - 1)})
+    out = tessera("down", "--state-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"nothing running (stale state {path} removed: none of the processes it records runs)\n"
+    assert bystander.poll() is None and not path.exists()
+
+
+def test_down_signals_nothing_from_a_state_file_without_identities(tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    """An up.json of an older tessera: whose process a live PID is cannot be told, so it is
+    said, and nothing is signalled; once those PIDs are gone, it is a stale file like another."""
+    path = stale_state(tmp_path, bystander.pid)
+    out = tessera("down", "--state-dir", str(tmp_path))
+    assert out.returncode == 1
+    assert f"records no process identities (an older tessera wrote it), so whether pid {bystander.pid} " in out.stderr
+    assert bystander.poll() is None and path.exists()
+    bystander.kill()
+    bystander.wait(10)
+    again = tessera("down", "--state-dir", str(tmp_path))
+    assert again.returncode == 0 and again.stdout.startswith("nothing running (stale state"), again.stderr
+    assert not path.exists()
