@@ -127,3 +127,23 @@ def test_every_service_is_scrapeable_by_default() -> None:
     quiet = of_kind(render(sets=("metrics.scrapeAnnotations=false",)), "Deployment")
     assert not any("prometheus.io/scrape" in d["spec"]["template"]["metadata"]["annotations"]
                    for d in quiet.values())  # fmt: skip
+
+
+def test_the_cores_tile_is_still_the_share_of_the_card_allocated() -> None:
+    """"Cores allocated per card" divides hami_gpu_core_allocated_ratio by hami_gpu_core_limit_ratio:
+    with HAMi's 0–100 normalization (both were AI-core counts on a template card) the quotient
+    is still the share of the card's cores held, 0.5 for half a card."""
+    from contracts.devices import SliceSpec
+    from services.core.ledger import CardState, RegisterCard, ReserveSlice, decide, evolve
+    from tests.allocator.scenario import ascend_node
+
+    (tile,) = [t["expr"] for p in panels() if p["title"] == "Cores allocated per card" for t in p["targets"]]
+    assert re.search(r"hami_gpu_core_allocated_ratio\{[^}]*\}\) / max by \([^)]*\) \(hami_gpu_core_limit_ratio", tile)
+    spec = ascend_node("n1", cards=1).cards[0]
+    state = CardState(uuid=spec.uuid)
+    for command in (RegisterCard(spec), ReserveSlice("default/a/a-0", SliceSpec(kind="template", memory=32768,
+                                                                                cores=10, template="vir10_3c_32g"))):
+        for event in decide(state, command):  # type: ignore[union-attr]
+            state = evolve(state, event)
+    got = {s.name: s.value for s in hami.card_series([state])}
+    assert got["hami_gpu_core_allocated_ratio"] / got["hami_gpu_core_limit_ratio"] == 10 / spec.cores
