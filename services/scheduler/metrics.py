@@ -16,10 +16,16 @@ from services.core.observe import Series, volcano
 from services.runtime.metrics import ServiceMetrics
 
 
-def exponential_range(low: float, high: float, count: int) -> list[float]:
-    """client_golang's `ExponentialBucketsRange`: `count` buckets from `low` to `high`."""
-    factor = (high / low) ** (1 / (count - 1))
-    return [round(low * factor**i, 6) for i in range(count)]
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """client_golang's `ExponentialBuckets`: `count` bounds, `start` then each `factor` × the last."""
+    return [start * factor**i for i in range(count)]
+
+
+#: Volcano's e2e session latency buckets (pkg/scheduler/metrics/metrics.go,
+#: `ExponentialBuckets(5, 2, 15)`: 5 ms … 81,920 ms), so its dashboards' quantiles and any
+#: `le` an alert names read the same; a session of several seconds (a backlog on 5,000 nodes,
+#: benchmarks/results/scheduler.md) lands in a bucket of its own, not in +Inf
+E2E_BUCKETS = exponential_buckets(5, 2, 15)
 
 
 class SessionMetrics:
@@ -31,7 +37,7 @@ class SessionMetrics:
         self.e2e = Histogram(
             "volcano_e2e_scheduling_latency_milliseconds",
             "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
-            buckets=exponential_range(1, 5000, 20), registry=registry,
+            buckets=E2E_BUCKETS, registry=registry,
         )  # fmt: skip
         self.attempts = Counter(
             "volcano_schedule_attempts",  # the client appends _total, as Volcano's name has it
@@ -55,6 +61,11 @@ class SessionMetrics:
         self.stages.labels("append").observe(append_s)
         self.attempts.labels("scheduled").inc(scheduled)
         self.attempts.labels("unschedulable").inc(unschedulable)
+        self.series = tuple(series)
+
+    def gauges(self, series: Sequence[Series]) -> None:
+        """The gauges alone, of a session opened and closed with no actions (nothing waits):
+        no session latency or attempts observed (`Scheduler._refresh_gauges`)."""
         self.series = tuple(series)
 
     def failed(self) -> None:

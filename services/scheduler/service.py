@@ -128,6 +128,13 @@ class Scheduler:
         assert self.service.metrics is not None
         self.session_metrics = SessionMetrics(self.service.metrics)
         self.last_series: list[Series] = []  # the gauges of the last session's decisions
+        #: the log sequence `last_series` were computed at (None: not since we started) and the
+        #: loop time they were: see `_refresh_gauges`
+        self._series_seq: int | None = None
+        self._series_at = -1e9
+        #: the configuration with no actions: a session opened and closed without deciding
+        #: anything, for its gauges (`_refresh_gauges`)
+        self._gauge_conf = replace(self.conf, actions=())
         self.last_attempts = (0, 0)  # tasks (scheduled, unschedulable) of the last session
         #: the log sequence of the last session that appended nothing, and when its decisions'
         #: time rules turn (`Decisions.revisit_at`): see `_concluded`
@@ -324,6 +331,7 @@ class Scheduler:
             if not self.caught_up():
                 continue  # our last decisions are on their way back: decide on them, not before
             if not self.projection.waiting():
+                self._refresh_gauges()  # …but what it exports moved with the log
                 continue  # nothing waits: the session would decide and append nothing
             if self._concluded():
                 self.settled.set()
@@ -353,6 +361,29 @@ class Scheduler:
         # off the service mode a session's clock is the log's, which moves only with the log
         return turn is None or self.config.mode != "service" or self.clock() < turn
 
+    def _refresh_gauges(self) -> None:
+        """Volcano's queue and job gauges when no session runs because nothing waits: Volcano
+        opens a session every period and its close sets them (allocated, pod groups, and the gang
+        plugin's unschedulable counts of every job), so pods that ended, a waiting job deleted
+        and a restart show there within a period. Here the sessions skipped cost nothing
+        (issue 29), so the gauges are those of a session opened and closed with no actions —
+        the values one with actions reaches when nothing waits (no action moves a task then) —
+        and only when the log moved since they were computed (once after a start), at most once
+        per `period`: a log that keeps moving while nothing waits (pods ending) costs one
+        session opening per period, an idle one nothing. `volcano_e2e_scheduling_latency` and
+        the attempts do not count these (README, Metrics)."""
+        if self._series_seq == self.view.seq:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._series_at < self.period:
+            return  # the loop wakes within a period (`run_sessions`): they are computed then
+        snap = self.view.snapshot()
+        with collector_paused():
+            decisions = decide(snap, self._gauge_conf)
+        self.last_series = session_series(snap, decisions)
+        self.session_metrics.gauges(self.last_series)
+        self._series_seq, self._series_at = snap.seq, now
+
     async def _session(self) -> None:
         based_on = self.projection.seq
         started = time.perf_counter()
@@ -369,6 +400,7 @@ class Scheduler:
             raise
         self.session_metrics.session(decided - started, time.perf_counter() - decided,
                                      *self.last_attempts, self.last_series)  # fmt: skip
+        self._series_seq, self._series_at = based_on, asyncio.get_running_loop().time()
         for result in results:
             if isinstance(result, Appended):
                 self.written = max(self.written, result.seq)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from services.core.observe.series import MetricSpec, Series
 from services.core.scheduling.decisions import Decisions
 from services.core.scheduling.snapshot import Snapshot
+from services.core.workload.podgroups import podgroup_name
 
 MIB = 1024 * 1024
 _Q = ("queue_name",)
@@ -81,15 +82,20 @@ def session_series(snapshot: Snapshot, decisions: Decisions) -> list[Series]:
         out += _resources(ALLOCATED, name, decisions.queue_allocated.get(name, {}))
         if name in decisions.queue_deserved:
             out += _resources(DESERVED, name, decisions.queue_deserved[name])
-        out += _resources(CAPACITY, name, q.spec.capability, always=False)
+        # the spec's names as shares read them (an alias as the cluster's one type of it)
+        out += _resources(CAPACITY, name, decisions.queue_capability.get(name, q.spec.capability), always=False)
         if name in decisions.queue_share:
             out.append(Series(SHARE.name, (name,), decisions.queue_share[name]))
         out.append(Series(WEIGHT.name, (name,), q.spec.weight))
         for phase, spec in POD_GROUPS.items():
             out.append(Series(spec.name, (name,), groups.get((name, phase), 0)))
     by_reason = dict.fromkeys(REASONS, 0)
+    specs = {job.key: job for job in snapshot.jobs} if decisions.unschedulable else {}
     for u in decisions.unschedulable:
-        out.append(Series(UNSCHEDULE_TASKS.name, (f"{u.namespace}/{u.name}",), u.tasks))
+        job = specs.get(f"{u.namespace}/{u.name}")
+        # Volcano's job_id is the job's name, its PodGroup's (no namespace): `JobInfo.SetPodGroup`
+        job_id = podgroup_name(job.spec, job.created) if job is not None else u.name
+        out.append(Series(UNSCHEDULE_TASKS.name, (job_id,), u.tasks))
         by_reason[u.code] = by_reason.get(u.code, 0) + 1
     out.append(Series(UNSCHEDULE_JOBS.name, (), len(decisions.unschedulable)))
     out += [Series(UNSCHEDULABLE.name, (reason,), n) for reason, n in by_reason.items()]

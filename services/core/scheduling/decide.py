@@ -119,6 +119,9 @@ def close_session(ssn: Session) -> Decisions:
                 )
             )
     allocated = queue_allocated(ssn)
+    canonical = shares_of(ssn).canonical
+    capability = {q: {k: round(v) for k, v in sorted(canonical(info.spec.capability).items())}
+                  for q, info in sorted(ssn.queues.items())}  # fmt: skip
     deserved: dict[str, Mapping[str, int]] = {}
     share: dict[str, float] = {}
     prop = ssn.plugins.get("proportion") or ssn.plugins.get("capacity")
@@ -138,6 +141,7 @@ def close_session(ssn: Session) -> Decisions:
         queue_allocated=allocated,
         queue_deserved=deserved,
         queue_share=share,
+        queue_capability=capability,
     )
 
 

@@ -158,6 +158,9 @@ class Decisions:
     queue_deserved: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: Volcano's queue share: max over resources of allocated / deserved (proportion, capacity)
     queue_share: Mapping[str, float] = field(default_factory=dict)
+    #: each queue's spec capability under the names shares count it by (`QueueShares.canonical`:
+    #: a family alias the cluster has one type of, read as that type), as allocated and deserved
+    queue_capability: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     #: the earliest clock at which the same snapshot could be decided otherwise (a plugin's
     #: time rule turns: sla's waiting time, cdp's cooldown); None: time plays no part. Until
     #: then a session over an unchanged log would conclude what this one did.
