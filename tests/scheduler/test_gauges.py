@@ -61,7 +61,7 @@ async def test_a_deleted_waiting_job_leaves_the_unschedulable_gauges(event_log: 
     await seed(event_log)
     s = event_log.subjects
     await put(event_log, s.job("default", "huge"), JobSubmitted(spec=inference_job("huge", replicas=9)))
-    sched = Scheduler(event_log, period=0.1, debounce=0.01)
+    sched = Scheduler(event_log, period=0.1, debounce=0.01, gauge_every=0.1)
     await sched.recover()
     async with running(sched):
         await until(sched, "huge unschedulable", lambda got: got.get(("volcano_unschedule_job_count", ())) == 1)
@@ -85,7 +85,7 @@ async def test_queue_allocated_drops_when_pods_end_and_a_restart_exports_the_que
     s = event_log.subjects
     await put(event_log, s.job("default", "small"), JobSubmitted(spec=inference_job("small")))
     small = inference_job("small").tasks[0]
-    sched, alloc = Scheduler(event_log, period=0.1, debounce=0.01), Allocator(event_log)
+    sched, alloc = Scheduler(event_log, period=0.1, debounce=0.01, gauge_every=0.1), Allocator(event_log)
     await sched.recover()
     await alloc.recover()
     async with running(sched, alloc):
@@ -100,7 +100,7 @@ async def test_queue_allocated_drops_when_pods_end_and_a_restart_exports_the_que
         assert got[("volcano_queue_allocated_memory_bytes", Q)] == 0
         assert got.get(("volcano_queue_allocated_scalar_resources", CARD), 0) == 0
 
-    restarted = Scheduler(event_log, period=0.1, debounce=0.01)
+    restarted = Scheduler(event_log, period=0.1, debounce=0.01, gauge_every=0.1)
     await restarted.recover()
     assert not restarted.projection.waiting()
     assert not [n for (n, _) in scrape(restarted) if n.startswith("volcano_queue_")]
@@ -125,7 +125,7 @@ async def test_the_gauges_cost_nothing_over_a_log_that_does_not_move(event_log: 
 
     monkeypatch.setattr(scheduler_service, "decide", counted)
     await seed(event_log)
-    sched = Scheduler(event_log, period=0.5, debounce=0.01)
+    sched = Scheduler(event_log, period=0.5, debounce=0.01, gauge_every=0.5)
     await sched.recover()
     async with running(sched):
         await until(sched, "queues exported", lambda got: ("volcano_queue_weight", Q) in got)
