@@ -114,3 +114,22 @@ def test_a_jobs_network_topology_is_kept_and_a_bad_one_refused() -> None:
     assert loose.results[0].outcome == ACCEPTED
     assert loose.results[0].warnings == ("spec.networkTopology: no highestTierAllowed or highestTierName: the "
                                          "gang is placed without a network-topology constraint (value: hard)",)  # fmt: skip
+
+
+def test_highest_tier_allowed_and_name_together_are_refused_for_jobs_and_podgroups() -> None:
+    """Volcano's Job and PodGroup webhooks (`validateNetworkTopology`) refuse the pair; Tessera
+    accepted it and used the tier."""
+    words = ("spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName' in "
+             "networkTopology simultaneously")  # fmt: skip
+    job = JOB.replace("highestTierAllowed: 1", "highestTierAllowed: 1, highestTierName: spine")
+    podgroup = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pgboth, namespace: default}
+spec: {minMember: 1, networkTopology: {mode: hard, highestTierAllowed: 1, highestTierName: spine}}
+"""
+    for doc in (job, podgroup):
+        plan = plan_apply(doc, Known(), None, frozenset())
+        assert plan.results[0].outcome == REJECTED and words in plan.results[0].reasons, plan.results
+    one = plan_apply(podgroup.replace("highestTierAllowed: 1, ", ""), Known(), None, frozenset())
+    assert one.results[0].outcome != REJECTED, one.results

@@ -138,7 +138,8 @@ def hypernode_event(doc: Mapping[str, Any]) -> tuple[HyperNodeChanged | None, li
 
 def network_topology(raw: object, path: str, problems: list[Problem]) -> NetworkTopology | None:
     """`spec.networkTopology` of a Job or PodGroup: mode `hard` (the CRD's default) or `soft`,
-    `highestTierAllowed` an integer >= 0, `highestTierName` at most 253 characters."""
+    `highestTierAllowed` an integer >= 0, `highestTierName` at most 253 characters, not both
+    (Volcano's webhooks refuse the pair)."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -168,4 +169,7 @@ def network_topology(raw: object, path: str, problems: list[Problem]) -> Network
             )
         )
         tier_name = ""
+    if tier is not None and tier_name:  # the Job and PodGroup webhooks' validateNetworkTopology
+        problems.append((path, "must not specify 'highestTierAllowed' and 'highestTierName' in "
+                         "networkTopology simultaneously"))  # fmt: skip
     return NetworkTopology(mode=str(mode), highest_tier=tier, highest_tier_name=str(tier_name))
