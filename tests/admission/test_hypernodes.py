@@ -86,7 +86,7 @@ def test_a_bad_hypernode_is_refused_naming_every_rule() -> None:
         'spec.members[1].selector: Invalid value: "object": Only one of ExactMatch, RegexMatch, or LabelMatch can be specified',
         'spec.members[2].selector: Invalid value: "object": Either ExactMatch or RegexMatch or LabelMatch must be specified',
         'spec.members[3].selector.regexMatch.pattern: Invalid value: "(unclosed": member regexMatch pattern is '
-        "invalid: missing ), unterminated subpattern at position 0",
+        "invalid: error parsing regexp: missing closing ): `(unclosed`",
         "spec.members[4].selector.regexMatch: Forbidden: a HyperNode member is chosen by exactMatch only "
         "(Volcano ignores regexMatch and labelMatch on one)",
     )  # fmt: skip
@@ -133,3 +133,29 @@ spec: {minMember: 1, networkTopology: {mode: hard, highestTierAllowed: 1, highes
         assert plan.results[0].outcome == REJECTED and words in plan.results[0].reasons, plan.results
     one = plan_apply(podgroup.replace("highestTierAllowed: 1, ", ""), Known(), None, frozenset())
     assert one.results[0].outcome != REJECTED, one.results
+
+
+def test_regex_members_are_go_regexps() -> None:
+    """Volcano's webhook compiles a regexMatch with Go's regexp: RE2 that Python's `re` lacks is
+    accepted (a POSIX class, `\\z`), what RE2 refuses and Python accepts is refused in Go's
+    words (a backreference, lookahead), and valid RE2 Python cannot express is said to be so."""
+    doc = """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: r1}
+spec: {tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: 'PATTERN'}}}]}
+"""
+    for good in (r"^rack1-n-[[:digit:]]+$", r"^rack1-n-\d+\z"):
+        plan = plan_apply(doc.replace("PATTERN", good), Known(), None, frozenset())
+        assert plan.results[0].outcome == ACCEPTED, plan.results
+    path = "spec.members[0].selector.regexMatch.pattern"
+    for bad, words in (
+        (r"^(a)\1$", "error parsing regexp: invalid escape sequence: `\\1`"),
+        (r"^s1-(?=n)", "error parsing regexp: invalid or unsupported Perl syntax: `(?=`"),
+        (r"^\pL", "the Unicode class \\pL is valid RE2 but has no equivalent in Tessera's matcher"),
+    ):
+        plan = plan_apply(doc.replace("PATTERN", bad), Known(), None, frozenset())
+        assert plan.results[0].outcome == REJECTED
+        (reason,) = plan.results[0].reasons
+        assert reason.startswith(f"{path}: Invalid value: ") and reason.endswith(
+            f": member regexMatch pattern is invalid: {words}"), reason  # fmt: skip

@@ -2,7 +2,7 @@
 HyperNode holds, its parent, its tier, and the lowest common ancestor of two HyperNodes.
 
 A member of type Node is chosen by exactMatch (the name), regexMatch (searched in the node name,
-as Go's `MatchString`) or labelMatch (every requirement holds; an empty selector chooses none);
+as Go's `MatchString`, the pattern read as Go's regexp: services/core/goregex.py) or labelMatch (every requirement holds; an empty selector chooses none);
 a member of type HyperNode by exactMatch only, and its nodes are its parent's too. A HyperNode
 named as a member by two HyperNodes, or one that is its own ancestor, makes the tree unusable:
 Volcano's cache is then not ready and hard-mode gangs wait, with the reason (`problem`).
@@ -19,12 +19,12 @@ a cluster whose jobs do not.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contracts.events import HyperNodeChanged
 from contracts.workloads import HyperNodeMember
+from services.core.goregex import GoRegexError, compile_go
 from services.core.scheduling.nodelabels import requirement_matches
 
 #: Volcano's name for the virtual root (`framework.ClusterTopHyperNode`)
@@ -86,8 +86,8 @@ def _node_members(member: HyperNodeMember, names: Iterable[str],
         return {member.exact}
     if member.regex:
         try:
-            pattern = re.compile(member.regex)
-        except re.error:  # refused at admission; an old log's pattern chooses nothing
+            pattern = compile_go(member.regex)  # Go's regexp, as Volcano's cache reads it
+        except GoRegexError:  # refused at admission; an old log's pattern chooses nothing
             return set()
         return {n for n in names if pattern.search(n)}
     if member.labels:
