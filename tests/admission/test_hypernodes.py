@@ -86,7 +86,7 @@ def test_a_bad_hypernode_is_refused_naming_every_rule() -> None:
         'spec.members[1].selector: Invalid value: "object": Only one of ExactMatch, RegexMatch, or LabelMatch can be specified',
         'spec.members[2].selector: Invalid value: "object": Either ExactMatch or RegexMatch or LabelMatch must be specified',
         'spec.members[3].selector.regexMatch.pattern: Invalid value: "(unclosed": member regexMatch pattern is '
-        "invalid: missing ), unterminated subpattern at position 0",
+        "invalid: error parsing regexp: missing closing ): `(unclosed`",
         "spec.members[4].selector.regexMatch: Forbidden: a HyperNode member is chosen by exactMatch only "
         "(Volcano ignores regexMatch and labelMatch on one)",
     )  # fmt: skip
@@ -114,3 +114,48 @@ def test_a_jobs_network_topology_is_kept_and_a_bad_one_refused() -> None:
     assert loose.results[0].outcome == ACCEPTED
     assert loose.results[0].warnings == ("spec.networkTopology: no highestTierAllowed or highestTierName: the "
                                          "gang is placed without a network-topology constraint (value: hard)",)  # fmt: skip
+
+
+def test_highest_tier_allowed_and_name_together_are_refused_for_jobs_and_podgroups() -> None:
+    """Volcano's Job and PodGroup webhooks (`validateNetworkTopology`) refuse the pair; Tessera
+    accepted it and used the tier."""
+    words = ("spec.networkTopology: must not specify 'highestTierAllowed' and 'highestTierName' in "
+             "networkTopology simultaneously")  # fmt: skip
+    job = JOB.replace("highestTierAllowed: 1", "highestTierAllowed: 1, highestTierName: spine")
+    podgroup = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pgboth, namespace: default}
+spec: {minMember: 1, networkTopology: {mode: hard, highestTierAllowed: 1, highestTierName: spine}}
+"""
+    for doc in (job, podgroup):
+        plan = plan_apply(doc, Known(), None, frozenset())
+        assert plan.results[0].outcome == REJECTED and words in plan.results[0].reasons, plan.results
+    one = plan_apply(podgroup.replace("highestTierAllowed: 1, ", ""), Known(), None, frozenset())
+    assert one.results[0].outcome != REJECTED, one.results
+
+
+def test_regex_members_are_go_regexps() -> None:
+    """Volcano's webhook compiles a regexMatch with Go's regexp: RE2 that Python's `re` lacks is
+    accepted (a POSIX class, `\\z`), what RE2 refuses and Python accepts is refused in Go's
+    words (a backreference, lookahead), and valid RE2 Python cannot express is said to be so."""
+    doc = """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: r1}
+spec: {tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: 'PATTERN'}}}]}
+"""
+    for good in (r"^rack1-n-[[:digit:]]+$", r"^rack1-n-\d+\z"):
+        plan = plan_apply(doc.replace("PATTERN", good), Known(), None, frozenset())
+        assert plan.results[0].outcome == ACCEPTED, plan.results
+    path = "spec.members[0].selector.regexMatch.pattern"
+    for bad, words in (
+        (r"^(a)\1$", "error parsing regexp: invalid escape sequence: `\\1`"),
+        (r"^s1-(?=n)", "error parsing regexp: invalid or unsupported Perl syntax: `(?=`"),
+        (r"^\pL", "the Unicode class \\pL is valid RE2 but has no equivalent in Tessera's matcher"),
+    ):
+        plan = plan_apply(doc.replace("PATTERN", bad), Known(), None, frozenset())
+        assert plan.results[0].outcome == REJECTED
+        (reason,) = plan.results[0].reasons
+        assert reason.startswith(f"{path}: Invalid value: ") and reason.endswith(
+            f": member regexMatch pattern is invalid: {words}"), reason  # fmt: skip

@@ -2,10 +2,16 @@
 HyperNode holds, its parent, its tier, and the lowest common ancestor of two HyperNodes.
 
 A member of type Node is chosen by exactMatch (the name), regexMatch (searched in the node name,
-as Go's `MatchString`) or labelMatch (every requirement holds; an empty selector chooses none);
+as Go's `MatchString`, the pattern read as Go's regexp: services/core/goregex.py) or labelMatch (every requirement holds; an empty selector chooses none);
 a member of type HyperNode by exactMatch only, and its nodes are its parent's too. A HyperNode
 named as a member by two HyperNodes, or one that is its own ancestor, makes the tree unusable:
 Volcano's cache is then not ready and hard-mode gangs wait, with the reason (`problem`).
+
+Above the real trees sits Volcano's virtual cluster root (`framework/session.go`
+`addClusterTopHyperNode`, `ClusterTopHyperNode`): tier one above the highest real tier (at least
+1), holding every node of the session — nodes in no HyperNode too — and the parent of every
+HyperNode that has none. A hard gang allowed that tier may go anywhere in the cluster, and two
+HyperNodes with no common real ancestor meet there.
 
 Built once per session, and only when a job asks for a network topology: nothing here runs for
 a cluster whose jobs do not.
@@ -13,13 +19,16 @@ a cluster whose jobs do not.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from contracts.events import HyperNodeChanged
 from contracts.workloads import HyperNodeMember
+from services.core.goregex import GoRegexError, compile_go
 from services.core.scheduling.nodelabels import requirement_matches
+
+#: Volcano's name for the virtual root (`framework.ClusterTopHyperNode`)
+ROOT = "<cluster-top-hypernode>"
 
 
 @dataclass(slots=True)
@@ -31,10 +40,17 @@ class Topology:
     tier_names: dict[str, int] = field(default_factory=dict)  # spec.tierName → its tier
     leaf: dict[str, str] = field(default_factory=dict)  # node → its lowest-tier HyperNode
     problem: str = ""  # why the tree cannot be used (two parents, a cycle)
+    root_tier: int = 1  # the virtual root's tier (ROOT is in every map above)
 
     @property
     def tiers(self) -> tuple[int, ...]:
+        """Every tier, the root's last."""
         return tuple(sorted(self.by_tier))
+
+    @property
+    def real_tiers(self) -> tuple[int, ...]:
+        """The tiers of the cluster's own HyperNodes (the root's left out)."""
+        return tuple(t for t in sorted(self.by_tier) if t != self.root_tier)
 
     def ancestors(self, name: str) -> list[str]:
         """`name` and its ancestors, nearest first (a cycle was refused at build)."""
@@ -44,17 +60,19 @@ class Topology:
         return out
 
     def lca(self, a: str, b: str) -> str | None:
-        """The lowest HyperNode holding both (`GetLCAHyperNode`); None when they share none."""
+        """The lowest HyperNode holding both (`GetLCAHyperNode`): the root when they share no real
+        one (None only for a HyperNode in a cycle)."""
         mine = set(self.ancestors(a))
         return next((h for h in self.ancestors(b) if h in mine), None)
 
     def spanning(self, nodes: Iterable[str]) -> str | None:
-        """The lowest HyperNode holding every one of `nodes` (None: some node is in none, or
-        they share none)."""
+        """The lowest HyperNode holding every one of `nodes`: the root when they share no real
+        one or some node is in none (None: a node not of this session)."""
         found: str | None = None
+        everywhere = self.nodes.get(ROOT, frozenset())
         for n in nodes:
-            leaf = self.leaf.get(n)
-            if leaf is None:
+            leaf = self.leaf.get(n) or (ROOT if n in everywhere else None)
+            if leaf is None:  # not a node of this session
                 return None
             found = leaf if found is None else self.lca(found, leaf)
             if found is None:
@@ -68,8 +86,8 @@ def _node_members(member: HyperNodeMember, names: Iterable[str],
         return {member.exact}
     if member.regex:
         try:
-            pattern = re.compile(member.regex)
-        except re.error:  # refused at admission; an old log's pattern chooses nothing
+            pattern = compile_go(member.regex)  # Go's regexp, as Volcano's cache reads it
+        except GoRegexError:  # refused at admission; an old log's pattern chooses nothing
             return set()
         return {n for n in names if pattern.search(n)}
     if member.labels:
@@ -132,4 +150,12 @@ def build(
     for name in sorted(specs, key=lambda n: (specs[n].tier, n)):
         for n in topo.nodes[name]:
             topo.leaf.setdefault(n, name)
+    # Volcano's topTier: 1, or one above the highest real tier
+    topo.root_tier = max([1, *(t + 1 for t in by_tier)])
+    topo.tier[ROOT] = topo.root_tier
+    topo.nodes[ROOT] = frozenset(labels)
+    for name in sorted(specs):
+        if name not in topo.parent:
+            topo.parent[name] = ROOT
+    topo.by_tier[topo.root_tier] = (ROOT,)
     return topo

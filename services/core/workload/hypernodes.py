@@ -6,19 +6,20 @@ server's objects (services/kube/podsource.py) and `tessera simulate` — so ever
 the same facts. The rules: `spec.tier` an integer >= 0 (required), at least one member, a
 member's type `Node` or `HyperNode`, its selector exactly one of exactMatch / regexMatch /
 labelMatch (the CRD's two CEL rules and the webhook's), an exactMatch name a DNS-1123
-subdomain, a regexMatch pattern that compiles, a labelMatch a valid label selector.
+subdomain, a regexMatch pattern Go's regexp compiles (services/core/goregex.py: Go's words for
+what it refuses, Python's `re` accepting more and less), a labelMatch a valid label selector.
 A HyperNode member is resolved by exactMatch only (Volcano's cache skips the others): a regex
 or label selector on one is refused here instead of being a member that never joins.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from contracts.events import HyperNodeChanged
 from contracts.workloads import HyperNodeMember, NetworkTopology
+from services.core.goregex import GoRegexError, compile_go
 from services.core.workload import names
 from services.core.workload.fields import FREE, LABEL_SELECTOR, METADATA, Schema
 from services.core.workload.podaffinity import Problem, label_selector
@@ -95,8 +96,8 @@ def _member(raw: object, path: str, problems: list[Problem]) -> HyperNodeMember 
                              required("member regexMatch pattern is required")))  # fmt: skip
         else:
             try:
-                re.compile(pattern)
-            except re.error as exc:
+                compile_go(pattern)  # Go's regexp.Compile, as Volcano's webhook
+            except GoRegexError as exc:
                 problems.append((f"{path}.selector.regexMatch.pattern",
                                  invalid(pattern, f"member regexMatch pattern is invalid: {exc}")))  # fmt: skip
             regex = pattern
@@ -138,7 +139,8 @@ def hypernode_event(doc: Mapping[str, Any]) -> tuple[HyperNodeChanged | None, li
 
 def network_topology(raw: object, path: str, problems: list[Problem]) -> NetworkTopology | None:
     """`spec.networkTopology` of a Job or PodGroup: mode `hard` (the CRD's default) or `soft`,
-    `highestTierAllowed` an integer >= 0, `highestTierName` at most 253 characters."""
+    `highestTierAllowed` an integer >= 0, `highestTierName` at most 253 characters, not both
+    (Volcano's webhooks refuse the pair)."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -168,4 +170,7 @@ def network_topology(raw: object, path: str, problems: list[Problem]) -> Network
             )
         )
         tier_name = ""
+    if tier is not None and tier_name:  # the Job and PodGroup webhooks' validateNetworkTopology
+        problems.append((path, "must not specify 'highestTierAllowed' and 'highestTierName' in "
+                         "networkTopology simultaneously"))  # fmt: skip
     return NetworkTopology(mode=str(mode), highest_tier=tier, highest_tier_name=str(tier_name))

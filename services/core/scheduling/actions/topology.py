@@ -9,14 +9,19 @@ the HyperNode's cpu, memory and cards in use once the gang is in, so a gang goes
 already run and leaves whole HyperNodes whole. Ties go to the name. The chosen try is then made
 for real, in the action's statement.
 
+Last comes Volcano's virtual cluster root (hypernodes.py `ROOT`, one tier above the highest real
+one, every node): a gang allowed its tier that no real HyperNode holds is placed as any gang is,
+anywhere in the cluster (alone at its tier, it needs no try to compare).
+
 A gang with pods already placed keeps to them: a HyperNode is a candidate only if the lowest
 HyperNode holding it and those pods' nodes is within the allowed tier (Volcano's
-`jobAllocatedHyperNode` LCA rule; Tessera reads the pods' nodes instead of an annotation).
+`jobAllocatedHyperNode` LCA rule; Tessera reads the pods' nodes instead of an annotation; two
+HyperNodes with no common real ancestor meet at the root).
 
 `hard` waits when no HyperNode of an allowed tier holds it, with explain's words ("no tier-1
 HyperNode has 16 free Ascend910B3 cards; s1 has 12"); `soft` prefers the lowest tier holding it
-and is placed as any gang when none does. A hard gang without a highest tier, and any gang when
-the cluster has no HyperNodes, is placed as any gang: only jobs that ask pay for this search.
+and is placed as any gang when none does. A hard gang without a highest tier is placed as any
+gang: only jobs that ask pay for this search.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.core.scheduling.hypernodes import Topology, build
+from services.core.scheduling.hypernodes import ROOT, Topology, build
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
 from services.core.scheduling.statement import Statement
@@ -108,14 +113,14 @@ def allocate_with_topology(
 ) -> None:  # fmt: skip
     """The gang placed in one HyperNode, or (hard) left waiting with the reason."""
     nt = job.spec.network_topology
-    topo = topology_of(ssn) if nt is not None else None
-    if nt is None or topo is None or not topo.by_tier:
+    if nt is None:
         allocate_job(ssn, queue, job, tasks, stmt)
         return
+    if nt.mode == "hard" and nt.highest_tier is None and not nt.highest_tier_name:
+        allocate_job(ssn, queue, job, tasks, stmt)  # Volcano: no highest tier, no constraint
+        return
+    topo = topology_of(ssn)  # (not before: a job that asks nothing of it never builds the tree)
     limit = highest_tier(job, topo)
-    if nt.mode == "hard" and limit is None:  # Volcano: no highest tier, no constraint at all
-        allocate_job(ssn, queue, job, tasks, stmt)
-        return
     is_hard = nt.mode == "hard"
     if is_hard and topo.problem:
         job.why, job.why_plugin = f"the HyperNode tree cannot be used: {topo.problem}", PLUGIN
@@ -131,7 +136,7 @@ def allocate_with_topology(
     start = ssn.__dict__.get("_next_start")
     saved = (dict(job.fit_errors), dict(job.node_errors), job.why, job.why_plugin, job.unblock)
 
-    def attempt(nodes: frozenset[str], into: Statement) -> PriorityQueue[TaskInfo]:
+    def attempt(nodes: frozenset[str] | None, into: Statement | None) -> PriorityQueue[TaskInfo]:
         if start is None:
             ssn.__dict__.pop("_next_start", None)
         else:
@@ -139,8 +144,13 @@ def allocate_with_topology(
         job.fit_errors, job.node_errors = dict(saved[0]), dict(saved[1])
         job.why, job.why_plugin, job.unblock = saved[2], saved[3], saved[4]
         left = PriorityQueue(ssn.task_order, items)
-        allocate_job(ssn, queue, job, left, into, within=nodes)
+        allocate_job(ssn, queue, job, left, stmt if into is None else into, within=nodes)
         return left
+
+    def anywhere() -> None:  # the root's try, or soft's fallback: placed as any gang is
+        left = attempt(None, None)
+        for t in _drain(left):  # what a ready gang leaves is tried again, as allocate does
+            tasks.push(t)
 
     least = _demand(job, items)[1]
     tries: list[_Try] = []
@@ -149,6 +159,11 @@ def allocate_with_topology(
             break
         if any(t.ready for t in tries):
             break
+        if tier == topo.root_tier:  # every node: no real HyperNode of an allowed tier held it
+            if placed and anchor is None:
+                break  # placed pods on nodes gone from the session
+            anywhere()
+            return
         for name in topo.by_tier[tier]:
             if placed:
                 if anchor is None:
@@ -176,13 +191,7 @@ def allocate_with_topology(
             tasks.push(t)
         return
     if not is_hard:  # soft: no HyperNode holds it, so it goes where it fits
-        job.fit_errors, job.node_errors = dict(saved[0]), dict(saved[1])
-        if start is not None:
-            ssn.__dict__["_next_start"] = start
-        left = PriorityQueue(ssn.task_order, items)
-        allocate_job(ssn, queue, job, left, stmt)
-        for t in _drain(left):  # what a ready gang leaves is tried again, as allocate does
-            tasks.push(t)
+        anywhere()
         return
     job.fit_errors, job.node_errors = (
         dict(saved[0]),
@@ -238,47 +247,90 @@ def _amount(what: str, v: int) -> str:
     return f"{v} free {what} cards"
 
 
+def _total(ssn: Session, nodes: frozenset[str], what: str) -> int:
+    """What the nodes have in all, used or not (cards: the healthy ones)."""
+    out = 0
+    for name in nodes:
+        n = ssn.nodes.get(name)
+        if n is None:
+            continue
+        if what == "cpu":
+            out += n.allocatable.cpu
+        elif what == "memory":
+            out += n.allocatable.memory
+        else:
+            out += sum(1 for c in n.cards if c.spec.healthy
+                       and (c.spec.type == what or c.spec.type.startswith(what)))  # fmt: skip
+    return out
+
+
+def _shown(what: str, v: int, free: bool) -> str:
+    if what in ("cpu", "memory"):
+        return _amount(what, v)
+    return f"{v} free {what} cards" if free else f"{v} {what} cards"
+
+
+def _raise_to(topo: Topology, tier: int) -> str:
+    """The words for raising highestTierAllowed to `tier`."""
+    if tier == topo.root_tier:
+        return (f"raise spec.networkTopology.highestTierAllowed to {tier} (above the cluster's "
+                "top tier: anywhere in the cluster)")  # fmt: skip
+    return f"raise spec.networkTopology.highestTierAllowed to {tier}"
+
+
 def refusal_words(
     ssn: Session, job: JobInfo, topo: Topology, limit: int | None, items: list[TaskInfo],
     tries: list[_Try], placed: list[TaskInfo],
 ) -> tuple[str, str]:  # fmt: skip
     """(why, unblock) for a hard gang no allowed HyperNode holds."""
-    allowed = [t for t in topo.tiers if limit is None or t <= limit]
+    allowed = [t for t in topo.real_tiers if limit is None or t <= limit]
     name = job.spec.network_topology.highest_tier_name if job.spec.network_topology else ""
     if not allowed and name and name not in topo.tier_names:
         return (f"highestTierName {name}: no HyperNode has that tierName (the cluster's: "
                 f"{', '.join(sorted(topo.tier_names)) or 'none'})", "correct spec.networkTopology.highestTierName")  # fmt: skip
+    wanted, total = _demand(job, items)
+    if placed:  # the candidates were those holding the running pods too
+        tier = allowed[-1] if allowed else limit
+        nodes = ", ".join(sorted({t.node for t in placed})[:3])
+        up = next((t for t in topo.tiers if limit is None or t > limit), topo.root_tier)
+        return (f"{len(placed)} pods of the gang run on {nodes}: no HyperNode of tier <= {tier} "
+                f"holds them and room for {wanted} more", "let the gang's running pods finish, "
+                f"or {_raise_to(topo, up)}")  # fmt: skip
     if not allowed:
         lowest = topo.tiers[0]
+        if not topo.real_tiers:
+            return (f"highestTierAllowed {limit}: the cluster has no HyperNodes, and the tier of "
+                    f"its virtual root (every node) is {lowest}", _raise_to(topo, lowest))  # fmt: skip
         return (f"highestTierAllowed {limit} is below every HyperNode's tier (the lowest is "
                 f"tier {lowest})", f"raise spec.networkTopology.highestTierAllowed to {lowest} or more")  # fmt: skip
     tier = allowed[-1]
-    candidates = [h for h in topo.by_tier[tier]]
-    wanted, total = _demand(job, items)
-    if placed:  # the candidates were those holding the running pods too
-        nodes = ", ".join(sorted({t.node for t in placed})[:3])
-        return (f"{len(placed)} pods of the gang run on {nodes}: no HyperNode of tier <= {tier} "
-                f"holds them and room for {wanted} more", "let the gang's running pods finish, "
-                "or raise spec.networkTopology.highestTierAllowed")  # fmt: skip
+    above = [t for t in topo.tiers if t > tier]  # the root's at least
+    candidates = topo.by_tier[tier]
     for what in [k for k in total if k not in ("cpu", "memory")] + ["cpu", "memory"]:
         need = total.get(what, 0)
         if not need:
             continue
+        whole = {h: _total(ssn, topo.nodes[h], what) for h in candidates}
+        largest = max(sorted(whole), key=lambda h: whole[h])
+        if whole[largest] < need:  # freeing room never helps: only a higher tier can
+            up = next((t for t in above
+                       if max(_total(ssn, topo.nodes[h], what) for h in topo.by_tier[t]) >= need), None)  # fmt: skip
+            why = (f"no tier-{tier} HyperNode has {_shown(what, need, False)} in all; the "
+                   f"largest, {largest}, has {_shown(what, whole[largest], False)}")
+            if up is None:
+                return why, (f"the cluster has {_shown(what, _total(ssn, topo.nodes[ROOT], what), False)} "
+                             "in all: add nodes, or ask for less")  # fmt: skip
+            return why, _raise_to(topo, up)
         have = {h: _free(ssn, topo.nodes[h], what) for h in candidates}
         best = max(sorted(have), key=lambda h: have[h])
         if have[best] < need:
-            shown = (
-                f"{need} free {what} cards"
-                if what not in ("cpu", "memory")
-                else _amount(what, need)
-            )
-            has = str(have[best]) if what not in ("cpu", "memory") else _amount(what, have[best])
-            return (f"no tier-{tier} HyperNode has {shown}; {best} has {has}",
-                    f"free room in one tier-{tier} HyperNode, or raise spec.networkTopology.highestTierAllowed")  # fmt: skip
+            has = _amount(what, have[best]) if what in ("cpu", "memory") else str(have[best])
+            return (f"no tier-{tier} HyperNode has {_shown(what, need, True)}; {best} has {has}",
+                    f"free room in one tier-{tier} HyperNode, or {_raise_to(topo, above[0])}")  # fmt: skip
     at_tier = [t for t in tries if t.tier == tier]
     most = (
         max(sorted(at_tier, key=lambda t: t.hypernode), key=lambda t: t.placed) if at_tier else None
     )
     fits = f"; {most.hypernode} fits {most.placed} of them" if most is not None else ""
     return (f"no tier-{tier} HyperNode holds the gang's {wanted} pods at once{fits}",
-            f"free room in one tier-{tier} HyperNode, or raise spec.networkTopology.highestTierAllowed")  # fmt: skip
+            f"free room in one tier-{tier} HyperNode, or {_raise_to(topo, above[0])}")  # fmt: skip
