@@ -11,6 +11,7 @@ capability as written in the manifest — nothing is a constant of this test.
 from __future__ import annotations
 
 import json
+import math
 import re
 import urllib.request
 from collections import Counter, defaultdict
@@ -110,11 +111,14 @@ async def test_scraping_the_demo_returns_hami_card_metrics_with_its_card_usage(
         assert labels["device_cores"] == str(cores.get(uuid, 0))
         if uuid in node_of:
             assert labels["node"] == node_of[uuid]
+    cards = json.loads(tessera("get", "cards", "-o", "records", "--state-dir", str(state_dir)).stdout)
+    total_cores = {c["uuid"]: c["cores_total"] for c in cards}
+    # % of the card, as current HAMi normalizes it: ceil(used / total × 100) (a template card's
+    # total is its AI cores, 20 on a 910B3)
     assert {ls["device_uuid"]: v for ls, v in series(samples, "hami_gpu_core_allocated_ratio")} == \
-        {ls["device_uuid"]: cores.get(ls["device_uuid"], 0) for ls, _ in allocated}  # fmt: skip
+        {(u := ls["device_uuid"]): math.ceil(cores.get(u, 0) / total_cores[u] * 100) for ls, _ in allocated}  # fmt: skip
     assert {ls["device_uuid"]: v for ls, v in series(samples, "hami_gpu_shared_count")} == \
         {ls["device_uuid"]: holders.get(ls["device_uuid"], 0) for ls, _ in allocated}  # fmt: skip
-    cards = json.loads(tessera("get", "cards", "-o", "records", "--state-dir", str(state_dir)).stdout)
     limits = {ls["device_uuid"]: v for ls, v in series(samples, "hami_gpu_memory_limit_bytes")}
     assert limits == {c["uuid"]: c["memory_total"] * MIB for c in cards}
     # each inference pod asked 8192 MB of one card, and holds at least that (template rounding)
