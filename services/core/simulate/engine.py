@@ -416,7 +416,9 @@ class Simulation:
                     on_session(self.sessions, self.now)
             else:  # every session changed something: a loop of decisions, said, not hidden
                 self.unsettled.append(self.now)
-            next_times = [a[0] for a in self.arrivals]
+            # (arrivals are sorted: the next is the first — a list of them all at every step made
+            # a long trace quadratic, the openb review)
+            next_times = [self.arrivals[0][0]] if self.arrivals else []
             next_times += [e for e in self.ends.values() if e is not None]
             if self.revisit is not None and self.revisit > self.now:
                 # a job past its sla waiting time on an otherwise quiet cluster was let through
