@@ -224,17 +224,23 @@ def _short(ssn: Session, nodes: frozenset[str], total: dict[str, int]) -> bool:
 
 
 def _free(ssn: Session, nodes: frozenset[str], what: str) -> int:
+    return _sum(ssn, nodes, what, free=True)
+
+
+def _sum(ssn: Session, nodes: frozenset[str], what: str, free: bool) -> int:
+    """cpu, memory or cards of a type on the nodes: what is idle (`free`: cards no slice of
+    which is used) or what they have in all, used or not (cards: the healthy ones)."""
     out = 0
     for name in nodes:
         n = ssn.nodes.get(name)
         if n is None:
             continue
         if what == "cpu":
-            out += n.idle.cpu
+            out += n.idle.cpu if free else n.allocatable.cpu
         elif what == "memory":
-            out += n.idle.memory
+            out += n.idle.memory if free else n.allocatable.memory
         else:
-            out += sum(1 for c in n.cards if c.spec.healthy and c.usage.slices_used == 0
+            out += sum(1 for c in n.cards if c.spec.healthy and (not free or c.usage.slices_used == 0)
                        and (c.spec.type == what or c.spec.type.startswith(what)))  # fmt: skip
     return out
 
@@ -248,20 +254,7 @@ def _amount(what: str, v: int) -> str:
 
 
 def _total(ssn: Session, nodes: frozenset[str], what: str) -> int:
-    """What the nodes have in all, used or not (cards: the healthy ones)."""
-    out = 0
-    for name in nodes:
-        n = ssn.nodes.get(name)
-        if n is None:
-            continue
-        if what == "cpu":
-            out += n.allocatable.cpu
-        elif what == "memory":
-            out += n.allocatable.memory
-        else:
-            out += sum(1 for c in n.cards if c.spec.healthy
-                       and (c.spec.type == what or c.spec.type.startswith(what)))  # fmt: skip
-    return out
+    return _sum(ssn, nodes, what, free=False)
 
 
 def _shown(what: str, v: int, free: bool) -> str:
