@@ -28,6 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from services.runtime.eventlog.jetstream import WRONG_LAST_SEQUENCE
 from services.runtime.waits import unless_stopped, within
 
 log = logging.getLogger(__name__)
@@ -122,5 +123,15 @@ class Lease:
         self.revision = 0
 
     async def _delete_ours(self) -> None:
+        """Delete the key at our revision; if a renewal we gave up on (a stop cancels the one in
+        flight) landed meanwhile, the key is ours at a later revision: delete at that one. Only
+        the old one tried, the delete was refused in silence and the next replica waited the
+        whole ttl after a normal stop (the end-of-session review)."""
         kv = await self._bucket()
-        await kv.delete(self.key, last=self.revision)
+        try:
+            await kv.delete(self.key, last=self.revision)
+        except nats.js.errors.APIError as exc:  # (nats-py's delete raises the bare 10071, not
+            if exc.err_code != WRONG_LAST_SEQUENCE:  # KeyWrongLastSequenceError as update does)
+                raise
+            if revision := await self._ours(kv):
+                await kv.delete(self.key, last=revision)

@@ -67,3 +67,29 @@ async def test_a_lease_given_up_while_the_server_is_gone_takes_no_longer_than_it
         server.stop()
         with contextlib.suppress(nats.errors.Error):  # nothing to flush to
             await log.close()
+
+
+async def test_a_lease_given_up_after_a_renewal_it_stopped_waiting_for_is_gone_at_once(tmp_path: Path) -> None:
+    """A stop cancels the renewal in flight, which the server may still apply: the key is then
+    ours at a later revision, and a delete at the old one was refused in silence — the next
+    replica waited the whole ttl though the leader stopped normally."""
+    server = NatsServer(data_dir=tmp_path / "js").start()
+    log = await JetStreamLog.connect(server.url)
+    try:
+        lease = Lease(log.js, "TESSERA_leases", "scheduler", ttl=30.0)
+        assert await lease.renew()
+        kv = await log.js.key_value("TESSERA_leases")
+        await kv.update("scheduler", lease.holder.encode(), last=lease.revision)  # the renewal that landed late
+        await lease.release()
+        other = Lease(log.js, "TESSERA_leases", "scheduler", ttl=30.0)
+        assert await other.renew()  # taken at once, not after 30 s
+        # a key another holds is not ours to delete
+        await lease.renew()
+        assert not lease.held() and other.held()
+        lease.revision = 1
+        await lease.release()
+        assert await other.renew()
+    finally:
+        with contextlib.suppress(nats.errors.Error):
+            await log.close()
+        server.stop()
