@@ -133,12 +133,17 @@ def created_only(plan: Plan) -> Plan:
     refused: set[int] = set()
     for i, r in enumerate(results):
         if r.outcome in (CONFIGURED, UNCHANGED):
-            resource = KIND_RESOURCES.get(r.kind, f"{r.kind.lower()}s")
-            results[i] = msgspec.structs.replace(r, outcome=REJECTED, warnings=(), reasons=(
-                f'metadata.name: AlreadyExists: {resource} "{r.name}" already exists (apply or update '
-                "changes it)",))  # fmt: skip
+            results[i] = already_exists(r)
             refused.add(i)
     return replace(plan, results=tuple(results), writes=tuple(w for w in plan.writes if w.result not in refused))
+
+
+def already_exists(r: ObjectResult) -> ObjectResult:
+    """The API server's 409 AlreadyExists for a create of a name it holds, in kubectl's words."""
+    resource = KIND_RESOURCES.get(r.kind, f"{r.kind.lower()}s")
+    return msgspec.structs.replace(r, outcome=REJECTED, warnings=(), reasons=(
+        f'metadata.name: AlreadyExists: {resource} "{r.name}" already exists (apply or update '
+        "changes it)",))  # fmt: skip
 
 
 class Unsupported(Exception):

@@ -64,6 +64,7 @@ from services.admission.plan import (
     Known,
     Plan,
     Write,
+    already_exists,
     created_only,
     fold_known,
     plan_apply,
@@ -216,6 +217,9 @@ class AdmissionService:
                 results = list(plan.results)
                 if not dry_run and plan.writes:
                     await self._write(plan, results)
+                if create:  # the same object written by another request between our plan and
+                    # our append (`unchanged` after the write): it existed, as the API server says
+                    results = [already_exists(r) if r.outcome == UNCHANGED else r for r in results]
             span.set_attribute("tessera.objects", len(results))
             span.set_attribute("tessera.rejected", sum(r.outcome == REJECTED for r in results))
         return ApplyReply(results=tuple(results), error=plan.error)

@@ -301,6 +301,17 @@ async def test_create_refuses_a_queue_that_exists_and_writes_nothing(event_log: 
     assert [r.outcome for r in (await (await started(event_log)).apply(QUEUE, create=True)).results] == [ACCEPTED]
 
 
+async def test_two_creates_of_one_queue_at_once_make_one_and_refuse_the_other(event_log: EventLog) -> None:
+    """Both plans saw no queue; the second write meets the first's (the same object: its
+    append is answered as a duplicate or a conflict with the same content) and was answered
+    `unchanged` — the API server answers the second POST 409 AlreadyExists (review)."""
+    first, second = await started(event_log), await started(event_log)
+    replies = [await first.apply(QUEUE, create=True), await second.apply(QUEUE, create=True)]
+    assert [r.results[0].outcome for r in replies] == [ACCEPTED, REJECTED]
+    assert "AlreadyExists" in replies[1].results[0].reasons[0]
+    assert sum(isinstance(e, QueueCreated) for e in await events_of(event_log)) == 1
+
+
 GPU_POD = """
 apiVersion: v1
 kind: Pod
