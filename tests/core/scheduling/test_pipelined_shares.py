@@ -47,21 +47,7 @@ tiers:
 """
 
 
-HIERARCHICAL = """
-actions: "enqueue, allocate, backfill, reclaim"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: capacity
-    enableHierarchy: true
-  - name: nodeorder
-  - name: deviceshare
-"""
+HIERARCHICAL = conf("capacity\n    enableHierarchy: true", "enqueue, allocate, backfill, reclaim")
 
 
 def queue_doc(name: str, spec: str) -> str:
