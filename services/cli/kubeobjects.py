@@ -17,7 +17,6 @@ log (stable for that incarnation, new after a delete and re-apply, as a real uid
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,13 +28,12 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from contracts.workloads import JobSpec, TaskSpec
 from services.core.scheduling.lifecycle import volcano_job_phase
 from services.core.stamps import RFC3339_SECONDS
+from services.core.workload.podgroups import POD_UID, derived_uid
 from services.runtime.eventlog.model import StoredMessage
 
 POD_API, JOB_API, SCHEDULING_API = "v1", "batch.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"
 #: Tessera's own kinds (cards) are no Kubernetes API's; they get a group of their own.
 TESSERA_API = "tessera.io/v1alpha1"
-#: Where the pod source keeps a Kubernetes pod's uid on its task (services/kube/pods.py).
-POD_UID = "tessera.io/pod-uid"
 GROUP_NAME = "scheduling.k8s.io/group-name"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 #: The labels Volcano's job controller puts on the pods it creates.
@@ -133,9 +131,7 @@ def age(stamp: str, now: datetime) -> str:
 
 
 def _uid(born: Born | None, subject: str) -> str:
-    if born is None:
-        return ""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tessera:{subject}:{born.seq}"))
+    return "" if born is None else derived_uid(subject, born.seq)
 
 
 def job_uid(cat: Catalog, namespace: str, name: str) -> str:

@@ -24,9 +24,11 @@ from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
 from services.core.workload.initdevices import covers
 from services.core.workload.podaffinity import pod_affinity
+from services.core.workload.podgroups import (
+    POD_UID,  # task annotation: the pod a task was admitted from
+)
 from services.kube import volcano
 
-POD_UID = "tessera.io/pod-uid"  # task annotation: the pod a task was admitted from
 #: the kubelet's reason for a pod whose device plugin refused Allocate
 ALLOCATE_FAILED = "UnexpectedAdmissionError"
 

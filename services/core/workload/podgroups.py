@@ -20,7 +20,8 @@ import uuid
 from contracts.workloads import JobSpec
 from services.core.workload.jobupdate import OBJECT_UID
 
-#: the task annotation the pod source keeps a pod's Kubernetes uid in (services/kube/pods.py)
+#: the task annotation the pod source keeps a pod's Kubernetes uid in (services/kube/pods.py;
+#: `tessera get` reads it too, services/cli/kubeobjects.py)
 POD_UID = "tessera.io/pod-uid"
 
 
