@@ -507,6 +507,11 @@ def service_of(key: str) -> str:
     return key.split("#", 1)[0]
 
 
+#: How long a SIGKILLed process may take to exit before a stop returns anyway (a process in
+#: uninterruptible sleep cannot be hurried; a caller reading `down` as done must not hang).
+KILL_SETTLE = 5.0
+
+
 def _stop_pid(pid: int, timeout: float = 10.0) -> None:
     _stop_pids([pid], timeout)
 
@@ -545,6 +550,11 @@ def _stop_pids(pids: list[int], timeout: float = 10.0) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    deadline = time.monotonic() + KILL_SETTLE  # SIGKILL is delivered, not done: wait for the exit
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if not _gone(pid)]
+        if left:
+            time.sleep(0.01)
 
 
 def check_config(args: argparse.Namespace) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from services.cli.up import read_state
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.lifeline import alive  # an exited, unreaped process (Z) is gone
 from tests.allocator.scenario import ascend_node, put
 from tests.processes import ROOT, stop_mentioning, wait_until
 
@@ -39,14 +40,6 @@ def running(state: Path, inventory: Path = ROOT / "examples" / "inventory.yaml")
         yield state
     finally:
         tessera("down", "--state-dir", str(state))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def admin_creds(state: dict) -> str:
