@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import select
 import shutil
@@ -723,9 +724,13 @@ def quiet_after_interrupt() -> None:
     """The signal may land anywhere: between making a request's coroutine and `asyncio.run`
     starting it (left unawaited), inside an event loop's construction (whose __del__ then fails
     on what it never made). Python reports those when they are collected, after the one line
-    that says the stop is done: nothing was lost, so not a second message with a traceback."""
+    that says the stop is done: nothing was lost, so not a second message with a traceback.
+    A task the interruption left pending is reported through asyncio's logger when collected
+    ("Task was destroyed but it is pending!"), a client's broken connection through nats-py's."""
     warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
     sys.unraisablehook = lambda unraisable: None
+    for name in ("asyncio", "nats"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def catch_stop_signals() -> None:
