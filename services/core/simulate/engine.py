@@ -297,6 +297,14 @@ class Simulation:
     # --- one session ----------------------------------------------------------------------
 
     def session(self) -> bool:
+        """One session at the virtual now, or none when nothing waits, as the live scheduler
+        (`run_sessions`): every action acts for a waiting job or pod, so such a session would
+        decide and append nothing — yet replaying the openb trace at its own times ran 2.9
+        sessions per pod, ~65 % of them over a cluster where nothing waited, each rebuilding
+        the 1,213-node snapshot (800 pods took 190 s)."""
+        if not self.projection.waiting():
+            self.revisit = None  # no waiting job: no time rule turns for one
+            return False
         self.sessions += 1
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
