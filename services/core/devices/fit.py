@@ -15,8 +15,11 @@ as in HAMi) → a card held exclusively (``ExclusiveDeviceAllocateConflict``); t
 ``AllocatedCardsInsufficientRequest``). Failures aggregate per node as ``"2/2
 CardInsufficientMemory"``, sorted and comma-joined (``pkg/device/common/common.go``).
 
-Requests are fitted in order; later ones see the earlier ones' usage, and one task never takes
-two slices of one card (Volcano's rule, and the ledger's one-slice-per-owner invariant).
+Requests are fitted in order; later ones see the earlier ones' usage (HAMi's ``fitInDevices``
+→ ``AddResourceUsage``), so two containers of a pod may take slices of one card, booked as one
+slice of their sum (``ledger.per_card``) — but not a card an earlier container holds whole
+(``CardUsedByAnotherContainerOfThePod``), nor a card where it took another vNPU template
+(``CardHoldsAnotherTemplateOfThePod``: the device plugin tells one template per card).
 """
 
 from __future__ import annotations
@@ -205,9 +208,13 @@ def prepare_task(
     )
 
 
-#: a card an earlier container of the same pod holds as a template vNPU or a whole card: only soft
-#: slices of one pod share a card
+#: a card an earlier container of the same pod holds whole: it is that container's own
 CARD_TAKEN_BY_POD = "CardUsedByAnotherContainerOfThePod"
+#: a card where an earlier container of the same pod took another vNPU template: the device
+#: plugin reads the template by card (ascend-device-plugin's runtime info is keyed by UUID), so
+#: both containers would be carved one template, the wrong size for one of them. Slices of one
+#: template share a card, as HAMi places them (`fitInDevices` → `AddResourceUsage`).
+CARD_OTHER_TEMPLATE = "CardHoldsAnotherTemplateOfThePod"
 
 
 def _aggregate(counts: dict[str, int], total: int) -> tuple[str, ...]:
@@ -234,7 +241,7 @@ def fit_node(
     cordoned = frozenset(u.strip() for u in cordon_raw.split(",")) if cordon_raw else frozenset()
     # per-card usage this task adds as it goes: uuid -> (slots, cores, memory)
     added: dict[str, tuple[int, int, int]] = {}
-    added_kinds: dict[str, str] = {}  # card → the kind of the slice an earlier ask took there
+    added_slices: dict[str, SliceSpec] = {}  # card → the slice an earlier ask took there
     assignments: list[CardAssignment] = []
     bonus = 0.0
     weights = task.weights
@@ -282,10 +289,9 @@ def fit_node(
         for i in range(len(ordered) - 1, -1, -1):  # HAMi walks the sorted list backwards
             spec = ordered[i][2]
             uuid = spec.uuid
-            if added_kinds.get(uuid, "soft") != "soft":
-                # an earlier container's template vNPU (or whole card) is its own: one pod's two
-                # templates on a card would be told one template name per card (the runtime
-                # info and the plugin read templates by card), carving the wrong size
+            prior = added_slices.get(uuid) if added_slices else None
+            if prior is not None and prior.kind == "whole":
+                # an earlier container's whole card is its own
                 reasons[CARD_TAKEN_BY_POD] = reasons.get(CARD_TAKEN_BY_POD, 0) + 1
                 card_reasons.append((uuid, CARD_TAKEN_BY_POD))
                 continue
@@ -294,6 +300,10 @@ def fit_node(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
                 uuid in cordoned, use_uuids, nouse_uuids, mutex, plan,
             )  # fmt: skip
+            if reason is None and prior is not None and prior.kind == "template":
+                mem, cores = plan[uuid]
+                if vendor.make_slice(spec, req, gate, mem, cores).template != prior.template:
+                    reason = CARD_OTHER_TEMPLATE
             if reason is None:
                 fitting.append(spec)
             else:
@@ -313,9 +323,43 @@ def fit_node(
             # the two as one slice of their sum (`ledger.per_card`)
             had = added.get(spec.uuid, (0, 0, 0))
             added[spec.uuid] = (had[0] + 1, had[1] + s.cores, had[2] + s.memory)
-            added_kinds[spec.uuid] = s.kind
+            added_slices[spec.uuid] = s
         bonus += vendor.node_bonus(chosen, req)
     return NodeFit(tuple(assignments), node_score(cards) + bonus)
+
+
+def pod_share_words(task: TaskDevices, codes: str, cards: Sequence[CardSpec]) -> tuple[str, str] | None:
+    """Why the pod's containers cannot share this node's cards, in words, and what would let
+    them (None when that is not the reason): vNPUs of different templates
+    (`CARD_OTHER_TEMPLATE`), or a card held whole by one container (`CARD_TAKEN_BY_POD`)."""
+    templates = CARD_OTHER_TEMPLATE in codes
+    if not templates and CARD_TAKEN_BY_POD not in codes:
+        return None
+    groups: dict[str, list[DeviceRequest]] = {}
+    for r in task.requests:
+        groups.setdefault(r.type or r.vendor, []).append(r)
+    for kind, mine in groups.items():
+        if len(mine) < 2:
+            continue
+        types = mine[0].allowed_types or (mine[0].type,)
+        n = sum(1 for c in cards if c.vendor == mine[0].vendor and c.type in types)
+        slices = [r for r in mine if not r.exclusive]
+        sizes = sorted({r.template or f"{r.memory} MB" for r in slices})
+        if templates and len(sizes) > 1:
+            largest = max(r.memory for r in slices)
+            return (f"{kind}: the pod's containers ask different vNPU templates ({', '.join(sizes)}), and "
+                    "one card carves one template for a pod (the device plugin reads the template by "
+                    f"card), so each template needs a card of its own: {len(sizes)} {kind} cards, the "
+                    f"node has {n} [{codes}]",
+                    f"ask one template size in every container ({largest} MB each: slices of one "
+                    f"template share a card), or run the pod on a node with {len(sizes)} free {kind} "
+                    "cards")  # fmt: skip
+        if not templates and len(slices) < len(mine):
+            return (f"{kind}: the pod's containers ask {sum(r.count for r in mine)} cards together and "
+                    f"a whole card is its container's own, the node has {n} [{codes}]",
+                    f"run the pod on a node with more free {kind} cards, or ask vNPU slices "
+                    "(a -memory amount) in the containers that can share a card")  # fmt: skip
+    return None
 
 
 def card_mismatch(vendor: DeviceVendor, spec: CardSpec, req: DeviceRequest) -> str | None:
@@ -454,5 +498,6 @@ __all__ = [
     "choose_node",
     "fit_node",
     "fit_task",
+    "pod_share_words",
     "prepare_task",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from contracts.workloads import DeviceRequest, JobSpec
 from services.core.devices import registration
+from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
 _GANG = re.compile(r"\d+/\d+ tasks (?:in gang )?unschedulable")
@@ -64,6 +65,11 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
         return "are full: " + reason[reason.find(": ") + 2:].rstrip(".")  # a vendor plugin's whole cards
     if code in ("CardTimeSlicingExhausted", "CardComputeUnitsExhausted"):
         return f"have no {card} card with a free slice (all slices of the split count are taken)"
+    if code == CARD_OTHER_TEMPLATE:
+        return (f"have too few {card} cards for the pod's vNPU templates (one card carves one "
+                "template for a pod; ask one size in every container to share a card)")  # fmt: skip
+    if code == CARD_TAKEN_BY_POD:
+        return f"have too few {card} cards for the pod's containers (a whole card is its container's own)"
     if code == "CardNotHealth":
         return f"have no healthy {card} card"
     if code == "CardCordoned":

@@ -656,6 +656,29 @@ def test_two_containers_see_each_others_slices() -> None:
     assert isinstance(whole, NodeMisfit) and any("CardUsedByAnotherContainerOfThePod" in r for r in whole.reasons), whole
 
 
+def test_containers_of_one_pod_share_a_card_only_in_one_template() -> None:
+    """Two containers' vNPUs of one template share a card (HAMi places both; the plugin tells
+    each the template it reads by card, which is theirs); two templates on one card would both
+    be carved one size, so the second container needs another card, and the reason says so."""
+    card = npu("p0", 0, "Ascend310P", mem=21527, cores=8, count=7)
+    small = ascend({"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": 3072})
+    big = ascend({"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": 6144})
+    same = fit_task([(card, use())], small + small, registry=REG)
+    assert isinstance(same, NodeFit), same
+    assert [(a.card, a.slice.template, a.request) for a in same.assignments] == [
+        ("p0", "vir01", 0), ("p0", "vir01", 1)]  # fmt: skip
+    # the earlier slice's slot counts: a card with one free slot left takes one of them only
+    full = fit_task([(card, use(used=6, mem=3072, cores=1))], small + small, registry=REG)
+    assert isinstance(full, NodeMisfit) and full.message == "1/1 CardTimeSlicingExhausted", full
+    other = fit_task([(card, use())], small + big, registry=REG)
+    assert isinstance(other, NodeMisfit), other
+    assert other.message == "1/1 CardHoldsAnotherTemplateOfThePod"
+    two = npu("p1", 1, "Ascend310P", mem=21527, cores=8, count=7)
+    spread = fit_task([(card, use()), (two, use())], small + big, registry=REG)
+    assert isinstance(spread, NodeFit), spread
+    assert len({a.card for a in spread.assignments}) == 2
+
+
 def test_bare_gpu_request_books_an_exclusive_whole_card() -> None:
     reqs = parse_container({"nvidia.com/gpu": 1}, registry=REG)
     cards = [

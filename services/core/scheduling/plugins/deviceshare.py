@@ -50,7 +50,7 @@ from services.core.devices import (
     prepare_task,
     registration,
 )
-from services.core.devices.fit import card_mismatch
+from services.core.devices.fit import card_mismatch, pod_share_words
 from services.core.devices.nvidia import VENDOR as NVIDIA
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
@@ -408,4 +408,5 @@ class DeviceSharePlugin:
             return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, {ok} of "
                     f"{len(mine)} have that free (most free: {most} MB) [{codes}]", fix,
                     float(req.count - ok))  # fmt: skip
-        return codes, "", INF
+        shared = pod_share_words(prepared, codes, [c.spec for c in node.cards])
+        return (*shared, NO_ROOM) if shared else (codes, "", INF)
