@@ -8,8 +8,10 @@ Request rules (hami.md §2.4 ``MutateAdmission`` / ``GenerateResourceRequests``)
   the whole card; a request above ``memoryCapacity`` is rejected;
 * "npu > 1 cannot be split": count > 1 in template mode must ask for whole cards;
 * 910C (``superPod: true``): a count of 1 becomes 2 (a module of two NPUs), odd counts > 1 are
-  rejected. The check runs before the memory rule, as in HAMi, so a 910C template vNPU of
-  count 1 is a two-card request and therefore rejected in template mode.
+  rejected. The "npu > 1" rule reads the count as asked, before that rewrite (HAMi's
+  ``MutateAdmission`` tests the quantity it read before writing 2 into the limits), so a 910C
+  vNPU of count 1 is admitted: two NPUs, the template on each die of a module; asked as 2 it
+  is refused.
 
 Fit (``Devices.Fit``): the hami-core gate is node-wide (node annotation ``hami-vnpu-core``, else
 the global ``vnpus.hamiVnpuCore``); since v2.10 annotation-less pods are mode-agnostic. Core
@@ -148,6 +150,7 @@ class AscendVendor:
                 )
             )
         single = chips[0] if len(chips) == 1 else None
+        several = count is not None and count > 1  # as asked: before the 910C module rewrite
         if count is not None and single is not None and single.super_pod:
             if count == 1:
                 count = 2  # a 910C module is two NPUs
@@ -180,7 +183,7 @@ class AscendVendor:
             if not fits_some:
                 violations.append(Violation(mem_name, str(memory), "exceeds card capacity "
                                             f"{max(c.memory_capacity for c in chips)}"))  # fmt: skip
-            elif count is not None and count > 1:
+            elif several:
                 violations.append(Violation(mem_name, str(memory), "vNPU not supported for multiple "
                                             f"devices: {count_name}={count} must request whole cards"))  # fmt: skip
             mem_mb = memory
@@ -197,7 +200,7 @@ class AscendVendor:
                 rounded = "" if memory >= single.memory_capacity else (f"is more than {single.common_word}'s largest vNPU template: rounded up to a whole "
                            f"card ({single.memory_capacity} MB), as HAMi does")  # fmt: skip
             else:
-                if count is not None and count > 1:
+                if several:
                     violations.append(
                         Violation(
                             mem_name,

@@ -88,11 +88,15 @@ def uncounted(
         if d.resource in asked:
             count = asked_count(containers[d.container], d.resource) or ""
             if count.isdigit() and int(count) != d.count:  # 910C: 1 asked, a module of 2 booked
+                # a vNPU: asked as 2 it is refused ("npu > 1 cannot be split"), so "ask 2" is no way
+                fix = (f"run it as a Volcano Job (its pods are made asking {d.count}), or ask whole "
+                       f"modules ({d.resource}: {d.count} without -memory)" if not d.exclusive
+                       else f"ask {d.resource}: {d.count}")  # fmt: skip
                 out.append(DeviceRequestError(
                     f"{path}.{field}[{d.container}].resources.limits.{d.resource}", count,
                     f"books {d.count} (a module of {d.count} NPUs), but the kubelet would ask the device "
                     f"plugin for {count} and its Allocate would fail (HAMi's webhook rewrites it; "
-                    f"Tessera has none): ask {d.resource}: {d.count}"))  # fmt: skip
+                    f"Tessera has none): {fix}"))  # fmt: skip
             continue
         domain = d.resource.split("/", 1)[0] + "/"
         companions = sorted(k for k in asked if k.startswith(domain))

@@ -679,6 +679,17 @@ def test_containers_of_one_pod_share_a_card_only_in_one_template() -> None:
     assert len({a.card for a in spread.assignments}) == 2
 
 
+def test_a_910c_vnpu_takes_its_template_on_both_dies_of_one_module() -> None:
+    """HAMi: `Ascend910C: 1` + 16384 MB is Nums 2, Memreq 16384: the pair rule takes a module."""
+    cards = [(npu(f"m{i}", i, "Ascend910C", net=0), use()) for i in range(4)]
+    reqs = ascend({"huawei.com/Ascend910C": 1, "huawei.com/Ascend910C-memory": 16384})
+    r = fit_task(cards, reqs, registry=REG)
+    assert isinstance(r, NodeFit), r
+    got = sorted((int(a.card[1:]), a.slice.kind, a.slice.template) for a in r.assignments)
+    assert len(got) == 2 and got[0][0] // 2 == got[1][0] // 2, got  # the two dies of one module
+    assert {g[1:] for g in got} == {("template", "vir05_1c_16g")}
+
+
 def test_bare_gpu_request_books_an_exclusive_whole_card() -> None:
     reqs = parse_container({"nvidia.com/gpu": 1}, registry=REG)
     cards = [

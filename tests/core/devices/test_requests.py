@@ -263,6 +263,13 @@ ASCEND_CASES = [
     ),
     ("910C 1 becomes 2", {"huawei.com/Ascend910C": 1}, None, {"count": 2, "exclusive": True}),
     ("910C 4 stays", {"huawei.com/Ascend910C": 4}, None, {"count": 4}),
+    # HAMi's "npu > 1" rule reads the count asked (1), before its rewrite to 2: a template per die
+    (
+        "910C vNPU of 1 is a module's two",
+        {"huawei.com/Ascend910C": 1, "huawei.com/Ascend910C-memory": 1000},
+        None,
+        {"count": 2, "memory": 16384, "template": "vir05_1c_16g", "exclusive": False},
+    ),
     (
         "legacy alias 910B",
         {"huawei.com/Ascend910B": 1, "huawei.com/Ascend910B-memory": 2000},
@@ -337,11 +344,11 @@ REJECTIONS = [
         None,
         ["huawei.com/Ascend910C=3 must be 1 or 2*n (Ascend910C allocates modules of 2 NPUs)"],
     ),
-    # HAMi order: 910C count 1 → 2 first, then "count > 1 must be whole cards"
+    # a 910C vNPU asked as 2 (not rewritten from 1) is "npu > 1 cannot be split", as in HAMi
     (
-        {"huawei.com/Ascend910C": 1, "huawei.com/Ascend910C-memory": 1000},
+        {"huawei.com/Ascend910C": 2, "huawei.com/Ascend910C-memory": 1000},
         None,
-        ["vNPU not supported for multiple devices"],
+        ["huawei.com/Ascend910C-memory=1000 vNPU not supported for multiple devices: huawei.com/Ascend910C=2"],
     ),
     (
         {"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": "16Gi"},

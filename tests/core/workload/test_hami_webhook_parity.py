@@ -50,6 +50,28 @@ def test_a_volcano_jobs_pod_is_made_asking_the_module() -> None:
     assert made["spec"]["containers"][0]["resources"]["limits"][C910] == "2"
 
 
+def test_a_910c_vnpu_of_1_books_a_template_on_each_die_and_says_how_to_ask_it() -> None:
+    """HAMi admits `Ascend910C: 1` + `-memory 16384` (its "npu > 1" rule reads the 1 asked,
+    before the rewrite to 2): two NPUs, vir05_1c_16g on each die of a module. A Volcano Job's
+    pod is made asking 2; a plain pod cannot be (asked as 2 the vNPU is refused, as HAMi refuses
+    it), and is told the ways that work, not "vNPU not supported for multiple devices"."""
+    body = job(1)
+    body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["limits"][f"{C910}-memory"] = "16384"
+    (spec,) = admit([body], hami_parser(REG), REG.resource_names()).jobs
+    (d,) = spec.tasks[0].devices
+    assert (d.count, d.memory, d.template, d.exclusive) == (2, 16384, "vir05_1c_16g", False)
+    made = volcano.pod_for(body, spec, "w", 0, retries=0)
+    assert made["spec"]["containers"][0]["resources"]["limits"][C910] == "2"
+    plain = pod(1)
+    plain["spec"]["containers"][0]["resources"]["limits"][f"{C910}-memory"] = "16384"
+    got = admit([plain], hami_parser(REG), REG.resource_names())
+    assert not got.jobs
+    rules = [r.rule for r in got.rejections]
+    assert not any("vNPU not supported" in r for r in rules), rules
+    (rule,) = rules
+    assert "run it as a Volcano Job (its pods are made asking 2), or ask whole modules" in rule, rule
+
+
 def test_a_topology_aware_card_policy_is_accepted_with_a_warning_it_is_not_acted_on() -> None:
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
             "annotations": {"hami.io/gpu-scheduler-policy": "topology-aware"}},
