@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default="0", help="--node's memory (Kubernetes quantity)")
     p.add_argument("--npu-smi", type=Path, help="a file with `npu-smi info` output")
     p.add_argument("--nvidia-smi-xml", type=Path, help="a file with `nvidia-smi -q -x` output")
-    p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft-slicing node")
+    p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft-slicing node (unless the node config says; neither: the device config's vnpus.hamiVnpuCore)")
     p.add_argument("--node-config", type=Path,
                    help="HAMi node-config.yaml (nodes: [{name, hami-vnpu-core, vDeviceCount, "
                         "filterDevices}]): per-node split count, soft slicing, filtered cards")  # fmt: skip
@@ -58,7 +58,8 @@ def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
                 memory_mib_down(args.memory),
                 npu_smi=args.npu_smi.read_text() if args.npu_smi else "",
                 nvidia_smi_xml=args.nvidia_smi_xml.read_text() if args.nvidia_smi_xml else "",
-                hami_vnpu_core=args.hami_vnpu_core,
+                catalogue=catalogue,
+                hami_vnpu_core=args.hami_vnpu_core or None,  # not given: the node config's, the device config's
                 node_config=node_config.get(args.node),
             )
         )

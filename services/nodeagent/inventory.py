@@ -45,14 +45,17 @@ def discovered_node(
     npu_smi: str = "",
     nvidia_smi_xml: str = "",
     catalogue: Catalogue | None = None,
-    hami_vnpu_core: bool = False,
+    hami_vnpu_core: bool | None = None,
     node_config: NodeDeviceConfig | None = None,
 ) -> NodeRegistered:
     """One node whose cards come from the tools' outputs (either, both or neither), registered
-    as the node config says (its `hami-vnpu-core` wins over the flag)."""
+    as the node config says (its `hami-vnpu-core` wins over the flag; neither given: the device
+    config's `vnpus.hamiVnpuCore`, as ascend-device-plugin's `IsHamiVnpuCore`)."""
     cat = catalogue or default_catalogue()
     if node_config is not None and node_config.hami_vnpu_core is not None:
         hami_vnpu_core = node_config.hami_vnpu_core
+    elif hami_vnpu_core is None:  # ascend-device-plugin: the node config's, else the global one
+        hami_vnpu_core = cat.hami_vnpu_core
     cards: list[CardSpec] = []
     if npu_smi:
         cards += ascend_cards(name, parse_npu_smi(npu_smi), cat, hami_vnpu_core)

@@ -65,7 +65,7 @@ class DeviceConfig:
 
     card_policy: str = "spread"  # HAMi --gpu-scheduler-policy default
     node_policy: str = "binpack"  # HAMi --node-scheduler-policy default
-    hami_vnpu_core: bool = False  # global vnpus.hamiVnpuCore (node annotation wins)
+    hami_vnpu_core: bool = False  # deviceshare.HamiVnpuCore; or the device config's (node annotation wins)
     mode_agnostic: bool = True  # HAMi v2.10 (#2035); False reproduces v2.9 (#1941)
     card_ranker: CardRanker | None = field(default=None, compare=False)
 
@@ -199,8 +199,11 @@ def prepare_task(
         card_policy=card_policy,
         node_policy=node_policy,
         weights=weights,
+        # the global hami-core switch: the scheduler's argument, or the device config's
+        # `vnpus.hamiVnpuCore` (HAMi reads it for a node without the hami-vnpu-core annotation)
         switches=SchedulingSwitches(
-            hami_vnpu_core=config.hami_vnpu_core, mode_agnostic=config.mode_agnostic
+            hami_vnpu_core=config.hami_vnpu_core or registry.catalogue.hami_vnpu_core,
+            mode_agnostic=config.mode_agnostic,
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),

@@ -151,6 +151,10 @@ def load_inventory(
             annotations = dict(base_annotations)
             if entry is not None and entry.hami_vnpu_core is not None:
                 annotations["hami-vnpu-core"] = "true" if entry.hami_vnpu_core else "false"
+            elif "hami-vnpu-core" not in annotations and catalogue.hami_vnpu_core:
+                # ascend-device-plugin: no node config says, so the device config's
+                # vnpus.hamiVnpuCore decides, and the plugin writes it on the node
+                annotations["hami-vnpu-core"] = "true"
             hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
             cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core, entry)
             node_labels = {"kubernetes.io/hostname": node,

@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device-config", default=env("TESSERA_DEVICE_CONFIG", ""),
                    help="HAMi device-config.yaml (default: HAMi's chart values)")  # fmt: skip
     p.add_argument("--node-config", type=Path, help="HAMi node-config.yaml (this node's entry applies)")
-    p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft slicing (unless the node config says)")
+    p.add_argument("--hami-vnpu-core", action="store_true", help="Ascend soft slicing (unless the node config says; neither: the device config's vnpus.hamiVnpuCore)")
     p.add_argument("--discovery-fixture", type=Path,
                    help="read npu-smi.txt / nvidia-smi.xml from this directory, not the tools (tests)")  # fmt: skip
     p.add_argument("--npu-smi", default="npu-smi", help="the npu-smi command")
@@ -56,7 +56,8 @@ async def serve(args: argparse.Namespace) -> int:
     catalogue = device_catalogue(args.device_config) or default_catalogue()
     config = read_node_config(args.node_config).get(args.node)
     discovery = Discovery(args.node, catalogue, fixture=args.discovery_fixture, npu_smi=args.npu_smi,
-                          nvidia_smi=args.nvidia_smi, node_config=config, hami_vnpu_core=args.hami_vnpu_core)  # fmt: skip
+                          nvidia_smi=args.nvidia_smi, node_config=config,
+                          hami_vnpu_core=args.hami_vnpu_core or None)  # fmt: skip
     kube = await Kube.connect(args.kubeconfig, Limits(qps=10, burst=20), agent=agent_of("deviceplugin"))
     side = NodeSide(kube, discovery, catalogue=catalogue, paths=HostPaths(hami_core=args.hami_core_path))
     servers = PluginServers(side, args.device_plugin_dir)

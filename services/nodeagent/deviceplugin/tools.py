@@ -44,7 +44,7 @@ class Discovery:
     npu_smi: str = "npu-smi"
     nvidia_smi: str = "nvidia-smi"
     node_config: NodeDeviceConfig | None = None
-    hami_vnpu_core: bool = False
+    hami_vnpu_core: bool | None = None  # None: the node config's, else the device config's
 
     async def outputs(self) -> tuple[str, str]:
         """(`npu-smi info` output, `nvidia-smi -q -x` output), "" for a vendor absent here."""
