@@ -317,8 +317,10 @@ def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, 
             q.update(weight=queue.spec.weight, parent=queue.spec.parent or "root",
                      capability=dict(sorted(capability.items())))  # fmt: skip
         missing = qs.unreported(queue.spec.capability) if queue is not None else []
-        if missing:  # only then: other queue records stay as they were
-            q["warning"] = f"capability names {', '.join(missing)}, which no node reports"
+        notes = [f"capability names {', '.join(missing)}, which no node reports"] if missing else []
+        notes += qs.family_caps(queue.spec.capability) if queue is not None else []
+        if notes:  # only then: other queue records stay as they were
+            q["warning"] = "; ".join(notes)
 
 
 def _quotas(projection: st.ClusterProjection) -> list[dict[str, Any]]:

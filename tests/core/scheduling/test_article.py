@@ -122,6 +122,36 @@ def test_a_family_alias_capability_is_counted_on_the_cluster_cards(cap: str, pha
     check_report(sc, run_engine(sc))
 
 
+def _model_pod(name: str, resource: str, arrive: int) -> str:
+    return (f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, annotations: "
+            f"{{scheduling.volcano.sh/queue-name: infer, tessera.io/arrive-at: '{arrive}'}}}}\n"
+            f"spec: {{containers: [{{name: c, image: x, resources: {{limits: {{{resource}: '2'}}}}}}]}}\n")  # fmt: skip
+
+
+def test_a_family_capability_on_a_cluster_of_several_models_says_it_caps_them_together() -> None:
+    """The mixed-cluster review's M4: `huawei.com/Ascend910: 2` on a 910B3 + 910C cluster caps
+    both models together (Volcano would cap neither: pods ask the model names). The queue's
+    record warns, naming the models, and the waiting pod's reason says why and what to set."""
+    inventory = {"nodes": [
+        {"name": "b3", "cpu": 64, "memory": "256Gi", "devices": [{"type": "Ascend910B3", "count": 8}]},
+        {"name": "a3", "cpu": 64, "memory": "256Gi", "devices": [{"type": "Ascend910C", "count": 16}]}]}  # fmt: skip
+    workload = (QUEUE.replace("CAP", f"{FAMILY}: '2'") + _model_pod("b3x2", B3, 0)
+                + _model_pod("cx2", "huawei.com/Ascend910C", 1))  # fmt: skip
+    sc = _scenario("family-two-models", inventory, workload,
+                   {"pods": {"default/b3x2": "Running", "default/cx2": "Pending"}})  # fmt: skip
+    report = run_engine(sc)
+    check_report(sc, report)
+    (queue,) = [q for q in report["queues"] if q["name"] == "infer"]
+    assert queue["warning"].startswith(
+        "capability huawei.com/Ascend910 caps Ascend910B3 and Ascend910C together"), queue  # fmt: skip
+    (cx2,) = [p for p in report["pods"] if p["name"] == "cx2"]
+    assert "huawei.com/Ascend910 is the family name: it counts every model of it the cluster has " \
+           "together, where Volcano would cap none" in cx2["reason"], cx2  # fmt: skip
+    one_model = run_engine(_scenario("family-one-model", _node_b3(), QUEUE.replace("CAP", f"{FAMILY}: '2'")
+                                     + _model_pod("b3x2", B3, 0), {}))  # fmt: skip
+    assert "warning" not in next(q for q in one_model["queues"] if q["name"] == "infer")
+
+
 def _task(uid: str, devices: tuple[DeviceRequest, ...], slices=()) -> TaskInfo:  # type: ignore[no-untyped-def]
     spec = TaskSpec(name="t", devices=devices)
     return TaskInfo(uid=uid, pod=uid, role="t", index=0, job="ns/j", spec=spec,

@@ -95,6 +95,11 @@ _NVIDIA_COUNT_NAMES = ("volcano.sh/vgpu-number",)
 QUOTA_NAMES = ("requests.", "limits.", "count/")
 
 
+#: family names of several models (`huawei.com/Ascend910`): a queue dimension only where the
+#: cluster has more than one of them (`QueueShares.families`)
+_FAMILIES = frozenset(alias for alias, types in default_aliases().items() if len(types) > 1)
+
+
 class QueueShares:
     """What tasks, jobs and the cluster weigh in queue accounting (see the module docstring)."""
 
@@ -152,6 +157,19 @@ class QueueShares:
                 continue
             name = self.single.get(k, k)
             out[name] = out.get(name, 0.0) + float(v)
+        return out
+
+    def family_caps(self, names: Iterable[str]) -> list[str]:
+        """For each family name among `names` (a queue's capability) that this cluster has
+        several models of, a note naming them: the family caps them together. Volcano and HAMi
+        count a pod under the model name it asks, so there such a limit caps nothing (the
+        article's pitfalls table); Tessera counts every member model against it, which a user
+        who meant "two cards of each model" did not ask for."""
+        out = []
+        for name in sorted(names):
+            models = sorted(t for t, fams in self.families.items() if name in fams)
+            if len(models) > 1:
+                out.append(family_note(name, models))
         return out
 
     def unreported(self, names: Iterable[str]) -> list[str]:
@@ -276,6 +294,15 @@ def device_totals(nodes: Iterable[NodeInfo]) -> Vec:
     return QueueShares(nodes).total
 
 
+def family_note(name: str, models: Iterable[str]) -> str:
+    """What a family name's capability does where the cluster has several of its models."""
+    shown = sorted(models)
+    listed = ", ".join(shown[:-1]) + f" and {shown[-1]}" if len(shown) > 1 else "".join(shown)
+    return (f"capability {name} caps {listed} together (pods of each model count against it; "
+            "Volcano, counting pods by the model name they ask, would cap none): set a capability "
+            "per model name to cap each")
+
+
 def dim_name(dim: str) -> str:
     """How people call a dimension: `Ascend910B3` for `huawei.com/Ascend910B3`."""
     return dim.removeprefix("huawei.com/")
@@ -352,6 +379,12 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
                 f"add {dim_name(dim)} to the cluster, or let the admitted jobs finish")  # fmt: skip
+    if dim in _FAMILIES:  # a family dimension: the cluster has several of its models
+        return (f"{used} exceeds its capability {a(dim, limit)} ({plugin} enqueue; {dim} is the "
+                "family name: it counts every model of it the cluster has together, where Volcano "
+                "would cap none)",
+                f"set queue {name}'s capability per model name (what its pods ask) instead of "
+                f"{dim}, raise it to {a(dim, want[dim])}, or let its admitted jobs finish")  # fmt: skip
     return (f"{used} exceeds its capability {a(dim, limit)} ({plugin} enqueue)",
             f"raise queue {name}'s capability of {dim_name(dim)} to {a(dim, want[dim])}, or let "
             "its admitted jobs finish")  # fmt: skip
