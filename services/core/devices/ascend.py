@@ -197,8 +197,7 @@ class AscendVendor:
                 )
             elif trimmed.template is None:
                 mem_pct, exclusive = 100, True
-                rounded = "" if memory >= single.memory_capacity else (f"is more than {single.common_word}'s largest vNPU template: rounded up to a whole "
-                           f"card ({single.memory_capacity} MB), as HAMi does")  # fmt: skip
+                rounded = _whole_card_words(single, memory)
             else:
                 if several:
                     violations.append(
@@ -366,6 +365,21 @@ class AscendVendor:
         for c in chosen:
             counts[c.network_id] = counts.get(c.network_id, 0) + 1
         return NETWORK_WEIGHT * max(counts.values()) / len(chosen)
+
+
+def _whole_card_words(chip: AscendChip, memory: int) -> str:
+    """What a size above the largest template became: a whole card, which books the card's
+    ``memoryAllocatable`` — HAMi's ``trimMemory`` result, written into the pod's limit — and
+    that may be less than asked (310P: 21527 of its 24576 MB capacity). "" when it is exact."""
+    alloc = chip.memory_allocatable
+    if memory == alloc:
+        return ""
+    if memory < alloc:
+        return (f"is more than {chip.common_word}'s largest vNPU template: rounded up to a whole card "
+                f"({alloc} MB), as HAMi does")  # fmt: skip
+    return (f"is more than {chip.common_word}'s largest vNPU template: a whole card, which books {alloc} MB "
+            f"(its memoryAllocatable), {memory - alloc} MB less than asked — HAMi writes {alloc} into the "
+            "limit")  # fmt: skip
 
 
 def _clamped(name: str, cores: int) -> Violation:

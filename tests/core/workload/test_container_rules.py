@@ -77,6 +77,26 @@ def test_a_size_no_template_has_is_accepted_rounded_and_said() -> None:
         "65536": []}  # the whole card asked: nothing rounded  # fmt: skip
 
 
+def test_a_310p_size_above_its_templates_says_the_whole_card_books_less_than_asked() -> None:
+    """A 310P whole card books its memoryAllocatable (21527 MB; HAMi writes it into the limit),
+    not its 24576 MB capacity: 22000 asked was told "rounded up to a whole card (24576 MB)"."""
+    name = "spec.containers[0].resources.limits.huawei.com/Ascend310P-memory"
+    lines = {}
+    for memory in ("22000", "24576", "21527", "20000"):
+        w = run(pod(f'{{limits: {{huawei.com/Ascend310P: "1", huawei.com/Ascend310P-memory: "{memory}"}}}}'))
+        assert not w.rejections
+        lines[memory] = [x.line() for x in w.warnings]
+        assert w.jobs[0].tasks[0].devices[0].exclusive
+    assert lines == {
+        "22000": [f"{name}: is more than Ascend310P's largest vNPU template: a whole card, which books 21527 MB "
+                  "(its memoryAllocatable), 473 MB less than asked — HAMi writes 21527 into the limit (value: 22000)"],
+        "24576": [f"{name}: is more than Ascend310P's largest vNPU template: a whole card, which books 21527 MB "
+                  "(its memoryAllocatable), 3049 MB less than asked — HAMi writes 21527 into the limit (value: 24576)"],
+        "21527": [],  # the whole card's own size
+        "20000": [f"{name}: is more than Ascend310P's largest vNPU template: rounded up to a whole card "
+                  "(21527 MB), as HAMi does (value: 20000)"]}  # fmt: skip
+
+
 def test_two_vendors_in_one_container_stay_two_requests() -> None:
     w = run(pod('{limits: {nvidia.com/gpu: "1", huawei.com/Ascend310P: "1"}}'))
     assert not w.rejections and len(w.jobs[0].tasks[0].devices) == 2
