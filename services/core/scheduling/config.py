@@ -86,6 +86,37 @@ def _on(value: object) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
+#: The device families deviceshare books on cards, each with the argument that turns it on and
+#: the name people call it by.
+DEVICE_SWITCHES = {"nvidia": ("deviceshare.VGPUEnable", "NVIDIA"),
+                   "huawei": ("deviceshare.AscendHAMiVNPUEnable", "Ascend")}  # fmt: skip
+
+
+def _flag(value: object) -> bool:
+    """A deviceshare switch as the plugin reads it (Go's GetBool: a YAML true or "true")."""
+    return value is True or str(value).lower() == "true"
+
+
+def deviceshare_vendors(arguments: Mapping[str, Any]) -> frozenset[str]:
+    """The families deviceshare books given its arguments. Tessera's own rule where no switch
+    is set: every family (a conf naming deviceshare bare means cards to share); where some are
+    set, only those."""
+    on = frozenset(v for v, (key, _) in DEVICE_SWITCHES.items() if _flag(arguments.get(key)))
+    return on or frozenset(DEVICE_SWITCHES)
+
+
+def counted_vendors(conf: SchedulerConf) -> frozenset[str]:
+    """The device families whose count names (`huawei.com/Ascend910B3`, `nvidia.com/gpu`) a
+    session fits as node scalars, whole cards by count against each node's cards: those no
+    deviceshare books (the plugin absent, or that family's switch off). Volcano fits every
+    extended resource a pod requests against the node's allocatable in allocate, whatever the
+    plugins; only deviceshare's own devices' memory/core names are left out (its ignored list,
+    `api.IgnoredDevicesList`); without this a pod asking 8 cards ran on a node of 4."""
+    ds = conf.plugin("deviceshare")
+    booked = deviceshare_vendors(ds.arguments) if ds is not None else frozenset()
+    return frozenset(DEVICE_SWITCHES) - booked
+
+
 class ConfigError(ValueError):
     """The configuration text is not a valid scheduler configuration."""
 

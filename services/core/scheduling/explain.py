@@ -41,7 +41,7 @@ from services.core.scheduling.interpod import (
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.nodelabels import tolerates
 from services.core.scheduling.plugins import shares as sh
-from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names, vendor_off
+from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names
 from services.core.scheduling.plugins.gang import ready_num
 from services.core.scheduling.plugins.overcommit import IDLE_ROOM
 from services.core.scheduling.plugins.predicates import (
@@ -50,6 +50,7 @@ from services.core.scheduling.plugins.predicates import (
     UNTOLERATED,
     port_holder,
 )
+from services.core.scheduling.resources import is_device_resource
 from services.core.scheduling.session import Session
 from services.core.scheduling.topologyspread import MISSING_LABEL, SPREAD, spread_of
 from services.core.scheduling.volumes import PLUGIN as VOLUMES
@@ -92,25 +93,51 @@ def article(word: str) -> str:
 
 
 def _unit(dim: str, v: int) -> str:
-    if dim == "cpu":
-        return f"{v / 1000:g}"
-    if dim == "memory":
+    """An amount in the unit a manifest writes it in: the core holds memory and
+    ephemeral-storage in MiB, cpu and every other scalar in milli-units (a card count of 1 is
+    1000: "asked 1000, free 0 of 8000" was the words for one card)."""
+    if dim in ("memory", "ephemeral-storage"):
         return f"{v}Mi"
-    return str(v)
+    if dim == "pods":
+        return str(v)
+    return f"{v / 1000:g}"
+
+
+def counted_words(ssn: Session, task: TaskInfo, dim: str) -> str:
+    """Why a device count is fitted as a node scalar (`config.counted_vendors`): no deviceshare,
+    or its family's switch off, so the cards are taken whole by count as Volcano fits them
+    against allocatable; and what of the pod's ask that leaves unbooked."""
+    vendor = registration.vendor_of(dim) or ""
+    switch, family = VENDOR_SWITCHES.get(vendor, ("", vendor))
+    if ssn.conf.plugin("deviceshare") is None:
+        why = "no deviceshare in the scheduler configuration"
+    else:
+        why = f"{switch} is off"
+    sliced = [d for d in task.spec.devices if d.vendor == vendor and d.resource == dim
+              and not registration.whole_card(d)]  # fmt: skip
+    taken = "the card is taken whole" if sliced else "cards are counted whole"
+    part = ""
+    if sliced:
+        d = sliced[0]
+        asked = f"{d.memory} MB" if d.memory else f"{d.cores}% cores" if d.cores else "a slice"
+        part = f", the slice it asks ({asked} per card) is not booked"
+    return f"{why}: {taken} against the node's {family} cards{part} [Insufficient {dim}]"
 
 
 def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     """The first rule the task fails on the node now, in words."""
     avail = node.future_idle()
     for dim in task.resreq.insufficient(avail):
-        asked, free = task.resreq.get(dim), avail.get(dim)
-        return NodeWords(
-            "predicates",
-            f"{dim}: asked {_unit(dim, asked)}, free {_unit(dim, free)} of "
-            f"{_unit(dim, node.allocatable.get(dim))}",
-            f"free {_unit(dim, asked - free)} {dim} on {node.name}",
-            float(asked - free) / max(node.allocatable.get(dim), 1),
-        )
+        asked, free, alloc = task.resreq.get(dim), avail.get(dim), node.allocatable.get(dim)
+        words = f"{dim}: asked {_unit(dim, asked)}, free {_unit(dim, free)} of {_unit(dim, alloc)}"
+        fix = f"free {_unit(dim, asked - free)} {dim} on {node.name}"
+        size = float(asked - free) / max(alloc, 1)
+        if is_device_resource(dim):
+            words = f"{words} ({counted_words(ssn, task, dim)})"
+            if asked > alloc:  # no freeing helps on this node
+                fix, size = (f"ask for at most {_unit(dim, alloc)} {dim} per pod, or add a node with "
+                             f"{_unit(dim, asked)}" if alloc else "", INF)  # fmt: skip
+        return NodeWords("predicates", words, fix, size)
     if node.used.pods + node.pipelined.pods - node.releasing.pods >= node.allocatable.pods:
         return NodeWords("predicates", f"pods: {node.allocatable.pods} of {node.allocatable.pods} "
                          "used", f"end a pod on {node.name}", 1.0)  # fmt: skip
@@ -664,21 +691,6 @@ def groups_line(groups: tuple[ReasonGroup, ...], total: int) -> str:
     return f"0/{total} nodes are available: {parts}."
 
 
-def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
-    """A device family the configuration leaves off: no node can ever take the pod."""
-    ds = ssn.plugins.get("deviceshare")
-    enabled = getattr(ds, "enabled_vendors", None)
-    if task is None or not enabled:
-        return None
-    for d in task.spec.devices:
-        if d.vendor not in enabled:
-            switch = VENDOR_SWITCHES.get(d.vendor, ("the vendor's switch", ""))[0]
-            return Explanation(vendor_off(d.vendor), "deviceshare",
-                               unblock=f"set {switch}: true in the deviceshare arguments of "
-                               "volcano-scheduler.conf (tessera up --scheduler-conf)")  # fmt: skip
-    return None
-
-
 def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     """A device type no node of the cluster has — or only nodes whose kubelets serve the pod's
     family from the vendor's own device plugin, with no registration to make cards of: "add a
@@ -840,7 +852,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # its namespace's ResourceQuota holds it at enqueue, whatever the nodes would say
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     task = _representative(job)
-    for rule in (_vendor_off, no_such_cards, not_served_anywhere, _pinned_to_missing_cards):
+    for rule in (no_such_cards, not_served_anywhere, _pinned_to_missing_cards):
         got = rule(ssn, task)
         if got is not None:
             return got

@@ -14,6 +14,8 @@ from msgspec.structs import replace
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import NodeScore, ScorePart, SliceAssignment
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.devices.catalogue import Catalogue
+from services.core.devices.registration import vendor_of
 from services.core.scheduling.resources import DEVICE_PREFIXES, Resource, is_device_resource
 from services.core.scheduling.snapshot import (
     ALLOCATED,
@@ -39,8 +41,13 @@ _REQUESTS: dict[int, tuple[TaskSpec, Resource]] = {}
 _MAX_REQUESTS = 50_000  # then forgotten all at once: specs of ended jobs must not pile up
 
 
-def task_request(spec: TaskSpec) -> Resource:
-    """The node resources one pod of `spec` asks (devices are booked on cards, not here)."""
+def task_request(spec: TaskSpec, counted: frozenset[str] = frozenset()) -> Resource:
+    """The node resources one pod of `spec` asks. Device counts are booked on cards by
+    deviceshare, not here, except those of the families in `counted` (`config.counted_vendors`:
+    no deviceshare books them), which are node scalars as Volcano counts them; their
+    memory/core names never are (admission leaves them out of `scalars`, Volcano's ignored list)."""
+    if counted:
+        return _counted_request(spec, counted)
     got = _REQUESTS.get(id(spec))
     if got is not None and got[0] is spec:
         return got[1]
@@ -50,6 +57,38 @@ def task_request(spec: TaskSpec) -> Resource:
         _REQUESTS.clear()
     _REQUESTS[id(spec)] = (spec, request)
     return request
+
+
+#: `task_request` with device counts, by spec id: (the spec, the families counted, the request)
+_COUNTED: dict[int, tuple[TaskSpec, frozenset[str], Resource]] = {}
+
+
+def _counted_request(spec: TaskSpec, counted: frozenset[str]) -> Resource:
+    got = _COUNTED.get(id(spec))
+    if got is not None and got[0] is spec and got[1] == counted:
+        return got[2]
+    scalars = {k: v for k, v in spec.scalars.items()
+               if not is_device_resource(k) or vendor_of(k) in counted}  # fmt: skip
+    request = Resource(spec.cpu_milli, spec.memory_mib, 1, scalars)
+    if len(_COUNTED) >= _MAX_REQUESTS:
+        _COUNTED.clear()
+    _COUNTED[id(spec)] = (spec, counted, request)
+    return request
+
+
+def card_count_name(card: CardSpec, catalogue: Catalogue) -> str:
+    """The count name a whole card of `card` is asked by, as its node's kubelet serves it: a
+    vendor plugin's card its own name; a registered Ascend card its chip's resource name
+    (`huawei.com/Ascend910B3`, 310P3's `huawei.com/Ascend310P`); an NVIDIA card the device
+    config's count name (`nvidia.com/gpu`); "" for a family Tessera does not count."""
+    if card.resource:
+        return card.resource
+    if card.vendor == "huawei":
+        chip = catalogue.chip(card.type)
+        return chip.resource_name if chip is not None else f"huawei.com/{card.type}"
+    if card.vendor == "nvidia":
+        return catalogue.nvidia.resource_count_name
+    return ""
 
 
 #: Pod annotation prefixes the node-local plugins may read: HAMi's (`hami.io/gpu-scheduler-
@@ -258,6 +297,7 @@ __all__ = [
     "NodeInfo",
     "QueueInfo",
     "TaskInfo",
+    "card_count_name",
     "task_request",
     "task_shape",
 ]

@@ -21,11 +21,12 @@ import msgspec
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices import registration
+from services.core.devices.catalogue import default_catalogue
 from services.core.devices.policies import PLACEMENT_POLICIES
 from services.core.joblabels import job_task_labels
 from services.core.ledger import is_exclusive, per_card
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.config import PluginConf, SchedulerConf
+from services.core.scheduling.config import PluginConf, SchedulerConf, counted_vendors
 from services.core.scheduling.gates import gated
 from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
 from services.core.scheduling.model import (
@@ -35,11 +36,15 @@ from services.core.scheduling.model import (
     NodeInfo,
     QueueInfo,
     TaskInfo,
+    card_count_name,
     task_request,
 )
 from services.core.scheduling.resources import Resource
 from services.core.scheduling.status import ABSTAIN, PERMIT, REJECT, Code, Status
 from services.core.stamps import utc_stamp
+
+#: the built-in device catalogue (HAMi's chart defaults), where no device config is given
+_CATALOGUE = default_catalogue()
 
 T = TypeVar("T")
 
@@ -232,6 +237,8 @@ class Session:
         self.outcomes: dict[tuple[object, ...], tuple[int, str | float]] = {}
         self.node_classes: dict[tuple[object, ...], int] = {}
         self._claimants: list[TaskInfo] = []  # tasks with PersistentVolumeClaims (volumes.py)
+        #: device families no deviceshare books here: their counts are node scalars, whole cards
+        self.counted_vendors = counted_vendors(conf)
         self._open_snapshot(snapshot)
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {h: [] for h in HOOK_SWITCHES}
         self.plugins: dict[str, Plugin] = {}
@@ -278,12 +285,32 @@ class Session:
 
     # --- building the view ---------------------------------------------------------------
 
+    def _device_counts(self, n: st.NodeSnap, alloc: Resource) -> None:
+        """Each counted family's whole cards as the node's allocatable of their count names
+        (milli), less what other schedulers' pods hold of them (NodeUsage): the kubelet's count
+        of a vendor plugin's cards; of HAMi-registered cards one per card, though HAMi's
+        plugin serves `vDeviceCount` per card, since a pod deviceshare does not book carries
+        no card annotation and takes the card whole (HAMi's Allocate serves no pod without
+        one). Not added to the cluster's total: queue shares count cards themselves."""
+        catalogue = self.conf.vendors.catalogue if self.conf.vendors is not None else _CATALOGUE
+        counted = self.counted_vendors
+        out = alloc.scalars
+        for c in n.cards:
+            if c.spec.vendor in counted and c.spec.healthy and c.usage.healthy and not c.usage.retired:
+                name = card_count_name(c.spec, catalogue)
+                if name:
+                    out[name] = out.get(name, 0) + 1000
+
     def _open_snapshot(self, snap: st.Snapshot) -> None:
         stranded = stranded_plugin_bookings(snap)
+        counted = self.counted_vendors
         for i, n in enumerate(snap.nodes):
             if not n.ready:
                 continue
             alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
+            self.total.add(alloc)
+            if counted and n.cards:
+                self._device_counts(n, alloc)
             cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
             held: Mapping[str, int] = n.held_devices
             if (ours := stranded.get(n.name)) is not None:  # (a copy only where there are any)
@@ -298,10 +325,13 @@ class Session:
                 held = Resource(*n.held, n.held_resources)
                 node.idle.sub(held)
                 node.used.add(held)
+            if counted and n.held_devices:  # their counts of the counted families, as the kubelet's
+                held = Resource(scalars={k: v for k, v in n.held_devices.items() if registration.vendor_of(k) in counted})
+                node.idle.sub(held)
+                node.used.add(held)
             node.pos = len(self.node_list)
             self.nodes[n.name] = node
             self.node_list.append(node)
-            self.total.add(alloc)
         for q in snap.queues:
             self.queues[q.spec.name] = QueueInfo(q.spec.name, q.spec, q.created, q.state)
         for j in snap.jobs:
@@ -325,7 +355,7 @@ class Session:
                                                                    j.spec.queue, t.role)  # fmt: skip
                 info = TaskInfo(
                     uid=f"{j.key}/{t.pod}", pod=t.pod, role=t.role, index=t.index, job=j.key,
-                    spec=t.spec, resreq=task_request(t.spec), status=t.status, node=t.node,
+                    spec=t.spec, resreq=task_request(t.spec, counted), status=t.status, node=t.node,
                     slices=t.slices, priority=t.spec.priority, pod_labels=labels,
                 )  # fmt: skip
                 tasks[t.pod] = info

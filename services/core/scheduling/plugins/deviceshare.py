@@ -37,6 +37,7 @@ from functools import cache
 
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import SliceAssignment
+from contracts.workloads import DeviceRequest
 from services.core.devices import (
     DeviceConfig,
     NodeFit,
@@ -59,7 +60,7 @@ from services.core.devices.policies import (
 )
 from services.core.devices.score import device_score, request_memory_on
 from services.core.placement import POLICIES, Policy, Request, fits
-from services.core.scheduling.config import PluginConf
+from services.core.scheduling.config import DEVICE_SWITCHES, PluginConf, deviceshare_vendors
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.plugins.placementrank import (
     ClusterCards,
@@ -90,14 +91,7 @@ def _flag(v: object, default: bool = False) -> bool:
 
 
 #: The argument that turns each vendor family on, and how people call that family.
-VENDOR_SWITCHES = {"nvidia": ("deviceshare.VGPUEnable", "NVIDIA"),
-                   "huawei": ("deviceshare.AscendHAMiVNPUEnable", "Ascend")}  # fmt: skip
-
-
-def vendor_off(vendor: str) -> str:
-    """A request of a family the configuration leaves off, in words that name the switch."""
-    switch, family = VENDOR_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
-    return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
+VENDOR_SWITCHES = DEVICE_SWITCHES
 
 
 #: the pod annotation that asks a card mode, per vendor (HAMi's names)
@@ -153,11 +147,9 @@ class DeviceSharePlugin:
         self.vendors = vendors or default_vendors()
         self.weight = float(args.get("deviceshare.ScheduleWeight", 0) or 0)
         policy = str(args.get("deviceshare.SchedulePolicy") or "spread")
-        self.enabled_vendors = set()
-        if _flag(args.get("deviceshare.VGPUEnable")):
-            self.enabled_vendors.add("nvidia")
-        if _flag(args.get("deviceshare.AscendHAMiVNPUEnable")):
-            self.enabled_vendors.add("huawei")
+        #: the families it books on cards; the others' counts are the session's node scalars,
+        #: whole cards (`config.counted_vendors`), as Volcano fits what deviceshare leaves
+        self.enabled_vendors = deviceshare_vendors(args)
         ranker = None
         #: the placement policy's name when SchedulePolicy is one; built per session
         self.placement = policy if policy in PLACEMENT_POLICIES else ""
@@ -227,6 +219,14 @@ class DeviceSharePlugin:
         cards = self.policy.evaluate(view, request).cards
         return tuple(node.cards[i].spec.uuid for i in cards)
 
+    def _booked(self, task: TaskInfo) -> tuple[DeviceRequest, ...]:
+        """The task's device requests of the families this plugin books (the others' counts
+        are fitted as node scalars by the session)."""
+        devices = task.spec.devices
+        if all(d.vendor in self.enabled_vendors for d in devices):
+            return devices
+        return tuple(d for d in devices if d.vendor in self.enabled_vendors)
+
     def _task(self, task: TaskInfo) -> TaskDevices | str:
         got = self._prepared.get(task.uid)
         if got is None:
@@ -235,7 +235,7 @@ class DeviceSharePlugin:
             if got is None:
                 try:
                     got = prepare_task(
-                        task.spec.devices, task.spec.annotations, self.config, self.vendors
+                        self._booked(task), task.spec.annotations, self.config, self.vendors
                     )
                 except (PolicyError, KeyError) as exc:
                     got = str(exc)
@@ -262,11 +262,10 @@ class DeviceSharePlugin:
     def _fit(
         self, task: TaskInfo, node: NodeInfo, cards: list[tuple[CardSpec, CardUsage]], keep: bool
     ) -> Status | None:
-        if not task.spec.devices:
+        booked = self._booked(task)
+        if not booked:
             return None
-        for req in task.spec.devices:
-            if self.enabled_vendors and req.vendor not in self.enabled_vendors:
-                return unresolvable(self.name, vendor_off(req.vendor))
+        for req in booked:
             if node.extended is not None and req.resource and req.resource not in node.extended \
                     and any(c.spec.vendor == req.vendor for c in node.cards):  # (else: no such cards)
                 return unresolvable(self.name, not_served(req.resource, node.extended))
@@ -289,7 +288,7 @@ class DeviceSharePlugin:
             score = self.placement_score(task, node)
             if score is not None:
                 return score * (self.weight if self.weight > 0 else 1.0)
-        if self.weight <= 0 or not task.spec.devices:
+        if self.weight <= 0 or not self._booked(task):
             return 0.0
         fit = self._fits.get((task.uid, node.name))
         prepared = self._task(task)
@@ -302,6 +301,8 @@ class DeviceSharePlugin:
     ) -> tuple[SliceAssignment, ...]:
         """The task's cards on the node; `future`: chosen among the future view's cards (a task
         pipelined behind evictions), so they never overlap a slice a remaining task holds."""
+        if not self._booked(task):
+            return ()
         prepared = self._task(task)
         if isinstance(prepared, str):
             return ()
