@@ -23,10 +23,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts.envelope import TYPE
-from contracts.events import JobDeleted, JobSubmitted, JobUpdated, NodeRegistered
+from contracts.events import (
+    JobDeleted,
+    JobSubmitted,
+    JobUpdated,
+    NodeRegistered,
+    QueueCreated,
+    QueueDeleted,
+    QueueUpdated,
+)
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
-from contracts.workloads import JobSpec, TaskSpec
-from services.core.scheduling.lifecycle import volcano_job_phase
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES, volcano_job_phase
+from services.core.scheduling.snapshot import ENDING_PHASES
 from services.core.stamps import RFC3339_SECONDS
 from services.core.workload.podgroups import POD_UID, derived_uid
 from services.runtime.eventlog.model import StoredMessage
@@ -44,7 +53,8 @@ KUBE_PHASES = {"Pipelined": "Pending", "Bound": "Pending", "Rejected": "Pending"
 #: The NATS header a stored message's time is in (direct gets carry it).
 TIME_HEADER = "Nats-Time-Stamp"
 #: The event types the catalog decodes; every other message is skipped by its header alone.
-_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "QueueCreated", "NodeRegistered"})
+_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "QueueCreated", "QueueUpdated", "QueueDeleted",
+                     "NodeRegistered"})  # fmt: skip
 
 
 @dataclass
@@ -61,6 +71,8 @@ class Born:
 class Catalog:
     jobs: dict[tuple[str, str], Born] = field(default_factory=dict)
     queues: dict[str, Born] = field(default_factory=dict)
+    #: each queue's latest admitted spec: `get queue -o yaml` prints every field of it
+    queue_specs: dict[str, QueueSpec] = field(default_factory=dict)
     nodes: dict[str, Born] = field(default_factory=dict)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -93,9 +105,15 @@ def catalog(messages: Iterable[StoredMessage]) -> Catalog:
         elif isinstance(ev, NodeRegistered):
             out.nodes.setdefault(ev.node, Born(m.seq, when))
             out.node_labels[ev.node] = dict(ev.labels)
-        elif kind == "QueueCreated":
-            name = ev.spec.name  # type: ignore[attr-defined]
-            out.queues[name] = Born(m.seq, when)
+        elif isinstance(ev, QueueCreated):
+            out.queues[ev.spec.name] = Born(m.seq, when)
+            out.queue_specs[ev.spec.name] = ev.spec
+        elif isinstance(ev, QueueUpdated):
+            if ev.spec.name in out.queues:
+                out.queue_specs[ev.spec.name] = ev.spec
+        elif isinstance(ev, QueueDeleted):  # created again later: a new object, born then
+            out.queues.pop(ev.queue, None)
+            out.queue_specs.pop(ev.queue, None)
     return out
 
 
@@ -300,29 +318,73 @@ def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping
 
 
 def quantities(values: Mapping[str, int]) -> dict[str, str]:
-    """Core units → the quantities a manifest writes (`64`, `256Gi`, `8`): CPU and memory as
-    `get queues` prints them (the largest exact unit), a device's as HAMi reads it."""
-    from services.cli.tables import amount
+    """Core units → the quantities a manifest writes (`64`, `256Gi`, `4`): exact, so a printed
+    object applied again asks the same."""
     from services.core.workload.quantity import from_units
 
-    return {res: amount(res, int(v)) if res in ("cpu", "memory", "ephemeral-storage") else from_units(res, int(v))
-            for res, v in values.items()}  # fmt: skip
+    return {res: from_units(res, int(v)) for res, v in values.items()}
 
 
-def queue_object(cat: Catalog, queue: Mapping[str, Any]) -> dict:
+#: a queue's PodGroup counts, the ones Volcano's queue controller writes into its status and
+#: `vcctl queue list` prints
+QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
+_PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
+
+
+def podgroup_phase(job: Mapping[str, Any]) -> str:
+    """The phase the job's PodGroup shows on a cluster, "" while it has none. Volcano's job
+    controller deletes a Job's PodGroup when it kills the job (`killJob`: a restart, an end,
+    its finished state) and makes it again, Pending, for a restart; a plain pod's or a
+    PodGroup's own group stays, Completed, once its pods ended; a refused one never was."""
+    phase, kind = str(job.get("phase") or ""), str(job.get("kind") or "")
+    if phase in TERMINAL_JOB_PHASES:
+        return "" if kind == "Job" else "Completed"
+    if phase in ENDING_PHASES:
+        return "Running"  # its pods are still being stopped
+    if phase == "Restarting":
+        return "Pending"
+    return phase if phase in _PODGROUP_PHASES else ""
+
+
+def queue_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per queue, how many PodGroups are in each phase, as Volcano's queue controller counts
+    them (`syncQueue`)."""
+    out: dict[str, dict[str, int]] = {}
+    for job in jobs:
+        phase = podgroup_phase(job)
+        if phase:
+            counts = out.setdefault(str(job.get("queue") or "default"), dict.fromkeys(QUEUE_COUNTS, 0))
+            counts[phase.lower()] += 1
+    return out
+
+
+def queue_object(cat: Catalog, queue: Mapping[str, Any], counts: Mapping[str, int] | None = None) -> dict:
+    """The Queue as the API server holds it: every field of its admitted spec (what applying
+    it again admits to the same queue), and a status of its state, allocation and PodGroup
+    counts (`counts`, `queue_counts`'s; zeros when none is given)."""
+    from services.kube import volcano
+
     name = queue["name"]
-    spec: dict[str, Any] = {"weight": queue.get("weight", 1)}
-    if queue.get("capability"):
-        spec["capability"] = quantities(queue["capability"])
-    if queue.get("parent") and name != "root":
-        spec["parent"] = queue["parent"]
+    spec_of = cat.queue_specs.get(name)
+    annotations: dict[str, str] = {}
+    if spec_of is not None:
+        written = volcano.queue_object(spec_of)
+        spec: dict[str, Any] = written["spec"]
+        annotations = dict((written["metadata"] or {}).get("annotations") or {})
+    else:  # refused, or from a log without its QueueCreated (compacted): what the record has
+        spec = {"weight": queue.get("weight", 1)}
+        if queue.get("capability"):
+            spec["capability"] = quantities(queue["capability"])
+        if queue.get("parent") and name != "root":
+            spec["parent"] = queue["parent"]
     status: dict[str, Any] = {"state": queue.get("state", "")}
     if queue.get("allocated"):
         status["allocated"] = quantities(queue["allocated"])
+    status.update({k: int((counts or {}).get(k, 0)) for k in QUEUE_COUNTS})
     if queue.get("reason"):
         status["reason"] = queue["reason"]
-    return {"apiVersion": SCHEDULING_API, "kind": "Queue", "metadata": _meta(name, None, "", cat.queues.get(name)),
-            "spec": spec, "status": status}  # fmt: skip
+    meta = _meta(name, None, "", cat.queues.get(name), annotations=annotations)
+    return {"apiVersion": SCHEDULING_API, "kind": "Queue", "metadata": meta, "spec": spec, "status": status}
 
 
 def node_object(cat: Catalog, node: NodeRegistered) -> dict:

@@ -28,7 +28,7 @@ def test_podgroup_of_a_job() -> None:
     assert pg["metadata"]["ownerReferences"] == [{"apiVersion": volcano.BATCH, "kind": "Job", "name": "train",
                                                   "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
     assert pg["spec"] == {"minMember": 2, "minTaskMember": {"worker": 2}, "queue": "q",
-                          "minResources": {"cpu": "2500m", "huawei.com/Ascend910": "2", "memory": "2048Mi"}}  # fmt: skip
+                          "minResources": {"cpu": "2500m", "huawei.com/Ascend910": "2", "memory": "2Gi"}}  # fmt: skip
 
 
 def test_pod_of_a_job_belongs_to_the_job() -> None:
