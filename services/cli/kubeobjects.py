@@ -25,12 +25,14 @@ from typing import Any
 from contracts.envelope import TYPE
 from contracts.events import (
     JobDeleted,
+    JobPhaseChanged,
     JobSubmitted,
     JobUpdated,
     NodeRegistered,
     QueueCreated,
     QueueDeleted,
     QueueUpdated,
+    TaskStarted,
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
@@ -53,8 +55,8 @@ KUBE_PHASES = {"Pipelined": "Pending", "Bound": "Pending", "Rejected": "Pending"
 #: The NATS header a stored message's time is in (direct gets carry it).
 TIME_HEADER = "Nats-Time-Stamp"
 #: The event types the catalog decodes; every other message is skipped by its header alone.
-_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "QueueCreated", "QueueUpdated", "QueueDeleted",
-                     "NodeRegistered"})  # fmt: skip
+_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "JobPhaseChanged", "TaskStarted", "QueueCreated",
+                     "QueueUpdated", "QueueDeleted", "NodeRegistered"})  # fmt: skip
 
 
 @dataclass
@@ -65,6 +67,16 @@ class Born:
     time: str
     spec: JobSpec | None = None
     tasks: tuple[JobSpec, dict[str, TaskSpec]] | None = None  # `_task_of`'s map, for `spec`
+    #: the object as its user wrote it (a Job's policies, plugins, task templates)
+    manifest: str = ""
+    #: the phases a Volcano Job's status showed, with when: its `status.conditions`
+    phases: list[tuple[str, str]] = field(default_factory=list)
+    #: the pods started since the job's last restart (it shows Running once minAvailable did)
+    started: set[str] = field(default_factory=set)
+
+    def show(self, phase: str, when: str) -> None:
+        if not self.phases or self.phases[-1][0] != phase:
+            self.phases.append((phase, when))
 
 
 @dataclass
@@ -94,9 +106,22 @@ def catalog(messages: Iterable[StoredMessage]) -> Catalog:
             key = (ev.spec.namespace, ev.spec.name)
             born = out.jobs.get(key)
             if born is None:
-                out.jobs[key] = Born(m.seq, when, ev.spec)
+                born = out.jobs[key] = Born(m.seq, when, ev.spec)
+                born.show("Pending", when)
             else:  # submitted again (resume, a refused group accepted): the same object
                 born.spec = ev.spec
+            born.manifest = ev.manifest or born.manifest
+        elif isinstance(ev, JobPhaseChanged):
+            if (born := out.jobs.get((ev.namespace, ev.name))) is not None:
+                if ev.phase in ("Restarting", "Pending"):
+                    born.started.clear()
+                born.show(volcano_job_phase(ev.phase, ev.reason), when)
+        elif isinstance(ev, TaskStarted):
+            born = out.jobs.get((ev.namespace, ev.name))
+            if born is not None and born.spec is not None:
+                born.started.add(ev.task)
+                if born.phases and born.phases[-1][0] == "Pending" and len(born.started) >= born.spec.min_available:
+                    born.show("Running", when)  # Volcano's job controller: minAvailable pods ran
         elif isinstance(ev, JobUpdated):
             if (ev.spec.namespace, ev.spec.name) in out.jobs:
                 out.jobs[(ev.spec.namespace, ev.spec.name)].spec = ev.spec
@@ -266,29 +291,103 @@ def _counts(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+#: a pod record's phase → the Job status count Volcano's job controller puts it under
+_JOB_COUNTS = {"Pending": "pending", "Pipelined": "pending", "Bound": "pending", "Rejected": "pending",
+               "Running": "running", "Succeeded": "succeeded", "Failed": "failed", "Evicted": "failed",
+               "Terminating": "terminating"}  # fmt: skip
+
+
+def _job_spec(born: Born | None, queue: str) -> dict[str, Any]:
+    """The Job's spec as the API server holds it: the user's object (templates, policies,
+    plugins, …) with what admission settled — queue, minAvailable, maxRetry, task names and
+    replicas (an update may have changed them)."""
+    import copy
+
+    import yaml
+
+    spec: dict[str, Any] = {"queue": queue}
+    if born is None or born.spec is None:
+        return spec
+    s = born.spec
+    try:
+        doc = yaml.safe_load(born.manifest) if born.manifest else None
+    except yaml.YAMLError:
+        doc = None
+    written = doc.get("spec") if isinstance(doc, dict) and doc.get("kind") == "Job" else None
+    raw_tasks = written.get("tasks") if isinstance(written, dict) else None
+    if isinstance(written, dict) and isinstance(raw_tasks, list) and len(raw_tasks) == len(s.tasks):
+        spec = {**copy.deepcopy(written), **spec}
+        for raw, t in zip(spec["tasks"], s.tasks, strict=True):
+            if isinstance(raw, dict):
+                raw.update(name=t.name, replicas=t.replicas)
+                if t.min_available is not None:
+                    raw["minAvailable"] = t.min_available
+    else:  # the log keeps no manifest of it (admission records none for a Job): its admitted spec
+        spec["tasks"] = [{"name": t.name, "replicas": t.replicas,
+                          **({"minAvailable": t.min_available} if t.min_available is not None else {}),
+                          **({"policies": _policies(t.policies)} if t.policies else {})}
+                         for t in s.tasks]  # fmt: skip
+        if s.policies:
+            spec["policies"] = _policies(s.policies)
+        if s.min_success is not None:
+            spec["minSuccess"] = s.min_success
+    spec.update(minAvailable=s.min_available, maxRetry=s.max_retry)
+    if s.priority_class:
+        spec["priorityClassName"] = s.priority_class
+    return spec
+
+
+def _policies(pairs: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Admission's (event, action) pairs as the Job writes them (`exitCode:<n>` is an exit code)."""
+    return [{"exitCode": int(e.split(":", 1)[1]), "action": a} if e.startswith("exitCode:") else {"event": e, "action": a}
+            for e, a in pairs]  # fmt: skip
+
+
 def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
+    """A Volcano Job with the status its job controller writes: state, counts (zeros left out,
+    as the API server prints Volcano's `omitempty` fields), taskStatusCount, version,
+    retryCount, a condition per phase it showed, and runningDuration once it was killed."""
+    from services.kube import volcano
+
     ns, name = job["namespace"], job["name"]
     born = cat.jobs.get((ns, name))
-    spec: dict[str, Any] = {"queue": job.get("queue") or "default"}
-    if born is not None and born.spec is not None:
-        s = born.spec
-        spec.update(minAvailable=s.min_available, maxRetry=s.max_retry,
-                    tasks=[{"name": t.name, "replicas": t.replicas,
-                            **({"minAvailable": t.min_available} if t.min_available is not None else {})}
-                           for t in s.tasks])  # fmt: skip
-        if s.priority_class:
-            spec["priorityClassName"] = s.priority_class
+    spec = _job_spec(born, job.get("queue") or "default")
     # as the cluster shows it: the log's Failing (pods still being stopped) is Failed, say
-    state: dict[str, Any] = {"phase": volcano_job_phase(job["phase"], job.get("reason") or "")}
+    shown = volcano_job_phase(job["phase"], job.get("reason") or "")
+    state: dict[str, Any] = {"phase": shown}
     if job.get("reason"):
         state["message"] = job["reason"]
-    status: dict[str, Any] = {"state": state, **_counts(pods)}
+    counts: dict[str, int] = {}
+    by_task: dict[str, dict[str, dict[str, int]]] = {}
+    for p in pods:
+        key = _JOB_COUNTS.get(p["phase"], "unknown")
+        counts[key] = counts.get(key, 0) + 1
+        task = _task_of(born, p["name"])
+        if task is not None and key not in ("terminating", "unknown"):
+            phase = by_task.setdefault(task.name, {"phase": {}})["phase"]
+            phase[key.capitalize()] = phase.get(key.capitalize(), 0) + 1
+    status: dict[str, Any] = {"state": state, **counts}
     if born is not None and born.spec is not None:
         status["minAvailable"] = born.spec.min_available
-    if job.get("retries"):
-        status["retryCount"] = job["retries"]
+    if by_task:
+        status["taskStatusCount"] = by_task
+    retries = int(job.get("retries") or 0)
+    if retries:
+        status["retryCount"] = retries
+    if version := volcano.job_version(shown, retries):
+        status["version"] = version
+    if born is not None and born.phases:
+        status["conditions"] = [{"status": ph, **({"lastTransitionTime": rfc3339(t)} if t else {})}
+                                for ph, t in born.phases]  # fmt: skip
+        killed = next((t for ph, t in born.phases if ph in volcano.KILLED_PHASES), "")
+        if shown in volcano.KILLED_PHASES and killed and born.time:
+            status["runningDuration"] = volcano.go_duration(_seconds(killed) - _seconds(born.time))
     return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born),
             "spec": spec, "status": status}  # fmt: skip
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.strptime(rfc3339(stamp), RFC3339_SECONDS).replace(tzinfo=UTC).timestamp()
 
 
 def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
