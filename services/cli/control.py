@@ -205,22 +205,19 @@ def _podgroup_jobs(args: argparse.Namespace) -> dict[tuple[str, str], str]:
 
 
 def queue_manifest(spec: QueueSpec, weight: int | None = None, capability: dict[str, str] | None = None) -> dict:
-    """A stored queue spec written back as the Volcano Queue that creates it, with `weight` /
-    `capability` replaced when given (what `vcctl queue operate --action update` patches)."""
-    from services.core.workload.quantity import from_units
+    """A stored queue spec written back as the Volcano Queue that creates it — every field,
+    affinity and dequeueStrategy too (an update that left them out reset them) — with `weight`
+    / `capability` replaced when given (what `vcctl queue operate --action update` patches)."""
+    from services.kube.volcano import queue_object
 
-    def amounts(values: dict[str, int]) -> dict[str, str]:
-        return {res: from_units(res, v) for res, v in values.items()}
-
-    body: dict = {"weight": spec.weight if weight is None else weight,
-                  "capability": amounts(spec.capability) if capability is None else capability,
-                  "deserved": amounts(spec.deserved), "guarantee": {"resource": amounts(spec.guarantee)},
-                  "reclaimable": spec.reclaimable, "priority": spec.priority}  # fmt: skip
-    if spec.parent:
-        body["parent"] = spec.parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": spec.name, "annotations": dict(spec.annotations)},
-            "spec": body, "status": {"state": spec.state}}  # fmt: skip
+    doc = queue_object(spec)
+    if weight is not None:
+        doc["spec"]["weight"] = weight
+    if capability is not None:
+        doc["spec"]["capability"] = capability
+    doc["metadata"].setdefault("annotations", {})
+    doc["status"] = {"state": spec.state}
+    return doc
 
 
 def queue_spec_of(messages: Iterable[StoredMessage]) -> QueueSpec | None:

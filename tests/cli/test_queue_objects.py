@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import yaml
 
 from services.cli import kubeobjects as ko
@@ -109,3 +110,20 @@ def test_queue_status_and_table_count_podgroups_as_volcano(tmp_path: Path) -> No
     header = table[0].split()
     assert header[:9] == ["NAME", "STATE", "WEIGHT", "PARENT", "INQUEUE", "PENDING", "RUNNING", "UNKNOWN", "COMPLETED"]
     assert table[1].split()[:9] == ["qfull", "Open", "3", "root", "0", "1", "1", "0", "1"]
+
+
+def test_queue_update_keeps_every_other_field() -> None:
+    """`tessera queue update --weight` writes the stored spec back with the new weight; it left
+    out affinity and dequeueStrategy, so an update reset them."""
+    from services.cli.control import queue_manifest
+
+    text = QFULL + """  dequeueStrategy: fifo
+  affinity:
+    nodeGroupAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution: [group-a]
+"""
+    (spec,) = admit(load_documents(text)).queues
+    assert spec.node_groups is not None and spec.dequeue_strategy == "fifo"
+    updated = admit(load_documents(yaml.safe_dump(queue_manifest(spec, weight=5))))
+    assert not updated.rejections
+    assert updated.queues == (msgspec.structs.replace(spec, weight=5),)
