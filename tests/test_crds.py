@@ -253,6 +253,7 @@ def test_every_status_tessera_writes_survives_the_servers_pruning() -> None:
         ("batch.volcano.sh", "jobs"): [
             volcano.stamp(volcano.job_status(spec, "Running", (), 1, False), None, now),
             volcano.stamp(volcano.job_status(spec, "Inqueue", (), 0, True), None, now),
+            volcano.stamp(volcano.job_status(spec, "Aborted", (), 1, False), None, now, "2026-11-30T23:00:00Z"),
             refusal_status({"kind": "Job"}, "spec.queue: no queue", 0.0),
         ],
         ("scheduling.volcano.sh", "podgroups"): [

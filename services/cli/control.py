@@ -38,9 +38,13 @@ from services.runtime.eventlog.model import StoredMessage
 SERVICE_ERROR = "Nats-Service-Error"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: `delete KIND NAME`: the names users type → the kind shown in "… deleted".
-DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup": "podgroup", "pg": "podgroup"}
+DELETABLE = {"job": "job", "vcjob": "job", "pod": "pod", "po": "pod", "podgroup": "podgroup", "pg": "podgroup",
+             "queue": "queue", "q": "queue"}  # fmt: skip
 #: A deleted kind as the API server's NotFound names it (CRDs with their group), as `get` does.
-NOT_FOUND_RESOURCES = {kind.lower(): KIND_RESOURCES[kind] for kind in ("Job", "Pod", "PodGroup")}
+NOT_FOUND_RESOURCES = {kind.lower(): KIND_RESOURCES[kind] for kind in ("Job", "Pod", "PodGroup", "Queue")}
+#: what `delete -f` deletes, in its order: a queue after the jobs of the same file (Volcano's
+#: webhook refuses to delete a queue that still holds PodGroups)
+DELETE_ORDER = {"job": 0, "pod": 0, "podgroup": 0, "queue": 1}
 
 
 async def request(url: str, root: str, service: str, endpoint: str, body: bytes,
@@ -139,7 +143,8 @@ def command(args: argparse.Namespace, action: str, name: str, namespace: str = "
     if reply.ok:
         print(shown or reply.message)
         return 0
-    if missing and reply.message == f"job {namespace}/{name} not found":  # the queue service's words
+    gone = (f"job {namespace}/{name} not found", f"queue {name!r} does not exist")  # the queue service's words
+    if missing and reply.message in gone:
         if ignore_missing:  # kubectl delete --ignore-not-found: nothing said, nothing wrong
             return 0
         print(missing, file=sys.stderr)
@@ -159,16 +164,25 @@ def cmd_delete(args: argparse.Namespace) -> int:
             return 2
         targets = [(str(d.get("kind")).lower(), str((d.get("metadata") or {}).get("namespace") or "default"),
                     str((d.get("metadata") or {}).get("name") or ""))
-                   for d in docs if d.get("kind") in ("Job", "Pod", "PodGroup")]  # fmt: skip
+                   for d in docs if d.get("kind") in ("Job", "Pod", "PodGroup", "Queue")]  # fmt: skip
+        for d in docs:
+            if d.get("kind") not in ("Job", "Pod", "PodGroup", "Queue"):  # kubectl would delete it; say so
+                print(f"skipped {d.get('kind')} {(d.get('metadata') or {}).get('name') or ''}: "
+                      f"Tessera deletes Jobs, Pods, PodGroups and Queues", file=sys.stderr)  # fmt: skip
+        targets.sort(key=lambda t: DELETE_ORDER[t[0]])
     elif args.kind and args.name:
-        targets = [(DELETABLE[args.kind], args.namespace, args.name)]
+        targets = [(DELETABLE[args.kind], args.namespace, name) for name in args.name]
     else:
-        print("error: give `delete job|pod|podgroup NAME` or `delete -f FILE`", file=sys.stderr)
+        print("error: give `delete job|pod|podgroup|queue NAME...` or `delete -f FILE`", file=sys.stderr)
         return 2
     jobs = _podgroup_jobs(args) if any(kind == "podgroup" for kind, _, _ in targets) else {}
     worst = 0
     for kind, ns, name in targets:
         missing = f'Error from server (NotFound): {NOT_FOUND_RESOURCES[kind]} "{name}" not found'
+        if kind == "queue":  # the queue service's rules: no jobs or child queues, never default or root
+            worst = max(worst, command(args, "delete", name, kind="queue", shown=f"queue {name} deleted",
+                                       missing=missing, ignore_missing=args.ignore_not_found))  # fmt: skip
+            continue
         job = jobs.get((ns, name), name) if kind == "podgroup" else name
         # a pod: the queue service finds a Volcano Job's pod by its name and says what follows
         shown = "" if kind == "pod" else f"{kind} {ns}/{name} deleted"
@@ -191,22 +205,19 @@ def _podgroup_jobs(args: argparse.Namespace) -> dict[tuple[str, str], str]:
 
 
 def queue_manifest(spec: QueueSpec, weight: int | None = None, capability: dict[str, str] | None = None) -> dict:
-    """A stored queue spec written back as the Volcano Queue that creates it, with `weight` /
-    `capability` replaced when given (what `vcctl queue operate --action update` patches)."""
-    from services.core.workload.quantity import from_units
+    """A stored queue spec written back as the Volcano Queue that creates it — every field,
+    affinity and dequeueStrategy too (an update that left them out reset them) — with `weight`
+    / `capability` replaced when given (what `vcctl queue operate --action update` patches)."""
+    from services.kube.volcano import queue_object
 
-    def amounts(values: dict[str, int]) -> dict[str, str]:
-        return {res: from_units(res, v) for res, v in values.items()}
-
-    body: dict = {"weight": spec.weight if weight is None else weight,
-                  "capability": amounts(spec.capability) if capability is None else capability,
-                  "deserved": amounts(spec.deserved), "guarantee": {"resource": amounts(spec.guarantee)},
-                  "reclaimable": spec.reclaimable, "priority": spec.priority}  # fmt: skip
-    if spec.parent:
-        body["parent"] = spec.parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": spec.name, "annotations": dict(spec.annotations)},
-            "spec": body, "status": {"state": spec.state}}  # fmt: skip
+    doc = queue_object(spec)
+    if weight is not None:
+        doc["spec"]["weight"] = weight
+    if capability is not None:
+        doc["spec"]["capability"] = capability
+    doc["metadata"].setdefault("annotations", {})
+    doc["status"] = {"state": spec.state}
+    return doc
 
 
 def queue_spec_of(messages: Iterable[StoredMessage]) -> QueueSpec | None:
@@ -289,11 +300,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     connection_args(apply)
     apply.set_defaults(func=cmd_apply)
 
-    delete = sub.add_parser("delete", help="delete a job, pod or podgroup (a pod's or podgroup's job)")
-    delete.add_argument("kind", nargs="?", choices=list(DELETABLE), metavar="KIND", help="job|vcjob, pod|po, podgroup|pg")
-    delete.add_argument("name", nargs="?", metavar="NAME", help="the object's name")
+    delete = sub.add_parser("delete", help="delete jobs, pods, podgroups (a pod's or podgroup's job) or queues")
+    delete.add_argument("kind", nargs="?", choices=list(DELETABLE), metavar="KIND",
+                        help="job|vcjob, pod|po, podgroup|pg, queue|q")  # fmt: skip
+    delete.add_argument("name", nargs="*", metavar="NAME", help="the objects' names")
     delete.add_argument("-n", "--namespace", default="default", help="namespace (default: default)")
-    delete.add_argument("-f", "--filename", default="", help="delete the Jobs/Pods/PodGroups of a file")
+    delete.add_argument("-f", "--filename", default="",
+                        help="delete the Jobs/Pods/PodGroups/Queues of a file (its queues last)")  # fmt: skip
     delete.add_argument("--ignore-not-found", action="store_true",
                         help="an object that does not exist is no error (kubectl's flag): exit 0, nothing said")  # fmt: skip
     connection_args(delete)

@@ -105,7 +105,7 @@ def describe(kind: str, name: str, namespace: str, report: dict[str, Any], messa
             return None
         return _group(kind, *got, pods, messages, subjects)
     if kind == "queues":
-        got = _one(listing("queues", report["queues"], cat), name, None)
+        got = _one(listing("queues", report["queues"], cat, all_jobs=report["jobs"]), name, None)
         return None if got is None else _queue(*got, report, messages, subjects)
     if kind == "nodes":
         events = nodes or []
@@ -168,6 +168,7 @@ def _queue(queue: dict, obj: dict, row: dict, report: dict[str, Any], messages: 
     if spec is not None:
         pairs += [("Spec deserved", amounts(spec.deserved)), ("Guarantee", amounts(spec.guarantee)),
                   ("Reclaimable", spec.reclaimable), ("Priority", spec.priority)]  # fmt: skip
+    pairs.append(("PodGroups", ", ".join(f"{row[k]} {k}" for k in ko.QUEUE_COUNTS)))  # `vcctl queue list`'s
     pairs += [("Reason", queue.get("reason", "")), ("Warning", queue.get("warning", ""))]
     jobs = [j for j in report["jobs"] if j["queue"] == queue["name"]]
     table = indent(render(jobs, JOB_COLUMNS, "table")) if jobs else [f"  {NONE}"]

@@ -65,6 +65,9 @@ COMPONENT_COLUMNS = ("name", "state", "pid", "restarts", "last_error")
 PROGRESS_EVERY = 1000
 #: `vcctl queue list`'s name, weight, state and parent, with the amounts side by side.
 QUEUE_COLUMNS = ("name", "state", "weight", "parent", "capability", "deserved", "allocated", "warning")
+#: `get queues`: the same, and between them `vcctl queue list`'s PodGroup counts (the
+#: Queue's status; the simulate report's records have none)
+GET_QUEUE_COLUMNS = (*QUEUE_COLUMNS[:4], *ko.QUEUE_COUNTS, *QUEUE_COLUMNS[4:])
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
 #: `kubectl get quota`'s used/hard per name, and beside it what Tessera's own jobs hold (the
 #: rest of `used` is other pods' use, as the API server's status.used counts it)
@@ -199,8 +202,10 @@ def _names(obj: dict) -> tuple[str, ...]:
 
 
 def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | None = None,
-            nodes: list[NodeRegistered] | None = None) -> Listing:  # fmt: skip
-    """Records → objects and rows (AGE and the wide columns come from the objects)."""
+            nodes: list[NodeRegistered] | None = None, all_jobs: list[dict] | None = None) -> Listing:  # fmt: skip
+    """Records → objects and rows (AGE and the wide columns come from the objects). `all_jobs`:
+    every job record, for a queue's PodGroup counts (a record that has them, read from a
+    cluster's Queue, keeps its own)."""
     pods = pods or []
     by_job: dict[tuple[str, str], list[dict]] = {}
     for p in pods:
@@ -215,7 +220,9 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
     elif what == "podgroups":
         objects = [ko.podgroup_object(cat, j, by_job.get(k, [])) for k, j in jobs.items()]
     elif what == "queues":
-        objects = [ko.queue_object(cat, q) for q in records]
+        counts = ko.queue_counts(all_jobs or [])
+        objects = [ko.queue_object(cat, q, {k: q[k] for k in ko.QUEUE_COUNTS if k in q} or counts.get(q["name"]))
+                   for q in records]  # fmt: skip
     elif what == "nodes":
         objects = [ko.node_object(cat, n) for n in nodes or []]
     elif what == "cards":
@@ -238,6 +245,8 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
             row["pods"] = f"{sum(p['phase'] == 'Running' for p in mine)}/{len(mine)}"
             row["nodes"] = ",".join(sorted({p["node"] for p in mine if p.get("node")}))
             row["cards"] = sum(len(p.get("devices") or []) for p in mine)
+        if what == "queues":
+            row.update({k: obj["status"].get(k, 0) for k in ko.QUEUE_COUNTS})
         if what == "pods":
             annotations = meta.get("annotations") or {}
             row["podgroup"] = annotations.get(ko.GROUP_NAME, "")
@@ -267,8 +276,6 @@ def cat_jobs(cat: ko.Catalog, pods: list[dict]) -> dict[tuple[str, str], dict]:
 async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -> tuple[Listing, str]:
     """Read the log once and list `what` (`namespace` None: every namespace); also the warning
     about undecodable events, for stderr."""
-    from services.core.simulate.report import build_report
-
     if what == "nodes":
         log = await open_log(url, root)
         try:
@@ -278,7 +285,13 @@ async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -
         nodes = await fetch_node_events(url, root)
         return listing("nodes", [node_row(n, used) for n, used in nodes], births,
                        nodes=[n for n, _ in nodes]), ""  # fmt: skip
-    messages = await read_log(url, root)
+    return listing_of(await read_log(url, root), what, namespace)
+
+
+def listing_of(messages: list[StoredMessage], what: str, namespace: str | None) -> tuple[Listing, str]:
+    """`fetch_listing` over a log already read (pure): the listing and the undecodable warning."""
+    from services.core.simulate.report import build_report
+
     report = build_report(messages)
     cat = ko.catalog(messages)
     records = report.get("jobs" if what == "podgroups" else what, [])
@@ -287,7 +300,7 @@ async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -
         records = [r for r in records if r.get("kind") == "Job"]
     if namespace is not None and what in ("pods", "jobs", "podgroups", "quotas"):
         records = [r for r in records if r["namespace"] == namespace]
-    return listing(what, records, cat, pods), undecodable_warning(report)
+    return listing(what, records, cat, pods, all_jobs=report["jobs"]), undecodable_warning(report)
 
 
 def kube_listing(kubeconfig: str, what: str, namespace: str) -> Listing:
@@ -392,7 +405,7 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
 #: `get`'s tables: the report's columns (simulate and replay print those too) and, for the
 #: objects the log saw born, kubectl's AGE.
 COLUMNS = {"pods": (*POD_COLUMNS, "age"), "jobs": (*JOB_COLUMNS, "age"), "podgroups": (*PODGROUP_COLUMNS, "age"),
-           "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": (*NODE_COLUMNS, "age"),
+           "queues": GET_QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": (*NODE_COLUMNS, "age"),
            "components": COMPONENT_COLUMNS, "quotas": QUOTA_COLUMNS}  # fmt: skip
 #: `-o wide`'s extra columns, kubectl's habit: what a second look needs.
 WIDE = {"pods": ("job", "podgroup", "queue", "labels"),

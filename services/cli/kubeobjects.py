@@ -23,10 +23,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts.envelope import TYPE
-from contracts.events import JobDeleted, JobSubmitted, JobUpdated, NodeRegistered
+from contracts.events import (
+    JobDeleted,
+    JobPhaseChanged,
+    JobSubmitted,
+    JobUpdated,
+    NodeRegistered,
+    QueueCreated,
+    QueueDeleted,
+    QueueUpdated,
+    TaskStarted,
+)
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
-from contracts.workloads import JobSpec, TaskSpec
-from services.core.scheduling.lifecycle import volcano_job_phase
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES, volcano_job_phase
+from services.core.scheduling.snapshot import ENDING_PHASES
 from services.core.stamps import RFC3339_SECONDS
 from services.core.workload.podgroups import POD_UID, derived_uid
 from services.runtime.eventlog.model import StoredMessage
@@ -44,7 +55,8 @@ KUBE_PHASES = {"Pipelined": "Pending", "Bound": "Pending", "Rejected": "Pending"
 #: The NATS header a stored message's time is in (direct gets carry it).
 TIME_HEADER = "Nats-Time-Stamp"
 #: The event types the catalog decodes; every other message is skipped by its header alone.
-_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "QueueCreated", "NodeRegistered"})
+_BIRTHS = frozenset({"JobSubmitted", "JobUpdated", "JobDeleted", "JobPhaseChanged", "TaskStarted", "QueueCreated",
+                     "QueueUpdated", "QueueDeleted", "NodeRegistered"})  # fmt: skip
 
 
 @dataclass
@@ -55,12 +67,24 @@ class Born:
     time: str
     spec: JobSpec | None = None
     tasks: tuple[JobSpec, dict[str, TaskSpec]] | None = None  # `_task_of`'s map, for `spec`
+    #: the object as its user wrote it (a Job's policies, plugins, task templates)
+    manifest: str = ""
+    #: the phases a Volcano Job's status showed, with when: its `status.conditions`
+    phases: list[tuple[str, str]] = field(default_factory=list)
+    #: the pods started since the job's last restart (it shows Running once minAvailable did)
+    started: set[str] = field(default_factory=set)
+
+    def show(self, phase: str, when: str) -> None:
+        if not self.phases or self.phases[-1][0] != phase:
+            self.phases.append((phase, when))
 
 
 @dataclass
 class Catalog:
     jobs: dict[tuple[str, str], Born] = field(default_factory=dict)
     queues: dict[str, Born] = field(default_factory=dict)
+    #: each queue's latest admitted spec: `get queue -o yaml` prints every field of it
+    queue_specs: dict[str, QueueSpec] = field(default_factory=dict)
     nodes: dict[str, Born] = field(default_factory=dict)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -82,9 +106,22 @@ def catalog(messages: Iterable[StoredMessage]) -> Catalog:
             key = (ev.spec.namespace, ev.spec.name)
             born = out.jobs.get(key)
             if born is None:
-                out.jobs[key] = Born(m.seq, when, ev.spec)
+                born = out.jobs[key] = Born(m.seq, when, ev.spec)
+                born.show("Pending", when)
             else:  # submitted again (resume, a refused group accepted): the same object
                 born.spec = ev.spec
+            born.manifest = ev.manifest or born.manifest
+        elif isinstance(ev, JobPhaseChanged):
+            if (born := out.jobs.get((ev.namespace, ev.name))) is not None:
+                if ev.phase in ("Restarting", "Pending"):
+                    born.started.clear()
+                born.show(volcano_job_phase(ev.phase, ev.reason), when)
+        elif isinstance(ev, TaskStarted):
+            born = out.jobs.get((ev.namespace, ev.name))
+            if born is not None and born.spec is not None:
+                born.started.add(ev.task)
+                if born.phases and born.phases[-1][0] == "Pending" and len(born.started) >= born.spec.min_available:
+                    born.show("Running", when)  # Volcano's job controller: minAvailable pods ran
         elif isinstance(ev, JobUpdated):
             if (ev.spec.namespace, ev.spec.name) in out.jobs:
                 out.jobs[(ev.spec.namespace, ev.spec.name)].spec = ev.spec
@@ -93,9 +130,15 @@ def catalog(messages: Iterable[StoredMessage]) -> Catalog:
         elif isinstance(ev, NodeRegistered):
             out.nodes.setdefault(ev.node, Born(m.seq, when))
             out.node_labels[ev.node] = dict(ev.labels)
-        elif kind == "QueueCreated":
-            name = ev.spec.name  # type: ignore[attr-defined]
-            out.queues[name] = Born(m.seq, when)
+        elif isinstance(ev, QueueCreated):
+            out.queues[ev.spec.name] = Born(m.seq, when)
+            out.queue_specs[ev.spec.name] = ev.spec
+        elif isinstance(ev, QueueUpdated):
+            if ev.spec.name in out.queues:
+                out.queue_specs[ev.spec.name] = ev.spec
+        elif isinstance(ev, QueueDeleted):  # created again later: a new object, born then
+            out.queues.pop(ev.queue, None)
+            out.queue_specs.pop(ev.queue, None)
     return out
 
 
@@ -248,29 +291,103 @@ def _counts(pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+#: a pod record's phase → the Job status count Volcano's job controller puts it under
+_JOB_COUNTS = {"Pending": "pending", "Pipelined": "pending", "Bound": "pending", "Rejected": "pending",
+               "Running": "running", "Succeeded": "succeeded", "Failed": "failed", "Evicted": "failed",
+               "Terminating": "terminating"}  # fmt: skip
+
+
+def _job_spec(born: Born | None, queue: str) -> dict[str, Any]:
+    """The Job's spec as the API server holds it: the user's object (templates, policies,
+    plugins, …) with what admission settled — queue, minAvailable, maxRetry, task names and
+    replicas (an update may have changed them)."""
+    import copy
+
+    import yaml
+
+    spec: dict[str, Any] = {"queue": queue}
+    if born is None or born.spec is None:
+        return spec
+    s = born.spec
+    try:
+        doc = yaml.safe_load(born.manifest) if born.manifest else None
+    except yaml.YAMLError:
+        doc = None
+    written = doc.get("spec") if isinstance(doc, dict) and doc.get("kind") == "Job" else None
+    raw_tasks = written.get("tasks") if isinstance(written, dict) else None
+    if isinstance(written, dict) and isinstance(raw_tasks, list) and len(raw_tasks) == len(s.tasks):
+        spec = {**copy.deepcopy(written), **spec}
+        for raw, t in zip(spec["tasks"], s.tasks, strict=True):
+            if isinstance(raw, dict):
+                raw.update(name=t.name, replicas=t.replicas)
+                if t.min_available is not None:
+                    raw["minAvailable"] = t.min_available
+    else:  # the log keeps no manifest of it (admission records none for a Job): its admitted spec
+        spec["tasks"] = [{"name": t.name, "replicas": t.replicas,
+                          **({"minAvailable": t.min_available} if t.min_available is not None else {}),
+                          **({"policies": _policies(t.policies)} if t.policies else {})}
+                         for t in s.tasks]  # fmt: skip
+        if s.policies:
+            spec["policies"] = _policies(s.policies)
+        if s.min_success is not None:
+            spec["minSuccess"] = s.min_success
+    spec.update(minAvailable=s.min_available, maxRetry=s.max_retry)
+    if s.priority_class:
+        spec["priorityClassName"] = s.priority_class
+    return spec
+
+
+def _policies(pairs: Iterable[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Admission's (event, action) pairs as the Job writes them (`exitCode:<n>` is an exit code)."""
+    return [{"exitCode": int(e.split(":", 1)[1]), "action": a} if e.startswith("exitCode:") else {"event": e, "action": a}
+            for e, a in pairs]  # fmt: skip
+
+
 def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
+    """A Volcano Job with the status its job controller writes: state, counts (zeros left out,
+    as the API server prints Volcano's `omitempty` fields), taskStatusCount, version,
+    retryCount, a condition per phase it showed, and runningDuration once it was killed."""
+    from services.kube import volcano
+
     ns, name = job["namespace"], job["name"]
     born = cat.jobs.get((ns, name))
-    spec: dict[str, Any] = {"queue": job.get("queue") or "default"}
-    if born is not None and born.spec is not None:
-        s = born.spec
-        spec.update(minAvailable=s.min_available, maxRetry=s.max_retry,
-                    tasks=[{"name": t.name, "replicas": t.replicas,
-                            **({"minAvailable": t.min_available} if t.min_available is not None else {})}
-                           for t in s.tasks])  # fmt: skip
-        if s.priority_class:
-            spec["priorityClassName"] = s.priority_class
+    spec = _job_spec(born, job.get("queue") or "default")
     # as the cluster shows it: the log's Failing (pods still being stopped) is Failed, say
-    state: dict[str, Any] = {"phase": volcano_job_phase(job["phase"], job.get("reason") or "")}
+    shown = volcano_job_phase(job["phase"], job.get("reason") or "")
+    state: dict[str, Any] = {"phase": shown}
     if job.get("reason"):
         state["message"] = job["reason"]
-    status: dict[str, Any] = {"state": state, **_counts(pods)}
+    counts: dict[str, int] = {}
+    by_task: dict[str, dict[str, dict[str, int]]] = {}
+    for p in pods:
+        key = _JOB_COUNTS.get(p["phase"], "unknown")
+        counts[key] = counts.get(key, 0) + 1
+        task = _task_of(born, p["name"])
+        if task is not None and key not in ("terminating", "unknown"):
+            phase = by_task.setdefault(task.name, {"phase": {}})["phase"]
+            phase[key.capitalize()] = phase.get(key.capitalize(), 0) + 1
+    status: dict[str, Any] = {"state": state, **counts}
     if born is not None and born.spec is not None:
         status["minAvailable"] = born.spec.min_available
-    if job.get("retries"):
-        status["retryCount"] = job["retries"]
+    if by_task:
+        status["taskStatusCount"] = by_task
+    retries = int(job.get("retries") or 0)
+    if retries:
+        status["retryCount"] = retries
+    if version := volcano.job_version(shown, retries):
+        status["version"] = version
+    if born is not None and born.phases:
+        status["conditions"] = [{"status": ph, **({"lastTransitionTime": rfc3339(t)} if t else {})}
+                                for ph, t in born.phases]  # fmt: skip
+        killed = next((t for ph, t in born.phases if ph in volcano.KILLED_PHASES), "")
+        if shown in volcano.KILLED_PHASES and killed and born.time:
+            status["runningDuration"] = volcano.go_duration(_seconds(killed) - _seconds(born.time))
     return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born),
             "spec": spec, "status": status}  # fmt: skip
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.strptime(rfc3339(stamp), RFC3339_SECONDS).replace(tzinfo=UTC).timestamp()
 
 
 def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> dict:
@@ -300,29 +417,73 @@ def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping
 
 
 def quantities(values: Mapping[str, int]) -> dict[str, str]:
-    """Core units → the quantities a manifest writes (`64`, `256Gi`, `8`): CPU and memory as
-    `get queues` prints them (the largest exact unit), a device's as HAMi reads it."""
-    from services.cli.tables import amount
+    """Core units → the quantities a manifest writes (`64`, `256Gi`, `4`): exact, so a printed
+    object applied again asks the same."""
     from services.core.workload.quantity import from_units
 
-    return {res: amount(res, int(v)) if res in ("cpu", "memory", "ephemeral-storage") else from_units(res, int(v))
-            for res, v in values.items()}  # fmt: skip
+    return {res: from_units(res, int(v)) for res, v in values.items()}
 
 
-def queue_object(cat: Catalog, queue: Mapping[str, Any]) -> dict:
+#: a queue's PodGroup counts, the ones Volcano's queue controller writes into its status and
+#: `vcctl queue list` prints
+QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
+_PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
+
+
+def podgroup_phase(job: Mapping[str, Any]) -> str:
+    """The phase the job's PodGroup shows on a cluster, "" while it has none. Volcano's job
+    controller deletes a Job's PodGroup when it kills the job (`killJob`: a restart, an end,
+    its finished state) and makes it again, Pending, for a restart; a plain pod's or a
+    PodGroup's own group stays, Completed, once its pods ended; a refused one never was."""
+    phase, kind = str(job.get("phase") or ""), str(job.get("kind") or "")
+    if phase in TERMINAL_JOB_PHASES:
+        return "" if kind == "Job" else "Completed"
+    if phase in ENDING_PHASES:
+        return "Running"  # its pods are still being stopped
+    if phase == "Restarting":
+        return "Pending"
+    return phase if phase in _PODGROUP_PHASES else ""
+
+
+def queue_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per queue, how many PodGroups are in each phase, as Volcano's queue controller counts
+    them (`syncQueue`)."""
+    out: dict[str, dict[str, int]] = {}
+    for job in jobs:
+        phase = podgroup_phase(job)
+        if phase:
+            counts = out.setdefault(str(job.get("queue") or "default"), dict.fromkeys(QUEUE_COUNTS, 0))
+            counts[phase.lower()] += 1
+    return out
+
+
+def queue_object(cat: Catalog, queue: Mapping[str, Any], counts: Mapping[str, int] | None = None) -> dict:
+    """The Queue as the API server holds it: every field of its admitted spec (what applying
+    it again admits to the same queue), and a status of its state, allocation and PodGroup
+    counts (`counts`, `queue_counts`'s; zeros when none is given)."""
+    from services.kube import volcano
+
     name = queue["name"]
-    spec: dict[str, Any] = {"weight": queue.get("weight", 1)}
-    if queue.get("capability"):
-        spec["capability"] = quantities(queue["capability"])
-    if queue.get("parent") and name != "root":
-        spec["parent"] = queue["parent"]
+    spec_of = cat.queue_specs.get(name)
+    annotations: dict[str, str] = {}
+    if spec_of is not None:
+        written = volcano.queue_object(spec_of)
+        spec: dict[str, Any] = written["spec"]
+        annotations = dict((written["metadata"] or {}).get("annotations") or {})
+    else:  # refused, or from a log without its QueueCreated (compacted): what the record has
+        spec = {"weight": queue.get("weight", 1)}
+        if queue.get("capability"):
+            spec["capability"] = quantities(queue["capability"])
+        if queue.get("parent") and name != "root":
+            spec["parent"] = queue["parent"]
     status: dict[str, Any] = {"state": queue.get("state", "")}
     if queue.get("allocated"):
         status["allocated"] = quantities(queue["allocated"])
+    status.update({k: int((counts or {}).get(k, 0)) for k in QUEUE_COUNTS})
     if queue.get("reason"):
         status["reason"] = queue["reason"]
-    return {"apiVersion": SCHEDULING_API, "kind": "Queue", "metadata": _meta(name, None, "", cat.queues.get(name)),
-            "spec": spec, "status": status}  # fmt: skip
+    meta = _meta(name, None, "", cat.queues.get(name), annotations=annotations)
+    return {"apiVersion": SCHEDULING_API, "kind": "Queue", "metadata": meta, "spec": spec, "status": status}
 
 
 def node_object(cat: Catalog, node: NodeRegistered) -> dict:

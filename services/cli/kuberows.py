@@ -68,6 +68,8 @@ def queue_row(queue: Obj, allocatable: set[str]) -> dict[str, Any]:
         "deserved": units(spec.get("deserved")), "allocated": units(status.get("allocated")),
         "reason": "", "weight": spec.get("weight", 1), "parent": spec.get("parent") or "root",
         "capability": units(spec.get("capability")),
+        # the PodGroup counts Volcano's queue controller writes (`vcctl queue list`)
+        **{k: int(status.get(k) or 0) for k in ("inqueue", "pending", "running", "unknown", "completed")},
     }  # fmt: skip
     missing = unreported(row["capability"], allocatable)
     if missing:

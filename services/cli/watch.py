@@ -18,9 +18,8 @@ import sys
 
 import yaml
 
-from services.cli import kubeobjects as ko
 from services.cli.connection import nats_url, open_log
-from services.cli.get import Listing, _names, columns_of, listing, select
+from services.cli.get import Listing, _names, columns_of, listing_of, select
 from services.cli.tables import table
 from services.runtime.eventlog.model import StoredMessage
 
@@ -29,15 +28,7 @@ WATCHABLE = ("pods", "jobs", "podgroups", "queues")
 
 
 def _build(what: str, messages: list[StoredMessage], namespace: str | None) -> Listing:
-    from services.core.simulate.report import build_report
-
-    report = build_report(messages)
-    records = report["jobs" if what == "podgroups" else what]
-    if what == "jobs":
-        records = [r for r in records if r.get("kind") == "Job"]
-    if namespace is not None and what in ("pods", "jobs", "podgroups"):
-        records = [r for r in records if r["namespace"] == namespace]
-    return listing(what, records, ko.catalog(messages), report["pods"])
+    return listing_of(messages, what, namespace)[0]
 
 
 def _key(obj: dict) -> tuple[str, str]:

@@ -1023,7 +1023,7 @@ class JobController:
             if (at := self._written_at.get(which, float("-inf")) + COUNTS_PERIOD) > now:
                 self._mark_at(key, at)
                 return
-        body = volcano.stamp(desired, current, utc_stamp(now))
+        body = volcano.stamp(desired, current, utc_stamp(now), volcano.meta(obj).get("creationTimestamp"))
         await self.kube.patch(volcano.status_path(obj), {"status": volcano.removals(current, body)})
         obj["status"] = {**current, **body}  # what the watch will show; no second write meanwhile
         if key:

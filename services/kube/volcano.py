@@ -318,7 +318,7 @@ def _write_counts(pod_spec: dict[str, Any], task: TaskSpec) -> None:
 
 # --- status ------------------------------------------------------------------------------------
 
-_TIMES = ("lastTransitionTime", "lastProbeTime", "lastUpdateTime", "transitionID")
+_TIMES = ("lastTransitionTime", "lastProbeTime", "lastUpdateTime", "transitionID", "runningDuration")
 
 
 def _untimed(value: Any) -> Any:
@@ -338,7 +338,31 @@ def status_differs(current: Mapping[str, Any] | None, desired: Mapping[str, Any]
 
 
 #: a Job's and a PodGroup's pod counts (`vcctl job list`'s columns)
-COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed", "terminating", "taskStatusCount"})
+COUNT_FIELDS = frozenset({"pending", "running", "succeeded", "failed", "terminating", "unknown", "taskStatusCount"})
+
+#: the Job phases Volcano's job controller reaches through `killJob`, which bumps
+#: `status.version` and writes `status.runningDuration` (a restart's Restarting too, counted by
+#: the retry it also is)
+KILLED_PHASES = frozenset({"Aborting", "Aborted", "Terminating", "Terminated", "Completing", "Completed", "Failed"})
+
+
+def job_version(shown: str, retries: int) -> int:
+    """`status.version`: one per kill of the job's pods — each restart, and the kill that ends
+    it. (Volcano's finished state kills again at every resync of an ended job; that count is
+    the API server's history, not the job's, and is not kept.) Pods made after the last
+    restart carry `retries` as their `volcano.sh/job-version`, as Volcano's carry the version
+    they were made under."""
+    return retries + (shown in KILLED_PHASES)
+
+
+def go_duration(seconds: float) -> str:
+    """A `metav1.Duration` as it is serialized (Go's `time.Duration.String`), to the second:
+    `45s`, `2m0s`, `1h2m3s`."""
+    s = max(0, int(seconds))
+    h, m, sec = s // 3600, s % 3600 // 60, s % 60
+    if h:
+        return f"{h}h{m}m{sec}s"
+    return f"{m}m{sec}s" if m else f"{sec}s"
 
 
 def counts_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -359,8 +383,11 @@ def removals(current: Mapping[str, Any] | None, desired: dict[str, Any]) -> dict
     return out
 
 
-def stamp(desired: dict[str, Any], current: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
-    """Timestamps on the conditions that changed; unchanged ones keep theirs."""
+def stamp(desired: dict[str, Any], current: Mapping[str, Any] | None, now: str, created: object = "") -> dict[str, Any]:
+    """Timestamps on the conditions that changed; unchanged ones keep theirs. A Job's status
+    (`state`) gets Volcano's history too: one condition (`status`: the phase, and when) appended
+    at each phase change, and once the job is killed (ended or ending) `runningDuration`, the
+    time from its creation (`created`) to the kill."""
     old = {c.get("type"): c for c in (current or {}).get("conditions") or []}
     for c in desired.get("conditions") or []:
         prev = old.get(c.get("type"))
@@ -368,8 +395,18 @@ def stamp(desired: dict[str, Any], current: Mapping[str, Any] | None, now: str) 
         c["lastTransitionTime"] = prev.get("lastTransitionTime") if same and prev else now
     if isinstance(desired.get("state"), dict):
         prev_state = (current or {}).get("state") or {}
-        same = prev_state.get("phase") == desired["state"].get("phase")
+        phase = desired["state"].get("phase")
+        same = prev_state.get("phase") == phase
         desired["state"]["lastTransitionTime"] = prev_state.get("lastTransitionTime") if same else now
+        conditions = list((current or {}).get("conditions") or [])
+        if not same or not conditions:  # an object written before conditions were: its phase now
+            conditions.append({"status": phase, "lastTransitionTime": desired["state"]["lastTransitionTime"]})
+        desired["conditions"] = conditions
+        if phase in KILLED_PHASES:
+            if same and (current or {}).get("runningDuration"):
+                desired["runningDuration"] = (current or {})["runningDuration"]
+            elif (made := api_time(created)) is not None and (at := api_time(now)) is not None:
+                desired["runningDuration"] = go_duration(at - made)
     return desired
 
 
@@ -409,7 +446,7 @@ def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: 
 
 def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,
                restarting: bool, ran: bool = True, reason: str = "") -> dict[str, Any]:  # fmt: skip
-    """state.phase, retryCount, minAvailable and the pod counts of `vcctl job list`. The log's
+    """state.phase, retryCount, version, minAvailable and the pod counts of `vcctl job list`. The log's
     Running is the PodGroup's (its gang placed); Volcano's job controller moves a Job from
     Pending to Running only once minAvailable ≤ running + succeeded + failed (volcano.md
     §1.3): until then (`ran` False: never so far) the Job shows Pending."""
@@ -422,17 +459,19 @@ def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries:
         "state": {"phase": shown},
         "minAvailable": spec.min_available,
         "retryCount": retries,
-        "pending": sum(t.status in (st.PENDING, st.BOUND) for t in tasks),
+        "version": job_version(shown, retries),
+        "pending": sum(_POD_PHASE.get(t.status) == "Pending" for t in tasks),
         **counts,
         "terminating": sum(t.status == st.RELEASING for t in tasks),
+        "unknown": sum(t.status not in _POD_PHASE and t.status != st.RELEASING for t in tasks),
         "taskStatusCount": task_status_count(tasks),
     }
 
 
 #: a task's status → the pod phase Volcano's `taskStatusCount` counts it under (a pod being
 #: stopped is counted `terminating` instead, as Volcano's controller counts one being deleted)
-_POD_PHASE = {st.PENDING: "Pending", st.BOUND: "Pending", st.RUNNING: "Running",
-              st.SUCCEEDED: "Succeeded", st.FAILED: "Failed"}  # fmt: skip
+_POD_PHASE = {st.PENDING: "Pending", st.ALLOCATED: "Pending", st.PIPELINED: "Pending", st.BINDING: "Pending",
+              st.BOUND: "Pending", st.RUNNING: "Running", st.SUCCEEDED: "Succeeded", st.FAILED: "Failed"}  # fmt: skip
 
 
 def task_status_count(tasks: Iterable[st.TaskSnap]) -> dict[str, Any]:

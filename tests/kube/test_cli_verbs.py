@@ -118,10 +118,11 @@ async def test_get_queues_shows_weight_capability_deserved_allocated_as_cards_an
     got = await tessera(volcano, "get", "queues")
     assert got.code == 0, got.err
     header, *lines = got.out.splitlines()
-    assert header.split() == ["NAME", "STATE", "WEIGHT", "PARENT", "CAPABILITY", "DESERVED", "ALLOCATED", "WARNING"]
+    assert header.split() == ["NAME", "STATE", "WEIGHT", "PARENT", "INQUEUE", "PENDING", "RUNNING", "UNKNOWN",
+                              "COMPLETED", "CAPABILITY", "DESERVED", "ALLOCATED", "WARNING"]
     train = next(line for line in lines if line.startswith("train-queue"))
-    assert train.split()[:5] == ["train-queue", "Open", "2", "root",
-                                 "cpu=64,huawei.com/Ascend910=8,memory=256Gi"]  # fmt: skip
+    assert train.split()[:10] == ["train-queue", "Open", "2", "root", "0", "0", "1", "0", "0",
+                                  "cpu=64,huawei.com/Ascend910=8,memory=256Gi"]  # the Queue's status counts  # fmt: skip
     assert "cpu=2,huawei.com/Ascend910=2.9,memory=16Gi" in train  # 2938m cards: 2.9 cards
     typo = next(line for line in lines if line.startswith("typo"))
     assert "capability names huawei.com/Ascend910B2-npu, which no node reports" in typo

@@ -162,6 +162,7 @@ async def test_article_job_lifecycle_on_the_cluster(cluster: Cluster, tmp_path: 
             await wait_until(lambda: gang_runs(1), 90, "both pods recreated with retry count 1, Job Running")
             job_status = (await _job(cluster))["status"]
             assert job_status["retryCount"] == 1 and job_status["running"] == 2
+            assert job_status["version"] == 1 and job_status["conditions"][-1]["status"] == "Running"
             ws = await _workers(cluster)
             assert all(ws[n]["metadata"]["uid"] != before[n] for n in WORKERS)
 

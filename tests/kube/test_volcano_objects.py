@@ -28,7 +28,7 @@ def test_podgroup_of_a_job() -> None:
     assert pg["metadata"]["ownerReferences"] == [{"apiVersion": volcano.BATCH, "kind": "Job", "name": "train",
                                                   "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
     assert pg["spec"] == {"minMember": 2, "minTaskMember": {"worker": 2}, "queue": "q",
-                          "minResources": {"cpu": "2500m", "huawei.com/Ascend910": "2", "memory": "2048Mi"}}  # fmt: skip
+                          "minResources": {"cpu": "2500m", "huawei.com/Ascend910": "2", "memory": "2Gi"}}  # fmt: skip
 
 
 def test_pod_of_a_job_belongs_to_the_job() -> None:
@@ -170,3 +170,38 @@ def test_a_pod_of_a_job_carries_the_jobs_priority_class_unless_its_template_name
     own = {**JOB, "spec": {"tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {
         "priorityClassName": "low", "containers": [{"name": "c", "image": "x"}]}}}]}}  # fmt: skip
     assert volcano.pod_for(own, spec, "worker", 0, retries=0)["spec"]["priorityClassName"] == "low"
+
+
+def test_a_jobs_status_keeps_volcanos_history_version_and_running_duration() -> None:
+    """Volcano's job controller appends a condition (the phase, and when) at each phase change,
+    bumps `version` at each kill of the pods (a restart, the end) and writes `runningDuration`
+    (creation to the kill) when it kills; `unknown` and every pending kind of pod are counted.
+    The status showed none of these."""
+    created = "2026-12-01T00:00:00Z"
+    w = SPEC.tasks[0]
+    waiting = [st.TaskSnap(f"train-worker-{i}", "worker", i, w, status=s)
+               for i, s in enumerate((st.ALLOCATED, st.BINDING))]  # fmt: skip
+    running = [replace(t, status=st.RUNNING) for t in waiting]
+
+    def write(current: dict | None, phase: str, tasks: list, retries: int, now: str) -> dict:
+        desired = volcano.job_status(SPEC, phase, tasks, retries, phase == "Restarting", ran=phase != "Pending")
+        if current is not None and not volcano.status_differs(current, desired):
+            return current
+        return {**(current or {}), **volcano.stamp(desired, current, now, created)}
+
+    pending = write(None, "Pending", waiting, 0, "2026-12-01T00:00:05Z")
+    assert (pending["pending"], pending["unknown"], pending["version"]) == (2, 0, 0)
+    assert pending["taskStatusCount"] == {"worker": {"phase": {"Pending": 2}}}
+    run = write(pending, "Running", running, 0, "2026-12-01T00:01:00Z")
+    assert write(run, "Running", running, 0, "2026-12-01T00:02:00Z") is run  # nothing changed: not written
+    restarted = write(run, "Restarting", [], 1, "2026-12-01T00:03:00Z")
+    assert restarted["version"] == 1 and "runningDuration" not in restarted
+    again = write(restarted, "Running", running, 1, "2026-12-01T00:04:00Z")
+    ended = write(again, "Aborted", [], 1, "2026-12-01T01:02:03Z")
+    assert [(c["status"], c["lastTransitionTime"]) for c in ended["conditions"]] == [
+        ("Pending", "2026-12-01T00:00:05Z"), ("Running", "2026-12-01T00:01:00Z"),
+        ("Restarting", "2026-12-01T00:03:00Z"), ("Running", "2026-12-01T00:04:00Z"),
+        ("Aborted", "2026-12-01T01:02:03Z")]  # fmt: skip
+    assert ended["version"] == 2 and ended["runningDuration"] == "1h2m3s"
+    later = volcano.stamp(volcano.job_status(SPEC, "Aborted", [], 1, False), ended, "2026-12-02T00:00:00Z", created)
+    assert later["runningDuration"] == "1h2m3s" and later["conditions"] == ended["conditions"]  # kept, not grown

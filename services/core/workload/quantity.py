@@ -105,9 +105,15 @@ def capacity_units(name: str, raw: object) -> int:
 
 def from_units(name: str, units: int) -> str:
     """The inverse of `to_units`, exactly: a quantity string that parses back to `units`
-    (for writing a stored spec back as a manifest, e.g. `tessera queue update`)."""
+    (for writing a stored spec back as a manifest, e.g. `tessera queue update`, `get -o yaml`),
+    in the form a person wrote it: whole cards and cores plain (`4`, not `4000m`), memory in
+    the largest binary unit that holds it exactly (`256Gi`)."""
     if name in ("memory", "ephemeral-storage"):
+        for suffix, size in (("Ti", 1 << 20), ("Gi", 1 << 10)):
+            if units and units % size == 0:
+                return f"{units // size}{suffix}"
         return f"{units}Mi"
     if name == "pods":
         return str(units)
-    return f"{units}m"  # cpu and every scalar (device) resource are held in milli-units
+    # cpu and every scalar (device) resource are held in milli-units
+    return str(units // 1000) if units % 1000 == 0 else f"{units}m"
