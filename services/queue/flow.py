@@ -65,9 +65,14 @@ class Flow:
     retries: dict[str, int] = field(default_factory=dict)
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
-    restarting: set[str] = field(default_factory=set)  # until its stopped pods are back to Pending
-    #: job → the pods a restart is stopping (evicted for it, not back to Pending yet)
+    #: jobs in a restart round: from `Restarting` until every pod the round stopped is back
+    #: to Pending (`stopping`) and placed again (`rerun`) — a failure meanwhile is one more pod
+    #: of the same round, restarted with it without a retry (`pod_failed`)
+    restarting: set[str] = field(default_factory=set)
+    #: job → the pods a restart or the job's end is stopping (evicted for it, not finished yet)
     stopping: dict[str, set[str]] = field(default_factory=dict)
+    #: job → the pods a restart round sent back to Pending that are not placed again yet
+    rerun: dict[str, set[str]] = field(default_factory=dict)
     #: job → (Terminating | Completing, why) while its unfinished pods are being killed
     ending: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
@@ -88,6 +93,7 @@ class Flow:
             self.retries.pop(old, None)
             self.restarting.discard(old)
             self.stopping.pop(old, None)
+            self.rerun.pop(old, None)
             self.shown.pop(old, None)
             self.ending.pop(old, None)
 
@@ -102,15 +108,27 @@ class Flow:
                 pass
         match event:
             case EvictionRequested() if event.reason == "restarted" or job_key(event) in self.ending:
-                self.stopping.setdefault(f"{event.namespace}/{event.name}", set()).add(event.task)
-            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self._stop(f"{event.namespace}/{event.name}", event.task, event.reason == "restarted")
+            case TaskFinished() if event.reason in st.BACK_TO_PENDING:
+                key = f"{event.namespace}/{event.name}"
+                stopped = event.task in self.stopping.get(key, set())
+                self.stopping.get(key, set()).discard(event.task)
+                if event.reason == "restarted" or (stopped and key in self.restarting):
+                    self.rerun.setdefault(key, set()).add(event.task)  # back to Pending for the round
+            case TaskFinished() if event.exit_code == 0 and job_key(event) in self.ending:
+                # it succeeded on its own before its kill landed (the kill is asked for what
+                # the log showed running): it is stopped, and kept Succeeded — an eviction of
+                # a pod that has finished is answered by nobody, and the job waited for ever
                 self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
+            case PlacementCommitted() if (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
+                rerun.difference_update(p.task for p in event.placements)
             case _:
                 pass
         match event:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.stopping.pop(key, None)
+                self.rerun.pop(key, None)
                 self._forget_tasks(key)
                 self.finished.revived(key)
                 self.submitted.add(key)
@@ -126,6 +144,7 @@ class Flow:
                 self.suspended.pop(key, None)
                 self.shown.pop(key, None)
                 self.stopping.pop(key, None)
+                self.rerun.pop(key, None)
                 self.ending.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
@@ -148,6 +167,7 @@ class Flow:
             if event.phase in ENDING:
                 self.ending[key] = (event.phase, event.reason)
                 self.restarting.discard(key)  # what it was stopping for a restart, it now kills
+                self.rerun.pop(key, None)
             else:
                 self.ending.pop(key, None)
         if (moved := self.projection.apply(seq, event)) is not None:
@@ -156,11 +176,24 @@ class Flow:
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)
-        if key in self.restarting and not self.stopping.get(key):
-            # Restarting → Pending once every pod it stopped is back to Pending (some may be
-            # placed again before the last is): failures count again
+        if key in self.restarting and not self.stopping.get(key) and not self.rerun.get(key):
+            # the round is over once every pod it stopped is back to Pending and placed again
+            # (some may be placed before the last is stopped): failures count again. Over as
+            # soon as they were back to Pending, a failed pod's restart (back at once: nothing
+            # to stop) ended it in the same step, and a second pod failing at the same moment
+            # spent a second retry — RestartPod with two failing pods ran 3 times of maxRetry 5
             self.restarting.discard(key)
             self.stopping.pop(key, None)
+            self.rerun.pop(key, None)
+
+    def _stop(self, key: str, pod: str, restart: bool) -> None:
+        """`pod` is asked to stop: it is waited for while it holds its node, or, for a restart,
+        until it is back to Pending. A pod that finished already (its end read after the
+        eviction was asked, replaying the log) is not: it reports nothing more."""
+        tasks = self.projection.tasks.get(key, {})
+        t = tasks.get(pod)
+        if t is not None and (t.status in st.HOLDING or (restart and t.status != st.PENDING)):
+            self.stopping.setdefault(key, set()).add(pod)
 
 
 def job_key(event: Event) -> str | None:
@@ -178,6 +211,8 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     if key in flow.ending:
         return ending_events(flow, key)
     tasks = flow.projection.tasks.get(key, {})
+    if key in flow.restarting and (done := finished_meanwhile(flow, key)):
+        return done
     statuses = [t.status for t in tasks.values()]
     roles = [t.role for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
@@ -194,6 +229,19 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, lifecycle.end_reason(job.spec, statuses))
     return out
+
+
+def finished_meanwhile(flow: Flow, key: str) -> list[Event]:
+    """A restart's pods that finished on their own before their eviction landed (a pod
+    succeeding as another's failure restarts the job): Volcano's RestartJob kills Succeeded
+    pods too (PodRetainPhaseNone), so they go back to Pending with the rest. Left Succeeded,
+    nothing answered their eviction: the round never ended, and the failed pod ran again alone,
+    outside its gang, failing for ever without a retry counted."""
+    ns, name = key.split("/", 1)
+    tasks = flow.projection.tasks.get(key, {})
+    return [TaskFinished(namespace=ns, name=name, task=pod, node="", exit_code=0, reason="restarted")
+            for pod in sorted(flow.stopping.get(key, set()))
+            if pod in tasks and tasks[pod].status == st.SUCCEEDED]  # fmt: skip (a failed one: pod_failed's)
 
 
 SCALED_DOWN = "scaled down"
@@ -489,7 +537,7 @@ def delete_job_pod(flow: Flow, key: str, pod: str) -> list[Event]:
     task = flow.projection.tasks[key][pod]
     if task.status in LIVE_TASK:
         return [EvictionRequested(namespace=ns, name=name, task=pod, reason=st.POD_DELETED)]
-    if task.status == st.RELEASING or key in flow.restarting:
+    if task.status == st.RELEASING or pod in flow.stopping.get(key, set()):
         raise Refused(f"pod {ns}/{pod} is being stopped already (its Volcano Job {key} "
                       f"{'restarts' if key in flow.restarting else 'evicted it'})")  # fmt: skip
     if task.status in (st.SUCCEEDED, st.FAILED):
@@ -535,7 +583,7 @@ def job_action(flow: Flow, key: str, action: str) -> list[Event]:
         raise Refused(f"job {key} not found")
     if key in flow.ending:
         raise Refused(f"job {key} is {flow.ending[key][0]} already: {action} does not apply")
-    if key in flow.restarting:
+    if key in flow.restarting and flow.stopping.get(key):
         raise Refused(f"job {key} is Restarting already: {action} waits until its pods stopped")
     if action == "RestartJob":
         return restart_job(flow, key, list(flow.projection.tasks.get(key, {})), action, 0, "requested by user")
