@@ -22,6 +22,7 @@ again, and a pod it is killing that reports a failure is a kill, not a failure f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from contracts.base import Event
 from contracts.events import (
@@ -79,6 +80,9 @@ class Flow:
     shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
     task_seq: ByJob[tuple[str, str], int] = field(default_factory=lambda: ByJob(1))
+    #: queues closed because their parent closed (Volcano's `volcano.sh/closed-by-parent`):
+    #: the ones that open again with it
+    closed_by_parent: set[str] = field(default_factory=set)
     #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
     #: suspended job is not: it can be resumed)
     finished: FinishedOrder[str] = field(default_factory=FinishedOrder)
@@ -125,6 +129,10 @@ class Flow:
             case _:
                 pass
         match event:
+            case QueueStateChanged(state="Open") | QueueDeleted():
+                self.closed_by_parent.discard(event.queue)
+            case QueueStateChanged(reason=reason) if reason.startswith(lifecycle.CLOSED_WITH_PARENT):
+                self.closed_by_parent.add(event.queue)
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.stopping.pop(key, None)
@@ -419,17 +427,51 @@ def _decided(flow: Flow, key: str, decision: lifecycle.PolicyDecision, spec: Tas
 
 
 def queue_events(flow: Flow) -> list[Event]:
-    """Closing queues without live PodGroups become Closed."""
-    if not any(q.state == "Closing" for q in flow.projection.queues.values()):
+    """Closing queues without live PodGroups become Closed; the tree follows its closed or
+    reopened queues (`lifecycle.queue_tree`: a queue made under a closed parent closes too)."""
+    queues = flow.projection.queues
+    if all(q.state == "Open" for q in queues.values()):
         return []  # the common case, checked after every event: no walk over the jobs
-    live: dict[str, int] = {}
-    for job in flow.projection.jobs.values():
-        live[job.spec.queue] = live.get(job.spec.queue, 0) + 1
-    return [
+    if not any(q.state == "Closing" for q in queues.values()) and not any(map(partial(_off_tree, flow), queues)):
+        return []  # a closed queue stays so: no walk over the jobs after every event either
+    live = podgroups(flow)
+    out: list[Event] = tree_events(flow, {}, live)
+    return out + [
         QueueStateChanged(queue=name, state="Closed", reason="no PodGroups left")
         for name, q in sorted(flow.projection.queues.items())
         if lifecycle.sync_queue(q.state, live.get(name, 0)) != q.state
     ]
+
+
+def _off_tree(flow: Flow, name: str) -> bool:
+    """Whether a queue is not as its parent has it: Open under a closed parent, or closed with
+    its parent while the parent is Open."""
+    queues = flow.projection.queues
+    q = queues[name]
+    up = queues.get(lifecycle.parent_of(name, q.spec.parent))
+    if up is None:
+        return False
+    if q.state == "Open":
+        return up.state != "Open"
+    return name in flow.closed_by_parent and up.state == "Open"
+
+
+def podgroups(flow: Flow) -> dict[str, int]:
+    """Queue → its live jobs (PodGroups)."""
+    live: dict[str, int] = {}
+    for job in flow.projection.jobs.values():
+        live[job.spec.queue] = live.get(job.spec.queue, 0) + 1
+    return live
+
+
+def tree_events(flow: Flow, changed: dict[str, str], live: dict[str, int]) -> list[Event]:
+    """The queue tree's answer to `changed` (queue → the state a command gives it)."""
+    queues = flow.projection.queues
+    states = {name: q.state for name, q in queues.items()} | changed
+    parents = {name: q.spec.parent for name, q in queues.items()}
+    marked = flow.closed_by_parent - set(changed)  # a queue a user closes or opens is theirs
+    return [QueueStateChanged(queue=q, state=state, reason=why)
+            for q, state, why in lifecycle.queue_tree(states, parents, marked, live)]  # fmt: skip
 
 
 # --- commands (vcctl queue open/close; job suspend/resume/restart/terminate/complete/delete) ---
@@ -452,18 +494,30 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
         q = proj.queues.get(name)
         if q is None:
             raise Refused(f"queue {name!r} does not exist")
+        counts = podgroups(flow)
         if action == "open":
             if q.state == "Open":
                 raise Refused(f"queue {name} is already Open")
-            return [QueueStateChanged(queue=name, state="Open", reason="opened by user")]
+            parent = lifecycle.parent_of(name, q.spec.parent)
+            up = proj.queues.get(parent)
+            if parent != "root" and up is not None and up.state != "Open":
+                # Volcano's openHierarchicalQueue: a child opened under a closed parent took
+                # jobs the parent was closed to keep out
+                raise Refused(f"queue {name} can not be opened: its parent queue {parent} is {up.state}; "
+                              "open the parent queue first")  # fmt: skip
+            opened: list[Event] = [QueueStateChanged(queue=name, state="Open", reason="opened by user")]
+            return opened + tree_events(flow, {name: "Open"}, counts)
         if name == "root":
             raise Refused("the root queue cannot be closed")
-        live = sum(1 for j in proj.jobs.values() if j.spec.queue == name)
+        live = counts.get(name, 0)
         state = lifecycle.close_queue(q.state, live)
         if state == q.state:
             raise Refused(f"queue {name} is already {q.state}")
         why = f"closed by user; {live} PodGroup(s) still in it" if live else "closed by user"
-        return [QueueStateChanged(queue=name, state=state, reason=why)]
+        # its open descendants close with it, as Volcano's closeHierarchicalQueue closes every
+        # open child: left Open, they went on taking jobs under a closed parent
+        closed: list[Event] = [QueueStateChanged(queue=name, state=state, reason=why)]
+        return closed + tree_events(flow, {name: state}, counts)
     key = f"{namespace}/{name}"
     if action == "suspend":
         if key not in proj.jobs:
