@@ -141,8 +141,8 @@ class Flow:
                 self.finished.revived(key)
                 self.submitted.add(key)
                 self.restarting.discard(key)
-                self.suspended.pop(key, None)
-                self.retries.pop(key, None)
+                if self.suspended.pop(key, None) is None:  # a resumed job keeps its retries
+                    self.retries.pop(key, None)
                 self.shown.pop(key, None)
                 self.ending.pop(key, None)
             case JobDeleted():
@@ -172,6 +172,8 @@ class Flow:
         if isinstance(event, JobPhaseChanged):
             key = f"{event.namespace}/{event.name}"
             self.shown[key] = event.phase
+            if event.phase == "Failed":
+                self.suspended.pop(key, None)  # resumed at maxRetry: failed, nothing to resume
             if event.phase in ENDING:
                 self.ending[key] = (event.phase, event.reason)
                 self.restarting.discard(key)  # what it was stopping for a restart, it now kills
@@ -318,8 +320,25 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
     out: list[Event] = [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],
                                         reason=f"{reason}; no unfinished pod left")]  # fmt: skip
     if phase == "Aborting" and RESUME_ASKED in reason:  # resumed while it was being suspended
-        out.append(JobSubmitted(spec=job.spec))
+        out += resumed(flow, key, job.spec)
     return out
+
+
+RESUME = "ResumeJob"
+
+
+def resumed(flow: Flow, key: str, spec: JobSpec) -> list[Event]:
+    """A suspended job resumed: Volcano's aborted and aborting states answer ResumeJob as a
+    restart — Restarting with the retry count one up, Failed once that reaches maxRetry
+    (`state/restarting.go`). Submitted again with its count forgotten, a job suspended and
+    resumed over and over ran for ever on `maxRetry` restarts."""
+    ns, name = key.split("/", 1)
+    retry = flow.retries.get(key, 0)
+    count = f"retry {retry + 1}/{spec.max_retry}"
+    if lifecycle.restart_phase(spec, retry) == "Failed":
+        return [JobPhaseChanged(namespace=ns, name=name, phase="Failed", reason=f"{RESUME}: {count}, maxRetry reached")]
+    return [JobSubmitted(spec=spec), JobPhaseChanged(namespace=ns, name=name, phase="Restarting",
+                                                     reason=f"{RESUME}: {count}")]  # fmt: skip
 
 
 def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code: int, why: str) -> list[Event]:
@@ -541,7 +560,7 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
         spec = flow.suspended.get(key)
         if spec is None:
             raise Refused(f"job {key} is not suspended")
-        return [JobSubmitted(spec=spec)]
+        return resumed(flow, key, spec)
     if action == "delete":
         # a pod's name is a job's only for a plain pod: `delete pod` of a name that is a Volcano
         # Job's deleted the whole Job (a mistyped or tab-completed pod name ended a training)

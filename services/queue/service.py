@@ -198,6 +198,10 @@ class QueueService:
         if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
             phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
             return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
+        if action == "resume" and (moved := [e for e in events if isinstance(e, JobPhaseChanged)]):
+            # a resume spends a retry (Volcano's ResumeJob), and fails the job at maxRetry
+            word = "resumed" if moved[-1].phase != "Failed" else "Failed"
+            return CommandReply(ok=True, message=f"{what} {word} ({moved[-1].reason})")
         # the child queues that closed or opened with it (Volcano's hierarchical queues)
         tree = [f"{e.queue} ({e.state})" for e in events if isinstance(e, QueueStateChanged) and e.queue != name]
         also = f"; with it its child queues {', '.join(tree)}" if tree and queue else ""

@@ -144,3 +144,36 @@ async def test_restart_pod_counts_one_retry_for_pods_failing_together(event_log:
     assert [r for p, r in got if p == "Restarting"] == [f"RestartPod: retry {i}/5" for i in range(1, 5)]
     assert [p for p, _ in got][-2:] == ["Failing", "Failed"]
     assert svc.flow.retries["ns/p"] == 5
+
+
+async def test_a_resume_is_a_retry_and_fails_the_job_at_max_retry(event_log: EventLog) -> None:
+    """Volcano's aborted state answers ResumeJob as a restart (retryCount+1, Restarting; Failed
+    once the count reaches maxRetry). Before, a resume submitted the job again with its retry
+    count reset to 0: suspend/resume wiped the restarts a job had spent."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    job = replace(two_tasks("s", (("PodFailed", "RestartJob"),), max_retry=3))
+    await put(event_log, s.job("ns", "s"), JobSubmitted(spec=job))
+    await run_tasks(event_log, "s", pods("s"))
+    await finish(event_log, "s", "s-a-0", 1)  # a restart: retry 1/3
+    await drain(svc)
+    for pod in pods("s")[1:]:
+        await put(event_log, s.job("ns", "s"), TaskFinished(namespace="ns", name="s", task=pod, node="n1",
+                                                            exit_code=137, reason="evicted"))  # fmt: skip
+    await run_tasks(event_log, "s", pods("s"))
+    await drain(svc)
+    assert svc.flow.retries["ns/s"] == 1
+    for want in ("job ns/s resumed (ResumeJob: retry 2/3)", "job ns/s Failed (ResumeJob: retry 3/3, maxRetry reached)"):
+        assert (await svc.command("suspend", "ns", "s")).ok
+        for pod in pods("s"):
+            await put(event_log, s.job("ns", "s"), TaskFinished(namespace="ns", name="s", task=pod, node="n1",
+                                                                exit_code=137, reason="evicted"))  # fmt: skip
+        await drain(svc)
+        assert (await svc.command("resume", "ns", "s")).message == want
+        await run_tasks(event_log, "s", pods("s"))
+        await drain(svc)
+    assert svc.flow.retries["ns/s"] == 3
+    assert not (await svc.command("resume", "ns", "s")).ok  # failed: nothing to resume
+    restarted = await started(event_log)  # the log alone gives the same count
+    assert restarted.flow.retries["ns/s"] == 3
+    assert phases(await job_events(event_log, "s"))[-1] == ("Failed", "ResumeJob: retry 3/3, maxRetry reached")

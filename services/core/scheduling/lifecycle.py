@@ -164,10 +164,12 @@ def counts_a_retry(phase: str, reason: str, before: str = "") -> bool:
     """Whether a job's move to `phase` (from `before`) is one more of Volcano's
     `status.retryCount`: a restart, or the restart that failed the job — Volcano counts it
     before its Restarting state finds maxRetry reached, so a job failed by `maxRetry: 3` shows
-    3, not the 2 restarts it ran. The `Failed` that ends a `Failing` is the same restart."""
+    3, not the 2 restarts it ran. The `Failed` that ends a `Failing` is the same restart; a
+    resume is a restart too (Volcano's ResumeJob: retryCount+1)."""
     if phase == "Restarting":
         return True
-    return phase in ("Failing", "Failed") and before != "Failing" and reason.split(" ", 1)[0] in RESTARTS
+    cause = reason.split(" ", 1)[0].rstrip(":")
+    return phase in ("Failing", "Failed") and before != "Failing" and (cause in RESTARTS or cause == "ResumeJob")
 
 
 def on_pod_failed(
