@@ -119,10 +119,12 @@ class Flow:
                 self.stopping.get(key, set()).discard(event.task)
                 if event.reason == "restarted" or (stopped and key in self.restarting):
                     self.rerun.setdefault(key, set()).add(event.task)  # back to Pending for the round
-            case TaskFinished() if event.exit_code == 0 and job_key(event) in self.ending:
-                # it succeeded on its own before its kill landed (the kill is asked for what
-                # the log showed running): it is stopped, and kept Succeeded — an eviction of
-                # a pod that has finished is answered by nobody, and the job waited for ever
+            case TaskFinished() if event.reason != st.POD_DELETED and job_key(event) in self.ending:
+                # it ended on its own before its kill landed (the kill is asked for what the log
+                # showed running): it is stopped, and kept Succeeded or Failed, as Volcano's
+                # kill keeps finished pods (PodRetainPhaseSoft) — an eviction of a pod that has
+                # finished is answered by nobody, and the job waited for ever. (A kill reports
+                # `pod deleted` on a cluster: `pod_failed` says it is one.)
                 self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
             case PlacementCommitted() if (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
                 rerun.difference_update(p.task for p in event.placements)
@@ -382,7 +384,8 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
         return []
     if key in flow.ending:
         # a pod the job's end is killing reports its kill (a deleted pod exits -1): stopped,
-        # not failed; one that failed on its own meanwhile is a finished pod, kept as it is
+        # not failed; one that failed on its own meanwhile (no kill's reason: `Flow.apply`
+        # counted it stopped) is a finished pod, kept as it is
         if event.task not in flow.stopping.get(key, set()):
             return []
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",

@@ -177,3 +177,17 @@ async def test_a_resume_is_a_retry_and_fails_the_job_at_max_retry(event_log: Eve
     restarted = await started(event_log)  # the log alone gives the same count
     assert restarted.flow.retries["ns/s"] == 3
     assert phases(await job_events(event_log, "s"))[-1] == ("Failed", "ResumeJob: retry 3/3, maxRetry reached")
+
+
+async def test_a_pod_failing_on_its_own_as_the_job_fails_stays_failed(event_log: EventLog) -> None:
+    """maxRetry reached while the other pods fail too, at the same moment: Volcano's kill keeps
+    a Failed pod as it is. Before, the late eviction made it a kill (`TaskFinished evicted`):
+    `get pods` showed a pod that had failed with exit 1 as Evicted for the job's end."""
+    svc = await started(event_log)
+    await put(event_log, event_log.subjects.job("ns", "e"),
+              JobSubmitted(spec=two_tasks("e", (("PodFailed", "RestartJob"),), max_retry=1)))  # fmt: skip
+    await run_and_end_together(event_log, "e", first=1, others=1)
+    await drain(svc)
+    events = await job_events(event_log, "e")
+    assert [p for p, _ in phases(events)] == ["Running", "Failing", "Failed"]
+    assert not [e for e in events if isinstance(e, TaskFinished) and e.reason]  # no kill said
