@@ -22,6 +22,7 @@ again, and a pod it is killing that reports a failure is a kill, not a failure f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from contracts.base import Event
 from contracts.events import (
@@ -65,15 +66,23 @@ class Flow:
     retries: dict[str, int] = field(default_factory=dict)
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
-    restarting: set[str] = field(default_factory=set)  # until its stopped pods are back to Pending
-    #: job → the pods a restart is stopping (evicted for it, not back to Pending yet)
+    #: jobs in a restart round: from `Restarting` until every pod the round stopped is back
+    #: to Pending (`stopping`) and placed again (`rerun`) — a failure meanwhile is one more pod
+    #: of the same round, restarted with it without a retry (`pod_failed`)
+    restarting: set[str] = field(default_factory=set)
+    #: job → the pods a restart or the job's end is stopping (evicted for it, not finished yet)
     stopping: dict[str, set[str]] = field(default_factory=dict)
+    #: job → the pods a restart round sent back to Pending that are not placed again yet
+    rerun: dict[str, set[str]] = field(default_factory=dict)
     #: job → (Terminating | Completing, why) while its unfinished pods are being killed
     ending: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
     shown: dict[str, str] = field(default_factory=dict)
     #: (job key, pod) -> sequence of the last event about the pod (commit, start, finish)
     task_seq: ByJob[tuple[str, str], int] = field(default_factory=lambda: ByJob(1))
+    #: queues closed because their parent closed (Volcano's `volcano.sh/closed-by-parent`):
+    #: the ones that open again with it
+    closed_by_parent: set[str] = field(default_factory=set)
     #: ended jobs, oldest first; beyond `keep` their retries, pods and name are forgotten (a
     #: suspended job is not: it can be resumed)
     finished: FinishedOrder[str] = field(default_factory=FinishedOrder)
@@ -88,6 +97,7 @@ class Flow:
             self.retries.pop(old, None)
             self.restarting.discard(old)
             self.stopping.pop(old, None)
+            self.rerun.pop(old, None)
             self.shown.pop(old, None)
             self.ending.pop(old, None)
 
@@ -102,21 +112,39 @@ class Flow:
                 pass
         match event:
             case EvictionRequested() if event.reason == "restarted" or job_key(event) in self.ending:
-                self.stopping.setdefault(f"{event.namespace}/{event.name}", set()).add(event.task)
-            case TaskFinished() if event.reason in ("evicted", "restarted"):
+                self._stop(f"{event.namespace}/{event.name}", event.task, event.reason == "restarted")
+            case TaskFinished() if event.reason in st.BACK_TO_PENDING:
+                key = f"{event.namespace}/{event.name}"
+                stopped = event.task in self.stopping.get(key, set())
+                self.stopping.get(key, set()).discard(event.task)
+                if event.reason == "restarted" or (stopped and key in self.restarting):
+                    self.rerun.setdefault(key, set()).add(event.task)  # back to Pending for the round
+            case TaskFinished() if event.reason != st.POD_DELETED and job_key(event) in self.ending:
+                # it ended on its own before its kill landed (the kill is asked for what the log
+                # showed running): it is stopped, and kept Succeeded or Failed, as Volcano's
+                # kill keeps finished pods (PodRetainPhaseSoft) — an eviction of a pod that has
+                # finished is answered by nobody, and the job waited for ever. (A kill reports
+                # `pod deleted` on a cluster: `pod_failed` says it is one.)
                 self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
+            case PlacementCommitted() if (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
+                rerun.difference_update(p.task for p in event.placements)
             case _:
                 pass
         match event:
+            case QueueStateChanged(state="Open") | QueueDeleted():
+                self.closed_by_parent.discard(event.queue)
+            case QueueStateChanged(reason=reason) if reason.startswith(lifecycle.CLOSED_WITH_PARENT):
+                self.closed_by_parent.add(event.queue)
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.stopping.pop(key, None)
+                self.rerun.pop(key, None)
                 self._forget_tasks(key)
                 self.finished.revived(key)
                 self.submitted.add(key)
                 self.restarting.discard(key)
-                self.suspended.pop(key, None)
-                self.retries.pop(key, None)
+                if self.suspended.pop(key, None) is None:  # a resumed job keeps its retries
+                    self.retries.pop(key, None)
                 self.shown.pop(key, None)
                 self.ending.pop(key, None)
             case JobDeleted():
@@ -126,6 +154,7 @@ class Flow:
                 self.suspended.pop(key, None)
                 self.shown.pop(key, None)
                 self.stopping.pop(key, None)
+                self.rerun.pop(key, None)
                 self.ending.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
@@ -145,9 +174,12 @@ class Flow:
         if isinstance(event, JobPhaseChanged):
             key = f"{event.namespace}/{event.name}"
             self.shown[key] = event.phase
+            if event.phase == "Failed":
+                self.suspended.pop(key, None)  # resumed at maxRetry: failed, nothing to resume
             if event.phase in ENDING:
                 self.ending[key] = (event.phase, event.reason)
                 self.restarting.discard(key)  # what it was stopping for a restart, it now kills
+                self.rerun.pop(key, None)
             else:
                 self.ending.pop(key, None)
         if (moved := self.projection.apply(seq, event)) is not None:
@@ -156,11 +188,24 @@ class Flow:
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)
-        if key in self.restarting and not self.stopping.get(key):
-            # Restarting → Pending once every pod it stopped is back to Pending (some may be
-            # placed again before the last is): failures count again
+        if key in self.restarting and not self.stopping.get(key) and not self.rerun.get(key):
+            # the round is over once every pod it stopped is back to Pending and placed again
+            # (some may be placed before the last is stopped): failures count again. Over as
+            # soon as they were back to Pending, a failed pod's restart (back at once: nothing
+            # to stop) ended it in the same step, and a second pod failing at the same moment
+            # spent a second retry — RestartPod with two failing pods ran 3 times of maxRetry 5
             self.restarting.discard(key)
             self.stopping.pop(key, None)
+            self.rerun.pop(key, None)
+
+    def _stop(self, key: str, pod: str, restart: bool) -> None:
+        """`pod` is asked to stop: it is waited for while it holds its node, or, for a restart,
+        until it is back to Pending. A pod that finished already (its end read after the
+        eviction was asked, replaying the log) is not: it reports nothing more."""
+        tasks = self.projection.tasks.get(key, {})
+        t = tasks.get(pod)
+        if t is not None and (t.status in st.HOLDING or (restart and t.status != st.PENDING)):
+            self.stopping.setdefault(key, set()).add(pod)
 
 
 def job_key(event: Event) -> str | None:
@@ -178,6 +223,8 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     if key in flow.ending:
         return ending_events(flow, key)
     tasks = flow.projection.tasks.get(key, {})
+    if key in flow.restarting and (done := finished_meanwhile(flow, key)):
+        return done
     statuses = [t.status for t in tasks.values()]
     roles = [t.role for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
@@ -194,6 +241,19 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     if terminal in ("Completed", "Failed"):
         out += terminate(flow, key, terminal, lifecycle.end_reason(job.spec, statuses))
     return out
+
+
+def finished_meanwhile(flow: Flow, key: str) -> list[Event]:
+    """A restart's pods that finished on their own before their eviction landed (a pod
+    succeeding as another's failure restarts the job): Volcano's RestartJob kills Succeeded
+    pods too (PodRetainPhaseNone), so they go back to Pending with the rest. Left Succeeded,
+    nothing answered their eviction: the round never ended, and the failed pod ran again alone,
+    outside its gang, failing for ever without a retry counted."""
+    ns, name = key.split("/", 1)
+    tasks = flow.projection.tasks.get(key, {})
+    return [TaskFinished(namespace=ns, name=name, task=pod, node="", exit_code=0, reason="restarted")
+            for pod in sorted(flow.stopping.get(key, set()))
+            if pod in tasks and tasks[pod].status == st.SUCCEEDED]  # fmt: skip (a failed one: pod_failed's)
 
 
 SCALED_DOWN = "scaled down"
@@ -262,8 +322,25 @@ def ending_events(flow: Flow, key: str) -> list[Event]:
     out: list[Event] = [JobPhaseChanged(namespace=ns, name=name, phase=ENDING[phase],
                                         reason=f"{reason}; no unfinished pod left")]  # fmt: skip
     if phase == "Aborting" and RESUME_ASKED in reason:  # resumed while it was being suspended
-        out.append(JobSubmitted(spec=job.spec))
+        out += resumed(flow, key, job.spec)
     return out
+
+
+RESUME = "ResumeJob"
+
+
+def resumed(flow: Flow, key: str, spec: JobSpec) -> list[Event]:
+    """A suspended job resumed: Volcano's aborted and aborting states answer ResumeJob as a
+    restart — Restarting with the retry count one up, Failed once that reaches maxRetry
+    (`state/restarting.go`). Submitted again with its count forgotten, a job suspended and
+    resumed over and over ran for ever on `maxRetry` restarts."""
+    ns, name = key.split("/", 1)
+    retry = flow.retries.get(key, 0)
+    count = f"retry {retry + 1}/{spec.max_retry}"
+    if lifecycle.restart_phase(spec, retry) == "Failed":
+        return [JobPhaseChanged(namespace=ns, name=name, phase="Failed", reason=f"{RESUME}: {count}, maxRetry reached")]
+    return [JobSubmitted(spec=spec), JobPhaseChanged(namespace=ns, name=name, phase="Restarting",
+                                                     reason=f"{RESUME}: {count}")]  # fmt: skip
 
 
 def restart_job(flow: Flow, key: str, targets: list[str], action: str, exit_code: int, why: str) -> list[Event]:
@@ -307,7 +384,8 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
         return []
     if key in flow.ending:
         # a pod the job's end is killing reports its kill (a deleted pod exits -1): stopped,
-        # not failed; one that failed on its own meanwhile is a finished pod, kept as it is
+        # not failed; one that failed on its own meanwhile (no kill's reason: `Flow.apply`
+        # counted it stopped) is a finished pod, kept as it is
         if event.task not in flow.stopping.get(key, set()):
             return []
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
@@ -371,17 +449,51 @@ def _decided(flow: Flow, key: str, decision: lifecycle.PolicyDecision, spec: Tas
 
 
 def queue_events(flow: Flow) -> list[Event]:
-    """Closing queues without live PodGroups become Closed."""
-    if not any(q.state == "Closing" for q in flow.projection.queues.values()):
+    """Closing queues without live PodGroups become Closed; the tree follows its closed or
+    reopened queues (`lifecycle.queue_tree`: a queue made under a closed parent closes too)."""
+    queues = flow.projection.queues
+    if all(q.state == "Open" for q in queues.values()):
         return []  # the common case, checked after every event: no walk over the jobs
-    live: dict[str, int] = {}
-    for job in flow.projection.jobs.values():
-        live[job.spec.queue] = live.get(job.spec.queue, 0) + 1
-    return [
+    if not any(q.state == "Closing" for q in queues.values()) and not any(map(partial(_off_tree, flow), queues)):
+        return []  # a closed queue stays so: no walk over the jobs after every event either
+    live = podgroups(flow)
+    out: list[Event] = tree_events(flow, {}, live)
+    return out + [
         QueueStateChanged(queue=name, state="Closed", reason="no PodGroups left")
         for name, q in sorted(flow.projection.queues.items())
         if lifecycle.sync_queue(q.state, live.get(name, 0)) != q.state
     ]
+
+
+def _off_tree(flow: Flow, name: str) -> bool:
+    """Whether a queue is not as its parent has it: Open under a closed parent, or closed with
+    its parent while the parent is Open."""
+    queues = flow.projection.queues
+    q = queues[name]
+    up = queues.get(lifecycle.parent_of(name, q.spec.parent))
+    if up is None:
+        return False
+    if q.state == "Open":
+        return up.state != "Open"
+    return name in flow.closed_by_parent and up.state == "Open"
+
+
+def podgroups(flow: Flow) -> dict[str, int]:
+    """Queue → its live jobs (PodGroups)."""
+    live: dict[str, int] = {}
+    for job in flow.projection.jobs.values():
+        live[job.spec.queue] = live.get(job.spec.queue, 0) + 1
+    return live
+
+
+def tree_events(flow: Flow, changed: dict[str, str], live: dict[str, int]) -> list[Event]:
+    """The queue tree's answer to `changed` (queue → the state a command gives it)."""
+    queues = flow.projection.queues
+    states = {name: q.state for name, q in queues.items()} | changed
+    parents = {name: q.spec.parent for name, q in queues.items()}
+    marked = flow.closed_by_parent - set(changed)  # a queue a user closes or opens is theirs
+    return [QueueStateChanged(queue=q, state=state, reason=why)
+            for q, state, why in lifecycle.queue_tree(states, parents, marked, live)]  # fmt: skip
 
 
 # --- commands (vcctl queue open/close; job suspend/resume/restart/terminate/complete/delete) ---
@@ -404,18 +516,30 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
         q = proj.queues.get(name)
         if q is None:
             raise Refused(f"queue {name!r} does not exist")
+        counts = podgroups(flow)
         if action == "open":
             if q.state == "Open":
                 raise Refused(f"queue {name} is already Open")
-            return [QueueStateChanged(queue=name, state="Open", reason="opened by user")]
+            parent = lifecycle.parent_of(name, q.spec.parent)
+            up = proj.queues.get(parent)
+            if parent != "root" and up is not None and up.state != "Open":
+                # Volcano's openHierarchicalQueue: a child opened under a closed parent took
+                # jobs the parent was closed to keep out
+                raise Refused(f"queue {name} can not be opened: its parent queue {parent} is {up.state}; "
+                              "open the parent queue first")  # fmt: skip
+            opened: list[Event] = [QueueStateChanged(queue=name, state="Open", reason="opened by user")]
+            return opened + tree_events(flow, {name: "Open"}, counts)
         if name == "root":
             raise Refused("the root queue cannot be closed")
-        live = sum(1 for j in proj.jobs.values() if j.spec.queue == name)
+        live = counts.get(name, 0)
         state = lifecycle.close_queue(q.state, live)
         if state == q.state:
             raise Refused(f"queue {name} is already {q.state}")
         why = f"closed by user; {live} PodGroup(s) still in it" if live else "closed by user"
-        return [QueueStateChanged(queue=name, state=state, reason=why)]
+        # its open descendants close with it, as Volcano's closeHierarchicalQueue closes every
+        # open child: left Open, they went on taking jobs under a closed parent
+        closed: list[Event] = [QueueStateChanged(queue=name, state=state, reason=why)]
+        return closed + tree_events(flow, {name: state}, counts)
     key = f"{namespace}/{name}"
     if action == "suspend":
         if key not in proj.jobs:
@@ -439,7 +563,7 @@ def command(flow: Flow, action: str, namespace: str, name: str, kind: str = "", 
         spec = flow.suspended.get(key)
         if spec is None:
             raise Refused(f"job {key} is not suspended")
-        return [JobSubmitted(spec=spec)]
+        return resumed(flow, key, spec)
     if action == "delete":
         # a pod's name is a job's only for a plain pod: `delete pod` of a name that is a Volcano
         # Job's deleted the whole Job (a mistyped or tab-completed pod name ended a training)
@@ -489,7 +613,7 @@ def delete_job_pod(flow: Flow, key: str, pod: str) -> list[Event]:
     task = flow.projection.tasks[key][pod]
     if task.status in LIVE_TASK:
         return [EvictionRequested(namespace=ns, name=name, task=pod, reason=st.POD_DELETED)]
-    if task.status == st.RELEASING or key in flow.restarting:
+    if task.status == st.RELEASING or pod in flow.stopping.get(key, set()):
         raise Refused(f"pod {ns}/{pod} is being stopped already (its Volcano Job {key} "
                       f"{'restarts' if key in flow.restarting else 'evicted it'})")  # fmt: skip
     if task.status in (st.SUCCEEDED, st.FAILED):
@@ -535,7 +659,7 @@ def job_action(flow: Flow, key: str, action: str) -> list[Event]:
         raise Refused(f"job {key} not found")
     if key in flow.ending:
         raise Refused(f"job {key} is {flow.ending[key][0]} already: {action} does not apply")
-    if key in flow.restarting:
+    if key in flow.restarting and flow.stopping.get(key):
         raise Refused(f"job {key} is Restarting already: {action} waits until its pods stopped")
     if action == "RestartJob":
         return restart_job(flow, key, list(flow.projection.tasks.get(key, {})), action, 0, "requested by user")

@@ -198,13 +198,21 @@ class QueueService:
         if action in fl.JOB_ACTIONS or action == fl.OBJECT_DELETED:  # where it went: Restarting, Failed at maxRetry, Terminating, …
             phase = next(e for e in reversed(events) if isinstance(e, JobPhaseChanged))
             return CommandReply(ok=True, message=f"{what} {phase.phase} ({phase.reason})")
-        closing = next((e for e in events if isinstance(e, QueueStateChanged) and e.state == "Closing"), None)
+        if action == "resume" and (moved := [e for e in events if isinstance(e, JobPhaseChanged)]):
+            # a resume spends a retry (Volcano's ResumeJob), and fails the job at maxRetry
+            word = "resumed" if moved[-1].phase != "Failed" else "Failed"
+            return CommandReply(ok=True, message=f"{what} {word} ({moved[-1].reason})")
+        # the child queues that closed or opened with it (Volcano's hierarchical queues)
+        tree = [f"{e.queue} ({e.state})" for e in events if isinstance(e, QueueStateChanged) and e.queue != name]
+        also = f"; with it its child queues {', '.join(tree)}" if tree and queue else ""
+        closing = next((e for e in events if isinstance(e, QueueStateChanged) and e.state == "Closing"
+                        and e.queue == name), None)  # fmt: skip
         if action == "close" and closing is not None:
             # Volcano's Closing: "closed" read as done while its jobs still run, and new ones refused
             live = sum(1 for j in self.flow.projection.jobs.values() if j.spec.queue == name)
             return CommandReply(ok=True, message=f"queue {name} closing ({live} job(s) still in it: "
-                                                 "Closed when they end; new jobs are refused now)")  # fmt: skip
+                                                 f"Closed when they end; new jobs are refused now){also}")  # fmt: skip
         done = {"open": "opened", "close": "closed", "suspend": "suspended",
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
-        return CommandReply(ok=True, message=f"{what} {done}")
+        return CommandReply(ok=True, message=f"{what} {done}{also}")
 

@@ -168,9 +168,10 @@ async def test_suspend_resume_delete(event_log: EventLog) -> None:
     assert (last.phase, last.reason) == ("Aborted", "suspended by user; no unfinished pod left")
     assert "ns/x" not in svc.flow.projection.jobs
     restarted = await started(event_log)  # the suspended spec is known from the log alone
-    assert (await restarted.command("resume", "ns", "x")).ok
-    resubmitted = (await job_events(event_log, "x"))[-1]
+    assert (await restarted.command("resume", "ns", "x")).message == "job ns/x resumed (ResumeJob: retry 1/3)"
+    resubmitted, restarting = (await job_events(event_log, "x"))[-2:]
     assert isinstance(resubmitted, JobSubmitted) and resubmitted.spec == spec("x", replicas=1)
+    assert (restarting.phase, restarting.reason) == ("Restarting", "ResumeJob: retry 1/3")
     assert (await restarted.command("delete", "ns", "x")).ok
     assert isinstance((await job_events(event_log, "x"))[-1], JobDeleted)
     assert not (await restarted.command("delete", "ns", "x")).ok
@@ -191,7 +192,10 @@ async def test_two_pods_lost_together_restart_the_job_once(event_log: EventLog) 
         "RestartJob: retry 1/3"]  # fmt: skip
     tasks = svc.flow.projection.tasks["ns/g"]
     assert {t.status for t in tasks.values()} == {"Pending"}
-    assert "ns/g" not in svc.flow.restarting  # all back to Pending: the restart is over
+    assert "ns/g" in svc.flow.restarting  # back to Pending, not placed again: the round goes on
+    await run_tasks(event_log, "g", ["g-w-0", "g-w-1"])
+    await drain(svc)
+    assert "ns/g" not in svc.flow.restarting  # placed again: the restart is over
 
 
 async def test_a_failure_delivered_again_after_the_restart_restarts_nothing() -> None:
@@ -383,9 +387,10 @@ async def test_a_job_resumed_while_it_is_being_suspended_runs_again_once_its_pod
                                                         exit_code=137, reason="evicted"))  # fmt: skip
     await drain(svc)
     events = await job_events(event_log, "y")
-    assert isinstance(events[-1], JobSubmitted) and events[-1].spec == spec("y", replicas=1)
-    assert (events[-2].phase, events[-2].reason) == (
+    assert isinstance(events[-2], JobSubmitted) and events[-2].spec == spec("y", replicas=1)
+    assert (events[-3].phase, events[-3].reason) == (
         "Aborted", "suspended by user; resumed by user; no unfinished pod left")  # fmt: skip
+    assert (events[-1].phase, events[-1].reason) == ("Restarting", "ResumeJob: retry 1/3")  # a resume is a retry
     assert svc.flow.projection.jobs["ns/y"].phase == "Pending"
 
 

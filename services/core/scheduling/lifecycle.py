@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
@@ -51,6 +51,44 @@ def close_queue(state: str, podgroups: int) -> str:
 
 def sync_queue(state: str, podgroups: int) -> str:
     return "Closed" if state == "Closing" and podgroups == 0 else state
+
+
+#: how a queue closed (or reopened) because of its parent says so: Volcano's queue controller
+#: marks such a child `volcano.sh/closed-by-parent` and reopens only those with the parent
+CLOSED_WITH_PARENT = "closed with its parent queue"
+OPENED_WITH_PARENT = "opened with its parent queue"
+
+
+def parent_of(queue: str, parent: str) -> str:
+    """A queue's parent in the tree: `root` when it names none (Volcano's controller sets it)."""
+    return "" if queue == "root" else (parent or "root")
+
+
+def queue_tree(states: Mapping[str, str], parents: Mapping[str, str], by_parent: Iterable[str],
+               podgroups: Mapping[str, int]) -> list[tuple[str, str, str]]:  # fmt: skip
+    """What the queue tree owes, as (queue, new state, why), parents before children (Volcano's
+    `syncHierarchicalQueue`, `closeHierarchicalQueue`, `openHierarchicalQueue`): an Open queue
+    whose parent is Closing or Closed closes too (Closing while it holds PodGroups), said to be
+    closed with its parent; one closed so whose parent is Open again opens. `states` is the
+    tree as it will be (a command's own change included); a queue a user closed stays so."""
+    now, marked, out = dict(states), set(by_parent), []
+    changed = True
+    while changed:
+        changed = False
+        for q in sorted(now):
+            parent = parent_of(q, parents.get(q, ""))
+            up = now.get(parent, "Open")
+            if now[q] == "Open" and up in ("Closing", "Closed"):
+                now[q] = close_queue("Open", podgroups.get(q, 0))
+                marked.add(q)
+                out.append((q, now[q], f"{CLOSED_WITH_PARENT} {parent}"))
+                changed = True
+            elif now[q] != "Open" and q in marked and up == "Open":
+                now[q] = "Open"
+                marked.discard(q)
+                out.append((q, "Open", f"{OPENED_WITH_PARENT} {parent}"))
+                changed = True
+    return out
 
 
 def pod_group_phase(min_member: int, statuses: Sequence[str], current: str) -> str:
@@ -126,10 +164,12 @@ def counts_a_retry(phase: str, reason: str, before: str = "") -> bool:
     """Whether a job's move to `phase` (from `before`) is one more of Volcano's
     `status.retryCount`: a restart, or the restart that failed the job — Volcano counts it
     before its Restarting state finds maxRetry reached, so a job failed by `maxRetry: 3` shows
-    3, not the 2 restarts it ran. The `Failed` that ends a `Failing` is the same restart."""
+    3, not the 2 restarts it ran. The `Failed` that ends a `Failing` is the same restart; a
+    resume is a restart too (Volcano's ResumeJob: retryCount+1)."""
     if phase == "Restarting":
         return True
-    return phase in ("Failing", "Failed") and before != "Failing" and reason.split(" ", 1)[0] in RESTARTS
+    cause = reason.split(" ", 1)[0].rstrip(":")
+    return phase in ("Failing", "Failed") and before != "Failing" and (cause in RESTARTS or cause == "ResumeJob")
 
 
 def on_pod_failed(

@@ -84,6 +84,9 @@ class Simulation:
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
         self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
         self.retries: dict[str, int] = {}
+        #: job → the pods its restart round sent back to Pending, not placed again yet: while
+        #: any is, a failure is one more pod of the round (the queue service's `Flow.rerun`)
+        self.rerun: dict[str, set[str]] = {}
         self.shown: dict[str, str] = {}  # job → the phase its last JobPhaseChanged showed
         self.job_done: set[str] = set()
         self.pg_phase: dict[str, str] = {}
@@ -120,6 +123,8 @@ class Simulation:
         """Fold one appended event, keeping the phase each job last showed (`shown`), whether a
         JobPhaseChanged said it or a proposal or commit implied it."""
         moved = self.view.apply(seq, event)
+        if isinstance(event, PlacementCommitted) and (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
+            rerun.difference_update(p.task for p in event.placements)
         if isinstance(event, JobPhaseChanged):
             self.shown[f"{event.namespace}/{event.name}"] = event.phase
         elif moved is not None:
@@ -359,7 +364,8 @@ class Simulation:
                 self.emit(
                     JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
                 )
-            elif lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses, job.spec.min_available):
+            elif not self.rerun.get(key) and lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses,
+                                                                            job.spec.min_available):  # fmt: skip
                 self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
                                           reason=lifecycle.RESTART_OVER))  # fmt: skip
             terminal = lifecycle.job_phase(job.spec, statuses, roles)
@@ -372,6 +378,7 @@ class Simulation:
             if t.status in (st.RUNNING, st.BOUND):
                 self._finish(job.spec.namespace, job.spec.name, pod, 137, "killed")
         self.job_done.add(key)
+        self.rerun.pop(key, None)
         self.emit(
             JobPhaseChanged(
                 namespace=job.spec.namespace, name=job.spec.name, phase=phase, reason=reason
@@ -385,6 +392,14 @@ class Simulation:
         spec = next((t for p, _, _, t in st.task_names(job.spec) if p == pod), None)
         code = spec.exit_code if spec else 0
         self._finish(job.spec.namespace, job.spec.name, pod, code, "")
+        if code != 0 and self.rerun.get(key):
+            # its job restarts (a pod failing at the same moment, the restarted ones not placed
+            # again yet): Volcano's Restarting state kills it and makes it again, no retry
+            # counted — RestartPod with two pods failing together spent two retries per run
+            self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=pod, node="",
+                                   exit_code=code, reason="restarted", at=self.now))  # fmt: skip
+            self.rerun[key].add(pod)
+            return
         retry = self.retries.get(key, 0)
         cause = "PodFailed" if code != 0 else "TaskCompleted"
         if code == 0 and not lifecycle.task_completed(job.spec, spec, self.projection.tasks[key].values()):
@@ -403,6 +418,9 @@ class Simulation:
                 elif t.status in (st.FAILED, st.SUCCEEDED):  # as the queue service: all run again
                     self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=p,
                                            node="", exit_code=code, reason="restarted", at=self.now))  # fmt: skip
+                else:
+                    continue
+                self.rerun.setdefault(key, set()).add(p)
             self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Restarting",
                                       reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
         elif decision.phase:
