@@ -18,7 +18,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from services.core.devices.policies import (
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
 from services.core.joblabels import TASK_INDEX, job_task_labels
-from services.core.scheduling.resources import pod_request, requested, sidecar
+from services.core.scheduling.resources import pod_request, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
@@ -53,7 +53,7 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import covered_inits, with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
-from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID
+from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID, Unset, min_resources
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
@@ -153,6 +153,9 @@ class Workload:
     hypernodes: tuple[HyperNodeChanged, ...] = ()
     #: the Namespaces among the documents (their labels), as the log holds them
     namespaces: tuple[NamespaceChanged, ...] = ()
+    #: Jobs → the minAvailable values their object leaves to the mutating webhook: an update
+    #: keeps the live job's (`jobupdate.judge_update`)
+    unset: Mapping[tuple[str, str], Unset] = field(default_factory=dict)
 
 
 def _no_devices(
@@ -181,18 +184,6 @@ def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
             continue
         ctx.warn(f"{path}.{key}", value if isinstance(value, str) else "", words)
 
-
-def min_resources(min_available: int, tasks: Iterable[TaskSpec]) -> dict[str, int]:
-    """Volcano's job controller: a Job's minResources are the requests of its first
-    minAvailable pods, tasks ordered by priority (calcPGMinResources)."""
-    out: dict[str, int] = {}
-    left = min_available
-    for task in sorted(tasks, key=lambda t: -t.priority):
-        n = min(left, task.replicas)
-        left -= n
-        for res, value in requested(task):
-            out[res] = out.get(res, 0) + value * n
-    return out
 
 class _Ctx:
     """Per-object accumulator: collects rejections so one object reports all its problems."""
@@ -385,6 +376,7 @@ class Admission:
         self.waiting: dict[tuple[str, str], tuple[str, ...]] = {}
         self.manifests: dict[tuple[str, str], str] = {}
         self.live_jobs: Container[tuple[str, str]] = ()  # `admit`'s
+        self.unset: dict[tuple[str, str], Unset] = {}
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -486,6 +478,7 @@ class Admission:
             quotas=tuple(quotas),
             hypernodes=tuple(hypernodes),
             namespaces=tuple(namespaces),
+            unset=dict(self.unset),
         )
 
     def _network_topology(self, ctx: _Ctx, spec: Mapping[str, Any]) -> NetworkTopology | None:
@@ -1055,6 +1048,7 @@ class Admission:
         seen: set[str] = set()
         total_replicas = 0
         total_min = 0
+        unset_tasks: set[str] = set()
         for i, t in enumerate(raw_tasks):
             path = f"spec.tasks[{i}]"
             tname = str(t.get("name") or f"default{i}")
@@ -1070,6 +1064,8 @@ class Admission:
                            "pods per job (Tessera's limit)")  # fmt: skip
                 ctx.check()  # before anything proportional to the replica count
             tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas)
+            if t.get("minAvailable") is None:  # the mutating webhook's (`mutateSpec`, nil only)
+                unset_tasks.add(tname)
             if tmin > replicas:
                 ctx.reject(
                     f"{path}.minAvailable", tmin, "'minAvailable' is greater than 'replicas'"
@@ -1105,7 +1101,9 @@ class Admission:
         # Volcano's mutating webhook takes 0 for unset (`patchDefaultMinAvailable`,
         # `patchDefaultMaxRetry`): kept as 0, `maxRetry: 0` failed a job at its first restart
         # and `minAvailable: 0` placed it with no gang
-        min_available = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), total_min) or total_min
+        given_min = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), 0)
+        min_available = given_min or total_min
+        self.unset[(namespace, name)] = Unset(job_min=given_min == 0, task_mins=frozenset(unset_tasks))
         if total_replicas < min_available:
             ctx.reject(
                 "spec.minAvailable",
