@@ -1111,6 +1111,9 @@ class Admission:
                 "job 'minAvailable' should not be greater than total replicas in tasks",
             )
         max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY) or DEFAULT_MAX_RETRY
+        ttl = spec.get("ttlSecondsAfterFinished")  # the garbage collector's delay (jobcontroller.py)
+        if ttl is not None and _int(ctx, "spec.ttlSecondsAfterFinished", ttl, 0, None) < 0:
+            ctx.reject("spec.ttlSecondsAfterFinished", ttl, "'ttlSecondsAfterFinished' cannot be less than zero.")
         min_success = spec.get("minSuccess")
         if (
             min_success is not None
