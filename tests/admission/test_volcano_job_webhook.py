@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.core.workload.admission import admit
+import pytest
+
+from services.core.workload.admission import PREEMPTABLE, admit
 
 
 def vcjob(spec: dict[str, Any], template: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -29,3 +31,54 @@ def test_a_negative_ttl_seconds_after_finished_is_refused() -> None:
         "spec.ttlSecondsAfterFinished: 'ttlSecondsAfterFinished' cannot be less than zero."]
     assert refusals(vcjob({"ttlSecondsAfterFinished": 0})) == []
     assert refusals(vcjob({"ttlSecondsAfterFinished": 30})) == []
+
+
+def plain_pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": labels or {}, "annotations": annotations or {}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "preemptable"), [
+    ("false", False), ("False", False), ("FALSE", False), ("f", False), ("F", False), ("0", False),
+    ("true", True), ("True", True), ("TRUE", True), ("t", True), ("T", True), ("1", True),
+])  # fmt: skip
+def test_preemptable_is_read_as_go_parses_a_bool(value: str, preemptable: bool) -> None:
+    """`GetPodPreemptable` reads the value with `strconv.ParseBool`: /tmp/rev-queues pp-0 ("0")
+    and pp-F ("F") were evicted by reclaim, only "false" (any case) kept a pod."""
+    for where in ("labels", "annotations"):
+        got = admit([plain_pod(**{where: {PREEMPTABLE: value}})])
+        assert got.jobs[0].tasks[0].preemptable is preemptable, (where, value)
+        assert not got.warnings
+    (job,) = admit([vcjob({}, {"labels": {PREEMPTABLE: value}})]).jobs
+    assert job.tasks[0].preemptable is preemptable
+
+
+def test_an_unparsable_preemptable_keeps_the_pod_and_says_so() -> None:
+    """An unparsable value (pp-no: "no") is not preemptable to Volcano, with a warning."""
+    got = admit([plain_pod(labels={PREEMPTABLE: "no"})])
+    assert got.jobs[0].tasks[0].preemptable is False
+    assert [(w.path, w.value) for w in got.warnings] == [(f"metadata.labels[{PREEMPTABLE}]", "no")]
+    assert "not preemptable" in got.warnings[0].rule
+    assert admit([plain_pod()]).jobs[0].tasks[0].preemptable is True  # none: preemptable
+
+
+def test_the_preemptable_annotation_comes_before_the_label() -> None:
+    """Volcano reads the annotation first, then the label; Tessera read the label first."""
+    both = plain_pod(labels={PREEMPTABLE: "true"}, annotations={PREEMPTABLE: "false"})
+    assert admit([both]).jobs[0].tasks[0].preemptable is False
+    both = plain_pod(labels={PREEMPTABLE: "false"}, annotations={PREEMPTABLE: "true"})
+    assert admit([both]).jobs[0].tasks[0].preemptable is True
+
+
+def test_a_live_job_read_preemptable_before_is_no_forbidden_edit_after_the_upgrade() -> None:
+    """A Job admitted when "0" read as preemptable, judged again (as every live Job is when the
+    edge restarts): the same object, taken with the new reading, not refused as a template edit."""
+    from msgspec.structs import replace
+
+    from services.core.workload.jobupdate import judge_update
+
+    (new,) = admit([vcjob({}, {"labels": {PREEMPTABLE: "0"}})]).jobs
+    old = replace(new, tasks=(replace(new.tasks[0], preemptable=True),))  # as the log recorded it
+    change = judge_update(old, new)
+    assert not change.refusals and change.spec is not None and change.spec.tasks[0].preemptable is False

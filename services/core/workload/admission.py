@@ -290,6 +290,29 @@ def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 
     return value
 
 
+#: Go's `strconv.ParseBool` spellings, which Volcano reads `volcano.sh/preemptable` with
+PARSE_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+PARSE_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _preemptable(ctx: _Ctx, path: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Volcano's `GetPodPreemptable`: the annotation, else the label, read by `strconv.ParseBool`;
+    a value it cannot parse is not preemptable (said as a warning, where Volcano logs it), none at
+    all is. Read as "anything but false", `"0"`, `"F"` or `"no"` let preempt and reclaim evict a
+    pod Volcano keeps."""
+    for where, values in (("annotations", annotations), ("labels", labels)):
+        value = values.get(PREEMPTABLE)
+        if value is None:
+            continue
+        if value in PARSE_TRUE or value in PARSE_FALSE:
+            return value in PARSE_TRUE
+        ctx.warn(f"{path}.metadata.{where}[{PREEMPTABLE}]", value, "not a boolean to Volcano "
+                 "(strconv.ParseBool: true/false, True/False, TRUE/FALSE, t/f, 1/0): the pod is "
+                 "not preemptable, as Volcano reads it")  # fmt: skip
+        return False
+    return True
+
+
 def _seconds(ctx: _Ctx, path: str, raw: str | None) -> float | None:
     if raw is None:
         return None
@@ -762,7 +785,7 @@ class Admission:
         spread, spread_problems = spread_constraints(spec, path, made_with, per_pod)
         for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
-        preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
+        preempt = _preemptable(ctx, path, labels, annotations)
         for where, values in (("labels", labels), ("annotations", annotations)):
             if (cooldown := values.get(COOLDOWN_TIME)) is not None and go_duration(cooldown) is None:
                 ctx.warn(f"{path}.metadata.{where}[{COOLDOWN_TIME}]", cooldown, "not a Go duration "

@@ -155,10 +155,11 @@ def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
         return new, tuple(refusals)
     for i, (ot, nt) in enumerate(zip(old.tasks, new.tasks, strict=True)):
         # a task's minAvailable is an edit the webhook allows as its replicas (`validateJobUpdate`
-        # sets both back before comparing); init_devices: derived from the template's init
-        # containers (admitted before it was kept, a live job judged again after an upgrade is
-        # the same object, not a forbidden edit)
-        skip: tuple[str, ...] = ("replicas", "min_available", "init_devices")
+        # sets both back before comparing); init_devices and preemptable: derived from the
+        # template (its init containers; its `volcano.sh/preemptable`, read as Go's ParseBool
+        # since), whose own fields are compared: a live job judged again after an upgrade is the
+        # same object, not a forbidden edit
+        skip: tuple[str, ...] = ("replicas", "min_available", "init_devices", "preemptable")
         if _follows_job_class(ot, old) and _follows_job_class(nt, new):
             skip = (*skip, *_CLASS_FIELDS)
         for f in _differing(ot, nt, skip):
