@@ -82,3 +82,44 @@ def test_a_live_job_read_preemptable_before_is_no_forbidden_edit_after_the_upgra
     old = replace(new, tasks=(replace(new.tasks[0], preemptable=True),))  # as the log recorded it
     change = judge_update(old, new)
     assert not change.refusals and change.spec is not None and change.spec.tasks[0].preemptable is False
+
+
+@pytest.mark.parametrize("event", ["OutOfSync", "CommandIssued", "PodRunning"])
+def test_the_controllers_own_events_are_refused(event: str) -> None:
+    """Volcano's `policyEventMap` keeps them from users; they were accepted with a warning."""
+    rule = ("spec.policies[0].event: Invalid value: \"%s\": invalid policy event; valid events are "
+            "[* PodFailed PodEvicted PodPending Unknown TaskCompleted TaskFailed JobUpdated]") % event
+    assert refusals(vcjob({"policies": [{"event": event, "action": "RestartJob"}]})) == [rule]
+    task_level = vcjob({})
+    task_level["spec"]["tasks"][0]["policies"] = [{"event": event, "action": "RestartJob"}]
+    assert [r.split(":")[0] for r in refusals(task_level)] == ["spec.tasks[0].policies[0].event"]
+
+
+@pytest.mark.parametrize("action", ["SyncJob", "RestartPartition", "CloseQueue", "EnqueueJob", "SyncQueue", "OpenQueue"])
+def test_actions_a_user_may_not_name_are_refused_on_an_event(action: str) -> None:
+    """Volcano's `policyActionMap`: accepted silently before, a policy that did nothing."""
+    rule = ("spec.policies[0].action: Invalid value: \"%s\": invalid policy action; valid actions are "
+            "[AbortJob RestartJob RestartTask RestartPod TerminateJob CompleteJob ResumeJob]") % action
+    assert refusals(vcjob({"policies": [{"event": "PodFailed", "action": action}]})) == [rule]
+
+
+def test_what_volcanos_webhook_accepts_is_accepted() -> None:
+    """An event named in `event` and `events` of one policy is one event (`getEventList`); a
+    PodPending policy without a timeout and an exit-code policy's unknown action pass the
+    webhook — said as warnings, since neither does anything; a task's maxRetry is accepted
+    and said not to be acted on."""
+    body = vcjob({"policies": [
+        {"event": "PodFailed", "events": ["PodFailed", "PodEvicted"], "action": "RestartJob"},
+        {"event": "PodPending", "action": "AbortJob"},
+        {"exitCode": 3, "action": "Bogus"}]})  # fmt: skip
+    body["spec"]["tasks"][0]["maxRetry"] = 5
+    got = admit([body])
+    assert not got.rejections, got.rejections
+    (job,) = got.jobs
+    assert job.policies == (("PodFailed", "RestartJob"), ("PodEvicted", "RestartJob"),
+                            ("PodPending", "AbortJob"), ("exitCode:3", "Bogus"))  # fmt: skip
+    warned = {w.path: w.rule for w in got.warnings}
+    assert set(warned) == {"spec.policies[1].timeout", "spec.policies[2].action", "spec.tasks[0].maxRetry"}
+    assert "never runs" in warned["spec.policies[1].timeout"]
+    assert "the job is synced" in warned["spec.policies[2].action"]
+    assert "container restarts" in warned["spec.tasks[0].maxRetry"]

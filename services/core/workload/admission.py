@@ -87,15 +87,21 @@ TASK_PRIORITY = "volcano.sh/task-priority"
 
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
-JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
-              "TaskCompleted", "OutOfSync", "CommandIssued", "JobUpdated", "TaskFailed")  # fmt: skip
+#: the events and actions a policy may name (Volcano's webhook `policyEventMap` /
+#: `policyActionMap`, those allowed external use): the controller's own events (OutOfSync,
+#: CommandIssued, PodRunning) and the bus's other actions (SyncJob, EnqueueJob, the queue
+#: commands; RestartPartition is not in the map) are refused
+JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted",
+              "TaskFailed", "JobUpdated")  # fmt: skip
 #: the events Tessera raises for lifecycle policies (the queue service's `pod_failed` and
 #: `task_completed`); a policy on another one is accepted, as Volcano's webhook accepts it,
 #: with a warning that it never runs
 RAISED_EVENTS = frozenset({"*", "PodFailed", "PodEvicted", "TaskCompleted"})
-JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
-               "TerminateJob", "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob", "SyncQueue",
-               "OpenQueue", "CloseQueue")  # fmt: skip
+JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
+               "CompleteJob", "ResumeJob")  # fmt: skip
+#: the webhook's "valid events are %v" / "valid actions are %v" (Go's slice print)
+VALID_EVENTS = f"valid events are [{' '.join(JOB_EVENTS)}]"
+VALID_ACTIONS = f"valid actions are [{' '.join(JOB_ACTIONS)}]"
 KINDS = {
     ("scheduling.volcano.sh/v1beta1", "Queue"): fields.QUEUE,
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): fields.PODGROUP,
@@ -172,6 +178,8 @@ NOT_ACTED_ON = {
                       "numaaware plugin): its pods are placed without it",
     "partitionPolicy": "Tessera does not place a task's pods in partitions: they are placed as one gang",
     "subGroupPolicy": "Tessera does not place a PodGroup's pods in sub-groups: they are placed as one gang",
+    "maxRetry": "Tessera does not count a pod's container restarts (Volcano raises TaskFailed when "
+                "they reach a task's maxRetry): the job's spec.maxRetry counts its restarts",
 }
 
 
@@ -1012,23 +1020,26 @@ class Admission:
         """A job's or a task's policies, checked across the list as Volcano's webhook checks
         them (`validatePolicies`): one event or exit code answered once, and `*` alone — a `*`
         beside others made the first-listed win, and since `*` answers TaskCompleted too, a
-        job aborted as soon as any of its tasks completed."""
+        job aborted as soon as any of its tasks completed. An event policy names an event and
+        an action the webhook lets a user name; an exit-code policy's action is not checked
+        there (its job controller syncs the job on an action it does not know), so it is
+        accepted with a warning."""
         out: list[tuple[str, str]] = []
         seen_events: set[str] = set()
         seen_codes: set[int] = set()
         for i, p in enumerate(raw or []):  # type: ignore[union-attr]
             pp = f"{path}[{i}]"
             action = str(p.get("action") or "")
-            if action not in JOB_ACTIONS:
-                ctx.reject(f"{pp}.action", action, "unknown action")
-            events = [str(e) for e in (p.get("events") or [])]
-            if p.get("event"):
-                events.append(str(p["event"]))
+            # `getEventList`: `events` then `event`, each once
+            events = list(dict.fromkeys([*(str(e) for e in (p.get("events") or [])),
+                                         *([str(p["event"])] if p.get("event") else [])]))  # fmt: skip
             exit_code = p.get("exitCode")
             if events and exit_code is not None:
                 ctx.reject(pp, None, "must not specify event and exitCode simultaneously")
             if not events and exit_code is None:
                 ctx.reject(pp, None, "either event or exitCode should be specified")
+            if events and action not in JOB_ACTIONS:
+                ctx.invalid(f"{pp}.action", action, f"invalid policy action; {VALID_ACTIONS}")
             if exit_code is not None:
                 code = _int(ctx, f"{pp}.exitCode", exit_code, 0, None)
                 if code == 0:
@@ -1036,16 +1047,22 @@ class Admission:
                 elif code in seen_codes:
                     ctx.reject(f"{pp}.exitCode", exit_code, f"duplicate exitCode {code}")
                 seen_codes.add(code)
+                if not events and action not in JOB_ACTIONS:
+                    ctx.warn(f"{pp}.action", action, f"not an action Volcano's job controller takes "
+                             f"({VALID_ACTIONS}): on exit code {code} the job is synced, nothing "
+                             "more")  # fmt: skip
                 out.append((f"exitCode:{code}", action))
             for e in events:
                 if e not in JOB_EVENTS:
-                    ctx.reject(f"{pp}.event", e, "unknown event")
+                    ctx.invalid(f"{pp}.event", e, f"invalid policy event; {VALID_EVENTS}")
+                    continue
                 if e in seen_events:
                     ctx.reject(f"{pp}.event", e, f"duplicate event {e} across different policy")
                 seen_events.add(e)
                 if e == "PodPending" and not p.get("timeout"):
-                    ctx.reject(f"{pp}.timeout", None, "PodPending policies need a timeout")
-                if e in JOB_EVENTS and e not in RAISED_EVENTS:
+                    ctx.warn(f"{pp}.timeout", "", "a PodPending policy without a timeout never runs "
+                             "(Volcano's job controller matches PodPending only after one)")  # fmt: skip
+                elif e not in RAISED_EVENTS:
                     ctx.warn(f"{pp}.event", e, f"Tessera does not raise {e}: this policy never runs "
                              f"(it answers {', '.join(sorted(RAISED_EVENTS - {'*'}))})")  # fmt: skip
                 out.append((e, action))
