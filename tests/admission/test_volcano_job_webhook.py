@@ -123,3 +123,45 @@ def test_what_volcanos_webhook_accepts_is_accepted() -> None:
     assert "never runs" in warned["spec.policies[1].timeout"]
     assert "the job is synced" in warned["spec.policies[2].action"]
     assert "container restarts" in warned["spec.tasks[0].maxRetry"]
+
+
+def queues(*docs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Queue `p` with a child `c`, and `qc` Closed."""
+    def queue(name: str, parent: str = "", state: str = "Open") -> dict[str, Any]:
+        return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+                "spec": {"parent": parent} if parent else {}, "status": {"state": state}}  # fmt: skip
+    return [queue("p"), queue("c", "p"), queue("qc", state="Closed"), *docs]
+
+
+def test_refusals_say_the_webhooks_words_beside_the_field() -> None:
+    """LOW 6: `must be >= 0`, `queue does not exist` were Tessera's alone; a user searching
+    Volcano's messages found nothing."""
+    assert refusals(vcjob({"maxRetry": -1})) == ["spec.maxRetry: 'maxRetry' cannot be less than zero."]
+    assert refusals(vcjob({"minAvailable": -1})) == ["spec.minAvailable: job 'minAvailable' must be >= 0."]
+    task = vcjob({})
+    task["spec"]["tasks"][0]["minAvailable"] = -1
+    assert refusals(task) == ["spec.tasks[0].minAvailable: 'minAvailable' < 0 in task: w, job: j"]
+    assert refusals(vcjob({"queue": "gone"})) == [
+        'spec.queue: queue does not exist (unable to find job queue: queues.scheduling.volcano.sh "gone" not found)']
+    got = admit(queues(vcjob({"queue": "qc"}), vcjob({"queue": "p"})))
+    assert [r.rule for r in got.rejections] == [
+        "can only submit job to queue with state `Open`, queue `qc` status is `Closed`",
+        "can only submit job to leaf queue, queue `p` has 1 child queues"]
+
+
+def test_a_pod_or_podgroup_on_a_parent_queue_is_created_and_told_it_waits() -> None:
+    """/tmp/rev-queues/jobs-live.yaml: `pod-parent` naming queue `p` (a parent) was refused with
+    the Job webhook's leaf rule; Volcano's Pod and PodGroup webhooks ask only that the queue
+    exists and is Open. A Closed queue still refuses them."""
+    pod = plain_pod(annotations={"scheduling.volcano.sh/queue-name": "p"})
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 1, "queue": "p"}}  # fmt: skip
+    got = admit(queues(pod, group))
+    assert not got.rejections, got.rejections
+    assert [(j.kind, j.queue) for j in got.jobs] == [("Pod", "p"), ("PodGroup", "p")]
+    assert [(w.kind, w.path) for w in got.warnings] == [
+        ("Pod", "metadata.annotations[scheduling.volcano.sh/queue-name]"), ("PodGroup", "spec.queue")]
+    assert all("queue `p` has 1 child queues" in w.rule and "waits" in w.rule for w in got.warnings)
+    closed = admit(queues(plain_pod(annotations={"scheduling.volcano.sh/queue-name": "qc"})))
+    assert [r.rule for r in closed.rejections] == [
+        "can only submit job to queue with state `Open`, queue `qc` status is `Closed`"]

@@ -282,7 +282,9 @@ def _meta(doc: Mapping[str, Any]) -> tuple[str, str, dict[str, str], dict[str, s
     return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), labels, annotations
 
 
-def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0) -> int:
+def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0, below: str = "") -> int:
+    """`raw` as an integer (`default` when absent); one under `minimum` is refused with `below`,
+    the words of the webhook that refuses it, else "must be >= <minimum>"."""
     if raw is None:
         return default
     if isinstance(raw, bool) or not isinstance(raw, int):
@@ -294,7 +296,7 @@ def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 
     else:
         value = raw
     if minimum is not None and value < minimum:
-        ctx.reject(path, raw, f"must be >= {minimum}")
+        ctx.reject(path, raw, below or f"must be >= {minimum}")
     return value
 
 
@@ -626,24 +628,38 @@ class Admission:
         self.rejections.append(Rejection("Queue", "", q.name, path, str(value), rule))
 
     def _check_queue(self, ctx: _Ctx, path: str, queue: str, existing: bool = False) -> None:
-        """Volcano job webhook: queue exists, is Open, is not root and is a leaf. An `existing`
-        object (a PodGroup given with a non-Pending status, a job that runs) passed that webhook
-        when it was created; a queue closed since then does not refuse it (Volcano's webhook
-        asks an Open queue of a create only: an admission restart judging every live Job again
-        told each one in a closed queue it was refused)."""
-        if queue == "root":
+        """Volcano's webhooks, in their words: the queue exists and is Open (the Job's, the
+        PodGroup's and the Pod's webhook), is not root, and for a Job, is a leaf (the Job's
+        only: a PodGroup or a Pod naming a parent queue is created, and waits — Volcano's
+        hierarchical capacity plugin runs no pod there —, which is said as a warning). An
+        `existing` object (a PodGroup given with a non-Pending status, a job that runs) passed
+        that webhook when it was created; a queue closed since then does not refuse it
+        (Volcano's webhook asks an Open queue of a create only: an admission restart judging
+        every live Job again told each one in a closed queue it was refused)."""
+        job = ctx.kind == "Job"
+        what = "PodGroup" if ctx.kind == "PodGroup" else "job"  # the PodGroup webhook's words
+        if queue == "root":  # (Tessera's for a PodGroup and a Pod too: root is no leaf)
             ctx.reject(path, queue, "can not submit job to root queue")
             return
         spec = self.queues.get(queue)
         if spec is None:
             if queue != "default":
                 near = difflib.get_close_matches(queue, sorted(self.queues), n=1, cutoff=0.75)
-                ctx.reject(path, queue, f"queue does not exist; did you mean {near[0]}?" if near else "queue does not exist")
+                found = "unable to find queue" if ctx.kind == "PodGroup" else "unable to find job queue"
+                rule = f'queue does not exist ({found}: queues.scheduling.volcano.sh "{queue}" not found)'
+                ctx.reject(path, queue, f"{rule}; did you mean {near[0]}?" if near else rule)
             return
         if spec.state != "Open" and not existing:
-            ctx.reject(path, queue, "can only submit job to queue with state `Open`")
-        if any(q.parent == queue for q in self.queues.values()):
-            ctx.reject(path, queue, "can only submit job to a leaf queue")
+            ctx.reject(path, queue, f"can only submit {what} to queue with state `Open`, "
+                       f"queue `{queue}` status is `{spec.state}`")  # fmt: skip
+        children = sum(q.parent == queue for q in self.queues.values())
+        if children and job:
+            ctx.reject(path, queue, f"can only submit job to leaf queue, queue `{queue}` has "
+                       f"{children} child queues")  # fmt: skip
+        elif children:
+            ctx.warn(path, queue, f"queue `{queue}` has {children} child queues: accepted, as "
+                     "Volcano's webhook accepts it, but under a hierarchical capacity plugin no "
+                     "pod runs in a queue that is not a leaf (it waits)")  # fmt: skip
 
     def _priority_of(self, ctx: _Ctx, path: str, name: str) -> int:
         if not name:
@@ -1097,13 +1113,15 @@ class Admission:
             if tname in seen:
                 ctx.reject(f"{path}.name", tname, "duplicated task name")
             seen.add(tname)
-            replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1)
+            replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1,
+                            below=f"'replicas' < 0 in task: {tname}, job: {name}")  # fmt: skip
             if total_replicas + replicas > self.limits.max_pods:
                 ctx.reject(f"{path}.replicas", replicas, f"the job's tasks would have "
                            f"{total_replicas + replicas} pods; at most {self.limits.max_pods} "
                            "pods per job (Tessera's limit)")  # fmt: skip
                 ctx.check()  # before anything proportional to the replica count
-            tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas)
+            tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas,
+                        below=f"'minAvailable' < 0 in task: {tname}, job: {name}")  # fmt: skip
             if t.get("minAvailable") is None:  # the mutating webhook's (`mutateSpec`, nil only)
                 unset_tasks.add(tname)
             if tmin > replicas:
@@ -1141,7 +1159,8 @@ class Admission:
         # Volcano's mutating webhook takes 0 for unset (`patchDefaultMinAvailable`,
         # `patchDefaultMaxRetry`): kept as 0, `maxRetry: 0` failed a job at its first restart
         # and `minAvailable: 0` placed it with no gang
-        given_min = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), 0)
+        given_min = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), 0,
+                         below="job 'minAvailable' must be >= 0.")  # fmt: skip
         min_available = given_min or total_min
         self.unset[(namespace, name)] = Unset(job_min=given_min == 0, task_mins=frozenset(unset_tasks))
         if total_replicas < min_available:
@@ -1150,7 +1169,8 @@ class Admission:
                 min_available,
                 "job 'minAvailable' should not be greater than total replicas in tasks",
             )
-        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY) or DEFAULT_MAX_RETRY
+        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY,
+                         below="'maxRetry' cannot be less than zero.") or DEFAULT_MAX_RETRY  # fmt: skip
         ttl = spec.get("ttlSecondsAfterFinished")  # the garbage collector's delay (jobcontroller.py)
         if ttl is not None and _int(ctx, "spec.ttlSecondsAfterFinished", ttl, 0, None) < 0:
             ctx.reject("spec.ttlSecondsAfterFinished", ttl, "'ttlSecondsAfterFinished' cannot be less than zero.")
