@@ -87,8 +87,8 @@ def test_a_live_job_read_preemptable_before_is_no_forbidden_edit_after_the_upgra
 @pytest.mark.parametrize("event", ["OutOfSync", "CommandIssued", "PodRunning"])
 def test_the_controllers_own_events_are_refused(event: str) -> None:
     """Volcano's `policyEventMap` keeps them from users; they were accepted with a warning."""
-    rule = ("spec.policies[0].event: Invalid value: \"%s\": invalid policy event; valid events are "
-            "[* PodFailed PodEvicted PodPending Unknown TaskCompleted TaskFailed JobUpdated]") % event
+    rule = (f'spec.policies[0].event: Invalid value: "{event}": invalid policy event; valid events are '
+            "[* PodFailed PodEvicted PodPending Unknown TaskCompleted TaskFailed JobUpdated]")
     assert refusals(vcjob({"policies": [{"event": event, "action": "RestartJob"}]})) == [rule]
     task_level = vcjob({})
     task_level["spec"]["tasks"][0]["policies"] = [{"event": event, "action": "RestartJob"}]
@@ -98,8 +98,8 @@ def test_the_controllers_own_events_are_refused(event: str) -> None:
 @pytest.mark.parametrize("action", ["SyncJob", "RestartPartition", "CloseQueue", "EnqueueJob", "SyncQueue", "OpenQueue"])
 def test_actions_a_user_may_not_name_are_refused_on_an_event(action: str) -> None:
     """Volcano's `policyActionMap`: accepted silently before, a policy that did nothing."""
-    rule = ("spec.policies[0].action: Invalid value: \"%s\": invalid policy action; valid actions are "
-            "[AbortJob RestartJob RestartTask RestartPod TerminateJob CompleteJob ResumeJob]") % action
+    rule = (f'spec.policies[0].action: Invalid value: "{action}": invalid policy action; valid actions are '
+            "[AbortJob RestartJob RestartTask RestartPod TerminateJob CompleteJob ResumeJob]")
     assert refusals(vcjob({"policies": [{"event": "PodFailed", "action": action}]})) == [rule]
 
 
