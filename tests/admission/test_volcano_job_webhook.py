@@ -165,3 +165,18 @@ def test_a_pod_or_podgroup_on_a_parent_queue_is_created_and_told_it_waits() -> N
     closed = admit(queues(plain_pod(annotations={"scheduling.volcano.sh/queue-name": "qc"})))
     assert [r.rule for r in closed.rejections] == [
         "can only submit job to queue with state `Open`, queue `qc` status is `Closed`"]
+
+
+def test_arrive_at_in_a_jobs_template_is_said_to_be_ignored() -> None:
+    """MINOR 8: the README called `tessera.io/arrive-at` a pod annotation, and in a Job's
+    template it was ignored in silence (the job arrived at 0)."""
+    got = admit([vcjob({}, {"annotations": {"tessera.io/arrive-at": "90"}})])
+    (job,) = got.jobs
+    assert job.arrive_at == 0.0
+    [warning] = got.warnings
+    assert (warning.path, warning.value) == ("spec.tasks[0].template.metadata.annotations[tessera.io/arrive-at]", "90")
+    assert "the Job's own metadata.annotations" in warning.rule
+    own = vcjob({})
+    own["metadata"]["annotations"] = {"tessera.io/arrive-at": "90"}
+    got = admit([own])
+    assert got.jobs[0].arrive_at == 90.0 and not got.warnings

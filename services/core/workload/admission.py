@@ -1140,6 +1140,11 @@ class Admission:
             # its arrival, which is the job's: a Job admitted before the arrival was read would
             # otherwise be refused as a template change when judged again after an upgrade
             pod_defaults = {k: v for k, v in annotations.items() if k != ARRIVE_AT}
+            meta = (t.get("template") or {}).get("metadata") or {}
+            if isinstance(meta, dict) and ARRIVE_AT in (meta.get("annotations") or {}):
+                ctx.warn(f"{path}.template.metadata.annotations[{ARRIVE_AT}]", str(meta["annotations"][ARRIVE_AT]),
+                         "not read in a task's template: a Job arrives whole (its controller makes "
+                         "its pods together), at the Job's own metadata.annotations[tessera.io/arrive-at]")  # fmt: skip
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             # the job's own volumes are in every pod the job controller makes (jobvolumes.py)
             template = with_job_volumes(t.get("template") or {}, spec.get("volumes"), name,
