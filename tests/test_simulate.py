@@ -126,7 +126,8 @@ spec:
     assert main(_write(tmp_path, SLA_INVENTORY, workload, None)) == 0
     out = capsys.readouterr().out
     assert "queue test rejected: Queue: spec.policy: unknown field" in out, out
-    assert "Job default/j rejected: Job: spec.queue: queue does not exist (value: test)" in out, out
+    assert ('Job default/j rejected: Job: spec.queue: queue does not exist (unable to find job queue: '
+            'queues.scheduling.volcano.sh "test" not found) (value: test)') in out, out
 
 
 SLA_INVENTORY = {"nodes": [{"name": "cpu", "count": 1, "cpu": 64, "memory": "256Gi"}]}

@@ -50,7 +50,7 @@ from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.cardroom import largest_cards, largest_of
 from services.core.workload.devicerequests import DeviceRequestParser
-from services.core.workload.jobupdate import OBJECT_UID, judge_update
+from services.core.workload.jobupdate import OBJECT_UID, Unset, judge_update
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.rejection import Rejection
 
@@ -263,7 +263,7 @@ def plan_documents(
         have_job = known.jobs.get(key)
         warnings = tuple(warned.get((kind, job.namespace, job.name), ()))
         if have_job is not None and have_job.live:
-            change = judge_update(have_job.spec, job)
+            change = judge_update(have_job.spec, job, workload.unset.get(key, Unset()))
             if kind == "PodGroup" and (kept := _refused_members(have_job.spec, refused_pods)):
                 results.append(_result(kind, job.namespace, job.name, REJECTED, kept))
             elif change.refusals:

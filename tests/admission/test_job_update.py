@@ -129,3 +129,45 @@ async def test_the_jobs_priority_class_reaches_pods_whose_template_names_none(ev
     await restarted.apply(own)
     mine = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted) and e.spec.name == "own"]
     assert (mine[0].spec.tasks[0].priority_class, mine[0].spec.tasks[0].priority) == ("low", 10)
+
+
+def unset_min(replicas: int, min_available: str = "") -> str:
+    """The job of `job()` with no minAvailable of its own (or `min_available`, a spec line)."""
+    body = job(replicas=replicas).replace("  minAvailable: 2\n", min_available)
+    assert "minAvailable" not in body or min_available
+    return body
+
+
+async def test_a_reapplied_job_keeps_the_min_available_the_webhook_wrote_at_creation(event_log: EventLog) -> None:
+    """Volcano's mutating webhook runs on create only and writes minAvailable (the tasks' sum,
+    a task's its replicas) into the Job: applied again with other replicas and still no
+    minAvailable, the job keeps the gang it was created with. Scaled up before, the gang grew
+    with the replicas; scaled below it, the edit was taken (minAvailable 3 → 1) where
+    `validateJobUpdate` refuses it."""
+    svc = await started(event_log)
+    await svc.apply(QUEUE + "---" + unset_min(2))
+    [created] = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    assert created.spec.min_available == 2 and created.spec.tasks[0].min_available == 2
+    up = await svc.apply(unset_min(3))
+    assert [(r.outcome, r.reasons) for r in up.results] == [(CONFIGURED, ())]
+    update = (await events_of(event_log))[-1]
+    assert isinstance(update, JobUpdated) and update.reason == "tasks[worker].replicas 2 → 3"
+    assert (update.spec.min_available, update.spec.tasks[0].min_available) == (2, 2)
+    assert update.spec.min_resources == created.spec.min_resources  # the first 2 pods' requests
+    assert (await svc.apply(unset_min(3))).results[0].outcome == UNCHANGED
+    restarted = await started(event_log)  # the same object judged again after a restart
+    assert (await restarted.apply(unset_min(3))).results[0].outcome == UNCHANGED
+    before = len(await events_of(event_log))
+    [down] = (await restarted.apply(unset_min(1))).results
+    assert down.outcome == REJECTED
+    assert down.reasons == ("spec.tasks[0].minAvailable: 'minAvailable' must be <= 'replicas' in task: worker",
+                            "spec.minAvailable: job 'minAvailable' must not be greater than total replicas")  # fmt: skip
+    assert len(await events_of(event_log)) == before
+    # saying the gang explicitly scales it down, as on Volcano
+    explicit = unset_min(1, "  minAvailable: 1\n").replace("replicas: 1", "replicas: 1\n      minAvailable: 1")
+    [ok] = (await restarted.apply(explicit)).results
+    assert (ok.outcome, ok.reasons) == (CONFIGURED, ())
+    last = (await events_of(event_log))[-1]
+    assert (last.spec.min_available, last.spec.tasks[0].min_available, last.spec.tasks[0].replicas) == (1, 1, 1)
+    assert isinstance(last, JobUpdated)
+    assert last.reason == "tasks[worker].replicas 3 → 1; tasks[worker].minAvailable 2 → 1; minAvailable 2 → 1"

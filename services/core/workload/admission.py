@@ -18,7 +18,7 @@ A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placeme
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from services.core.devices.policies import (
 from services.core.devices.requests import unknown_device_names
 from services.core.godurations import go_duration
 from services.core.joblabels import TASK_INDEX, job_task_labels
-from services.core.scheduling.resources import pod_request, requested, sidecar
+from services.core.scheduling.resources import pod_request, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
 from services.core.workload import fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
@@ -53,7 +53,7 @@ from services.core.workload.hostports import host_ports
 from services.core.workload.hypernodes import HYPERNODE_KINDS, hypernode_event, network_topology
 from services.core.workload.initdevices import covered_inits, with_init_devices
 from services.core.workload.jobplugins import check_plugins, dependency_problems
-from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID
+from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID, Unset, min_resources
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
@@ -87,15 +87,21 @@ TASK_PRIORITY = "volcano.sh/task-priority"
 
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
-JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "PodRunning", "Unknown",
-              "TaskCompleted", "OutOfSync", "CommandIssued", "JobUpdated", "TaskFailed")  # fmt: skip
+#: the events and actions a policy may name (Volcano's webhook `policyEventMap` /
+#: `policyActionMap`, those allowed external use): the controller's own events (OutOfSync,
+#: CommandIssued, PodRunning) and the bus's other actions (SyncJob, EnqueueJob, the queue
+#: commands; RestartPartition is not in the map) are refused
+JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted",
+              "TaskFailed", "JobUpdated")  # fmt: skip
 #: the events Tessera raises for lifecycle policies (the queue service's `pod_failed` and
 #: `task_completed`); a policy on another one is accepted, as Volcano's webhook accepts it,
 #: with a warning that it never runs
 RAISED_EVENTS = frozenset({"*", "PodFailed", "PodEvicted", "TaskCompleted"})
-JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
-               "TerminateJob", "CompleteJob", "ResumeJob", "SyncJob", "EnqueueJob", "SyncQueue",
-               "OpenQueue", "CloseQueue")  # fmt: skip
+JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
+               "CompleteJob", "ResumeJob")  # fmt: skip
+#: the webhook's "valid events are %v" / "valid actions are %v" (Go's slice print)
+VALID_EVENTS = f"valid events are [{' '.join(JOB_EVENTS)}]"
+VALID_ACTIONS = f"valid actions are [{' '.join(JOB_ACTIONS)}]"
 KINDS = {
     ("scheduling.volcano.sh/v1beta1", "Queue"): fields.QUEUE,
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): fields.PODGROUP,
@@ -153,6 +159,9 @@ class Workload:
     hypernodes: tuple[HyperNodeChanged, ...] = ()
     #: the Namespaces among the documents (their labels), as the log holds them
     namespaces: tuple[NamespaceChanged, ...] = ()
+    #: Jobs → the minAvailable values their object leaves to the mutating webhook: an update
+    #: keeps the live job's (`jobupdate.judge_update`)
+    unset: Mapping[tuple[str, str], Unset] = field(default_factory=dict)
 
 
 def _no_devices(
@@ -169,6 +178,8 @@ NOT_ACTED_ON = {
                       "numaaware plugin): its pods are placed without it",
     "partitionPolicy": "Tessera does not place a task's pods in partitions: they are placed as one gang",
     "subGroupPolicy": "Tessera does not place a PodGroup's pods in sub-groups: they are placed as one gang",
+    "maxRetry": "Tessera does not count a pod's container restarts (Volcano raises TaskFailed when "
+                "they reach a task's maxRetry): the job's spec.maxRetry counts its restarts",
 }
 
 
@@ -181,18 +192,6 @@ def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
             continue
         ctx.warn(f"{path}.{key}", value if isinstance(value, str) else "", words)
 
-
-def min_resources(min_available: int, tasks: Iterable[TaskSpec]) -> dict[str, int]:
-    """Volcano's job controller: a Job's minResources are the requests of its first
-    minAvailable pods, tasks ordered by priority (calcPGMinResources)."""
-    out: dict[str, int] = {}
-    left = min_available
-    for task in sorted(tasks, key=lambda t: -t.priority):
-        n = min(left, task.replicas)
-        left -= n
-        for res, value in requested(task):
-            out[res] = out.get(res, 0) + value * n
-    return out
 
 class _Ctx:
     """Per-object accumulator: collects rejections so one object reports all its problems."""
@@ -283,7 +282,9 @@ def _meta(doc: Mapping[str, Any]) -> tuple[str, str, dict[str, str], dict[str, s
     return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), labels, annotations
 
 
-def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0) -> int:
+def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0, below: str = "") -> int:
+    """`raw` as an integer (`default` when absent); one under `minimum` is refused with `below`,
+    the words of the webhook that refuses it, else "must be >= <minimum>"."""
     if raw is None:
         return default
     if isinstance(raw, bool) or not isinstance(raw, int):
@@ -295,8 +296,31 @@ def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 
     else:
         value = raw
     if minimum is not None and value < minimum:
-        ctx.reject(path, raw, f"must be >= {minimum}")
+        ctx.reject(path, raw, below or f"must be >= {minimum}")
     return value
+
+
+#: Go's `strconv.ParseBool` spellings, which Volcano reads `volcano.sh/preemptable` with
+PARSE_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+PARSE_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _preemptable(ctx: _Ctx, path: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Volcano's `GetPodPreemptable`: the annotation, else the label, read by `strconv.ParseBool`;
+    a value it cannot parse is not preemptable (said as a warning, where Volcano logs it), none at
+    all is. Read as "anything but false", `"0"`, `"F"` or `"no"` let preempt and reclaim evict a
+    pod Volcano keeps."""
+    for where, values in (("annotations", annotations), ("labels", labels)):
+        value = values.get(PREEMPTABLE)
+        if value is None:
+            continue
+        if value in PARSE_TRUE or value in PARSE_FALSE:
+            return value in PARSE_TRUE
+        ctx.warn(f"{path}.metadata.{where}[{PREEMPTABLE}]", value, "not a boolean to Volcano "
+                 "(strconv.ParseBool: true/false, True/False, TRUE/FALSE, t/f, 1/0): the pod is "
+                 "not preemptable, as Volcano reads it")  # fmt: skip
+        return False
+    return True
 
 
 def _seconds(ctx: _Ctx, path: str, raw: str | None) -> float | None:
@@ -385,6 +409,7 @@ class Admission:
         self.waiting: dict[tuple[str, str], tuple[str, ...]] = {}
         self.manifests: dict[tuple[str, str], str] = {}
         self.live_jobs: Container[tuple[str, str]] = ()  # `admit`'s
+        self.unset: dict[tuple[str, str], Unset] = {}
 
     # --- entry ---------------------------------------------------------------------------
 
@@ -486,6 +511,7 @@ class Admission:
             quotas=tuple(quotas),
             hypernodes=tuple(hypernodes),
             namespaces=tuple(namespaces),
+            unset=dict(self.unset),
         )
 
     def _network_topology(self, ctx: _Ctx, spec: Mapping[str, Any]) -> NetworkTopology | None:
@@ -602,24 +628,38 @@ class Admission:
         self.rejections.append(Rejection("Queue", "", q.name, path, str(value), rule))
 
     def _check_queue(self, ctx: _Ctx, path: str, queue: str, existing: bool = False) -> None:
-        """Volcano job webhook: queue exists, is Open, is not root and is a leaf. An `existing`
-        object (a PodGroup given with a non-Pending status, a job that runs) passed that webhook
-        when it was created; a queue closed since then does not refuse it (Volcano's webhook
-        asks an Open queue of a create only: an admission restart judging every live Job again
-        told each one in a closed queue it was refused)."""
-        if queue == "root":
+        """Volcano's webhooks, in their words: the queue exists and is Open (the Job's, the
+        PodGroup's and the Pod's webhook), is not root, and for a Job, is a leaf (the Job's
+        only: a PodGroup or a Pod naming a parent queue is created, and waits — Volcano's
+        hierarchical capacity plugin runs no pod there —, which is said as a warning). An
+        `existing` object (a PodGroup given with a non-Pending status, a job that runs) passed
+        that webhook when it was created; a queue closed since then does not refuse it
+        (Volcano's webhook asks an Open queue of a create only: an admission restart judging
+        every live Job again told each one in a closed queue it was refused)."""
+        job = ctx.kind == "Job"
+        what = "PodGroup" if ctx.kind == "PodGroup" else "job"  # the PodGroup webhook's words
+        if queue == "root":  # (Tessera's for a PodGroup and a Pod too: root is no leaf)
             ctx.reject(path, queue, "can not submit job to root queue")
             return
         spec = self.queues.get(queue)
         if spec is None:
             if queue != "default":
                 near = difflib.get_close_matches(queue, sorted(self.queues), n=1, cutoff=0.75)
-                ctx.reject(path, queue, f"queue does not exist; did you mean {near[0]}?" if near else "queue does not exist")
+                found = "unable to find queue" if ctx.kind == "PodGroup" else "unable to find job queue"
+                rule = f'queue does not exist ({found}: queues.scheduling.volcano.sh "{queue}" not found)'
+                ctx.reject(path, queue, f"{rule}; did you mean {near[0]}?" if near else rule)
             return
         if spec.state != "Open" and not existing:
-            ctx.reject(path, queue, "can only submit job to queue with state `Open`")
-        if any(q.parent == queue for q in self.queues.values()):
-            ctx.reject(path, queue, "can only submit job to a leaf queue")
+            ctx.reject(path, queue, f"can only submit {what} to queue with state `Open`, "
+                       f"queue `{queue}` status is `{spec.state}`")  # fmt: skip
+        children = sum(q.parent == queue for q in self.queues.values())
+        if children and job:
+            ctx.reject(path, queue, f"can only submit job to leaf queue, queue `{queue}` has "
+                       f"{children} child queues")  # fmt: skip
+        elif children:
+            ctx.warn(path, queue, f"queue `{queue}` has {children} child queues: accepted, as "
+                     "Volcano's webhook accepts it, but under a hierarchical capacity plugin no "
+                     "pod runs in a queue that is not a leaf (it waits)")  # fmt: skip
 
     def _priority_of(self, ctx: _Ctx, path: str, name: str) -> int:
         if not name:
@@ -769,7 +809,7 @@ class Admission:
         spread, spread_problems = spread_constraints(spec, path, made_with, per_pod)
         for where, rule in (*affinity_problems, *spread_problems):
             ctx.reject(where, None, rule)
-        preempt = labels.get(PREEMPTABLE, annotations.get(PREEMPTABLE, "true")).lower() != "false"
+        preempt = _preemptable(ctx, path, labels, annotations)
         for where, values in (("labels", labels), ("annotations", annotations)):
             if (cooldown := values.get(COOLDOWN_TIME)) is not None and go_duration(cooldown) is None:
                 ctx.warn(f"{path}.metadata.{where}[{COOLDOWN_TIME}]", cooldown, "not a Go duration "
@@ -996,23 +1036,26 @@ class Admission:
         """A job's or a task's policies, checked across the list as Volcano's webhook checks
         them (`validatePolicies`): one event or exit code answered once, and `*` alone — a `*`
         beside others made the first-listed win, and since `*` answers TaskCompleted too, a
-        job aborted as soon as any of its tasks completed."""
+        job aborted as soon as any of its tasks completed. An event policy names an event and
+        an action the webhook lets a user name; an exit-code policy's action is not checked
+        there (its job controller syncs the job on an action it does not know), so it is
+        accepted with a warning."""
         out: list[tuple[str, str]] = []
         seen_events: set[str] = set()
         seen_codes: set[int] = set()
         for i, p in enumerate(raw or []):  # type: ignore[union-attr]
             pp = f"{path}[{i}]"
             action = str(p.get("action") or "")
-            if action not in JOB_ACTIONS:
-                ctx.reject(f"{pp}.action", action, "unknown action")
-            events = [str(e) for e in (p.get("events") or [])]
-            if p.get("event"):
-                events.append(str(p["event"]))
+            # `getEventList`: `events` then `event`, each once
+            events = list(dict.fromkeys([*(str(e) for e in (p.get("events") or [])),
+                                         *([str(p["event"])] if p.get("event") else [])]))  # fmt: skip
             exit_code = p.get("exitCode")
             if events and exit_code is not None:
                 ctx.reject(pp, None, "must not specify event and exitCode simultaneously")
             if not events and exit_code is None:
                 ctx.reject(pp, None, "either event or exitCode should be specified")
+            if events and action not in JOB_ACTIONS:
+                ctx.invalid(f"{pp}.action", action, f"invalid policy action; {VALID_ACTIONS}")
             if exit_code is not None:
                 code = _int(ctx, f"{pp}.exitCode", exit_code, 0, None)
                 if code == 0:
@@ -1020,16 +1063,22 @@ class Admission:
                 elif code in seen_codes:
                     ctx.reject(f"{pp}.exitCode", exit_code, f"duplicate exitCode {code}")
                 seen_codes.add(code)
+                if not events and action not in JOB_ACTIONS:
+                    ctx.warn(f"{pp}.action", action, f"not an action Volcano's job controller takes "
+                             f"({VALID_ACTIONS}): on exit code {code} the job is synced, nothing "
+                             "more")  # fmt: skip
                 out.append((f"exitCode:{code}", action))
             for e in events:
                 if e not in JOB_EVENTS:
-                    ctx.reject(f"{pp}.event", e, "unknown event")
+                    ctx.invalid(f"{pp}.event", e, f"invalid policy event; {VALID_EVENTS}")
+                    continue
                 if e in seen_events:
                     ctx.reject(f"{pp}.event", e, f"duplicate event {e} across different policy")
                 seen_events.add(e)
                 if e == "PodPending" and not p.get("timeout"):
-                    ctx.reject(f"{pp}.timeout", None, "PodPending policies need a timeout")
-                if e in JOB_EVENTS and e not in RAISED_EVENTS:
+                    ctx.warn(f"{pp}.timeout", "", "a PodPending policy without a timeout never runs "
+                             "(Volcano's job controller matches PodPending only after one)")  # fmt: skip
+                elif e not in RAISED_EVENTS:
                     ctx.warn(f"{pp}.event", e, f"Tessera does not raise {e}: this policy never runs "
                              f"(it answers {', '.join(sorted(RAISED_EVENTS - {'*'}))})")  # fmt: skip
                 out.append((e, action))
@@ -1055,6 +1104,7 @@ class Admission:
         seen: set[str] = set()
         total_replicas = 0
         total_min = 0
+        unset_tasks: set[str] = set()
         for i, t in enumerate(raw_tasks):
             path = f"spec.tasks[{i}]"
             tname = str(t.get("name") or f"default{i}")
@@ -1063,13 +1113,17 @@ class Admission:
             if tname in seen:
                 ctx.reject(f"{path}.name", tname, "duplicated task name")
             seen.add(tname)
-            replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1)
+            replicas = _int(ctx, f"{path}.replicas", t.get("replicas"), 1,
+                            below=f"'replicas' < 0 in task: {tname}, job: {name}")  # fmt: skip
             if total_replicas + replicas > self.limits.max_pods:
                 ctx.reject(f"{path}.replicas", replicas, f"the job's tasks would have "
                            f"{total_replicas + replicas} pods; at most {self.limits.max_pods} "
                            "pods per job (Tessera's limit)")  # fmt: skip
                 ctx.check()  # before anything proportional to the replica count
-            tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas)
+            tmin = _int(ctx, f"{path}.minAvailable", t.get("minAvailable"), replicas,
+                        below=f"'minAvailable' < 0 in task: {tname}, job: {name}")  # fmt: skip
+            if t.get("minAvailable") is None:  # the mutating webhook's (`mutateSpec`, nil only)
+                unset_tasks.add(tname)
             if tmin > replicas:
                 ctx.reject(
                     f"{path}.minAvailable", tmin, "'minAvailable' is greater than 'replicas'"
@@ -1086,6 +1140,11 @@ class Admission:
             # its arrival, which is the job's: a Job admitted before the arrival was read would
             # otherwise be refused as a template change when judged again after an upgrade
             pod_defaults = {k: v for k, v in annotations.items() if k != ARRIVE_AT}
+            meta = (t.get("template") or {}).get("metadata") or {}
+            if isinstance(meta, dict) and ARRIVE_AT in (meta.get("annotations") or {}):
+                ctx.warn(f"{path}.template.metadata.annotations[{ARRIVE_AT}]", str(meta["annotations"][ARRIVE_AT]),
+                         "not read in a task's template: a Job arrives whole (its controller makes "
+                         "its pods together), at the Job's own metadata.annotations[tessera.io/arrive-at]")  # fmt: skip
             # Pod names are derived (`snapshot.task_names`), not stored: the event stays O(tasks).
             # the job's own volumes are in every pod the job controller makes (jobvolumes.py)
             template = with_job_volumes(t.get("template") or {}, spec.get("volumes"), name,
@@ -1105,14 +1164,21 @@ class Admission:
         # Volcano's mutating webhook takes 0 for unset (`patchDefaultMinAvailable`,
         # `patchDefaultMaxRetry`): kept as 0, `maxRetry: 0` failed a job at its first restart
         # and `minAvailable: 0` placed it with no gang
-        min_available = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), total_min) or total_min
+        given_min = _int(ctx, "spec.minAvailable", spec.get("minAvailable"), 0,
+                         below="job 'minAvailable' must be >= 0.")  # fmt: skip
+        min_available = given_min or total_min
+        self.unset[(namespace, name)] = Unset(job_min=given_min == 0, task_mins=frozenset(unset_tasks))
         if total_replicas < min_available:
             ctx.reject(
                 "spec.minAvailable",
                 min_available,
                 "job 'minAvailable' should not be greater than total replicas in tasks",
             )
-        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY) or DEFAULT_MAX_RETRY
+        max_retry = _int(ctx, "spec.maxRetry", spec.get("maxRetry"), DEFAULT_MAX_RETRY,
+                         below="'maxRetry' cannot be less than zero.") or DEFAULT_MAX_RETRY  # fmt: skip
+        ttl = spec.get("ttlSecondsAfterFinished")  # the garbage collector's delay (jobcontroller.py)
+        if ttl is not None and _int(ctx, "spec.ttlSecondsAfterFinished", ttl, 0, None) < 0:
+            ctx.reject("spec.ttlSecondsAfterFinished", ttl, "'ttlSecondsAfterFinished' cannot be less than zero.")
         min_success = spec.get("minSuccess")
         if (
             min_success is not None

@@ -2,25 +2,30 @@
 against the spec the log admitted.
 
 Volcano's job webhook lets an update change only `spec.minAvailable`, `spec.tasks[*].replicas`
-and `spec.priorityClassName` (volcano.md §1.3, validating webhook); anything else is refused
-with the field and that rule. A PodGroup made by kubectl has no such webhook: its minMember,
+(and a task's `minAvailable` with them) and `spec.priorityClassName` (volcano.md §1.3,
+validating webhook); anything else is refused with the field and that rule. A PodGroup made by kubectl has no such webhook: its minMember,
 minTaskMember, minResources and priorityClassName change freely, and pods naming it after it was
 admitted are more tasks of the same job (a deleted one leaves it). Its queue does not move, and
 a member pod's spec is immutable as any pod's (Kubernetes allows its labels and annotations to
 change, which the binder does: those are not a change of the task).
 
-Pure: two specs in, the spec to record (or the refusals) out. Defaults are recomputed from the
-edited object, as on creation: Tessera does not write the webhook's defaults back to the object,
-so an edit of `replicas` alone also moves a defaulted `minAvailable`.
+Pure: two specs in, the spec to record (or the refusals) out. Volcano's mutating webhook runs on
+create only and writes its defaults into the stored Job (`minAvailable`: the tasks' sum; a task's
+`minAvailable`: its replicas), so a manifest that leaves them unset and is applied again with
+other replicas keeps the values the job was created with (`Unset` says which the edited object
+leaves unset): scaled up, the gang still needs what it needed; scaled below them, the edit is
+refused in the update webhook's words, and the user sets `minAvailable` to scale down.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
 
 from contracts.workloads import JobSpec, TaskSpec
+from services.core.scheduling.resources import requested
 
 #: the object a job was admitted from (its uid): a status write or relist of the same object
 #: is not a new submission, a Job re-created under the name is
@@ -33,6 +38,9 @@ JOB_RULE = ("Forbidden: job updates may not change fields other than `minAvailab
             "`tasks[*].replicas` and `priorityClassName` under spec")  # fmt: skip
 POD_RULE = "Forbidden: pod updates may not change fields other than labels and annotations"
 RECREATED = "a live job of this name exists with a different spec (delete it first)"
+#: `validateJobUpdate`'s words for an edit that leaves fewer pods than the gang needs
+TASK_MIN_OVER = "'minAvailable' must be <= 'replicas' in task: {task}"
+JOB_MIN_OVER = "job 'minAvailable' must not be greater than total replicas"
 
 #: JobSpec fields an update may carry (the allowed edits, what they imply, and metadata)
 _JOB_FREE = ("min_available", "priority", "priority_class", "min_resources", "annotations",
@@ -40,7 +48,7 @@ _JOB_FREE = ("min_available", "priority", "priority_class", "min_resources", "an
 #: where a JobSpec / TaskSpec field comes from in the object, for the refusal's path
 _JOB_PATHS = {"queue": "spec.queue", "max_retry": "spec.maxRetry", "policies": "spec.policies",
               "min_success": "spec.minSuccess", "kind": "kind"}  # fmt: skip
-_TASK_PATHS = {"name": "name", "min_available": "minAvailable", "policies": "policies"}
+_TASK_PATHS = {"name": "name", "policies": "policies"}
 #: what a pod takes from its PriorityClass (the API server's Priority admission)
 _CLASS_FIELDS = ("priority", "priority_class", "preemption_policy")
 _POD_FREE = ("annotations", "labels", "min_available")  # minAvailable is the PodGroup's minTaskMember
@@ -56,8 +64,33 @@ class JobChange:
     refusals: tuple[str, ...] = ()
 
 
-def judge_update(old: JobSpec, new: JobSpec) -> JobChange:
-    """The live job `old` as the edited object `new` describes it, if Volcano allows the edit."""
+@dataclass(frozen=True, slots=True)
+class Unset:
+    """The `minAvailable` values a Job's object leaves to the mutating webhook (absent, or the
+    job's 0): on an update they are the ones the stored object holds, written at its creation,
+    not defaults recomputed from the edited replicas."""
+
+    job_min: bool = False
+    task_mins: frozenset[str] = frozenset()  # task names
+
+
+def min_resources(min_available: int, tasks: Iterable[TaskSpec]) -> dict[str, int]:
+    """Volcano's job controller: a Job's minResources are the requests of its first
+    minAvailable pods, tasks ordered by priority (calcPGMinResources)."""
+    out: dict[str, int] = {}
+    left = min_available
+    for task in sorted(tasks, key=lambda t: -t.priority):
+        n = min(left, task.replicas)
+        left -= n
+        for res, value in requested(task):
+            out[res] = out.get(res, 0) + value * n
+    return out
+
+
+def judge_update(old: JobSpec, new: JobSpec, unset: Unset = Unset()) -> JobChange:
+    """The live job `old` as the edited object `new` describes it, if Volcano allows the edit.
+    `unset`: the minAvailable values the edited object leaves unset (`new` holds their defaults
+    recomputed from it): the live job's are kept."""
     if old == new:
         return JobChange()
     if old.kind != new.kind or old.kind not in ("Job", "PodGroup") or (
@@ -65,7 +98,7 @@ def judge_update(old: JobSpec, new: JobSpec) -> JobChange:
     ):  # a plain pod is immutable; another object under the name is a new submission
         return JobChange(refusals=(f"metadata.name: {RECREATED}",))
     if old.kind == "Job":
-        spec, refusals = _job(old, new)
+        spec, refusals = _job(old, _kept_defaults(old, new, unset))
     else:
         spec, refusals = _podgroup(old, new)
     if refusals:
@@ -79,22 +112,54 @@ def _differing(a: msgspec.Struct, b: msgspec.Struct, skip: tuple[str, ...]) -> l
     return [f for f in a.__struct_fields__ if f not in skip and getattr(a, f) != getattr(b, f)]
 
 
+def _kept_defaults(old: JobSpec, new: JobSpec, unset: Unset) -> JobSpec:
+    """`new` with the minAvailable values its object leaves unset taken from `old` (what the
+    mutating webhook wrote into the stored Job when it was created), its minResources with them."""
+    if not unset.job_min and not unset.task_mins:
+        return new
+    had = {t.name: t for t in old.tasks}
+    tasks = tuple(
+        msgspec.structs.replace(t, min_available=had[t.name].min_available)
+        if t.name in unset.task_mins and t.name in had else t
+        for t in new.tasks
+    )  # fmt: skip
+    min_available = old.min_available if unset.job_min else new.min_available
+    if tasks == new.tasks and min_available == new.min_available:
+        return new
+    return msgspec.structs.replace(new, tasks=tasks, min_available=min_available,
+                                   min_resources=min_resources(min_available, tasks))  # fmt: skip
+
+
+def _scaled_below_min(new: JobSpec) -> list[str]:
+    """`validateJobUpdate`: each task keeps at least its minAvailable replicas, the job at least
+    its minAvailable pods (a kept minAvailable above the new replicas would leave a gang that
+    can never be complete)."""
+    out = [f"spec.tasks[{i}].minAvailable: " + TASK_MIN_OVER.format(task=t.name)
+           for i, t in enumerate(new.tasks)
+           if t.min_available is not None and t.min_available > t.replicas]  # fmt: skip
+    if new.min_available > sum(t.replicas for t in new.tasks):
+        out.append(f"spec.minAvailable: {JOB_MIN_OVER}")
+    return out
+
+
 def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
     if old.max_retry == 0 and new.max_retry == DEFAULT_MAX_RETRY:
         # admitted before an explicit `maxRetry: 0` took Volcano's default: the same object,
         # judged again after an upgrade, is not an edit of a field no edit may change (its job
         # takes the default from now on)
         old = msgspec.structs.replace(old, max_retry=DEFAULT_MAX_RETRY)
-    refusals = [f"{_JOB_PATHS.get(f, f'spec.{f}')}: {JOB_RULE}" for f in _differing(old, new, _JOB_FREE)]
+    refusals = _scaled_below_min(new)
+    refusals += [f"{_JOB_PATHS.get(f, f'spec.{f}')}: {JOB_RULE}" for f in _differing(old, new, _JOB_FREE)]
     if [t.name for t in old.tasks] != [t.name for t in new.tasks]:
         refusals.append(f"spec.tasks: {JOB_RULE} (tasks cannot be added, removed or renamed)")
         return new, tuple(refusals)
     for i, (ot, nt) in enumerate(zip(old.tasks, new.tasks, strict=True)):
-        # a task minAvailable left to its default (= replicas) follows the replicas
-        defaulted = ot.min_available in (None, ot.replicas) and nt.min_available in (None, nt.replicas)
-        # init_devices: derived from the template's init containers (admitted before it was kept,
-        # a live job judged again after an upgrade is the same object, not a forbidden edit)
-        skip = ("replicas", "min_available", "init_devices") if defaulted else ("replicas", "init_devices")
+        # a task's minAvailable is an edit the webhook allows as its replicas (`validateJobUpdate`
+        # sets both back before comparing); init_devices and preemptable: derived from the
+        # template (its init containers; its `volcano.sh/preemptable`, read as Go's ParseBool
+        # since), whose own fields are compared: a live job judged again after an upgrade is the
+        # same object, not a forbidden edit
+        skip: tuple[str, ...] = ("replicas", "min_available", "init_devices", "preemptable")
         if _follows_job_class(ot, old) and _follows_job_class(nt, new):
             skip = (*skip, *_CLASS_FIELDS)
         for f in _differing(ot, nt, skip):
@@ -139,6 +204,8 @@ def describe(old: JobSpec, new: JobSpec) -> str:
         for ot, nt in zip(old.tasks, new.tasks, strict=False):
             if ot.replicas != nt.replicas:
                 parts.append(f"tasks[{nt.name}].replicas {ot.replicas} → {nt.replicas}")
+            if ot.min_available != nt.min_available and (ot.min_available, nt.min_available) != (ot.replicas, nt.replicas):
+                parts.append(f"tasks[{nt.name}].minAvailable {ot.min_available} → {nt.min_available}")
             if ot.priority_class != nt.priority_class and old.priority_class == new.priority_class:
                 # admitted before its tasks took the Job's class: its pods carry it (createJobPod)
                 parts.append(f"tasks[{nt.name}] take the Job's priorityClassName {nt.priority_class}")

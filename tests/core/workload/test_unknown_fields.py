@@ -65,5 +65,7 @@ spec:
 """
     admitted = admit(load_documents(manifest), None, frozenset())
     assert sorted(r.message() for r in admitted.rejections) == [
-        "Job: spec.queue: queue does not exist (value: elsewhere)",
-        "Job: spec.queue: queue does not exist; did you mean train-queue? (value: trian-queue)"]
+        'Job: spec.queue: queue does not exist (unable to find job queue: queues.scheduling.volcano.sh '
+        '"elsewhere" not found) (value: elsewhere)',
+        'Job: spec.queue: queue does not exist (unable to find job queue: queues.scheduling.volcano.sh '
+        '"trian-queue" not found); did you mean train-queue? (value: trian-queue)']
