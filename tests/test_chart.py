@@ -333,16 +333,14 @@ async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
 ) -> None:
     """The chart's nats.conf run by the real nats-server (its ports and store moved by flags):
     a service connects over TLS with the CA and its own user, appends, and uses its durable."""
-    ca, cert, key = generate_tls(tmp_path / "tls")
-    text = _nats_conf(default).replace("store_dir: /data", "")  # the flag's, not /data
-    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
-        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    text = _runnable_conf(default, tmp_path)
     users = json.loads((CHART / "files" / "permissions.json").read_text())
     passwords = {user: new_password() for user in users}  # as the chart's hook Job makes them
     for user, password in passwords.items():
         monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
     monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
     server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    ca = tmp_path / "tls" / "ca.pem"
     try:
         creds = tmp_path / "queue.json"
         creds.write_text(json.dumps({"user": "tessera-queue", "password": passwords["queue"]}))
@@ -357,6 +355,16 @@ async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
             await log.close()
     finally:
         server.stop()
+
+
+def _runnable_conf(docs: list[Obj], tmp_path: Path) -> str:
+    """The chart's nats.conf for a nats-server started by the test (`NatsServer`: its ports and
+    store by flags): the TLS Secret's files and the pid file moved into tmp_path."""
+    ca, cert, key = generate_tls(tmp_path / "tls")
+    text = _nats_conf(docs).replace("store_dir: /data", "")  # the flag's, not /data
+    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
+        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    return text.replace("/var/run/nats/", f"{tmp_path}/")
 
 
 @needs_helm
@@ -399,6 +407,46 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     wanted = monitor["spec"]["selector"]["matchExpressions"][0]["values"]
     assert sorted(wanted) == sorted(COMPONENTS)
+
+
+@needs_helm
+def test_a_clustered_nats_loses_one_server_at_a_time_to_drains_and_rollouts(
+    default: list[Obj], clustered: list[Obj]
+) -> None:
+    """The SRE review: a restarted server counted as started once JetStream answered
+    (js-enabled-only), before its stream replicas caught up, and the rollout moved on to the
+    next; no PodDisruptionBudget and no spreading, so one drain could take 2 of 3 servers and
+    the R3 streams their quorum. Started is now the full /healthz (replicas current), a budget
+    lets one server go at a time, and the servers prefer nodes of their own."""
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    (c, *_) = nats["spec"]["template"]["spec"]["containers"]
+    assert c["startupProbe"]["httpGet"]["path"] == "/healthz"  # no ?js-enabled-only: caught up
+    selector = nats["spec"]["selector"]["matchLabels"]
+    budgets = of_kind(clustered, "PodDisruptionBudget")
+    assert set(budgets) == {"rel-tessera-nats"}  # a single-replica service gets none: drains would block
+    assert budgets["rel-tessera-nats"]["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    (term,) = nats["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}  # fmt: skip
+    # one server: nothing to spread, no quorum to keep
+    (single,) = of_kind(default, "StatefulSet").values()
+    assert "affinity" not in single["spec"]["template"]["spec"] and not of_kind(default, "PodDisruptionBudget")
+    # the operator's affinity replaces the default (say, required spreading)
+    key = "nats.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"
+    (own,) = of_kind(render(CLUSTER_VALUES, sets=(f"{key}=kubernetes.io/hostname",)), "StatefulSet").values()
+    assert own["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    # the scheduler's standbys: one evicted at a time, a standby left to take the lease
+    standbys = render(sets=("services.scheduler.replicas=2",))
+    scheduler = of_kind(standbys, "Deployment")["rel-tessera-scheduler"]
+    pick = scheduler["spec"]["selector"]["matchLabels"]
+    (budget,) = of_kind(standbys, "PodDisruptionBudget").values()
+    assert budget["metadata"]["name"] == "rel-tessera-scheduler"
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": pick}}
+    (term,) = scheduler["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
+    assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": pick}
 
 
 @needs_helm
