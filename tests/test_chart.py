@@ -17,7 +17,10 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -365,6 +368,79 @@ def _runnable_conf(docs: list[Obj], tmp_path: Path) -> str:
     for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
         text = text.replace(f"/etc/nats-tls/{name}", str(path))
     return text.replace("/var/run/nats/", f"{tmp_path}/")
+
+
+@needs_helm
+async def test_a_stopping_nats_server_enters_lame_duck_before_the_kubelets_sigterm(
+    clustered: list[Obj], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SRE review: lame_duck_duration was configured but nothing entered it (the kubelet
+    sends SIGTERM, which stops nats-server at once). The rendered preStop, run against the real
+    nats-server with the chart's configuration, puts it in lame duck; the SIGTERM that follows
+    leaves it serving, and the pod's grace period outlasts the lame duck."""
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    pod = nats["spec"]["template"]["spec"]
+    (c, *_) = pod["containers"]
+    program, *argv = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert program == "nats-server"  # on the image's PATH (/ in the scratch image, /usr/local/bin in alpine)
+    conf = _nats_conf(clustered)
+    pid_file = re.search(r"^\s*pid_file: (\S+)$", conf, re.M)
+    assert pid_file is not None and argv == ["--signal", f"ldm={pid_file[1]}"]
+    # where the pid file goes is writable (the root filesystem is read-only)
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts[str(Path(pid_file[1]).parent)]]
+    duration, grace = (int(re.search(rf"{key}: (\d+)s", conf)[1])  # type: ignore[index]
+                       for key in ("lame_duck_duration", "lame_duck_grace_period"))  # fmt: skip
+    assert pod["terminationGracePeriodSeconds"] > duration + grace
+    # the chart's configuration (single server, its users and TLS) with that preStop
+    default = render()
+    text = _runnable_conf(default, tmp_path)
+    users = json.loads((CHART / "files" / "permissions.json").read_text())
+    for user in users:
+        monkeypatch.setenv(f"{user.upper()}_PASSWORD", "pw")
+    monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
+    server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    try:
+        # a client stays connected: with none, lame duck has nobody to move and exits at once
+        creds = tmp_path / "queue.json"
+        creds.write_text(json.dumps({"user": "tessera-queue", "password": "pw"}))
+        log = await JetStreamLog.connect(server.url, credentials=str(creds), ca=str(tmp_path / "tls" / "ca.pem"),
+                                         writer="queue")  # fmt: skip
+        try:
+            pid_path = pid_file[1].replace("/var/run/nats/", f"{tmp_path}/")
+            command = [find_binary(), *[a.replace(pid_file[1], pid_path) for a in argv]]
+            assert await asyncio.to_thread(_prestop_then_sigterm, server, command) == 200
+        finally:
+            await log.close()
+    finally:
+        server.kill()
+
+
+def _prestop_then_sigterm(server: NatsServer, command: list[str]) -> int:
+    """What the kubelet does to a stopping pod: the preStop hook, then SIGTERM. Returns the
+    server's /varz status after both (it still serves while its lame duck lasts)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    nats_log = server.data_dir / "nats-server.log"
+    _wait_for_line(nats_log, "Entering lame duck mode")
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    _wait_for_line(nats_log, 'Trapped "terminated" signal')
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/varz", timeout=5) as varz:
+        status = varz.status
+    assert server.process.poll() is None
+    return status
+
+
+def _wait_for_line(path: Path, line: str, timeout: float = 15.0) -> None:
+    """Until nats-server's log says `line` (it logs each step of a lame duck)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and line in path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{line!r} not in {path}: {path.read_text(errors='replace')[-2000:] if path.exists() else ''}")
 
 
 @needs_helm
