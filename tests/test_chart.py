@@ -284,13 +284,17 @@ def test_every_container_runs_non_root_read_only_and_unprivileged_with_probes_an
         assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
         assert sc["capabilities"]["drop"] == ["ALL"]
         assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+        if c["name"] == "exporter":  # its probes would gate the NATS server's readiness
+            assert not {"startupProbe", "livenessProbe", "readinessProbe"} & set(c)
+            seen += 1
+            continue
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             assert c[probe]["httpGet"]["port"] in {p["name"] for p in c["ports"]}, (c["name"], probe)
         if workload["kind"] == "Deployment":
             assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
         seen += 1
-    assert seen == 6
+    assert seen == 7  # the five services, NATS and its exporter
 
 
 # ---- NATS -----------------------------------------------------------------------------------
@@ -486,7 +490,7 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
     (monitor,) = of_kind(clustered, "ServiceMonitor").values()
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     wanted = monitor["spec"]["selector"]["matchExpressions"][0]["values"]
-    assert sorted(wanted) == sorted(COMPONENTS)
+    assert sorted(wanted) == sorted([*COMPONENTS, "nats"])  # NATS: its exporter's metrics
 
 
 @needs_helm
@@ -527,6 +531,49 @@ def test_a_clustered_nats_loses_one_server_at_a_time_to_drains_and_rollouts(
     (term,) = scheduler["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
     assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": pick}
+
+
+@needs_helm
+def test_natss_own_metrics_are_scraped_when_the_exporter_is_asked(default: list[Obj], clustered: list[Obj]) -> None:
+    """The SRE review: nothing scraped NATS (it serves JSON on 8222, no Prometheus format), so
+    stream bytes against max_file_store could not be alerted on. With
+    nats.monitoring.exporter, prometheus-nats-exporter beside each server reads that server's
+    monitoring port and serves nats_* metrics on a `metrics` port of the NATS Service, which
+    the ServiceMonitor and the scrape annotations find as they find the services'."""
+    (plain,) = of_kind(default, "StatefulSet").values()
+    assert [c["name"] for c in plain["spec"]["template"]["spec"]["containers"]] == ["nats"]
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    pod = nats["spec"]["template"]
+    server, exporter = pod["spec"]["containers"]
+    assert exporter["name"] == "exporter" and exporter["image"].startswith("natsio/prometheus-nats-exporter:")
+    *flags, url = exporter["args"]
+    monitor = {p["name"]: p["containerPort"] for p in server["ports"]}["monitor"]
+    assert url == f"http://localhost:{monitor}" and f"http_port: {monitor}" in _nats_conf(clustered)
+    assert {"-varz", "-jsz=all", "-prefix=nats"} <= set(flags)  # stream bytes; the nats_* names
+    port = {p["name"]: p["containerPort"] for p in exporter["ports"]}["metrics"]
+    assert f"-port={port}" in flags
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    service = of_kind(clustered, "Service")["rel-tessera-nats"]["spec"]
+    assert {"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"} in service["ports"]
+    assert service["selector"].items() <= pod["metadata"]["labels"].items()
+    (monitor_obj,) = of_kind(clustered, "ServiceMonitor").values()
+    assert "nats" in monitor_obj["spec"]["selector"]["matchExpressions"][0]["values"]
+    assert [e["port"] for e in monitor_obj["spec"]["endpoints"]] == ["metrics"]
+    # the NetworkPolicy admits the scrape: from anywhere, or from the peers given
+    (policy,) = of_kind(clustered, "NetworkPolicy").values()
+    (rule,) = [r for r in policy["spec"]["ingress"] if {"port": port, "protocol": "TCP"} in r["ports"]]
+    assert "from" not in rule
+    peers = render(CLUSTER_VALUES, sets=(
+        "nats.monitoring.exporter.from[0].namespaceSelector.matchLabels.name=monitoring",))  # fmt: skip
+    (policy,) = of_kind(peers, "NetworkPolicy").values()
+    (rule,) = [r for r in policy["spec"]["ingress"] if {"port": port, "protocol": "TCP"} in r["ports"]]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    # an external NATS: no exporter of ours, nor a `nats` component to select
+    external = render(CLUSTER_VALUES, sets=("nats.external.url=nats://nats.infra:4222",))
+    (monitor_obj,) = of_kind(external, "ServiceMonitor").values()
+    assert "nats" not in monitor_obj["spec"]["selector"]["matchExpressions"][0]["values"]
+    out = helm("template", "rel", str(CHART), "--set", "nats.monitoring.exporter.port=8222", check=False)
+    assert out.returncode != 0 and "/nats/monitoring/exporter/port" in out.stderr, out.stderr
 
 
 @needs_helm
@@ -606,13 +653,14 @@ def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
     cluster = _nats_conf(clustered).split("cluster {", 1)[1]
     assert "authorization { user: route, password: $ROUTE_PASSWORD" in cluster
     assert "verify: true" in cluster and "no_advertise: true" in cluster
-    # monitoring: no Service port, no pod admitted, unless asked
-    for docs in (default, clustered):
+    # monitoring: no Service port, no pod admitted, unless asked (the cluster values ask for the
+    # exporter's metrics, not the monitoring port)
+    for docs, wanted in ((default, {4222}), (clustered, {4222, 7777})):
         ports = {p["port"] for p in of_kind(docs, "Service")["rel-tessera-nats"]["spec"]["ports"]}
-        assert ports == {4222}
+        assert ports == wanted
     (policy,) = of_kind(clustered, "NetworkPolicy").values()
-    rules = {p["port"]: r["from"] for r in policy["spec"]["ingress"] for p in r["ports"]}
-    assert set(rules) == {4222, 6222}
+    rules = {p["port"]: r.get("from") for r in policy["spec"]["ingress"] for p in r["ports"]}
+    assert set(rules) == {4222, 6222, 7777}
     assert rules[4222] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": "rel",
                                                              "app.kubernetes.io/part-of": "tessera"}}}]  # fmt: skip
     assert rules[6222] == [{"podSelector": {"matchLabels": policy["spec"]["podSelector"]["matchLabels"]}}]
