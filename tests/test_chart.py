@@ -629,6 +629,26 @@ def test_two_renders_are_the_same_and_hold_no_password() -> None:
 
 
 @needs_helm
+@pytest.mark.parametrize("sets", [(), ("nats.tls.existingSecret=my-tls",), ("nats.auth.existingSecret=mine",)])
+def test_the_setup_job_may_read_and_patch_only_the_secrets_it_makes(sets: tuple[str, ...]) -> None:
+    """The SRE review: the setup hook's Role could get and patch every Secret of the namespace.
+    Now get and patch name the Secrets its command line makes; create cannot take names (RBAC
+    never matches resourceNames on a create), so it stays a rule of its own."""
+    docs = render(CLUSTER_VALUES, sets=sets)
+    made = sorted(v for k, v in _setup_args(docs).items() if k in ("--users-secret", "--tls-secret"))
+    assert made
+    (role,) = of_kind(docs, "Role").values()
+    by_verbs = {tuple(r["verbs"]): r for r in role["rules"]}
+    assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in role["rules"])
+    assert set(by_verbs) == {("get", "patch"), ("create",)}
+    assert sorted(by_verbs[("get", "patch")]["resourceNames"]) == made
+    assert "resourceNames" not in by_verbs[("create",)]
+    # the verbs are the ones services.kube.natssecrets calls
+    calls = _api_calls(ast.parse((ROOT / "services" / "kube" / "natssecrets.py").read_text()), "natssecrets")
+    assert {v for (_, _, v) in calls} == {"get", "patch", "create"}
+
+
+@needs_helm
 def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
     default: list[Obj], clustered: list[Obj], monkeypatch: pytest.MonkeyPatch
 ) -> None:
