@@ -712,6 +712,56 @@ def test_the_operator_updates_the_streams_after_each_install_and_upgrade(cluster
     assert not of_kind(render(sets=("nats.auth.enabled=false",)), "Job").get("rel-tessera-nats-streams")
 
 
+def _readme_cli_commands() -> str:
+    """The shell block of README's "The CLI against the chart's NATS"."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### The CLI against the chart's NATS", 1)[1]
+    return section.split("```\n", 2)[1]
+
+
+@needs_helm
+def test_the_readmes_cli_commands_make_the_files_the_cli_reads_from_the_charts_objects(tmp_path: Path) -> None:
+    """The SRE review: nothing said how to run `tessera compact` or `get` against the chart.
+    README's commands name the chart's objects (release `tessera`), turn a Secret's key into
+    the credential file `--nats-creds` loads, and give the CLI's own flags."""
+    from services.cli.main import build_parser
+    from services.runtime.natsauth import load
+
+    commands = _readme_cli_commands()
+    docs = [d for d in yaml.safe_load_all(helm("template", "tessera", str(CHART), "--namespace", "tessera-system",
+                                               "--kube-version", KUBE_VERSION).stdout) if d]  # fmt: skip
+    (c,) = of_kind(docs, "Job")["tessera-nats-setup"]["spec"]["template"]["spec"]["containers"]
+    setup = dict(a.split("=", 1) for a in c["args"][1:] if not a.startswith("--dns="))
+    assert f"get secret {setup['--users-secret']} " in commands
+    assert f"get secret {setup['--tls-secret']} " in commands and "{.data.ca\\.crt}" in commands
+    assert "port-forward svc/tessera-nats 4222" in commands and "tessera-nats" in of_kind(docs, "Service")
+    # the conversion, run as written on a Secret's decoded key
+    (program,) = re.findall(r"python3 -c '([^']+)' \$key", commands)
+    for key in ("cli", "admin"):
+        assert key in KEYS
+        out = tmp_path / f"{key}.json"
+        password = new_password()
+        done = subprocess.run(["python3", "-c", program, key], input=password, capture_output=True, text=True,
+                              check=True, timeout=30)  # fmt: skip
+        out.write_text(done.stdout)
+        cred = load(out)
+        assert (cred.user, cred.password) == (f"tessera-{key}", password)  # the chart's user names
+    # the commands parse with the CLI's own parser, and name the files just made
+    for line in commands.splitlines():
+        if line.startswith("tessera "):
+            args = build_parser().parse_args(line.split()[1:])
+            assert args.nats == "tls://localhost:4222" and args.nats_ca == "nats-ca.crt"
+            assert args.nats_creds in ("cli.json", "admin.json")
+    # tls://localhost: the certificates name it (the setup Job's: natsauth.generate_tls)
+    cert = of_kind(render(sets=("nats.tls.certManager.enabled=true", "nats.tls.certManager.issuerRef.name=ca")),
+                   "Certificate")["rel-tessera-nats"]  # fmt: skip
+    assert "localhost" in cert["spec"]["dnsNames"] and cert["spec"]["ipAddresses"] == ["127.0.0.1"]
+    ca, server_cert, _ = generate_tls(tmp_path / "tls", dns=("x",))
+    text = subprocess.run(["openssl", "x509", "-in", str(server_cert), "-noout", "-ext", "subjectAltName"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "DNS:localhost" in text and ca.exists()
+
+
 @needs_helm
 def test_cert_manager_makes_the_certificate_when_asked() -> None:
     docs = render(sets=("nats.tls.certManager.enabled=true", "nats.tls.certManager.issuerRef.name=ca-issuer",
