@@ -17,7 +17,10 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,13 +284,17 @@ def test_every_container_runs_non_root_read_only_and_unprivileged_with_probes_an
         assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
         assert sc["capabilities"]["drop"] == ["ALL"]
         assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"]
+        if c["name"] == "exporter":  # its probes would gate the NATS server's readiness
+            assert not {"startupProbe", "livenessProbe", "readinessProbe"} & set(c)
+            seen += 1
+            continue
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             assert c[probe]["httpGet"]["port"] in {p["name"] for p in c["ports"]}, (c["name"], probe)
         if workload["kind"] == "Deployment":
             assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
         seen += 1
-    assert seen == 6
+    assert seen == 7  # the five services, NATS and its exporter
 
 
 # ---- NATS -----------------------------------------------------------------------------------
@@ -333,16 +340,14 @@ async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
 ) -> None:
     """The chart's nats.conf run by the real nats-server (its ports and store moved by flags):
     a service connects over TLS with the CA and its own user, appends, and uses its durable."""
-    ca, cert, key = generate_tls(tmp_path / "tls")
-    text = _nats_conf(default).replace("store_dir: /data", "")  # the flag's, not /data
-    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
-        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    text = _runnable_conf(default, tmp_path)
     users = json.loads((CHART / "files" / "permissions.json").read_text())
     passwords = {user: new_password() for user in users}  # as the chart's hook Job makes them
     for user, password in passwords.items():
         monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
     monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
     server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    ca = tmp_path / "tls" / "ca.pem"
     try:
         creds = tmp_path / "queue.json"
         creds.write_text(json.dumps({"user": "tessera-queue", "password": passwords["queue"]}))
@@ -357,6 +362,93 @@ async def test_the_rendered_nats_serves_a_service_over_tls_with_its_own_rights(
             await log.close()
     finally:
         server.stop()
+
+
+def _runnable_conf(docs: list[Obj], tmp_path: Path) -> str:
+    """The chart's nats.conf for a nats-server started by the test (`NatsServer`: its ports and
+    store by flags): the TLS Secret's files and the pid file moved into tmp_path."""
+    ca, cert, key = generate_tls(tmp_path / "tls")
+    text = _nats_conf(docs).replace("store_dir: /data", "")  # the flag's, not /data
+    for name, path in {"ca.crt": ca, "tls.crt": cert, "tls.key": key}.items():
+        text = text.replace(f"/etc/nats-tls/{name}", str(path))
+    return text.replace("/var/run/nats/", f"{tmp_path}/")
+
+
+@needs_helm
+async def test_a_stopping_nats_server_enters_lame_duck_before_the_kubelets_sigterm(
+    clustered: list[Obj], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SRE review: lame_duck_duration was configured but nothing entered it (the kubelet
+    sends SIGTERM, which stops nats-server at once). The rendered preStop, run against the real
+    nats-server with the chart's configuration, puts it in lame duck; the SIGTERM that follows
+    leaves it serving, and the pod's grace period outlasts the lame duck."""
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    pod = nats["spec"]["template"]["spec"]
+    (c, *_) = pod["containers"]
+    program, *argv = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert program == "nats-server"  # on the image's PATH (/ in the scratch image, /usr/local/bin in alpine)
+    conf = _nats_conf(clustered)
+    pid_file = re.search(r"^\s*pid_file: (\S+)$", conf, re.M)
+    assert pid_file is not None and argv == ["--signal", f"ldm={pid_file[1]}"]
+    # where the pid file goes is writable (the root filesystem is read-only)
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts[str(Path(pid_file[1]).parent)]]
+    duration, grace = (int(re.search(rf"{key}: (\d+)s", conf)[1])  # type: ignore[index]
+                       for key in ("lame_duck_duration", "lame_duck_grace_period"))  # fmt: skip
+    assert pod["terminationGracePeriodSeconds"] > duration + grace
+    # a single server has nobody to hand its clients and leaders to: a lame duck would only
+    # keep JetStream down 40 s longer before its replacement starts
+    default = render()
+    (single,) = of_kind(default, "StatefulSet").values()
+    assert "lifecycle" not in single["spec"]["template"]["spec"]["containers"][0]
+    # the chart's configuration (its users and TLS) with that preStop
+    text = _runnable_conf(default, tmp_path)
+    users = json.loads((CHART / "files" / "permissions.json").read_text())
+    for user in users:
+        monkeypatch.setenv(f"{user.upper()}_PASSWORD", "pw")
+    monkeypatch.setenv("SERVER_NAME", "rel-tessera-nats-0")
+    server = NatsServer(data_dir=tmp_path / "nats", config=text, tls=True).start()
+    try:
+        # a client stays connected: with none, lame duck has nobody to move and exits at once
+        creds = tmp_path / "queue.json"
+        creds.write_text(json.dumps({"user": "tessera-queue", "password": "pw"}))
+        log = await JetStreamLog.connect(server.url, credentials=str(creds), ca=str(tmp_path / "tls" / "ca.pem"),
+                                         writer="queue")  # fmt: skip
+        try:
+            pid_path = pid_file[1].replace("/var/run/nats/", f"{tmp_path}/")
+            command = [find_binary(), *[a.replace(pid_file[1], pid_path) for a in argv]]
+            assert await asyncio.to_thread(_prestop_then_sigterm, server, command) == 200
+        finally:
+            await log.close()
+    finally:
+        server.kill()
+
+
+def _prestop_then_sigterm(server: NatsServer, command: list[str]) -> int:
+    """What the kubelet does to a stopping pod: the preStop hook, then SIGTERM. Returns the
+    server's /varz status after both (it still serves while its lame duck lasts)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    nats_log = server.data_dir / "nats-server.log"
+    _wait_for_line(nats_log, "Entering lame duck mode")
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    _wait_for_line(nats_log, 'Trapped "terminated" signal')
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/varz", timeout=5) as varz:
+        status = varz.status
+    assert server.process.poll() is None
+    return status
+
+
+def _wait_for_line(path: Path, line: str, timeout: float = 15.0) -> None:
+    """Until nats-server's log says `line` (it logs each step of a lame duck)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and line in path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{line!r} not in {path}: {path.read_text(errors='replace')[-2000:] if path.exists() else ''}")
 
 
 @needs_helm
@@ -398,7 +490,90 @@ def test_cluster_values_give_three_routed_servers_and_r3_streams(clustered: list
     (monitor,) = of_kind(clustered, "ServiceMonitor").values()
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     wanted = monitor["spec"]["selector"]["matchExpressions"][0]["values"]
-    assert sorted(wanted) == sorted(COMPONENTS)
+    assert sorted(wanted) == sorted([*COMPONENTS, "nats"])  # NATS: its exporter's metrics
+
+
+@needs_helm
+def test_a_clustered_nats_loses_one_server_at_a_time_to_drains_and_rollouts(
+    default: list[Obj], clustered: list[Obj]
+) -> None:
+    """The SRE review: a restarted server counted as started once JetStream answered
+    (js-enabled-only), before its stream replicas caught up, and the rollout moved on to the
+    next; no PodDisruptionBudget and no spreading, so one drain could take 2 of 3 servers and
+    the R3 streams their quorum. Started is now the full /healthz (replicas current), a budget
+    lets one server go at a time, and the servers prefer nodes of their own."""
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    (c, *_) = nats["spec"]["template"]["spec"]["containers"]
+    assert c["startupProbe"]["httpGet"]["path"] == "/healthz"  # no ?js-enabled-only: caught up
+    selector = nats["spec"]["selector"]["matchLabels"]
+    budgets = of_kind(clustered, "PodDisruptionBudget")
+    assert set(budgets) == {"rel-tessera-nats"}  # a single-replica service gets none: drains would block
+    assert budgets["rel-tessera-nats"]["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    (term,) = nats["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}  # fmt: skip
+    # one server: nothing to spread, no quorum to keep
+    (single,) = of_kind(default, "StatefulSet").values()
+    assert "affinity" not in single["spec"]["template"]["spec"] and not of_kind(default, "PodDisruptionBudget")
+    # the operator's affinity replaces the default (say, required spreading)
+    key = "nats.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"
+    (own,) = of_kind(render(CLUSTER_VALUES, sets=(f"{key}=kubernetes.io/hostname",)), "StatefulSet").values()
+    assert own["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    # the scheduler's standbys: one evicted at a time, a standby left to take the lease
+    standbys = render(sets=("services.scheduler.replicas=2",))
+    scheduler = of_kind(standbys, "Deployment")["rel-tessera-scheduler"]
+    pick = scheduler["spec"]["selector"]["matchLabels"]
+    (budget,) = of_kind(standbys, "PodDisruptionBudget").values()
+    assert budget["metadata"]["name"] == "rel-tessera-scheduler"
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": pick}}
+    (term,) = scheduler["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]  # fmt: skip
+    assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": pick}
+
+
+@needs_helm
+def test_natss_own_metrics_are_scraped_when_the_exporter_is_asked(default: list[Obj], clustered: list[Obj]) -> None:
+    """The SRE review: nothing scraped NATS (it serves JSON on 8222, no Prometheus format), so
+    stream bytes against max_file_store could not be alerted on. With
+    nats.monitoring.exporter, prometheus-nats-exporter beside each server reads that server's
+    monitoring port and serves nats_* metrics on a `metrics` port of the NATS Service, which
+    the ServiceMonitor and the scrape annotations find as they find the services'."""
+    (plain,) = of_kind(default, "StatefulSet").values()
+    assert [c["name"] for c in plain["spec"]["template"]["spec"]["containers"]] == ["nats"]
+    (nats,) = of_kind(clustered, "StatefulSet").values()
+    pod = nats["spec"]["template"]
+    server, exporter = pod["spec"]["containers"]
+    assert exporter["name"] == "exporter" and exporter["image"].startswith("natsio/prometheus-nats-exporter:")
+    *flags, url = exporter["args"]
+    monitor = {p["name"]: p["containerPort"] for p in server["ports"]}["monitor"]
+    assert url == f"http://localhost:{monitor}" and f"http_port: {monitor}" in _nats_conf(clustered)
+    assert {"-varz", "-jsz=all", "-prefix=nats"} <= set(flags)  # stream bytes; the nats_* names
+    port = {p["name"]: p["containerPort"] for p in exporter["ports"]}["metrics"]
+    assert f"-port={port}" in flags
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    service = of_kind(clustered, "Service")["rel-tessera-nats"]["spec"]
+    assert {"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"} in service["ports"]
+    assert service["selector"].items() <= pod["metadata"]["labels"].items()
+    (monitor_obj,) = of_kind(clustered, "ServiceMonitor").values()
+    assert "nats" in monitor_obj["spec"]["selector"]["matchExpressions"][0]["values"]
+    assert [e["port"] for e in monitor_obj["spec"]["endpoints"]] == ["metrics"]
+    # the NetworkPolicy admits the scrape: from anywhere, or from the peers given
+    (policy,) = of_kind(clustered, "NetworkPolicy").values()
+    (rule,) = [r for r in policy["spec"]["ingress"] if {"port": port, "protocol": "TCP"} in r["ports"]]
+    assert "from" not in rule
+    peers = render(CLUSTER_VALUES, sets=(
+        "nats.monitoring.exporter.from[0].namespaceSelector.matchLabels.name=monitoring",))  # fmt: skip
+    (policy,) = of_kind(peers, "NetworkPolicy").values()
+    (rule,) = [r for r in policy["spec"]["ingress"] if {"port": port, "protocol": "TCP"} in r["ports"]]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    # an external NATS: no exporter of ours, nor a `nats` component to select
+    external = render(CLUSTER_VALUES, sets=("nats.external.url=nats://nats.infra:4222",))
+    (monitor_obj,) = of_kind(external, "ServiceMonitor").values()
+    assert "nats" not in monitor_obj["spec"]["selector"]["matchExpressions"][0]["values"]
+    out = helm("template", "rel", str(CHART), "--set", "nats.monitoring.exporter.port=8222", check=False)
+    assert out.returncode != 0 and "/nats/monitoring/exporter/port" in out.stderr, out.stderr
 
 
 @needs_helm
@@ -454,6 +629,26 @@ def test_two_renders_are_the_same_and_hold_no_password() -> None:
 
 
 @needs_helm
+@pytest.mark.parametrize("sets", [(), ("nats.tls.existingSecret=my-tls",), ("nats.auth.existingSecret=mine",)])
+def test_the_setup_job_may_read_and_patch_only_the_secrets_it_makes(sets: tuple[str, ...]) -> None:
+    """The SRE review: the setup hook's Role could get and patch every Secret of the namespace.
+    Now get and patch name the Secrets its command line makes; create cannot take names (RBAC
+    never matches resourceNames on a create), so it stays a rule of its own."""
+    docs = render(CLUSTER_VALUES, sets=sets)
+    made = sorted(v for k, v in _setup_args(docs).items() if k in ("--users-secret", "--tls-secret"))
+    assert made
+    (role,) = of_kind(docs, "Role").values()
+    by_verbs = {tuple(r["verbs"]): r for r in role["rules"]}
+    assert all(r["apiGroups"] == [""] and r["resources"] == ["secrets"] for r in role["rules"])
+    assert set(by_verbs) == {("get", "patch"), ("create",)}
+    assert sorted(by_verbs[("get", "patch")]["resourceNames"]) == made
+    assert "resourceNames" not in by_verbs[("create",)]
+    # the verbs are the ones services.kube.natssecrets calls
+    calls = _api_calls(ast.parse((ROOT / "services" / "kube" / "natssecrets.py").read_text()), "natssecrets")
+    assert {v for (_, _, v) in calls} == {"get", "patch", "create"}
+
+
+@needs_helm
 def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
     default: list[Obj], clustered: list[Obj], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -478,13 +673,14 @@ def test_tls_route_authorization_and_only_tesseras_pods_reach_nats(
     cluster = _nats_conf(clustered).split("cluster {", 1)[1]
     assert "authorization { user: route, password: $ROUTE_PASSWORD" in cluster
     assert "verify: true" in cluster and "no_advertise: true" in cluster
-    # monitoring: no Service port, no pod admitted, unless asked
-    for docs in (default, clustered):
+    # monitoring: no Service port, no pod admitted, unless asked (the cluster values ask for the
+    # exporter's metrics, not the monitoring port)
+    for docs, wanted in ((default, {4222}), (clustered, {4222, 7777})):
         ports = {p["port"] for p in of_kind(docs, "Service")["rel-tessera-nats"]["spec"]["ports"]}
-        assert ports == {4222}
+        assert ports == wanted
     (policy,) = of_kind(clustered, "NetworkPolicy").values()
-    rules = {p["port"]: r["from"] for r in policy["spec"]["ingress"] for p in r["ports"]}
-    assert set(rules) == {4222, 6222}
+    rules = {p["port"]: r.get("from") for r in policy["spec"]["ingress"] for p in r["ports"]}
+    assert set(rules) == {4222, 6222, 7777}
     assert rules[4222] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": "rel",
                                                              "app.kubernetes.io/part-of": "tessera"}}}]  # fmt: skip
     assert rules[6222] == [{"podSelector": {"matchLabels": policy["spec"]["podSelector"]["matchLabels"]}}]
@@ -514,6 +710,56 @@ def test_the_operator_updates_the_streams_after_each_install_and_upgrade(cluster
     assert args.nats == "tls://rel-tessera-nats.tessera-system.svc:4222" and args.nats_ca
     assert _env(job)["TESSERA_NATS_USER"] == "tessera-admin"
     assert not of_kind(render(sets=("nats.auth.enabled=false",)), "Job").get("rel-tessera-nats-streams")
+
+
+def _readme_cli_commands() -> str:
+    """The shell block of README's "The CLI against the chart's NATS"."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### The CLI against the chart's NATS", 1)[1]
+    return section.split("```\n", 2)[1]
+
+
+@needs_helm
+def test_the_readmes_cli_commands_make_the_files_the_cli_reads_from_the_charts_objects(tmp_path: Path) -> None:
+    """The SRE review: nothing said how to run `tessera compact` or `get` against the chart.
+    README's commands name the chart's objects (release `tessera`), turn a Secret's key into
+    the credential file `--nats-creds` loads, and give the CLI's own flags."""
+    from services.cli.main import build_parser
+    from services.runtime.natsauth import load
+
+    commands = _readme_cli_commands()
+    docs = [d for d in yaml.safe_load_all(helm("template", "tessera", str(CHART), "--namespace", "tessera-system",
+                                               "--kube-version", KUBE_VERSION).stdout) if d]  # fmt: skip
+    (c,) = of_kind(docs, "Job")["tessera-nats-setup"]["spec"]["template"]["spec"]["containers"]
+    setup = dict(a.split("=", 1) for a in c["args"][1:] if not a.startswith("--dns="))
+    assert f"get secret {setup['--users-secret']} " in commands
+    assert f"get secret {setup['--tls-secret']} " in commands and "{.data.ca\\.crt}" in commands
+    assert "port-forward svc/tessera-nats 4222" in commands and "tessera-nats" in of_kind(docs, "Service")
+    # the conversion, run as written on a Secret's decoded key
+    (program,) = re.findall(r"python3 -c '([^']+)' \$key", commands)
+    for key in ("cli", "admin"):
+        assert key in KEYS
+        out = tmp_path / f"{key}.json"
+        password = new_password()
+        done = subprocess.run(["python3", "-c", program, key], input=password, capture_output=True, text=True,
+                              check=True, timeout=30)  # fmt: skip
+        out.write_text(done.stdout)
+        cred = load(out)
+        assert (cred.user, cred.password) == (f"tessera-{key}", password)  # the chart's user names
+    # the commands parse with the CLI's own parser, and name the files just made
+    for line in commands.splitlines():
+        if line.startswith("tessera "):
+            args = build_parser().parse_args(line.split()[1:])
+            assert args.nats == "tls://localhost:4222" and args.nats_ca == "nats-ca.crt"
+            assert args.nats_creds in ("cli.json", "admin.json")
+    # tls://localhost: the certificates name it (the setup Job's: natsauth.generate_tls)
+    cert = of_kind(render(sets=("nats.tls.certManager.enabled=true", "nats.tls.certManager.issuerRef.name=ca")),
+                   "Certificate")["rel-tessera-nats"]  # fmt: skip
+    assert "localhost" in cert["spec"]["dnsNames"] and cert["spec"]["ipAddresses"] == ["127.0.0.1"]
+    ca, server_cert, _ = generate_tls(tmp_path / "tls", dns=("x",))
+    text = subprocess.run(["openssl", "x509", "-in", str(server_cert), "-noout", "-ext", "subjectAltName"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "DNS:localhost" in text and ca.exists()
 
 
 @needs_helm
