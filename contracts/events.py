@@ -280,6 +280,20 @@ class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
     verdicts_by_words: bool = False
 
 
+# --- the log itself ------------------------------------------------------------------------------
+
+
+class LogCompacted(Event, frozen=True, tag="LogCompacted"):
+    """A compaction is about to purge finished jobs' subjects (`services/runtime/compaction.py`),
+    appended before the purge: a snapshot older than `horizon` may hold one of those jobs live
+    and its end was in the purged tail, so a restart cannot use it (`Snapshots.recover`)."""
+
+    #: the highest sequence of a job message any compaction has purged or is purging: cumulative
+    #: (the previous record's, raised), so the last record of the subject is all a reader needs
+    horizon: int
+    jobs: int = 0  # finished jobs this compaction forgets
+
+
 # --- node aggregate ----------------------------------------------------------------------------
 
 
@@ -548,6 +562,7 @@ ALL_EVENTS: tuple[type[Event], ...] = (
     CardHealthChanged,
     CardRetired,
     SchedulerConfigured,
+    LogCompacted,
     ClaimChanged,
     VolumeChanged,
     StorageClassChanged,

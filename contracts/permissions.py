@@ -30,7 +30,7 @@ from contracts.subjects import Subjects
 #: The aggregate kinds each service appends to (token 3 of `<root>.ev.<kind>.…`).
 APPENDS: dict[str, tuple[str, ...]] = {
     "admission": ("queue", "pc", "job", "quota", "topo", "pdb", "ns"),  # QueueCreated/Updated/…, PriorityClassCreated, JobSubmitted/Updated, QuotaChanged, HyperNodeChanged, DisruptionBudgetChanged, NamespaceChanged
-    "queue": ("queue", "job", "node"),  # default queues, phases; its node monitor's NodeLost
+    "queue": ("queue", "job", "node", "log"),  # default queues, phases; its node monitor's NodeLost; its compaction's LogCompacted
     "scheduler": ("job", "sched"),  # PlacementProposed, EvictionRequested, JobUnschedulable; SchedulerConfigured
     "allocator": ("card", "job", "vol"),  # the ledgers; PlacementCommitted/Rejected, BindingFailed; ClaimChanged…
     "nodeagent": ("node", "job", "use", "inv"),  # NodeRegistered/Lost, TaskStarted/Finished, NodeUsage, NodesListed

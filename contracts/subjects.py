@@ -147,6 +147,10 @@ class Subjects:
         """A scheduler's configuration history (`SchedulerConfigured`)."""
         return f"{self.root}.ev.sched.{escape(name)}"
 
+    def compactions(self) -> str:
+        """Where compaction records how far it purged (`LogCompacted`)."""
+        return f"{self.root}.ev.log.compacted"
+
     def dlq(self, service: str) -> str:
         return f"{self.root}.dlq.{escape(service)}"
 
@@ -180,6 +184,7 @@ def _route(cls: type) -> Callable[[Subjects, Any], str]:
         ((ev.QueueCreated, ev.QueueUpdated), lambda s, e: s.queue(e.spec.name)),
         ((ev.QueueStateChanged, ev.QueueDeleted), lambda s, e: s.queue(e.queue)),
         ((ev.SchedulerConfigured,), lambda s, e: s.scheduler(e.scheduler)),
+        ((ev.LogCompacted,), lambda s, e: s.compactions()),
         ((ev.PriorityClassCreated,), lambda s, e: s.priority_class(e.name)),
         ((ev.JobSubmitted,), lambda s, e: s.job(e.spec.namespace, e.spec.name)),
         ((ev.NodeRegistered, ev.NodeLost), lambda s, e: s.node(e.node)),

@@ -14,8 +14,14 @@ go is decided from the log instead:
 Node, queue and priority-class subjects are kept whole (a node's registration is not state-
 carrying when a `NodeLost` follows it). A purge removes only what was read when it was decided
 (`seq` bound): a job submitted again under the same name meanwhile keeps its new events.
-Services recover from a snapshot and the log after it; a snapshot may still hold a job purged
-since (finished, so harmless) until the service's own retention forgets it.
+Services recover from a snapshot and the log after it. A snapshot taken while a job still ran
+holds it live, and its end is in the log after the snapshot: purging that job's subject would
+leave the restart a ghost that runs for ever (its booking never released, `tests/e2e/
+test_compact.py`). So before it purges, a compaction appends `LogCompacted` with its horizon —
+the highest sequence of a job message purged, by it or any compaction before — and a snapshot
+older than the horizon is not used (`Snapshots.recover`: a replay of what is left instead).
+Jobs whose every message is older than a snapshot only leave it holding a finished job until
+the service's own retention forgets it, as a replay would.
 The full history is what replay debugging reads: compact after `tessera events -o` if needed.
 """
 
@@ -25,14 +31,17 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from contracts.base import Event
-from contracts.events import JobRejected, JobSubmitted, TaskFinished, TaskStarted
+from contracts.events import JobRejected, JobSubmitted, LogCompacted, TaskFinished, TaskStarted
 from contracts.owners import parse_owner
+from contracts.registry import default_registry
+from contracts.subjects import Subjects
 from services.core.retention import ended
-from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import Appended, Conflict, Entry, EventLog, LogError
 from services.runtime.service import decode_stored
-from services.runtime.snapshot import periodically
+from services.runtime.snapshot import compacted_horizon, periodically
 
 log_ = logging.getLogger(__name__)
 
@@ -89,9 +98,46 @@ class Compaction:
     after: int = 0
 
 
-async def compact(log: JetStreamLog, keep_finished: int) -> Compaction:
+class Compactable(EventLog, Protocol):
+    """A log that can be purged by subject (JetStream's, and the in-memory one of the tests)."""
+
+    subjects: Subjects
+
+    async def message_count(self) -> int: ...
+
+    async def purge(self, subject: str, upto: int | None = None, keep: int | None = None) -> None: ...
+
+
+#: a record lost to a concurrent compaction's is read and raised again, this many times
+RECORD_ATTEMPTS = 5
+
+
+async def record(log: Compactable, horizon: int, jobs: int) -> int:
+    """Append `LogCompacted` raising the horizon to `horizon` (no record when one already covers
+    it), before any purge: a service that starts meanwhile reads it after folding the log and
+    folds again without its snapshot (`Snapshots.recover`). Appended only on the subject's last
+    record (expected sequence), so two compactors at once never lower it; older records are
+    purged (the last one says it all). Returns the horizon in force."""
+    subject = log.subjects.compactions()
+    reg = default_registry()
+    for _attempt in range(RECORD_ATTEMPTS):
+        at, previous = await compacted_horizon(log)
+        if previous >= horizon:
+            return previous
+        event = LogCompacted(horizon=horizon, jobs=jobs)
+        env = reg.envelope(event)
+        result = await log.append(Entry(subject, reg.encode(event), env.to_headers(), at))
+        if isinstance(result, Appended):
+            await log.purge(subject, keep=1)
+            return horizon
+        if not isinstance(result, Conflict):
+            raise LogError(f"{subject}: LogCompacted not appended ({result})")
+    raise LogError(f"{subject}: LogCompacted lost to another compaction {RECORD_ATTEMPTS} times; nothing purged")
+
+
+async def compact(log: Compactable, keep_finished: int) -> Compaction:
     s = log.subjects
-    result = Compaction(before=(await log.js.stream_info(log.stream)).state.messages)
+    result = Compaction(before=await log.message_count())
     finished = Finished()
     async for msg in log.replay(1, s.all_jobs()):
         event = await decode_stored(msg)
@@ -103,20 +149,23 @@ async def compact(log: JetStreamLog, keep_finished: int) -> Compaction:
         event = await decode_stored(msg)
         usage = getattr(event, "usage", None)
         owners += list(getattr(usage, "owners", ()))
-    for ns, name in finished.to_forget(holders(owners), keep_finished):
+    forget = finished.to_forget(holders(owners), keep_finished)
+    if forget:  # recorded first: a snapshot below it is not used from now on
+        await record(log, max(finished.last_seq.get(key, 0) for key in forget), len(forget))
+    for ns, name in forget:
         upto = finished.last_seq.get((ns, name), 0) + 1  # not what landed since we read
-        await log.js.purge_stream(log.stream, subject=s.job(ns, name), seq=upto)
+        await log.purge(s.job(ns, name), upto=upto)
         result.jobs += 1
-    for msg in last_cards:
-        await log.js.purge_stream(log.stream, subject=msg.subject, keep=1)
+    for msg in last_cards:  # harmless to any snapshot: a card's last event carries its state
+        await log.purge(msg.subject, keep=1)
         result.cards += 1
-    result.after = (await log.js.stream_info(log.stream)).state.messages
+    result.after = await log.message_count()
     return result
 
 
 
 
-async def keep_compacted(log: JetStreamLog, keep_finished: int, every: float, stopping: asyncio.Event) -> None:
+async def keep_compacted(log: Compactable, keep_finished: int, every: float, stopping: asyncio.Event) -> None:
     """Compact every `every` s until `stopping` (automatic retention: what a limit on the stream
     would do, without ever dropping a live job's events)."""
 

@@ -11,8 +11,16 @@ Stored in a JetStream object store (`<stream>_snapshots_<service>`: a projection
 one NATS message; one bucket per service, so each may write only its own — issue 23), with a header saying whose state it is (service, a version
 that names the state's shape and the fold's configuration), which stream (its creation time:
 `up --fresh` or `down --purge` made another one) and which sequence it covers. Anything else —
-no snapshot, an undecodable one, another version or stream, one ahead of the log — is not used:
-the service replays from sequence 1 and says why.
+no snapshot, an undecodable one, another version or stream, one ahead of the log, one older
+than the log's compaction horizon — is not used: the service replays from sequence 1 and says
+why.
+
+Compaction (`services/runtime/compaction.py`) purges finished jobs' subjects whole. A snapshot
+that holds such a job live (it ran when the snapshot was taken) needs the job's end, which was
+in the purged part of the tail: folded onward it would keep the job — and its booking — for
+ever. Compaction records how far it purged (`LogCompacted.horizon`) before purging; a snapshot
+below the horizon is not used, and a recovery during which the horizon rose (a compaction ran
+meanwhile) is done again. Card purges leave each card's last, state-carrying event: no horizon.
 """
 
 from __future__ import annotations
@@ -28,18 +36,37 @@ from typing import Generic, Protocol, TypeVar
 import msgspec
 
 from contracts.base import Event
+from contracts.events import LogCompacted
 from contracts.permissions import SNAPSHOTTERS, snapshot_bucket
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.runtime.eventlog.model import EventLog, StoredMessage, matcher
-from services.runtime.service import PoisonHandler, replay_decoded, skip_poison
+from services.runtime.service import PoisonHandler, decode_stored, replay_decoded, skip_poison
 from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
+#: a recovery that a compaction overtook is done again, at most this many times in all
+RECOVER_ATTEMPTS = 3
+
 #: Bump when the stored wrapper (not a service's state) changes shape.
 FORMAT = 1
+
+
+async def compacted_horizon(event_log: EventLog) -> tuple[int, int]:
+    """(the sequence of the log's last `LogCompacted`, 0 if none; its horizon): no snapshot
+    below the horizon may be folded onward, some job message after it having been purged."""
+    subjects = getattr(event_log, "subjects", None)
+    if subjects is None:
+        return 0, 0
+    msg = await event_log.last(subjects.compactions())
+    if msg is None:
+        return 0, 0
+    event = await decode_stored(msg)
+    if not isinstance(event, LogCompacted):  # undecodable: no snapshot can be trusted
+        return msg.seq, msg.seq
+    return msg.seq, event.horizon
 
 
 class Header(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,8 +188,9 @@ class Snapshots(Generic[S]):
             service=p.name, version=p.version(), stream=await self.store.identity(), seq=seq
         )
 
-    async def _load(self, until: int) -> tuple[int, bytes] | None:
-        """The stored snapshot if it is ours and usable at `until`, else None (and `why`)."""
+    async def _load(self, until: int, horizon: int = 0) -> tuple[int, bytes] | None:
+        """The stored snapshot if it is ours and usable at `until` with the log compacted up to
+        `horizon`, else None (and `why`)."""
         if self.store is None:
             self.why = "snapshots are off"
             return None
@@ -188,6 +216,9 @@ class Snapshots(Generic[S]):
             self.why = f"the snapshot is of another stream ({got.stream}; the log is {want.stream})"
         elif got.seq > until:
             self.why = f"the snapshot covers #{got.seq}, beyond the log's last #{until}"
+        elif got.seq < horizon:
+            self.why = (f"the snapshot covers #{got.seq} and the log was compacted since: a finished "
+                        f"job's events up to #{horizon} were purged, and the snapshot may hold it live")  # fmt: skip
         else:
             return got.seq, stored.body
         return None
@@ -235,7 +266,24 @@ class Snapshots(Generic[S]):
         """The projection at `until`: the snapshot plus the tail if usable, else a full replay.
         A long tail is snapshotted at once, so the next start does not fold it again."""
         p = self.projection
-        base = await self._load(until)
+        for _attempt in range(RECOVER_ATTEMPTS):
+            mark = await compacted_horizon(self.log)
+            state = await self._recover(until, mark[1])
+            after = await compacted_horizon(self.log)
+            if after == mark or after[1] <= self.used:  # no purge reached the tail folded
+                break
+            log.info("%s: the log was compacted while recovering (horizon #%d); again", p.name, after[1])
+            self.why = f"the log was compacted while recovering (horizon #{after[1]})"
+        if self.enabled:
+            body = p.encode(state)
+            if until - self.used >= self.every:
+                await self._save(until, body)
+            self._recovered = (until, body)  # for `ride`: the service's state is its own
+        return state
+
+    async def _recover(self, until: int, horizon: int) -> S:
+        p = self.projection
+        base = await self._load(until, horizon)
         state: S = p.empty()
         self.used = 0
         if base is not None:
@@ -251,13 +299,7 @@ class Snapshots(Generic[S]):
                      self.used + 1, until)  # fmt: skip
         else:
             log.info("%s: replaying the log from #1 to #%d: %s", p.name, until, self.why)
-        state = await self._fold(state, self.used + 1, until)
-        if self.enabled:
-            body = p.encode(state)
-            if until - self.used >= self.every:
-                await self._save(until, body)
-            self._recovered = (until, body)  # for `ride`: the service's state is its own
-        return state
+        return await self._fold(state, self.used + 1, until)
 
     async def _save(self, seq: int, body: bytes) -> None:
         assert self.store is not None
@@ -288,6 +330,9 @@ class Snapshots(Generic[S]):
         if riding:  # encoded now, before any await: the state as of `last`
             await self._save(last, p.encode(live[1] if live else self._copy))  # type: ignore[arg-type]
             return self.saved is not None and self.saved[0] == last
+        mark = await compacted_horizon(self.log)
+        if seq < mark[1]:  # the tail after the last snapshot was compacted: fold what is left
+            seq, body, self._kept = 0, b"", None
         # the state the last write folded, kept (this writer's own copy: the service's live state
         # is another object), so a write folds only the tail and encodes — decoding the whole
         # last snapshot back first was a third of what a write cost
@@ -295,6 +340,9 @@ class Snapshots(Generic[S]):
         state = kept if kept is not None else (p.decode(body) if body else p.empty())
         self._kept = None  # folding moves it past `seq`: it is only good again once saved
         state = await self._fold(state, seq + 1, last)
+        after = await compacted_horizon(self.log)
+        if after != mark and after[1] > seq:
+            return False  # compacted while folding: the next period folds what is left
         await self._save(last, p.encode(state))
         if self.saved is not None and self.saved[0] == last:
             self._kept = (last, state)

@@ -845,6 +845,15 @@ class JetStreamLog:
         info = await self._answered(lambda: self.js.stream_info(self.stream), "stream info")
         return info.state.last_seq
 
+    async def message_count(self) -> int:
+        info = await self._answered(lambda: self.js.stream_info(self.stream), "stream info")
+        return info.state.messages
+
+    async def purge(self, subject: str, upto: int | None = None, keep: int | None = None) -> None:
+        """Purge one subject: its messages below sequence `upto`, or all but its `keep` newest
+        (admin, or the queue service's compaction: `contracts.permissions.COMPACTORS`)."""
+        await self.js.purge_stream(self.stream, subject=subject, seq=upto, keep=keep)
+
     async def ack_floor(self, durable: str) -> int:
         try:
             info = await self.js.consumer_info(self.stream, durable)

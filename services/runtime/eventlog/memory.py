@@ -88,7 +88,7 @@ class MemoryConsumer:
         while st.next_index < len(msgs):
             msg = msgs[st.next_index]
             st.next_index += 1
-            if any(subject_matches(f, msg.subject) for f in st.filters):
+            if msg.seq not in self._log._purged and any(subject_matches(f, msg.subject) for f in st.filters):
                 st.unacked[msg.seq] = 1
                 return MemoryDelivery(self, msg, 1)
         return None
@@ -116,7 +116,8 @@ class MemoryLog:
 
     def __init__(self, subjects: Subjects | None = None, dedup: bool = True) -> None:
         self.subjects = subjects or Subjects()
-        self._messages: list[StoredMessage] = []
+        self._messages: list[StoredMessage] = []  # by sequence, purged ones too (index = seq - 1)
+        self._purged: set[int] = set()  # sequences a `purge` removed: no reader sees them
         self._last_by_subject: dict[str, int] = {}
         self._msg_ids: dict[str, int] = {}
         self._durables: dict[str, _DurableState] = {}
@@ -203,7 +204,7 @@ class MemoryLog:
         return [self.append_batch_now(b) for b in batches]
 
     async def at(self, seq: int) -> StoredMessage | None:
-        return self._messages[seq - 1] if 0 < seq <= len(self._messages) else None
+        return self._messages[seq - 1] if 0 < seq <= len(self._messages) and seq not in self._purged else None
 
     async def last(self, subject: str) -> StoredMessage | None:
         seq = self._last_by_subject.get(subject)
@@ -220,6 +221,24 @@ class MemoryLog:
     async def last_sequence(self) -> int:
         return len(self._messages)
 
+    async def message_count(self) -> int:
+        return len(self._messages) - len(self._purged)
+
+    async def purge(self, subject: str, upto: int | None = None, keep: int | None = None) -> None:
+        """JetStream's purge of one subject: its messages below sequence `upto`, or all but its
+        `keep` newest. Sequences are not reused; readers skip the gap."""
+        seqs = [m.seq for m in self._messages if m.subject == subject and m.seq not in self._purged]
+        if upto is not None:
+            seqs = [q for q in seqs if q < upto]
+        if keep is not None:
+            seqs = seqs[: max(0, len(seqs) - keep)]
+        self._purged.update(seqs)
+        left = [m.seq for m in self._messages if m.subject == subject and m.seq not in self._purged]
+        if left:
+            self._last_by_subject[subject] = left[-1]
+        else:
+            self._last_by_subject.pop(subject, None)
+
     async def ack_floor(self, durable: str) -> int:
         state = self._durables.get(durable)
         if state is None:
@@ -233,6 +252,8 @@ class MemoryLog:
     ) -> list[StoredMessage]:
         """Synchronous read for in-process drivers."""
         out = self._messages[max(start_seq, 1) - 1 :]
+        if self._purged:
+            out = [m for m in out if m.seq not in self._purged]
         if filter_subject:
             out = [m for m in out if subject_matches(filter_subject, m.subject)]
         return out
@@ -242,6 +263,8 @@ class MemoryLog:
     ) -> AsyncIterator[StoredMessage]:
         end = len(self._messages)
         for msg in self._messages[max(start_seq, 1) - 1 : end]:
+            if msg.seq in self._purged:
+                continue
             if filter_subject is None or subject_matches(filter_subject, msg.subject):
                 yield msg
 
@@ -260,6 +283,8 @@ class MemoryLog:
             while index < len(self._messages):
                 msg = self._messages[index]
                 index += 1
+                if msg.seq in self._purged:
+                    continue
                 if filter_subject is None or subject_matches(filter_subject, msg.subject):
                     yield msg
             await wakeup.wait()
