@@ -92,3 +92,35 @@ async def test_a_frozen_broker_loses_no_node_and_fails_no_pod(tmp_path: Path) ->
         with contextlib.suppress(Exception):
             await log.close()
         server.stop()
+
+
+async def test_a_frozen_broker_is_noticed_by_its_clients_within_seconds(tmp_path: Path) -> None:
+    """/readyz is `nc.is_connected`: with nats-py's default 120 s ping interval it stayed 200
+    for the whole 68 s a nats-server was frozen. A service's connection now counts as stale
+    after a few unanswered pings (about 15 s), and comes back once the server answers."""
+    server = NatsServer(data_dir=tmp_path / "js").start()
+    assert server.process is not None
+    log = await JetStreamLog.connect(server.url)
+    stopped = False
+    try:
+        assert log.nc.is_connected
+        os.kill(server.process.pid, signal.SIGSTOP)
+        stopped = True
+
+        async def noticed() -> bool:
+            return not log.nc.is_connected
+
+        await wait_until(noticed, timeout=30, what="the client noticing its frozen server")
+        os.kill(server.process.pid, signal.SIGCONT)
+        stopped = False
+
+        async def back() -> bool:
+            return log.nc.is_connected
+
+        await wait_until(back, timeout=30, what="the client reconnected")
+    finally:
+        if stopped:
+            os.kill(server.process.pid, signal.SIGCONT)
+        with contextlib.suppress(Exception):
+            await log.close()
+        server.stop()
