@@ -357,6 +357,9 @@ class NodeMonitor:
         """Subscribe to heartbeats (if a NATS client is given) and check periodically."""
         self._nc = nc
         if nc is not None:
+            # probing from now on: the bus was heard at start (recovery just read the log), so a
+            # broker frozen before the first round trip is a gap too, not a "never probes"
+            self.state = reached(self.state, self.clock())
 
             async def received(msg: object) -> None:
                 beat = decode_beat(msg.data)  # type: ignore[attr-defined]

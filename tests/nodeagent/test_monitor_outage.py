@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import nats
+import pytest
 
 from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
 from services.nodeagent.heartbeat import encode_beat, heartbeat_subject
@@ -22,11 +23,13 @@ TIMEOUT = 2.0  # a loaded machine delays a beat by a second now and then
 OUTAGE = 3 * TIMEOUT  # the scenario: the broker frozen for several node timeouts
 
 
-async def test_a_frozen_broker_loses_no_node_and_fails_no_pod(tmp_path: Path) -> None:
+@pytest.mark.parametrize("frozen", ["while watching", "before the first round trip"])
+async def test_a_frozen_broker_loses_no_node_and_fails_no_pod(tmp_path: Path, frozen: str) -> None:
     """`kill -STOP` of nats-server for longer than the node timeout: the monitor declared every
     node lost and failed every running pod (its writes landing once the server woke), though
     the nodes beat throughout. It hears nothing while frozen, so it decides nothing, and
-    counts silence from when it hears again; a node that really stops is still lost."""
+    counts silence from when it hears again; a node that really stops is still lost. Frozen
+    right after the monitor starts (a queue service restarting into an outage) is the same."""
     server = NatsServer(data_dir=tmp_path / "js").start()
     assert server.process is not None
     log = await JetStreamLog.connect(server.url)
@@ -50,14 +53,19 @@ async def test_a_frozen_broker_loses_no_node_and_fails_no_pod(tmp_path: Path) ->
         await put(log, s.job("ns", "j"), TaskStarted(namespace="ns", name="j", task="t0", node="a"))
         await monitor.recover()
         registered = monitor.state.nodes["a"].last_seen
-        await monitor.start(log.nc)
 
         async def heard_a() -> bool:
             return monitor.state.nodes["a"].last_seen > registered
 
-        await wait_until(heard_a, timeout=10, what="the monitor hearing node a")
-        os.kill(server.process.pid, signal.SIGSTOP)
-        stopped = True
+        if frozen == "before the first round trip":
+            os.kill(server.process.pid, signal.SIGSTOP)
+            stopped = True
+            await monitor.start(log.nc)
+        else:
+            await monitor.start(log.nc)
+            await wait_until(heard_a, timeout=10, what="the monitor hearing node a")
+            os.kill(server.process.pid, signal.SIGSTOP)
+            stopped = True
         await asyncio.sleep(OUTAGE)  # the outage itself, not a wait for anything
         os.kill(server.process.pid, signal.SIGCONT)
         stopped = False
