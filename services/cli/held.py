@@ -84,7 +84,7 @@ def describe(held: Held, inventory_nodes: tuple[str, ...] | None) -> list[str]:
         return []
     lines = [f"the log already holds {held.events} events: {len(held.nodes)} node(s)"
              f"{' (' + ', '.join(held.nodes) + ')' if held.nodes else ''}, {held.jobs} job(s) "
-             f"({held.live_jobs} not finished), {len(held.queues)} queue(s)"
+             f"({held.live_jobs} not finished), {len(held.queues)} queue(s) besides root and default"
              f"{' (' + ', '.join(held.queues) + ')' if held.queues else ''}"]  # fmt: skip
     if inventory_nodes is not None:
         gone = [n for n in held.nodes if n not in inventory_nodes]

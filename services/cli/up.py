@@ -46,7 +46,7 @@ from services.runtime.natsauth import (
     server_config,
     write_credentials,
 )
-from services.runtime.natsserver import NatsServer, free_port
+from services.runtime.natsserver import NatsServer, NatsServerError, free_port
 from services.runtime.recording import deferred, recording
 
 SERVICES = ("allocator", "queue", "scheduler", "admission", "nodeagent")
@@ -133,9 +133,9 @@ class ControlPlane:
         if self.cluster > 1:  # R3: every event on three servers before it is acknowledged
             args += ["--stream-replicas", str(min(3, self.cluster))]
         if self.server is not None and self.lifeline:  # our broker: when it is gone, so is the service
-            # a cluster outlives any one member: the services end with whoever runs it instead
-            pid = self.server.pid if self.cluster == 1 else os.getpid()
-            args += ["--exit-with-pid", str(pid)]
+            # the broker is restarted when it dies (`supervise`), so the services end with
+            # whoever runs it: this process, not the broker's PID (they reconnect to the new one)
+            args += ["--exit-with-pid", str(os.getpid())]
         if self.kubeconfig and name != "scheduler":
             args += ["--kubeconfig", self.kubeconfig]
         elif name == "nodeagent":
@@ -323,21 +323,29 @@ class ControlPlane:
 
     def supervise(self, now: float) -> bool:
         """One look at every process (`up`'s loop, foreground or detached): a service that
-        ended is restarted after its backoff (or given up on, with the reason); a cluster
-        member is restarted on its store and ports. False when our single nats-server is gone:
-        nothing can run without it (its services end by their lifeline)."""
+        ended is restarted after its backoff (or given up on, with the reason); our nats-server
+        (or a cluster member) is restarted at once on its store and ports, saying how it ended
+        — a kill -9 of the broker stopped every service for good, the only word "nats-server
+        exited". The services ride the outage out: they reconnect by themselves. False when
+        the broker cannot be started again: nothing can run without it."""
         for server in self.servers:
             if server.process is not None and server.process.poll() is None:
                 continue
-            if self.cluster == 1:
-                return False
             component = self.components[self._key(server)]
-            component.restarts += 1
             code = server.process.returncode if server.process else 0
-            component.last_error = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
+            gone = self.nats_gone() or f"{self._key(server)} {how}"
+            component.restarts += 1
+            component.last_error = how
             server.process = None
-            server.start()
+            try:
+                server.start()
+            except (NatsServerError, OSError) as exc:
+                print(f"error: {gone}; restarting it failed: {exc}", file=sys.stderr, flush=True)
+                return False
             started(component, server.pid or 0, now)
+            print(f"{gone}: restarted on the same store and port (pid {server.pid})",
+                  file=sys.stderr, flush=True)  # fmt: skip
         for key, proc in list(self.procs.items()):
             component = self.components[key]
             if component.state == "running" and proc.poll() is not None:
@@ -368,9 +376,12 @@ class ControlPlane:
 
     def _why(self, key: str, code: int) -> str:
         """A signal names itself (its log's last line would be some earlier, unrelated line);
-        an exit of its own is said with the last line it wrote."""
+        an exit of its own is said with the last line it wrote — but a clean one (0), which is
+        no error: `get components` showed a clean stop's whole JSON log line as its LAST_ERROR."""
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
+        if code == 0:
+            return "exited (0)"
         return f"exited ({code}): {failure_cause(self.log_dir / f'{key}.log', self._log_start.get(key, 0))}"
 
     def state(self) -> dict:
@@ -648,7 +659,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                 write_state(state_dir, now)
                 written = now
             time.sleep(0.5)
-        print("error: nats-server exited: stopping every service", file=sys.stderr, flush=True)
+        print("error: nats-server could not be started again: stopping every service",
+              file=sys.stderr, flush=True)  # fmt: skip
         return 1
     except KeyboardInterrupt:
         quiet_after_interrupt()
@@ -677,7 +689,10 @@ def _detach(state_dir: Path) -> int:
     log_path = state_dir / "logs" / "up.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [a for a in sys.argv[1:] if a != "--detach"]
-    with log_path.open("w") as out:
+    start = log_path.stat().st_size if log_path.exists() else 0
+    with log_path.open("a") as out:  # appended: a run's end (why it stopped) outlives the next `up`
+        out.write(f"--- tessera up at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n")
+        out.flush()
         proc = subprocess.Popen(
             [sys.executable, "-m", "services.cli.main", *argv], stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
@@ -686,15 +701,23 @@ def _detach(state_dir: Path) -> int:
     while True:
         rc = proc.poll()
         if rc is not None:
-            print(log_path.read_text(), end="")
+            print(_since(log_path, start), end="")
             return rc or 1
         path = state_file(state_dir)
         if path.exists() and json.loads(path.read_text()).get("supervisor_pid") == proc.pid:
-            print(log_path.read_text(), end="")
+            print(_since(log_path, start), end="")
             print(f"detached (supervisor pid {proc.pid}); `tessera down` stops it "
                   f"(state in {path}, output in {log_path})")  # fmt: skip
             return 0
         time.sleep(0.1)
+
+
+def _since(path: Path, start: int) -> str:
+    """What this run wrote to the appended `up.log` (after its `--- tessera up` line)."""
+    with path.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    return text.split("\n", 1)[1] if text.startswith("--- tessera up") else text
 
 
 class Interrupted(KeyboardInterrupt):

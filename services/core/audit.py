@@ -7,7 +7,8 @@ every event from sequence 1 and reports two kinds of findings:
 * **broken** — the log itself is wrong, at a sequence, forever: a card over its capacity (or a
   carried usage that disagrees with the fold of the card's history), a gang committed below its
   `minAvailable`, a commit whose slices are not on the ledgers in the same batch, a pod
-  committed or started twice in one run, a start without a commit;
+  committed or started twice in one run, a start without a commit, a pod that had ended
+  ending again (a terminal phase changed: a late "node lost" over a real exit 0);
 * **unsettled** — the state at the end is not (yet) the one the log promises: a pod neither
   finished, running, nor pending with a reason; ledgers that do not hold exactly the running
   pods' slices. These may still settle (the allocator releases after it reads a finish); a
@@ -40,6 +41,7 @@ from contracts.events import (
 )
 from contracts.owners import job_prefix, owner_key
 from services.core import ledger
+from services.core.scheduling.snapshot import BACK_TO_PENDING
 
 #: Pod phases a pod may end a round in without a reason.
 SETTLED_PHASES = frozenset({"Succeeded", "Failed", "Running", "Evicted", "Rejected"})
@@ -78,6 +80,9 @@ class Audit:
     specs: dict[str, CardSpec] = field(default_factory=dict)
     min_available: dict[tuple[str, str], int] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)  # owner key -> its run
+    #: owner key -> the sequence of its pod's own end, while no new run started (a pod in a
+    #: terminal phase: a restart's or an eviction's end sends it back to Pending, not this)
+    ended: dict[str, int] = field(default_factory=dict)
     findings: Findings = field(default_factory=Findings)
     #: the log was compacted (`tessera compact`): a card's first event may be any ledger event,
     #: whose carried usage is then the card's state (its history is gone, not wrong)
@@ -96,7 +101,7 @@ class Audit:
                     self.specs[spec.uuid] = spec
             case CardRegistered() | SliceReserved() | SliceReleased() | CardHealthChanged() | CardRetired():
                 self._ledger(seq, event)
-            case JobSubmitted(spec=spec) | JobUpdated(spec=spec):
+            case JobUpdated(spec=spec):
                 self.min_available[(spec.namespace, spec.name)] = spec.min_available
             case PlacementCommitted():
                 self._commit(seq, event)
@@ -110,11 +115,28 @@ class Audit:
                                       f"(committed at #{run.commit_seq})")  # fmt: skip
                 run.state = STARTED
             case TaskFinished():
-                self.runs.pop(owner_key(event.namespace, event.name, event.task), None)
-            case JobDeleted():
-                prefix = job_prefix(event.namespace, event.name)
-                for owner in [o for o in self.runs if o.startswith(prefix)]:
-                    del self.runs[owner]
+                owner = owner_key(event.namespace, event.name, event.task)
+                run = self.runs.pop(owner, None)
+                if event.reason in BACK_TO_PENDING:
+                    self.ended.pop(owner, None)
+                elif run is None and owner in self.ended:
+                    self._broken(seq, f"{event.namespace}/{event.task} ended again after its end at "
+                                      f"#{self.ended[owner]} (exit code {event.exit_code}"
+                                      f"{', ' + event.reason if event.reason else ''}): "
+                                      "a pod in a terminal phase changed phase")  # fmt: skip
+                else:
+                    self.ended[owner] = seq
+            case JobDeleted() | JobSubmitted():
+                if isinstance(event, JobSubmitted):
+                    self.min_available[(event.spec.namespace, event.spec.name)] = event.spec.min_available
+                    prefix = job_prefix(event.spec.namespace, event.spec.name)
+                else:
+                    prefix = job_prefix(event.namespace, event.name)
+                for owner in [o for o in self.ended if o.startswith(prefix)]:
+                    del self.ended[owner]  # made anew (or gone): its pods' past ends are history
+                if isinstance(event, JobDeleted):
+                    for owner in [o for o in self.runs if o.startswith(prefix)]:
+                        del self.runs[owner]
             case _:
                 pass
 
@@ -140,6 +162,7 @@ class Audit:
                                   f"(first at #{run.commit_seq})")  # fmt: skip
             run.state = STARTED if event.existing else COMMITTED
             run.commit_seq = seq
+            self.ended.pop(owner_key(ns, name, p.task), None)  # a new run: it may end again
             run.slices = {a.card: a.slice for a in ledger.per_card(p.slices)}
             owner = owner_key(ns, name, p.task)
             for a in ledger.per_card(p.slices):  # the ledger events precede the commit in its atomic batch

@@ -11,6 +11,15 @@ appends `NodeLost{node, reason}` and, for every task the log says runs there,
 "Once" holds by state (a lost node stays lost until a new `NodeRegistered`) and by message ids
 derived from the registration the loss ends, so two monitors write one loss.
 
+Silence is the nodes' fault only while the monitor itself can hear them. Each check first makes
+a round trip with the bus (`probe`: a NATS PING/PONG); while none succeeds the monitor decides
+nothing, and after a gap longer than `blind_after` every node's silence is counted from the
+moment it could hear again. A frozen or unreachable nats-server (60 s of SIGSTOP) had the
+monitor declare every node lost and fail every running pod — and its reports, written when the
+bus came back, landed after the pods' real ends. A task's end is also checked against the log
+before it is written (its job subject read, appended with the subject's expected last
+sequence): the monitor's own view may lag the log, and a pod that has ended must not end again.
+
 Hosting: the queue service will own a `NodeMonitor`; it merges `monitor.handlers` into its
 own handler map (its consumer must read node and job subjects), calls `await monitor.recover()`
 at start, `await monitor.start(nc)` to subscribe and begin checking, `await monitor.aclose()`
@@ -32,7 +41,7 @@ from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
 from contracts.registry import Registry, default_registry
 from services.core.scheduling import snapshot as st
 from services.nodeagent.heartbeat import all_heartbeats, decode_beat
-from services.runtime.eventlog import EventLog, StoredMessage
+from services.runtime.eventlog import Conflict, EventLog, StoredMessage
 from services.runtime.service import EventService, Handler, Outgoing, Received, decode_stored
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,10 @@ TaskKey = tuple[str, str, str]  # (namespace, job, task)
 
 #: The event types the monitor folds.
 FOLDED = frozenset({"NodeRegistered", "NodeLost", "TaskStarted", "TaskFinished"})
+
+#: what the monitor asks to know it still reaches the server (`contracts.permissions` lets every
+#: service ask it)
+PROBE_SUBJECT = "$JS.API.INFO"
 
 LOST_EXIT_CODE = -1
 LOST_REASON = st.NODE_LOST
@@ -61,6 +74,15 @@ class MonitorState:
     timeout: float = 10.0
     nodes: Mapping[str, Watch] = field(default_factory=dict)
     tasks: Mapping[TaskKey, str] = field(default_factory=dict)  # running task → node
+    #: when the monitor last made a round trip with the bus (None: it never probes — an
+    #: in-process log is always heard); a gap longer than `blind_after` between two is a time
+    #: the monitor could not hear anyone, which no node is blamed for
+    reached: float | None = None
+    blind_after: float = 0.0  # 0: half the timeout
+
+    @property
+    def blind_gap(self) -> float:
+        return self.blind_after or self.timeout / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +134,34 @@ def heartbeat(state: MonitorState, node: str, at: float) -> MonitorState:
     return _watch(state, node, replace(old, last_seen=at))
 
 
+def reached(state: MonitorState, at: float) -> MonitorState:
+    """The monitor made a round trip with the bus at `at`. After a gap longer than
+    `blind_gap` it heard nothing in between (nats-server frozen or unreachable, this process
+    stalled): every watched node's silence starts again at `at` — as the kube node controller
+    does not blame nodes for the time it could not read their status — so a node gets a whole
+    timeout to be heard once the monitor can hear again."""
+    if state.reached is not None and at - state.reached > state.blind_gap:
+        nodes = {n: w if w.lost else replace(w, last_seen=max(w.last_seen, at)) for n, w in state.nodes.items()}
+        return replace(state, nodes=nodes, reached=at)
+    return replace(state, reached=max(at, state.reached or at))
+
+
+def blind(state: MonitorState, now: float) -> bool:
+    """Whether the monitor cannot tell at `now` whether nodes beat: its last round trip with
+    the bus is older than `blind_gap` (silence it hears then is its own, not the nodes')."""
+    return state.reached is not None and now - state.reached > state.blind_gap
+
+
 def decide(state: MonitorState, now: float) -> list[Report]:
     """The losses to report at `now`: each silent node, then each task running on it — and the
     tasks still running on a node already lost. The node comes first, so nothing is placed on
     it once its tasks are freed; a task whose end was not appended after it (a failover, a
     crash between the appends) is reported at the next check, where before the node, folded
-    lost, was never looked at again and its tasks ran on in the log for good, cards booked."""
+    lost, was never looked at again and its tasks ran on in the log for good, cards booked.
+    Nothing while the monitor is `blind`: it cannot tell a silent node from a deaf monitor."""
     out: list[Report] = []
+    if blind(state, now):
+        return out
     for node in sorted(state.nodes):
         watch = state.nodes[node]
         silent = now - watch.last_seen
@@ -168,6 +211,8 @@ class NodeMonitor:
         self._lock = asyncio.Lock()
         self._loop: asyncio.Task[None] | None = None
         self._sub: object | None = None
+        self._nc: object | None = None  # the client whose round trips say the bus is heard
+        self._deaf = False  # told the log it cannot reach the bus (once per outage)
         self.service = EventService(
             name=name,
             log=event_log,
@@ -229,24 +274,92 @@ class NodeMonitor:
     def on_heartbeat(self, node: str, at: float | None = None) -> None:
         self.state = heartbeat(self.state, node, self.clock() if at is None else at)
 
+    async def probe(self) -> bool:
+        """One round trip with the bus (a request the server itself answers: JetStream's
+        account info, which every service may ask): whether the monitor hears it now. Not
+        nats-py's `flush(timeout)`: a PONG arriving after its timeout raises in the client's
+        read loop and drops what came with it. Without a client (an in-process log) there is
+        nothing to lose touch with."""
+        nc = self._nc
+        if nc is None:
+            return True
+        if not getattr(nc, "is_connected", False):
+            return False
+        try:
+            await nc.request(PROBE_SUBJECT, b"", timeout=max(0.05, min(2.0, self.state.blind_gap / 2)))  # type: ignore[attr-defined]
+        except Exception:  # nats-py's timeout / no responders / closed: not heard
+            return False
+        return True
+
     async def check(self) -> list[Report]:
         """Report what is lost now; returns what was appended (for tests and logs)."""
         publisher = self.publisher or self.service
+        heard = await self.probe()
         async with self._lock:
+            if heard:
+                before = self.state.reached
+                self.state = reached(self.state, self.clock())
+                if before is not None and self.state.reached - before > self.state.blind_gap:
+                    log.warning("node monitor could not reach the bus for %.1fs: every node's "
+                                "silence counts from now", self.state.reached - before)  # fmt: skip
+            elif blind(self.state, self.clock()):
+                if not self._deaf:
+                    log.warning("node monitor cannot reach the bus: no node is declared lost "
+                                "until it can hear them again")  # fmt: skip
+                self._deaf = True
+                return []
+            self._deaf = not heard and self._deaf
             reports = decide(self.state, self.clock())
+            written: list[Report] = []
+            ends: dict[str, list[Report]] = {}  # job subject → its tasks' ends, in order
             for r in reports:
                 if isinstance(r.event, NodeLost):
-                    subject = self.subjects.node(r.event.node)
                     log.warning("node %s lost: %s", r.event.node, r.event.reason)
+                    await publisher.publish(Outgoing(self.subjects.node(r.event.node), r.event, msg_id=r.msg_id))
+                    written.append(r)
+                    self.state = evolve(self.state, r.event, self.clock())
                 else:
-                    subject = self.subjects.job(r.event.namespace, r.event.name)
-                await publisher.publish(Outgoing(subject, r.event, msg_id=r.msg_id))
-                self.state = evolve(self.state, r.event, self.clock())
-        return reports
+                    ends.setdefault(self.subjects.job(r.event.namespace, r.event.name), []).append(r)
+            for subject, job_ends in ends.items():
+                written += await self._finish(publisher, subject, job_ends)
+        return written
+
+    async def _finish(self, publisher: EventService, subject: str, ends: list[Report]) -> list[Report]:
+        """Append lost tasks' ends, each only if the log still has it running on its node,
+        after the job subject's last event: the monitor's view may lag the log (a busy or
+        cut-off consumer), and a second `TaskFinished` for a pod that had ended turned a
+        Succeeded pod Failed and restarted its job. A task found ended is folded as such; a
+        subject that moved since it was read (a `Conflict`) is read again at the next check."""
+        last_seq = 0
+        latest: dict[str, Event] = {}  # task → its last start or end in the log
+        async for msg in self.log.replay(1, subject):
+            last_seq = msg.seq
+            got = await self._decode(msg)
+            if got is not None and isinstance(got[0], TaskStarted | TaskFinished):
+                latest[got[0].task] = got[0]
+        written: list[Report] = []
+        for r in ends:
+            event = r.event
+            assert isinstance(event, TaskFinished)
+            last = latest.get(event.task)
+            if isinstance(last, TaskStarted) and last.node == event.node:
+                out = Outgoing(subject, event, expected_last_subject_seq=last_seq, msg_id=r.msg_id)
+                result = await publisher.publish(out)
+                if isinstance(result, Conflict):
+                    break  # the job moved on meanwhile: judged again from the log next check
+                last_seq = result.seq
+                written.append(r)
+            # written, or ended (or moved) already in the log: not running there any more
+            self.state = evolve(self.state, event, self.clock())
+        return written
 
     async def start(self, nc: object | None = None) -> None:
         """Subscribe to heartbeats (if a NATS client is given) and check periodically."""
+        self._nc = nc
         if nc is not None:
+            # probing from now on: the bus was heard at start (recovery just read the log), so a
+            # broker frozen before the first round trip is a gap too, not a "never probes"
+            self.state = reached(self.state, self.clock())
 
             async def received(msg: object) -> None:
                 beat = decode_beat(msg.data)  # type: ignore[attr-defined]

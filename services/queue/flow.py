@@ -103,6 +103,8 @@ class Flow:
 
     def apply(self, seq: int, event: Event) -> None:
         match event:
+            case TaskFinished() if self.projection.ends_again(event):
+                pass  # a finished pod's late second end: not its latest word, no policy acts on it
             case TaskStarted() | TaskFinished():
                 self.task_seq[(f"{event.namespace}/{event.name}", event.task)] = seq
             case PlacementCommitted():

@@ -295,8 +295,11 @@ class Snapshots(Generic[S]):
                 state = p.empty()
         if self.used:
             self.saved = base
-            log.info("%s: from the snapshot at #%d, replaying #%d…#%d", p.name, self.used,
-                     self.used + 1, until)  # fmt: skip
+            if self.used >= until:  # the snapshot is the log's end: no "replaying #654…#653"
+                log.info("%s: from the snapshot at #%d, nothing to replay", p.name, self.used)
+            else:
+                log.info("%s: from the snapshot at #%d, replaying #%d…#%d", p.name, self.used,
+                         self.used + 1, until)  # fmt: skip
         else:
             log.info("%s: replaying the log from #1 to #%d: %s", p.name, until, self.why)
         return await self._fold(state, self.used + 1, until)

@@ -1,5 +1,5 @@
 """Lifecycle hazards of `tessera up` (issue 13, items 9–12): a second `up`, services outliving
-their broker, a log from an earlier run, an unreachable NATS, a service that cannot start.
+their supervisor, a broker killed under them, a log from an earlier run, an unreachable NATS, a service that cannot start.
 
 Real processes throughout: every test stops what it started by PID (the `state_dir` fixture runs
 `tessera down` if a test left a system up)."""
@@ -66,7 +66,7 @@ def wait_nodes(state: Path, want: list[str], tries: int = 200) -> None:
     raise AssertionError(f"nodes never became {want}: {node_names(state)}")
 
 
-def test_second_up_refuses_and_services_end_with_their_nats(state_dir: Path) -> None:
+def test_second_up_refuses_and_services_end_with_their_supervisor(state_dir: Path) -> None:
     first = tessera("up", "--detach", "--state-dir", str(state_dir))
     assert first.returncode == 0, first.stderr
     state = read_state(state_dir)
@@ -77,10 +77,45 @@ def test_second_up_refuses_and_services_end_with_their_nats(state_dir: Path) -> 
     services = list(state["services"].values())
     assert all(alive(p) for p in services)
 
-    os.kill(state["nats_pid"], signal.SIGKILL)  # the broker is gone for good
-    assert wait_gone(services) == []  # ... and so are the services it served
-    again = tessera("up", "--detach", "--state-dir", str(state_dir))  # stale state: allowed
+    os.kill(state["supervisor_pid"], signal.SIGKILL)  # `up` is gone for good
+    assert wait_gone(services) == []  # ... and so are the services it ran
+    down = tessera("down", "--state-dir", str(state_dir))  # the broker it left is stopped
+    assert down.returncode == 0, down.stderr
+    assert wait_gone([state["nats_pid"]]) == []
+    again = tessera("up", "--detach", "--state-dir", str(state_dir))
     assert again.returncode == 0, again.stderr
+
+
+def test_a_killed_nats_server_is_restarted_and_said_how_it_ended(state_dir: Path) -> None:
+    """kill -9 of the broker under `tessera up`: the supervisor said only "nats-server exited:
+    stopping every service", stopped them for good and removed up.json, and the next `up`
+    truncated up.log, the only record. Now it restarts the broker on its store and port, says
+    how it ended, the services reconnect, and up.log is appended to."""
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (state_dir / "logs" / "up.log").write_text("an earlier run's last words\n")
+    first = tessera("up", "--detach", "--inventory", INVENTORY, "--state-dir", str(state_dir))
+    assert first.returncode == 0, first.stderr
+    assert "an earlier run's last words" not in first.stdout  # it prints this run's part only
+    wait_nodes(state_dir, ["node-a", "node-b"])
+    state = read_state(state_dir)
+    os.kill(state["nats_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # poll what `get components` shows (the state file)
+        now = read_state(state_dir)
+        nats = next(c for c in now["components"] if c["name"] == "nats-server")
+        if nats["restarts"] == 1 and nats["state"] == "running" and now["nats_pid"] != state["nats_pid"]:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"nats-server not restarted: {read_state(state_dir)}")
+    assert nats["last_error"] == "killed by SIGKILL"
+    assert now["nats"] == state["nats"]  # the same port
+    assert now["services"] == state["services"] and all(alive(p) for p in state["services"].values())
+    wait_nodes(state_dir, ["node-a", "node-b"])  # the same store, served again
+    log = (state_dir / "logs" / "up.log").read_text()
+    assert log.startswith("an earlier run's last words\n")
+    assert f"nats-server (pid {state['nats_pid']}) exited: killed by SIGKILL: restarted on the same store and port" in log
+    assert tessera("down", "--state-dir", str(state_dir)).returncode == 0
 
 
 def test_up_reports_what_the_log_holds_fresh_and_purge(state_dir: Path) -> None:

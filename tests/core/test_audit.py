@@ -122,3 +122,18 @@ def test_ledgers_must_hold_exactly_the_running_slices() -> None:
     assert judged(leaked).unsettled == [f"card {CARDS[0]}: slice of ns/a/w-0 held, the pod does not run"]
     lost = [*registered(), *run_of("a")[:4], release(0, "ns/a/w-0")]  # released while running
     assert judged(lost).unsettled == [f"card {CARDS[0]}: running ns/a/w-0 holds no slice there"]
+
+
+def test_a_pod_that_ended_ending_again() -> None:
+    """A lagging node monitor's "node lost" written after the pod's own exit 0: the pod turned
+    Failed though it had Succeeded, and the audit said nothing. A terminal phase is final; a
+    restart's end (back to Pending) and a new run's end are not a second end."""
+    lost = TaskFinished(namespace="ns", name="a", task="w-0", node="n", exit_code=-1, reason="node lost")
+    f = judged([*registered(), *run_of("a"), lost])
+    assert [b for b in f.broken if "ended again" in b] == [
+        "#10: ns/w-0 ended again after its end at #8 (exit code -1, node lost): "
+        "a pod in a terminal phase changed phase"]  # fmt: skip
+    restarted = TaskFinished(namespace="ns", name="a", task="w-0", node="", reason="restarted")
+    again = [reserve(0, "ns/a/w-0"), commit("a", ("w-0", 0)), start("a", "w-0"), finish("a", "w-0")]
+    f = judged([*registered(), *run_of("a"), restarted, *again, release(0, "ns/a/w-0")])
+    assert f.clean, (f.broken, f.unsettled)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.events import NodeLost, NodeRegistered, TaskFinished, TaskStarted
-from services.nodeagent.monitor import MonitorState, NodeMonitor, decide, evolve, heartbeat
+from services.nodeagent.monitor import MonitorState, NodeMonitor, decide, evolve, heartbeat, reached
 from services.runtime.eventlog import MemoryLog
 from tests.allocator.scenario import decoded, put
 from tests.processes import fail_once
@@ -158,3 +158,94 @@ async def test_an_event_delivered_again_to_one_process_is_folded_once() -> None:
         msg = by_seq[seq]
         await monitor.on_event(event, Received(msg, Envelope.from_headers(msg.headers)))
     assert monitor.state.tasks == {}
+
+
+def test_silence_while_the_monitor_cannot_reach_the_bus_is_not_the_nodes_fault() -> None:
+    """nats-server frozen for 60 s (SIGSTOP): the monitor heard no heartbeat and declared every
+    node lost, failing every running pod. While its own round trips fail it decides nothing,
+    and once it can hear again a node's silence counts from then: a whole timeout to beat."""
+    s = MonitorState(timeout=10.0)  # blind after a 5 s gap
+    s = evolve(s, NodeRegistered(node="a", cpu_milli=1, memory_mib=1), at=0.0, epoch="r1")
+    s = evolve(s, NodeRegistered(node="b", cpu_milli=1, memory_mib=1), at=0.0, epoch="r2")
+    s = evolve(s, started("t0", "a"), at=0.0)
+    for t in (1.0, 2.0, 3.0):
+        s = reached(heartbeat(heartbeat(s, "a", t), "b", t), t)
+    for t in (8.0, 14.0, 30.0, 60.0):  # the bus frozen: no round trip, no heartbeat
+        assert decide(s, t) == [], t
+    s = reached(s, 61.0)  # it hears the bus again; nobody has beaten yet
+    assert decide(s, 61.0) == [] and decide(s, 71.0) == []
+    s = reached(heartbeat(s, "b", 62.0), 62.0)  # b's beat arrives, a's never does
+    for t in range(63, 72):
+        s = reached(s, float(t))
+    assert [(type(r.event).__name__, getattr(r.event, "node", "")) for r in decide(s, 71.5)] == [
+        ("NodeLost", "a"), ("TaskFinished", "a")]  # fmt: skip
+    assert "10.5s" in decide(s, 71.5)[0].event.reason  # type: ignore[union-attr]
+
+
+def test_a_short_gap_between_round_trips_changes_nothing() -> None:
+    """Only a gap longer than the blind gap (half the timeout) restarts the nodes' clocks: a
+    node silent across a monitor's slow check is still lost on time."""
+    s = MonitorState(timeout=10.0)
+    s = evolve(s, NodeRegistered(node="a", cpu_milli=1, memory_mib=1), at=0.0, epoch="r1")
+    s = reached(s, 0.0)
+    s = reached(s, 4.5)  # a slow check: 4.5 s between round trips, under the 5 s gap
+    for t in (7.0, 9.0, 10.4):
+        s = reached(s, t)
+    assert [r.msg_id for r in decide(s, 10.5)] == ["nodelost/a/r1"]
+
+
+async def test_a_task_that_ended_in_the_log_is_not_ended_again_by_a_lagging_monitor() -> None:
+    """The monitor's view lags the log (its consumer behind, or cut off): a task that had
+    ended with exit 0 was reported ended again, exit -1 "node lost", and its Succeeded pod
+    turned Failed (its job restarted). Before writing a lost task's end the monitor reads the
+    job's subject: an ended task is left alone, a running one ends once."""
+    log = MemoryLog()
+    s = log.subjects
+    now = [100.0]
+    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
+    for t in ("t0", "t1"):
+        await put(log, s.job("ns", "j"), started(t, "a"))
+    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
+    await monitor.recover()
+    monitor.on_heartbeat("a")
+    # t0 ends in the log; the monitor's consumer has not delivered it yet
+    await put(log, s.job("ns", "j"), TaskFinished(namespace="ns", name="j", task="t0", node="a"))
+    now[0] = 111.0
+    written = await monitor.check()
+    assert [(type(r.event).__name__, getattr(r.event, "task", "")) for r in written] == [
+        ("NodeLost", ""), ("TaskFinished", "t1")]  # fmt: skip
+    ends = [e for e in decoded([m async for m in log.replay()]) if isinstance(e, TaskFinished)]
+    assert [(e.task, e.exit_code) for e in ends] == [("t0", 0), ("t1", -1)]
+    assert monitor.state.tasks == {} and await monitor.check() == []
+
+
+async def test_a_job_that_moves_while_its_lost_tasks_are_written_is_read_again() -> None:
+    """A task's end appended between the monitor's read of the job and its write (the node
+    agent's last word racing the loss) makes the write a conflict, not a second end: the next
+    check reads the job again and finds the task ended."""
+    from services.runtime.eventlog import Conflict
+
+    log = MemoryLog()
+    s = log.subjects
+    now = [100.0]
+    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
+    await put(log, s.job("ns", "j"), started("t0", "a"))
+    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
+    await monitor.recover()
+    publish = monitor.service.publish
+    raced: list[object] = []
+
+    async def racing(out, cause=None, index=0):  # type: ignore[no-untyped-def]
+        if isinstance(out.event, TaskFinished) and not raced:  # the agent's end lands first
+            await put(log, s.job("ns", "j"), TaskFinished(namespace="ns", name="j", task="t0", node="a"))
+            raced.append(result := await publish(out, cause, index))
+            return result
+        return await publish(out, cause, index)
+
+    monitor.service.publish = racing  # type: ignore[method-assign]
+    now[0] = 111.0
+    assert [type(r.event).__name__ for r in await monitor.check()] == ["NodeLost"]
+    assert isinstance(raced[0], Conflict)
+    assert await monitor.check() == []
+    ends = [e for e in decoded([m async for m in log.replay()]) if isinstance(e, TaskFinished)]
+    assert [(e.task, e.exit_code) for e in ends] == [("t0", 0)]

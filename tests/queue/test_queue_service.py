@@ -412,3 +412,25 @@ async def test_min_success_reached_completes_the_job_through_completing(event_lo
     await drain(svc)
     last = [e for e in await job_events(event_log, "m") if isinstance(e, JobPhaseChanged)][-1]
     assert (last.phase, last.reason) == ("Completed", "minSuccess 1 reached; no unfinished pod left")
+
+
+async def test_a_late_second_end_of_a_finished_pod_changes_nothing(event_log: EventLog) -> None:
+    """A node monitor whose view lagged the log wrote "node lost" for a pod that had exited 0
+    (nats-server frozen a minute under `tessera up`): the Succeeded pod turned Failed and its
+    job was killed and run again from the start. A pod in a terminal phase never changes
+    phase (k8s pod lifecycle), so no policy acts on its second end."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "r"), JobSubmitted(spec=replace(spec("r", policies=(
+        ("PodEvicted", "RestartJob"), ("PodFailed", "RestartJob"))), kind="Job")))  # fmt: skip
+    await run_tasks(event_log, "r", ["r-w-0", "r-w-1"])
+    await put(event_log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-1", node="n1", exit_code=0))
+    await put(event_log, s.job("ns", "r"), TaskFinished(namespace="ns", name="r", task="r-w-1", node="n1",
+                                                        exit_code=-1, reason="node lost"))  # fmt: skip
+    await drain(svc)
+    tasks = svc.flow.projection.tasks["ns/r"]
+    assert tasks["r-w-1"].status == "Succeeded" and tasks["r-w-0"].status == "Running"
+    assert svc.flow.retries.get("ns/r", 0) == 0
+    events = await job_events(event_log, "r")
+    assert [e.phase for e in events if isinstance(e, JobPhaseChanged)] == ["Running"]
+    assert not [e for e in events if isinstance(e, EvictionRequested | TaskFinished) and e.reason in ("restarted", "evicted")]

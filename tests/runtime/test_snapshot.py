@@ -4,7 +4,10 @@ says why, and a snapshot is always the log's fold (stored snapshot + tail), equa
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
+import pytest
 
 from contracts.base import Event
 from contracts.events import QueueStateChanged
@@ -165,3 +168,18 @@ async def test_a_live_state_is_written_as_it_is_and_no_copy_is_folded(jetstream_
 
 def fold_event(msg: StoredMessage) -> Event:
     return msgspec.json.decode(msg.data, type=QueueStateChanged)
+
+
+async def test_a_snapshot_at_the_logs_end_says_there_is_nothing_to_replay(
+    jetstream_log: JetStreamLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart right after a snapshot logged "replaying #654…#653", an empty range."""
+    log, store = jetstream_log, ObjectStoreSnapshots(jetstream_log)
+    last = await append(log, 3)
+    await Snapshots(log, SeenFold(log.subjects), store, every=1).recover(last)  # stores one at `last`
+    with caplog.at_level(logging.INFO, logger="services.runtime.snapshot"):
+        again = Snapshots(log, SeenFold(log.subjects), store, every=1)
+        await again.recover(last)
+    assert again.used == last
+    said = [r.getMessage() for r in caplog.records if "from the snapshot" in r.getMessage()]
+    assert said and said[-1].endswith(f"from the snapshot at #{last}, nothing to replay"), said

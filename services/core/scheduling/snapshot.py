@@ -380,6 +380,8 @@ class ClusterProjection:
             case TaskFinished():
                 if event.reason in BACK_TO_PENDING:
                     self._task_status(event.namespace, event.name, event.task, PENDING, "")
+                elif self.ends_again(event):
+                    pass  # a terminal phase is final (k8s pod lifecycle): a late second end changes nothing
                 else:
                     status = SUCCEEDED if event.exit_code == 0 else FAILED
                     self._task_status(event.namespace, event.name, event.task, status, event.node)
@@ -412,6 +414,17 @@ class ClusterProjection:
             case _:
                 self.storage.apply(event)  # the storage kinds; nothing for any other
         return None
+
+    def ends_again(self, event: TaskFinished) -> bool:
+        """Whether `event` is a pod's own end (not a restart's or an eviction's, which send it
+        back to Pending) for a pod already Succeeded or Failed: a late report of the node
+        monitor (its view behind the log) turned a Succeeded pod Failed and failed its job
+        again. A pod in a terminal phase never changes phase; only its job's restart makes
+        it again."""
+        if event.reason in BACK_TO_PENDING:
+            return False
+        t = self.tasks.get(f"{event.namespace}/{event.name}", {}).get(event.task)
+        return t is not None and t.status in (SUCCEEDED, FAILED)
 
     def _phase(self, key: str, phase: str) -> bool:
         """Whether the job's phase changed."""

@@ -186,6 +186,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                         p.update(phase="Evicted", reason="evicted")
                     elif ev.reason == "killed":
                         p.update(phase="Failed", reason="killed: job finished")
+                    elif p["phase"] in ("Succeeded", "Failed"):
+                        pass  # a terminal phase is final: a late second end (a lagging monitor's) changes nothing
                     else:
                         p["phase"] = "Succeeded" if ev.exit_code == 0 else "Failed"
                         if ev.exit_code:

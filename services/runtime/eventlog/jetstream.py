@@ -413,6 +413,14 @@ class JetStreamConsumer(_Woken):
             pass
 
 
+#: A PING every this many seconds, and the connection is stale (dropped, then reconnected) once
+#: more than `MAX_OUTSTANDING_PINGS` go unanswered: a frozen or half-open server is noticed in
+#: about 15 s. nats-py's defaults (120 s, 2) left /readyz at 200 for minutes on a connection
+#: that answered nothing (a nats-server under SIGSTOP for 68 s never showed).
+PING_INTERVAL = 5
+MAX_OUTSTANDING_PINGS = 2
+
+
 async def _connect_or_refused(url: str, options: dict) -> Client:
     """Connect, retrying forever while the server is away (a service outlives a broker
     restart) — but not when it refuses the credentials: that is a configuration error, ended
@@ -426,6 +434,7 @@ async def _connect_or_refused(url: str, options: dict) -> Client:
 
     connecting = asyncio.ensure_future(nats.connect(
         servers(url), max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera",
+        ping_interval=PING_INTERVAL, max_outstanding_pings=MAX_OUTSTANDING_PINGS,
         error_cb=on_error, **options,
     ))  # fmt: skip
     await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
