@@ -36,8 +36,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from contracts.workloads import JobSpec, QueueSpec, TaskSpec
-from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES, volcano_job_phase
-from services.core.scheduling.snapshot import ENDING_PHASES
+from services.core.scheduling.lifecycle import podgroup_phase_of, volcano_job_phase
 from services.core.stamps import RFC3339_SECONDS
 from services.core.workload.podgroups import POD_UID, derived_uid
 from services.runtime.eventlog.model import StoredMessage
@@ -427,22 +426,10 @@ def quantities(values: Mapping[str, int]) -> dict[str, str]:
 #: a queue's PodGroup counts, the ones Volcano's queue controller writes into its status and
 #: `vcctl queue list` prints
 QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
-_PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
-
-
 def podgroup_phase(job: Mapping[str, Any]) -> str:
-    """The phase the job's PodGroup shows on a cluster, "" while it has none. Volcano's job
-    controller deletes a Job's PodGroup when it kills the job (`killJob`: a restart, an end,
-    its finished state) and makes it again, Pending, for a restart; a plain pod's or a
-    PodGroup's own group stays, Completed, once its pods ended; a refused one never was."""
-    phase, kind = str(job.get("phase") or ""), str(job.get("kind") or "")
-    if phase in TERMINAL_JOB_PHASES:
-        return "" if kind == "Job" else "Completed"
-    if phase in ENDING_PHASES:
-        return "Running"  # its pods are still being stopped
-    if phase == "Restarting":
-        return "Pending"
-    return phase if phase in _PODGROUP_PHASES else ""
+    """The phase the job's PodGroup shows on a cluster, "" while it has none
+    (`lifecycle.podgroup_phase_of`, which the cluster's queue statuses count by as well)."""
+    return podgroup_phase_of(str(job.get("phase") or ""), str(job.get("kind") or ""))
 
 
 def queue_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:

@@ -1056,7 +1056,11 @@ class JobController:
 
     async def queue_statuses(self) -> None:
         """The status of the queues marked since the last pass, from one walk over the jobs
-        (not one per queue); a queue whose write failed is marked again for the next pass."""
+        (not one per queue); a queue whose write failed is marked again for the next pass.
+        PodGroups are counted by the phase each shows (`lifecycle.podgroup_phase_of`), as
+        Volcano's queue controller counts them: a job being ended Running, a restarting one
+        Pending, and a plain pod's or a PodGroup's own group Completed once ended, until deleted
+        (the jobs' phases in the log were counted: those were neither, and ended jobs had left)."""
         proj = self.flow.projection
         names = sorted(n for n in self.dirty_queues if n in self.queues and n in proj.queues)
         self.dirty_queues.clear()
@@ -1064,11 +1068,14 @@ class JobController:
             return
         allocated: dict[str, dict[str, int]] = {n: {} for n in names}
         phases: dict[str, list[str]] = {n: [] for n in names}
+        for key, spec in self.specs.items():  # ended, not deleted: their group stays (Completed)
+            if key not in proj.jobs and key not in self.deleted.order and spec.queue in phases:
+                phases[spec.queue].append(lifecycle.podgroup_phase_of(self.shown.get(key, ("", 0, ""))[0], spec.kind))
         for key, job in proj.jobs.items():
             acc = allocated.get(job.spec.queue)
             if acc is None:
                 continue
-            phases[job.spec.queue].append(job.phase)
+            phases[job.spec.queue].append(lifecycle.podgroup_phase_of(self.flow.shown.get(key, job.phase), job.spec.kind))
             for t in proj.tasks.get(key, {}).values():
                 if t.status in (st.BOUND, st.RUNNING):
                     for res, v in requested(t.spec):

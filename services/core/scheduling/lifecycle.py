@@ -25,6 +25,23 @@ from services.core.scheduling import snapshot as st
 SCHEDULED = st.SCHEDULED
 FINISHED = frozenset({st.SUCCEEDED, st.FAILED})
 TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
+#: the phases a PodGroup shows (Volcano's `PodGroupPhase`)
+PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
+
+
+def podgroup_phase_of(phase: str, kind: str) -> str:
+    """The phase a job's PodGroup shows on a cluster, given the job's phase in the log and its
+    kind; "" while it has none. Volcano's job controller deletes a Job's PodGroup when it kills
+    the job (`killJob`: a restart, an end, its finished state) and makes it again, Pending, for
+    a restart; a plain pod's or a PodGroup's own group stays, Completed, once its pods ended; a
+    refused one never was. Volcano's queue controller counts a queue's PodGroups by this phase."""
+    if phase in TERMINAL_JOB_PHASES:
+        return "" if kind == "Job" else "Completed"
+    if phase in st.ENDING_PHASES:
+        return "Running"  # its pods are still being stopped
+    if phase == "Restarting":
+        return "Pending"
+    return phase if phase in PODGROUP_PHASES else ""
 
 
 #: Volcano's webhook never lets these go (`validate_queue.go`); why, for the refusal's message

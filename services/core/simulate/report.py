@@ -29,6 +29,7 @@ from contracts.events import (
     QueueCreated,
     QueueDeleted,
     QueueStateChanged,
+    SchedulerConfigured,
     SliceReleased,
     SliceReserved,
     TaskFinished,
@@ -38,7 +39,14 @@ from contracts.registry import UndecodableEvent, UnknownEventType, default_regis
 from services.core.ledger import core_capacity
 from services.core.scheduling import podreasons
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.config import conf_from_mapping
+from services.core.scheduling.config import (
+    DEFAULT_CONF,
+    DEVICE_SWITCHES,
+    ConfigError,
+    SchedulerConf,
+    conf_from_mapping,
+    parse_conf,
+)
 from services.core.scheduling.decide import open_session
 from services.core.scheduling.lifecycle import counts_a_retry
 from services.core.scheduling.plugins.shares import shares_of
@@ -61,6 +69,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     bound = 0
     rejected_placements = 0
     skipped: list[dict[str, Any]] = []
+    scheduler_conf = ""  # the last configuration the scheduler recorded (queue shares depend on it)
     for msg in messages:
         kind = msg.headers.get("Tessera-Type", "")
         try:
@@ -218,9 +227,11 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             case SliceReserved() | SliceReleased():
                 if ev.card in cards:
                     cards[ev.card] = (cards[ev.card][0], ev.usage)
+            case SchedulerConfigured():
+                scheduler_conf = ev.conf
             case _:
                 pass
-    _queue_shares(projection, queues)
+    _queue_shares(projection, queues, scheduler_conf)
     card_rows = []
     mem_total = mem_used = core_total = core_used = 0
     for spec, usage in sorted(cards.values(), key=lambda c: (c[0].node, c[0].type, c[0].index)):
@@ -290,12 +301,32 @@ def _device(cards: dict[str, tuple[CardSpec, CardUsage]], uuid: str, s: Any) -> 
     }  # fmt: skip
 
 
-def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, Any]]) -> None:
+#: the deviceshare arguments that decide which device families it books
+_SWITCH_KEYS = frozenset(key for key, _ in DEVICE_SWITCHES.values())
+
+
+def _counting_conf(scheduler_conf: str) -> SchedulerConf:
+    """A session of `proportion` alone that counts devices as the scheduler's configuration
+    does: its deviceshare switches decide which families are whole cards by count
+    (`config.counted_vendors`), so a queue shows the cards it is charged as the scheduler
+    charged them. A log with no readable record: the built-in default's."""
+    try:
+        ds = parse_conf(scheduler_conf or DEFAULT_CONF).plugin("deviceshare")
+    except ConfigError:
+        ds = parse_conf(DEFAULT_CONF).plugin("deviceshare")
+    plugins: list[dict[str, Any]] = [{"name": "proportion"}]
+    if ds is not None:  # its switches only (its hooks never run here: a session with no action)
+        switches = {k: v for k, v in ds.arguments.items() if k in _SWITCH_KEYS}
+        plugins.append({"name": "deviceshare", "arguments": switches})
+    return conf_from_mapping({"actions": "", "tiers": [{"plugins": plugins}]})
+
+
+def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, Any]],
+                  scheduler_conf: str = "") -> None:  # fmt: skip
     """deserved: proportion's water-filling over the final state; allocated: Σ running requests
     (devices as the card shares they hold, `plugins/shares.py`)."""
     snap = projection.snapshot()
-    conf = conf_from_mapping({"actions": "", "tiers": [{"plugins": [{"name": "proportion"}]}]})
-    ssn = open_session(snap, conf)
+    ssn = open_session(snap, _counting_conf(scheduler_conf))
     prop = ssn.plugins["proportion"]
     qs = shares_of(ssn)
     alloc: dict[str, dict[str, int]] = {}

@@ -67,6 +67,15 @@ def asked_count(container: Mapping[str, Any], resource: str) -> str | None:
     return None
 
 
+#: what HAMi's webhook does with such a container, by vendor: NVIDIA's `MutateAdmission` adds
+#: `nvidia.com/gpu` (defaultGPUNum) beside gpumem/gpucores; Ascend's returns untouched a container
+#: without the count name (HAMi then books nothing for it, and Volcano's deviceshare books a card
+#: the pod never gets)
+_WEBHOOK_ADDS = {"nvidia": "HAMi's webhook would add it; Tessera has none"}
+_NO_WEBHOOK_ADDS = ("HAMi's webhook does not add it either: on HAMi or Volcano the pod would start "
+                    "with no card")  # fmt: skip
+
+
 def uncounted(
     containers: Sequence[Mapping[str, Any]], devices: Sequence[DeviceRequest], path: str,
     field: str = "containers",
@@ -104,6 +113,6 @@ def uncounted(
             f"{path}.{field}[{d.container}].resources.limits.{d.resource}", "",
             f"{', '.join(companions)} asks a card of {d.resource}, which the container "
             f"does not ask; the kubelet gives a container a device only for the device plugin's "
-            f"resource it asks (HAMi's webhook would add it; Tessera has none): add "
+            f"resource it asks ({_WEBHOOK_ADDS.get(d.vendor, _NO_WEBHOOK_ADDS)}): add "
             f"{d.resource}: {d.count} to its limits"))  # fmt: skip
     return tuple(out)

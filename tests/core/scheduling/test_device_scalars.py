@@ -6,14 +6,24 @@ node's allocatable; the memory/core names of deviceshare's devices are not count
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.core.scheduling.config import counted_vendors, parse_conf
-from tests.core.scheduling.scenarios import Scenario, check_core, load_table, run_core
+from tests.core.scheduling.scenarios import (
+    Scenario,
+    check_core,
+    check_report,
+    load_table,
+    run_core,
+    run_engine,
+)
 from tests.core.scheduling.scenarios import unschedulable_of as unschedulable
 
 CASES = load_table("scalars")
 ROWS = {sc.name: sc for sc in CASES}
+B3 = "huawei.com/Ascend910B3"
 
 
 @pytest.mark.parametrize("sc", CASES, ids=[c.name for c in CASES])
@@ -45,3 +55,26 @@ def test_explain_says_the_slice_is_taken_whole_while_the_switch_is_off() -> None
     assert "deviceshare.AscendHAMiVNPUEnable is off: the card is taken whole" in u.why, u.why
     assert "is not booked [Insufficient huawei.com/Ascend910B3]" in u.why, u.why
     assert "devices are off" not in u.why
+
+
+QUEUE_CASES = load_table("counted_queues")
+
+
+@pytest.mark.parametrize("sc", QUEUE_CASES, ids=[c.name for c in QUEUE_CASES])
+def test_queue_accounting_charges_what_the_node_takes(sc: Scenario) -> None:
+    check_report(sc, run_engine(sc))
+
+
+def _allocated(report: dict[str, Any], queue: str) -> dict[str, int]:
+    return next(q["allocated"] for q in report["queues"] if q["name"] == queue)
+
+
+def test_the_report_charges_queues_as_the_scheduler_configuration_does() -> None:
+    """The report's queue rows read the recorded configuration's deviceshare switches: slices
+    deviceshare books are card shares (four quarters of one card: 1), counted cards whole."""
+    rows = {sc.name: sc for sc in QUEUE_CASES}
+    booked = run_engine(rows["deviceshare-books-the-slices"])
+    assert _allocated(booked, "default").get(B3) == 1000, _allocated(booked, "default")
+    counted = run_engine(rows["reclaim-to-the-deserved-cards"])
+    assert _allocated(counted, "qb").get(B3) == 2000, _allocated(counted, "qb")
+    assert _allocated(counted, "qa").get(B3) == 2000, _allocated(counted, "qa")

@@ -57,6 +57,16 @@ def test_a_pod_asking_a_device_without_its_count_is_refused_naming_what_to_add(
     assert r.rule.startswith("Required value")
 
 
+def test_the_refusal_says_what_hamis_webhook_would_do_for_the_vendor() -> None:
+    """HAMi's NVIDIA webhook adds nvidia.com/gpu beside gpumem; its Ascend one leaves a container
+    without the count name alone (the refusal said it would add it)."""
+    [ascend] = run(pod('{huawei.com/Ascend910B3-memory: "16384"}')).rejections
+    assert "HAMi's webhook does not add it either: on HAMi or Volcano the pod would start with no card" in ascend.rule
+    assert "would add it" not in ascend.rule
+    [gpu] = run(pod('{nvidia.com/gpumem: "4000"}')).rejections
+    assert "HAMi's webhook would add it; Tessera has none" in gpu.rule
+
+
 def test_the_same_pod_with_its_count_is_admitted_with_the_slice() -> None:
     w = run(pod('{huawei.com/Ascend910B3: "1", huawei.com/Ascend910B3-memory: "16384"}'))
     assert not w.rejections

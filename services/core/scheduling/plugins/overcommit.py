@@ -31,9 +31,12 @@ class OvercommitPlugin:
         self.qs = qs = sh.shares_of(ssn)
         total = sh.add(sh.vec(ssn.total), qs.total)
         used: sh.Vec = {}
+        # a node's used carries the counted families' count names (`config.counted_vendors`),
+        # which the tasks' shares below count already: taken from there alone, once
+        counted = bool(qs.counted)
         for n in ssn.node_list:  # summed in place: a new dict per task was 4% of a session
             for k, v in n.used.to_map().items():
-                if k != "pods":
+                if k != "pods" and not (counted and is_device_resource(k)):
                     used[k] = used.get(k, 0.0) + float(v)
             for t in n.tasks.values():
                 if t.status in ALLOCATED_STATUSES:

@@ -11,6 +11,12 @@ the card type's resource name. An alias is read as the one type of it the cluste
 910 family on a 910B3 cluster is 910B3, in requests and in queue limits alike); only where the
 cluster has several types of a family is the family a dimension of its own, counting every
 member type (a pending request naming it is counted there until it lands).
+
+Families no deviceshare books (`config.counted_vendors`: the plugin absent, or the family's
+switch off) are fitted on nodes as whole cards by count (`model.task_request`); for them a task
+counts what the node takes, its count names in full (a `-memory` slice one whole card, as
+Volcano's proportion counts it: its Ascend devices add no queue resource of their own), and
+nothing for a `-memory` name alone (ignored, as on the node).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from contracts.devices import CardSpec
 from contracts.events import SliceAssignment
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import default_aliases
+from services.core.devices.registration import vendor_of
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.resources import Resource, is_device_resource
 
@@ -103,7 +110,9 @@ _FAMILIES = frozenset(alias for alias, types in default_aliases().items() if len
 class QueueShares:
     """What tasks, jobs and the cluster weigh in queue accounting (see the module docstring)."""
 
-    def __init__(self, nodes: Iterable[NodeInfo]) -> None:
+    def __init__(self, nodes: Iterable[NodeInfo], counted: frozenset[str] = frozenset()) -> None:
+        #: device families no deviceshare books (`config.counted_vendors`): whole cards by count
+        self.counted = counted
         aliases = default_aliases()
         self.single = {alias: f"huawei.com/{types[0]}" for alias, types in aliases.items()
                        if len(types) == 1}  # fmt: skip
@@ -141,7 +150,8 @@ class QueueShares:
         """Take over the last session's per-task and per-job results when the cluster's cards
         are the same ones (the results read nothing else but the task or job itself, checked by
         identity on use): each session opened weighed every running task again (issue 29)."""
-        if last.cards != self.cards or last.single != self.single or last.families != self.families:
+        if (last.cards != self.cards or last.single != self.single or last.families != self.families
+                or last.counted != self.counted):  # fmt: skip
             return False
         self._tasks, self._min = last._tasks, last._min
         return True
@@ -193,20 +203,24 @@ class QueueShares:
 
     def task(self, t: TaskInfo) -> Vec:
         """CPU, memory and plain scalars as requested; devices as card shares (held slices once
-        placed, else the request)."""
+        placed, else the request); the counted families' as the node takes them."""
         cached = self._tasks.get(t.uid)
         if cached is not None and cached[0] is t.slices and cached[1] is t.spec:
             return cached[2]
         spec = t.spec
         out: Vec = {"cpu": float(spec.cpu_milli), "memory": float(spec.memory_mib)}
+        counted = self.counted
         for k, v in spec.scalars.items():
             if not is_device_resource(k):
                 out[k] = out.get(k, 0.0) + float(v)
+            elif counted and vendor_of(k) in counted:
+                for dim in self.counted_dims(k):
+                    out[dim] = out.get(dim, 0.0) + float(v)
         if t.slices:
             for s in t.slices:
                 card = self.cards.get(s.card)
-                if card is None:
-                    continue
+                if card is None or (counted and card.vendor in counted):
+                    continue  # (a counted family's card: charged by count above, as its node is)
                 f = 1.0 if s.slice.kind == "whole" or s.slice.exclusive else min(
                     1.0, max(s.slice.memory / max(card.memory, 1), s.slice.cores / max(card.cores, 1))
                 )  # fmt: skip
@@ -214,12 +228,22 @@ class QueueShares:
                     out[dim] = out.get(dim, 0.0) + f * CARD
         else:
             for req in spec.devices:
+                if counted and req.vendor in counted:
+                    continue  # (its count name is among the scalars above)
                 for dim, amount in self.request(req).items():
                     out[dim] = out.get(dim, 0.0) + amount
         if len(self._tasks) >= _MAX_CACHED:
             self._tasks.clear()
         self._tasks[t.uid] = (t.slices, spec, out)
         return out
+
+    def counted_dims(self, name: str) -> tuple[str, ...]:
+        """The dimensions a counted family's count name weighs on: its card type's (an alias
+        read as the cluster's one type of it) and the type's family where the cluster has
+        several, as a booked card of that type counts."""
+        name = self.single.get(name, name)
+        card_type = name.removeprefix("huawei.com/")
+        return (name, *self.families.get(card_type, ())) if card_type != name else (name,)
 
     def request(self, req: DeviceRequest) -> Vec:
         dims = ((self.single.get(req.resource, req.resource),) if req.allowed_types
@@ -256,11 +280,19 @@ class QueueShares:
         if raw is None or job.spec.kind == "PodGroup":
             return None if raw is None else self.canonical(raw)
         out = {k: v for k, v in self.canonical(raw).items() if not is_device_resource(k)}
+        counted = self.counted
         left = job.min_available
         for task in sorted(job.spec.tasks, key=lambda t: -t.priority):
             n = min(left, task.replicas)
             left -= n
+            if counted:  # the counted families' count names, as the pods' requests carry them
+                for k, v in task.scalars.items():
+                    if is_device_resource(k) and vendor_of(k) in counted:
+                        for dim in self.counted_dims(k):
+                            out[dim] = out.get(dim, 0.0) + float(v) * n
             for req in task.devices:
+                if counted and req.vendor in counted:
+                    continue
                 for dim, amount in self.request(req).items():
                     out[dim] = out.get(dim, 0.0) + amount * n
         return out
@@ -278,7 +310,7 @@ def shares_of(ssn: Session) -> QueueShares:
     """One `QueueShares` per session, shared by the queue plugins."""
     got = _BY_SESSION.get(ssn)
     if got is None:
-        got = _BY_SESSION[ssn] = QueueShares(ssn.node_list)
+        got = _BY_SESSION[ssn] = QueueShares(ssn.node_list, ssn.counted_vendors)
         if _LAST:
             got.inherit(_LAST[0])
         _LAST[:] = [got]
