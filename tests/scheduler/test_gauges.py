@@ -96,9 +96,17 @@ async def test_queue_allocated_drops_when_pods_end_and_a_restart_exports_the_que
     await alloc.recover()
     async with running(sched, alloc):
         await until(sched, "allocated", lambda got: got.get(("volcano_queue_allocated_milli_cpu", Q)) == small.cpu_milli)
-        (commit,) = [e for e in decoded([m async for m in event_log.replay()]) if isinstance(e, PlacementCommitted)]
+        commits: list[PlacementCommitted] = []
+
+        async def committed() -> bool:
+            """The session counts the pod it proposed as allocated, as Volcano's close does: the
+            gauge reads it before the allocator commits (a loaded machine: well before)."""
+            commits[:] = [e for e in decoded([m async for m in event_log.replay()]) if isinstance(e, PlacementCommitted)]
+            return bool(commits) and not sched.projection.waiting()
+
+        await wait_until(committed, timeout=15, what="the placement committed and folded")
+        (commit,) = commits
         pod = commit.placements[0].task
-        assert not sched.projection.waiting()
         await put(event_log, s.job("default", "small"),
                   TaskFinished(namespace="default", name="small", task=pod, node="n1", reason="Completed"))  # fmt: skip
         await until(sched, "allocation released", lambda got: got.get(("volcano_queue_allocated_milli_cpu", Q)) == 0)
