@@ -17,7 +17,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from services.core.observe import hami, volcano
+from services.runtime import liveness
 from services.runtime.metrics import SeriesFamily, ServiceMetrics
+from services.scheduler import metrics as scheduler_metrics
 from services.scheduler.metrics import SessionMetrics
 from tests.test_chart import needs_helm, of_kind, render
 
@@ -32,7 +34,7 @@ def exported() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for spec in hami.SPECS:
         out[spec.name] = {"zone", *spec.labels}
-    for spec in volcano.SPECS:
+    for spec in (*volcano.SPECS, *liveness.SPECS, *scheduler_metrics.SPECS):
         out[spec.name] = set(spec.labels)
     metrics = ServiceMetrics("any", CollectorRegistry())
     session = SessionMetrics(metrics)
@@ -80,6 +82,17 @@ def test_it_has_card_tiles_and_queue_shares() -> None:
                  "hami_gpu_memory_limit_bytes", "hami_gpu_core_limit_ratio"):  # fmt: skip
         assert name in tiles, name
     assert "volcano_queue_share" in exprs(("bargauge", "timeseries"))
+
+
+def test_it_tells_a_stuck_service_from_an_idle_one() -> None:
+    """The liveness gauges every service serves (services/runtime/liveness.py) and the
+    scheduler's lease and loop are plotted: a backlog, the time since the last session and
+    event, leaders and connections, the loop's state."""
+    queried = " ".join(t["expr"] for p in panels() for t in p["targets"])
+    for spec in (*liveness.SPECS, *scheduler_metrics.SPECS):
+        if spec.name not in ("tessera_log_folded_sequence", "tessera_log_last_sequence",
+                             "tessera_scheduler_loop_timestamp_seconds"):  # (the backlog says them)  # fmt: skip
+            assert spec.name in queried, spec.name
 
 
 def test_panels_use_the_datasource_variable_and_fit_the_grid() -> None:

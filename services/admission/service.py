@@ -28,6 +28,8 @@ from opentelemetry.trace import (
 )
 
 from contracts.api import (
+    ACCEPTED,
+    CONFIGURED,
     REJECTED,
     UNCHANGED,
     ApplyReply,
@@ -222,6 +224,7 @@ class AdmissionService:
                     results = [already_exists(r) if r.outcome == UNCHANGED else r for r in results]
             span.set_attribute("tessera.objects", len(results))
             span.set_attribute("tessera.rejected", sum(r.outcome == REJECTED for r in results))
+            say_results(results, plan.error, dry_run)
         return ApplyReply(results=tuple(results), error=plan.error)
 
     async def admit_documents(self, docs: list[dict]) -> list[ObjectResult]:
@@ -234,6 +237,7 @@ class AdmissionService:
                 results = list(plan.results)
                 if plan.writes:
                     await self._write(plan, results)
+            say_results(results)
         return results
 
     async def delete_job(self, namespace: str, name: str, cause: str,
@@ -435,6 +439,26 @@ def admitted(root: trace.Span, result: object, outcome: str) -> None:
         if seq := getattr(result, "seq", 0):
             root.set_attribute("tessera.stream.seq", seq)
     root.end()
+
+
+def say_results(results: list[ObjectResult], error: str = "", dry_run: bool = False) -> None:
+    """One short INFO line per object admitted, changed or refused (refusals with every rule
+    they broke; warnings counted, said at DEBUG), in the trace of the request: what admission
+    did, in its own log. Unchanged objects and dry runs, which write nothing, at DEBUG."""
+    level = logging.DEBUG if dry_run else logging.INFO
+    if error:
+        log.log(level, "refused a request%s: %s", " (dry run)" if dry_run else "", error)
+    for r in results:
+        name = f"{r.namespace}/{r.name}" if r.namespace else r.name
+        if r.outcome == REJECTED:
+            log.log(level, "rejected %s %s: %s", r.kind, name, "; ".join(r.reasons))
+        elif r.outcome in (ACCEPTED, CONFIGURED):
+            log.log(level, "%s %s %s%s", "admitted" if r.outcome == ACCEPTED else "configured", r.kind, name,
+                    f" ({len(r.warnings)} warning{'s' * (len(r.warnings) > 1)})" if r.warnings else "")  # fmt: skip
+            for warning in r.warnings:  # (the reply tells the user; a rounding per pod at INFO was 150 bytes)
+                log.debug("%s %s: %s", r.kind, name, warning)
+        else:
+            log.debug("%s %s %s", r.outcome, r.kind, name)
 
 
 def _first_reason(result: ObjectResult) -> tuple[str, ...]:

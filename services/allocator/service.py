@@ -79,6 +79,7 @@ from services.runtime.service import (
 )
 from services.runtime.snapshot import Retention
 from services.runtime.tasks import cancel_all
+from services.runtime.telemetry import header_trace_id
 from services.runtime.waits import within
 
 log = logging.getLogger(__name__)
@@ -533,8 +534,9 @@ class Allocator:
         result = await self._group_batch(entries, writes, seen, f"group of {len(plans)}")
         if result is None:
             return 0
-        for position, committed in commits:
+        for (position, committed), (_, rx) in zip(commits, items, strict=False):
             self.answers.apply(result.first_seq + position, committed)
+            say_committed(committed, rx)
         self.commits += len(plans)
         self.group_commits += len(plans)
         fault_point("allocator.after-commit")
@@ -554,6 +556,8 @@ class Allocator:
             return False
         self.answers.apply(result.seq, rejected)
         self.rejections += 1
+        log.info("refused %s/%s's proposal #%d: %s", ns, name, seq, reason,
+                 extra={"trace_id": header_trace_id(rx.message.headers)})  # fmt: skip
         return True
 
     def _moved_since(self, event: PlacementProposed, card: str) -> str:
@@ -636,6 +640,7 @@ class Allocator:
             if isinstance(result, BatchCommitted):
                 self.answers.apply(result.last_seq, plan.committed)
                 self.commits += 1
+                say_committed(plan.committed, rx)
                 fault_point("allocator.after-commit")
                 return
             job_subject = self.subjects.job(ns, name)
@@ -741,6 +746,20 @@ class Allocator:
             with contextlib.suppress(Exception):
                 await self._seen_up_to(await self.log.last_sequence() + 1, timeout=3.0)
         return msgspec.json.encode(self.card_records())
+
+
+def say_committed(committed: PlacementCommitted, rx: Received) -> None:
+    """One INFO line per commit (a job's pods bound to their cards): the job, where, and for a
+    single pod its cards; in the trace of the proposal it answers."""
+    placements = committed.placements
+    nodes = ",".join(dict.fromkeys(p.node for p in placements))
+    if len(placements) == 1:
+        where = f"on {nodes} cards {','.join(a.card for a in placements[0].slices) or '-'}"
+    else:
+        where = f"{len(placements)} pods on {nodes} ({sum(len(p.slices) for p in placements)} card slices)"
+    log.info("committed %s/%s%s %s", committed.namespace, committed.name,
+             " (running already)" if committed.existing else "", where,
+             extra={"trace_id": header_trace_id(rx.message.headers)})  # fmt: skip
 
 
 def _job_of(owner: str) -> str:

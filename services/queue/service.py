@@ -168,6 +168,8 @@ class QueueService:
             if seq and not getattr(res, "duplicate", False):
                 self.own.add(seq)
                 self.flow.apply(seq, out.event)
+                if isinstance(out.event, JobPhaseChanged | QueueStateChanged):
+                    say_phase(out.event)
 
     # --- commands ------------------------------------------------------------------------------
 
@@ -216,3 +218,19 @@ class QueueService:
                 "resume": "resumed", "delete": "deleted"}[action]  # fmt: skip
         return CommandReply(ok=True, message=f"{what} {done}{also}")
 
+
+#: a job's phases another service's line says already (admitted, committed): DEBUG here
+_SAID_ELSEWHERE = frozenset({"Pending", "Inqueue", "Running"})
+
+
+def say_phase(event: JobPhaseChanged | QueueStateChanged) -> None:
+    """One INFO line per phase the queue service moves a job to that no other service's line
+    says — its end (Completed, Failed, Aborted, Terminated), a restart, a policy's action — and
+    per queue state; Pending, Inqueue and Running at DEBUG (admission's "admitted" and the
+    allocator's "committed" lines say them)."""
+    if isinstance(event, QueueStateChanged):
+        log.info("queue %s %s%s", event.queue, event.state, f" ({event.reason})" if event.reason else "")
+        return
+    level = logging.DEBUG if event.phase in _SAID_ELSEWHERE else logging.INFO
+    log.log(level, "job %s/%s %s%s", event.namespace, event.name, event.phase,
+            f" ({event.reason})" if event.reason else "")  # fmt: skip

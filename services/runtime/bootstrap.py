@@ -22,7 +22,7 @@ from contracts.permissions import APPENDS
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
 from services.core.retention import DEFAULT_KEEP_FINISHED
-from services.runtime import collector, lifeline
+from services.runtime import collector, lifeline, liveness
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
 from services.runtime.health import PORT_TAKEN, Health
@@ -328,6 +328,7 @@ async def _serve(
         retain(Retention(store, args.snapshot_every, args.keep_finished))
     health = Health(stall=args.health_stall)
     health.checks["nats connected"] = lambda: event_log.nc.is_connected
+    liveness.watch(app.service, lambda: event_log.nc.is_connected)  # stuck or idle, at scrape time
     beat = asyncio.create_task(health.beat(stopping))  # from the start: recovery is alive too
     if args.metrics_port:  # before recovery: a long replay is live but not ready
         assert app.service.metrics is not None

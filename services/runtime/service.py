@@ -110,6 +110,11 @@ class EventService:
         self._riders: list[Rider] = []
         #: told of every delivery before its handler (the snapshot writer's copy, `ride`)
         self.observers: list[Callable[[StoredMessage, str, Callable[[], Event]], None]] = []
+        #: the highest stream sequence handled here, and when a delivery was last taken up
+        #: (`time.monotonic()`, None: not yet): what `/metrics` says of a stuck or idle service
+        #: (`services.runtime.liveness`), two stores per delivery, read at scrape time
+        self.position = 0
+        self.handled_at: float | None = None
 
     def in_order(self) -> bool:
         """Whether first deliveries come in stream order: one consumer (ours or a carrier's),
@@ -161,6 +166,7 @@ class EventService:
         msg = delivery.message
         metrics = self.metrics
         assert metrics is not None and self.tracer is not None
+        self.handled_at = time.monotonic()
         try:
             env = Envelope.from_headers(msg.headers)
         except EnvelopeError as exc:
@@ -182,6 +188,7 @@ class EventService:
             else:
                 outcome = "ignored"
             await _settle(delivery.ack)
+            self._passed(msg.seq)
             return outcome
         try:
             event = decoded()
@@ -217,10 +224,17 @@ class EventService:
                 metrics.events.labels(self.name, env.type, "retried").inc()
                 return "retried"
         await _settle(delivery.ack)
+        self._passed(msg.seq)
         handled, seconds = self._series.get(env.type) or self._series_of(env.type)
         handled.inc()
         seconds.observe(time.perf_counter() - started)
         return "handled"
+
+    def _passed(self, seq: int) -> None:
+        """A delivery is done with (handled, skipped or parked): `position` (several followed
+        patterns come side by side, so not always in order)."""
+        if seq > self.position:
+            self.position = seq
 
     def _decode(self, delivery: Delivery, kind: str) -> Event:
         shared = delivery.shared if isinstance(delivery, Part) else None
@@ -268,6 +282,7 @@ class EventService:
             await _settle(delivery.nak, self.retry_delay * delivery.attempt)
             return "retried"
         await _settle(delivery.term)
+        self._passed(delivery.message.seq)
         return "parked"
 
     async def park_once(self, message: StoredMessage, reason: str) -> bool:
@@ -410,6 +425,9 @@ class EventService:
                 finally:
                     for sp in spans:
                         sp.end()
+        if done:
+            self._passed(max(d.message.seq for d in group[:done]))
+            self.handled_at = time.monotonic()
         for d in group[:done]:
             await _settle(d.ack)
             self.metrics.events.labels(self.name, kind, "handled").inc()  # type: ignore[union-attr]

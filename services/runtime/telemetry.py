@@ -172,11 +172,31 @@ def current_trace_id() -> str:
     return f"{span_ctx.trace_id:032x}" if span_ctx.is_valid else ""
 
 
+def context_trace_id(ctx: context.Context | None) -> str:
+    """The trace id of a context (a job's, carried from its messages' `traceparent`): with no
+    exporter no span is made current, yet the id is known, and a log line saying it joins
+    `tessera events` and the traces of any service that does export."""
+    if ctx is None:
+        return ""
+    span_ctx = trace.get_current_span(ctx).get_span_context()
+    return f"{span_ctx.trace_id:032x}" if span_ctx.is_valid else ""
+
+
+def header_trace_id(headers: Mapping[str, str]) -> str:
+    """The trace id of a message's W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), read
+    from the header itself: what a log line about it says when no span of it is current."""
+    value = headers.get(TRACEPARENT_HEADER, "")
+    return value[3:35] if len(value) >= 55 and value[2] == "-" and value[35] == "-" else ""
+
+
 class TraceIdFilter(logging.Filter):
-    """Puts the active trace id on every log record, so logs join traces."""
+    """Puts the active trace id on every log record, so logs join traces; a record that names
+    its own (`extra={"trace_id": …}`, a line about a job written outside its handling) keeps
+    it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.trace_id = current_trace_id()
+        if not getattr(record, "trace_id", ""):
+            record.trace_id = current_trace_id()
         return True
 
 

@@ -8,11 +8,12 @@ are measured here, in the shell, because they are about the clock, not the decis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter, Histogram
 
-from services.core.observe import Series, volcano
+from services.core.observe import MetricSpec, Series, volcano
 from services.runtime.metrics import ServiceMetrics
 
 
@@ -26,6 +27,27 @@ def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
 #: `le` an alert names read the same; a session of several seconds (a backlog on 5,000 nodes,
 #: benchmarks/results/scheduler.md) lands in a bucket of its own, not in +Inf
 E2E_BUCKETS = exponential_buckets(5, 2, 15)
+
+
+#: what the session loop found at its last turn (`Scheduler.run_sessions`), in its order of
+#: checks: an operator tells a stuck scheduler (`catching_up` or `resyncing` for minutes, or
+#: `holding` past its 30 s) from an idle one (`idle`: nothing waits; `settled`: jobs wait and
+#: nothing changed that could place them) and from a standby replica
+LOOP_STATES = ("starting", "holding", "standby", "resyncing", "catching_up", "idle", "settled",
+               "deciding", "failed")  # fmt: skip
+
+SPECS = (
+    MetricSpec("tessera_leader",
+               "1 while this replica holds its service's lease and decides, 0 on a standby",
+               ("service",)),
+    MetricSpec("tessera_scheduler_last_session_timestamp_seconds",
+               "Unix time the last scheduling session closed (absent until the first)"),
+    MetricSpec("tessera_scheduler_loop_state",
+               "The session loop's state at its last turn: 1 on the current state, 0 on the others",
+               ("state",)),
+    MetricSpec("tessera_scheduler_loop_timestamp_seconds",
+               "Unix time of the session loop's last turn (it turns at least once a period)"),
+)  # fmt: skip
 
 
 class SessionMetrics:
@@ -53,6 +75,28 @@ class SessionMetrics:
         )  # fmt: skip
         self.series: tuple[Series, ...] = ()  # replaced whole, never mutated (scrape thread)
         metrics.export(volcano.SPECS, lambda: self.series)
+        #: whether this replica decides (the lease's holder, or no lease at all): set by the
+        #: scheduler, asked at scrape time
+        self.leader: Callable[[], bool] = lambda: True
+        self.last_session: float | None = None  # time.time() the last session closed
+        self.state = "starting"
+        self.turned: float | None = None  # time.time() of the loop's last turn
+        metrics.export(SPECS, self.liveness)
+
+    def turn(self, state: str) -> None:
+        """The session loop's turn and what it found (once per period or event batch)."""
+        self.state, self.turned = state, time.time()
+
+    def liveness(self) -> list[Series]:
+        """The scheduler's own liveness gauges, at scrape time (`SPECS`)."""
+        out = [Series("tessera_leader", ("scheduler",), 1.0 if self.leader() else 0.0)]
+        if self.last_session is not None:
+            out.append(Series("tessera_scheduler_last_session_timestamp_seconds", (), self.last_session))
+        state = self.state
+        out += [Series("tessera_scheduler_loop_state", (s,), 1.0 if s == state else 0.0) for s in LOOP_STATES]
+        if self.turned is not None:
+            out.append(Series("tessera_scheduler_loop_timestamp_seconds", (), self.turned))
+        return out
 
     def session(self, decide_s: float, append_s: float, scheduled: int, unschedulable: int,
                 series: Sequence[Series]) -> None:  # fmt: skip
@@ -62,6 +106,7 @@ class SessionMetrics:
         self.attempts.labels("scheduled").inc(scheduled)
         self.attempts.labels("unschedulable").inc(unschedulable)
         self.series = tuple(series)
+        self.last_session = time.time()
 
     def gauges(self, series: Sequence[Series]) -> None:
         """The gauges alone, of a session opened and closed with no actions (nothing waits):

@@ -130,6 +130,8 @@ class Scheduler:
         )
         assert self.service.metrics is not None
         self.session_metrics = SessionMetrics(self.service.metrics)
+        if lease is not None:
+            self.session_metrics.leader = lease.held
         self.last_series: list[Series] = []  # the gauges of the last session's decisions
         #: the log sequence `last_series` were computed at (None: not since we started) and the
         #: loop time they were: see `_refresh_gauges`
@@ -328,27 +330,37 @@ class Scheduler:
                 pass
             if stopping.is_set():
                 break
-            if not self.listed.is_set() and not await unless_stopped(self._inventory_settled(), stopping):
-                break  # stopped while holding for the cluster's nodes
+            turn = self.session_metrics.turn  # what each turn found: /metrics' loop state
+            if not self.listed.is_set():
+                turn("holding")
+                if not await unless_stopped(self._inventory_settled(), stopping):
+                    break  # stopped while holding for the cluster's nodes
             self._dirty.clear()
             if self.lease is not None and not self.lease.held():
+                turn("standby")
                 continue  # a standby replica: it keeps its projection, the leader decides
             if self.uncertain and not await self._resync():
+                turn("resyncing")
                 continue
             if not self.caught_up():
+                turn("catching_up")
                 continue  # our last decisions are on their way back: decide on them, not before
             if not self.projection.waiting():
+                turn("idle")
                 self._refresh_gauges()  # …but what it exports moved with the log
                 continue  # nothing waits: the session would decide and append nothing
             if self._concluded():
+                turn("settled")
                 self.settled.set()
                 continue
+            turn("deciding")
             started = time.perf_counter()
             try:
                 await self._session()
                 took = time.perf_counter() - started
             except Exception:  # the log is briefly unreachable, a bug in one session: go on
                 log.exception("session %d failed; retrying on the next trigger", self.sessions)
+                turn("failed")
                 self.session_metrics.failed()
                 self._dirty.set()
                 with contextlib.suppress(TimeoutError):
