@@ -285,13 +285,19 @@ class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
 
 class LogCompacted(Event, frozen=True, tag="LogCompacted"):
     """A compaction is about to purge finished jobs' subjects (`services/runtime/compaction.py`),
-    appended before the purge: a snapshot older than `horizon` may hold one of those jobs live
-    and its end was in the purged tail, so a restart cannot use it (`Snapshots.recover`)."""
+    appended before the purge, and again once its purges are done: a snapshot older than
+    `horizon` may hold one of those jobs live and its end was in the purged tail, so a restart
+    cannot use it (`Snapshots.recover`); and a fold of the log that overlapped a purge may hold
+    a job whose start it read and whose end was purged before it got there, so no fold is
+    trusted unless no compaction was `running` and no record came while it folded."""
 
     #: the highest sequence of a job message any compaction has purged or is purging: cumulative
     #: (the previous record's, raised), so the last record of the subject is all a reader needs
     horizon: int
     jobs: int = 0  # finished jobs this compaction forgets
+    #: compactions purging as of this record (one's start adds one, its end takes it away):
+    #: 0 — every purge up to `horizon` has happened (records before this field said 0 too)
+    running: int = 0
 
 
 # --- node aggregate ----------------------------------------------------------------------------

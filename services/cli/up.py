@@ -323,28 +323,46 @@ class ControlPlane:
 
     def supervise(self, now: float) -> bool:
         """One look at every process (`up`'s loop, foreground or detached): a service that
-        ended is restarted after its backoff (or given up on, with the reason); our nats-server
-        (or a cluster member) is restarted at once on its store and ports, saying how it ended
-        — a kill -9 of the broker stopped every service for good, the only word "nats-server
-        exited". The services ride the outage out: they reconnect by themselves. False when
-        the broker cannot be started again: nothing can run without it."""
+        ended is restarted after its backoff (or given up on, with the reason); so is our
+        nats-server (or a cluster member), on its store and ports, saying how it ended — a
+        kill -9 of the broker stopped every service for good, the only word "nats-server
+        exited"; one that keeps dying at once (a corrupt store, a full disk, its port taken) was
+        restarted every half second for ever. The services ride the outage out: they reconnect
+        by themselves. False when the broker is given up on: nothing can run without it."""
         for server in self.servers:
-            if server.process is not None and server.process.poll() is None:
+            key = self._key(server)
+            component = self.components[key]
+            proc = server.process
+            if proc is not None and proc.poll() is None:
                 continue
-            component = self.components[self._key(server)]
-            code = server.process.returncode if server.process else 0
-            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
-            gone = self.nats_gone() or f"{self._key(server)} {how}"
+            if component.state == "running":  # it has just ended
+                code = proc.returncode if proc is not None else 0
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited ({code})"
+                gone = self.nats_gone() or f"{key} {how}"
+                server.process = None
+                on_exit(component, how, now)
+                if component.state == "failed":
+                    print(f"error: {gone}; {component.last_error}", file=sys.stderr, flush=True)
+                    return False
+                print(f"{gone}: restarting it on the same store and port in {component.retry_at - now:.1f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            if not due(component, now):
+                continue
             component.restarts += 1
-            component.last_error = how
-            server.process = None
             try:
                 server.start()
-            except (NatsServerError, OSError) as exc:
-                print(f"error: {gone}; restarting it failed: {exc}", file=sys.stderr, flush=True)
-                return False
+            except (NatsServerError, OSError) as exc:  # a quick failure like any other
+                server.process = None
+                component.started_at = now  # it failed at once: a quick failure
+                on_exit(component, f"restarting it failed: {exc}", now)
+                if component.state == "failed":
+                    print(f"error: {key}: {component.last_error}", file=sys.stderr, flush=True)
+                    return False
+                print(f"{key}: restarting it failed ({exc}); again in {component.retry_at - now:.1f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                continue
             started(component, server.pid or 0, now)
-            print(f"{gone}: restarted on the same store and port (pid {server.pid})",
+            print(f"{key}: restarted on the same store and port (pid {server.pid})",
                   file=sys.stderr, flush=True)  # fmt: skip
         for key, proc in list(self.procs.items()):
             component = self.components[key]
@@ -659,7 +677,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 write_state(state_dir, now)
                 written = now
             time.sleep(0.5)
-        print("error: nats-server could not be started again: stopping every service",
+        print("error: nats-server given up on (see above): stopping every service",
               file=sys.stderr, flush=True)  # fmt: skip
         return 1
     except KeyboardInterrupt:

@@ -20,6 +20,11 @@ leave the restart a ghost that runs for ever (its booking never released, `tests
 test_compact.py`). So before it purges, a compaction appends `LogCompacted` with its horizon —
 the highest sequence of a job message purged, by it or any compaction before — and a snapshot
 older than the horizon is not used (`Snapshots.recover`: a replay of what is left instead).
+Once its purges are done it appends `LogCompacted` again, one compaction fewer `running`: a
+fold that overlapped the purges (it read a job's start, the end went before it got there) sees
+a new record after it and is done again, and one that finds a compaction running waits for it.
+A compaction that finds another running waits for it too (`COMPACTION_WAIT`), then takes it
+for dead (its process stopped mid-purge) and counts from itself.
 Jobs whose every message is older than a snapshot only leave it holding a finished job until
 the service's own retention forgets it, as a replay would.
 The full history is what replay debugging reads: compact after `tessera events -o` if needed.
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -41,7 +46,7 @@ from contracts.subjects import Subjects
 from services.core.retention import ended
 from services.runtime.eventlog.model import Appended, Conflict, Entry, EventLog, LogError
 from services.runtime.service import decode_stored
-from services.runtime.snapshot import compacted_horizon, periodically
+from services.runtime.snapshot import COMPACTION_WAIT, compaction_mark, periodically, settled_mark
 
 log_ = logging.getLogger(__name__)
 
@@ -112,27 +117,52 @@ class Compactable(EventLog, Protocol):
 RECORD_ATTEMPTS = 5
 
 
-async def record(log: Compactable, horizon: int, jobs: int) -> int:
-    """Append `LogCompacted` raising the horizon to `horizon` (no record when one already covers
-    it), before any purge: a service that starts meanwhile reads it after folding the log and
-    folds again without its snapshot (`Snapshots.recover`). Appended only on the subject's last
-    record (expected sequence), so two compactors at once never lower it; older records are
-    purged (the last one says it all). Returns the horizon in force."""
+async def _append_record(log: Compactable, what: str, make: Callable[[int, int], LogCompacted]) -> LogCompacted:
+    """Append `make(horizon, running)` of the subject's last record on that record (expected
+    sequence): two compactors at once never lower the horizon nor lose a count. Older records
+    are purged (the last one says it all)."""
     subject = log.subjects.compactions()
     reg = default_registry()
     for _attempt in range(RECORD_ATTEMPTS):
-        at, previous = await compacted_horizon(log)
-        if previous >= horizon:
-            return previous
-        event = LogCompacted(horizon=horizon, jobs=jobs)
+        mark = await compaction_mark(log)
+        event = make(mark.horizon, mark.running)
         env = reg.envelope(event)
-        result = await log.append(Entry(subject, reg.encode(event), env.to_headers(), at))
+        result = await log.append(Entry(subject, reg.encode(event), env.to_headers(), mark.seq))
         if isinstance(result, Appended):
             await log.purge(subject, keep=1)
-            return horizon
+            return event
         if not isinstance(result, Conflict):
-            raise LogError(f"{subject}: LogCompacted not appended ({result})")
-    raise LogError(f"{subject}: LogCompacted lost to another compaction {RECORD_ATTEMPTS} times; nothing purged")
+            raise LogError(f"{subject}: LogCompacted ({what}) not appended ({result})")
+    raise LogError(f"{subject}: LogCompacted ({what}) lost to another compaction {RECORD_ATTEMPTS} times")
+
+
+async def record(log: Compactable, horizon: int, jobs: int) -> int:
+    """Append `LogCompacted` raising the horizon to `horizon` and counting this compaction
+    `running`, before any purge: a service that starts meanwhile waits for its end, and one
+    already folding sees a new record after its fold and folds again (`Snapshots.recover`).
+    Always a new record, even when the horizon is not raised: its purges still overlap folds.
+    Another compaction running is waited for (`COMPACTION_WAIT`), then taken for dead. Returns
+    the horizon in force; `finish` must follow the purges."""
+    mark = await settled_mark(log)
+    dead = mark.running  # still running after the wait: stopped mid-purge, never to finish
+    if dead:
+        log_.warning("a compaction started at #%d has not ended within %g s: taken for dead",
+                     mark.seq, COMPACTION_WAIT)  # fmt: skip
+
+    def start(previous: int, running: int) -> LogCompacted:
+        return LogCompacted(horizon=max(previous, horizon), jobs=jobs, running=max(0, running - dead) + 1)
+
+    return (await _append_record(log, "start", start)).horizon
+
+
+async def finish(log: Compactable, jobs: int) -> None:
+    """Append `LogCompacted` counting one compaction fewer `running`, once its purges are done
+    (or failed): readers that saw it running may trust a fold begun from now on."""
+
+    def end(previous: int, running: int) -> LogCompacted:
+        return LogCompacted(horizon=previous, jobs=jobs, running=max(0, running - 1))
+
+    await _append_record(log, "end", end)
 
 
 async def compact(log: Compactable, keep_finished: int) -> Compaction:
@@ -152,10 +182,13 @@ async def compact(log: Compactable, keep_finished: int) -> Compaction:
     forget = finished.to_forget(holders(owners), keep_finished)
     if forget:  # recorded first: a snapshot below it is not used from now on
         await record(log, max(finished.last_seq.get(key, 0) for key in forget), len(forget))
-    for ns, name in forget:
-        upto = finished.last_seq.get((ns, name), 0) + 1  # not what landed since we read
-        await log.purge(s.job(ns, name), upto=upto)
-        result.jobs += 1
+        try:
+            for ns, name in forget:
+                upto = finished.last_seq.get((ns, name), 0) + 1  # not what landed since we read
+                await log.purge(s.job(ns, name), upto=upto)
+                result.jobs += 1
+        finally:  # a purge failed: the others are not running either
+            await finish(log, result.jobs)
     for msg in last_cards:  # harmless to any snapshot: a card's last event carries its state
         await log.purge(msg.subject, keep=1)
         result.cards += 1

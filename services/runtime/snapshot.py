@@ -21,6 +21,14 @@ in the purged part of the tail: folded onward it would keep the job — and its 
 ever. Compaction records how far it purged (`LogCompacted.horizon`) before purging; a snapshot
 below the horizon is not used, and a recovery during which the horizon rose (a compaction ran
 meanwhile) is done again. Card purges leave each card's last, state-carrying event: no horizon.
+
+A fold that runs while a compaction purges may read a job's start and find its end purged
+before it gets there: a ghost, whichever snapshot it started from. So a compaction records its
+start and its end (`LogCompacted.running`), and a fold is trusted only if it began with no
+compaction running and the subject's last record is the same message after it (its sequence,
+not its horizon: a compaction that raises nothing still purges). A recovery waits for a running
+compaction to end (up to `COMPACTION_WAIT`, then takes it for dead: its process stopped mid-
+purge), and folds again when a record came meanwhile; the snapshot writer skips the period.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -48,25 +56,60 @@ log = logging.getLogger(__name__)
 S = TypeVar("S")
 
 #: a recovery that a compaction overtook is done again, at most this many times in all
-RECOVER_ATTEMPTS = 3
+RECOVER_ATTEMPTS = 10
+
+#: how long a reader (or another compaction) waits for a running compaction's end before it
+#: takes that compaction for dead (its process stopped between its first and last record); a
+#: compaction's purges are one request per forgotten job: seconds for thousands
+COMPACTION_WAIT = 30.0
+#: how often the waiting reader reads the compactions' record again
+COMPACTION_POLL = 0.2
 
 #: Bump when the stored wrapper (not a service's state) changes shape.
 FORMAT = 1
 
 
+class Mark(NamedTuple):
+    """The log's last compaction record as a reader saw it."""
+
+    seq: int  # the record's own sequence (0: never compacted)
+    horizon: int
+    running: int  # compactions purging now: a fold overlapping them is not to be trusted
+
+
+async def compaction_mark(event_log: EventLog) -> Mark:
+    """The last `LogCompacted`, read from the stream's leader: a follower that has not applied
+    the newest record would answer an older one and a fold would be trusted against it."""
+    subjects = getattr(event_log, "subjects", None)
+    if subjects is None:
+        return Mark(0, 0, 0)
+    msg = await event_log.last(subjects.compactions(), leader=True)
+    if msg is None:
+        return Mark(0, 0, 0)
+    event = await decode_stored(msg)
+    if not isinstance(event, LogCompacted):  # undecodable: no snapshot can be trusted
+        return Mark(msg.seq, msg.seq, 0)
+    return Mark(msg.seq, event.horizon, event.running)
+
+
 async def compacted_horizon(event_log: EventLog) -> tuple[int, int]:
     """(the sequence of the log's last `LogCompacted`, 0 if none; its horizon): no snapshot
     below the horizon may be folded onward, some job message after it having been purged."""
-    subjects = getattr(event_log, "subjects", None)
-    if subjects is None:
-        return 0, 0
-    msg = await event_log.last(subjects.compactions())
-    if msg is None:
-        return 0, 0
-    event = await decode_stored(msg)
-    if not isinstance(event, LogCompacted):  # undecodable: no snapshot can be trusted
-        return msg.seq, msg.seq
-    return msg.seq, event.horizon
+    mark = await compaction_mark(event_log)
+    return mark.seq, mark.horizon
+
+
+async def settled_mark(event_log: EventLog, wait: float | None = None) -> Mark:
+    """The last compaction record once no compaction runs, waiting up to `wait` s (default
+    `COMPACTION_WAIT`) for one that does; still running then, it is returned as it is (the
+    caller decides what a compaction taken for dead means to it)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (COMPACTION_WAIT if wait is None else wait)
+    while True:
+        mark = await compaction_mark(event_log)
+        if not mark.running or loop.time() >= deadline:
+            return mark
+        await asyncio.sleep(COMPACTION_POLL)
 
 
 class Header(msgspec.Struct, frozen=True, kw_only=True):
@@ -266,14 +309,27 @@ class Snapshots(Generic[S]):
         """The projection at `until`: the snapshot plus the tail if usable, else a full replay.
         A long tail is snapshotted at once, so the next start does not fold it again."""
         p = self.projection
-        for _attempt in range(RECOVER_ATTEMPTS):
-            mark = await compacted_horizon(self.log)
-            state = await self._recover(until, mark[1])
-            after = await compacted_horizon(self.log)
-            if after == mark or after[1] <= self.used:  # no purge reached the tail folded
+        for attempt in range(1, RECOVER_ATTEMPTS + 1):
+            mark = await settled_mark(self.log)
+            if mark.running:
+                log.warning("%s: a compaction started at #%d has not ended within %g s: taken for "
+                            "dead (stopped mid-purge); recovering without waiting for it",
+                            p.name, mark.seq, COMPACTION_WAIT)  # fmt: skip
+            state = await self._recover(until, mark.horizon)
+            after = await compaction_mark(self.log)
+            # trusted: no record came while folding (a compaction that started or ended meanwhile
+            # purged during the fold), and none ran when it began — or the tail folded lies above
+            # every purge, recorded or running
+            if after.seq == mark.seq or after.horizon <= self.used:
                 break
-            log.info("%s: the log was compacted while recovering (horizon #%d); again", p.name, after[1])
-            self.why = f"the log was compacted while recovering (horizon #{after[1]})"
+            self.why = f"the log was compacted while recovering (horizon #{after.horizon})"
+            if attempt == RECOVER_ATTEMPTS:
+                log.warning("%s: the log was compacted during each of %d recoveries; keeping the "
+                            "last (it may hold a finished job live until the next restart)",
+                            p.name, attempt)  # fmt: skip
+            else:
+                log.info("%s: the log was compacted while recovering (horizon #%d); again",
+                         p.name, after.horizon)  # fmt: skip
         if self.enabled:
             body = p.encode(state)
             if until - self.used >= self.every:
@@ -333,8 +389,10 @@ class Snapshots(Generic[S]):
         if riding:  # encoded now, before any await: the state as of `last`
             await self._save(last, p.encode(live[1] if live else self._copy))  # type: ignore[arg-type]
             return self.saved is not None and self.saved[0] == last
-        mark = await compacted_horizon(self.log)
-        if seq < mark[1]:  # the tail after the last snapshot was compacted: fold what is left
+        mark = await compaction_mark(self.log)
+        if mark.running:  # its purges would land in the fold: the next period, once it ended
+            return False
+        if seq < mark.horizon:  # the tail after the last snapshot was compacted: fold what is left
             seq, body, self._kept = 0, b"", None
         # the state the last write folded, kept (this writer's own copy: the service's live state
         # is another object), so a write folds only the tail and encodes — decoding the whole
@@ -343,8 +401,8 @@ class Snapshots(Generic[S]):
         state = kept if kept is not None else (p.decode(body) if body else p.empty())
         self._kept = None  # folding moves it past `seq`: it is only good again once saved
         state = await self._fold(state, seq + 1, last)
-        after = await compacted_horizon(self.log)
-        if after != mark and after[1] > seq:
+        after = await compaction_mark(self.log)
+        if after.seq != mark.seq and after.horizon > seq:
             return False  # compacted while folding: the next period folds what is left
         await self._save(last, p.encode(state))
         if self.saved is not None and self.saved[0] == last:

@@ -114,7 +114,7 @@ def test_a_killed_nats_server_is_restarted_and_said_how_it_ended(state_dir: Path
     wait_nodes(state_dir, ["node-a", "node-b"])  # the same store, served again
     log = (state_dir / "logs" / "up.log").read_text()
     assert log.startswith("an earlier run's last words\n")
-    assert f"nats-server (pid {state['nats_pid']}) exited: killed by SIGKILL: restarted on the same store and port" in log
+    assert f"nats-server (pid {state['nats_pid']}) exited: killed by SIGKILL: restarting it on the same store and port" in log
     assert tessera("down", "--state-dir", str(state_dir)).returncode == 0
 
 

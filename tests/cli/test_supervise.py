@@ -90,3 +90,57 @@ def test_a_metrics_port_taken_before_the_service_binds_it_is_chosen_anew(tmp_pat
     finally:
         cp.stop()
         holder.close()
+
+
+class _DyingProcess:
+    """A nats-server process that has ended with `code`."""
+
+    def __init__(self, pid: int, code: int = 1) -> None:
+        self.pid, self.returncode = pid, code
+
+    def poll(self) -> int:
+        return self.returncode
+
+
+class _DyingServer:
+    """A broker that starts and dies at once (its port taken, its store corrupt)."""
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self.process: _DyingProcess | None = _DyingProcess(100)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        self.starts += 1
+        self.process = _DyingProcess(100 + self.starts)
+
+    def _log(self) -> Path:
+        return Path("/nonexistent")
+
+
+def test_a_broker_that_keeps_dying_is_restarted_with_backoff_then_given_up_on(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`up` restarted a dead nats-server every 0.5 s for ever, `restarts` growing without
+    bound. Now it gets a service's backoff and, after MAX_QUICK quick failures, `up` stops."""
+    from services.cli.up import ControlPlane
+
+    plane = ControlPlane.__new__(ControlPlane)
+    server = _DyingServer()
+    plane.servers, plane.cluster, plane.procs = [server], 1, {}  # type: ignore[list-item]
+    plane.components = {"nats-server": Component("nats-server", state="running")}
+    component = plane.components["nats-server"]
+    now, looks, gave_up_at = 0.0, 0, None
+    while looks < 1000:
+        looks += 1
+        if not plane.supervise(now):
+            gave_up_at = now
+            break
+        now += 0.5
+    assert gave_up_at is not None, "never given up on"
+    assert component.state == "failed" and "gave up after" in component.last_error
+    assert server.starts == component.restarts == MAX_QUICK - 1
+    assert gave_up_at >= sum(backoff(n) for n in range(1, MAX_QUICK))  # waited its backoff
+    err = capsys.readouterr().err
+    assert "restarting it on the same store and port in" in err and "gave up after" in err

@@ -6,11 +6,19 @@ backends: the in-memory log (pure) and JetStream."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
 from contracts.base import Event
 from contracts.events import JobPhaseChanged, JobSubmitted, LogCompacted, TaskFinished, TaskStarted
 from services.queue.recovery import QueueFold, QueueState
-from services.runtime.compaction import compact
-from services.runtime.eventlog.model import EventLog
+from services.runtime import snapshot
+from services.runtime.compaction import compact, record
+from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.model import EventLog, StoredMessage
 from services.runtime.service import decode_stored
 from services.runtime.snapshot import MemoryStore, Snapshots, compacted_horizon
 from tests.queue.test_queue_service import spec
@@ -119,3 +127,137 @@ async def test_purge_is_the_same_on_both_backends(event_log: EventLog) -> None:
     assert (await log.last(log.subjects.job("ns", "b"))).seq == b  # type: ignore[union-attr]
     assert await log.message_count() == 3 and await log.last_sequence() == b  # type: ignore[attr-defined]
     assert await log.at(a[0]) is None
+
+
+class Overlap:
+    """A compaction whose purge of `ghost`'s subject lands while a reader (`read`) is folding,
+    between the ghost's start and its end: the purge waits until the reader's replay has yielded
+    the ghost's `TaskStarted`, and the reader waits there until the compaction has returned —
+    the reviewer's race, step by step instead of by chance. The reader is launched once the
+    compaction has recorded its start (it reads that record first)."""
+
+    def __init__(self, log: EventLog, ghost_start: int, read: Callable[[], Awaitable[object]]) -> None:
+        self.log, self.ghost_start, self.read = log, ghost_start, read
+        self.armed = False
+        self.at_ghost = asyncio.Event()
+        self.compacted = asyncio.Event()
+        self.reader: asyncio.Task[object] | None = None
+        self._purge, self._replay = log.purge, log.replay  # type: ignore[attr-defined]
+        log.purge = self.purge  # type: ignore[attr-defined]
+        log.replay = self.replay  # type: ignore[method-assign]
+
+    async def purge(self, subject: str, upto: int | None = None, keep: int | None = None) -> None:
+        if subject == self.log.subjects.job("ns", "ghost") and self.reader is None:  # type: ignore[attr-defined]
+            self.armed = True
+            self.reader = asyncio.create_task(self.read())
+            # the reader reaches the ghost mid-fold, or ends without folding (it waits for us)
+            at_ghost = asyncio.create_task(self.at_ghost.wait())
+            await asyncio.wait({self.reader, at_ghost}, return_when=asyncio.FIRST_COMPLETED)
+            at_ghost.cancel()
+        await self._purge(subject, upto=upto, keep=keep)
+
+    def replay(self, start_seq: int = 1, filter_subject: str | None = None) -> AsyncIterator[StoredMessage]:
+        async def gen() -> AsyncIterator[StoredMessage]:
+            async for msg in self._replay(start_seq, filter_subject):
+                yield msg
+                if self.armed and msg.seq == self.ghost_start and not self.at_ghost.is_set():
+                    self.at_ghost.set()
+                    await self.compacted.wait()
+
+        return gen()
+
+    async def compact(self) -> object:
+        await compact(self.log, keep_finished=0)  # type: ignore[arg-type]
+        self.compacted.set()
+        assert self.reader is not None
+        return await self.reader
+
+
+async def ghost_setup(log: EventLog, fold: QueueFold) -> tuple[MemoryStore, int]:
+    """`kept` runs and is snapshotted; then `ghost` starts and ends: the ghost's start is in the
+    snapshot's tail, and compaction forgets it (returns the store, the ghost's start)."""
+    store = MemoryStore()
+    await running(log, "kept")
+    await Snapshots(log, fold, store, every=1).recover(await log.last_sequence())
+    start = await running(log, "ghost")
+    await finished(log, "ghost")
+    return store, start
+
+
+async def test_a_recovery_overlapping_a_compactions_purge_folds_again(
+    event_log: EventLog, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The recovery read the compaction's first record (the purges to come), folded from #1
+    while they ran, and the ghost's end was purged before the fold reached it: it kept the job
+    live and, the record unchanged, did not fold again. Now it waits for the compaction's end
+    (here: gives up waiting, as for a compaction that died) and the end's record, a new one,
+    makes it fold again."""
+    monkeypatch.setattr(snapshot, "COMPACTION_WAIT", 0.2)
+    log, fold = event_log, QueueFold(event_log.subjects, keep_finished=100)  # type: ignore[attr-defined]
+    store, start = await ghost_setup(log, fold)
+    until = await log.last_sequence()
+    again = Snapshots(log, fold, MemoryStore(), every=0)
+    again.store.objects = dict(store.objects)  # type: ignore[union-attr]
+    caplog.set_level(logging.INFO, logger=snapshot.__name__)
+    state = await Overlap(log, start, lambda: again.recover(until)).compact()
+    assert live(state) == {"ns/kept"}  # type: ignore[arg-type]  # no ghost…
+    assert "compacted while recovering" in caplog.text  # …because it folded again
+    assert fold.encode(state) == fold.encode(await Snapshots(log, fold).recover(until))  # type: ignore[arg-type]
+    assert (await snapshot.compaction_mark(log)).running == 0
+
+
+async def test_the_writer_does_not_fold_while_a_compaction_purges(event_log: EventLog) -> None:
+    """The writer folded from #1 as soon as it saw the new horizon, i.e. while the purges ran,
+    and saved the ghost in a snapshot every later restart used. Now it skips the period."""
+    log, fold = event_log, QueueFold(event_log.subjects, keep_finished=100)  # type: ignore[attr-defined]
+    store, start = await ghost_setup(log, fold)
+    writer = Snapshots(log, fold, store, every=1)
+    await writer.recover(await log.last_sequence())
+    assert writer.saved is not None
+    written = writer.saved[0]
+    await running(log, "new")
+    assert await Overlap(log, start, writer.write).compact() is False
+    assert store.objects and writer.saved[0] == written  # nothing saved meanwhile
+    assert await writer.write()  # the next period, the compaction over
+    assert fold.decode(writer.saved[1]).flow.projection.jobs.keys() == {"ns/kept", "ns/new"}
+    restarted = Snapshots(log, fold, store, every=1)
+    state = await restarted.recover(await log.last_sequence())
+    assert restarted.used == writer.saved[0] and live(state) == {"ns/kept", "ns/new"}
+
+
+async def test_a_compaction_that_died_mid_purge_is_taken_for_dead(
+    event_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first record says it runs and no end ever comes: the next compaction waits
+    `COMPACTION_WAIT`, then counts from itself, so readers do not wait for ever after."""
+    monkeypatch.setattr(snapshot, "COMPACTION_WAIT", 0.2)
+    log = event_log
+    await running(log, "a")
+    last = await finished(log, "a")
+    await record(log, last, 1)  # …and the process stopped
+    assert (await snapshot.compaction_mark(log)).running == 1
+    await running(log, "b")
+    await finished(log, "b")
+    assert (await compact(log, keep_finished=0)).jobs == 2  # type: ignore[arg-type]
+    mark = await snapshot.compaction_mark(log)
+    b_end = await log.last_sequence() - 2  # then the compaction's start and end records
+    assert mark.running == 0 and mark.horizon == b_end
+
+
+async def test_the_horizon_is_read_from_the_stream_leader(event_log: EventLog) -> None:
+    """A direct get may be answered by any R3 replica, and a follower that has not applied the
+    last `LogCompacted` answers an older horizon; the horizon is a plain (leader's) get."""
+    if not isinstance(event_log, JetStreamLog):
+        pytest.skip("replicas are JetStream's")
+    log = event_log
+    await record(log, 7, 1)  # type: ignore[arg-type]
+    calls: list[object] = []
+    real = log.js.get_last_msg
+
+    async def spy(stream: str, subject: str, direct: bool | None = False) -> object:
+        calls.append(direct)
+        return await real(stream, subject, direct=direct)
+
+    log.js.get_last_msg = spy  # type: ignore[method-assign]
+    assert (await compacted_horizon(log))[1] == 7
+    assert calls and not any(calls)

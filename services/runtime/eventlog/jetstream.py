@@ -833,8 +833,10 @@ class JetStreamLog:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 
-    async def last(self, subject: str) -> StoredMessage | None:
+    async def last(self, subject: str, leader: bool = False) -> StoredMessage | None:
         async def get() -> Any:
+            if leader:  # a direct get may be answered by a follower behind the leader
+                return await self.js.get_last_msg(self.stream, subject)
             try:
                 return await self.js.get_last_msg(self.stream, subject, direct=True)
             except nats.errors.NoRespondersError:

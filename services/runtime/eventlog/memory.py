@@ -206,7 +206,7 @@ class MemoryLog:
     async def at(self, seq: int) -> StoredMessage | None:
         return self._messages[seq - 1] if 0 < seq <= len(self._messages) and seq not in self._purged else None
 
-    async def last(self, subject: str) -> StoredMessage | None:
+    async def last(self, subject: str, leader: bool = False) -> StoredMessage | None:
         seq = self._last_by_subject.get(subject)
         return self._by_seq(seq) if seq else None
 

@@ -146,7 +146,10 @@ class EventLog(Protocol):
         self, batches: Sequence[Sequence[Entry]]
     ) -> list[BatchResult]: ...
 
-    async def last(self, subject: str) -> StoredMessage | None: ...
+    async def last(self, subject: str, leader: bool = False) -> StoredMessage | None:
+        """The subject's last message. `leader`: as the stream's leader has it — any replica may
+        answer otherwise, and a follower may not have applied the last append yet."""
+        ...
 
     async def at(self, seq: int) -> StoredMessage | None:
         """The message at `seq` (None: none there, or purged)."""
