@@ -298,10 +298,10 @@ def listing_of(messages: list[StoredMessage], what: str, namespace: str | None) 
     pods = report["pods"]
     if what == "jobs":  # Volcano Jobs only: a Pod's or PodGroup's job is no vcjob
         records = [r for r in records if r.get("kind") == "Job"]
-    if what == "podgroups":  # the groups a cluster holds, in the phase they show (Restarting is
-        # Pending, Terminating Running, a pod's ended group Completed), as a cluster's `get pg`
-        # lists them; an ended Job's group is deleted with it (Volcano's killJob), a refused
-        # one never was (`get pods` says why its pods wait)
+    if what == "podgroups":  # the groups a cluster holds, in the phase they show (a pod's
+        # group being ended Running, ended Completed), as a cluster's `get pg` lists them; a
+        # Volcano Job's group is deleted while it is ended or restarted (Volcano's killJob), a
+        # refused one never was (`get pods` says why its pods wait)
         records = [{**r, "phase": ph} for r in records if (ph := ko.podgroup_phase(r))]
     if namespace is not None and what in ("pods", "jobs", "podgroups", "quotas"):
         records = [r for r in records if r["namespace"] == namespace]

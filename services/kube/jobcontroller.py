@@ -1058,9 +1058,10 @@ class JobController:
         """The status of the queues marked since the last pass, from one walk over the jobs
         (not one per queue); a queue whose write failed is marked again for the next pass.
         PodGroups are counted by the phase each shows (`lifecycle.podgroup_phase_of`), as
-        Volcano's queue controller counts them: a job being ended Running, a restarting one
-        Pending, and a plain pod's or a PodGroup's own group Completed once ended, until deleted
-        (the jobs' phases in the log were counted: those were neither, and ended jobs had left)."""
+        Volcano's queue controller counts them: a Volcano Job being ended or restarted not at all
+        (its job controller's `killJob` deleted the group), a plain pod's or a PodGroup's own
+        group Running while ended and Completed once ended, until deleted (the jobs' phases in
+        the log were counted: those were neither, and ended jobs had left)."""
         proj = self.flow.projection
         names = sorted(n for n in self.dirty_queues if n in self.queues and n in proj.queues)
         self.dirty_queues.clear()

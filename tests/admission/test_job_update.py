@@ -171,3 +171,39 @@ async def test_a_reapplied_job_keeps_the_min_available_the_webhook_wrote_at_crea
     assert (last.spec.min_available, last.spec.tasks[0].min_available, last.spec.tasks[0].replicas) == (1, 1, 1)
     assert isinstance(last, JobUpdated)
     assert last.reason == "tasks[worker].replicas 3 → 1; tasks[worker].minAvailable 2 → 1; minAvailable 2 → 1"
+
+
+async def test_a_live_job_admitted_before_the_policy_and_ttl_rules_is_kept_when_judged_again(
+    event_log: EventLog,
+) -> None:
+    """Policies on the job controller's own events (OutOfSync…) or the bus's other actions
+    (SyncJob…) and a negative ttlSecondsAfterFinished were accepted once; a Job admitted then is
+    judged again at each admission restart and cluster relist. It was refused — told the
+    cluster it was refused, and every later edit of it with it — now it is kept with a warning
+    naming the field and the rule; a new Job with the same spec is still refused."""
+    import msgspec
+
+    from tests.admission.test_admission import put
+
+    policies = "\n  policies: [{event: OutOfSync, action: RestartJob}, {event: PodFailed, action: SyncJob}]"
+    old_rules = job(extra=policies + "\n  ttlSecondsAfterFinished: -1")
+    svc = await started(event_log)
+    await svc.apply(QUEUE + "---" + job())
+    [submitted] = [e for e in await events_of(event_log) if isinstance(e, JobSubmitted)]
+    admitted = msgspec.structs.replace(submitted.spec, name="legacy",
+                                       policies=(("OutOfSync", "RestartJob"), ("PodFailed", "SyncJob")))  # fmt: skip
+    await put(event_log, event_log.subjects.job("ml", "legacy"), JobSubmitted(spec=admitted))
+    restarted = await started(event_log)
+    legacy = old_rules.replace("name: train", "name: legacy")
+    [result] = (await restarted.apply(legacy)).results
+    assert result.outcome == UNCHANGED, result.reasons
+    kept = sorted(w for w in result.warnings if "admitted before this rule" in w)
+    assert [w.split(":")[0] for w in kept] == [
+        "spec.policies[0].event", "spec.policies[1].action", "spec.ttlSecondsAfterFinished"], kept  # fmt: skip
+    assert "invalid policy event" in kept[0] and "cannot be less than zero" in kept[2]
+    scaled = (await restarted.apply(legacy.replace("replicas: 2", "replicas: 3"))).results[0]
+    assert scaled.outcome == CONFIGURED, scaled.reasons  # its edits are taken as before
+    new = (await restarted.apply(old_rules.replace("name: train", "name: fresh"))).results[0]
+    assert new.outcome == REJECTED
+    assert sorted(r.split(":")[0] for r in new.reasons) == [
+        "spec.policies[0].event", "spec.policies[1].action", "spec.ttlSecondsAfterFinished"], new.reasons  # fmt: skip

@@ -29,14 +29,25 @@ TERMINAL_JOB_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"}
 PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
 
 
+#: a Volcano Job's phases in which its PodGroup is gone: each is entered (and held) by the job
+#: controller's `killJob`, which deletes the group every time it runs — Running and Pending go to
+#: Aborting, Terminating or Completing through it, Restarting kills again until the job is
+#: Pending (`syncJob` makes the group again then), and a finished state kills what is left
+KILLED_JOB_PHASES = frozenset({*TERMINAL_JOB_PHASES, *st.ENDING_PHASES, "Restarting"})
+
+
 def podgroup_phase_of(phase: str, kind: str) -> str:
     """The phase a job's PodGroup shows on a cluster, given the job's phase in the log and its
-    kind; "" while it has none. Volcano's job controller deletes a Job's PodGroup when it kills
-    the job (`killJob`: a restart, an end, its finished state) and makes it again, Pending, for
-    a restart; a plain pod's or a PodGroup's own group stays, Completed, once its pods ended; a
-    refused one never was. Volcano's queue controller counts a queue's PodGroups by this phase."""
+    kind; "" while it has none. Volcano's job controller deletes a Job's PodGroup whenever it
+    kills the job (`killJob`: a restart, an end, its finished state: `KILLED_JOB_PHASES`) and
+    makes it again, Pending, once a restart is over; so Volcano's queue controller, which counts
+    a queue's PodGroups by this phase, counts none for a Job being ended or restarted. Only a
+    Volcano Job's group is the job controller's: a plain pod's or a PodGroup's own group stays,
+    Running while its pods are stopped and Completed once they ended; a refused one never was."""
+    if kind == "Job" and phase in KILLED_JOB_PHASES:
+        return ""
     if phase in TERMINAL_JOB_PHASES:
-        return "" if kind == "Job" else "Completed"
+        return "Completed"
     if phase in st.ENDING_PHASES:
         return "Running"  # its pods are still being stopped
     if phase == "Restarting":

@@ -99,6 +99,13 @@ JOB_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskComp
 RAISED_EVENTS = frozenset({"*", "PodFailed", "PodEvicted", "TaskCompleted"})
 JOB_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
                "CompleteJob", "ResumeJob")  # fmt: skip
+#: the events and actions Tessera accepted before it judged policies by Volcano's maps: a Job
+#: admitted then (and so running) is judged again by each restart of admission and each relist
+#: of the cluster, and is kept with a warning (`Admission._newer_rule`), not refused
+FORMER_EVENTS = frozenset({"PodRunning", "OutOfSync", "CommandIssued"})
+FORMER_ACTIONS = frozenset({"RestartPartition", "SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue"})
+#: why a rule newer than a live object warns it instead of refusing it
+ADMITTED_BEFORE = "the job was admitted before this rule and runs on as admitted; a new job is refused"
 #: the webhook's "valid events are %v" / "valid actions are %v" (Go's slice print)
 VALID_EVENTS = f"valid events are [{' '.join(JOB_EVENTS)}]"
 VALID_ACTIONS = f"valid actions are [{' '.join(JOB_ACTIONS)}]"
@@ -1032,6 +1039,20 @@ class Admission:
             min_resources=min_resources, phase=phase, network_topology=topology,
         ), running  # fmt: skip
 
+    def _newer_rule(self, ctx: _Ctx, former: bool, path: str, value: object, rule: str,
+                    invalid_value: bool = True) -> bool:  # fmt: skip
+        """A rule for creating a job that Tessera did not always have (`former`: the value was
+        accepted before it): a live job is judged again at each restart of admission and each
+        relist of the cluster, and one admitted before the rule came is kept, warned (as
+        `volcano.sh/preemptable` read anew is not an edit of it), where refusing it refused its
+        every later edit and told the cluster it was refused. True if it is kept."""
+        text = invalid(value, rule) if invalid_value else rule
+        if former and (ctx.namespace, ctx.name) in self.live_jobs:
+            ctx.warn(path, "" if invalid_value else str(value), f"{text} ({ADMITTED_BEFORE})")
+            return True
+        ctx.reject(path, None if invalid_value else value, text)
+        return False
+
     def _policies(self, ctx: _Ctx, path: str, raw: object) -> tuple[tuple[str, str], ...]:
         """A job's or a task's policies, checked across the list as Volcano's webhook checks
         them (`validatePolicies`): one event or exit code answered once, and `*` alone — a `*`
@@ -1055,7 +1076,8 @@ class Admission:
             if not events and exit_code is None:
                 ctx.reject(pp, None, "either event or exitCode should be specified")
             if events and action not in JOB_ACTIONS:
-                ctx.invalid(f"{pp}.action", action, f"invalid policy action; {VALID_ACTIONS}")
+                self._newer_rule(ctx, action in FORMER_ACTIONS, f"{pp}.action", action,
+                                 f"invalid policy action; {VALID_ACTIONS}")  # fmt: skip
             if exit_code is not None:
                 code = _int(ctx, f"{pp}.exitCode", exit_code, 0, None)
                 if code == 0:
@@ -1070,8 +1092,9 @@ class Admission:
                 out.append((f"exitCode:{code}", action))
             for e in events:
                 if e not in JOB_EVENTS:
-                    ctx.invalid(f"{pp}.event", e, f"invalid policy event; {VALID_EVENTS}")
-                    continue
+                    if not self._newer_rule(ctx, e in FORMER_EVENTS, f"{pp}.event", e,
+                                            f"invalid policy event; {VALID_EVENTS}"):  # fmt: skip
+                        continue
                 if e in seen_events:
                     ctx.reject(f"{pp}.event", e, f"duplicate event {e} across different policy")
                 seen_events.add(e)
@@ -1178,7 +1201,8 @@ class Admission:
                          below="'maxRetry' cannot be less than zero.") or DEFAULT_MAX_RETRY  # fmt: skip
         ttl = spec.get("ttlSecondsAfterFinished")  # the garbage collector's delay (jobcontroller.py)
         if ttl is not None and _int(ctx, "spec.ttlSecondsAfterFinished", ttl, 0, None) < 0:
-            ctx.reject("spec.ttlSecondsAfterFinished", ttl, "'ttlSecondsAfterFinished' cannot be less than zero.")
+            self._newer_rule(ctx, True, "spec.ttlSecondsAfterFinished", ttl,
+                             "'ttlSecondsAfterFinished' cannot be less than zero.", invalid_value=False)  # fmt: skip
         min_success = spec.get("minSuccess")
         if (
             min_success is not None
