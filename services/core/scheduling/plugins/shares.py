@@ -30,6 +30,7 @@ from contracts.events import SliceAssignment
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import default_aliases
 from services.core.devices.registration import vendor_of
+from services.core.scheduling.config import RULES
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.resources import Resource, is_device_resource
 
@@ -391,7 +392,8 @@ def parent_fix(name: str, parent: str, dim: str, limit: float) -> str:
 
 def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
                   capability: Vec, want: Vec, plugin: str, own: Mapping[str, float] | None = None,
-                  elastic: Mapping[str, float] | None = None, parent: str = "") -> tuple[str, str]:  # fmt: skip
+                  elastic: Mapping[str, float] | None = None, parent: str = "",
+                  rules: int = RULES) -> tuple[str, str]:  # fmt: skip
     """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`.
 
     `capability` is the effective one (realCapability: the queue's own, else what the cluster
@@ -411,7 +413,7 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
                 f"add {dim_name(dim)} to the cluster, or let the admitted jobs finish")  # fmt: skip
-    if dim in _FAMILIES:  # a family dimension: the cluster has several of its models
+    if dim in _FAMILIES and rules >= 1:  # a family dimension: the cluster has several models
         return (f"{used} exceeds its capability {a(dim, limit)} ({plugin} enqueue; {dim} is the "
                 "family name: it counts every model of it the cluster has together, where Volcano "
                 "would cap none)",
