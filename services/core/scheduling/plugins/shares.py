@@ -215,8 +215,7 @@ class QueueShares:
             if not is_device_resource(k):
                 out[k] = out.get(k, 0.0) + float(v)
             elif counted and vendor_of(k) in counted:
-                for dim in self.counted_dims(k):
-                    out[dim] = out.get(dim, 0.0) + float(v)
+                self._add_count(out, k, float(v))
         if t.slices:
             for s in t.slices:
                 card = self.cards.get(s.card)
@@ -237,6 +236,12 @@ class QueueShares:
             self._tasks.clear()
         self._tasks[t.uid] = (t.slices, spec, out)
         return out
+
+    def _add_count(self, out: Vec, name: str, amount: float) -> None:
+        """Add `amount` of a counted family's count name to `out`, on every dimension a booked
+        card of it would weigh on (`counted_dims`): one rule for a task and a job's minimum."""
+        for dim in self.counted_dims(name):
+            out[dim] = out.get(dim, 0.0) + amount
 
     def counted_dims(self, name: str) -> tuple[str, ...]:
         """The dimensions a counted family's count name weighs on: its card type's (an alias
@@ -289,8 +294,7 @@ class QueueShares:
             if counted:  # the counted families' count names, as the pods' requests carry them
                 for k, v in task.scalars.items():
                     if is_device_resource(k) and vendor_of(k) in counted:
-                        for dim in self.counted_dims(k):
-                            out[dim] = out.get(dim, 0.0) + float(v) * n
+                        self._add_count(out, k, float(v) * n)
             for req in task.devices:
                 if counted and req.vendor in counted:
                     continue
