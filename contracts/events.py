@@ -278,6 +278,12 @@ class SchedulerConfigured(Event, frozen=True, tag="SchedulerConfigured"):
     #: churn's log, one event per waiting job at each move); False in records written before,
     #: whose sessions re-run as they ran
     verdicts_by_words: bool = False
+    #: the generation of the scheduling rules its sessions decide by
+    #: (`services.core.scheduling.config.RULES`): a rule that changes what a session decides
+    #: from the same log (where a pod fits, which words a waiting job is given) takes effect
+    #: from a generation on, so a log recorded before it re-runs as it ran. 0 in records written
+    #: before generations were counted
+    rules: int = 0
 
 
 # --- the log itself ------------------------------------------------------------------------------

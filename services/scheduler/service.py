@@ -270,9 +270,13 @@ class Scheduler:
             if recorded == self.config:
                 self.conf_seq = last[-1].seq
                 return
+        # the rules' generation in the id too: an upgraded scheduler's record of the same texts
+        # is a new one (the log's older record re-runs its sessions by its older rules), not a
+        # duplicate of it for JetStream's window to drop
+        rules = f":rules{self.config.rules}" if self.config.rules else ""
         result = await self.service.publish(Outgoing(
             self.subjects.scheduler(self.config.scheduler), self.config,
-            msg_id=f"sched-conf:{record.conf_digest(self.config)}"))  # fmt: skip
+            msg_id=f"sched-conf:{record.conf_digest(self.config)}{rules}"))  # fmt: skip
         if isinstance(result, Appended):
             self.conf_seq = result.seq
             self.written = max(self.written, result.seq)

@@ -67,6 +67,12 @@ class DeviceConfig:
     node_policy: str = "binpack"  # HAMi --node-scheduler-policy default
     hami_vnpu_core: bool = False  # deviceshare.HamiVnpuCore; or the device config's (node annotation wins)
     mode_agnostic: bool = True  # HAMi v2.10 (#2035); False reproduces v2.9 (#1941)
+    #: the scheduling rules' generation (`scheduling.config.RULES`) from which the rules below
+    #: hold; False re-runs a log recorded before them as it ran. The device config's
+    #: `vnpus.hamiVnpuCore` is the global hami-core switch too:
+    catalogue_vnpu_core: bool = True
+    #: two containers' vNPUs of one template share a card (`SchedulingSwitches.templates_share`)
+    templates_share: bool = True
     card_ranker: CardRanker | None = field(default=None, compare=False)
 
 
@@ -202,8 +208,10 @@ def prepare_task(
         # the global hami-core switch: the scheduler's argument, or the device config's
         # `vnpus.hamiVnpuCore` (HAMi reads it for a node without the hami-vnpu-core annotation)
         switches=SchedulingSwitches(
-            hami_vnpu_core=config.hami_vnpu_core or registry.catalogue.hami_vnpu_core,
+            hami_vnpu_core=config.hami_vnpu_core
+            or (config.catalogue_vnpu_core and registry.catalogue.hami_vnpu_core),
             mode_agnostic=config.mode_agnostic,
+            templates_share=config.templates_share,
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
@@ -248,6 +256,7 @@ def fit_node(
     assignments: list[CardAssignment] = []
     bonus = 0.0
     weights = task.weights
+    share = task.switches.templates_share
     mutex = task.card_policy.mutex
     for ri, req in enumerate(task.requests):
         vendor = task.vendors[ri]
@@ -293,8 +302,9 @@ def fit_node(
             spec = ordered[i][2]
             uuid = spec.uuid
             prior = added_slices.get(uuid) if added_slices else None
-            if prior is not None and prior.kind == "whole":
-                # an earlier container's whole card is its own
+            if prior is not None and (prior.kind == "whole" if share else prior.kind != "soft"):
+                # an earlier container's whole card is its own (and, by the rules before
+                # generation 1, its template vNPU too)
                 reasons[CARD_TAKEN_BY_POD] = reasons.get(CARD_TAKEN_BY_POD, 0) + 1
                 card_reasons.append((uuid, CARD_TAKEN_BY_POD))
                 continue

@@ -40,6 +40,10 @@ class SchedulingSwitches:
     #: hami-core node. False reproduces v2.9, where such a pod asking less than a whole card got
     #: ``ModeNotFit`` there (issue #1941).
     mode_agnostic: bool = True
+    #: two containers of a pod asking vNPUs of one template share a card (as HAMi places
+    #: them); False: a card an earlier container took a template vNPU on is its own, as the
+    #: scheduler decided before rules generation 1 (`DeviceConfig.templates_share`)
+    templates_share: bool = True
 
 
 class DeviceVendor(Protocol):

@@ -82,6 +82,18 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
              "deviceshare.ASCEND310PVNPUEnable")
 
 
+#: The generation of the scheduling rules this binary decides by, recorded in
+#: `SchedulerConfigured.rules` so `tessera replay --verify` re-runs an older log by the rules it
+#: ran with. Raise it with every change to what a session decides from the same log, and keep
+#: the older rule beside the new one (read `SchedulerConf.rules`). Generation 1: device counts
+#: no deviceshare books are node scalars, whole cards (`counted_vendors`; before, a family whose
+#: switch was off was refused and without deviceshare counts were not fitted at all); two
+#: containers' vNPUs of one template share a card (`fit.DeviceConfig.templates_share`); the
+#: device config's `vnpus.hamiVnpuCore` is the global hami-core switch; a family capability's
+#: enqueue words; a scalar's amount in its manifest unit in explain's words.
+RULES = 1
+
+
 def _on(value: object) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
 
@@ -92,7 +104,7 @@ DEVICE_SWITCHES = {"nvidia": ("deviceshare.VGPUEnable", "NVIDIA"),
                    "huawei": ("deviceshare.AscendHAMiVNPUEnable", "Ascend")}  # fmt: skip
 
 
-def _flag(value: object) -> bool:
+def flag(value: object) -> bool:
     """A deviceshare switch as the plugin reads it (Go's GetBool: a YAML true or "true")."""
     return value is True or str(value).lower() == "true"
 
@@ -101,7 +113,7 @@ def deviceshare_vendors(arguments: Mapping[str, Any]) -> frozenset[str]:
     """The families deviceshare books given its arguments. Tessera's own rule where no switch
     is set: every family (a conf naming deviceshare bare means cards to share); where some are
     set, only those."""
-    on = frozenset(v for v, (key, _) in DEVICE_SWITCHES.items() if _flag(arguments.get(key)))
+    on = frozenset(v for v, (key, _) in DEVICE_SWITCHES.items() if flag(arguments.get(key)))
     return on or frozenset(DEVICE_SWITCHES)
 
 
@@ -112,6 +124,8 @@ def counted_vendors(conf: SchedulerConf) -> frozenset[str]:
     extended resource a pod requests against the node's allocatable in allocate, whatever the
     plugins; only deviceshare's own devices' memory/core names are left out (its ignored list,
     `api.IgnoredDevicesList`); without this a pod asking 8 cards ran on a node of 4."""
+    if conf.rules < 1:  # (before generation 1 no count was a node scalar)
+        return frozenset()
     ds = conf.plugin("deviceshare")
     booked = deviceshare_vendors(ds.arguments) if ds is not None else frozenset()
     return frozenset(DEVICE_SWITCHES) - booked
@@ -141,6 +155,9 @@ class SchedulerConf:
     #: The device catalogue's vendor registry when a HAMi device-config.yaml replaces the
     #: built-in one (`--device-config`); not part of volcano-scheduler.conf. None = built-in.
     vendors: Any = field(default=None, compare=False)
+    #: the generation of the scheduling rules to decide by (`RULES`; a recorded configuration's
+    #: `SchedulerConfigured.rules`, 0 for a log written before generations were counted)
+    rules: int = RULES
 
     def plugin(self, name: str) -> PluginConf | None:
         for tier in self.tiers:

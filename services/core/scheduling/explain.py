@@ -27,6 +27,7 @@ from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.actions.victims import validate_victims
+from services.core.scheduling.config import DEVICE_SWITCHES, RULES
 from services.core.scheduling.decisions import QUOTA_PLUGIN
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.interpod import (
@@ -41,7 +42,7 @@ from services.core.scheduling.interpod import (
 from services.core.scheduling.model import JobInfo, NodeInfo, QueueInfo, TaskInfo
 from services.core.scheduling.nodelabels import tolerates
 from services.core.scheduling.plugins import shares as sh
-from services.core.scheduling.plugins.deviceshare import VENDOR_SWITCHES, counted_names
+from services.core.scheduling.plugins.deviceshare import counted_names, vendor_off
 from services.core.scheduling.plugins.gang import ready_num
 from services.core.scheduling.plugins.overcommit import IDLE_ROOM
 from services.core.scheduling.plugins.predicates import (
@@ -92,10 +93,13 @@ def article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" or word.upper().startswith("NVIDIA") else "a"
 
 
-def _unit(dim: str, v: int) -> str:
+def _unit(dim: str, v: int, rules: int = RULES) -> str:
     """An amount in the unit a manifest writes it in: the core holds memory and
     ephemeral-storage in MiB, cpu and every other scalar in milli-units (a card count of 1 is
-    1000: "asked 1000, free 0 of 8000" was the words for one card)."""
+    1000: "asked 1000, free 0 of 8000" was the words for one card). By the rules before
+    generation 1 (a log recorded then, re-run): cpu in cores, memory in Mi, the rest raw."""
+    if rules < 1:
+        return f"{v / 1000:g}" if dim == "cpu" else f"{v}Mi" if dim == "memory" else str(v)
     if dim in ("memory", "ephemeral-storage"):
         return f"{v}Mi"
     if dim == "pods":
@@ -108,7 +112,7 @@ def counted_words(ssn: Session, task: TaskInfo, dim: str) -> str:
     or its family's switch off, so the cards are taken whole by count as Volcano fits them
     against allocatable; and what of the pod's ask that leaves unbooked."""
     vendor = registration.vendor_of(dim) or ""
-    switch, family = VENDOR_SWITCHES.get(vendor, ("", vendor))
+    switch, family = DEVICE_SWITCHES.get(vendor, ("", vendor))
     if ssn.conf.plugin("deviceshare") is None:
         why = "no deviceshare in the scheduler configuration"
     else:
@@ -129,8 +133,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     avail = node.future_idle()
     for dim in task.resreq.insufficient(avail):
         asked, free, alloc = task.resreq.get(dim), avail.get(dim), node.allocatable.get(dim)
-        words = f"{dim}: asked {_unit(dim, asked)}, free {_unit(dim, free)} of {_unit(dim, alloc)}"
-        fix = f"free {_unit(dim, asked - free)} {dim} on {node.name}"
+        rules = ssn.conf.rules
+        words = (f"{dim}: asked {_unit(dim, asked, rules)}, free {_unit(dim, free, rules)} of "
+                 f"{_unit(dim, alloc, rules)}")  # fmt: skip
+        fix = f"free {_unit(dim, asked - free, rules)} {dim} on {node.name}"
         size = float(asked - free) / max(alloc, 1)
         if is_device_resource(dim):
             words = f"{words} ({counted_words(ssn, task, dim)})"
@@ -691,6 +697,22 @@ def groups_line(groups: tuple[ReasonGroup, ...], total: int) -> str:
     return f"0/{total} nodes are available: {parts}."
 
 
+def _vendor_off(ssn: Session, task: TaskInfo | None) -> Explanation | None:
+    """A device family the configuration leaves off, by the rules before generation 1 (a log
+    recorded then, re-run): no node could ever take the pod. From generation 1 on such a family's
+    count is fitted whole by count (`config.counted_vendors`) and no plugin refuses it."""
+    off = getattr(ssn.plugins.get("deviceshare"), "off_vendors", None)
+    if task is None or not off:
+        return None
+    for d in task.spec.devices:
+        if d.vendor in off:
+            switch = DEVICE_SWITCHES.get(d.vendor, ("the vendor's switch", ""))[0]
+            return Explanation(vendor_off(d.vendor), "deviceshare",
+                               unblock=f"set {switch}: true in the deviceshare arguments of "
+                               "volcano-scheduler.conf (tessera up --scheduler-conf)")  # fmt: skip
+    return None
+
+
 def no_such_cards(ssn: Session, task: TaskInfo | None) -> Explanation | None:
     """A device type no node of the cluster has — or only nodes whose kubelets serve the pod's
     family from the vendor's own device plugin, with no registration to make cards of: "add a
@@ -852,7 +874,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # its namespace's ResourceQuota holds it at enqueue, whatever the nodes would say
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     task = _representative(job)
-    for rule in (no_such_cards, not_served_anywhere, _pinned_to_missing_cards):
+    for rule in (_vendor_off, no_such_cards, not_served_anywhere, _pinned_to_missing_cards):
         got = rule(ssn, task)
         if got is not None:
             return got

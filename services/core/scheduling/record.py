@@ -181,11 +181,11 @@ def configured(conf_text: str = "", device_config: str = "", *, scheduler: str =
                mode: str = "service") -> SchedulerConfigured:  # fmt: skip
     """The record of a configuration; no text = the built-in default, written out in full so a
     later binary with other defaults still re-runs these sessions as they ran."""
-    from services.core.scheduling.config import DEFAULT_CONF
+    from services.core.scheduling.config import DEFAULT_CONF, RULES
 
     return SchedulerConfigured(scheduler=scheduler, conf=conf_text or DEFAULT_CONF,
                                device_config=device_config, mode=mode, admits_in_proposal=True,
-                               verdicts_by_words=True)  # fmt: skip
+                               verdicts_by_words=True, rules=RULES)  # fmt: skip
 
 
 def conf_of(record: SchedulerConfigured) -> SchedulerConf:
@@ -196,7 +196,7 @@ def conf_of(record: SchedulerConfigured) -> SchedulerConf:
     from services.core.devices import build_vendors, load_catalogue
     from services.core.scheduling.config import parse_conf
 
-    conf = parse_conf(record.conf)
+    conf = dataclasses.replace(parse_conf(record.conf), rules=record.rules)
     if record.device_config:
         conf = dataclasses.replace(conf, vendors=build_vendors(load_catalogue(record.device_config)))
     return conf

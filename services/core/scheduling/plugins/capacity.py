@@ -228,7 +228,8 @@ class CapacityPlugin:
         own = self.qs.canonical(self.ssn.queues[a.name].spec.capability)
         return sh.enqueue_words(a.name, dim, minres, a.allocated, a.inqueue, a.real_capability,
                                 sh.enqueue_want(minres, a.allocated, a.inqueue, a.elastic), "capacity",
-                                own=own, elastic=a.elastic, parent=a.parent if self.hierarchy else "")  # fmt: skip
+                                own=own, elastic=a.elastic, parent=a.parent if self.hierarchy else "",
+                                rules=self.ssn.conf.rules)  # fmt: skip
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if queue.state != "Open":

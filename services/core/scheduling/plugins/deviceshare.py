@@ -60,7 +60,7 @@ from services.core.devices.policies import (
 )
 from services.core.devices.score import device_score, request_memory_on
 from services.core.placement import POLICIES, Policy, Request, fits
-from services.core.scheduling.config import DEVICE_SWITCHES, PluginConf, deviceshare_vendors
+from services.core.scheduling.config import DEVICE_SWITCHES, PluginConf, deviceshare_vendors, flag
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.plugins.placementrank import (
     ClusterCards,
@@ -82,16 +82,15 @@ def default_vendors() -> VendorRegistry:
     return build_vendors()
 
 
-def _flag(v: object, default: bool = False) -> bool:
-    if v is None:
-        return default
-    if isinstance(v, bool):
-        return v
-    return str(v).lower() == "true"
+#: every device family deviceshare can book
+_FAMILIES = frozenset(DEVICE_SWITCHES)
 
 
-#: The argument that turns each vendor family on, and how people call that family.
-VENDOR_SWITCHES = DEVICE_SWITCHES
+def vendor_off(vendor: str) -> str:
+    """A request of a family the configuration leaves off, in words that name the switch: the
+    rules before generation 1 refused it (from then on its count is fitted whole by count)."""
+    switch, family = DEVICE_SWITCHES.get(vendor, (f"the {vendor} switch", vendor))
+    return f"{family} devices are off: set {switch}: true [device vendor {vendor} is not enabled]"
 
 
 #: the pod annotation that asks a card mode, per vendor (HAMi's names)
@@ -150,6 +149,13 @@ class DeviceSharePlugin:
         #: the families it books on cards; the others' counts are the session's node scalars,
         #: whole cards (`config.counted_vendors`), as Volcano fits what deviceshare leaves
         self.enabled_vendors = deviceshare_vendors(args)
+        #: it books every family (the common case: each task's devices are all booked, no
+        #: subset to build on the predicate / node_order / bind hot path, issue 29)
+        self._books_all = self.enabled_vendors >= _FAMILIES
+        #: families refused outright, as the rules before generation 1 refused a family whose
+        #: switch is off (`on_session_open`); empty from generation 1 on, where they are counted
+        self.off_vendors: frozenset[str] = frozenset()
+        self._args = args
         ranker = None
         #: the placement policy's name when SchedulePolicy is one; built per session
         self.placement = policy if policy in PLACEMENT_POLICIES else ""
@@ -159,10 +165,11 @@ class DeviceSharePlugin:
         self.config = DeviceConfig(
             card_policy=policy,
             node_policy=str(args.get("deviceshare.NodeSchedulePolicy") or "binpack"),
-            hami_vnpu_core=_flag(args.get("deviceshare.HamiVnpuCore")),
+            hami_vnpu_core=flag(args.get("deviceshare.HamiVnpuCore")),
             card_ranker=ranker,
         )
         self._prepared: dict[str, TaskDevices | str] = {}
+        self._booked_by: dict[str, tuple[DeviceRequest, ...]] = {}  # `_booked`'s, by task uid
         self._fits: dict[tuple[str, str], NodeFit] = {}
         self.policy: Policy | None = None
         self._cluster: ClusterCards | None = None
@@ -173,6 +180,11 @@ class DeviceSharePlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        if ssn.conf.rules < 1:  # a log recorded before rules generation 1 re-runs as it ran
+            on = frozenset(v for v, (key, _) in DEVICE_SWITCHES.items() if flag(self._args.get(key)))
+            self.off_vendors = _FAMILIES - on if on else frozenset()
+            self.enabled_vendors, self._books_all = _FAMILIES, True
+            self.config = replace(self.config, catalogue_vnpu_core=False, templates_share=False)
         if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
             self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
@@ -223,9 +235,12 @@ class DeviceSharePlugin:
         """The task's device requests of the families this plugin books (the others' counts
         are fitted as node scalars by the session)."""
         devices = task.spec.devices
-        if all(d.vendor in self.enabled_vendors for d in devices):
+        if not devices or self._books_all:
             return devices
-        return tuple(d for d in devices if d.vendor in self.enabled_vendors)
+        got = self._booked_by.get(task.uid)
+        if got is None:
+            got = self._booked_by[task.uid] = tuple(d for d in devices if d.vendor in self.enabled_vendors)
+        return got
 
     def _task(self, task: TaskInfo) -> TaskDevices | str:
         got = self._prepared.get(task.uid)
@@ -262,10 +277,14 @@ class DeviceSharePlugin:
     def _fit(
         self, task: TaskInfo, node: NodeInfo, cards: list[tuple[CardSpec, CardUsage]], keep: bool
     ) -> Status | None:
-        booked = self._booked(task)
+        if not task.spec.devices:
+            return None
+        booked = task.spec.devices if self._books_all else self._booked(task)
         if not booked:
             return None
         for req in booked:
+            if self.off_vendors and req.vendor in self.off_vendors:
+                return unresolvable(self.name, vendor_off(req.vendor))
             if node.extended is not None and req.resource and req.resource not in node.extended \
                     and any(c.spec.vendor == req.vendor for c in node.cards):  # (else: no such cards)
                 return unresolvable(self.name, not_served(req.resource, node.extended))
@@ -288,7 +307,7 @@ class DeviceSharePlugin:
             score = self.placement_score(task, node)
             if score is not None:
                 return score * (self.weight if self.weight > 0 else 1.0)
-        if self.weight <= 0 or not self._booked(task):
+        if self.weight <= 0 or not task.spec.devices or not (self._books_all or self._booked(task)):
             return 0.0
         fit = self._fits.get((task.uid, node.name))
         prepared = self._task(task)
@@ -301,7 +320,7 @@ class DeviceSharePlugin:
     ) -> tuple[SliceAssignment, ...]:
         """The task's cards on the node; `future`: chosen among the future view's cards (a task
         pipelined behind evictions), so they never overlap a slice a remaining task holds."""
-        if not self._booked(task):
+        if not task.spec.devices or not (self._books_all or self._booked(task)):
             return ()
         prepared = self._task(task)
         if isinstance(prepared, str):
@@ -409,5 +428,6 @@ class DeviceSharePlugin:
             return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, {ok} of "
                     f"{len(mine)} have that free (most free: {most} MB) [{codes}]", fix,
                     float(req.count - ok))  # fmt: skip
-        shared = pod_share_words(prepared, codes, [c.spec for c in node.cards])
+        shared = (pod_share_words(prepared, codes, [c.spec for c in node.cards])
+                  if prepared.switches.templates_share else None)  # (words of rules generation 1)
         return (*shared, NO_ROOM) if shared else (codes, "", INF)

@@ -229,7 +229,7 @@ class ProportionPlugin:
             return None
         return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,
                                 attr.real_capability, want, "proportion", own=attr.capability,
-                                elastic=attr.elastic)  # fmt: skip
+                                elastic=attr.elastic, rules=self.ssn.conf.rules)  # fmt: skip
 
     def reclaimable(
         self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]

@@ -30,6 +30,7 @@ from contracts.events import SliceAssignment
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import default_aliases
 from services.core.devices.registration import vendor_of
+from services.core.scheduling.config import RULES
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
 from services.core.scheduling.resources import Resource, is_device_resource
 
@@ -214,8 +215,7 @@ class QueueShares:
             if not is_device_resource(k):
                 out[k] = out.get(k, 0.0) + float(v)
             elif counted and vendor_of(k) in counted:
-                for dim in self.counted_dims(k):
-                    out[dim] = out.get(dim, 0.0) + float(v)
+                self._add_count(out, k, float(v))
         if t.slices:
             for s in t.slices:
                 card = self.cards.get(s.card)
@@ -236,6 +236,12 @@ class QueueShares:
             self._tasks.clear()
         self._tasks[t.uid] = (t.slices, spec, out)
         return out
+
+    def _add_count(self, out: Vec, name: str, amount: float) -> None:
+        """Add `amount` of a counted family's count name to `out`, on every dimension a booked
+        card of it would weigh on (`counted_dims`): one rule for a task and a job's minimum."""
+        for dim in self.counted_dims(name):
+            out[dim] = out.get(dim, 0.0) + amount
 
     def counted_dims(self, name: str) -> tuple[str, ...]:
         """The dimensions a counted family's count name weighs on: its card type's (an alias
@@ -288,8 +294,7 @@ class QueueShares:
             if counted:  # the counted families' count names, as the pods' requests carry them
                 for k, v in task.scalars.items():
                     if is_device_resource(k) and vendor_of(k) in counted:
-                        for dim in self.counted_dims(k):
-                            out[dim] = out.get(dim, 0.0) + float(v) * n
+                        self._add_count(out, k, float(v) * n)
             for req in task.devices:
                 if counted and req.vendor in counted:
                     continue
@@ -391,7 +396,8 @@ def parent_fix(name: str, parent: str, dim: str, limit: float) -> str:
 
 def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec,
                   capability: Vec, want: Vec, plugin: str, own: Mapping[str, float] | None = None,
-                  elastic: Mapping[str, float] | None = None, parent: str = "") -> tuple[str, str]:  # fmt: skip
+                  elastic: Mapping[str, float] | None = None, parent: str = "",
+                  rules: int = RULES) -> tuple[str, str]:  # fmt: skip
     """(words, what would unblock it) for a PodGroup its queue cannot admit on `dim`.
 
     `capability` is the effective one (realCapability: the queue's own, else what the cluster
@@ -411,7 +417,7 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
                 f"add {dim_name(dim)} to the cluster, or let the admitted jobs finish")  # fmt: skip
-    if dim in _FAMILIES:  # a family dimension: the cluster has several of its models
+    if dim in _FAMILIES and rules >= 1:  # a family dimension: the cluster has several models
         return (f"{used} exceeds its capability {a(dim, limit)} ({plugin} enqueue; {dim} is the "
                 "family name: it counts every model of it the cluster has together, where Volcano "
                 "would cap none)",
