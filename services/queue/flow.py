@@ -67,13 +67,16 @@ class Flow:
     suspended: dict[str, JobSpec] = field(default_factory=dict)
     submitted: set[str] = field(default_factory=set)
     #: jobs in a restart round: from `Restarting` until every pod the round stopped is back
-    #: to Pending (`stopping`) and placed again (`rerun`) — a failure meanwhile is one more pod
-    #: of the same round, restarted with it without a retry (`pod_failed`)
+    #: to Pending (`stopping`), as Volcano's Restarting state lasts while pods terminate — a
+    #: failure meanwhile is one more pod of the same round, restarted with it without a retry
+    #: (`pod_failed`). Not until they are placed again: a pod that found no room kept the
+    #: round open, and its gang's pods run again meanwhile failed for ever without a retry
     restarting: set[str] = field(default_factory=set)
     #: job → the pods a restart or the job's end is stopping (evicted for it, not finished yet)
     stopping: dict[str, set[str]] = field(default_factory=dict)
-    #: job → the pods a restart round sent back to Pending that are not placed again yet
-    rerun: dict[str, set[str]] = field(default_factory=dict)
+    #: job → the sequence of its last `Restarting`: a failure appended before it (read after:
+    #: pods failing together) is of the run that round ended, restarted with it for no retry
+    round_began: dict[str, int] = field(default_factory=dict)
     #: job → (Terminating | Completing, why) while its unfinished pods are being killed
     ending: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: the job's last JobPhaseChanged phase (what `get jobs` and the Job object show)
@@ -97,7 +100,7 @@ class Flow:
             self.retries.pop(old, None)
             self.restarting.discard(old)
             self.stopping.pop(old, None)
-            self.rerun.pop(old, None)
+            self.round_began.pop(old, None)
             self.shown.pop(old, None)
             self.ending.pop(old, None)
 
@@ -116,11 +119,7 @@ class Flow:
             case EvictionRequested() if event.reason == "restarted" or job_key(event) in self.ending:
                 self._stop(f"{event.namespace}/{event.name}", event.task, event.reason == "restarted")
             case TaskFinished() if event.reason in st.BACK_TO_PENDING:
-                key = f"{event.namespace}/{event.name}"
-                stopped = event.task in self.stopping.get(key, set())
-                self.stopping.get(key, set()).discard(event.task)
-                if event.reason == "restarted" or (stopped and key in self.restarting):
-                    self.rerun.setdefault(key, set()).add(event.task)  # back to Pending for the round
+                self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
             case TaskFinished() if event.reason != st.POD_DELETED and job_key(event) in self.ending:
                 # it ended on its own before its kill landed (the kill is asked for what the log
                 # showed running): it is stopped, and kept Succeeded or Failed, as Volcano's
@@ -128,8 +127,6 @@ class Flow:
                 # finished is answered by nobody, and the job waited for ever. (A kill reports
                 # `pod deleted` on a cluster: `pod_failed` says it is one.)
                 self.stopping.get(f"{event.namespace}/{event.name}", set()).discard(event.task)
-            case PlacementCommitted() if (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
-                rerun.difference_update(p.task for p in event.placements)
             case _:
                 pass
         match event:
@@ -140,7 +137,7 @@ class Flow:
             case JobSubmitted():
                 key = f"{event.spec.namespace}/{event.spec.name}"
                 self.stopping.pop(key, None)
-                self.rerun.pop(key, None)
+                self.round_began.pop(key, None)
                 self._forget_tasks(key)
                 self.finished.revived(key)
                 self.submitted.add(key)
@@ -156,12 +153,13 @@ class Flow:
                 self.suspended.pop(key, None)
                 self.shown.pop(key, None)
                 self.stopping.pop(key, None)
-                self.rerun.pop(key, None)
+                self.round_began.pop(key, None)
                 self.ending.pop(key, None)
             case JobPhaseChanged(phase="Restarting"):
                 key = f"{event.namespace}/{event.name}"
                 self.retries[key] = self.retries.get(key, 0) + 1
                 self.restarting.add(key)
+                self.round_began[key] = seq
             case JobPhaseChanged(phase="Failing" | "Failed") if lifecycle.counts_a_retry(
                 event.phase, event.reason, self.shown.get(f"{event.namespace}/{event.name}", "")
             ):
@@ -181,7 +179,7 @@ class Flow:
             if event.phase in ENDING:
                 self.ending[key] = (event.phase, event.reason)
                 self.restarting.discard(key)  # what it was stopping for a restart, it now kills
-                self.rerun.pop(key, None)
+                self.round_began.pop(key, None)
             else:
                 self.ending.pop(key, None)
         if (moved := self.projection.apply(seq, event)) is not None:
@@ -190,15 +188,14 @@ class Flow:
         key = job_key(event)
         if key is not None and ended(event) and key not in self.suspended:
             self._ended(key)
-        if key in self.restarting and not self.stopping.get(key) and not self.rerun.get(key):
-            # the round is over once every pod it stopped is back to Pending and placed again
-            # (some may be placed before the last is stopped): failures count again. Over as
-            # soon as they were back to Pending, a failed pod's restart (back at once: nothing
-            # to stop) ended it in the same step, and a second pod failing at the same moment
-            # spent a second retry — RestartPod with two failing pods ran 3 times of maxRetry 5
+        if key in self.restarting and not self.stopping.get(key):
+            # the round is over once every pod it stopped is back to Pending (Volcano's
+            # Restarting leaves once none terminates): a failure of a pod run since is a new
+            # run's, its policy applies and a retry is counted. A failure appended before the
+            # `Restarting` (a second pod failing at the same moment as the one restarted at
+            # once, with nothing to stop) is still the round's: `round_began`
             self.restarting.discard(key)
             self.stopping.pop(key, None)
-            self.rerun.pop(key, None)
 
     def _stop(self, key: str, pod: str, restart: bool) -> None:
         """`pod` is asked to stop: it is waited for while it holds its node, or, for a restart,
@@ -392,9 +389,11 @@ def pod_failed(flow: Flow, event: TaskFinished, seq: int) -> list[Event]:
             return []
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="evicted")]  # fmt: skip
-    if key in flow.restarting:
+    if key in flow.restarting or seq < flow.round_began.get(key, 0):
         # Volcano's Restarting state waits for its pods to stop: a pod failing meanwhile is one
-        # of those it is stopping anyway — back to Pending with it, no second restart
+        # of those it is stopping anyway — back to Pending with it, no second restart. So is
+        # one whose failure the log holds before the round began (pods failing together: the
+        # first one's restart is decided before the second one's failure is read)
         return [TaskFinished(namespace=event.namespace, name=event.name, task=event.task, node="",
                              exit_code=event.exit_code, reason="restarted")]  # fmt: skip
     spec = next((t for p, _, _, t in st.task_names(job.spec) if p == event.task), None)

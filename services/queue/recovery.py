@@ -22,8 +22,9 @@ TaskKey = tuple[str, str, str]
 
 
 #: bumped when the fold reads the same log into other state (a snapshot taken before would
-#: then differ from a full replay): 1 — the restart that fails a job counts a retry
-FOLD_RULES = 1
+#: then differ from a full replay): 1 — the restart that fails a job counts a retry; 2 — a
+#: restart round ends once its pods stopped, not once they are placed again
+FOLD_RULES = 2
 
 
 @dataclass
@@ -46,6 +47,8 @@ class StoredQueue(msgspec.Struct, frozen=True, kw_only=True):
     stopping: dict[str, list[str]] = {}
     shown: dict[str, str] = {}
     ending: dict[str, tuple[str, str]] = {}
+    #: where each job's last restart round began: failures logged before it are the round's
+    round_began: dict[str, int] = {}
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -78,7 +81,7 @@ class QueueFold:
             submitted=sorted(f.submitted), restarting=sorted(f.restarting), task_seq=f.task_seq,
             finished=list(f.finished.order), tasks=state.tasks,
             stopping={k: sorted(v) for k, v in sorted(f.stopping.items())}, shown=dict(sorted(f.shown.items())),
-            ending=dict(sorted(f.ending.items())),
+            ending=dict(sorted(f.ending.items())), round_began=dict(sorted(f.round_began.items())),
         ))  # fmt: skip
 
     def decode(self, data: bytes) -> QueueState:
@@ -87,7 +90,7 @@ class QueueFold:
                     submitted=set(s.submitted), restarting=set(s.restarting), task_seq=ByJob(1, s.task_seq),
                     finished=FinishedOrder(self.keep_finished, dict.fromkeys(s.finished)),
                     stopping={k: set(v) for k, v in s.stopping.items()}, shown=dict(s.shown),
-                    ending={k: (v[0], v[1]) for k, v in s.ending.items()})  # fmt: skip
+                    ending={k: (v[0], v[1]) for k, v in s.ending.items()}, round_began=dict(s.round_began))  # fmt: skip
         return QueueState(flow, s.tasks)
 
 

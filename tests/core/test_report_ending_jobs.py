@@ -88,3 +88,24 @@ def test_the_restart_that_fails_a_job_is_counted(tmp_path: Path) -> None:
     assert retries(restart, failing, failed) == 2
     assert retries(restart, failed) == 2  # (no pod left running: Failed at once)
     assert retries(restart, finished) == 1  # a job failed by its pods' ends spent no retry
+
+
+@pytest.mark.parametrize("late", ["killed", "evicted", "evicted-deleted", "deleted"])
+def test_a_finished_pod_keeps_its_own_end_when_its_job_kills_it_late(tmp_path: Path, late: str) -> None:
+    """A pod that succeeded, then a late stop for its job's end (a kill asked for what the log
+    showed running): the projection, replay and audit keep its own end, and so does the report.
+    Before, the report read the late `killed` first: `get pods` showed the Succeeded pod as
+    `Failed killed: job finished` while replay had it Succeeded."""
+    messages = _running_article(tmp_path)
+    first, second = [p for p in build_report(messages)["pods"] if p["job"] == JOB]
+    why = "TerminateJob requested by user"
+    events: list[object] = [
+        TaskFinished(namespace="default", name=JOB, task=first["name"], node=first["node"], exit_code=0),
+        TaskFinished(namespace="default", name=JOB, task=second["name"], node=second["node"], exit_code=2),
+        JobPhaseChanged(namespace="default", name=JOB, phase="Terminated", reason=why),
+        TaskFinished(namespace="default", name=JOB, task=first["name"], node=first["node"], exit_code=137, reason=late),
+        TaskFinished(namespace="default", name=JOB, task=second["name"], node=second["node"], exit_code=137, reason=late),
+    ]  # fmt: skip
+    pods = {p["name"]: p for p in build_report(_then(messages, *events))["pods"] if p["job"] == JOB}
+    assert (pods[first["name"]]["phase"], pods[first["name"]]["reason"]) == ("Succeeded", "")
+    assert (pods[second["name"]]["phase"], pods[second["name"]]["reason"]) == ("Failed", "exit code 2")

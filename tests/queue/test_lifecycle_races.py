@@ -191,3 +191,75 @@ async def test_a_pod_failing_on_its_own_as_the_job_fails_stays_failed(event_log:
     events = await job_events(event_log, "e")
     assert [p for p, _ in phases(events)] == ["Running", "Failing", "Failed"]
     assert not [e for e in events if isinstance(e, TaskFinished) and e.reason]  # no kill said
+
+
+def waits_for_room(name: str, policies: tuple, max_retry: int = 3) -> JobSpec:
+    """minAvailable 1: task a (1 pod) runs on its own while task b's pod waits for room."""
+    return JobSpec(namespace="ns", name=name, queue="default", kind="Job", min_available=1, max_retry=max_retry,
+                   policies=policies, tasks=(TaskSpec(name="a", replicas=1, cpu_milli=1000),
+                                             TaskSpec(name="b", replicas=1, cpu_milli=2000)))  # fmt: skip
+
+
+async def test_a_pod_run_again_after_its_restart_fails_on_a_retry(event_log: EventLog) -> None:
+    """The reviewer's case: RestartJob, maxRetry 3; a-0 fails, b-0 is stopped for the restart
+    and finds no room again (a higher-priority job took it), a-0 runs again and fails again.
+    That is a new run's failure: a retry, Failed at the 3rd run. Before, the round lasted until
+    b-0 was placed again, and each of a-0's failures meanwhile was restarted with it for free:
+    a-0 failed every 4 s until the other job ended (53 runs of maxRetry 3)."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    await put(event_log, s.job("ns", "w"), JobSubmitted(spec=waits_for_room("w", (("PodFailed", "RestartJob"),))))
+    await run_tasks(event_log, "w", ["w-a-0", "w-b-0"])
+    await finish(event_log, "w", "w-a-0", 1)
+    await drain(svc)
+    assert [e.task for e in await job_events(event_log, "w") if isinstance(e, EvictionRequested)] == ["w-b-0"]
+    await put(event_log, s.job("ns", "w"), TaskFinished(namespace="ns", name="w", task="w-b-0", node="n1",
+                                                        exit_code=137, reason="evicted"))  # fmt: skip
+    await drain(svc)
+    for _ in range(2):  # a-0 alone runs again (w-b-0 stays Pending) and fails
+        await run_tasks(event_log, "w", ["w-a-0"])
+        await finish(event_log, "w", "w-a-0", 1)
+        await drain(svc)
+    got = phases(await job_events(event_log, "w"))
+    assert [r for p, r in got if p == "Restarting"] == ["RestartJob: retry 1/3", "RestartJob: retry 2/3"]
+    assert got[-1] == ("Failed", "RestartJob on PodFailed")
+    assert svc.flow.retries["ns/w"] == 3
+    assert "ns/w" not in svc.flow.projection.jobs
+
+
+async def test_a_failure_after_the_round_ended_follows_its_own_policy(event_log: EventLog) -> None:
+    """RestartPod for a-0's failure; a-0 waits for room, then b-0 — running all along — fails
+    with an exit code whose policy is AbortJob. The round ended when a-0 was back to Pending
+    (Volcano's Restarting leaves once nothing is terminating): b-0's failure is its own, and
+    the job aborts. Before, any failure while a-0 waited was restarted with the round."""
+    svc = await started(event_log)
+    s = event_log.subjects
+    job = waits_for_room("o", (("exitCode:3", "AbortJob"), ("PodFailed", "RestartPod")))
+    await put(event_log, s.job("ns", "o"), JobSubmitted(spec=job))
+    await run_tasks(event_log, "o", ["o-a-0", "o-b-0"])
+    await finish(event_log, "o", "o-a-0", 1)
+    await drain(svc)
+    assert svc.flow.projection.tasks["ns/o"]["o-a-0"].status == st.PENDING
+    await finish(event_log, "o", "o-b-0", 3)
+    await drain(svc)
+    got = phases(await job_events(event_log, "o"))
+    # b-0 ran on through the round, enough for minAvailable 1: Running again once a-0 was
+    # back to Pending, as Volcano's Restarting leaves for Running (running >= minAvailable)
+    assert [p for p, _ in got] == ["Running", "Restarting", "Running", "Aborting", "Aborted"]
+    assert svc.flow.retries["ns/o"] == 1
+
+
+async def test_a_snapshot_keeps_where_the_restart_round_began(event_log: EventLog) -> None:
+    """The stored state keeps where each job's last restart round began: a service started
+    from it would count one more retry for a failure logged before the round (failing with
+    the pod the round restarted)."""
+    from services.queue.recovery import QueueFold, QueueState
+
+    svc = await started(event_log)
+    await put(event_log, event_log.subjects.job("ns", "k"), JobSubmitted(spec=waits_for_room("k", (("PodFailed", "RestartPod"),))))
+    await run_tasks(event_log, "k", ["k-a-0", "k-b-0"])
+    await finish(event_log, "k", "k-a-0", 1)
+    await drain(svc)
+    fold = QueueFold(event_log.subjects, 100)
+    back = fold.decode(fold.encode(QueueState(svc.flow)))
+    assert back.flow.round_began == svc.flow.round_began and "ns/k" in back.flow.round_began

@@ -84,9 +84,10 @@ class Simulation:
         self.ends: dict[tuple[str, str, str], float | None] = {}  # (job key, pod) → end time
         self.proposed: dict[str, tuple[TaskPlacement, ...]] = {}
         self.retries: dict[str, int] = {}
-        #: job → the pods its restart round sent back to Pending, not placed again yet: while
-        #: any is, a failure is one more pod of the round (the queue service's `Flow.rerun`)
-        self.rerun: dict[str, set[str]] = {}
+        #: job → (when its last restart round began, the pods of the run it ended): the round's
+        #: pods stop at once here, so the round is that moment — a pod of that run failing then
+        #: is one more pod of it (the queue service's `Flow.round_began`)
+        self.round: dict[str, tuple[float, frozenset[str]]] = {}
         self.shown: dict[str, str] = {}  # job → the phase its last JobPhaseChanged showed
         self.job_done: set[str] = set()
         self.pg_phase: dict[str, str] = {}
@@ -123,8 +124,6 @@ class Simulation:
         """Fold one appended event, keeping the phase each job last showed (`shown`), whether a
         JobPhaseChanged said it or a proposal or commit implied it."""
         moved = self.view.apply(seq, event)
-        if isinstance(event, PlacementCommitted) and (rerun := self.rerun.get(f"{event.namespace}/{event.name}")):
-            rerun.difference_update(p.task for p in event.placements)
         if isinstance(event, JobPhaseChanged):
             self.shown[f"{event.namespace}/{event.name}"] = event.phase
         elif moved is not None:
@@ -364,8 +363,7 @@ class Simulation:
                 self.emit(
                     JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
                 )
-            elif not self.rerun.get(key) and lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses,
-                                                                            job.spec.min_available):  # fmt: skip
+            elif lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses, job.spec.min_available):
                 self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
                                           reason=lifecycle.RESTART_OVER))  # fmt: skip
             terminal = lifecycle.job_phase(job.spec, statuses, roles)
@@ -378,7 +376,7 @@ class Simulation:
             if t.status in (st.RUNNING, st.BOUND):
                 self._finish(job.spec.namespace, job.spec.name, pod, 137, "killed")
         self.job_done.add(key)
-        self.rerun.pop(key, None)
+        self.round.pop(key, None)
         self.emit(
             JobPhaseChanged(
                 namespace=job.spec.namespace, name=job.spec.name, phase=phase, reason=reason
@@ -392,13 +390,16 @@ class Simulation:
         spec = next((t for p, _, _, t in st.task_names(job.spec) if p == pod), None)
         code = spec.exit_code if spec else 0
         self._finish(job.spec.namespace, job.spec.name, pod, code, "")
-        if code != 0 and self.rerun.get(key):
-            # its job restarts (a pod failing at the same moment, the restarted ones not placed
-            # again yet): Volcano's Restarting state kills it and makes it again, no retry
-            # counted — RestartPod with two pods failing together spent two retries per run
+        began, ran = self.round.get(key, (-1.0, frozenset()))
+        if code != 0 and began == self.now and pod in ran:
+            # its job restarts at this moment (a pod of the run it ends failing with the one
+            # restarted): Volcano's Restarting state kills it and makes it again, no retry
+            # counted — RestartPod with two pods failing together spent two retries per run. A
+            # failure later (a pod run again while others wait for room, or one that ran on)
+            # is a new one: its policy, a retry — while any restarted pod waited for room, a
+            # pod run again failed for ever for free
             self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=pod, node="",
                                    exit_code=code, reason="restarted", at=self.now))  # fmt: skip
-            self.rerun[key].add(pod)
             return
         retry = self.retries.get(key, 0)
         cause = "PodFailed" if code != 0 else "TaskCompleted"
@@ -411,6 +412,8 @@ class Simulation:
                        if decision.action == "RestartJob" or t.role == (spec.name if spec else "") or p == pod]  # fmt: skip
             if decision.action == "RestartPod":
                 targets = [pod]
+            self.round[key] = (self.now, frozenset(p for p, t in self.projection.tasks[key].items()
+                                                   if t.status in (st.RUNNING, st.BOUND)))  # fmt: skip
             for p in targets:
                 t = self.projection.tasks[key][p]
                 if t.status in (st.RUNNING, st.BOUND):
@@ -418,9 +421,6 @@ class Simulation:
                 elif t.status in (st.FAILED, st.SUCCEEDED):  # as the queue service: all run again
                     self.emit(TaskFinished(namespace=job.spec.namespace, name=job.spec.name, task=p,
                                            node="", exit_code=code, reason="restarted", at=self.now))  # fmt: skip
-                else:
-                    continue
-                self.rerun.setdefault(key, set()).add(p)
             self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Restarting",
                                       reason=f"{decision.action}: retry {retry + 1}/{job.spec.max_retry}"))  # fmt: skip
         elif decision.phase:

@@ -182,9 +182,17 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             case TaskFinished():
                 p = pods.get((ev.namespace, ev.name, ev.task))
                 job = jobs.get((ev.namespace, ev.name))
+                ending = job is not None and (job["phase"] in ENDED or job["phase"] in st.ENDING_PHASES)
                 if p is not None:
-                    if ev.reason in ("evicted", "deleted") and job and (job["phase"] in ENDED or
-                                                                         job["phase"] in st.ENDING_PHASES):
+                    if p["phase"] in ("Succeeded", "Failed") and not (ev.reason == "restarted" or
+                                                                      (ev.reason == "evicted" and not ending)):
+                        # a terminal phase is final: a late second end (a lagging monitor's, a
+                        # kill asked for what the log showed running as it finished) changes
+                        # nothing, as the projection's `ends_again` and audit have it — read
+                        # first, a kill turned a Succeeded pod `Failed killed: job finished`.
+                        # Only a restart (or a rerun's eviction) makes it again
+                        pass
+                    elif ev.reason in ("evicted", "deleted") and ending:
                         # stopped because its job ended or is ending (suspended, failed, asked to
                         # terminate or complete): not recreated — a terminated job's pods read
                         # "Pending … evicted" as though they would run again
@@ -195,8 +203,6 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                         p.update(phase="Evicted", reason="evicted")
                     elif ev.reason == "killed":
                         p.update(phase="Failed", reason="killed: job finished")
-                    elif p["phase"] in ("Succeeded", "Failed"):
-                        pass  # a terminal phase is final: a late second end (a lagging monitor's) changes nothing
                     else:
                         p["phase"] = "Succeeded" if ev.exit_code == 0 else "Failed"
                         if ev.exit_code:
