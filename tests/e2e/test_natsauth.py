@@ -40,7 +40,7 @@ KINDS = {"queue": S.queue("q"), "pc": S.priority_class("p"), "job": S.job("defau
          "node": S.node("n"), "card": S.card("n", "c"), "sched": S.scheduler("s"),
          "use": S.usage("n"), "vol": S.storage("pvc", "c", "default"),
          "quota": S.quota("default", "q"), "topo": S.hypernode("h"), "pdb": S.budget("default", "b"),
-         "inv": S.inventory("a"), "ns": S.namespace("team")}  # fmt: skip
+         "inv": S.inventory("a"), "ns": S.namespace("team"), "log": S.compactions()}  # fmt: skip
 PURGE = "$JS.API.STREAM.PURGE.TESSERA"
 #: a purge that matches nothing: where it is allowed, the live log must stay whole
 PURGE_NOTHING = json.dumps({"filter": S.job("no-such", "job")}).encode()
