@@ -11,7 +11,7 @@ from contracts.permissions import ADMIN
 from services.cli.connection import open_log
 from services.cli.control import connection_args, nats_url
 from services.core.retention import DEFAULT_KEEP_FINISHED
-from services.runtime.compaction import Compaction, compact
+from services.runtime.compaction import Compaction, CompactionBusy, compact
 
 __all__ = ["Compaction", "add_parsers", "compact"]
 
@@ -30,7 +30,11 @@ async def _run(args: argparse.Namespace) -> int:
                   f"is the {ADMIN!r} user's — its credentials are where `tessera up` keeps them "
                   "(found by --state-dir), or give them with --nats-creds", file=sys.stderr)  # fmt: skip
             return 2
-        done = await compact(log, args.keep_finished)
+        try:
+            done = await compact(log, args.keep_finished)
+        except CompactionBusy as exc:  # compactions are exclusive: try again once it ended
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     finally:
         await log.close()
     print(f"forgot {done.jobs} finished jobs, kept the last event of {done.cards} cards: "

@@ -20,11 +20,14 @@ leave the restart a ghost that runs for ever (its booking never released, `tests
 test_compact.py`). So before it purges, a compaction appends `LogCompacted` with its horizon —
 the highest sequence of a job message purged, by it or any compaction before — and a snapshot
 older than the horizon is not used (`Snapshots.recover`: a replay of what is left instead).
-Once its purges are done it appends `LogCompacted` again, one compaction fewer `running`: a
-fold that overlapped the purges (it read a job's start, the end went before it got there) sees
-a new record after it and is done again, and one that finds a compaction running waits for it.
-A compaction that finds another running waits for it too (`COMPACTION_WAIT`), then takes it
-for dead (its process stopped mid-purge) and counts from itself.
+Once its purges are done it appends `LogCompacted` again, none `running`: a fold that
+overlapped the purges (it read a job's start, the end went before it got there) sees a new
+record after it and is done again, and one that finds a compaction running waits for it.
+Compactions are exclusive (the start record is appended on the last one, expected sequence,
+only if none runs): counted, two at once or a slow one taken for dead undercounted and let
+the ghost back in. A live compaction refreshes its record every `HEARTBEAT` s; one not
+refreshed for `DEAD_AFTER` s died mid-purge and is taken for dead at once, by readers and by
+the next compaction (which otherwise waits `COMPACTION_WAIT` for a live one, then gives up).
 Jobs whose every message is older than a snapshot only leave it holding a finished job until
 the service's own retention forgets it, as a replay would.
 The full history is what replay debugging reads: compact after `tessera events -o` if needed.
@@ -33,8 +36,10 @@ The full history is what replay debugging reads: compact after `tessera events -
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,9 +49,10 @@ from contracts.owners import parse_owner
 from contracts.registry import default_registry
 from contracts.subjects import Subjects
 from services.core.retention import ended
+from services.runtime import snapshot
 from services.runtime.eventlog.model import Appended, Conflict, Entry, EventLog, LogError
 from services.runtime.service import decode_stored
-from services.runtime.snapshot import COMPACTION_WAIT, compaction_mark, periodically, settled_mark
+from services.runtime.snapshot import compaction_mark, periodically
 
 log_ = logging.getLogger(__name__)
 
@@ -113,56 +119,87 @@ class Compactable(EventLog, Protocol):
     async def purge(self, subject: str, upto: int | None = None, keep: int | None = None) -> None: ...
 
 
-#: a record lost to a concurrent compaction's is read and raised again, this many times
-RECORD_ATTEMPTS = 5
+class CompactionBusy(LogError):
+    """Another compaction is live (its record refreshed within `DEAD_AFTER` s): compactions
+    are exclusive, and this one gave up waiting for it."""
 
 
-async def _append_record(log: Compactable, what: str, make: Callable[[int, int], LogCompacted]) -> LogCompacted:
-    """Append `make(horizon, running)` of the subject's last record on that record (expected
-    sequence): two compactors at once never lower the horizon nor lose a count. Older records
-    are purged (the last one says it all)."""
+def _stamped(event: LogCompacted, owner: str) -> dict[str, str]:
+    headers = default_registry().envelope(event).to_headers()
+    headers[snapshot.OWNER_HEADER] = owner
+    headers[snapshot.STAMP_HEADER] = repr(snapshot.wall_clock())
+    return headers
+
+
+async def _put(log: Compactable, mark: snapshot.Mark, event: LogCompacted, owner: str, what: str) -> bool:
+    """Append `event` on `mark` (expected sequence: True, or False if another record came
+    first); older records are purged (the last one says it all)."""
     subject = log.subjects.compactions()
-    reg = default_registry()
-    for _attempt in range(RECORD_ATTEMPTS):
-        mark = await compaction_mark(log)
-        event = make(mark.horizon, mark.running)
-        env = reg.envelope(event)
-        result = await log.append(Entry(subject, reg.encode(event), env.to_headers(), mark.seq))
-        if isinstance(result, Appended):
-            await log.purge(subject, keep=1)
-            return event
-        if not isinstance(result, Conflict):
-            raise LogError(f"{subject}: LogCompacted ({what}) not appended ({result})")
-    raise LogError(f"{subject}: LogCompacted ({what}) lost to another compaction {RECORD_ATTEMPTS} times")
+    entry = Entry(subject, default_registry().encode(event), _stamped(event, owner), mark.seq)
+    result = await log.append(entry)
+    if isinstance(result, Appended):
+        await log.purge(subject, keep=1)
+        return True
+    if isinstance(result, Conflict):
+        return False
+    raise LogError(f"{subject}: LogCompacted ({what}) not appended ({result})")
 
 
-async def record(log: Compactable, horizon: int, jobs: int) -> int:
-    """Append `LogCompacted` raising the horizon to `horizon` and counting this compaction
-    `running`, before any purge: a service that starts meanwhile waits for its end, and one
+async def record(log: Compactable, horizon: int, jobs: int, owner: str | None = None) -> int:
+    """Append `LogCompacted` raising the horizon to `horizon`, `running` this compaction
+    (`owner`), before any purge: a service that starts meanwhile waits for its end, and one
     already folding sees a new record after its fold and folds again (`Snapshots.recover`).
     Always a new record, even when the horizon is not raised: its purges still overlap folds.
-    Another compaction running is waited for (`COMPACTION_WAIT`), then taken for dead. Returns
-    the horizon in force; `finish` must follow the purges."""
-    mark = await settled_mark(log)
-    dead = mark.running  # still running after the wait: stopped mid-purge, never to finish
-    if dead:
-        log_.warning("a compaction started at #%d has not ended within %g s: taken for dead",
-                     mark.seq, COMPACTION_WAIT)  # fmt: skip
+    Exclusive: appended only on a record with none running, or a dead one's (not refreshed for
+    `DEAD_AFTER` s); a live one is waited for up to `COMPACTION_WAIT`, then `CompactionBusy`.
+    Returns the horizon in force; `heartbeat` runs during the purges, `finish` follows them."""
+    owner = owner or uuid.uuid4().hex
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + snapshot.COMPACTION_WAIT
+    while True:
+        mark = await compaction_mark(log)
+        if mark.live:
+            if loop.time() >= deadline:
+                since = snapshot.wall_clock() - mark.at if mark.at is not None else 0.0
+                raise CompactionBusy(f"another compaction is running (record #{mark.seq}, refreshed "
+                                     f"{since:.0f} s ago); not compacting alongside it")  # fmt: skip
+            await asyncio.sleep(snapshot.COMPACTION_POLL)
+            continue
+        if mark.running:
+            log_.warning("the compaction of record #%d stopped mid-purge (not refreshed for %g s): "
+                         "taken for dead", mark.seq, snapshot.DEAD_AFTER)  # fmt: skip
+        event = LogCompacted(horizon=max(mark.horizon, horizon), jobs=jobs, running=1)
+        if await _put(log, mark, event, owner, "start"):
+            return event.horizon
 
-    def start(previous: int, running: int) -> LogCompacted:
-        return LogCompacted(horizon=max(previous, horizon), jobs=jobs, running=max(0, running - dead) + 1)
 
-    return (await _append_record(log, "start", start)).horizon
+async def heartbeat(log: Compactable, owner: str, jobs: int, lost: asyncio.Event) -> None:
+    """Refresh `owner`'s record every `HEARTBEAT` s while it purges, so readers and other
+    compactions never take a slow compaction for dead; `lost` is set (and the beat stops) once
+    the record is no longer its own (it was taken for dead after all: stop purging)."""
+    while True:
+        await asyncio.sleep(snapshot.HEARTBEAT)
+        try:
+            mark = await compaction_mark(log)
+            if mark.owner != owner or not mark.running:
+                lost.set()
+                return
+            await _put(log, mark, LogCompacted(horizon=mark.horizon, jobs=jobs, running=1), owner, "refresh")
+        except LogError as exc:  # the log away for a moment: the next beat tries again
+            log_.warning("compaction record not refreshed (%s)", exc)
 
 
-async def finish(log: Compactable, jobs: int) -> None:
-    """Append `LogCompacted` counting one compaction fewer `running`, once its purges are done
-    (or failed): readers that saw it running may trust a fold begun from now on."""
-
-    def end(previous: int, running: int) -> LogCompacted:
-        return LogCompacted(horizon=previous, jobs=jobs, running=max(0, running - 1))
-
-    await _append_record(log, "end", end)
+async def finish(log: Compactable, jobs: int, owner: str) -> None:
+    """Append `LogCompacted` with none `running`, once `owner`'s purges are done (or failed):
+    readers that saw it running may trust a fold begun from now on. Not if the record is no
+    longer its own: another compaction took it for dead and runs now."""
+    while True:
+        mark = await compaction_mark(log)
+        if mark.owner != owner or not mark.running:
+            log_.warning("this compaction's record was taken over (record #%d): not ending it", mark.seq)
+            return
+        if await _put(log, mark, LogCompacted(horizon=mark.horizon, jobs=jobs, running=0), owner, "end"):
+            return
 
 
 async def compact(log: Compactable, keep_finished: int) -> Compaction:
@@ -181,14 +218,23 @@ async def compact(log: Compactable, keep_finished: int) -> Compaction:
         owners += list(getattr(usage, "owners", ()))
     forget = finished.to_forget(holders(owners), keep_finished)
     if forget:  # recorded first: a snapshot below it is not used from now on
-        await record(log, max(finished.last_seq.get(key, 0) for key in forget), len(forget))
+        owner = uuid.uuid4().hex
+        await record(log, max(finished.last_seq.get(key, 0) for key in forget), len(forget), owner)
+        lost = asyncio.Event()
+        beat = asyncio.create_task(heartbeat(log, owner, len(forget), lost))
         try:
             for ns, name in forget:
+                if lost.is_set():
+                    raise CompactionBusy("this compaction was taken for dead (its record was not "
+                                         "refreshed in time); stopped")  # fmt: skip
                 upto = finished.last_seq.get((ns, name), 0) + 1  # not what landed since we read
                 await log.purge(s.job(ns, name), upto=upto)
                 result.jobs += 1
         finally:  # a purge failed: the others are not running either
-            await finish(log, result.jobs)
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            await finish(log, result.jobs, owner)
     for msg in last_cards:  # harmless to any snapshot: a card's last event carries its state
         await log.purge(msg.subject, keep=1)
         result.cards += 1

@@ -27,8 +27,9 @@ before it gets there: a ghost, whichever snapshot it started from. So a compacti
 start and its end (`LogCompacted.running`), and a fold is trusted only if it began with no
 compaction running and the subject's last record is the same message after it (its sequence,
 not its horizon: a compaction that raises nothing still purges). A recovery waits for a running
-compaction to end (up to `COMPACTION_WAIT`, then takes it for dead: its process stopped mid-
-purge), and folds again when a record came meanwhile; the snapshot writer skips the period.
+compaction to end (up to `COMPACTION_WAIT`), and folds again when a record came meanwhile; the
+snapshot writer skips the period. A compaction that died mid-purge (its record not refreshed
+for `DEAD_AFTER` s) is neither waited for nor skipped for: it purges nothing any more.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, Protocol, TypeVar
@@ -58,12 +60,29 @@ S = TypeVar("S")
 #: a recovery that a compaction overtook is done again, at most this many times in all
 RECOVER_ATTEMPTS = 10
 
-#: how long a reader (or another compaction) waits for a running compaction's end before it
-#: takes that compaction for dead (its process stopped between its first and last record); a
-#: compaction's purges are one request per forgotten job: seconds for thousands
+#: how long a reader (or another compaction) waits for a live compaction's end: a reader then
+#: folds anyway (and again if a record came meanwhile), a compaction gives up ("another
+#: compaction is running"); a compaction's purges are one request per forgotten job
 COMPACTION_WAIT = 30.0
 #: how often the waiting reader reads the compactions' record again
 COMPACTION_POLL = 0.2
+#: a live compaction refreshes its record this often while it purges (`LogCompacted` again,
+#: same horizon, stamped anew), so a slow one is never taken for dead…
+HEARTBEAT = 5.0
+#: …and a running record not refreshed for this long is a compaction that died mid-purge (kill
+#: -9, OOM, the log lost before its end record): readers, the writer and the next compaction
+#: judge that at once from the record's stamp, instead of waiting, or never writing again
+DEAD_AFTER = 30.0
+#: headers of a compaction's record: who appended it, and when (wall clock, seconds) — the
+#: stamp is the compactor's clock read by other hosts' clocks: DEAD_AFTER is far above skew
+OWNER_HEADER = "Tessera-Compaction-Owner"
+STAMP_HEADER = "Tessera-Compaction-At"
+
+
+def wall_clock() -> float:
+    """The clock records are stamped and judged by (a module function: tests move it)."""
+    return time.time()
+
 
 #: Bump when the stored wrapper (not a service's state) changes shape.
 FORMAT = 1
@@ -74,7 +93,24 @@ class Mark(NamedTuple):
 
     seq: int  # the record's own sequence (0: never compacted)
     horizon: int
-    running: int  # compactions purging now: a fold overlapping them is not to be trusted
+    running: int  # > 0: a compaction purges now (older records counted them): no fold is trusted
+    owner: str = ""  # the running compaction's id (its heartbeats and end check it is still theirs)
+    at: float | None = None  # when the record was appended or last refreshed (None: not stamped)
+
+    def dead(self, now: float | None = None) -> bool:
+        """Running, but not refreshed for `DEAD_AFTER` s: its compactor stopped mid-purge. A
+        running record without a stamp was written before heartbeats existed, by a compaction
+        long over or dead: dead too (else nothing would ever clear it)."""
+        if not self.running:
+            return False
+        if self.at is None:
+            return True
+        return (wall_clock() if now is None else now) - self.at > DEAD_AFTER
+
+    @property
+    def live(self) -> bool:
+        """A compaction purges now: a fold overlapping it is not to be trusted."""
+        return bool(self.running) and not self.dead()
 
 
 async def compaction_mark(event_log: EventLog) -> Mark:
@@ -89,7 +125,11 @@ async def compaction_mark(event_log: EventLog) -> Mark:
     event = await decode_stored(msg)
     if not isinstance(event, LogCompacted):  # undecodable: no snapshot can be trusted
         return Mark(msg.seq, msg.seq, 0)
-    return Mark(msg.seq, event.horizon, event.running)
+    try:
+        at: float | None = float(msg.headers[STAMP_HEADER])
+    except (KeyError, ValueError):
+        at = None
+    return Mark(msg.seq, event.horizon, event.running, msg.headers.get(OWNER_HEADER, ""), at)
 
 
 async def compacted_horizon(event_log: EventLog) -> tuple[int, int]:
@@ -100,14 +140,14 @@ async def compacted_horizon(event_log: EventLog) -> tuple[int, int]:
 
 
 async def settled_mark(event_log: EventLog, wait: float | None = None) -> Mark:
-    """The last compaction record once no compaction runs, waiting up to `wait` s (default
-    `COMPACTION_WAIT`) for one that does; still running then, it is returned as it is (the
-    caller decides what a compaction taken for dead means to it)."""
+    """The last compaction record once no live compaction runs, waiting up to `wait` s (default
+    `COMPACTION_WAIT`) for one that does; a dead one (`Mark.dead`) is not waited for. Still
+    running then, it is returned as it is (the caller decides what that means to it)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (COMPACTION_WAIT if wait is None else wait)
     while True:
         mark = await compaction_mark(event_log)
-        if not mark.running or loop.time() >= deadline:
+        if not mark.live or loop.time() >= deadline:
             return mark
         await asyncio.sleep(COMPACTION_POLL)
 
@@ -311,9 +351,12 @@ class Snapshots(Generic[S]):
         p = self.projection
         for attempt in range(1, RECOVER_ATTEMPTS + 1):
             mark = await settled_mark(self.log)
-            if mark.running:
-                log.warning("%s: a compaction started at #%d has not ended within %g s: taken for "
-                            "dead (stopped mid-purge); recovering without waiting for it",
+            if mark.dead():
+                log.warning("%s: the compaction of record #%d stopped mid-purge (not refreshed "
+                            "for %g s): taken for dead", p.name, mark.seq, DEAD_AFTER)  # fmt: skip
+            elif mark.running:
+                log.warning("%s: a compaction running at #%d has not ended within %g s; "
+                            "recovering meanwhile (again if it ends or refreshes its record)",
                             p.name, mark.seq, COMPACTION_WAIT)  # fmt: skip
             state = await self._recover(until, mark.horizon)
             after = await compaction_mark(self.log)
@@ -390,7 +433,8 @@ class Snapshots(Generic[S]):
             await self._save(last, p.encode(live[1] if live else self._copy))  # type: ignore[arg-type]
             return self.saved is not None and self.saved[0] == last
         mark = await compaction_mark(self.log)
-        if mark.running:  # its purges would land in the fold: the next period, once it ended
+        if mark.live:  # its purges would land in the fold: the next period, once it ended (a
+            # dead one never ends: its purges stopped, the fold below is as good as after an end)
             return False
         if seq < mark.horizon:  # the tail after the last snapshot was compacted: fold what is left
             seq, body, self._kept = 0, b"", None
