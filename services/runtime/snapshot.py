@@ -49,7 +49,7 @@ from contracts.base import Event
 from contracts.events import LogCompacted
 from contracts.permissions import SNAPSHOTTERS, snapshot_bucket
 from services.core.retention import DEFAULT_KEEP_FINISHED
-from services.runtime.eventlog.model import EventLog, StoredMessage, matcher
+from services.runtime.eventlog.model import EventLog, LogError, StoredMessage, matcher
 from services.runtime.service import PoisonHandler, decode_stored, replay_decoded, skip_poison
 from services.runtime.waits import within
 
@@ -462,8 +462,9 @@ class Snapshots(Generic[S]):
 
 async def periodically(stopping: asyncio.Event, period: float, action: Callable[[], Awaitable[object]],
                        what: str) -> None:  # fmt: skip
-    """`action` every `period` s until `stopping`; a failure (the log away for a moment) is
-    logged and the next period tries again."""
+    """`action` every `period` s until `stopping`; a failure is logged and the next period
+    tries again. The log refusing or away for a moment (`LogError`: another compaction running,
+    a timeout) is one WARNING line saying why, not a traceback an operator reads as a bug."""
     while not stopping.is_set():
         with contextlib.suppress(TimeoutError):
             await within(stopping.wait(), period)
@@ -471,6 +472,8 @@ async def periodically(stopping: asyncio.Event, period: float, action: Callable[
             return
         try:
             await action()
+        except LogError as exc:
+            log.warning("%s not done (%s); again in %g s", what, exc, period)
         except Exception:
             log.exception("%s failed; again in %g s", what, period)
 
