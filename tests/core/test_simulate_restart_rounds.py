@@ -34,19 +34,6 @@ spec:
 """
 
 
-def test_pods_failing_together_spend_one_retry(tmp_path: Path) -> None:
-    workload, log = tmp_path / "t5.yaml", tmp_path / "log.jsonl"
-    workload.write_text(T5)
-    assert main(["simulate", "--inventory", str(ROOT / "examples" / "inventory.yaml"), "--workload", str(workload),
-                 "--events", str(log), "-o", "json"]) == 0  # fmt: skip
-    events = [msgspec.json.decode(m.data) for m in read_jsonl(log)]
-    phases = [(e["phase"], e.get("reason", "")) for e in events if e.get("type") == "JobPhaseChanged"]
-    assert [r for p, r in phases if p == "Restarting"] == [f"RestartPod: retry {i}/5" for i in range(1, 5)]
-    assert phases[-1] == ("Failed", "RestartPod on PodFailed")
-    failures = [e for e in events if e.get("type") == "TaskFinished" and e["exit_code"] == 1 and not e.get("reason")]
-    assert sorted({e["at"] for e in failures}) == [4.0, 8.0, 12.0, 16.0, 20.0]  # 5 runs of task a
-
-
 INVENTORY = "nodes:\n  - {name: n1, cpu: 4, memory: 64Gi}\n"
 
 #: the reviewer's case: j's restart stops b-0, and k (higher priority, arrived at t=1) takes
@@ -93,9 +80,9 @@ spec:
 """
 
 
-def simulate(tmp_path: Path, workload_text: str) -> list[dict]:
+def simulate(tmp_path: Path, workload_text: str, inventory_text: str = INVENTORY) -> list[dict]:
     inventory, workload, log = tmp_path / "inv.yaml", tmp_path / "wl.yaml", tmp_path / "log.jsonl"
-    inventory.write_text(INVENTORY)
+    inventory.write_text(inventory_text)
     workload.write_text(workload_text)
     assert main(["simulate", "--inventory", str(inventory), "--workload", str(workload), "--events", str(log),
                  "-o", "json"]) == 0  # fmt: skip
@@ -133,3 +120,12 @@ def test_a_failure_after_the_round_follows_its_own_policy(tmp_path: Path) -> Non
     assert "Aborted" in phases and phases[-1] == "Aborted"
     assert not [e for e in events if e.get("type") == "TaskFinished" and e["task"] == "j-b-0"
                 and e.get("reason") == "restarted"]  # fmt: skip
+
+
+def test_pods_failing_together_spend_one_retry(tmp_path: Path) -> None:
+    events = simulate(tmp_path, T5, (ROOT / "examples" / "inventory.yaml").read_text())
+    phases = job_phases(events, "t5")
+    assert [r for p, r in phases if p == "Restarting"] == [f"RestartPod: retry {i}/5" for i in range(1, 5)]
+    assert phases[-1] == ("Failed", "RestartPod on PodFailed")
+    failures = [e for e in events if e.get("type") == "TaskFinished" and e["exit_code"] == 1 and not e.get("reason")]
+    assert sorted({e["at"] for e in failures}) == [4.0, 8.0, 12.0, 16.0, 20.0]  # 5 runs of task a

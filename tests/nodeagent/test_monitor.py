@@ -60,14 +60,21 @@ def test_a_lost_node_registering_again_is_watched_again_under_a_new_epoch() -> N
     assert [r.msg_id for r in decide(s, 26.5)] == ["nodelost/a/r2"]
 
 
-async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -> None:
+async def running_on_a(*tasks: str) -> tuple[MemoryLog, NodeMonitor, list[float]]:
+    """A log with node a and job ns/j's `tasks` started on it, and a monitor (10 s timeout)
+    recovered from it on a clock the test moves (`now[0]`, at 100)."""
     log = MemoryLog()
-    s = log.subjects
     now = [100.0]
-    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
-    await put(log, s.job("ns", "j"), started("t0", "a"))
+    await put(log, log.subjects.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
+    for t in tasks:
+        await put(log, log.subjects.job("ns", "j"), started(t, "a"))
     monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
     await monitor.recover()
+    return log, monitor, now
+
+
+async def test_monitor_shell_recovers_from_the_log_and_appends_the_loss_once() -> None:
+    log, monitor, now = await running_on_a("t0")
     monitor.on_heartbeat("a")  # at 100
     now[0] = 109.0
     assert await monitor.check() == []
@@ -110,14 +117,7 @@ async def test_a_loss_whose_task_report_failed_is_reported_whole_at_the_next_che
     process killed there: the node was folded lost after its own report and never looked at
     again — its tasks stayed running in the log for good. A lost node's tasks still running are
     reported at the next check, and by a restarted monitor (the loss its node's last event)."""
-    log = MemoryLog()
-    s = log.subjects
-    now = [100.0]
-    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
-    for t in ("t0", "t1", "t2"):
-        await put(log, s.job("ns", "j"), started(t, "a"))
-    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
-    await monitor.recover()
+    log, monitor, now = await running_on_a("t0", "t1", "t2")
     monitor.on_heartbeat("a")
     failed = fail_once(monitor.service, lambda out: getattr(out.event, "task", "") == "t1")
     now[0] = 111.0
@@ -199,14 +199,8 @@ async def test_a_task_that_ended_in_the_log_is_not_ended_again_by_a_lagging_moni
     ended with exit 0 was reported ended again, exit -1 "node lost", and its Succeeded pod
     turned Failed (its job restarted). Before writing a lost task's end the monitor reads the
     job's subject: an ended task is left alone, a running one ends once."""
-    log = MemoryLog()
+    log, monitor, now = await running_on_a("t0", "t1")
     s = log.subjects
-    now = [100.0]
-    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
-    for t in ("t0", "t1"):
-        await put(log, s.job("ns", "j"), started(t, "a"))
-    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
-    await monitor.recover()
     monitor.on_heartbeat("a")
     # t0 ends in the log; the monitor's consumer has not delivered it yet
     await put(log, s.job("ns", "j"), TaskFinished(namespace="ns", name="j", task="t0", node="a"))
@@ -225,13 +219,8 @@ async def test_a_job_that_moves_while_its_lost_tasks_are_written_is_read_again()
     check reads the job again and finds the task ended."""
     from services.runtime.eventlog import Conflict
 
-    log = MemoryLog()
+    log, monitor, now = await running_on_a("t0")
     s = log.subjects
-    now = [100.0]
-    await put(log, s.node("a"), NodeRegistered(node="a", cpu_milli=1, memory_mib=1))
-    await put(log, s.job("ns", "j"), started("t0", "a"))
-    monitor = NodeMonitor(log, timeout=10.0, clock=lambda: now[0])
-    await monitor.recover()
     publish = monitor.service.publish
     raced: list[object] = []
 
