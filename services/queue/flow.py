@@ -224,21 +224,13 @@ def job_events(flow: Flow, key: str) -> list[Event]:
     tasks = flow.projection.tasks.get(key, {})
     if key in flow.restarting and (done := finished_meanwhile(flow, key)):
         return done
-    statuses = [t.status for t in tasks.values()]
-    roles = [t.role for t in tasks.values()]
     out: list[Event] = scaled_down(flow, key)
-    pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
-    # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
-    # reason (said twice, it was one more message per job end that every service read)
-    if pg != job.phase and pg == "Running":
-        out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg))
-    elif key not in flow.restarting and lifecycle.restarted_gang_runs(flow.shown.get(key, ""), statuses,
-                                                                       job.spec.min_available):  # fmt: skip
+    sync = lifecycle.sync_job(job.spec, job.phase, flow.shown.get(key, ""), tasks.values(), key in flow.restarting)
+    if sync.running:
         out.append(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
-                                   reason=lifecycle.RESTART_OVER))  # fmt: skip
-    terminal = lifecycle.job_phase(job.spec, statuses, roles)
-    if terminal in ("Completed", "Failed"):
-        out += terminate(flow, key, terminal, lifecycle.end_reason(job.spec, statuses))
+                                   reason=sync.reason))  # fmt: skip
+    if sync.terminal:
+        out += terminate(flow, key, sync.terminal, sync.end)
     return out
 
 
@@ -434,13 +426,7 @@ def _decided(flow: Flow, key: str, decision: lifecycle.PolicyDecision, spec: Tas
     """The events of a policy's action on `event` (a pod's failure, eviction or its task's
     completion): the restart it asks for, the job's end, or nothing (SyncJob)."""
     if decision.phase in ("Restarting", "Failed") and decision.action in lifecycle.RESTARTS:
-        tasks = flow.projection.tasks.get(key, {})
-        if decision.action == "RestartPod":
-            targets = [event.task]
-        elif decision.action == "RestartTask":
-            targets = [p for p, t in tasks.items() if spec is not None and t.role == spec.name]
-        else:
-            targets = list(tasks)
+        targets = lifecycle.restart_targets(decision.action, event.task, spec, flow.projection.tasks.get(key, {}))
         return restart_job(flow, key, targets, decision.action, event.exit_code, f"on {cause}")
     if decision.action in ENDING_ACTIONS:
         return end_job(flow, key, decision.action, f"{decision.action} on {cause}")

@@ -144,6 +144,46 @@ def restarted_gang_runs(shown: str, statuses: Sequence[str], min_available: int)
 
 
 @dataclass(frozen=True, slots=True)
+class JobSync:
+    """What SyncJob makes of a live job's pods: the `Running` it now shows (its PodGroup
+    reached Running, or a restarted gang runs again: `reason` RESTART_OVER), and the end it
+    reached (`terminal` Completed/Failed, with `end`'s words). One function for the queue
+    service and the simulator: each carried its own copy, and the copies drifted."""
+
+    running: bool = False
+    reason: str = ""
+    terminal: str = ""
+    end: str = ""
+
+
+def sync_job(job: JobSpec, phase: str, shown: str, tasks: Iterable[st.TaskSnap], restarting: bool = False) -> JobSync:
+    """`phase`: the projection's phase of the job; `shown`: the phase its last JobPhaseChanged
+    said; `restarting`: a restart round still stopping its pods (its gang is not back yet)."""
+    snaps = list(tasks)
+    statuses = [t.status for t in snaps]
+    pg = pod_group_phase(job.min_available, statuses, phase)
+    # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
+    # reason (said twice, it was one more message per job end that every service read)
+    running, reason = pg != phase and pg == "Running", ""
+    if not running and not restarting and restarted_gang_runs(shown, statuses, job.min_available):
+        running, reason = True, RESTART_OVER
+    terminal = job_phase(job, statuses, [t.role for t in snaps])
+    if terminal in ("Completed", "Failed"):
+        return JobSync(running, reason, terminal, end_reason(job, statuses))
+    return JobSync(running, reason)
+
+
+def restart_targets(action: str, pod: str, task: TaskSpec | None, tasks: Mapping[str, st.TaskSnap]) -> list[str]:
+    """The pods a restart policy's `action` on `pod` (of `task`) stops and runs again:
+    RestartPod that pod, RestartTask its task's pods, RestartJob every pod."""
+    if action == "RestartPod":
+        return [pod]
+    if action == "RestartTask":
+        return [p for p, t in tasks.items() if p == pod or (task is not None and t.role == task.name)]
+    return list(tasks)
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyDecision:
     action: str  # SyncJob | RestartJob | RestartTask | RestartPod | AbortJob | TerminateJob | CompleteJob
     phase: str = ""  # job phase to move to ("" = recompute with job_phase)

@@ -354,21 +354,12 @@ class Simulation:
         for key, job in list(self.projection.jobs.items()):
             if key in self.job_done:
                 continue
-            statuses = [t.status for t in self.projection.tasks[key].values()]
-            roles = [t.role for t in self.projection.tasks[key].values()]
-            pg = lifecycle.pod_group_phase(job.spec.min_available, statuses, job.phase)
-            # a PodGroup Completed is every pod finished, which ends the job: that end says it, with its
-            # reason (said twice, it was one more message per job end that every service read)
-            if pg != job.phase and pg == "Running":
-                self.emit(
-                    JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase=pg)
-                )
-            elif lifecycle.restarted_gang_runs(self.shown.get(key, ""), statuses, job.spec.min_available):
+            sync = lifecycle.sync_job(job.spec, job.phase, self.shown.get(key, ""), self.projection.tasks[key].values())
+            if sync.running:
                 self.emit(JobPhaseChanged(namespace=job.spec.namespace, name=job.spec.name, phase="Running",
-                                          reason=lifecycle.RESTART_OVER))  # fmt: skip
-            terminal = lifecycle.job_phase(job.spec, statuses, roles)
-            if terminal in ("Completed", "Failed"):
-                self._terminate(key, terminal, lifecycle.end_reason(job.spec, statuses))
+                                          reason=sync.reason))  # fmt: skip
+            if sync.terminal:
+                self._terminate(key, sync.terminal, sync.end)
 
     def _terminate(self, key: str, phase: str, reason: str) -> None:
         job = self.projection.jobs[key]
@@ -408,10 +399,7 @@ class Simulation:
         decision = lifecycle.on_pod_failed(job.spec, spec, code, retry, cause)
         if decision.phase == "Restarting":
             self.retries[key] = retry + 1
-            targets = [p for p, t in self.projection.tasks[key].items()
-                       if decision.action == "RestartJob" or t.role == (spec.name if spec else "") or p == pod]  # fmt: skip
-            if decision.action == "RestartPod":
-                targets = [pod]
+            targets = lifecycle.restart_targets(decision.action, pod, spec, self.projection.tasks[key])
             self.round[key] = (self.now, frozenset(p for p, t in self.projection.tasks[key].items()
                                                    if t.status in (st.RUNNING, st.BOUND)))  # fmt: skip
             for p in targets:

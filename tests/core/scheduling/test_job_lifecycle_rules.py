@@ -119,3 +119,33 @@ def test_a_live_job_admitted_with_max_retry_0_is_no_forbidden_edit_after_the_upg
     assert change.spec is not None and change.spec.max_retry == DEFAULT_MAX_RETRY
     (scaled,) = admit([vcjob({"maxRetry": 0, "tasks": [("w", 3, {})]})]).jobs
     assert not judge_update(old, scaled).refusals  # a later edit is judged as any other
+
+
+def snaps(job: JobSpec, statuses: list[str]) -> dict[str, st.TaskSnap]:
+    pods = [(pod, role, index, spec) for pod, role, index, spec in st.task_names(job)]
+    return {pod: st.TaskSnap(pod, role, index, spec, status)
+            for (pod, role, index, spec), status in zip(pods, statuses, strict=True)}  # fmt: skip
+
+
+def test_restart_targets_by_action() -> None:
+    """The queue service and the simulator stop the same pods for a restart policy."""
+    job = two_tasks(4)
+    tasks = snaps(job, [st.RUNNING] * 6)
+    ps, w = job.tasks
+    assert lifecycle.restart_targets("RestartPod", "j-w-1", w, tasks) == ["j-w-1"]
+    assert lifecycle.restart_targets("RestartTask", "j-ps-0", ps, tasks) == ["j-ps-0", "j-ps-1"]
+    assert lifecycle.restart_targets("RestartJob", "j-ps-0", ps, tasks) == list(tasks)
+    # a pod whose task the spec no longer names is still its own restart's target
+    assert lifecycle.restart_targets("RestartTask", "j-w-3", None, tasks) == ["j-w-3"]
+
+
+def test_sync_job_running_again_and_ending() -> None:
+    job = two_tasks(4)
+    back = lifecycle.sync_job(job, "Running", "Restarting", snaps(job, [st.RUNNING] * 6).values())
+    assert (back.running, back.reason, back.terminal) == (True, lifecycle.RESTART_OVER, "")
+    # still stopping the round's pods: not back yet
+    assert not lifecycle.sync_job(job, "Running", "Restarting", snaps(job, [st.RUNNING] * 6).values(), True).running
+    placed = lifecycle.sync_job(job, "Inqueue", "Inqueue", snaps(job, [st.BOUND] * 4 + [st.PENDING] * 2).values())
+    assert (placed.running, placed.reason) == (True, "")
+    done = lifecycle.sync_job(job, "Running", "Running", snaps(job, [st.SUCCEEDED] * 6).values())
+    assert (done.running, done.terminal, done.end) == (False, "Completed", "all pods finished")
