@@ -7,6 +7,7 @@ and stop it by PID.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -15,7 +16,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +27,33 @@ from services.runtime.recording import recording
 
 class NatsServerError(RuntimeError):
     pass
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the server end (SIGTERM: JetStream flushes) when the process
+    starting it dies, however it dies: a `tessera up` or a test run SIGKILLed (or ended by
+    `timeout`, which skips every fixture's teardown) left its broker running for good.
+
+    Only from the main thread: Linux sends the signal when the *thread* that forked the child
+    ends, so a broker started from a worker thread (a test's `to_thread`) would die with that
+    thread. None elsewhere (and off Linux): the broker then lives as before, stopped by PID."""
+    if sys.platform != "linux" or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def find_binary() -> str:
@@ -152,7 +182,8 @@ class NatsServer:
         # and recorded as one step: a stop signal inside Popen left it running, unrecorded
         with self._stderr().open("wb") as err, recording():
             self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=err, start_new_session=True)  # fmt: skip
+                                            stderr=err, start_new_session=True,
+                                            preexec_fn=dies_with_parent())  # fmt: skip
 
     def _stderr(self) -> Path:
         return self.data_dir / "nats-server.stderr"
