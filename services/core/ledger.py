@@ -9,7 +9,8 @@ into events or a :class:`Rejection` and is the only place the invariants are enf
 * slices ≤ split count (HAMi ``Count``: ``Used < Count``), a slice counting the containers it
   serves (``SliceSpec.slots``);
 * an exclusive slice (``exclusive`` or kind ``whole``) is alone on the card;
-* an unhealthy or retired card takes no new slices (existing ones stay until released);
+* an unhealthy or retired card takes no new slices (existing ones stay until released), nor does
+  a card in MIG mode (``devices/mig.py``: Tessera does not carve MIG instances yet);
 * one slice per owner per card: two containers of a pod on one card (HAMi fits each on its own)
   are booked as one slice of their sum (:func:`per_card`). Re-reserving the
   same slice for the same owner is a no-op, so redelivered commands are idempotent; releasing an
@@ -35,6 +36,7 @@ from contracts.events import (
     SliceReleased,
     SliceReserved,
 )
+from services.core.devices.mig import ledger_refusal
 
 LedgerEvent = CardRegistered | SliceReserved | SliceReleased | CardHealthChanged | CardRetired
 
@@ -162,6 +164,9 @@ def _check_reserve(state: CardState, owner: str, s: SliceSpec) -> str | None:
         return f"card {state.uuid} is retired"
     if not u.healthy:
         return f"card {state.uuid} is not healthy"
+    mig = ledger_refusal(spec)
+    if mig is not None:
+        return mig
     if not owner:
         return "slice owner is empty"
     if s.kind not in _KINDS:

@@ -24,6 +24,7 @@ from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices import registration
 from services.core.devices.catalogue import Catalogue
+from services.core.devices.mig import MIG_WORDS, in_mig_mode
 from services.core.scheduling.resources import is_device_resource
 from services.core.workload.quantity import (
     QuantityError,
@@ -179,7 +180,10 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
             if key == hami.NVIDIA_REGISTER:
                 if _count(allocatable, catalogue.nvidia.resource_count_name) == 0:
                     continue
-                cards.extend(_nvidia_cards(name, hami.decode_register(key, value)))
+                nvidia = _nvidia_cards(name, hami.decode_register(key, value))
+                problems.extend(f"{key}: card {c.uuid} is in {MIG_WORDS}; no pod is placed on it"
+                                for c in nvidia if in_mig_mode(c))  # fmt: skip
+                cards.extend(nvidia)
             elif key.startswith(hami.ASCEND_REGISTER_PREFIX):
                 cw = key[len(hami.ASCEND_REGISTER_PREFIX):]
                 chip = catalogue.chip(cw)

@@ -133,8 +133,8 @@ class NvidiaConfig:
 
 #: Keys of HAMi's ``NvidiaConfig`` (with its inlined ``NodeDefaultConfig``) and of Volcano's that
 #: Tessera takes without acting on them, and why none changes which card a pod is booked on.
-_MIG = ("Tessera does not carve MIG instances: a card registered in MIG mode is booked by its "
-        "memory and cores like any other")  # fmt: skip
+_MIG = ("Tessera does not carve MIG instances yet: a card registered in MIG mode is kept off "
+        "(no pod is placed on it, devices/mig.py), so no MIG profile is chosen")  # fmt: skip
 NVIDIA_NOT_ACTED_ON: Mapping[str, str] = {
     "enableNumaTopology": "HAMi's device plugin tells the kubelet's Topology Manager each card's "
                           "NUMA node; that is node-side admission, not placement",

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from contracts.devices import CardSpec, SliceSpec
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import NvidiaConfig
+from services.core.devices.mig import mig_reason
 from services.core.devices.resource_values import INT32_MAX, comma_list, read_int
 from services.core.devices.vendor import NodeGate, ResourceList, SchedulingSwitches
 from services.core.devices.violations import Violation
@@ -252,7 +253,8 @@ class NvidiaVendor:
     def card_reason(self, card: CardSpec, request: DeviceRequest) -> str | None:
         """Type: the card type *contains* the request type, case-insensitive (getNodeResources);
         mode: the asked mode (``_mode``) must contain the card's (hami-core / mig / mps): HAMi's
-        test; Volcano's is equality, the same answer for the one mode its annotation names."""
+        test; Volcano's is equality, the same answer for the one mode its annotation names; a
+        card in MIG mode fits nothing (``mig.py``)."""
         if request.allowed_types:
             if card.type not in request.allowed_types:
                 return "CardTypeMismatch"
@@ -260,7 +262,7 @@ class NvidiaVendor:
             return "CardTypeMismatch"
         if request.mode and card.mode and card.mode not in request.mode:
             return "CardTypeMismatch"  # HAMi's checkType: a mode not asked fails the type check
-        return None
+        return mig_reason(card)  # a MIG card is kept off: Tessera does not carve instances yet
 
     def core_capacity(self, card: CardSpec, gate: NodeGate) -> int:
         return card.cores

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from contracts.workloads import DeviceRequest, JobSpec
 from services.core.devices import registration
 from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
+from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_WORDS
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
 _GANG = re.compile(r"\d+/\d+ tasks (?:in gang )?unschedulable")
@@ -72,6 +73,8 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
         return f"have too few {card} cards for the pod's containers (a whole card is its container's own)"
     if code == "CardNotHealth":
         return f"have no healthy {card} card"
+    if code == CARD_IN_MIG_MODE:
+        return f"have their {card} cards in {MIG_WORDS}"
     if code == "CardCordoned":
         return f"have their {card} cards cordoned (hami.io/device-cordon)"
     return reason.rstrip(".")
