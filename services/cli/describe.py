@@ -182,6 +182,8 @@ def _node(node: dict, obj: dict, row: dict, pods: list[dict], messages: list[Sto
     pairs = [("Name", node["node"]), ("Labels", meta.get("labels")), ("Taints", taints), ("Created", when(meta)),
              ("CPU", node["cpu"]), ("Memory", node["memory"]), ("Pods", node["pods"]), ("Cards", node["cards"]),
              ("Cards in use", node["cards_in_use"])]  # fmt: skip
+    if node.get("note"):  # cards kept off (MIG mode)
+        pairs.append(("Note", node["note"]))
     mine = [p for p in pods if p["node"] == node["node"]]
     return [*fields(pairs), "Pods:", *_pods_table(mine), *_events(messages, subjects.node(node["node"]))]
 
@@ -193,6 +195,8 @@ def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects:
              ("Memory", f"{card['memory_used']}MB / {card['memory_total']}MB used"),
              ("Cores", f"{card['cores_used']}{unit} used"),
              ("Slices", f"{card['slices_used']}/{card['slices_total']} used")]  # fmt: skip
+    if card.get("note"):  # a card kept off (MIG mode): why no pod lands on it
+        pairs.append(("Note", card["note"]))
     return [*fields(pairs), "Pods:", *_pods_table(holders),
             *_events(messages, subjects.card(card["node"], card["uuid"]))]
 

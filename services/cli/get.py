@@ -27,6 +27,7 @@ from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
 from services.cli.tables import amounts, render
 from services.cli.up import read_state
+from services.core.devices.mig import MIG_WORDS, in_mig_mode
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import StoredMessage
 from services.runtime.service import decode_stored
@@ -115,7 +116,7 @@ def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
     by_type: dict[str, int] = {}
     for card in node.cards:
         by_type[card.type] = by_type.get(card.type, 0) + 1
-    return {
+    row = {
         "node": node.node,
         "cpu": f"{node.cpu_milli / 1000:g}",
         "memory": f"{node.memory_mib / 1024:g}Gi",
@@ -123,6 +124,10 @@ def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
         "cards": ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "-",
         "cards_in_use": f"{cards_in_use}/{len(node.cards)}",
     }
+    kept_off = sum(1 for card in node.cards if in_mig_mode(card))
+    if kept_off:  # only then: other nodes' rows stay as they were
+        row["note"] = f"{kept_off} card{'s' if kept_off > 1 else ''} kept off, in {MIG_WORDS}"
+    return row
 
 
 async def read_log(url: str, root: str, subject: str | None = None) -> list[StoredMessage]:
@@ -376,6 +381,12 @@ def columns_of(what: str, output: str, all_namespaces: bool = True) -> tuple[str
     return cols if all_namespaces else tuple(c for c in cols if c != "namespace")
 
 
+def with_notes(columns: tuple[str, ...], rows: list[dict]) -> tuple[str, ...]:
+    """A NOTE column when a row carries one (a card kept off: ``devices/mig.py``); tables of
+    rows without notes stay as they were."""
+    return (*columns, "note") if any(r.get("note") for r in rows) else columns
+
+
 def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tuple[str, str, str]]) -> int:
     """The objects `args.names` picks (the ones that exist, and kubectl's NotFound line on
     stderr for each that does not: exit 1), in `args.output`'s form."""
@@ -403,7 +414,7 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
             ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups", "quotas") else f" in {args.namespace} namespace"
             print(f"No resources found{ns}.", file=sys.stderr)
             return code
-        print(render(got.rows, columns_of(what, args.output, args.all_namespaces), "table"))
+        print(render(got.rows, with_notes(columns_of(what, args.output, args.all_namespaces), got.rows), "table"))
     return code
 
 

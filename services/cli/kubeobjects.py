@@ -495,7 +495,7 @@ def card_object(card: Mapping[str, Any]) -> dict:
             "spec": {"node": card["node"], "type": card["type"], "index": card.get("index", 0),
                      "memory": card["memory_total"], "cores": card["cores_total"], "slices": card["slices_total"]},
             "status": {"memoryUsed": card["memory_used"], "coresUsed": card["cores_used"],
-                       "slicesUsed": card["slices_used"]}}  # fmt: skip
+                       "slicesUsed": card["slices_used"], **({"note": card["note"]} if card.get("note") else {})}}  # fmt: skip
 
 
 def component_object(c: Mapping[str, Any]) -> dict:

@@ -114,6 +114,7 @@ def state_text(messages: list[StoredMessage], output: str) -> str:
         QUEUE_COLUMNS,
         _table_view,
         render,
+        with_notes,
     )
     from services.core.simulate.report import build_report
 
@@ -127,7 +128,8 @@ def state_text(messages: list[StoredMessage], output: str) -> str:
     columns = {"pods": POD_COLUMNS, "jobs": JOB_COLUMNS, "queues": QUEUE_COLUMNS, "cards": CARD_COLUMNS}
     parts = [f"state at #{at}"]
     for k in SECTIONS:
-        parts.append(f"\n{k.upper()}\n" + render(_table_view(k, records[k]), columns[k], "table"))
+        rows = _table_view(k, records[k])
+        parts.append(f"\n{k.upper()}\n" + render(rows, with_notes(columns[k], rows), "table"))
     return "\n".join(parts)
 
 

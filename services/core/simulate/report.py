@@ -36,6 +36,7 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from services.core.devices.mig import card_note
 from services.core.ledger import core_capacity
 from services.core.scheduling import podreasons
 from services.core.scheduling import snapshot as st
@@ -248,6 +249,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             "cores_used": usage.cores_used, "slices_used": usage.slices_used,
             "slices_total": spec.split_count,
         })  # fmt: skip
+        if note := card_note(spec):  # only then: other cards' rows stay as they were
+            card_rows[-1]["note"] = note
         mem_total += spec.memory
         mem_used += usage.memory_used
         core_total += cap

@@ -52,6 +52,7 @@ from services.core.devices import (
     registration,
 )
 from services.core.devices.fit import card_mismatch, pod_share_words
+from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_MODE, MIG_WORDS, mig_words
 from services.core.devices.nvidia import VENDOR as NVIDIA
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
@@ -388,8 +389,14 @@ class DeviceSharePlugin:
                     if c.spec.vendor == req.vendor and card_mismatch(vendor, c.spec, req) is None]  # fmt: skip
             kind = req.type or req.vendor
             if not mine:
+                if CARD_IN_MIG_MODE in codes:
+                    return mig_words(kind, [c.spec for c in node.cards if c.spec.vendor == req.vendor], codes)
                 modes = sorted({c.spec.mode or "(none)" for c in node.cards if c.spec.vendor == req.vendor})
                 if req.mode and modes and req.mode not in modes:  # the cards are there, in another mode
+                    if req.mode == MIG_MODE:  # no node serves it: asking for one would not help
+                        return (f"{kind}: the pod asks cards in mig mode, the node's run {', '.join(modes)} "
+                                f"[{codes}]", f"drop the pod's {MODE_ANNOTATIONS.get(req.vendor, 'mode annotation')}: "
+                                f"mig ({MIG_WORDS}, on any node)", INF)  # fmt: skip
                     return (f"{kind}: the pod asks cards in {req.mode} mode, the node's run {', '.join(modes)} "
                             f"[{codes}]", f"drop the pod's {MODE_ANNOTATIONS.get(req.vendor, 'mode annotation')}: "
                             f"{req.mode}, or add a node whose cards run {req.mode}", INF)  # fmt: skip
