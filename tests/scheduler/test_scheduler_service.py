@@ -195,14 +195,18 @@ async def test_no_pod_is_judged_while_nodes_are_registering(event_log: EventLog)
     for q in ("root", "default"):
         await put(event_log, s.queue(q), QueueCreated(spec=QueueSpec(name=q, parent="" if q == "root" else "root")))
     await put(event_log, s.job("default", "wide"), JobSubmitted(spec=inference_job("wide", replicas=8)))
-    sched = Scheduler(event_log, period=0.05, debounce=0.01, registration_quiet=1.0)
+    now = [0.0]  # the quiet spell's clock, stepped here: under load the real gaps passed `quiet`
+    sched = Scheduler(event_log, period=0.05, debounce=0.01, registration_quiet=1.0, quiet_clock=lambda: now[0])
     await sched.recover()
     follow = asyncio.create_task(sched.service.run(asyncio.Event()))
     sessions = asyncio.create_task(sched.run_sessions(asyncio.Event()))
     try:
         for i in range(4):  # a card holds four 16 GB pods: the 8 fit once two nodes are in
-            await put(event_log, s.node(f"n{i}"), ascend_node(f"n{i}", cards=1))
-            await asyncio.sleep(0.05)  # the gaps between registrations, far below `quiet`
+            last = await put(event_log, s.node(f"n{i}"), ascend_node(f"n{i}", cards=1))
+            await wait_until(lambda: asyncio.sleep(0, result=sched.view.seq >= last), 20, f"n{i} folded")  # noqa: B023
+            now[0] += 0.05  # the gaps between registrations, far below `quiet`
+        assert sched.sessions == 0
+        now[0] += 1.5  # quiet at last
         events = await _first_proposal(event_log)
     finally:
         sessions.cancel()
