@@ -492,11 +492,12 @@ class KubeNodeAgent:
 
 
 def _grouped(pods_there: Iterable[OtherPods]) -> tuple[OtherPods, ...]:
-    """Other schedulers' pods alike in namespace, labels and terms as one entry with a count,
-    in a fixed order (the event is compared with the last one to append only changes)."""
+    """Other schedulers' pods alike in namespace, labels, terms and host ports as one entry
+    with a count, in a fixed order (the event is compared with the last one to append only
+    changes)."""
     counts: dict[bytes, tuple[OtherPods, int]] = {}
     for p in pods_there:
-        key = msgspec.json.encode((p.namespace, sorted(p.labels.items()), p.pod_affinity))
+        key = msgspec.json.encode((p.namespace, sorted(p.labels.items()), p.pod_affinity, p.host_ports))
         seen = counts.get(key)
         counts[key] = (p, seen[1] + 1 if seen else 1)
     return tuple(msgspec.structs.replace(p, count=n) for _, (p, n) in sorted(counts.items()))

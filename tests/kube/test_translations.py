@@ -294,3 +294,22 @@ def test_an_init_container_the_app_slices_hold_gets_its_own_slot_on_that_card() 
         card="GPU-1", node="n", slice=SliceSpec(kind="soft", memory=4000, cores=0)),))  # fmt: skip
     out = pods.binding_annotations(placement, task, {"GPU-1": _card("GPU-1", "nvidia", "NVIDIA-A100")}, NOW)
     assert out[hami.NVIDIA_TO_ALLOCATE] == "GPU-1,NVIDIA,2000,0:;GPU-1,NVIDIA,4000,0:;"
+
+
+def test_other_schedulers_pods_hold_the_host_ports_kube_scheduler_counts() -> None:
+    """kube-scheduler's GetHostPorts: app containers and restartPolicy-Always (sidecar) init
+    containers; a plain init container has ended before the pod runs. hostNetwork publishes
+    the containerPort; protocol and hostIP take the API server's defaults."""
+    from contracts.workloads import HostPort
+    from services.kube.pods import other_pods
+
+    pod = {"metadata": {"name": "p", "namespace": "kube-system"}, "spec": {
+        "hostNetwork": True,
+        "containers": [{"name": "c", "ports": [{"containerPort": 9100}, {"containerPort": 53, "protocol": "UDP",
+                                                                           "hostIP": "10.0.0.1"}]}],
+        "initContainers": [{"name": "mesh", "restartPolicy": "Always", "ports": [{"containerPort": 15001}]},
+                           {"name": "setup", "ports": [{"containerPort": 8080}]}]}}  # fmt: skip
+    assert other_pods(pod).host_ports == (
+        HostPort(port=9100), HostPort(port=15001), HostPort(port=53, protocol="UDP", ip="10.0.0.1"))
+    assert other_pods({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "ports": [
+        {"containerPort": 80}]}]}}).host_ports == ()  # no hostPort: nothing held on the node

@@ -49,6 +49,7 @@ from services.core.scheduling.plugins.predicates import (
     NODE_AFFINITY,
     NODE_PORTS,
     UNTOLERATED,
+    foreign_port,
     port_holder,
 )
 from services.core.scheduling.resources import is_device_resource
@@ -151,6 +152,16 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     if status is None or status.ok:
         return NodeWords("", "one pod fits here now")
     if status.plugin == "predicates" and NODE_PORTS in status.reasons:
+        foreign = foreign_port(task, node)
+        if foreign is not None:
+            want, namespace = foreign
+            return NodeWords(
+                "predicates",
+                f"hostPort {want.protocol}/{want.port} on {want.ip}: held by a pod of another "
+                f"scheduler in namespace {namespace} ({NODE_PORTS})",
+                f"ask another hostPort, or keep the pod off {node.name}",
+                INF,
+            )
         got_port = port_holder(task, node)
         if got_port is not None:
             want, other = got_port

@@ -65,6 +65,18 @@ def port_holder(
     return None
 
 
+def foreign_port(task: TaskInfo, node: NodeInfo) -> tuple[HostPort, str] | None:
+    """The first of the task's host ports a pod of another scheduler holds on the node (a
+    DaemonSet's, a static pod's: NodeUsage.others), and that pod's namespace. kube-scheduler's
+    NodeInfo counts every pod bound to the node whoever placed it, and the kubelet refuses a
+    second pod binding a taken port."""
+    for held, namespace in node.held_ports:
+        for want in task.spec.host_ports:
+            if ports_conflict(want, held):
+                return want, namespace
+    return None
+
+
 class PredicatesPlugin:
     name = "predicates"
 
@@ -108,9 +120,13 @@ class PredicatesPlugin:
                 key, value = taint
                 shown = f"{key}: {value}" if value else key
                 return unresolvable(self.name, f"{UNTOLERATED} {{{shown}}}")
-        if self.ports and spec.host_ports and port_holder(task, node, future, without):
-            # Unschedulable, not unresolvable: preempting the holder frees the port.
-            return unschedulable(self.name, NODE_PORTS)
+        if self.ports and spec.host_ports:
+            if node.held_ports and foreign_port(task, node):
+                # unresolvable: Tessera evicts none of another scheduler's pods
+                return unresolvable(self.name, NODE_PORTS)
+            if port_holder(task, node, future, without):
+                # Unschedulable, not unresolvable: preempting the holder frees the port.
+                return unschedulable(self.name, NODE_PORTS)
         pods = self.pods
         if pods is None:
             return None
