@@ -455,6 +455,10 @@ class VolumeChanged(Event, frozen=True, tag="VolumeChanged"):
     node_affinity: tuple[tuple[LabelRequirement, ...], ...] = ()
     storage_class: str = ""
     phase: str = ""  # status.phase: Available | Bound | Released | Failed
+    #: its zone and region labels (`topology.kubernetes.io/zone|region` and the beta
+    #: `failure-domain.beta.kubernetes.io/` ones), as kube-scheduler's VolumeZone reads them:
+    #: in-tree and many static volumes say where they are only so, without a nodeAffinity
+    topology: dict[str, str] = {}
 
 
 class StorageClassChanged(Event, frozen=True, tag="StorageClassChanged"):

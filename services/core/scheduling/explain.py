@@ -60,6 +60,7 @@ from services.core.scheduling.volumes import (
     READ_WRITE_ONCE_POD,
     RESTRICTIONS,
     RWOP_CONFLICT,
+    ZONE_PLUGIN,
     held_words,
     restriction_words,
     shared_within,
@@ -193,10 +194,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_claim = restriction_words(ssn, task)
         if got_claim is not None:
             return NodeWords(RESTRICTIONS, got_claim[0], got_claim[1], 1.0)
-    if status.plugin == VOLUMES and task.volume is not None:
+    if status.plugin in (VOLUMES, ZONE_PLUGIN) and task.volume is not None:
         conflict = task.volume.conflict(node)
         if conflict is not None:
-            return NodeWords(VOLUMES, conflict[0], conflict[1], 1.0)
+            return NodeWords(status.plugin, conflict[0], conflict[1], 1.0)
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]
