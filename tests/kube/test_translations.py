@@ -177,8 +177,14 @@ def test_why_a_pod_waits_in_words() -> None:
         "a": "1/8 CardInsufficientMemory", "b": "8/8 CardInsufficientMemory",
         "c": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }",
         "d": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }"}, 4, spec)  # fmt: skip
-    assert line == "0/4 nodes are available: 2 are cordoned, 2 have no Ascend910B3 card with 8192 MB free."
-    assert reasons.phrase("Insufficient cpu", spec) == "have too little free cpu"
+    # kube-scheduler's words where it has them (a cordon: NodeUnschedulable's, also from an older
+    # log's taint form); HAMi's codes in what the pod asked, equal counts in phrase order
+    assert line == "0/4 nodes are available: 2 have no Ascend910B3 card with 8192 MB free, 2 node(s) were unschedulable."
+    assert reasons.phrase("Insufficient cpu", spec) == "Insufficient cpu"
+    assert reasons.phrase("node(s) had untolerated taint {dedicated: infer}", spec) == (
+        "node(s) had untolerated taint {dedicated: infer}")
+    assert reasons.phrase("node(s) didn't match Pod's node affinity/selector", spec) == (
+        "node(s) didn't match Pod's node affinity/selector")
     gang = reasons.message("1/2 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 8/8 NodeInsufficientDevice.",
                            {"a": "8/8 NodeInsufficientDevice"}, 1, spec)  # fmt: skip
     assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 has no free Ascend910B3 card."

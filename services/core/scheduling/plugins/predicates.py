@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contracts.workloads import HostPort
-from services.core.scheduling.config import PluginConf
+from services.core.scheduling.config import RULES, PluginConf
 from services.core.scheduling.interpod import AFFINITY, PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.nodelabels import node_affine, tolerates, untolerated
@@ -88,8 +88,10 @@ class PredicatesPlugin:
         self.pod_affinity = _truthy(args.get("predicate.PodAffinityEnable"))
         self.spread = _truthy(args.get("predicate.PodTopologySpreadEnable"))
         self.pods: PodIndex | None = None
+        self.rules = RULES  # the generation the session decides by (its conf's, once open)
 
     def on_session_open(self, ssn: Session) -> None:
+        self.rules = ssn.conf.rules
         if self.pod_affinity or self.spread:
             pods = index_of(ssn)
             self.pods = pods if pods.active else None  # no pod has a term: nothing to check
@@ -117,8 +119,8 @@ class PredicatesPlugin:
         if self.taints:
             taint = untolerated(spec, node.taints)
             if taint is not None:
-                key, value = taint
-                shown = f"{key}: {value}" if value else key
+                key, value = taint  # kube's words even for an empty value: "{key: }"
+                shown = f"{key}: {value}" if value or self.rules >= 2 else key  # (before 2: "{key}")
                 return unresolvable(self.name, f"{UNTOLERATED} {{{shown}}}")
         if self.ports and spec.host_ports:
             if node.held_ports and foreign_port(task, node):
