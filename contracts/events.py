@@ -11,6 +11,7 @@ from contracts.base import Event, Record
 from contracts.devices import CardSpec, CardUsage, SliceSpec
 from contracts.workloads import (
     DeviceRequest,
+    HostPort,
     HyperNodeMember,
     JobSpec,
     LabelRequirement,
@@ -349,14 +350,19 @@ class NodeLost(Event, frozen=True, tag="NodeLost"):
 
 
 class OtherPods(Record, frozen=True):
-    """Pods of other schedulers on one node alike in what inter-pod affinity and topology
-    spread read of them (namespace, labels, their own affinity terms), and how many there are:
-    a Tessera pod's affinity may ask for them, and their anti-affinity keeps Tessera's away."""
+    """Pods of other schedulers on one node alike in what inter-pod affinity, topology spread
+    and NodePorts read of them (namespace, labels, their own affinity terms, host ports), and
+    how many there are: a Tessera pod's affinity may ask for them, their anti-affinity keeps
+    Tessera's away, and a host port one of them holds is not free for Tessera's pods (a
+    DaemonSet's node-exporter on 9100: the kubelet refuses a second pod binding it)."""
 
     namespace: str
     labels: dict[str, str] = {}
     pod_affinity: PodAffinity | None = None
     count: int = 1
+    #: the host ports each of these pods publishes (`ports[].hostPort`, app and init
+    #: containers, as admission reads a Tessera pod's); kube-scheduler's NodeInfo.UsedPorts
+    host_ports: tuple[HostPort, ...] = ()
 
 
 class NodeUsage(Event, frozen=True, tag="NodeUsage"):
@@ -449,6 +455,10 @@ class VolumeChanged(Event, frozen=True, tag="VolumeChanged"):
     node_affinity: tuple[tuple[LabelRequirement, ...], ...] = ()
     storage_class: str = ""
     phase: str = ""  # status.phase: Available | Bound | Released | Failed
+    #: its zone and region labels (`topology.kubernetes.io/zone|region` and the beta
+    #: `failure-domain.beta.kubernetes.io/` ones), as kube-scheduler's VolumeZone reads them:
+    #: in-tree and many static volumes say where they are only so, without a nodeAffinity
+    topology: dict[str, str] = {}
 
 
 class StorageClassChanged(Event, frozen=True, tag="StorageClassChanged"):

@@ -35,6 +35,9 @@ from services.core.workload.quantity import (
 )
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable:NoSchedule"
+#: the reasons of a `NodeLost` the node agent writes: the Node object is gone, or it is there
+#: but not Ready (it still counts among the cluster's nodes, as kube-scheduler counts it)
+NODE_DELETED, NODE_NOT_READY = "node deleted", "node is not Ready"
 HANDSHAKE_TIMEOUT = 60.0  # seconds a `Requesting_` handshake may stay unanswered (HAMi's code)
 #: Node annotations the scheduler reads; the rest (handshakes, locks, register blobs) change
 #: every 30 s and would make every node re-register for nothing.

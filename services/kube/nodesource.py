@@ -206,7 +206,15 @@ class KubeNodeAgent:
         if isinstance(event, NodeRegistered) and not isinstance(last_event, NodeRegistered):
             event = msgspec.structs.replace(event, running=self.running_on(event.node))
         if isinstance(event, NodeLost) and not isinstance(last_event, NodeRegistered):
-            return None, event  # never registered, or already lost
+            # not registered: said only where it changes whether the Node is there — a node
+            # never Ready is said lost (the "0/N nodes are available" of FailedScheduling counts
+            # every Node, as kube-scheduler's does), a lost node's deletion is said (it no
+            # longer counts); a node gone before the log ever heard of it is not
+            gone = event.reason == nodes.NODE_DELETED
+            was_gone = last_event is None or (isinstance(last_event, NodeLost) and last_event.reason == nodes.NODE_DELETED)
+            if gone == was_gone:
+                return None, event
+
         body = self.registry.encode(event)
         mid = f"kube-node:{event.node}:{after}:{content_id('Node', body)}"
         return Outgoing(self.subjects.node(event.node), event, after, mid), event
@@ -251,13 +259,13 @@ class KubeNodeAgent:
             with contextlib.suppress(KubeError):
                 await self.kube.patch(nodes_path(name), patch)
         if not view.ready:
-            return NodeLost(node=name, reason="node is not Ready")
+            return NodeLost(node=name, reason=nodes.NODE_NOT_READY)
         return None if _same(self.node_last.get(name), view.registered) else view.registered
 
     async def on_node(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if kind == "delete":
-            await self._append_node(NodeLost(node=name, reason="node deleted"))
+            await self._append_node(NodeLost(node=name, reason=nodes.NODE_DELETED))
             return
         event = await self._node_event(name, obj)
         if isinstance(event, NodeRegistered):
@@ -492,11 +500,12 @@ class KubeNodeAgent:
 
 
 def _grouped(pods_there: Iterable[OtherPods]) -> tuple[OtherPods, ...]:
-    """Other schedulers' pods alike in namespace, labels and terms as one entry with a count,
-    in a fixed order (the event is compared with the last one to append only changes)."""
+    """Other schedulers' pods alike in namespace, labels, terms and host ports as one entry
+    with a count, in a fixed order (the event is compared with the last one to append only
+    changes)."""
     counts: dict[bytes, tuple[OtherPods, int]] = {}
     for p in pods_there:
-        key = msgspec.json.encode((p.namespace, sorted(p.labels.items()), p.pod_affinity))
+        key = msgspec.json.encode((p.namespace, sorted(p.labels.items()), p.pod_affinity, p.host_ports))
         seen = counts.get(key)
         counts[key] = (p, seen[1] + 1 if seen else 1)
     return tuple(msgspec.structs.replace(p, count=n) for _, (p, n) in sorted(counts.items()))

@@ -16,12 +16,13 @@ from typing import Any
 from contracts import hami
 from contracts.devices import CardSpec
 from contracts.events import OtherPods, SliceAssignment, TaskFinished, TaskPlacement, TaskStarted
-from contracts.workloads import DeviceRequest, TaskSpec
+from contracts.workloads import DeviceRequest, HostPort, TaskSpec
 from services.core.devices import registration
 from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request, sidecar
 from services.core.workload import fields, quantity
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO
+from services.core.workload.hostports import host_ports
 from services.core.workload.initdevices import covers
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podgroups import (
@@ -115,15 +116,27 @@ def requests_of(obj: Mapping[str, Any]) -> dict[str, int]:
 
 
 def other_pods(obj: Mapping[str, Any]) -> OtherPods:
-    """What inter-pod affinity and topology spread read of another scheduler's pod: namespace,
-    labels and its own affinity terms (read as admission reads Tessera's; a term the API server
-    would refuse is left out)."""
+    """What inter-pod affinity, topology spread and NodePorts read of another scheduler's pod:
+    namespace, labels, its own affinity terms (read as admission reads Tessera's; a term the
+    API server would refuse is left out) and the host ports it holds on its node."""
     meta = obj.get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    affinity = (obj.get("spec") or {}).get("affinity")
+    spec = obj.get("spec") or {}
+    affinity = spec.get("affinity")
     terms, _ = pod_affinity(affinity if isinstance(affinity, Mapping) else {}, "spec.affinity", ns, labels)
-    return OtherPods(namespace=ns, labels=labels, pod_affinity=terms)
+    return OtherPods(namespace=ns, labels=labels, pod_affinity=terms, host_ports=used_host_ports(spec))
+
+
+def used_host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports a bound pod holds on its node, as kube-scheduler's NodeInfo counts them
+    (`GetHostPorts`: app containers and the init containers that run as long as the pod,
+    `restartPolicy: Always` sidecars; a plain init container has ended before the pod runs),
+    with the API server's defaults (TCP, hostIP 0.0.0.0). Sorted, so that equal pods group."""
+    inits = [c for c in spec.get("initContainers") or []
+             if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]  # fmt: skip
+    ports, _ = host_ports({**spec, "initContainers": inits}, "spec")
+    return tuple(sorted(set(ports), key=lambda p: (p.protocol, p.ip, p.port)))
 
 
 def holds_node(obj: Mapping[str, Any]) -> bool:

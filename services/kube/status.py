@@ -36,7 +36,7 @@ from contracts.workloads import JobSpec
 from services.core.scheduling import podreasons as reasons
 from services.core.scheduling.snapshot import BACK_TO_PENDING, task_names
 from services.core.stamps import utc_stamp
-from services.kube import pods, volcano
+from services.kube import nodes, pods, volcano
 from services.kube.client import STRATEGIC_PATCH, Kube, KubeError, events_path, pods_path
 from services.kube.listwatch import scheduler_pods
 from services.kube.volcano import jobs_path, podgroups_path
@@ -193,7 +193,10 @@ class PodStatusWriter:
         #: filtered whole at each submission, quadratic in a backlog — issue 29's profile)
         self.placed: dict[tuple[str, str], set[str]] = {}
         self.verdict: dict[tuple[str, str], JobUnschedulable] = {}  # current, per job
+        #: the cluster's nodes as "0/N nodes are available" counts them (kube-scheduler counts
+        #: every Node): registered, or there but not Ready (NodeLost); a deleted one not
         self.nodes: set[str] = set()
+        self.not_ready: set[str] = set()  # of those, the ones not Ready: no session reads them
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.synced = asyncio.Event()
         self.grace = grace
@@ -244,12 +247,20 @@ class PodStatusWriter:
                 self.placed.pop((event.namespace, event.name), None)
             case NodeRegistered():
                 self.nodes.add(event.node)
+                self.not_ready.discard(event.node)
+            case NodeLost(reason=nodes.NODE_DELETED):
+                self.nodes.discard(event.node)
+                self.not_ready.discard(event.node)
+            case NodeLost():
+                self.nodes.add(event.node)
+                self.not_ready.add(event.node)
             case _:
                 pass
 
     def message(self, v: JobUnschedulable) -> str:
         spec = self.specs.get((v.namespace, v.name))
-        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts)
+        not_ready = sum(1 for n in self.not_ready if n not in v.node_reasons)
+        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts, not_ready)
 
     def _note_stop(self, event: object, seq: int) -> None:
         match event:

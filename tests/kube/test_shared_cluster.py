@@ -17,7 +17,7 @@ import pytest
 
 from services.cli.up import ControlPlane
 from services.kube import volcano
-from services.kube.client import pods_path
+from services.kube.client import nodes_path, pods_path
 from services.kube.status import scheduled_condition
 from tests.kube.cluster import Cluster, Kubelet
 from tests.kube.test_volcano import (
@@ -416,5 +416,105 @@ async def test_a_queue_drained_to_empty_shows_nothing_allocated(cluster: Cluster
                 return not {k: v for k, v in (await allocated()).items() if v not in ("0", 0)}
 
             await wait_until(drained, 60, "train-queue's allocated empty once its job is gone")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+def exporter_pod(node: str) -> dict[str, Any]:
+    """A DaemonSet's node-exporter as kube-scheduler's DaemonSet controller leaves it: bound,
+    Running, holding hostPort 9100 on its node."""
+    pod = cpu_pod(f"node-exporter-{node}", "100m", scheduler="default-scheduler", node=node)
+    pod["metadata"]["namespace"] = "monitoring"
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "node-exporter",
+                                           "uid": "ds-uid", "controller": True}]  # fmt: skip
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100, "protocol": "TCP"}]
+    return pod
+
+
+def port_pod(name: str, node: str = "") -> dict[str, Any]:
+    pod = cpu_pod(name, "1")
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 9100, "hostPort": 9100}]
+    if node:
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
+
+
+async def test_host_ports_other_schedulers_pods_hold_are_not_free(cluster: Cluster, tmp_path: Path) -> None:
+    """rev-shared finding 1: node-exporter (a default-scheduler DaemonSet pod) holds hostPort
+    9100 on the roomier w2. Tessera's pod asking 9100 goes to w1; the one pinned to w2 waits
+    with kube-scheduler's NodePorts words — the kubelet would refuse it there — and is bound
+    once node-exporter is gone. Before, both went to w2."""
+    await cluster.create_node("w1", cpu="8", memory="32Gi")
+    await cluster.create_node("w2", cpu="64", memory="256Gi")
+    await cluster.create_pod(exporter_pod("w2"))
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            await cluster.create_pod(port_pod("free"))
+            await cluster.create_pod(port_pod("pinned", node="w2"))
+
+            async def free_bound_pinned_waits() -> bool:
+                free, pinned = await cluster.pod("default", "free"), await cluster.pod("default", "pinned")
+                cond = scheduled_condition(pinned or {}) or {}
+                return bool((free or {}).get("spec", {}).get("nodeName")) and cond.get("status") == "False"
+
+            await wait_until(free_bound_pinned_waits, 90, "free bound, pinned Pending with its reason")
+            assert (await cluster.pod("default", "free") or {})["spec"]["nodeName"] == "w1"
+            pinned = await cluster.pod("default", "pinned") or {}
+            assert not pinned["spec"].get("nodeName"), "bound onto a host port another pod holds"
+            message = str((scheduled_condition(pinned) or {}).get("message"))
+            assert "node(s) didn't have free ports for the requested pod ports" in message, message
+            await cluster.kube.delete(pods_path("monitoring", "node-exporter-w2"))
+
+            async def pinned_on_w2() -> bool:
+                return (await cluster.pod("default", "pinned") or {}).get("spec", {}).get("nodeName") == "w2"
+
+            await wait_until(pinned_on_w2, 90, "pinned bound to w2 once node-exporter is gone")
+        finally:
+            await asyncio.to_thread(cp.stop)
+
+
+async def test_failed_scheduling_counts_every_node_in_kube_schedulers_words(cluster: Cluster, tmp_path: Path) -> None:
+    """rev-shared finding 8: alert rules grep kube-scheduler's words. A pod pinned to a tainted
+    node is told of all four Nodes — the NotReady one too, by the taint kube's node lifecycle
+    controller puts on it — each reason as kube-scheduler says it; a pod no node has room for
+    says `Insufficient cpu`. Before: "0/3 nodes are available: 1 has a taint the pod does not
+    tolerate (dedicated: infer), 1 is cordoned, …" and "has too little free cpu"."""
+    await cluster.create_node("w1", cpu="8", memory="32Gi")
+    await cluster.create_node("cordon", cpu="8", memory="32Gi", unschedulable=True)
+    await cluster.create_node("nosched", cpu="8", memory="32Gi")
+    await cluster.kube.patch(nodes_path("nosched"), {"spec": {"taints": [
+        {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]}})  # fmt: skip
+    await cluster.create_node("down", cpu="8", memory="32Gi", ready=False)
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            pinned = cpu_pod("pinned", "100m")
+            pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "nosched"}
+            await cluster.create_pod(pinned)
+            await cluster.create_pod(cpu_pod("big", "64"))
+
+            async def said(name: str) -> str:
+                cond = scheduled_condition(await cluster.pod("default", name) or {}) or {}
+                return str(cond.get("message") or "") if cond.get("status") == "False" else ""
+
+            async def both_told_of_four_nodes() -> bool:
+                told = [await said(n) for n in ("pinned", "big")]
+                return all("0/4 nodes are available" in t for t in told)
+
+            await wait_until(both_told_of_four_nodes, 90, "both pods Pending, told of the four nodes")
+            assert await said("pinned") == (
+                "1/1 tasks in gang unschedulable: 0/4 nodes are available: "
+                "1 node(s) didn't match Pod's node affinity/selector, "
+                "1 node(s) had untolerated taint {dedicated: infer}, "
+                "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+                "1 node(s) were unschedulable.")  # fmt: skip
+            big = await said("big")
+            assert "Insufficient cpu" in big and "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }" in big, big
+            events = [e["message"] for e in await cluster.events() if e.get("reason") == "FailedScheduling"
+                      and e["involvedObject"]["name"] == "pinned"]  # fmt: skip
+            assert await said("pinned") in events, events
         finally:
             await asyncio.to_thread(cp.stop)

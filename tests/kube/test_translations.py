@@ -177,8 +177,14 @@ def test_why_a_pod_waits_in_words() -> None:
         "a": "1/8 CardInsufficientMemory", "b": "8/8 CardInsufficientMemory",
         "c": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }",
         "d": "node(s) had untolerated taint {node.kubernetes.io/unschedulable: }"}, 4, spec)  # fmt: skip
-    assert line == "0/4 nodes are available: 2 are cordoned, 2 have no Ascend910B3 card with 8192 MB free."
-    assert reasons.phrase("Insufficient cpu", spec) == "have too little free cpu"
+    # kube-scheduler's words where it has them (a cordon: NodeUnschedulable's, also from an older
+    # log's taint form); HAMi's codes in what the pod asked, equal counts in phrase order
+    assert line == "0/4 nodes are available: 2 have no Ascend910B3 card with 8192 MB free, 2 node(s) were unschedulable."
+    assert reasons.phrase("Insufficient cpu", spec) == "Insufficient cpu"
+    assert reasons.phrase("node(s) had untolerated taint {dedicated: infer}", spec) == (
+        "node(s) had untolerated taint {dedicated: infer}")
+    assert reasons.phrase("node(s) didn't match Pod's node affinity/selector", spec) == (
+        "node(s) didn't match Pod's node affinity/selector")
     gang = reasons.message("1/2 tasks in gang unschedulable: 0/1 nodes are unavailable: 1 8/8 NodeInsufficientDevice.",
                            {"a": "8/8 NodeInsufficientDevice"}, 1, spec)  # fmt: skip
     assert gang == "1/2 tasks in gang unschedulable: 0/1 nodes are available: 1 has no free Ascend910B3 card."
@@ -294,3 +300,22 @@ def test_an_init_container_the_app_slices_hold_gets_its_own_slot_on_that_card() 
         card="GPU-1", node="n", slice=SliceSpec(kind="soft", memory=4000, cores=0)),))  # fmt: skip
     out = pods.binding_annotations(placement, task, {"GPU-1": _card("GPU-1", "nvidia", "NVIDIA-A100")}, NOW)
     assert out[hami.NVIDIA_TO_ALLOCATE] == "GPU-1,NVIDIA,2000,0:;GPU-1,NVIDIA,4000,0:;"
+
+
+def test_other_schedulers_pods_hold_the_host_ports_kube_scheduler_counts() -> None:
+    """kube-scheduler's GetHostPorts: app containers and restartPolicy-Always (sidecar) init
+    containers; a plain init container has ended before the pod runs. hostNetwork publishes
+    the containerPort; protocol and hostIP take the API server's defaults."""
+    from contracts.workloads import HostPort
+    from services.kube.pods import other_pods
+
+    pod = {"metadata": {"name": "p", "namespace": "kube-system"}, "spec": {
+        "hostNetwork": True,
+        "containers": [{"name": "c", "ports": [{"containerPort": 9100}, {"containerPort": 53, "protocol": "UDP",
+                                                                           "hostIP": "10.0.0.1"}]}],
+        "initContainers": [{"name": "mesh", "restartPolicy": "Always", "ports": [{"containerPort": 15001}]},
+                           {"name": "setup", "ports": [{"containerPort": 8080}]}]}}  # fmt: skip
+    assert other_pods(pod).host_ports == (
+        HostPort(port=9100), HostPort(port=15001), HostPort(port=53, protocol="UDP", ip="10.0.0.1"))
+    assert other_pods({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "ports": [
+        {"containerPort": 80}]}]}}).host_ports == ()  # no hostPort: nothing held on the node

@@ -265,7 +265,8 @@ async def test_gang_that_cannot_be_admitted_keeps_its_pods_uncreated(cluster: Cl
             # every node named: a session before all four nodes (and their cards) registered
             # says fewer; the condition is rewritten as the nodes' words change
             want = ("2/4 tasks in gang unschedulable: 0/4 nodes are available: 3 have fewer than 8 free "
-                    "Ascend910B3 cards, 1 is cordoned. Gang needs 32 whole Ascend910B3 cards, the cluster has 24.")
+                    "Ascend910B3 cards, 1 node(s) were unschedulable. Gang needs 32 whole Ascend910B3 cards, "
+                    "the cluster has 24.")
             seen: dict[str, Any] = {}
 
             async def unschedulable() -> bool:

@@ -172,3 +172,33 @@ async def test_a_wait_for_first_consumer_claim_gets_the_chosen_node_and_the_pod_
     if cluster.kind == "kmock":  # nothing bound before the claim was
         assert provisioned[0][1] == 0, "a binding asked before the claim was bound"
         assert [b["target"]["name"] for b in cluster.bindings if b["pod"] == "app"] == [node]
+
+
+async def test_a_zone_labelled_volume_keeps_its_pods_in_its_zone(cluster: Cluster, tmp_path: Path) -> None:
+    """rev-shared finding 5, kube-scheduler's VolumeZone: the PersistentVolume says its zone by
+    its labels only (no nodeAffinity, as in-tree and many static volumes do). Its pods go to zA
+    in that zone, not to the roomier zB, where the volume cannot attach."""
+    zone, region = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+    await cluster.create_node("zA", cpu="8", memory="32Gi", labels={zone: "z1", region: "r1"})
+    await cluster.create_node("zB", labels={zone: "z2", region: "r1"})
+    spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "nfs": {"server": "nfs", "path": "/z1"},
+            "claimRef": {"namespace": cluster.namespace, "name": "data"}}  # fmt: skip
+    await cluster.kube.create(volumes_path(), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {
+        "name": "pv-z1", "labels": {zone: "z1", region: "r1"}}, "spec": spec})  # fmt: skip
+    await claim(cluster, "data", volume_name="pv-z1")
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    async with Kubelet(cluster):
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        try:
+            for i in range(3):
+                await cluster.create_pod(pod(f"zoned-{i}", "data"))
+
+            async def all_bound() -> bool:
+                ps = await pods(cluster)
+                return all(kpods.node_name(ps.get(f"zoned-{i}", {})) for i in range(3))
+
+            await wait_until(all_bound, 90, "the three pods bound")
+            ps = await pods(cluster)
+            assert {kpods.node_name(ps[f"zoned-{i}"]) for i in range(3)} == {"zA"}
+        finally:
+            await asyncio.to_thread(cp.stop)

@@ -49,6 +49,7 @@ from services.core.scheduling.plugins.predicates import (
     NODE_AFFINITY,
     NODE_PORTS,
     UNTOLERATED,
+    foreign_port,
     port_holder,
 )
 from services.core.scheduling.resources import is_device_resource
@@ -59,6 +60,7 @@ from services.core.scheduling.volumes import (
     READ_WRITE_ONCE_POD,
     RESTRICTIONS,
     RWOP_CONFLICT,
+    ZONE_PLUGIN,
     held_words,
     restriction_words,
     shared_within,
@@ -151,6 +153,16 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
     if status is None or status.ok:
         return NodeWords("", "one pod fits here now")
     if status.plugin == "predicates" and NODE_PORTS in status.reasons:
+        foreign = foreign_port(task, node)
+        if foreign is not None:
+            want, namespace = foreign
+            return NodeWords(
+                "predicates",
+                f"hostPort {want.protocol}/{want.port} on {want.ip}: held by a pod of another "
+                f"scheduler in namespace {namespace} ({NODE_PORTS})",
+                f"ask another hostPort, or keep the pod off {node.name}",
+                INF,
+            )
         got_port = port_holder(task, node)
         if got_port is not None:
             want, other = got_port
@@ -182,10 +194,10 @@ def node_words(ssn: Session, task: TaskInfo, node: NodeInfo) -> NodeWords:
         got_claim = restriction_words(ssn, task)
         if got_claim is not None:
             return NodeWords(RESTRICTIONS, got_claim[0], got_claim[1], 1.0)
-    if status.plugin == VOLUMES and task.volume is not None:
+    if status.plugin in (VOLUMES, ZONE_PLUGIN) and task.volume is not None:
         conflict = task.volume.conflict(node)
         if conflict is not None:
-            return NodeWords(VOLUMES, conflict[0], conflict[1], 1.0)
+            return NodeWords(status.plugin, conflict[0], conflict[1], 1.0)
     ds = ssn.plugins.get("deviceshare")
     if status.plugin == "deviceshare" and ds is not None:
         got = ds.explain_node(task, node)  # type: ignore[attr-defined]

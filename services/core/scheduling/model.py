@@ -13,7 +13,7 @@ from msgspec.structs import replace
 
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import NodeScore, ScorePart, SliceAssignment
-from contracts.workloads import JobSpec, QueueSpec, TaskSpec
+from contracts.workloads import HostPort, JobSpec, QueueSpec, TaskSpec
 from services.core.devices.catalogue import Catalogue
 from services.core.devices.registration import vendor_of
 from services.core.scheduling.resources import DEVICE_PREFIXES, Resource, is_device_resource
@@ -169,6 +169,10 @@ class NodeInfo:
     pos: int = -1  # position in the session's node_list (the scan order)
     state_key: tuple[object, ...] | None = None  # see actions/nodes.py; reset on every change
     extended: tuple[str, ...] | None = None  # what its kubelet serves (None: not known)
+    #: host ports other schedulers' pods hold here (NodeUsage.others): NodePorts reads them
+    #: with its own tasks' ports; no session evicts their holders, so they stay held in the
+    #: future view too
+    held_ports: tuple[tuple[HostPort, str], ...] = ()  # (port, namespace of its holder)
 
     def future_idle(self) -> Resource:
         """Volcano: FutureIdle = Idle + Releasing − Pipelined."""

@@ -1,7 +1,11 @@
 """Why a pod waits, in words (the `FailedScheduling` Event and the `PodScheduled=False`
-condition): kube-scheduler's "0/4 nodes are available: …" line, with HAMi's codes turned into
-what the pod asked for and what the nodes lack ("2 have no Ascend910B3 card with 8192 MB free,
-2 are cordoned"). Pure: the scheduler's per-node reasons and the job's spec in, text out.
+condition): kube-scheduler's "0/4 nodes are available: …" line. Where kube-scheduler has words
+for a reason they are kept as it says them ("1 node(s) were unschedulable", "2 Insufficient
+cpu", "1 node(s) had untolerated taint {dedicated: infer}"): alert rules and runbooks grep for
+them. HAMi's codes, which kube-scheduler has no words for, are turned into what the pod asked
+for and what the nodes lack ("2 have no Ascend910B3 card with 8192 MB free"). Every node of the
+cluster counts in "0/N", a NotReady one too, with the taint kube's node lifecycle controller
+puts on it. Pure: the scheduler's per-node reasons and the job's spec in, text out.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
 from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_WORDS
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
+#: kube-scheduler's NodeUnschedulable words, and the taint a cordon reads as
+UNSCHEDULABLE, CORDON_TAINT = "node(s) were unschedulable", "node.kubernetes.io/unschedulable"
+#: kube-scheduler's words for a NotReady node: its TaintToleration refusing the taint the node
+#: lifecycle controller puts on it (a pod tolerating it is not placed there by Tessera either)
+NOT_READY = "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
 _GANG = re.compile(r"\d+/\d+ tasks (?:in gang )?unschedulable")
 
 
@@ -36,17 +45,12 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     """One node's reason as the rest of "N nodes …"."""
     d = _ask(spec)
     low = reason.lower()
-    if "node.kubernetes.io/unschedulable" in reason or "were unschedulable" in low:
-        return "are cordoned"
+    if CORDON_TAINT in reason or UNSCHEDULABLE in low:
+        return UNSCHEDULABLE  # an older log said the cordon as its taint
+    if low.startswith(("node(s) ", "insufficient ")):
+        return reason.rstrip(".")  # kube-scheduler's own words (predicates carry them)
     if "not ready" in low or "nodelost" in low or "lost" in low:
-        return "are not ready"
-    if "untolerated taint" in low:
-        taint = reason[reason.find("{") + 1:reason.rfind("}")] if "{" in reason else reason
-        return f"have a taint the pod does not tolerate ({taint})"
-    if "affinity/selector" in low:
-        return "do not match the pod's node selector or affinity"
-    if reason.startswith("Insufficient "):
-        return f"have too little free {reason.removeprefix('Insufficient ')}"
+        return NOT_READY
     m = _CODE.search(reason)
     code = m.group(3) if m else ""
     card = _card(d)
@@ -97,15 +101,19 @@ def _whole(d: DeviceRequest) -> bool:
 
 
 def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
-               reason_counts: Mapping[str, int] | None = None) -> str:  # fmt: skip
-    """`0/4 nodes are available: 2 have no …, 2 are cordoned.` (largest groups first); counted
-    from `reason_counts` when the scheduler sent a sample of the nodes."""
+               reason_counts: Mapping[str, int] | None = None, not_ready: int = 0) -> str:  # fmt: skip
+    """`0/4 nodes are available: 2 have no …, 2 node(s) were unschedulable.` (largest groups
+    first); counted from `reason_counts` when the scheduler sent a sample of the nodes.
+    `not_ready`: nodes of the cluster that are not Ready, which no session looks at (they
+    have no reason of their own) and kube-scheduler counts all the same."""
     counts: Counter[str] = Counter()
     if reason_counts:
         for r, n in reason_counts.items():
             counts[phrase(r, spec)] += n
     else:
         counts.update(phrase(r, spec) for r in node_reasons.values())
+    if not_ready > 0:
+        counts[NOT_READY] += not_ready
     parts = ", ".join(f"{n} {p if n > 1 else _one(p)}"
                       for p, n in sorted(counts.items(), key=lambda x: (-x[1], x[0])))  # fmt: skip
     total = max(total, sum(counts.values()))
@@ -113,14 +121,14 @@ def nodes_line(node_reasons: Mapping[str, str], total: int, spec: JobSpec | None
 
 
 def message(reason: str, node_reasons: Mapping[str, str], total: int, spec: JobSpec | None,
-            why: str = "", reason_counts: Mapping[str, int] | None = None) -> str:  # fmt: skip
+            why: str = "", reason_counts: Mapping[str, int] | None = None, not_ready: int = 0) -> str:  # fmt: skip
     """The whole text: per-node reasons when the scheduler gave them, after Volcano's gang
     count ("2/4 tasks in gang unschedulable: 0/2 nodes are available: …") and followed by the
     first rule that failed in words when that is a job-level rule (`JobUnschedulable.why`: the
     queue, the gang against the cluster's cards); else that rule alone, else the scheduler's
     reason as is (an older log)."""
     if node_reasons:
-        text = nodes_line(node_reasons, total, spec, reason_counts)
+        text = nodes_line(node_reasons, total, spec, reason_counts, not_ready)
         gang = _GANG.search(reason)
         if gang:
             text = f"{gang.group(0)}: {text}"

@@ -329,6 +329,8 @@ class Session:
                 held = Resource(scalars={k: v for k, v in n.held_devices.items() if registration.vendor_of(k) in counted})
                 node.idle.sub(held)
                 node.used.add(held)
+            if n.others:  # their host ports (NodePorts: kube-scheduler's NodeInfo.UsedPorts)
+                node.held_ports = tuple((p, o.namespace) for o in n.others for p in o.host_ports)
             node.pos = len(self.node_list)
             self.nodes[n.name] = node
             self.node_list.append(node)

@@ -19,6 +19,10 @@ CLAIM, VOLUME, CLASS = "pvc", "pv", "sc"
 #: the claim annotation kube-scheduler writes for a WaitForFirstConsumer claim (and reads back)
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+#: the PersistentVolume labels kube-scheduler's VolumeZone reads (beta first, as it lists them)
+BETA_ZONE, BETA_REGION = "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region"
+ZONE, REGION = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
 
 
 def claim_key(namespace: str, name: str) -> str:

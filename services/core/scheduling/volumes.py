@@ -11,6 +11,13 @@ provisions on (`allowedTopologies`), except that once one was selected for it
 (`volume.kubernetes.io/selected-node`, written by the binder) only that node is: a provisioner
 may be making the volume there, and the pod must never go elsewhere.
 
+VolumeZone, as kube-scheduler runs it after VolumeBinding: a bound claim's PersistentVolume
+labelled with a zone or region (`topology.kubernetes.io/zone|region`, or the beta
+`failure-domain.beta.kubernetes.io/` ones; several zones joined by `__`) fits only a node whose
+label says one of them — the beta key read on the node as its GA key when the node lacks it. A
+node with none of those labels fits any (a single-zone cluster). In-tree and many static
+volumes say where they are only by these labels, not by a nodeAffinity.
+
 ReadWriteOncePod, as kube-scheduler's VolumeRestrictions judges it (a Filter running before
 VolumeBinding's): a claim whose `spec.accessModes` has it may be used by one pod of the whole
 cluster at a time. A pod naming such a claim while another pod holds it (bound, running, being
@@ -30,7 +37,7 @@ such claims fit any node here, as if provisioned on demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from contracts.workloads import LabelRequirement
@@ -40,8 +47,13 @@ from services.core.scheduling.nodelabels import requirement_matches
 from services.core.scheduling.session import Session
 from services.core.scheduling.status import Status, unresolvable, unschedulable
 from services.core.scheduling.storage import (
+    BETA_REGION,
+    BETA_ZONE,
+    REGION,
     SELECTED_NODE,
+    TOPOLOGY_LABELS,
     WAIT_FOR_FIRST_CONSUMER,
+    ZONE,
     Storage,
     claim_key,
 )
@@ -52,6 +64,12 @@ UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ZONE_PLUGIN = "VolumeZone"
+#: kube-scheduler's words (volume_zone.go)
+ZONE_CONFLICT = "node(s) had no available volume zone"
+#: a beta topology label of a volume is matched against the node's GA label when the node
+#: has no beta one (VolumeZone's translateToGALabel)
+_GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
 RESTRICTIONS = "VolumeRestrictions"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 #: kube-scheduler's words (volume_restrictions.go)
@@ -79,6 +97,9 @@ class BoundClaim:
     volume: str
     terms: Terms = ()  # the PV's required node affinity; () = any node
     missing: bool = False  # the PV it names is not in the cluster
+    #: the PV's zone/region labels: (label key, the values a node's label may have), in
+    #: VolumeZone's label order; () = any zone
+    zones: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +117,14 @@ class VolumeFit:
 
     @property
     def filters(self) -> bool:
-        return any(c.terms or c.missing for c in self.bound) or any(
+        return any(c.terms or c.missing or c.zones for c in self.bound) or any(
             n or t for _, n, t in self.delayed
         )
 
     def key(self) -> tuple[object, ...]:
         """What `check` reads: a part of the task's shape."""
         return (
-            tuple((c.terms, c.missing) for c in self.bound),
+            tuple((c.terms, c.missing, c.zones) for c in self.bound),
             tuple((n, t) for _, n, t in self.delayed),
             self.once,
         )
@@ -120,6 +141,23 @@ class VolumeFit:
                 where and not terms_match(where, node.labels)
             ):
                 return unresolvable(PLUGIN, BIND_CONFLICT)  # no eviction would make it fit
+        if self._zone_conflict(node) is not None:
+            return unresolvable(ZONE_PLUGIN, ZONE_CONFLICT)
+        return None
+
+    def _zone_conflict(self, node: NodeInfo) -> tuple[BoundClaim, str, tuple[str, ...]] | None:
+        """VolumeZone's Filter: the first claim whose volume's zone/region label the node's does
+        not match, with the label and the values it allows."""
+        labels = node.labels
+        if not any(k in labels for k in TOPOLOGY_LABELS):
+            return None  # a node saying no zone fits any (a single-zone cluster)
+        for c in self.bound:
+            for key, values in c.zones:
+                got = labels.get(key)
+                if got is None:
+                    got = labels.get(_GA.get(key, key))
+                if got is None or got not in values:
+                    return c, key, values
         return None
 
     def conflict(self, node: NodeInfo) -> tuple[str, str] | None:
@@ -143,6 +181,15 @@ class VolumeFit:
                 return (f"claim {claim}'s StorageClass provisions only where {terms_words(where)} "
                         f"(allowedTopologies), not on {node.name} ({BIND_CONFLICT})",
                         f"free room on a node where {terms_words(where)}")  # fmt: skip
+        zone = self._zone_conflict(node)
+        if zone is not None:
+            c, key, values = zone
+            on_node = node.labels.get(key, node.labels.get(_GA.get(key, key)))
+            said = f"{key}={on_node}" if on_node is not None else f"no {key} label"
+            allowed = " or ".join(values)
+            return (f"claim {c.claim} is bound to PersistentVolume {c.volume}, labelled {key} "
+                    f"{allowed}; node {node.name} has {said} ({ZONE_CONFLICT})",
+                    f"the pod runs only where {key} is {allowed}")  # fmt: skip
         return None
 
 
@@ -178,7 +225,8 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
             return VolumeFit(unresolvable(PLUGIN, being_deleted(name)), name, once=tuple(once))
         if pvc.volume:
             pv = storage.volumes.get(pvc.volume)
-            bound.append(BoundClaim(name, pvc.volume, pv.node_affinity if pv else (), pv is None))
+            bound.append(BoundClaim(name, pvc.volume, pv.node_affinity if pv else (), pv is None,
+                                    volume_zones(pv.topology) if pv else ()))  # fmt: skip
             continue
         sc = storage.classes.get(pvc.storage_class) if pvc.storage_class else None
         if sc is not None and sc.binding_mode == WAIT_FOR_FIRST_CONSUMER:
@@ -188,6 +236,20 @@ def volume_fit(namespace: str, claims: Iterable[str], storage: Storage) -> Volum
     if immediate:
         return VolumeFit(unresolvable(PLUGIN, UNBOUND_IMMEDIATE), immediate, once=tuple(once))
     return VolumeFit(None, "", tuple(bound), tuple(delayed), tuple(once))
+
+
+def volume_zones(labels: Mapping[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A volume's zone/region labels as VolumeZone reads them: each value a set of zones joined
+    by `__` (or `,`); a value with an empty member says nothing (kube-scheduler ignores it)."""
+    out = []
+    for key in TOPOLOGY_LABELS:
+        value = labels.get(key)
+        if value is None:
+            continue
+        zones = [z.strip() for z in value.replace("__", ",").split(",")]
+        if all(zones):
+            out.append((key, tuple(sorted(set(zones)))))
+    return tuple(out)
 
 
 def held_words(task: TaskInfo) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from contracts.events import ClaimChanged, StorageClassChanged, VolumeChanged
 from contracts.workloads import LabelRequirement
-from services.core.scheduling.storage import SELECTED_NODE
+from services.core.scheduling.storage import SELECTED_NODE, TOPOLOGY_LABELS
 from services.core.workload.fields import FREE, METADATA, Schema
 
 #: (apiVersion, kind) → strict field schema (spec and status are the API server's to check)
@@ -65,9 +65,11 @@ def storage_event(obj: Mapping[str, Any]) -> Storage | None:
             access_modes=tuple(str(m) for m in spec.get("accessModes") or [] if isinstance(m, str)),
         )  # fmt: skip
     if kind == "PersistentVolume":
+        labels = meta.get("labels") or {}
         return VolumeChanged(name=name, node_affinity=_node_terms(spec),
                              storage_class=str(spec.get("storageClassName") or ""),
-                             phase=str(status.get("phase") or ""))  # fmt: skip
+                             phase=str(status.get("phase") or ""),
+                             topology={k: str(labels[k]) for k in TOPOLOGY_LABELS if k in labels})  # fmt: skip
     if kind == "StorageClass":
         topologies = tuple(
             tuple(LabelRequirement(key=str(e.get("key") or ""), operator="In",

@@ -53,5 +53,5 @@ spec:
     spec = JobSpec(namespace="default", name="big", tasks=(TaskSpec(name="big", devices=(
         DeviceRequest(vendor="huawei", type="Ascend910B3", count=8),)),))  # fmt: skip
     line = reasons.message(u.reason, u.node_reasons, 100, spec, "", u.reason_counts)
-    assert line == ("1/1 tasks in gang unschedulable: 0/100 nodes are available: 70 have too little free cpu, "
+    assert line == ("1/1 tasks in gang unschedulable: 0/100 nodes are available: 70 Insufficient cpu, "
                     "30 have fewer than 8 free Ascend910B3 cards."), line

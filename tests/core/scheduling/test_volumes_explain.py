@@ -159,3 +159,15 @@ def test_an_outcome_cached_before_the_claim_was_taken_is_not_used_after() -> Non
     cached, fresh = decide(snap, conf), decide(snap, conf, node_cache=False)
     assert bound_of(fresh) == {"default/y": "n1"}
     assert bound_of(cached) == bound_of(fresh)
+
+
+def test_a_zone_labelled_volume_names_its_zone_and_the_nodes() -> None:
+    """VolumeZone's refusal says which label the volume carries and what each node says."""
+    u = unschedulable(ROWS["no-node-in-the-volumes-zone-or-region-waits"], "default/app")
+    assert u.node_reasons == {"zA": "node(s) had no available volume zone", "zB": "node(s) had no available volume zone"}
+    words = {g.reason: g.plugin for g in u.groups}
+    region = ("claim data is bound to PersistentVolume pv-z1, labelled topology.kubernetes.io/region r1; "
+              "node zA has topology.kubernetes.io/region=r2 (node(s) had no available volume zone)")  # fmt: skip
+    zone = ("claim data is bound to PersistentVolume pv-z1, labelled topology.kubernetes.io/zone z1; "
+            "node zB has topology.kubernetes.io/zone=z2 (node(s) had no available volume zone)")  # fmt: skip
+    assert words == {region: "VolumeZone", zone: "VolumeZone"}, words

@@ -295,8 +295,8 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
 def _ports_held(node: NodeInfo) -> tuple[tuple[str, str, int], ...]:
     """The host ports the node's pods hold (NodePorts reads them): two nodes alike in all else
     but these answer a pod asking a port differently."""
-    return tuple(sorted((p.protocol, p.ip, p.port) for t in node.tasks.values()
-                        for p in t.spec.host_ports))  # fmt: skip
+    return tuple(sorted([*((p.protocol, p.ip, p.port) for t in node.tasks.values() for p in t.spec.host_ports),
+                         *((p.protocol, p.ip, p.port) for p, _ in node.held_ports)]))  # fmt: skip
 
 
 def _names_cards(task: TaskInfo) -> bool:

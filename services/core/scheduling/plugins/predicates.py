@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contracts.workloads import HostPort
-from services.core.scheduling.config import PluginConf
+from services.core.scheduling.config import RULES, PluginConf
 from services.core.scheduling.interpod import AFFINITY, PodIndex, index_of
 from services.core.scheduling.model import NodeInfo, TaskInfo
 from services.core.scheduling.nodelabels import node_affine, tolerates, untolerated
@@ -65,6 +65,18 @@ def port_holder(
     return None
 
 
+def foreign_port(task: TaskInfo, node: NodeInfo) -> tuple[HostPort, str] | None:
+    """The first of the task's host ports a pod of another scheduler holds on the node (a
+    DaemonSet's, a static pod's: NodeUsage.others), and that pod's namespace. kube-scheduler's
+    NodeInfo counts every pod bound to the node whoever placed it, and the kubelet refuses a
+    second pod binding a taken port."""
+    for held, namespace in node.held_ports:
+        for want in task.spec.host_ports:
+            if ports_conflict(want, held):
+                return want, namespace
+    return None
+
+
 class PredicatesPlugin:
     name = "predicates"
 
@@ -76,8 +88,10 @@ class PredicatesPlugin:
         self.pod_affinity = _truthy(args.get("predicate.PodAffinityEnable"))
         self.spread = _truthy(args.get("predicate.PodTopologySpreadEnable"))
         self.pods: PodIndex | None = None
+        self.rules = RULES  # the generation the session decides by (its conf's, once open)
 
     def on_session_open(self, ssn: Session) -> None:
+        self.rules = ssn.conf.rules
         if self.pod_affinity or self.spread:
             pods = index_of(ssn)
             self.pods = pods if pods.active else None  # no pod has a term: nothing to check
@@ -105,12 +119,16 @@ class PredicatesPlugin:
         if self.taints:
             taint = untolerated(spec, node.taints)
             if taint is not None:
-                key, value = taint
-                shown = f"{key}: {value}" if value else key
+                key, value = taint  # kube's words even for an empty value: "{key: }"
+                shown = f"{key}: {value}" if value or self.rules >= 2 else key  # (before 2: "{key}")
                 return unresolvable(self.name, f"{UNTOLERATED} {{{shown}}}")
-        if self.ports and spec.host_ports and port_holder(task, node, future, without):
-            # Unschedulable, not unresolvable: preempting the holder frees the port.
-            return unschedulable(self.name, NODE_PORTS)
+        if self.ports and spec.host_ports:
+            if node.held_ports and foreign_port(task, node):
+                # unresolvable: Tessera evicts none of another scheduler's pods
+                return unresolvable(self.name, NODE_PORTS)
+            if port_holder(task, node, future, without):
+                # Unschedulable, not unresolvable: preempting the holder frees the port.
+                return unschedulable(self.name, NODE_PORTS)
         pods = self.pods
         if pods is None:
             return None
