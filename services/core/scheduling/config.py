@@ -90,8 +90,10 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: switch was off was refused and without deviceshare counts were not fitted at all); two
 #: containers' vNPUs of one template share a card (`fit.DeviceConfig.templates_share`); the
 #: device config's `vnpus.hamiVnpuCore` is the global hami-core switch; a family capability's
-#: enqueue words; a scalar's amount in its manifest unit in explain's words.
-RULES = 1
+#: enqueue words; a scalar's amount in its manifest unit in explain's words. Generation 2: an
+#: NVIDIA soft request's cores weigh in queue shares as a part of the card's registered cores
+#: (100 × deviceCoreScaling), not of 100 (`shares._percent_of`).
+RULES = 2
 
 
 def _on(value: object) -> bool:
