@@ -21,6 +21,7 @@ from contracts import hami
 from contracts.devices import CardSpec, CardUsage
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import Catalogue
+from services.core.scheduling.resources import is_plain_extended
 
 #: Per vendor: the annotation HAMi's device plugin registers the node's cards in, and that plugin.
 _HAMI = {
@@ -37,8 +38,8 @@ def vendor_of(resource: str) -> str | None:
     """The family whose registration a served name needs (None: one Tessera does not book)."""
     if resource.startswith("huawei.com/Ascend"):
         return "huawei"
-    if resource.startswith("nvidia.com/"):
-        return "nvidia"
+    if resource.startswith("nvidia.com/") and not is_plain_extended(resource):
+        return "nvidia"  # (not NVIDIA's MIG / `.shared` names: extended resources by count)
     return None
 
 
