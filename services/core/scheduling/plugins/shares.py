@@ -430,6 +430,17 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
     if own is not None and own.get(dim, INF) > limit + EPS and parent:
         return (f"{used} exceeds the {a(dim, limit)} queue {parent} leaves it ({plugin} enqueue)",
                 parent_fix(name, parent, dim, limit))
+    if own is not None and own.get(dim, INF) > limit + EPS and is_device_resource(dim) and rules >= 2:
+        # a card count the nodes' allocatable does not show (HAMi's plugin serves deviceSplitCount
+        # nvidia.com/gpu per GPU): "exceeds the 1 the cluster has" and "add nvidia.com/gpu" read
+        # as a missing resource of a node listing 10 of it
+        cards = "card" if abs(limit - CARD) < EPS else "cards"
+        return (f"{used} exceeds the {a(dim, limit)} {cards} the cluster has for it (queue shares "
+                f"count {dim_name(dim)} in cards: a slice as its share of a card, a pod holding a card "
+                f"alone as the whole card, whatever count of it the nodes' allocatable lists; the "
+                f"queue sets no lower capability; {plugin} enqueue)",
+                f"let the admitted jobs holding {dim_name(dim)} cards finish, or add nodes with "
+                "more of them")  # fmt: skip
     if own is not None and own.get(dim, INF) > limit + EPS:
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
