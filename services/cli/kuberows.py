@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from contracts import hami
+from services.core.scheduling.resources import is_plain_extended
 from services.core.workload.quantity import QuantityError, to_units
 
 Obj = Mapping[str, Any]
@@ -50,7 +51,7 @@ def unreported(capability: Iterable[str], allocatable: set[str]) -> list[str]:
         base = name
         for suffix in COMPANION_SUFFIXES:
             base = base.removesuffix(suffix)
-        if name.startswith(("nvidia.com/", "volcano.sh/vgpu")):
+        if name.startswith(("nvidia.com/", "volcano.sh/vgpu")) and not is_plain_extended(name):
             base = "nvidia.com/gpu" if name.startswith("nvidia.com/") else "volcano.sh/vgpu-number"
         if not any(r == base or r.startswith(base) for r in allocatable):
             out.append(name)

@@ -4,8 +4,8 @@ One card's history is its ledger; folding it gives the card's usage. ``decide`` 
 into events or a :class:`Rejection` and is the only place the invariants are enforced:
 
 * Σ memory ≤ allocatable (``CardSpec.memory``);
-* Σ cores ≤ total: 100 on a hami-core card, ``CardSpec.cores`` otherwise (aiCore for an Ascend
-  card in template mode, 100 × coreScaling for NVIDIA);
+* Σ cores ≤ total (:func:`core_capacity`): ``CardSpec.cores`` — 100 × deviceCoreScaling for
+  NVIDIA, aiCore for an Ascend card in template mode — and 100 on an Ascend hami-core card;
 * slices ≤ split count (HAMi ``Count``: ``Used < Count``), a slice counting the containers it
   serves (``SliceSpec.slots``);
 * an exclusive slice (``exclusive`` or kind ``whole``) is alone on the card;
@@ -60,8 +60,15 @@ class CardState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def core_capacity(spec: CardSpec) -> int:
-    """100 on a hami-core (soft) card, where cores are a percentage; else the registered cores
-    (aiCores, or 100·scaling)."""
+    """The cores a card's slices may sum to: the registered cores, except on a non-NVIDIA
+    hami-core card, where cores are a percentage of the card (100).
+
+    An NVIDIA card registers ``Devcore = 100 × deviceCoreScaling`` and HAMi's ``Fit`` books
+    against that ``Totalcore`` (``Totalcore - Usedcores < Coresreq``), so with a scaling of 2
+    two 60-core pods share a card: capping it at 100 refused what the scheduler proposed. A card
+    registered with 100 cores books exactly as before."""
+    if spec.vendor == "nvidia":
+        return spec.cores
     return 100 if spec.mode == "hami-core" else spec.cores
 
 

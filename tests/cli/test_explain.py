@@ -451,7 +451,7 @@ def test_reasons_name_what_keeps_a_pod_not_the_queue(tmp_path: Path, capsys: pyt
     waiting = [n for n in ("three-a", "three-b") if pods[n]["phase"] == "Pending"]
     assert len(waiting) == 1
     code, out, _ = explain(capsys, "pod", waiting[0], "--from", str(tmp_path / "l.jsonl"))
-    assert "exceeds its capability" not in out and "exceeds the 4 the cluster has for it" in out, out
+    assert "exceeds its capability" not in out and "exceeds the 4 cards the cluster has for it" in out, out
 
 
 def test_explain_pg_takes_the_names_get_pg_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

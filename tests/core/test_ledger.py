@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,6 +163,26 @@ CASES = [
         2000,
         100,
         ("a", "b"),
+    ),
+    Case(
+        # deviceCoreScaling 2: HAMi registers Devcore 200 and fits against it; the ledger
+        # capped every hami-core card at 100 and refused the second 60-core pod
+        "an NVIDIA hami-core card books against its registered cores",
+        msgspec.structs.replace(GPU, cores=200, mode="hami-core"),
+        [ReserveSlice(o, SliceSpec(kind="soft", memory=1000, cores=60)) for o in "abcd"],
+        3000,
+        180,
+        ("a", "b", "c"),
+        ("CardInsufficientCore: 180+60 > 200",),
+    ),
+    Case(
+        "an NVIDIA hami-core card of 100 cores books as before",
+        msgspec.structs.replace(GPU, mode="hami-core"),
+        [ReserveSlice(o, SliceSpec(kind="soft", memory=1000, cores=60)) for o in "ab"],
+        1000,
+        60,
+        ("a",),
+        ("CardInsufficientCore: 60+60 > 100",),
     ),
     Case(
         "release then reuse",

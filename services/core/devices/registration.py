@@ -21,6 +21,7 @@ from contracts import hami
 from contracts.devices import CardSpec, CardUsage
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import Catalogue
+from services.core.scheduling.resources import is_plain_extended
 
 #: Per vendor: the annotation HAMi's device plugin registers the node's cards in, and that plugin.
 _HAMI = {
@@ -37,8 +38,8 @@ def vendor_of(resource: str) -> str | None:
     """The family whose registration a served name needs (None: one Tessera does not book)."""
     if resource.startswith("huawei.com/Ascend"):
         return "huawei"
-    if resource.startswith("nvidia.com/"):
-        return "nvidia"
+    if resource.startswith("nvidia.com/") and not is_plain_extended(resource):
+        return "nvidia"  # (not NVIDIA's MIG / `.shared` names: extended resources by count)
     return None
 
 
@@ -60,6 +61,20 @@ NVIDIA_PLUGIN_COUNT = "nvidia.com/gpu"
 PLUGIN = "plugin"
 #: NVIDIA's GPU feature discovery labels (beside NVIDIA's device plugin): model and MiB per card
 GFD_PRODUCT, GFD_MEMORY = "nvidia.com/gpu.product", "nvidia.com/gpu.memory"
+#: GFD's label of the plugin's time-slicing (or MPS) replicas per GPU: `nvidia.com/gpu` counts
+#: `gpu.count` × replicas, each a share of one GPU
+GFD_REPLICAS = "nvidia.com/gpu.replicas"
+
+
+def time_slice_replicas(labels: Mapping[str, str]) -> int:
+    """How many of the served `nvidia.com/gpu` units share one physical GPU (1 without
+    time-slicing). Each unit is a card here, placed by count as kube-scheduler places it; its
+    memory is its share of the GPU's (`gpu.memory` / replicas), so that a time-sliced node's
+    cards sum to its GPUs' memory once: 8 replicas of 2 T4s showed 8 × 15360 MB, and
+    `get cards`, the card memory figures and the hami_gpu_memory_* gauges were 4× the
+    hardware."""
+    raw = labels.get(GFD_REPLICAS, "")
+    return int(raw) if raw.isdigit() and int(raw) > 1 else 1
 
 
 def is_plugin(card: CardSpec) -> bool:
@@ -129,6 +144,8 @@ def plugin_cards(node: str, counts: Mapping[str, int], labels: Mapping[str, str]
                 ctype = f"NVIDIA-{ctype}"
             raw = labels.get(GFD_MEMORY, "")
             memory, cores = (int(raw) if raw.isdigit() else 0), 100
+            if resource == NVIDIA_PLUGIN_COUNT:
+                memory //= time_slice_replicas(labels)
         out.extend(CardSpec(uuid=plugin_uuid(node, resource, i), node=node, index=i, type=ctype,
                             vendor=vendor, memory=memory, cores=cores, mode=PLUGIN,
                             resource=resource) for i in range(counts[resource]))  # fmt: skip

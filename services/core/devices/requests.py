@@ -15,6 +15,7 @@ from contracts.workloads import DeviceRequest
 from services.core.devices.registry import VendorRegistry
 from services.core.devices.vendor import ResourceList
 from services.core.devices.violations import RequestRejected, Violation
+from services.core.scheduling.resources import is_plain_extended
 
 _EMPTY: Mapping[str, str] = {}
 
@@ -33,6 +34,8 @@ def unknown_device_names(names: Iterable[str], known: frozenset[str]) -> list[tu
     for name in sorted(names):
         if name in known or "/" not in name or name.split("/", 1)[0] not in domains:
             continue
+        if is_plain_extended(name):
+            continue  # NVIDIA's plugin's MIG / `.shared` names: extended resources, no typo
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
         out.append((name, f"unknown device resource{hint}"))

@@ -92,6 +92,10 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: device config's `vnpus.hamiVnpuCore` is the global hami-core switch; a family capability's
 #: enqueue words; a scalar's amount in its manifest unit in explain's words. Generation 2: an
 #: untolerated taint without a value is said `{key: }`, in kube-scheduler's words (was `{key}`).
+#: And an NVIDIA soft request's cores weigh in queue shares as a part of the card's registered cores
+#: (100 × deviceCoreScaling), not of 100 (`shares._percent_of`); the words for cards whose cores,
+#: not memory, are short (`deviceshare._cores_short`), and the proportion line of a device
+#: dimension counted in cards (`shares.enqueue_words`).
 RULES = 2
 
 

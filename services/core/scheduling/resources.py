@@ -18,8 +18,21 @@ DEVICE_PREFIXES = ("huawei.com/", "nvidia.com/", "volcano.sh/vgpu", "hygon.com/"
                    "kunlunxin.com/", "amd.com/", "vastaitech.com/", "birentech.com/")  # fmt: skip
 
 
+def is_plain_extended(name: str) -> bool:
+    """A name in a device domain that is an ordinary extended resource, fitted by count against
+    allocatable as kube-scheduler and Volcano fit it: what NVIDIA's k8s-device-plugin serves
+    beside the GPUs HAMi shares — MIG instances under the `mixed` strategy
+    (`nvidia.com/mig-1g.10gb`) and time-sliced or MPS replicas with `renameByDefault`
+    (`nvidia.com/gpu.shared`). HAMi's webhook and scheduler leave such names alone; claiming
+    the whole `nvidia.com/` domain for the device layer refused these pods at admission."""
+    if not name.startswith("nvidia.com/"):
+        return False
+    base = name[len("nvidia.com/"):]
+    return base.startswith("mig-") or base.endswith(".shared")
+
+
 def is_device_resource(name: str) -> bool:
-    return name.startswith(DEVICE_PREFIXES)
+    return name.startswith(DEVICE_PREFIXES) and not is_plain_extended(name)
 
 
 def sidecar(container: Mapping[str, Any]) -> bool:

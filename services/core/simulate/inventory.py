@@ -4,7 +4,9 @@
 count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `serves` lists the extended
 resources the node's kubelet serves; as a map of name → count (`{nvidia.com/gpu: 8}`) it is
 a node of the vendor's own device plugin: each count of a family none of `devices` registers
-is that many whole cards of mode `plugin` (`registration.plugin_cards`), as on a cluster. `count > 1` expands to
+is that many whole cards of mode `plugin` (`registration.plugin_cards`), as on a cluster; a count of
+an ordinary extended resource (`nvidia.com/mig-1g.10gb`, `nvidia.com/gpu.shared`) is allocatable
+fitted by count, as `resources`. `count > 1` expands to
 `<name>-0 … <name>-<count-1>`; card uuids are `<node>-<type>-<index>`, indices consecutive per
 type in the order written; memory/cores/split count default from the device catalogue (Ascend:
 memoryAllocatable, aiCore — or 100 on a `hami-vnpu-core: "true"` node — and HAMi's
@@ -137,6 +139,10 @@ def load_inventory(
             raise InventoryError(f"{path}.serves: a list of extended resource names (domain/name) its "
                                  "kubelet's device plugins serve, or a map of them to their counts")  # fmt: skip
         resources = _resources(raw.get("resources"), f"{path}.resources")
+        # a served count of an ordinary extended resource (NVIDIA's MIG `mixed` names, a
+        # time-slicing `renameByDefault` `nvidia.com/gpu.shared`): allocatable, fitted by count
+        resources = {**{k: capacity_units(k, v) for k, v in counts.items()
+                        if v > 0 and not is_device_resource(k)}, **resources}  # fmt: skip
         count = int(raw.get("count", 1))
         names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
         base_annotations = {str(k): str(v) for k, v in (raw.get("annotations") or {}).items()}

@@ -147,3 +147,18 @@ def test_a_booking_on_a_card_the_shrunk_count_no_longer_lists_still_holds_a_card
     assert placed == [], placed
     assert reg.plugin_resource("gpu-1", "gpu-1/nvidia.com/gpu/1") == "nvidia.com/gpu"
     assert reg.plugin_resource("gpu-1", "GPU-5f2a") == "" == reg.plugin_resource("gpu-1", "gpu-2/nvidia.com/gpu/1")
+
+
+def test_time_sliced_replicas_count_their_gpus_memory_once() -> None:
+    """GFD on a time-sliced node: `nvidia.com/gpu: 8` is 2 T4s × 4 replicas. Each replica is a
+    card placed by count (as kube-scheduler places it), holding a quarter of its GPU's memory:
+    the 8 cards each said 15360 MB, 122880 MB of card memory for 30720 MB of hardware."""
+    labels = {"nvidia.com/gpu.product": "Tesla-T4-SHARED", "nvidia.com/gpu.memory": "15360",
+              "nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "4"}  # fmt: skip
+    cards = _cards({"nvidia.com/gpu": 8}, labels)
+    assert len(cards) == 8 and {c.memory for c in cards} == {3840}
+    assert sum(c.memory for c in cards) == 2 * 15360
+    got = fit_task(_free(cards), _ask({"nvidia.com/gpu": "8"}), registry=VENDORS)
+    assert isinstance(got, NodeFit) and len(got.assignments) == 8  # placement by count stays
+    plain = _cards({"nvidia.com/gpu": 2}, {**labels, "nvidia.com/gpu.replicas": "1"})
+    assert [c.memory for c in plain] == [15360, 15360]  # no time-slicing: a GPU each

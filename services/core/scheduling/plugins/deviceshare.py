@@ -60,9 +60,16 @@ from services.core.devices.policies import (
     node_preference,
 )
 from services.core.devices.score import device_score, request_memory_on
+from services.core.devices.vendor import DeviceVendor
 from services.core.placement import POLICIES, Policy, Request, fits
-from services.core.scheduling.config import DEVICE_SWITCHES, PluginConf, deviceshare_vendors, flag
-from services.core.scheduling.model import NodeInfo, TaskInfo
+from services.core.scheduling.config import (
+    DEVICE_SWITCHES,
+    RULES,
+    PluginConf,
+    deviceshare_vendors,
+    flag,
+)
+from services.core.scheduling.model import CardInfo, NodeInfo, TaskInfo
 from services.core.scheduling.plugins.placementrank import (
     ClusterCards,
     node_view,
@@ -383,6 +390,7 @@ class DeviceSharePlugin:
         if isinstance(prepared, str) or status.code != Code.UNSCHEDULABLE:
             return status.message(), "", INF
         codes = status.message()
+        rules = self.ssn.conf.rules if self.ssn is not None else RULES
         for ri, req in enumerate(prepared.requests):
             vendor = prepared.vendors[ri]
             mine = [c for c in node.cards
@@ -420,12 +428,17 @@ class DeviceSharePlugin:
                     for c in healthy
                     if c.usage.slices_used < c.spec.split_count and not c.usage.exclusive]  # fmt: skip
             ok = sum(1 for free_mb, need in room if free_mb >= need)
+            amount = f"{req.memory} MB" if req.memory else f"{req.memory_pct}% of its memory"
+            cores = f" and {req.cores}% cores" if req.cores else ""
+            if rules >= 2:
+                short = _cores_short(vendor, req, healthy, node, prepared,
+                                     f"{kind}: asked {req.count} card{plural} with {amount}{cores}", codes)  # fmt: skip
+                if short is not None:
+                    return short
             if ok >= req.count:
                 continue
             most = max((free_mb for free_mb, _ in room), default=0)
             need_mb = max((need for _, need in room), default=req.memory)
-            amount = f"{req.memory} MB" if req.memory else f"{req.memory_pct}% of its memory"
-            cores = f" and {req.cores}% cores" if req.cores else ""
             largest = max(c.spec.memory for c in mine)
             if request_memory_on(largest, req) > largest:  # no freeing makes room on these cards
                 return (f"{kind}: asked {req.count} card{plural} with {amount}{cores}, more than "
@@ -438,3 +451,43 @@ class DeviceSharePlugin:
         shared = (pod_share_words(prepared, codes, [c.spec for c in node.cards])
                   if prepared.switches.templates_share else None)  # (words of rules generation 1)
         return (*shared, NO_ROOM) if shared else (codes, "", INF)
+
+
+def _cores_short(vendor: DeviceVendor, req: DeviceRequest, healthy: Sequence[CardInfo], node: NodeInfo,
+                 prepared: TaskDevices, asked: str, codes: str) -> tuple[str, str, float] | None:  # fmt: skip
+    """The words for cards whose memory has room but whose cores do not (rules generation 2):
+    held alone by a pod asking all their cores (`gpucores: 100`), or with fewer cores left than
+    asked — HAMi's CardInsufficientCore, or CardComputeUnitsExhausted for a pod asking no cores
+    on a card whose cores are all used. The memory words said "0 of 1 have that free (most
+    free: 0 MB)" of a card with 14 GB free. None when cores are not what is short."""
+    gate = vendor.node_gate(req, node.annotations, prepared.switches)
+    if isinstance(gate, str):
+        return None
+    open_cards = [c for c in healthy if c.usage.slices_used < c.spec.split_count]
+    memory_fits = [c for c in open_cards
+                   if c.spec.memory - c.usage.memory_used >= request_memory_on(c.spec.memory, req)]  # fmt: skip
+
+    def left(c: CardInfo) -> tuple[int, int]:
+        cap = vendor.core_capacity(c.spec, gate)
+        return cap - c.usage.cores_used, cap
+
+    def cores_fit(c: CardInfo) -> bool:
+        free, _ = left(c)
+        need = vendor.core_request(c.spec, req, gate)
+        return not c.usage.exclusive and need <= free and not (need == 0 and free <= 0)
+
+    fitting = sum(1 for c in memory_fits if cores_fit(c))
+    if fitting >= req.count or len(memory_fits) < req.count:
+        return None  # memory (or something else) is what is short
+    blocked = [c for c in memory_fits if not cores_fit(c)]
+    free, cap = max(left(c) for c in blocked)
+    held = sum(1 for c in blocked if c.usage.exclusive)
+    notes = f"; {held} held alone by a pod asking all its cores" if held else ""
+    if not req.cores:
+        notes += "; a pod asking no cores does not share a card whose cores are all used"
+    words = (f"{asked}, {fitting} of {len(blocked) + fitting} with that memory free have the cores "
+             f"(most free: {free} of {cap} cores{notes}) [{codes}]")
+    kind = req.type or req.vendor
+    fix = (f"let a pod holding a {kind} card of {node.name} alone finish" if held
+           else f"free the cores of one more {kind} card on {node.name}")
+    return words, fix, float(req.count - fitting)

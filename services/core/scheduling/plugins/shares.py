@@ -108,12 +108,24 @@ QUOTA_NAMES = ("requests.", "limits.", "count/")
 _FAMILIES = frozenset(alias for alias, types in default_aliases().items() if len(types) > 1)
 
 
+def _percent_of(card: CardSpec, rules: int) -> int:
+    """What a soft request's cores are a share of on `card`: an NVIDIA card's registered cores
+    (100 × deviceCoreScaling, the `Totalcore` HAMi fits against: 60 cores of a card registered
+    with 200 are 0.3 of it, as the slice is once booked) from rules generation 2; 100 (%)
+    before, and on other vendors' cards."""
+    if rules >= 2 and card.vendor == "nvidia" and card.cores > 0:
+        return card.cores
+    return 100
+
+
 class QueueShares:
     """What tasks, jobs and the cluster weigh in queue accounting (see the module docstring)."""
 
-    def __init__(self, nodes: Iterable[NodeInfo], counted: frozenset[str] = frozenset()) -> None:
+    def __init__(self, nodes: Iterable[NodeInfo], counted: frozenset[str] = frozenset(),
+                 rules: int = RULES) -> None:  # fmt: skip
         #: device families no deviceshare books (`config.counted_vendors`): whole cards by count
         self.counted = counted
+        self.rules = rules
         aliases = default_aliases()
         self.single = {alias: f"huawei.com/{types[0]}" for alias, types in aliases.items()
                        if len(types) == 1}  # fmt: skip
@@ -137,6 +149,10 @@ class QueueShares:
                     self.families[t] = (*self.families.get(t, ()), alias)
         self.cards: dict[str, CardSpec] = {}
         self.card_memory: dict[str, int] = {}  # dimension → memory of its first card
+        #: dimension → what a soft request's cores are a share of on its first card: the
+        #: registered cores of an NVIDIA card (100 × deviceCoreScaling, the total HAMi fits
+        #: against), 100 (%) on other vendors' cards
+        self.card_cores: dict[str, int] = {}
         self.total: Vec = {}
         for n in nodes:
             for c in n.cards:
@@ -144,6 +160,7 @@ class QueueShares:
                 for dim in self.dims_of_type(c.spec.type):
                     self.total[dim] = self.total.get(dim, 0.0) + CARD
                     self.card_memory.setdefault(dim, c.spec.memory)
+                    self.card_cores.setdefault(dim, _percent_of(c.spec, rules))
         self._tasks: dict[str, tuple[tuple[SliceAssignment, ...], object, Vec]] = {}
         self._min: dict[str, tuple[object, int, Vec | None]] = {}
 
@@ -152,7 +169,7 @@ class QueueShares:
         are the same ones (the results read nothing else but the task or job itself, checked by
         identity on use): each session opened weighed every running task again (issue 29)."""
         if (last.cards != self.cards or last.single != self.single or last.families != self.families
-                or last.counted != self.counted):  # fmt: skip
+                or last.counted != self.counted or last.rules != self.rules):  # fmt: skip
             return False
         self._tasks, self._min = last._tasks, last._min
         return True
@@ -262,7 +279,7 @@ class QueueShares:
         else:
             f = req.memory / memory if memory else 1.0
         if req.template is None and req.cores:
-            f = max(f, req.cores / 100)  # soft slices: cores are % of the card
+            f = max(f, req.cores / self.card_cores.get(dims[0], 100))  # of the card's cores
         amount = req.count * min(f, 1.0) * CARD
         return {d: amount for d in dims}
 
@@ -315,7 +332,7 @@ def shares_of(ssn: Session) -> QueueShares:
     """One `QueueShares` per session, shared by the queue plugins."""
     got = _BY_SESSION.get(ssn)
     if got is None:
-        got = _BY_SESSION[ssn] = QueueShares(ssn.node_list, ssn.counted_vendors)
+        got = _BY_SESSION[ssn] = QueueShares(ssn.node_list, ssn.counted_vendors, ssn.conf.rules)
         if _LAST:
             got.inherit(_LAST[0])
         _LAST[:] = [got]
@@ -413,6 +430,17 @@ def enqueue_words(name: str, dim: str, minres: Vec, allocated: Vec, inqueue: Vec
     if own is not None and own.get(dim, INF) > limit + EPS and parent:
         return (f"{used} exceeds the {a(dim, limit)} queue {parent} leaves it ({plugin} enqueue)",
                 parent_fix(name, parent, dim, limit))
+    if own is not None and own.get(dim, INF) > limit + EPS and is_device_resource(dim) and rules >= 2:
+        # a card count the nodes' allocatable does not show (HAMi's plugin serves deviceSplitCount
+        # nvidia.com/gpu per GPU): "exceeds the 1 the cluster has" and "add nvidia.com/gpu" read
+        # as a missing resource of a node listing 10 of it
+        cards = "card" if abs(limit - CARD) < EPS else "cards"
+        return (f"{used} exceeds the {a(dim, limit)} {cards} the cluster has for it (queue shares "
+                f"count {dim_name(dim)} in cards: a slice as its share of a card, a pod holding a card "
+                f"alone as the whole card, whatever count of it the nodes' allocatable lists; the "
+                f"queue sets no lower capability; {plugin} enqueue)",
+                f"let the admitted jobs holding {dim_name(dim)} cards finish, or add nodes with "
+                "more of them")  # fmt: skip
     if own is not None and own.get(dim, INF) > limit + EPS:
         return (f"{used} exceeds the {a(dim, limit)} the cluster has for it (the queue sets no lower "
                 f"capability; {plugin} enqueue)",
