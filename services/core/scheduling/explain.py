@@ -17,7 +17,7 @@ same words; results are cached per task shape so a thousand equal pods cost one 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contracts.events import ReasonGroup
@@ -490,6 +490,62 @@ def _not_preempted(ssn: Session, job: JobInfo, task: TaskInfo | None, cache: dic
     return out
 
 
+#: the plugins whose Allocatable holds a queue to its share: preempt, within the queue, is the way
+#: past it for a job of that queue (its evictions free the queue's share too)
+QUEUE_PLUGINS = frozenset({"proportion", "capacity"})
+
+
+def _no_room_in_queue(ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[object, ...], Any]) -> str:
+    """Why preempt makes no room for a job its queue's share holds back: the queue's share is
+    full, and only pods of its other jobs, evicted, free it (preempt takes within the queue;
+    reclaim never takes for a queue at its share). The running pods there are of the job's own
+    priority (priority takes lower ones only), `volcano.sh/preemptable: false`, kept by
+    another plugin's rule; or preemption is off for it. Said "raise its capability or weight"
+    alone, of a queue already deserving the whole cluster (a platform lead's review). Nothing
+    when no eviction in the queue would make room, or preempt can take them (it will)."""
+    if task.spec.preemption_policy == "Never":
+        return "its pods' preemptionPolicy is Never: preempt evicts no pod of the queue's other jobs for them"
+    if job.phase == "Pending":
+        return ""  # (held at enqueue: the enqueue words say so)
+    key, room = _room_in_queue(ssn, job, task, cache)
+    if not room:
+        return ""
+    if "preempt" not in ssn.conf.actions:
+        return ("preemption is off: the scheduler conf's actions have no preempt, which alone evicts pods "
+                f"of queue {job.queue}'s other jobs to make room within its share")  # fmt: skip
+    which = ("kept in queue", key, job.priority, job.key if not job.allocated.is_empty() else "")
+    kept = cache.get(which)
+    if kept is None:
+        kept = cache[which] = _not_preemptable(ssn, job, task, room)
+    return str(kept)
+
+
+def _room_in_queue(
+    ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[object, ...], Any]
+) -> tuple[tuple[object, ...], list[tuple[NodeInfo, list[TaskInfo]]]]:
+    """The nodes where evicting the running pods of the queue's other jobs, whatever their
+    priority, would make room for the task — preempt's candidates (`actions/preempt.py`) before
+    the plugins' preemptable rules — with those pods; bounded as `_room_below`."""
+    own = task.job if job.ready_task_num() else ""
+    key = ("room in queue", shape_of(task), job.queue, own)
+    got = cache.get(key)
+    if got is None:
+        got = []
+        tried = 0
+        for node in ssn.node_list:
+            others = [t for t in node.tasks.values() if t.status in VICTIM_STATUSES and t.job != task.job
+                      and ssn.jobs[t.job].queue == job.queue]  # fmt: skip
+            if not others:
+                continue
+            if ssn.predicate_for_preempt(task, node) is None and validate_victims(ssn, task, node, others):
+                got.append((node, others))
+            tried += 1
+            if len(got) >= ROOM_EXAMPLES or tried >= ROOM_TRIES:
+                break
+        cache[key] = got
+    return key, got
+
+
 def _room_below(
     ssn: Session, task: TaskInfo, cache: dict[tuple[object, ...], Any]
 ) -> tuple[tuple[object, ...], list[tuple[NodeInfo, list[TaskInfo]]]]:
@@ -572,7 +628,7 @@ def _not_preemptable_words(
             kept_by.setdefault(name, {}).update((t.uid, t) for t in keep if t.uid not in ids)
     if budget_said:
         kept_by.pop("pdb", None)  # (its own words, with the budget, follow: decide.py)
-    parts = [_kept_words(ssn, name, list(ts.values())) for name, ts in sorted(kept_by.items()) if ts]
+    parts = [_kept_words(ssn, name, list(ts.values()), job) for name, ts in sorted(kept_by.items()) if ts]
     if marked:
         parts.append(f"{_pods(list(marked.values()))} marked volcano.sh/preemptable: false")
     if elsewhere:
@@ -590,7 +646,7 @@ def _pods(tasks: list[TaskInfo]) -> str:
     return f"{', '.join(names[:MAX_EXAMPLES])}{more} {'is' if len(names) == 1 else 'are'}"
 
 
-def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo]) -> str:
+def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo], job: JobInfo | None = None) -> str:
     """A preemptable rule that keeps `tasks` from preempt, in words (Volcano's plugins, as
     Tessera runs them: plugins/gang.py, conformance.py, …), with its switch where it has one."""
     if plugin == "gang":
@@ -605,7 +661,11 @@ def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo]) -> str:
         return (f"conformance never evicts pods in kube-system or of priorityClassName system-cluster-critical or "
                 f"system-node-critical ({_pods(tasks)}; enablePreemptable: false on conformance lifts the rule)")  # fmt: skip
     if plugin == "priority":
-        return f"priority takes only pods of jobs with a lower priority than the job's ({_pods(tasks)} not)"
+        if job is None:
+            return f"priority takes only pods of jobs with a lower priority than the job's ({_pods(tasks)} not)"
+        theirs = ", ".join(str(p) for p in sorted({ssn.jobs[t.job].priority for t in tasks}))
+        return (f"priority takes only pods of jobs with a lower priority than the job's {job.priority} "
+                f"({_pods(tasks)} not: their jobs' priority is {theirs})")  # fmt: skip
     if plugin == "drf":
         return (f"drf takes a pod only from a job whose share without it stays at least the job's share with "
                 f"the pod it makes room for ({_pods(tasks)} not)")  # fmt: skip
@@ -893,10 +953,12 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # own pods and was discarded does not explain the wait
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
         if words:
+            if plugin in QUEUE_PLUGINS:
+                unblock = _with_held(unblock, _no_room_in_queue(ssn, job, task, cache))
             return Explanation(words, plugin, unblock=unblock)
         gang = _gang_share(ssn, queue, job)
         if gang is not None:
-            return gang
+            return replace(gang, unblock=_with_held(gang.unblock, _no_room_in_queue(ssn, job, task, cache)))
     if cards is not None:  # more whole cards than are free: and where the free ones are, as
         # the session left the nodes (its gang attempt discarded) — the nodes' words from that
         # attempt said every card of every node was short, beside "11 of 16 are free"
