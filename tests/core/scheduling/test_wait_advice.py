@@ -162,3 +162,33 @@ def test_capacity_still_names_a_queues_own_capability_when_it_binds() -> None:
     verdict = last_verdict(run(helm_conf("capacity"), *docs, until=10), "train")
     assert "capability 6, allocated 6 (capacity)" in verdict.why, verdict.why
     assert verdict.unblock.startswith("raise queue training's capability of Ascend910B3 to 7"), verdict.unblock
+
+
+# --- finding 8: no deviceshare, a wait reclaim cannot resolve --------------------------------------
+
+
+def test_a_gang_is_told_its_whole_count_and_the_queue_that_is_not_reclaimable() -> None:
+    """training (reclaimable: false) runs 16 pods of an elastic job; an inference gang of 4
+    arrives: training is 4 over its deserved 12, and reclaim may not touch it."""
+    docs = [queue_doc("training", "weight: 1, reclaimable: false"), queue_doc("inference", "weight: 1"),
+            job_doc("train-elastic", "training", 16, 4), job_doc("infer-burst", "inference", 4, 4, at=60)]  # fmt: skip
+    verdict = last_verdict(run(helm_conf(), *docs), "infer-burst")
+    assert verdict.unblock.startswith(f"free 4 {CARD} for the gang: its 4 pods still missing ask 1 each"), verdict.unblock
+    assert "free 1 " not in verdict.unblock, verdict.unblock
+    assert ("queue training holds 4 Ascend910B3 over its deserved share but is not reclaimable "
+            "(spec.reclaimable: false)") in verdict.unblock, verdict.unblock  # fmt: skip
+
+
+def test_gangs_rule_that_keeps_reclaim_from_a_job_at_its_minavailable_is_named() -> None:
+    """gang and proportion in one tier: training's two gangs of 8 at minAvailable 8 are over
+    training's share, and gang's reclaimable rule keeps every one of their pods."""
+    docs = [queue_doc("training", "weight: 1"), queue_doc("inference", "weight: 1"),
+            job_doc("train-a", "training", 8, 8), job_doc("train-b", "training", 8, 8),
+            job_doc("infer-burst", "inference", 4, 4, at=60)]  # fmt: skip
+    messages = run(helm_conf(one_tier=True), *docs)
+    assert not [m for m in messages if m.headers.get("Tessera-Type") == "EvictionRequested"]
+    verdict = last_verdict(messages, "infer-burst")
+    assert verdict.unblock.startswith(f"free 4 {CARD} for the gang"), verdict.unblock
+    assert "gang's rule keeps a job at its minAvailable: reclaim takes only the pods a job has ready beyond it" \
+        in verdict.unblock, verdict.unblock
+    assert "8 ready, minAvailable 8" in verdict.unblock and "enableReclaimable: false on gang" in verdict.unblock
