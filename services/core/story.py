@@ -133,18 +133,50 @@ def _on(task: str, node: str) -> str:
 
 
 def _making_room(reg: Any, msg: StoredMessage, kind: str, job: str,
-                 room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]]) -> None:  # fmt: skip
-    """Keep `room` (pods evicted for `job`, not stopped yet) up to `msg`, another job's event."""
+                 room: dict[tuple[str, str, str], tuple[int, str, tuple[int, int]]]) -> EvictionRequested | None:  # fmt: skip
+    """Keep `room` (pods evicted for `job`, not stopped yet) up to `msg`, another job's event;
+    the eviction when `msg` is one made for `job`."""
     if kind == "TaskFinished" and not room:
-        return
+        return None
     try:
         ev = reg.decode(kind, msg.data)
     except (UnknownEventType, UndecodableEvent):
-        return
+        return None
     if isinstance(ev, EvictionRequested) and ev.for_job == job:
         room[(ev.namespace, ev.name, ev.task)] = (msg.seq, ev.reason, _which_session(msg))
-    elif isinstance(ev, TaskFinished):
+        return ev
+    if isinstance(ev, TaskFinished):
         room.pop((ev.namespace, ev.name, ev.task), None)
+    return None
+
+
+#: pods an "evicted for it" timeline line names (the rest are counted)
+EVICTED_SHOWN = 8
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(names[:EVICTED_SHOWN]) + (
+        f" (and {len(names) - EVICTED_SHOWN} more)" if len(names) > EVICTED_SHOWN else "")
+
+
+def _evicted_for_it(timeline: list[dict[str, Any]], msg: StoredMessage, ev: EvictionRequested, kind: str,
+                    last: dict[str, Any]) -> None:  # fmt: skip
+    """One timeline line per session and reason for the pods of other jobs evicted to make room
+    for the story's job: the victims' stories named the preemptor, the preemptor's own story
+    never named them (a platform lead's review). `last`: the line this session's evictions go
+    on while nothing else came between (its names kept beside it)."""
+    who = f"{ev.namespace}/{ev.task}"
+    key = (_which_session(msg), ev.reason)
+    if timeline and last.get("line") is timeline[-1] and last.get("key") == key:
+        names = last["names"]
+        names.append(who)
+    else:
+        names = [who]
+        line = {"seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
+                "event": "evicted for it" if kind == "job" else "evicted for job", "details": ""}  # fmt: skip
+        timeline.append(line)
+        last.update(line=line, key=key, names=names)
+    last["line"]["details"] = f"{len(names)} pod(s) of other jobs ({ev.reason}): {_shown(names)}"
 
 
 def _deleted(messages: Sequence[StoredMessage], kind: str, name: str,
@@ -243,10 +275,17 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
     #: a session's step on it after its last verdict (enqueued, proposed), not yet followed by a
     #: verdict or a commit: the timeline shows it, so "why it waits" must start from it
     step: tuple[StoredMessage, JobPhaseChanged | PlacementProposed] | None = None
+    #: every pod of other jobs evicted for it, stopped or not: (seq, reason, session, time, ns/pod)
+    made: list[tuple[int, str, int, str, str]] = []
+    evicted_line: dict[str, Any] = {}  # (`_evicted_for_it`'s line being filled)
+    on_node = ""  # where the story's pod is placed, while it is ("" for a job's story)
     for msg in messages:
         kind_of = msg.headers.get("Tessera-Type", "")
         if kind_of in ("EvictionRequested", "TaskFinished") and msg.subject != subject:
-            _making_room(reg, msg, kind_of, this_job, room)
+            got = _making_room(reg, msg, kind_of, this_job, room)
+            if got is not None:
+                _evicted_for_it(timeline, msg, got, kind, evicted_line)
+                made.append((msg.seq, got.reason, _session_of(got, msg), message_time(msg), f"{got.namespace}/{got.task}"))
             continue
         if kind_of in ("NodeRegistered", "CardRegistered") and msg.subject != subject:
             try:
@@ -263,13 +302,17 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         except (UnknownEventType, UndecodableEvent):
             continue
         line = _line(ev, pod_name)
+        if line is not None and isinstance(ev, JobUnschedulable) and on_node:
+            # the job's verdict is about its pending pods: under a running pod's own lines it
+            # read as that pod's (a platform lead's review)
+            line = (line[0], f"for the job's pending pods (this pod is on {on_node}): {line[1]}")
         if line is not None:
             timeline.append({"seq": msg.seq, "time": message_time(msg), "session": _session_of(ev, msg),
                              "event": line[0], "details": line[1]})  # fmt: skip
         match ev:
             case JobSubmitted():
                 spec = ev.spec
-                step = None
+                step, on_node = None, ""
                 room.clear()  # a new incarnation: what was evicted for the old one is not its
                 decided, decided_session = msg.seq, (0, 0)
             case JobUpdated():
@@ -287,6 +330,10 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                     step = (msg, ev)
             case PlacementRejected() | TaskStarted() | TaskFinished() if line is not None:
                 step = None  # (its state moved on; the report's reason says where to)
+                if pod_name and isinstance(ev, TaskStarted):
+                    on_node = ev.node
+                elif pod_name and isinstance(ev, TaskFinished):
+                    on_node = ""
             case PlacementCommitted():
                 proposal = proposals.get(ev.proposal_seq)
                 # the latest commit: after a restart the job runs where its last commit put it
@@ -295,6 +342,7 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
                     if (pod_name and p.task == pod_name) or (not pod_name and first):
                         placed = (msg, proposal or ev, p)  # type: ignore[assignment]
                         first = False
+                        on_node = p.node if pod_name else ""
                 last_unschedulable, step = None, None
                 decided, decided_session = msg.seq, (0, 0)
     if deleted is not None:  # (its pods' last phases are the report's no more: the job's end)
@@ -327,6 +375,18 @@ def story(messages: Iterable[StoredMessage], kind: str, name: str, namespace: st
         }  # fmt: skip
     elif waiting and step is not None:
         out["waiting"] = _stepped(*step, _session_of(step[1], step[0]), pod_name)
+    elif waiting and (since := [m for m in made if m[0] > decided]):
+        # room made for it after its last verdict, its victims gone, no step of a session since:
+        # the log cut mid-session (`--at`), or the next session not run yet — "no session has
+        # decided on it yet" under timeline lines of pods evicted for it contradicted them
+        seq, reason, session, when, _ = since[0]
+        out["waiting"] = {
+            "seq": seq, "time": when, "session": session, "plugin": reason,
+            "why": f"room was made for it: {len(since)} pod(s) of other jobs evicted for it ({reason}) have "
+                   f"stopped: {_shown([who for *_, who in since])}; no session has placed it since",
+            "groups": [], "node_reasons": {},
+            "unblock": "nothing to do: the session that evicted them proposes it next, or a later one places it",
+        }  # fmt: skip
     elif waiting and last_unschedulable is not None:
         msg, ev = last_unschedulable
         now = Now()

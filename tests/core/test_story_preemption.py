@@ -13,6 +13,7 @@ from contracts.subjects import Subjects
 from services.core.story import story
 from services.runtime.eventlog.model import StoredMessage
 from tests.core.scheduling.scenarios import engine_log, load_table
+from tests.core.scheduling.test_wait_advice import helm_conf, job_doc, run, same_queue
 
 ROWS = {sc.name: sc for sc in load_table("preempt_devices")}
 
@@ -89,3 +90,58 @@ def test_a_pod_stopped_before_it_had_a_node_is_told_without_one() -> None:
     assert _line(TaskFinished(namespace="default", name="j", task="w-0", node="", exit_code=137,
                               reason="evicted"), "") == ("finished", "w-0: exit code 137, evicted")  # fmt: skip
     assert _line(TaskStarted(namespace="default", name="j", task="w-0", node="n1"), "") == ("started", "w-0 on n1")
+
+
+# --- what the preemptor's own story says of its victims (a platform lead's review) ---------------
+
+
+def _preempted() -> list:
+    """Two nodes of 8 cards: low-job (priority 10, 16 pods, minAvailable 4) holds them all;
+    high-job (priority 1000, a gang of 4) arrives at 60 s in the same queue and preempts 4."""
+    return run(helm_conf(), *same_queue(high=1000))
+
+
+def test_the_preemptors_timeline_names_the_pods_evicted_for_it() -> None:
+    messages = _preempted()
+    reg = default_registry()
+    victims = [f"default/{reg.decode('EvictionRequested', m.data).task}" for m in messages
+               if m.headers.get("Tessera-Type") == "EvictionRequested"]  # fmt: skip
+    assert len(victims) == 4, victims
+    job = story(messages, "job", "high-job")
+    assert job is not None
+    lines = [t for t in job["timeline"] if t["event"] == "evicted for it"]
+    assert len(lines) == 1, job["timeline"]
+    assert lines[0]["details"].startswith("4 pod(s) of other jobs (preempt): "), lines[0]
+    assert all(v in lines[0]["details"] for v in victims), (lines[0], victims)
+    pod = story(messages, "pod", "high-job-w-0")
+    assert pod is not None and any(t["event"] == "evicted for job" for t in pod["timeline"]), pod["timeline"]
+
+
+def test_mid_preemption_the_preemptor_is_told_room_was_made_for_it() -> None:
+    """The log cut after the session's first evictions (their pods stopped), before its
+    proposal: "no scheduling session has decided on it yet" was the answer."""
+    messages = _preempted()
+    seqs = [m.seq for m in messages if m.headers.get("Tessera-Type") == "EvictionRequested"]
+    cut = [m for m in messages if m.seq <= seqs[1] + 1]  # two evictions and the second's stop
+    assert cut[-1].headers.get("Tessera-Type") == "TaskFinished", cut[-1].headers
+    job = story(cut, "job", "high-job")
+    assert job is not None and "waiting" in job, job
+    why = job["waiting"]["why"]
+    assert why.startswith("room was made for it: 2 pod(s) of other jobs evicted for it (preempt)"), why
+    assert "no scheduling session has decided" not in why and job["waiting"]["unblock"].startswith("nothing to do")
+
+
+def test_a_running_pods_timeline_says_its_jobs_verdict_is_about_other_pods() -> None:
+    """An elastic job (minAvailable 1) of 20 pods on 16 cards: its placed pods' stories show the
+    job's "unschedulable" line for the 4 left pending, and say so."""
+    messages = run(helm_conf(), job_doc("train", "default", 20, 1), until=10)
+    placed = story(messages, "pod", "train-w-0")
+    assert placed is not None and placed["phase"] == "Running", placed
+    lines = [t for t in placed["timeline"] if t["event"] == "unschedulable"]
+    assert lines, placed["timeline"]
+    node = placed["node"]
+    assert all(t["details"].startswith(f"for the job's pending pods (this pod is on {node}): ") for t in lines), lines
+    pending = story(messages, "pod", "train-w-19")
+    assert pending is not None and pending["phase"] == "Pending", pending
+    assert all(not t["details"].startswith("for the job's pending pods")
+               for t in pending["timeline"] if t["event"] == "unschedulable"), pending["timeline"]  # fmt: skip

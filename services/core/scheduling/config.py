@@ -262,10 +262,51 @@ def conf_from_mapping(
     return SchedulerConf(actions, tuple(tiers), configurations)
 
 
+#: plugins whose reclaimable rule is not the queues' share (gang: a job's minAvailable;
+#: conformance: critical pods; pdb, cdp), and those whose rule is (deserved, guarantee)
+RECLAIM_KEEPERS = ("gang", "conformance", "pdb", "cdp")
+SHARE_PLUGINS = ("proportion", "capacity")
+
+
+def reclaim_layout(conf: SchedulerConf) -> tuple[str, ...]:
+    """A warning when reclaim's victims are decided by a tier above the queue-share plugin's:
+    Volcano's `Session.Reclaimable` takes the first tier whose plugins leave victims in common,
+    so gang and conformance in tier 1 (the Helm chart's layout) decide alone whenever they leave
+    any — proportion's deserved and capacity's guarantee are never asked, and a queue at or
+    below its share is reclaimed from — and when gang leaves none, the share plugin decides
+    alone, without gang's minAvailable (volcano-sh/volcano#5896). Tessera keeps Volcano's
+    behaviour; an operator relying on deserved or guarantee must hear it once."""
+    if "reclaim" not in conf.actions:
+        return ()
+    out = []
+    for j, tier in enumerate(conf.tiers):
+        for k, p in enumerate(tier):
+            if p.name not in SHARE_PLUGINS or not p.enabled("enableReclaimable"):
+                continue
+            above = [(i, q.name) for i, t in enumerate(conf.tiers[:j]) for q in t
+                     if q.name in RECLAIM_KEEPERS and q.enabled("enableReclaimable")]  # fmt: skip
+            if not above:
+                continue
+            names = " and ".join(dict.fromkeys(n for _, n in above))
+            where = ", ".join(sorted({f"tiers[{i}]" for i, _ in above}))
+            kept = "deserved" if p.name == "proportion" else "deserved and guarantee"
+            out.append(
+                f"tiers[{j}].plugins[{k}]: {p.name} is in a tier below {names} ({where}), so reclaim does not "
+                f"keep to {kept}: the first tier whose plugins leave victims in common decides them — when "
+                f"{names} leave any, {p.name} is not asked and a queue at or below its share is reclaimed "
+                f"from; when they leave none, {p.name} decides without their rules"
+                f"{' (gang keeps no job at its minAvailable then)' if 'gang' in names else ''}. Volcano's "
+                f"behaviour, kept (volcano-sh/volcano#5896); to have both decide, put {p.name} in the tier "
+                f"of {names}"
+            )  # fmt: skip
+    return tuple(out)
+
+
 def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
     """What of `conf` Tessera leaves out, one line each: Volcano's scheduler skips a plugin it
     does not know with an error in its log, and an operator moving a conf over (a `tdm` or
-    `usage` tier) must not believe it is honoured."""
+    `usage` tier) must not believe it is honoured. With them, a tier layout that quietly
+    switches off a rule an operator relies on (`reclaim_layout`): said wherever these are."""
     have = set(plugins)
     out = [f"actions: {a!r} is not run by Tessera ({VOLCANO_ONLY_ACTIONS[a]})"
            for a in conf.actions if a in VOLCANO_ONLY_ACTIONS]  # fmt: skip
@@ -293,7 +334,7 @@ def not_run(conf: SchedulerConf, plugins: Iterable[str]) -> tuple[str, ...]:
                 for key, why in DEVICESHARE_NOT_ACTED_ON.items():
                     if key in p.arguments and (key not in _SWITCHES or _on(p.arguments[key])):
                         out.append(f"tiers[{i}].plugins[{j}].arguments.{key}: not acted on by Tessera ({why})")
-    return tuple(out)
+    return (*out, *reclaim_layout(conf))
 
 
 def default_conf() -> SchedulerConf:

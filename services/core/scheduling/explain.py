@@ -17,7 +17,7 @@ same words; results are cached per task shape so a thousand equal pods cost one 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contracts.events import ReasonGroup
@@ -449,17 +449,76 @@ def _no_room_made(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], An
     if pending and all(t.spec.preemption_policy == "Never" for t in pending) and "preempt" in actions:
         out.append(f"its pods' preemptionPolicy is Never: preempt takes no running pod's {'cards' if kind else 'room'} "
                    "for them")  # fmt: skip
-    out += _not_preempted(ssn, job, _representative(job), cache)
-    prop = ssn.plugins.get("proportion")
-    if kind and prop is not None and "reclaim" in actions:
-        dim = sh.card_resource(kind)
-        for name, attr in sorted(prop.attrs.items()):  # type: ignore[attr-defined]
-            q = ssn.queues.get(name)
-            over = attr.allocated.get(dim, 0.0) - attr.deserved.get(dim, 0.0)
-            if name != job.queue and q is not None and not q.reclaimable and over > sh.EPS:
-                out.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
-                           "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
+    task = _representative(job)
+    out += _not_preempted(ssn, job, task, cache)
+    out += _not_reclaimed(ssn, job, task, kind, cache)
     return "; ".join(out)
+
+
+def _not_reclaimed(ssn: Session, job: JobInfo, task: TaskInfo | None, kind: str,
+                   cache: dict[tuple[object, ...], Any]) -> list[str]:  # fmt: skip
+    """Why reclaim takes nothing from the other queues for the job, when they hold more than
+    their deserved share of what it asks (cards of `kind`, else the devices its pods ask, else
+    all it asks): such a queue is `reclaimable: false`, or a plugin's reclaimable rule keeps the
+    pods the queue plugin would give back (gang keeps a job at its minAvailable). Without
+    deviceshare — cards counted whole by the node — neither was said (a platform lead's review)."""
+    share = ssn.plugins.get("proportion") or ssn.plugins.get("capacity")
+    if task is None or share is None or "reclaim" not in ssn.conf.actions:
+        return []
+    if kind:
+        dims = [sh.card_resource(kind)]
+    else:
+        req = sh.shares_of(ssn).task(task)
+        dims = [d for d, v in req.items() if v > 0 and is_device_resource(d)] or [d for d, v in req.items() if v > 0]
+    out = []
+    for name, attr in sorted(share.attrs.items()):  # type: ignore[attr-defined]
+        q = ssn.queues.get(name)
+        if name == job.queue or q is None or q.reclaimable:
+            continue
+        for dim in dims:
+            over = attr.allocated.get(dim, 0.0) - attr.deserved.get(dim, 0.0)
+            if over > sh.EPS:
+                out.append(f"queue {name} holds {sh.amount(dim, over)} {kind or sh.dim_name(dim)} over its deserved "
+                           "share but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
+                break
+    queue = ssn.queues.get(job.queue)
+    if queue is None or job.phase == "Pending" or task.spec.preemption_policy == "Never":
+        return out  # (reclaim does not act for it: the words before say why)
+    if ssn.overused(queue) or not ssn.preemptive(queue, task):
+        return out  # (at its share: reclaim takes nothing for it, as Volcano's)
+    which = ("kept from reclaim", shape_of(task), job.queue, job.priority)
+    kept = cache.get(which)
+    if kept is None:
+        kept = cache[which] = _reclaim_kept(ssn, job, task, str(share.name))  # type: ignore[attr-defined]
+    return out + ([kept] if kept else [])
+
+
+def _reclaim_kept(ssn: Session, job: JobInfo, task: TaskInfo, fair: str) -> str:
+    """The plugins whose reclaimable rule keeps pods that the queue plugin `fair` (proportion,
+    capacity: the queues over their share) would give back, on the nodes where reclaim would
+    look (`actions/reclaim.py`); "" when reclaim can take enough of them on some node."""
+    kept_by: dict[str, dict[str, TaskInfo]] = {}
+    tried = 0
+    for node in ssn.node_list:
+        cands = [t for t in node.tasks.values() if t.status == st.RUNNING and t.spec.preemptable
+                 and ssn.jobs[t.job].queue != job.queue and ssn.queues[ssn.jobs[t.job].queue].reclaimable]  # fmt: skip
+        if not cands or ssn.predicate_for_preempt(task, node) is not None:
+            continue
+        victims = ssn.reclaimable(task, cands)
+        if victims and validate_victims(ssn, task, node, victims):
+            return ""  # reclaim takes them (this session could not yet: its order, its share)
+        votes = ssn.reclaimable_votes(task, cands)
+        given = next((got for name, got in votes if name == fair), [])
+        for name, got in votes:
+            if name != fair:
+                ids = {t.uid for t in got}
+                kept_by.setdefault(name, {}).update((t.uid, t) for t in given if t.uid not in ids)
+        tried += 1
+        if tried >= ROOM_TRIES:
+            break
+    parts = [_kept_words(ssn, name, list(ts.values()), job, "reclaim") for name, ts in sorted(kept_by.items()) if ts]
+    return ("the pods reclaim would take back from queues over their deserved share are kept: " + "; ".join(parts)
+            if parts else "")  # fmt: skip
 
 
 #: `_room_below` stops at this many nodes where room could be made, or after trying this many
@@ -500,6 +559,62 @@ def _not_preempted(ssn: Session, job: JobInfo, task: TaskInfo | None, cache: dic
     if kept:
         out.append(kept)
     return out
+
+
+#: the plugins whose Allocatable holds a queue to its share: preempt, within the queue, is the way
+#: past it for a job of that queue (its evictions free the queue's share too)
+QUEUE_PLUGINS = frozenset({"proportion", "capacity"})
+
+
+def _no_room_in_queue(ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[object, ...], Any]) -> str:
+    """Why preempt makes no room for a job its queue's share holds back: the queue's share is
+    full, and only pods of its other jobs, evicted, free it (preempt takes within the queue;
+    reclaim never takes for a queue at its share). The running pods there are of the job's own
+    priority (priority takes lower ones only), `volcano.sh/preemptable: false`, kept by
+    another plugin's rule; or preemption is off for it. Said "raise its capability or weight"
+    alone, of a queue already deserving the whole cluster (a platform lead's review). Nothing
+    when no eviction in the queue would make room, or preempt can take them (it will)."""
+    if task.spec.preemption_policy == "Never":
+        return "its pods' preemptionPolicy is Never: preempt evicts no pod of the queue's other jobs for them"
+    if job.phase == "Pending":
+        return ""  # (held at enqueue: the enqueue words say so)
+    key, room = _room_in_queue(ssn, job, task, cache)
+    if not room:
+        return ""
+    if "preempt" not in ssn.conf.actions:
+        return ("preemption is off: the scheduler conf's actions have no preempt, which alone evicts pods "
+                f"of queue {job.queue}'s other jobs to make room within its share")  # fmt: skip
+    which = ("kept in queue", key, job.priority, job.key if not job.allocated.is_empty() else "")
+    kept = cache.get(which)
+    if kept is None:
+        kept = cache[which] = _not_preemptable(ssn, job, task, room)
+    return str(kept)
+
+
+def _room_in_queue(
+    ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[object, ...], Any]
+) -> tuple[tuple[object, ...], list[tuple[NodeInfo, list[TaskInfo]]]]:
+    """The nodes where evicting the running pods of the queue's other jobs, whatever their
+    priority, would make room for the task — preempt's candidates (`actions/preempt.py`) before
+    the plugins' preemptable rules — with those pods; bounded as `_room_below`."""
+    own = task.job if job.ready_task_num() else ""
+    key = ("room in queue", shape_of(task), job.queue, own)
+    got = cache.get(key)
+    if got is None:
+        got = []
+        tried = 0
+        for node in ssn.node_list:
+            others = [t for t in node.tasks.values() if t.status in VICTIM_STATUSES and t.job != task.job
+                      and ssn.jobs[t.job].queue == job.queue]  # fmt: skip
+            if not others:
+                continue
+            if ssn.predicate_for_preempt(task, node) is None and validate_victims(ssn, task, node, others):
+                got.append((node, others))
+            tried += 1
+            if len(got) >= ROOM_EXAMPLES or tried >= ROOM_TRIES:
+                break
+        cache[key] = got
+    return key, got
 
 
 def _room_below(
@@ -584,7 +699,7 @@ def _not_preemptable_words(
             kept_by.setdefault(name, {}).update((t.uid, t) for t in keep if t.uid not in ids)
     if budget_said:
         kept_by.pop("pdb", None)  # (its own words, with the budget, follow: decide.py)
-    parts = [_kept_words(ssn, name, list(ts.values())) for name, ts in sorted(kept_by.items()) if ts]
+    parts = [_kept_words(ssn, name, list(ts.values()), job) for name, ts in sorted(kept_by.items()) if ts]
     if marked:
         parts.append(f"{_pods(list(marked.values()))} marked volcano.sh/preemptable: false")
     if elsewhere:
@@ -602,22 +717,29 @@ def _pods(tasks: list[TaskInfo]) -> str:
     return f"{', '.join(names[:MAX_EXAMPLES])}{more} {'is' if len(names) == 1 else 'are'}"
 
 
-def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo]) -> str:
-    """A preemptable rule that keeps `tasks` from preempt, in words (Volcano's plugins, as
-    Tessera runs them: plugins/gang.py, conformance.py, …), with its switch where it has one."""
+def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo], job: JobInfo | None = None,
+                action: str = "preempt") -> str:  # fmt: skip
+    """A preemptable (`action` reclaim: reclaimable) rule that keeps `tasks` from the action, in
+    words (Volcano's plugins, as Tessera runs them: plugins/gang.py, conformance.py, …), with its
+    switch where it has one."""
+    switch = "enableReclaimable" if action == "reclaim" else "enablePreemptable"
     if plugin == "gang":
         jobs = sorted({t.job for t in tasks})
         shown = ", ".join(f"{k}: {ready_num(ssn.jobs[k])} ready, minAvailable {ssn.jobs[k].min_available}"
                           for k in jobs[:MAX_EXAMPLES])  # fmt: skip
         more = f" (and {len(jobs) - MAX_EXAMPLES} more jobs)" if len(jobs) > MAX_EXAMPLES else ""
-        return ("gang's rule keeps a job at its minAvailable: preempt takes only the pods a job has "
+        return (f"gang's rule keeps a job at its minAvailable: {action} takes only the pods a job has "
                 f"ready beyond it ({shown}{more}; "
-                "enablePreemptable: false on gang in the scheduler conf lifts the rule)")  # fmt: skip
+                f"{switch}: false on gang in the scheduler conf lifts the rule)")  # fmt: skip
     if plugin == "conformance":
         return (f"conformance never evicts pods in kube-system or of priorityClassName system-cluster-critical or "
-                f"system-node-critical ({_pods(tasks)}; enablePreemptable: false on conformance lifts the rule)")  # fmt: skip
+                f"system-node-critical ({_pods(tasks)}; {switch}: false on conformance lifts the rule)")  # fmt: skip
     if plugin == "priority":
-        return f"priority takes only pods of jobs with a lower priority than the job's ({_pods(tasks)} not)"
+        if job is None:
+            return f"priority takes only pods of jobs with a lower priority than the job's ({_pods(tasks)} not)"
+        theirs = ", ".join(str(p) for p in sorted({ssn.jobs[t.job].priority for t in tasks}))
+        return (f"priority takes only pods of jobs with a lower priority than the job's {job.priority} "
+                f"({_pods(tasks)} not: their jobs' priority is {theirs})")  # fmt: skip
     if plugin == "drf":
         return (f"drf takes a pod only from a job whose share without it stays at least the job's share with "
                 f"the pod it makes room for ({_pods(tasks)} not)")  # fmt: skip
@@ -625,7 +747,7 @@ def _kept_words(ssn: Session, plugin: str, tasks: list[TaskInfo]) -> str:
         return f"their PodDisruptionBudgets allow no more disruptions ({_pods(tasks)} covered)"
     if plugin == "cdp":
         return f"{_pods(tasks)} within their volcano.sh/cooldown-time (cdp)"
-    return f"{plugin}'s preemptable rule keeps them ({_pods(tasks)})"
+    return f"{plugin}'s {'reclaimable' if action == 'reclaim' else 'preemptable'} rule keeps them ({_pods(tasks)})"
 
 
 #: a node's fix that room made by evicting would answer ("free 2 cpu on p1", "end a pod on p1")
@@ -634,6 +756,39 @@ FREES_ROOM = ("free ", "end a pod on ")
 
 def _with_held(fix: str, held: str) -> str:
     return f"{fix}; {held}" if fix and held else fix or held
+
+
+def _gang_room(ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[object, ...], Any]) -> str:
+    """The room a gang's pods still missing need together, where one pod's ask ("free 1
+    huawei.com/Ascend910B3 on node-a") understates it: per resource the pods ask, how many of
+    them the nodes (those no predicate rules out for good) have room for now, and what must be
+    freed for the rest. Pods of one shape only (the representative's); "" when one pod is
+    missing, or the nodes have room for all of them in every resource (then the nodes' words,
+    not the amount, explain the wait)."""
+    missing = _missing_pods(job)
+    if len(missing) < 2 or any(shape_of(t) != shape_of(task) for t in missing):
+        return ""
+    key = ("gang room", shape_of(task), len(missing))
+    got = cache.get(key)
+    if got is None:
+        rules = ssn.conf.rules
+        short: list[tuple[int, str, int]] = []  # (pods it has room for, resource, ask per pod)
+        for dim in task.resreq.names():
+            ask = task.resreq.get(dim)
+            if ask <= 0:
+                continue
+            room = sum(n.future_idle().get(dim) // ask for n in ssn.node_list
+                       if ssn.predicate_for_preempt(task, n) is None)  # fmt: skip
+            if room < len(missing):
+                short.append((room, dim, ask))
+        got = ""
+        if short:
+            room, dim, ask = min(short, key=lambda s: (s[0], s[1]))
+            rest = len(missing) - room
+            got = (f"free {_unit(dim, rest * ask, rules)} {dim} for the gang: its {len(missing)} pods still missing "
+                   f"ask {_unit(dim, ask, rules)} each, and the nodes have room for {room} of them now")  # fmt: skip
+        cache[key] = got
+    return str(got)
 
 
 def _missing_pods(job: JobInfo) -> list[TaskInfo]:
@@ -905,10 +1060,12 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # own pods and was discarded does not explain the wait
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
         if words:
+            if plugin in QUEUE_PLUGINS:
+                unblock = _with_held(unblock, _no_room_in_queue(ssn, job, task, cache))
             return Explanation(words, plugin, unblock=unblock)
         gang = _gang_share(ssn, queue, job)
         if gang is not None:
-            return gang
+            return replace(gang, unblock=_with_held(gang.unblock, _no_room_in_queue(ssn, job, task, cache)))
     if cards is not None:  # more whole cards than are free: and where the free ones are, as
         # the session left the nodes (its gang attempt discarded) — the nodes' words from that
         # attempt said every card of every node was short, beside "11 of 16 are free"
@@ -935,7 +1092,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
             )
         first = next(g for g in groups if g.plugin)
         if fix.startswith(FREES_ROOM):  # room the scheduler could make by evicting, or not
-            fix = _with_held(fix, _no_room_made(ssn, job, cache))
+            fix = _with_held(_gang_room(ssn, job, task, cache) or fix, _no_room_made(ssn, job, cache))
         return Explanation(groups_line(groups, len(ssn.node_list)), first.plugin, groups, fix)
     if job.why:
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)

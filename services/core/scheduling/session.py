@@ -578,11 +578,20 @@ class Session:
         plugins leave victims in common, else the first that votes): which plugin keeps which
         pods from preempt, for explain. Every voting plugin of that tier is asked, where
         `_victims` stops at the first empty answer."""
+        return self._votes("preemptable", preemptor, preemptees)
+
+    def reclaimable_votes(
+        self, reclaimer: TaskInfo, reclaimees: list[TaskInfo]
+    ) -> list[tuple[str, list[TaskInfo]]]:
+        """`preemptable_votes` for `reclaimable`: which plugin keeps which pods from reclaim."""
+        return self._votes("reclaimable", reclaimer, reclaimees)
+
+    def _votes(self, hook: str, actor: TaskInfo, candidates: list[TaskInfo]) -> list[tuple[str, list[TaskInfo]]]:
         first: list[tuple[str, list[TaskInfo]]] = []
-        for tier in self._fns["preemptable"]:
+        for tier in self._fns[hook]:
             votes = []
             for name, fn in tier:
-                got, vote = fn(preemptor, preemptees)
+                got, vote = fn(actor, candidates)
                 if vote != ABSTAIN:
                     votes.append((name, list(got)))
             if not votes:

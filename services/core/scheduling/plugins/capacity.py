@@ -176,14 +176,57 @@ class CapacityPlugin:
         if not over:
             return None
         a, dim = self._binding(over)
-        words = (f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, capability "
-                 f"{sh.amount(dim, a.real_capability.get(dim, sh.INF))}, allocated "
-                 f"{sh.amount(dim, a.allocated.get(dim, 0.0))} (capacity)")  # fmt: skip
+        limit, have = a.real_capability.get(dim, sh.INF), a.allocated.get(dim, 0.0)
+        asked = f"queue {a.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested"
         if self._inherited(a, dim):
-            return words, sh.parent_fix(a.name, a.parent, dim, a.real_capability.get(dim, sh.INF))
-        need = sh.amount(dim, a.allocated.get(dim, 0.0) + req[dim])
-        return words, (f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {need}, or let its "
-                       "running pods finish")  # fmt: skip
+            words = f"{asked}, capability {sh.amount(dim, limit)}, allocated {sh.amount(dim, have)} (capacity)"
+            return words, sh.parent_fix(a.name, a.parent, dim, limit)
+        need = have + req[dim]
+        if self.hierarchy:  # (what a parent leaves it is said above)
+            words = f"{asked}, capability {sh.amount(dim, limit)}, allocated {sh.amount(dim, have)} (capacity)"
+            return words, (f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {sh.amount(dim, need)}, "
+                           "or let its running pods finish")  # fmt: skip
+        return self._limit_words(a, dim, asked, need)
+
+    def _limit_words(self, a: CapAttr, dim: str, asked: str, need: float) -> tuple[str, str]:
+        """(words, fix) for a queue over its realCapability: min(its capability, the cluster
+        less the other queues' guarantees), as Volcano's capacity computes it — naming the one
+        that binds. A queue that set no capability was told "capability 4 … raise queue
+        inference's capability to 5", where only lowering another queue's guarantee would help
+        (a platform lead's review)."""
+        assert self.ssn is not None
+        limit, have = a.real_capability.get(dim, sh.INF), a.allocated.get(dim, 0.0)
+        n, amt = sh.dim_name(dim), sh.amount
+        own = self.qs.canonical(self.ssn.queues[a.name].spec.capability).get(dim, sh.INF)
+        total = sh.add(sh.vec(self.ssn.total), self.qs.total).get(dim, 0.0)
+        others = [(q.name, g) for q in sorted(self.ssn.queues.values(), key=lambda q: q.name)
+                  if q.name != a.name and (g := self.qs.canonical(q.spec.guarantee).get(dim, 0.0)) > sh.EPS]  # fmt: skip
+        left = total - sum(g for _, g in others)  # (its own guarantee is its own to hold)
+        own_binds = own <= limit + sh.EPS
+        raise_cap = f"raise queue {a.name}'s capability of {n} to {amt(dim, need)}" if own + sh.EPS < need else ""
+        held = ", ".join(f"{q} {amt(dim, g)}" for q, g in others)
+        if own_binds:
+            words = f"{asked}, capability {amt(dim, limit)}, allocated {amt(dim, have)} (capacity)"
+        elif not others:
+            words = (f"{asked}, allocated {amt(dim, have)}, limit {amt(dim, limit)}: all the cluster has "
+                     "(capacity realCapability; the queue sets no lower capability)")  # fmt: skip
+        else:
+            words = (f"{asked}, allocated {amt(dim, have)}, limit {amt(dim, limit)}: the cluster's "
+                     f"{amt(dim, total)} less the guarantees of other queues ({held}) (capacity realCapability; "
+                     "the queue sets no lower capability)")  # fmt: skip
+        if need > total + sh.EPS:  # no setting gives it more than the cluster has
+            return words, (f"queue {a.name} would need {amt(dim, need)} {n}, more than the cluster's "
+                           f"{amt(dim, total)}: let its running pods finish (or preempt evict some of them for "
+                           f"this job), or add {n} to the cluster{' and ' + raise_cap if raise_cap else ''}")  # fmt: skip
+        if own_binds and left + sh.EPS >= need:  # its own capability alone binds
+            return words, f"{raise_cap}, or let its running pods finish"
+        many = len(others) > 1
+        fix = (f"lower the guarantee{'s' if many else ''} of queue{'s' if many else ''} "
+               f"{', '.join(q for q, _ in others)} on {n} by {amt(dim, need - left)}{' in all' if many else ''}")
+        if own_binds:
+            words = f"{words[:-len(' (capacity)')]}; the other queues' guarantees ({held}) leave it no more (capacity)"
+            fix = f"{raise_cap} and {fix}"
+        return words, f"{fix}, or let queue {a.name}'s running pods finish"
 
     def _inherited(self, a: CapAttr, dim: str) -> bool:
         """Whether `a`'s limit on `dim` is what its parent leaves it (hierarchy: it sets no lower

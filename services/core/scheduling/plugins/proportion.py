@@ -175,7 +175,6 @@ class ProportionPlugin:
             return None
         cap = attr.capability.get(dim, sh.INF)
         capped = f", capability {sh.amount(dim, cap)}" if cap != sh.INF else ""
-        need = sh.amount(dim, attr.allocated.get(dim, 0.0) + req[dim])
         total = self.total.get(dim, 0.0)
         if req[dim] > total + sh.EPS:
             return (f"queue {queue.name}: {sh.dim_name(dim)} {sh.amount(dim, req[dim])} requested, "
@@ -186,8 +185,40 @@ class ProportionPlugin:
                 f"deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}{capped}, allocated "
                 f"{sh.amount(dim, attr.allocated.get(dim, 0.0))} (proportion: allocated + "
                 "request must stay within deserved)",
-                f"queue {queue.name} must deserve {need} {sh.dim_name(dim)}: raise its capability "
-                "or weight, or let its running pods finish")  # fmt: skip
+                self.more_share(queue.name, attr, dim, attr.allocated.get(dim, 0.0) + req[dim]))  # fmt: skip
+
+    def more_share(self, name: str, attr: QueueAttr, dim: str, need: float, minimum: str = "") -> str:
+        """What would let queue `name` deserve `need` of `dim`, as the water-filling decides it:
+        deserved never exceeds the cluster, the queue's capability, or what the other queues'
+        guarantees leave it (realCapability); below those, weight moves it. "Raise its
+        capability or weight" was said of a queue that already deserved every card of the
+        cluster, where no setting gives more (a platform lead's review): there the room can
+        only come from its own running pods. `minimum`: the gang's way out, said last."""
+        queue, want = f"queue {name}", f"{sh.amount(dim, need)} {sh.dim_name(dim)}"
+        total = self.total.get(dim, 0.0)
+        tail = f", or lower the job's minAvailable (now {minimum})" if minimum else ""
+        if need > total + sh.EPS:
+            return (f"{queue} would have to deserve {want}, more than the cluster's {sh.amount(dim, total)}: "
+                    "no capability or weight gives it that; the room can only come from its own running "
+                    f"pods — they finish, or preempt evicts some of them for this job{tail}")  # fmt: skip
+        cap = attr.capability.get(dim, sh.INF)
+        if cap + sh.EPS < need:
+            return (f"raise {queue}'s capability of {sh.dim_name(dim)} to {sh.amount(dim, need)} (now "
+                    f"{sh.amount(dim, cap)}), or let its running pods finish{tail}")  # fmt: skip
+        real = attr.real_capability.get(dim, sh.INF)
+        if real + sh.EPS < need:  # the other queues' guarantees are set aside first
+            held = ", ".join(f"{q} {sh.amount(dim, v)}" for q, v in self._guarantors(name, dim))
+            return (f"the guarantees of other queues ({held}) leave {queue} at most "
+                    f"{sh.amount(dim, real)} {sh.dim_name(dim)}: lower them by "
+                    f"{sh.amount(dim, need - real)}, or let its running pods finish{tail}")  # fmt: skip
+        return (f"{queue} must deserve {want}: raise its weight (the other queues' demand shares the rest "
+                f"of the cluster's {sh.amount(dim, total)}), or let its running pods finish{tail}")  # fmt: skip
+
+    def _guarantors(self, name: str, dim: str) -> list[tuple[str, float]]:
+        """The other queues' guarantees of `dim`, those without jobs too (all are set aside)."""
+        assert self.ssn is not None
+        got = ((q, self.qs.canonical(self.ssn.queues[q].spec.guarantee).get(dim, 0.0)) for q in sorted(self.ssn.queues))
+        return [(q, v) for q, v in got if q != name and v > sh.EPS]
 
     def gang_reason(self, queue: QueueInfo, tasks: list[TaskInfo], min_available: int) -> tuple[str, str] | None:
         """A gang that fits the queue's share pod by pod but not whole: `allocatable` refused
@@ -204,13 +235,10 @@ class ProportionPlugin:
         if dim is None:
             return None
         have = attr.allocated.get(dim, 0.0)
-        need = sh.amount(dim, have + req[dim])
         return (f"queue {queue.name}: the gang's {len(tasks)} pods need {sh.amount(dim, req[dim])} "
                 f"{sh.dim_name(dim)} at once, deserved {sh.amount(dim, attr.deserved.get(dim, 0.0))}, "
                 f"allocated {sh.amount(dim, have)} (proportion: allocated + request must stay within "
-                "deserved)", f"queue {queue.name} must deserve {need} {sh.dim_name(dim)}: raise its "
-                f"capability or weight, or let its running pods finish, or lower the job's minAvailable "
-                f"(now {min_available})")  # fmt: skip
+                "deserved)", self.more_share(queue.name, attr, dim, have + req[dim], str(min_available)))  # fmt: skip
 
     def enqueue_reason(self, job: JobInfo) -> tuple[str, str] | None:
         """`job_enqueueable`'s refusal in words: minResources against realCapability."""
