@@ -90,8 +90,12 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: switch was off was refused and without deviceshare counts were not fitted at all); two
 #: containers' vNPUs of one template share a card (`fit.DeviceConfig.templates_share`); the
 #: device config's `vnpus.hamiVnpuCore` is the global hami-core switch; a family capability's
-#: enqueue words; a scalar's amount in its manifest unit in explain's words.
-RULES = 1
+#: enqueue words; a scalar's amount in its manifest unit in explain's words. Generation 2
+#: (`PIPELINES_END`): a simulation's pipelined reservation lasts one session
+#: (`record.decision_events`' `pipelines_end`).
+RULES = 2
+#: the generation from which a simulation records where a pipelined reservation ends
+PIPELINES_END = 2
 
 
 def _on(value: object) -> bool:

@@ -88,6 +88,6 @@ def test_a_new_record_carries_the_current_generation_and_conf_of_reads_it() -> N
     config = record.configured()
     assert config.rules == RULES >= 1
     assert record.conf_of(config).rules == RULES
-    old = msgspec.json.decode(msgspec.json.encode(config).replace(b',"rules":1', b""), type=SchedulerConfigured)
+    old = msgspec.json.decode(msgspec.json.encode(config).replace(f',"rules":{RULES}'.encode(), b""), type=SchedulerConfigured)
     assert old.rules == 0 and record.conf_of(old).rules == 0
     assert old != config  # an upgraded scheduler appends its own record (service._record_config)
