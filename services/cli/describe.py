@@ -114,7 +114,7 @@ def describe(kind: str, name: str, namespace: str, report: dict[str, Any], messa
         return None if got is None else _node(*got, pods, messages, subjects)
     if kind == "cards":
         got = _one(listing("cards", report["cards"], cat), name, None)
-        return None if got is None else _card(got[0], pods, messages, subjects)
+        return None if got is None else _card(got[0], pods, messages, subjects, report["cards"])
     return None
 
 
@@ -188,7 +188,8 @@ def _node(node: dict, obj: dict, row: dict, pods: list[dict], messages: list[Sto
     return [*fields(pairs), "Pods:", *_pods_table(mine), *_events(messages, subjects.node(node["node"]))]
 
 
-def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects: Subjects) -> list[str]:
+def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects: Subjects,
+          cards: list[dict]) -> list[str]:  # fmt: skip
     holders = [p for p in pods if any(d["uuid"] == card["uuid"] for d in p.get("devices") or [])]
     unit = "%" if card["cores_total"] == 100 else f"/{card['cores_total']} cores"
     pairs = [("Name", card["uuid"]), ("Node", card["node"]), ("Type", card["type"]), ("Index", card.get("index")),
@@ -197,6 +198,10 @@ def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects:
              ("Slices", f"{card['slices_used']}/{card['slices_total']} used")]  # fmt: skip
     if card.get("note"):  # a card kept off (MIG mode): why no pod lands on it
         pairs.append(("Note", card["note"]))
+    if "held_by_count" in card:  # no deviceshare books its family: no slice says it is held
+        same = sum(1 for c in cards if c["node"] == card["node"] and c["type"] == card["type"])
+        pairs.append(("Held by count", f"{card['held_by_count']}/{same} {card['type']} of {card['node']} held whole "
+                                       "by pods (which ones the device plugin gave is not in the log)"))
     return [*fields(pairs), "Pods:", *_pods_table(holders),
             *_events(messages, subjects.card(card["node"], card["uuid"]))]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from contracts.api import KIND_RESOURCES
-from contracts.events import NodeRegistered
+from contracts.events import NodeRegistered, SchedulerConfigured
 from contracts.subjects import Subjects
 from services.cli import kubeobjects as ko
 from services.cli.connection import connect, connection_args, nats_url, open_log
@@ -29,7 +29,7 @@ from services.cli.tables import amounts, render
 from services.cli.up import read_state
 from services.core.devices.mig import MIG_WORDS, in_mig_mode
 from services.core.simulate.report import undecodable_warning
-from services.runtime.eventlog.model import StoredMessage
+from services.runtime.eventlog.model import EventLog, StoredMessage
 from services.runtime.service import decode_stored
 
 CARD_COLUMNS = (
@@ -70,6 +70,7 @@ QUEUE_COLUMNS = ("name", "state", "weight", "parent", "capability", "deserved", 
 #: Queue's status; the simulate report's records have none)
 GET_QUEUE_COLUMNS = (*QUEUE_COLUMNS[:4], *ko.QUEUE_COUNTS, *QUEUE_COLUMNS[4:])
 NODE_REGISTERED = frozenset({NodeRegistered.type_name()})
+SCHEDULER_CONFIGURED = frozenset({SchedulerConfigured.type_name()})
 #: `kubectl get quota`'s used/hard per name, and beside it what Tessera's own jobs hold (the
 #: rest of `used` is other pods' use, as the API server's status.used counts it)
 QUOTA_COLUMNS = ("namespace", "name", "used/hard", "tessera")
@@ -91,24 +92,54 @@ async def fetch_nodes(url: str, root: str) -> list[dict]:
 
 
 async def fetch_node_events(url: str, root: str) -> list[tuple[NodeRegistered, int]]:
-    """Each node's last NodeRegistered and how many of its cards hold a slice, by node name."""
+    """Each node's last NodeRegistered and how many of its cards are in use, by node name: those
+    holding a slice (the ledger heads, no replay), and where a scheduler's configuration books no
+    slice for a family (no deviceshare, the usual Ascend conf) those its pods hold whole by count
+    — read from a replay, as only the pods say it (a full node read 0/8 in use)."""
     log = await open_log(url, root)
     try:
-        in_use: dict[str, int] = {}
-        for msg in await log.last_per_subject(log.subjects.all_cards()):
-            usage = getattr(await decode_stored(msg), "usage", None)  # state-carrying card events
-            if usage is not None and usage.slices_used:
-                node = log.subjects.parse(msg.subject)[1][0]
-                in_use[node] = in_use.get(node, 0) + 1
-        rows = []
-        for msg in await log.last_per_subject(log.subjects.all_nodes()):
-            node = await decode_stored(msg, types=NODE_REGISTERED)
-            if not isinstance(node, NodeRegistered):
-                continue
-            rows.append((node, in_use.get(node.node, 0)))
-        return sorted(rows, key=lambda r: r[0].node)
+        return await node_events(log)
     finally:
         await log.close()
+
+
+async def node_events(log: EventLog) -> list[tuple[NodeRegistered, int]]:
+    """`fetch_node_events` over an open log."""
+    in_use: dict[str, int] = {}
+    for msg in await log.last_per_subject(log.subjects.all_cards()):
+        usage = getattr(await decode_stored(msg), "usage", None)  # state-carrying card events
+        if usage is not None and usage.slices_used:
+            node = log.subjects.parse(msg.subject)[1][0]
+            in_use[node] = in_use.get(node, 0) + 1
+    if await _counts_cards(log):
+        from services.core.simulate.report import build_report, nodes_held_by_count
+
+        for node, n in nodes_held_by_count(build_report([m async for m in log.replay(1)])).items():
+            in_use[node] = in_use.get(node, 0) + n
+    rows = []
+    for msg in await log.last_per_subject(log.subjects.all_nodes()):
+        node = await decode_stored(msg, types=NODE_REGISTERED)
+        if not isinstance(node, NodeRegistered):
+            continue
+        rows.append((node, in_use.get(node.node, 0)))
+    return sorted(rows, key=lambda r: r[0].node)
+
+
+async def _counts_cards(log: EventLog) -> bool:
+    """Whether a scheduler's last configuration leaves a device family to whole cards by count
+    (`config.counted_vendors`: no deviceshare books it). A log with none: the built-in default's
+    (deviceshare books every family)."""
+    from services.core.scheduling.config import ConfigError, counted_vendors, parse_conf
+
+    for msg in await log.last_per_subject(f"{log.subjects.root}.ev.sched.>"):
+        record = await decode_stored(msg, types=SCHEDULER_CONFIGURED)
+        if isinstance(record, SchedulerConfigured):
+            try:
+                if counted_vendors(parse_conf(record.conf)):
+                    return True
+            except ConfigError:
+                continue
+    return False
 
 
 def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
@@ -237,6 +268,8 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
     else:
         objects = [ko.component_object(c) for c in records]
     rows = _table_view(what, records) if what in ("pods", "jobs", "queues", "quotas") else [dict(r) for r in records]
+    if what == "cards":
+        _held_cells(rows)
     now = ko.now()
     for row, obj, rec in zip(rows, objects, records, strict=True):
         meta = obj.get("metadata") or {}
@@ -258,6 +291,18 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
             row["queue"] = annotations.get(ko.QUEUE_NAME, "")
             row["labels"] = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items()))
     return Listing(list(records), objects, rows)
+
+
+def _held_cells(rows: list[dict]) -> None:
+    """`held_by_count` as `8/8`: of the node's cards of that type, how many pods hold whole by
+    count (no deviceshare books the family, so no row's slices show it; which ones the device
+    plugin gave is not in the log)."""
+    of_type: dict[tuple[str, str], int] = {}
+    for r in rows:
+        of_type[(r["node"], r["type"])] = of_type.get((r["node"], r["type"]), 0) + 1
+    for r in rows:
+        if "held_by_count" in r:
+            r["held_by_count"] = f"{r['held_by_count']}/{of_type[(r['node'], r['type'])]}"
 
 
 def quota_object(q: dict) -> dict:
@@ -414,7 +459,10 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
             ns = "" if args.all_namespaces or what not in ("pods", "jobs", "podgroups", "quotas") else f" in {args.namespace} namespace"
             print(f"No resources found{ns}.", file=sys.stderr)
             return code
-        print(render(got.rows, with_notes(columns_of(what, args.output, args.all_namespaces), got.rows), "table"))
+        columns = with_notes(columns_of(what, args.output, args.all_namespaces), got.rows)
+        if what == "cards" and any("held_by_count" in r for r in got.rows):  # only then: see _held_cells
+            columns = (*columns, "held_by_count")
+        print(render(got.rows, columns, "table"))
     return code
 
 

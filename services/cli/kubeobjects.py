@@ -428,8 +428,11 @@ def quantities(values: Mapping[str, int]) -> dict[str, str]:
 QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
 def podgroup_phase(job: Mapping[str, Any]) -> str:
     """The phase the job's PodGroup shows on a cluster, "" while it has none
-    (`lifecycle.podgroup_phase_of`, which the cluster's queue statuses count by as well)."""
-    return podgroup_phase_of(str(job.get("phase") or ""), str(job.get("kind") or ""))
+    (`lifecycle.podgroup_phase_of`, which the cluster's queue statuses count by as well);
+    `Unknown` where the report found the running gang cut below its minMember
+    (`lifecycle.gang_broken`: the record's `podgroup`)."""
+    phase = podgroup_phase_of(str(job.get("phase") or ""), str(job.get("kind") or ""))
+    return str(job.get("podgroup") or phase) if phase == "Running" else phase
 
 
 def queue_counts(jobs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
@@ -495,7 +498,9 @@ def card_object(card: Mapping[str, Any]) -> dict:
             "spec": {"node": card["node"], "type": card["type"], "index": card.get("index", 0),
                      "memory": card["memory_total"], "cores": card["cores_total"], "slices": card["slices_total"]},
             "status": {"memoryUsed": card["memory_used"], "coresUsed": card["cores_used"],
-                       "slicesUsed": card["slices_used"], **({"note": card["note"]} if card.get("note") else {})}}  # fmt: skip
+                       "slicesUsed": card["slices_used"], **({"note": card["note"]} if card.get("note") else {}),
+                       # the node's cards of its type pods hold whole by count (no deviceshare)
+                       **({"nodeCardsHeldByCount": card["held_by_count"]} if "held_by_count" in card else {})}}  # fmt: skip
 
 
 def component_object(c: Mapping[str, Any]) -> dict:

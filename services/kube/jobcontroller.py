@@ -1046,6 +1046,10 @@ class JobController:
         phase = volcano.podgroup_phase(self.shown.get(key, ("", 0, ""))[0], live.phase if live else "")
         if live is None and phase != "Completed":
             return  # ended otherwise (aborted, deleted): the PodGroup keeps its last phase
+        if live is not None and live.phase == "Running" and lifecycle.gang_broken(
+            spec.min_available, [t.status for t in self.flow.projection.tasks.get(key, {}).values()]
+        ):
+            phase = "Unknown"  # running pods, fewer than minMember ready: Volcano's jobStatus
         v = self.verdict.get(key)
         text = ""
         if v is not None and v.reason:
@@ -1076,7 +1080,9 @@ class JobController:
             acc = allocated.get(job.spec.queue)
             if acc is None:
                 continue
-            phases[job.spec.queue].append(lifecycle.podgroup_phase_of(self.flow.shown.get(key, job.phase), job.spec.kind))
+            statuses = [t.status for t in proj.tasks.get(key, {}).values()]  # a cut gang's is Unknown
+            phases[job.spec.queue].append(lifecycle.podgroup_shown(self.flow.shown.get(key, job.phase), job.spec.kind,
+                                                                   job.spec.min_available, statuses))  # fmt: skip
             for t in proj.tasks.get(key, {}).values():
                 if t.status in (st.BOUND, st.RUNNING):
                     for res, v in requested(t.spec):

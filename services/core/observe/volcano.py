@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from services.core.observe.series import MetricSpec, Series
 from services.core.scheduling.decisions import Decisions
+from services.core.scheduling.lifecycle import gang_broken
 from services.core.scheduling.snapshot import Snapshot
 from services.core.workload.podgroups import podgroup_name
 
@@ -76,6 +77,8 @@ def session_series(snapshot: Snapshot, decisions: Decisions) -> list[Series]:
     groups: dict[tuple[str, str], int] = {}
     for job in snapshot.jobs:
         phase = phases.get(job.key, job.phase)
+        if phase == "Running" and gang_broken(job.spec.min_available, [t.status for t in job.tasks]):
+            phase = "Unknown"  # a running gang cut below minMember, as Volcano's jobStatus shows it
         groups[(job.spec.queue, phase)] = groups.get((job.spec.queue, phase), 0) + 1
     for q in sorted(snapshot.queues, key=lambda q: q.spec.name):
         name = q.spec.name

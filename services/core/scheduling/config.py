@@ -96,7 +96,11 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: (100 × deviceCoreScaling), not of 100 (`shares._percent_of`); the words for cards whose cores,
 #: not memory, are short (`deviceshare._cores_short`), and the proportion line of a device
 #: dimension counted in cards (`shares.enqueue_words`).
+#: And (`PIPELINES_END`) a simulation's pipelined reservation lasts one session
+#: (`record.decision_events`' `pipelines_end`).
 RULES = 2
+#: the generation from which a simulation records where a pipelined reservation ends
+PIPELINES_END = 2
 
 
 def _on(value: object) -> bool:

@@ -36,6 +36,26 @@ PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Comple
 KILLED_JOB_PHASES = frozenset({*TERMINAL_JOB_PHASES, *st.ENDING_PHASES, "Restarting"})
 
 
+#: the tasks Volcano's gang counts ready (`ReadyTaskNum`: allocated statuses and Succeeded)
+READY = frozenset({st.ALLOCATED, st.BINDING, st.BOUND, st.RUNNING, st.SUCCEEDED})
+
+
+def gang_broken(min_member: int, statuses: Iterable[str]) -> bool:
+    """Some pod runs, yet fewer than minMember are ready: reclaim or preemption cut the gang
+    after it was placed, or a pod of it failed. Volcano's gang marks such a job Unschedulable at
+    session close and `jobStatus` then shows its PodGroup `Unknown` (running tasks and the
+    condition of this session) — what `vcctl queue` and `volcano_queue_pod_group_unknown_count`
+    count, and a platform team alerts on."""
+    seen = list(statuses)
+    return any(s == st.RUNNING for s in seen) and sum(s in READY for s in seen) < min_member
+
+
+def podgroup_shown(phase: str, kind: str, min_member: int, statuses: Iterable[str]) -> str:
+    """`podgroup_phase_of`, with a Running group whose gang is broken (`gang_broken`) Unknown."""
+    shown = podgroup_phase_of(phase, kind)
+    return "Unknown" if phase == "Running" and gang_broken(min_member, statuses) else shown
+
+
 def podgroup_phase_of(phase: str, kind: str) -> str:
     """The phase a job's PodGroup shows on a cluster, given the job's phase in the log and its
     kind; "" while it has none. Volcano's job controller deletes a Job's PodGroup whenever it

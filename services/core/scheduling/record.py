@@ -29,7 +29,7 @@ from contracts.events import (
 )
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import SchedulerConf
-from services.core.scheduling.decisions import Decisions, by_words
+from services.core.scheduling.decisions import Decisions, JobPlacement, Unschedulable, by_words
 from services.core.scheduling.storage import NO_STORAGE
 
 SESSION = "Tessera-Session"
@@ -126,6 +126,7 @@ def decision_events(
     proposed: MutableMapping[str, tuple[TaskPlacement, ...]],
     admits_in_proposal: bool = False,
     verdicts_by_words: bool = False,
+    pipelines_end: bool = False,
 ) -> list[Event]:
     """The events a session appends, in order: phase changes, evictions, proposals, pending
     reasons (a reason only when it, or the rule its `why` names, differs from the job's last
@@ -138,13 +139,30 @@ def decision_events(
     proposes gets no Inqueue event of its own — its proposal says `admits` — since every reader
     of the log paid for a message the proposal right behind it could carry.
     `verdicts_by_words` (the record's too): an enqueue refusal's trial groups of nodes are not what
-    must change (`by_words`)."""
+    must change (`by_words`).
+    `pipelines_end` (simulate, rules generation 2): a pipelined reservation lasts one session,
+    as Volcano's Pipelined task state does, so a reader must see where it ends. An unchanged
+    pipelined proposal is left out only when the session says nothing else of its job, and a
+    job pipelined before but not in this session gets its unschedulable reason even when it
+    is unchanged: every decision of a session on a job then names all its reservations, and a
+    pod one of them leaves out waits again (`report`: Pipelined back to Pending). Before, a pod
+    read "Pipelined on node-a" for good once the room reclaimed for it went to another pod."""
     proposals: list[PlacementProposed] = []
+    ended: set[str] = set()  # jobs pipelined before whose reservation this session did not renew
+    if mode == "simulate" and pipelines_end:
+        now = {f"{jp.namespace}/{jp.name}" for jp in decisions.placements if jp.pipelined}
+        ended = {key for key in proposed if key not in now}
+        said = {f"{u.namespace}/{u.name}" for u in decisions.unschedulable}
+        said |= {f"{jp.namespace}/{jp.name}" for jp in decisions.placements if not jp.pipelined}
+        for key in ended & said:  # (one the session says nothing of keeps it: none to say it)
+            del proposed[key]
+        ended &= said
     for jp in decisions.placements:
         key = f"{jp.namespace}/{jp.name}"
         if mode == "simulate":
             if jp.pipelined:
-                if proposed.get(key) == jp.placements:
+                if proposed.get(key) == jp.placements and not (pipelines_end and _said_more(decisions, jp, last_reasons,
+                                                                                           verdicts_by_words)):
                     continue
                 proposed[key] = jp.placements
             else:
@@ -171,10 +189,25 @@ def decision_events(
                                      reason=ev.reason, for_job=ev.for_job))  # fmt: skip
     out += proposals
     for u in decisions.unschedulable:
-        last = last_reasons.get(f"{u.namespace}/{u.name}")
-        if last is None or (by_words(last) != by_words(u.key) if verdicts_by_words else last != u.key):
+        if f"{u.namespace}/{u.name}" in ended or _changed(u, last_reasons, verdicts_by_words):
             out.append(u.event(decisions.based_on, session))
     return out
+
+
+def _changed(u: Unschedulable, last_reasons: Mapping[str, str], verdicts_by_words: bool) -> bool:
+    """Whether `u` differs from its job's last reason in the log (`unschedulable_key`)."""
+    last = last_reasons.get(f"{u.namespace}/{u.name}")
+    return last is None or (by_words(last) != by_words(u.key) if verdicts_by_words else last != u.key)
+
+
+def _said_more(decisions: Decisions, jp: JobPlacement, last_reasons: Mapping[str, str],
+               verdicts_by_words: bool) -> bool:  # fmt: skip
+    """Whether the session appends another decision on `jp`'s job: a committed proposal, or an
+    unschedulable reason that changed."""
+    same = (jp.namespace, jp.name)
+    return any((p.namespace, p.name) == same and not p.pipelined for p in decisions.placements) or any(
+        (u.namespace, u.name) == same and _changed(u, last_reasons, verdicts_by_words) for u in decisions.unschedulable
+    )
 
 
 def configured(conf_text: str = "", device_config: str = "", *, scheduler: str = "scheduler",

@@ -30,7 +30,7 @@ from contracts.events import (
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
 from services.core.scheduling import record
-from services.core.scheduling.config import SchedulerConf
+from services.core.scheduling.config import PIPELINES_END, SchedulerConf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.view import SchedulerView
 from services.runtime.eventlog.model import StoredMessage
@@ -218,6 +218,7 @@ def _rerun(
         decisions, session=ref.session, mode=config.mode, outstanding=view.outstanding,
         last_reasons=view.unschedulable, proposed=proposed[config.mode],
         admits_in_proposal=config.admits_in_proposal, verdicts_by_words=config.verdicts_by_words,
+        pipelines_end=conf.rules >= PIPELINES_END,
     )  # fmt: skip
     for n, (got, want) in enumerate(zip_longest(s.decisions, again)):
         if got is None and s.decisions[-1][0] == last:

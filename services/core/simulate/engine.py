@@ -40,7 +40,7 @@ from services.core.devices import DeviceConfig, VendorRegistry
 from services.core.holdback import book_running, unfitted_warning
 from services.core.scheduling import lifecycle, record
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.config import SchedulerConf
+from services.core.scheduling.config import PIPELINES_END, SchedulerConf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.view import SchedulerView
 from services.core.workload import RunningPod, Workload
@@ -318,7 +318,8 @@ class Simulation:
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed,
                                         admits_in_proposal=self.config is None or self.config.admits_in_proposal,
-                                        verdicts_by_words=self.config is None or self.config.verdicts_by_words)  # fmt: skip
+                                        verdicts_by_words=self.config is None or self.config.verdicts_by_words,
+                                        pipelines_end=self.conf.rules >= PIPELINES_END)  # fmt: skip
         headers: dict[str, str] = {}
         if self.config is not None and events:
             headers = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,

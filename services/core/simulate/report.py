@@ -36,13 +36,15 @@ from contracts.events import (
     TaskStarted,
 )
 from contracts.registry import UndecodableEvent, UnknownEventType, default_registry
+from services.core.devices.catalogue import default_catalogue
 from services.core.devices.mig import card_note
 from services.core.ledger import core_capacity
-from services.core.scheduling import podreasons
+from services.core.scheduling import lifecycle, podreasons
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import (
     DEFAULT_CONF,
     DEVICE_SWITCHES,
+    PIPELINES_END,
     ConfigError,
     SchedulerConf,
     conf_from_mapping,
@@ -50,7 +52,9 @@ from services.core.scheduling.config import (
 )
 from services.core.scheduling.decide import open_session
 from services.core.scheduling.lifecycle import counts_a_retry
+from services.core.scheduling.model import card_count_name
 from services.core.scheduling.plugins.shares import shares_of
+from services.core.scheduling.session import Session
 from services.runtime.eventlog.model import StoredMessage
 
 SESSION_HEADER = "Tessera-Session"
@@ -71,6 +75,11 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     rejected_placements = 0
     skipped: list[dict[str, Any]] = []
     scheduler_conf = ""  # the last configuration the scheduler recorded (queue shares depend on it)
+    # a simulation's pipelined reservation lasts one session (`record.decision_events`'
+    # `pipelines_end`): from a record of that generation on, the session a pod was last
+    # pipelined in, so a later decision on its job that leaves it out sends it back to Pending
+    pipelines_end = False
+    pipelined_at: dict[tuple[str, str, str], int] = {}
     for msg in messages:
         kind = msg.headers.get("Tessera-Type", "")
         try:
@@ -81,7 +90,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             skipped.append({"seq": msg.seq, "subject": msg.subject, "type": kind,
                             "reason": str(exc)})  # fmt: skip
             continue
-        cycles = max(cycles, int(msg.headers.get(SESSION_HEADER, "0") or 0))
+        session = int(msg.headers.get(SESSION_HEADER, "0") or 0)
+        cycles = max(cycles, session)
         if (moved := projection.apply(msg.seq, ev)) is not None:
             job = projection.jobs[moved]
             j = jobs.get((job.spec.namespace, job.spec.name))
@@ -139,6 +149,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     j["phase"] = ev.phase
                     j["reason"] = ev.reason
             case JobUnschedulable():
+                if pipelines_end:
+                    _unpipeline(pods, pipelined_at, ev.namespace, ev.name, session, ())
                 j = jobs.get((ev.namespace, ev.name))
                 if j is not None:
                     j["reason"] = ev.reason
@@ -157,9 +169,13 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     ):
                         p["reason"] = said
             case PlacementProposed():
+                if pipelines_end:
+                    _unpipeline(pods, pipelined_at, ev.namespace, ev.name, session,
+                                {tp.task for tp in ev.placements})  # fmt: skip
                 for tp in ev.placements:
                     p = pods.get((ev.namespace, ev.name, tp.task))
                     if p is not None and p["phase"] in ("Pending", "Pipelined"):
+                        pipelined_at[(ev.namespace, ev.name, tp.task)] = session
                         # reserved in the session: the node and the cards it waits for
                         p.update(phase="Pipelined", node=tp.node,
                                  devices=[_device(cards, s.card, s.slice) for s in tp.slices])
@@ -236,25 +252,47 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     cards[ev.card] = (cards[ev.card][0], ev.usage)
             case SchedulerConfigured():
                 scheduler_conf = ev.conf
+                pipelines_end = ev.mode == "simulate" and ev.rules >= PIPELINES_END
             case _:
                 pass
-    _queue_shares(projection, queues, scheduler_conf)
+    ssn = open_session(projection.snapshot(), _counting_conf(scheduler_conf))
+    _queue_shares(ssn, queues)
+    by_count = held_by_count(ssn)
     card_rows = []
-    mem_total = mem_used = core_total = core_used = 0
+    mem_total = mem_used = core_total = core_used = in_use = 0
+    taken: dict[tuple[str, str], int] = {}  # (node, type): its cards held by count counted so far
     for spec, usage in sorted(cards.values(), key=lambda c: (c[0].node, c[0].type, c[0].index)):
         cap = core_capacity(spec)
-        card_rows.append({
+        row = {
             "node": spec.node, "uuid": spec.uuid, "type": spec.type, "index": spec.index,
             "memory_total": spec.memory, "memory_used": usage.memory_used, "cores_total": cap,
             "cores_used": usage.cores_used, "slices_used": usage.slices_used,
             "slices_total": spec.split_count,
-        })  # fmt: skip
+        }  # fmt: skip
         if note := card_note(spec):  # only then: other cards' rows stay as they were
-            card_rows[-1]["note"] = note
+            row["note"] = note
         mem_total += spec.memory
         mem_used += usage.memory_used
         core_total += cap
         core_used += usage.cores_used
+        in_use += 1 if usage.slices_used else 0
+        held = by_count.get(spec.node, {}).get(spec.type)
+        if held is not None:  # only then: a family deviceshare books keeps its rows as they were
+            # the node's cards of this type pods hold whole by count: which of them the device
+            # plugin gave is not in the log, so each row says how many of the node's are held
+            row["held_by_count"] = held
+            if taken.get((spec.node, spec.type), 0) < held and not usage.slices_used:
+                taken[(spec.node, spec.type)] = taken.get((spec.node, spec.type), 0) + 1
+                in_use += 1  # a whole card: all its memory and cores are its pod's
+                mem_used += spec.memory
+                core_used += cap
+        card_rows.append(row)
+    for (ns, name), j in jobs.items():
+        live = projection.jobs.get(f"{ns}/{name}")
+        if live is not None and j["phase"] == "Running":
+            statuses = [t.status for t in projection.tasks.get(f"{ns}/{name}", {}).values()]
+            if lifecycle.podgroup_shown(j["phase"], j["kind"], live.spec.min_available, statuses) == "Unknown":
+                j["podgroup"] = "Unknown"  # only then: other records stay as they were
     pod_rows = sorted(pods.values(), key=lambda p: (p["namespace"], p["job"], p["name"]))
     phases: dict[str, int] = {}
     for p in pod_rows:
@@ -273,7 +311,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             "evictions": len(evictions),
             "card_memory_allocated_ratio": round(mem_used / mem_total, 6) if mem_total else 0.0,
             "card_core_allocated_ratio": round(core_used / core_total, 6) if core_total else 0.0,
-            "cards_in_use": sum(1 for c in card_rows if c["slices_used"]),
+            "cards_in_use": in_use,
             "cards_total": len(card_rows),
         },
     }
@@ -293,6 +331,19 @@ def undecodable_warning(report: dict[str, Any]) -> str:
     first = ", ".join(f"#{s['seq']} {s['type']}" for s in skipped[:5])
     more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
     return f"warning: {len(skipped)} undecodable event(s) skipped: {first}{more}"
+
+
+def _unpipeline(pods: dict[tuple[str, str, str], dict[str, Any]], pipelined_at: dict[tuple[str, str, str], int],
+                ns: str, job: str, session: int, kept: Iterable[str]) -> None:  # fmt: skip
+    """A decision of `session` on a job: its pods pipelined in an earlier session and not in
+    `kept` (what this decision places) are Pending again, with no node — Volcano's Pipelined
+    is a session's state, dropped when the session closes. Before, a pod read "Pipelined on
+    node-a" for good once the room reclaimed for it went to another pod."""
+    keep = set(kept)
+    for key, p in pods.items():
+        if (key[:2] == (ns, job) and p["phase"] == "Pipelined" and key[2] not in keep
+                and pipelined_at.get(key, session) < session):  # fmt: skip
+            p.update(phase="Pending", node=None, devices=[])
 
 
 def _pod(ns: str, name: str, job: str, phase: str, reason: str) -> dict[str, Any]:
@@ -315,28 +366,68 @@ _SWITCH_KEYS = frozenset(key for key, _ in DEVICE_SWITCHES.values())
 
 
 def _counting_conf(scheduler_conf: str) -> SchedulerConf:
-    """A session of `proportion` alone that counts devices as the scheduler's configuration
-    does: its deviceshare switches decide which families are whole cards by count
-    (`config.counted_vendors`), so a queue shows the cards it is charged as the scheduler
-    charged them. A log with no readable record: the built-in default's."""
+    """A session of the scheduler's queue-share plugin alone (`proportion`, else `capacity` with
+    its arguments: `enableHierarchy` bounds children by their parent) that counts devices as the
+    scheduler's configuration does: its deviceshare switches decide which families are whole
+    cards by count (`config.counted_vendors`), so a queue shows the cards it is charged as the
+    scheduler charged them, and the deserved share the scheduler decides by — the one its
+    `/metrics` report (`decide.close_session`); a capacity cluster read proportion's
+    water-filling (spec.deserved 4 shown as 6). A log with no readable record: the built-in
+    default's."""
     try:
-        ds = parse_conf(scheduler_conf or DEFAULT_CONF).plugin("deviceshare")
+        parsed = parse_conf(scheduler_conf or DEFAULT_CONF)
     except ConfigError:
-        ds = parse_conf(DEFAULT_CONF).plugin("deviceshare")
+        parsed = parse_conf(DEFAULT_CONF)
+    ds = parsed.plugin("deviceshare")
+    share = parsed.plugin("proportion") or parsed.plugin("capacity")
     plugins: list[dict[str, Any]] = [{"name": "proportion"}]
+    if share is not None and share.name == "capacity":
+        plugins = [{"name": "capacity", "enableHierarchy": share.enabled("enableHierarchy")}]
     if ds is not None:  # its switches only (its hooks never run here: a session with no action)
         switches = {k: v for k, v in ds.arguments.items() if k in _SWITCH_KEYS}
         plugins.append({"name": "deviceshare", "arguments": switches})
     return conf_from_mapping({"actions": "", "tiers": [{"plugins": plugins}]})
 
 
-def _queue_shares(projection: st.ClusterProjection, queues: dict[str, dict[str, Any]],
-                  scheduler_conf: str = "") -> None:  # fmt: skip
-    """deserved: proportion's water-filling over the final state; allocated: Σ running requests
+def held_by_count(ssn: Session) -> dict[str, dict[str, int]]:
+    """node → card type → how many of its cards running pods hold whole by count, for the
+    families no deviceshare books (`config.counted_vendors`): such a pod books no slice, so the
+    ledgers read its card free while the scheduler counts it taken ("free 0 of 8") — `get
+    nodes`, `describe node`, `get cards` and the summary read 0 in use on a full node, where
+    `kubectl describe node` shows `huawei.com/Ascend910B3 8 8` allocated. Only counted
+    families' types appear (an empty mapping when deviceshare books every family)."""
+    if not ssn.counted_vendors:
+        return {}
+    catalogue = ssn.conf.vendors.catalogue if ssn.conf.vendors is not None else default_catalogue()
+    out: dict[str, dict[str, int]] = {}
+    for node in ssn.node_list:
+        groups: dict[str, list[str]] = {}  # count name → the types of the cards it counts
+        for c in node.cards:
+            if c.spec.vendor in ssn.counted_vendors and (name := card_count_name(c.spec, catalogue)):
+                groups.setdefault(name, []).append(c.spec.type)
+        for name, types in groups.items():
+            held = min(round(node.used.scalars.get(name, 0) / 1000), len(types))
+            for t in sorted(set(types)):  # one count name per type, as a chip's resource name is
+                share = min(held, types.count(t))
+                out.setdefault(node.name, {})[t] = share
+                held -= share
+    return out
+
+
+def nodes_held_by_count(report: dict[str, Any]) -> dict[str, int]:
+    """node → its cards pods hold whole by count (`held_by_count`), from a report's card rows."""
+    out: dict[str, int] = {}
+    for (node, _type), held in {(c["node"], c["type"]): c.get("held_by_count", 0) for c in report["cards"]}.items():
+        if held:
+            out[node] = out.get(node, 0) + held
+    return out
+
+
+def _queue_shares(ssn: Session, queues: dict[str, dict[str, Any]]) -> None:
+    """deserved: the scheduler's queue-share plugin's over the final state (proportion's
+    water-filling, or capacity's deserved bounded by realCapability); allocated: Σ running requests
     (devices as the card shares they hold, `plugins/shares.py`)."""
-    snap = projection.snapshot()
-    ssn = open_session(snap, _counting_conf(scheduler_conf))
-    prop = ssn.plugins["proportion"]
+    prop = ssn.plugins.get("proportion") or ssn.plugins["capacity"]
     qs = shares_of(ssn)
     alloc: dict[str, dict[str, int]] = {}
     for job in ssn.jobs.values():
