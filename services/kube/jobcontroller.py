@@ -711,7 +711,8 @@ class JobController:
                 for k, obj in groups:
                     await self.kube.delete_this(podgroups_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
                 await self._plugin_objects_gone(key, delete=bool(left or groups) or not self.collector)
-            if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
+            if spec is not None and spec.kind == "PodGroup" and key in self.podgroups \
+                    and _admitted_from(spec, self.podgroups[key]):  # fmt: skip
                 await self._podgroup_status(key, spec, self.podgroups[key])
             return
         for k, obj in self._owned(self.pods, key, admitted):
@@ -1225,6 +1226,16 @@ class JobController:
         finally:
             await cancel_all(tasks)
             await cancel_all(list(self._reconciles))
+
+
+def _admitted_from(spec: JobSpec, obj: dict[str, Any]) -> bool:
+    """Whether the job was admitted from this very object (its uid; a spec from before specs
+    carried one is taken as the object's). A PodGroup made again under the name of a job still
+    live in the log is another object: the old job's status written on it (conditions whole)
+    dropped admission's refusal there, whose next judgment wrote it again — each woke the other,
+    thousands of writes a minute."""
+    admitted = spec.annotations.get(volcano.OBJECT_UID, "")
+    return not admitted or admitted == volcano.uid(obj)
 
 
 def _pod_ready(obj: dict[str, Any] | None) -> bool:

@@ -237,9 +237,25 @@ class PodSource:
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
         else:
+            await self._replaced(ns, name, volcano.uid(ch.obj))
             self.groups[(ns, name)] = ch.obj
             objs[(kind, ns, name)] = ch.obj
             touched.add((ns, name))
+
+    async def _replaced(self, ns: str, name: str, uid: str) -> None:
+        """A PodGroup whose name a live job holds that was admitted from another PodGroup object
+        (uid): one name holds one object at a time, so that object is gone — deleted and made
+        again while admission was away (an upgrade; an operator resubmitting its job), no watch
+        event said so — and its job ends before this one is judged, as a new job. Judged
+        beside the old job, it was refused for good ("a live job of this name exists … (delete it
+        first)"), and deleting it again did not help: its uid was never the admitted one."""
+        known = self.admission.known.jobs.get((ns, name))
+        if known is None or not known.live or known.spec.kind != "PodGroup":
+            return
+        old = known.spec.annotations.get(volcano.OBJECT_UID, "")
+        if old and uid and old != uid:
+            log.info("PodGroup %s/%s made again (uid %s, was %s): the old one's job ends", ns, name, uid, old)
+            await self.admission.delete_job(ns, name, old, _from_object(old))
 
     async def _refuse(self, obj: dict[str, Any], reasons: tuple[str, ...]) -> None:
         """A refused object; an edit of a live one only gets the Warning Event: its job runs on
@@ -327,6 +343,18 @@ class PodSource:
                 gone = min(uids)
                 log.info("job %s/%s: its pod (uid %s) is gone (deleted while admission was away)", ns, name, gone)
                 await self.admission.delete_job(ns, name, gone, _from_pod(gone))
+
+    async def _groups_gone(self) -> None:
+        """Once PodGroups are listed (at start, after a relist): a job the log admitted from a
+        PodGroup object that the listing does not have (by uid) was deleted while this process
+        was away — no watch event will say so, and its name stayed held for good."""
+        for (ns, name), known in list(self.admission.known.jobs.items()):
+            uid = known.spec.annotations.get(volcano.OBJECT_UID, "")
+            if known.deleted or known.spec.kind != "PodGroup" or not uid:
+                continue
+            if volcano.uid(self.groups.get((ns, name)) or {}) != uid:
+                log.info("job %s/%s: its PodGroup (uid %s) is gone (deleted while admission was away)", ns, name, uid)
+                await self.admission.delete_job(ns, name, uid, _from_object(uid))
 
     async def _owner_gang(self, obj: dict[str, Any]) -> bool:
         """Volcano's PodGroup controller, for the pods it makes a gang of: a pod naming no
@@ -545,6 +573,8 @@ class PodSource:
                 self.listed.add(what)
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
+                if what == "podgroup":
+                    await self._groups_gone()
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
                 continue
@@ -779,6 +809,15 @@ def _version(obj: dict[str, Any]) -> bytes:
     """What admission judges of a Volcano object (no status, no server fields), as a digest:
     one is held per live object, and a Job's manifest runs to kilobytes."""
     return hashlib.blake2b(msgspec.json.encode(volcano.manifest(obj)), digest_size=16).digest()
+
+
+def _from_object(uid: str) -> Callable[[JobSpec], bool]:
+    """Whether a live job was admitted from the Volcano object (Job, PodGroup) with this uid."""
+
+    def check(spec: JobSpec) -> bool:
+        return spec.annotations.get(volcano.OBJECT_UID) == uid
+
+    return check
 
 
 def _from_pod(uid: str) -> Callable[[JobSpec], bool]:
