@@ -21,7 +21,11 @@ judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDelet
 a Warning Event on the object. Namespaces likewise: their labels are each one's
 `NamespaceChanged` (what a pod affinity term's namespaceSelector selects), a deletion
 `NamespaceDeleted`. Pods and PodGroups the job controller made
-for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
+for a Job belong to that Job and are not admitted again. A PodGroup is one object by its uid:
+one made again under the name of a live job admitted from another ends that job first, and one
+deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
+(no `volcano` among the scheduler names) a PodGroup is Tessera's only once Tessera's pods are
+in it (`_group_ours`). A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job — a Job once its pods are gone from the API server (they hold their cards while
 they terminate).
@@ -186,6 +190,8 @@ class PodSource:
             # its watches listing side by side) a live group's members were the few listed so
             # far — none, after a restart — and the judgment a scale-down, every pod evicted
             return []
+        if not self._group_ours(key, pg):
+            return []
         members = self.members.get(key, {})
         if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
             return []
@@ -195,6 +201,19 @@ class PodSource:
         # waited for good while it waited for minMember pods; the gang rule still places
         # nothing before minMember pods are there (their arrival is a `JobUpdated`)
         return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
+
+    def _group_ours(self, key: tuple[str, str], pg: dict[str, Any]) -> bool:
+        """Whether a PodGroup (not a Volcano Job's) is Tessera's to admit. As Volcano's
+        replacement, every one is (an operator's is made before its pods, which wait for it to
+        be Inqueue). Beside a Volcano that stays, only one Tessera's pods name (the pods'
+        `scheduling.k8s.io/group-name`, as Volcano's controller links them; only pods with
+        Tessera's scheduler names are read), one Tessera made for its pods' owner, or one
+        already admitted: Volcano's PodGroup controller makes `podgroup-<owner uid>` for its
+        own pods (`schedulerName: volcano`), and Tessera took it on its minResources and wrote
+        its status and its queue's over Volcano's (a Running gang shown Inqueue, 0 running)."""
+        if volcano.replaces_volcano(self.scheduler_names):
+            return True
+        return bool(self.members.get(key)) or key in self.owner_groups or self._admitted(pg)
 
     async def _volcano(self, what: str, ch: Change, docs: list[dict[str, Any]],
                        objs: dict[tuple[str, str, str], dict[str, Any]],

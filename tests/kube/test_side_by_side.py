@@ -6,6 +6,14 @@
   exists with a different spec (delete it first)", and deleting it again did not help), and the
   queue service wrote the old job's status over the new object, which woke admission's refusal
   again: thousands of writes a minute on an object another team owns.
+- Beside a Volcano that stays (`--scheduler-name tessera`), a PodGroup is Tessera's only when
+  Tessera's pods are in it: Volcano's PodGroup controller makes `podgroup-<owner uid>` for the
+  ReplicaSets whose pods say `schedulerName: volcano`, and Tessera took every PodGroup not owned
+  by a Volcano Job — admitted it, enqueued it on its minResources and rewrote its status (a
+  Running gang shown Inqueue with 0 running).
+- There, a Queue's status (allocated, running, state) is Volcano's: Tessera wrote its own share
+  over it (allocated wiped, running 2 → 0) at every pass; and a bus Command for a Queue is
+  Volcano's controller's to consume.
 """
 
 from __future__ import annotations
@@ -125,4 +133,128 @@ async def test_the_queue_service_writes_no_status_on_a_podgroup_it_did_not_admit
     assert controller.writes == 0
     status = (await cluster.present(volcano.podgroups_path("default", "team-pg")) or {}).get("status") or {}
     assert status.get("phase") != "Inqueue", status
+
+
+def queue(name: str) -> dict[str, Any]:
+    return {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "metadata": {"name": name},
+            "spec": {"weight": 1, "reclaimable": True}}  # fmt: skip
+
+
+def tessera_pod(name: str, group: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "annotations": {"scheduling.k8s.io/group-name": group}},
+            "spec": {"schedulerName": "tessera", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+
+
+async def volcanos_objects(cluster: Cluster) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Queue `research` and the PodGroup Volcano's PodGroup controller made for a
+    ReplicaSet whose pods say `schedulerName: volcano` (one Running on a node), as a running
+    Volcano wrote their status."""
+    await cluster.kube.create(volcano.queues_path(), queue("research"))
+    q = await cluster.kube.patch(volcano.queues_path("research", "status"), {"status": {
+        "state": "Open", "running": 2, "allocated": {"cpu": "2", "memory": "2Gi", "pods": "2"}}})  # fmt: skip
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-v", "uid": "rs-uid-1", "controller": True}
+    pg = await cluster.kube.create(volcano.podgroups_path("default"), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup",
+        "metadata": {"name": "podgroup-rs-uid-1", "namespace": "default", "ownerReferences": [rs]},
+        "spec": {"minMember": 1, "queue": "research", "minResources": {"cpu": "1", "memory": "1Gi"}},
+        "status": {"phase": "Running", "running": 1}})  # fmt: skip
+    await cluster.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "web-v-abc", "namespace": "default", "ownerReferences": [rs],
+        "annotations": {"scheduling.k8s.io/group-name": "podgroup-rs-uid-1"}},
+        "spec": {"schedulerName": "volcano", "nodeName": "w2", "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running"}})  # fmt: skip
+    return q, pg
+
+
+async def test_beside_volcano_only_the_podgroups_tessera_pods_are_in_are_tesseras(cluster: Cluster) -> None:
+    """`--scheduler-name tessera`: Volcano's PodGroup (its pods are Volcano's: Tessera's pod
+    watch never brings them) and a PodGroup no pod is in yet are left alone — not admitted, no
+    status written; the PodGroup Tessera's pod names is Tessera's, admitted with its pod."""
+    await cluster.volcano_crds()
+    q, theirs = await volcanos_objects(cluster)
+    mine = await cluster.kube.create(volcano.podgroups_path("default"), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "mine", "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+    empty = await cluster.kube.create(volcano.podgroups_path("default"), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "empty", "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+    member = await cluster.create_pod(tessera_pod("mine-0", "mine"))
+    log = MemoryLog()
+    source = PodSource(AdmissionService(log), cluster.kube, scheduler_names=("tessera",))
+    await listed(source, ("queue", Change("upsert", "research", volcano.typed(q, "Queue"))),
+                 *(("podgroup", upsert(pg, "PodGroup")) for pg in (theirs, mine, empty)),
+                 ("pod", Change("upsert", "default/mine-0", member)))  # fmt: skip
+    submitted = {e.spec.name for _m, e in await replayed(log) if isinstance(e, JobSubmitted)}
+    assert submitted == {"mine"}, submitted
+    after = await cluster.present(volcano.podgroups_path("default", "podgroup-rs-uid-1")) or {}
+    assert after.get("status") == {"phase": "Running", "running": 1}
+    assert not await cluster.events(), "Events written about another scheduler's objects"
+    # once Tessera's pod is in it, `empty` is Tessera's too
+    joined = await cluster.create_pod(tessera_pod("empty-0", "empty"))
+    await source.process([("pod", Change("upsert", "default/empty-0", joined))])
+    assert "empty" in {e.spec.name for _m, e in await replayed(log) if isinstance(e, JobSubmitted)}
+
+
+async def test_beside_volcano_its_queues_status_is_not_written(cluster: Cluster) -> None:
+    """Tessera's own job runs in Volcano's queue `research`: its status (Volcano's allocated
+    and counts) stays Volcano's — the queue service wrote Tessera's share over it each pass."""
+    await cluster.volcano_crds()
+    q, _theirs = await volcanos_objects(cluster)
+    mine = await cluster.kube.create(volcano.podgroups_path("default"), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "mine", "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+    member = await cluster.create_pod(tessera_pod("mine-0", "mine"))
+    log = MemoryLog()
+    source = PodSource(AdmissionService(log), cluster.kube, scheduler_names=("tessera",))
+    await listed(source, ("queue", Change("upsert", "research", volcano.typed(q, "Queue"))),
+                 ("podgroup", upsert(mine, "PodGroup")), ("pod", Change("upsert", "default/mine-0", member)))  # fmt: skip
+    controller = JobController(log, cluster.kube, clock=Clock(), scheduler_names=("tessera",))
+    for m, event in await replayed(log):
+        controller.fold(m.seq, event)
+    assert "research" in controller.flow.projection.queues and "default/mine" in controller.specs
+    controller.queues["research"] = volcano.typed(await cluster.kube.get(volcano.queues_path("research")), "Queue")
+    controller.dirty_queues.add("research")
+    await controller.queue_statuses()
+    status = (await cluster.kube.get(volcano.queues_path("research"))).get("status")
+    assert status == {"state": "Open", "running": 2, "allocated": {"cpu": "2", "memory": "2Gi", "pods": "2"}}
+
+
+class Commands:
+    """The queue service's command path, recording what it is asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str, str]] = []
+
+    async def __call__(self, action: str, namespace: str, name: str, kind: str = "", uid: str = "") -> str:
+        self.asked.append((action, namespace, name, kind))
+        return "done"
+
+
+async def test_beside_volcano_a_queue_command_is_left_to_volcanos_controller(cluster: Cluster) -> None:
+    """`vcctl queue operate -a close` makes a CloseQueue Command for Volcano's controller: with
+    only Tessera's name it stays for it (Tessera consumed it, and closed the queue under
+    Volcano's Running gang); a Command for a Job of Tessera's is still Tessera's."""
+    await cluster.volcano_crds()
+    await cluster.kube.create(volcano.queues_path(), queue("research"))
+    close = await cluster.kube.create(volcano.commands_path("default"), {
+        "apiVersion": volcano.BUS, "kind": "Command", "metadata": {"name": "research-close-abcde", "namespace": "default"},
+        "action": "CloseQueue", "target": {"apiVersion": volcano.SCHEDULING, "kind": "Queue", "name": "research"}})  # fmt: skip
+    lost = await cluster.kube.create(volcano.commands_path("default"), {
+        "apiVersion": volcano.BUS, "kind": "Command", "metadata": {"name": "gone-abort", "namespace": "default"},
+        "action": "AbortJob", "target": {"apiVersion": volcano.BATCH, "kind": "Job", "name": "gone"}})  # fmt: skip
+    ours = await cluster.kube.create(volcano.commands_path("default"), {
+        "apiVersion": volcano.BUS, "kind": "Command", "metadata": {"name": "train-abort", "namespace": "default"},
+        "action": "AbortJob", "target": {"apiVersion": volcano.BATCH, "kind": "Job", "name": "train"}})  # fmt: skip
+    commands = Commands()
+    controller = JobController(MemoryLog(), cluster.kube, commands, clock=Clock(), scheduler_names=("tessera",))
+    controller.jobs["default/train"] = {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {
+        "name": "train", "namespace": "default"}, "spec": {"schedulerName": "tessera"}}  # fmt: skip
+    for obj in (close, lost, ours):
+        await controller._consume(obj)
+    assert commands.asked == [("suspend", "default", "train", "")]
+    assert await cluster.present(volcano.commands_path("default", "research-close-abcde")) is not None
+    assert await cluster.present(volcano.commands_path("default", "gone-abort")) is not None
+    assert await cluster.present(volcano.commands_path("default", "train-abort")) is None
 
