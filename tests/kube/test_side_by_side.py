@@ -14,14 +14,22 @@
 - There, a Queue's status (allocated, running, state) is Volcano's: Tessera wrote its own share
   over it (allocated wiped, running 2 → 0) at every pass; and a bus Command for a Queue is
   Volcano's controller's to consume.
+- `tessera up --kubeconfig` looks for a running Volcano or HAMi scheduler first, as the chart
+  does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from contracts.events import JobDeleted, JobSubmitted
 from services.admission.service import AdmissionService
+from services.cli import preflight
 from services.kube import volcano
 from services.kube.jobcontroller import JobController
 from services.kube.listwatch import Change
@@ -30,6 +38,7 @@ from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster
 from tests.kube.test_judged_again import replayed
 from tests.kube.test_status_counts import Clock
+from tests.processes import ROOT
 
 SYNCED = Change("synced", "", {})
 
@@ -258,3 +267,47 @@ async def test_beside_volcano_a_queue_command_is_left_to_volcanos_controller(clu
     assert await cluster.present(volcano.commands_path("default", "gone-abort")) is not None
     assert await cluster.present(volcano.commands_path("default", "train-abort")) is None
 
+
+def deployment(ns: str, name: str, image: str, *, container: str = "main", args: list[str] | None = None,
+               replicas: int = 1) -> dict[str, Any]:  # fmt: skip
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": container, "image": image, "args": args or []}]}}}}  # fmt: skip
+
+
+async def test_up_refuses_a_cluster_whose_volcano_serves_a_name_it_would_take(cluster: Cluster, tmp_path: Path) -> None:
+    """The chart's preflight, for `tessera up --kubeconfig`: a running Volcano's scheduler and
+    controllers serve `volcano`, which `up` takes by default — refused before anything starts,
+    naming each Deployment and the ways out; with only Tessera's name the look finds nothing, a
+    scaled-down Volcano counts for nothing, and HAMi's scheduler is refused whatever the names."""
+    if cluster.kind != "kmock":
+        pytest.skip("makes Deployments in volcano-system: the emulator's only")
+    for d in (deployment("volcano-system", "volcano-scheduler", "volcanosh/vc-scheduler:v1.12.1",
+                         args=["--scheduler-conf=/volcano.scheduler/volcano-scheduler.conf"]),
+              deployment("volcano-system", "volcano-controllers", "volcanosh/vc-controller-manager:v1.12.1"),
+              deployment("default", "idle-vc", "volcanosh/vc-scheduler:v1.12.1", replicas=0,
+                         args=["--scheduler-name", "tessera"]),
+              deployment("default", "web", "nginx:1.27")):  # fmt: skip
+        await cluster.kube.create(f"/apis/apps/v1/namespaces/{d['metadata']['namespace']}/deployments", d)
+    state = tmp_path / "state"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "up", "--kubeconfig", str(cluster.kubeconfig),
+        "--state-dir", str(state), cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+    try:
+        out, err = (b.decode() for b in await asyncio.wait_for(proc.communicate(), 60))
+    except TimeoutError:  # it started: stopped as `kill PID` stops it (what it started with it)
+        proc.terminate()
+        await proc.communicate()
+        pytest.fail("tessera up started beside a running Volcano")
+    assert proc.returncode == 1, (out, err)
+    assert "Deployment volcano-system/volcano-scheduler" in err and "Deployment volcano-system/volcano-controllers" in err
+    assert "schedulerName: volcano" in err and "--scheduler-name tessera" in err and "--skip-preflight" in err, err
+    assert "default/idle-vc" not in err and "default/web" not in err, err
+    assert not (state / "up.json").exists() and "scheduling the cluster" not in out, "started anyway"
+    assert await preflight.look(cluster.kube, ["tessera"]) == []
+    await cluster.kube.create("/apis/apps/v1/namespaces/kube-system/deployments", deployment(
+        "kube-system", "hami-scheduler", "projecthami/hami:v2.5.0", container="vgpu-scheduler-extender"))  # fmt: skip
+    (hami,) = await preflight.look(cluster.kube, ["tessera"])
+    assert hami.startswith("HAMi's scheduler (Deployment kube-system/hami-scheduler"), hami
