@@ -631,6 +631,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"error: tessera is already running (pid {pids}) on {state['nats']}; "
               f"`tessera down --state-dir {state_dir}` stops it", file=sys.stderr)  # fmt: skip
         return 1
+    if args.kubeconfig and not args.skip_preflight and not os.environ.get(DETACHED):  # (the parent looked)
+        if (refused := _preflight(args.kubeconfig, args.scheduler_name or ["volcano", "tessera"])) is not None:
+            print(f"error: {refused}", file=sys.stderr)
+            return 1
     if args.detach:
         return _detach(state_dir)
     if args.fresh and not args.nats:
@@ -686,6 +690,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         plane.stop()
         state_file(state_dir).unlink(missing_ok=True)
+
+
+def _preflight(kubeconfig: str, scheduler_names: list[str]) -> str | None:
+    """Why `up` must not start against this cluster (`services.cli.preflight`), or None. A
+    cluster that cannot be asked is a refusal too, as for the chart's lookup: what runs there is
+    not known."""
+    from services.cli import kubeverbs, preflight
+    from services.cli.connection import Unreachable
+
+    try:
+        found = kubeverbs.run(kubeconfig, lambda kube: preflight.look(kube, scheduler_names))
+    except (kubeverbs.Refused, Unreachable) as exc:
+        return (f"cannot look for a running Volcano or HAMi scheduler (listing Deployments in every namespace: "
+                f"{exc}); {preflight.SKIP_FLAG} starts without looking")  # fmt: skip
+    return preflight.refusal(found, scheduler_names) if found else None
 
 
 #: Set in the environment of the supervisor `up --detach` leaves running.
@@ -853,6 +872,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--scheduler-name", action="append", default=[],
                     help="with --kubeconfig: pods with this schedulerName are Tessera's "
                          "(repeatable; default volcano and tessera)")
+    up.add_argument("--skip-preflight", action="store_true",
+                    help="with --kubeconfig: start even beside a running Volcano or HAMi scheduler that "
+                         "serves a scheduler name Tessera takes (refused otherwise, as the chart's preflight)")
     up.add_argument("--hami-node-lock", default="on", choices=("on", "off"),
                     help="with --kubeconfig: bind device pods under HAMi's node lock (on when "
                          "HAMi's device plugins run on the nodes)")

@@ -13,7 +13,9 @@ more is made or written for it — its objects are left to the collector. It con
 through the queue service's own command path and deletes them — a Command that does not apply
 (its job is not found or has ended) or names an action not served leaves a Warning Event on
 its target saying why — and writes the status of Jobs, PodGroups and Queues, only on change; a
-queue's status is recomputed only when one of its jobs, or the queue, changed.
+queue's status is recomputed only when one of its jobs, or the queue, changed. Beside a Volcano
+that stays (no `volcano` among the scheduler names: `volcano.replaces_volcano`), the Queues'
+status and the Queue Commands are Volcano's, and a Command whose Job is not found is left too.
 
 Queues on the API server: `root` and `default` are created when absent (Volcano's scheduler
 does so at start), so `kubectl get queue` shows them with their status. Tessera has no
@@ -457,7 +459,7 @@ class JobController:
         asked = str(obj.get("action") or "")
         action = COMMANDS.get(asked)
         if not self._commands_ours(target, ns):
-            return  # another scheduler's Job: its controller consumes the Command (issue 28)
+            return  # another scheduler's Job or Volcano's Queue: its controller consumes it (issue 28)
         if self.command is None:
             log.warning("command %s/%s: no command path here; deleted unapplied", ns, name)
         elif action is None:
@@ -477,13 +479,17 @@ class JobController:
     def _commands_ours(self, target: dict[str, Any], ns: str) -> bool:
         """Whether a Command's target is Tessera's to act on: a Job on the API whose
         schedulerName (Volcano's default: volcano) is not one of Tessera's is left, Command and
-        all, to the scheduler it names; Queues are shared, and a target that no longer exists
-        is answered (deleted with a Warning)."""
+        all, to the scheduler it names. As Volcano's replacement, Tessera serves every Queue
+        Command and answers one whose target no longer exists (deleted with a Warning); beside
+        a Volcano that stays, Queue Commands (`vcctl queue operate`) and those of a Job not
+        found are its controller's — consumed here, Volcano's queue state machine never ran for
+        them, and Tessera closed the queue under Volcano's running jobs instead."""
+        replacing = volcano.replaces_volcano(self.scheduler_names)
         if target.get("kind", "Job") != "Job":
-            return True
+            return replacing
         job = self.jobs.get(f"{ns}/{target.get('name') or ''}")
         if job is None:
-            return True
+            return replacing
         return str((job.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
 
     async def _warn_target(self, target: dict[str, Any], ns: str, reason: str, message: str) -> None:
@@ -711,7 +717,8 @@ class JobController:
                 for k, obj in groups:
                     await self.kube.delete_this(podgroups_path(ns, k.split("/", 1)[1]), volcano.uid(obj))
                 await self._plugin_objects_gone(key, delete=bool(left or groups) or not self.collector)
-            if spec is not None and spec.kind == "PodGroup" and key in self.podgroups:
+            if spec is not None and spec.kind == "PodGroup" and key in self.podgroups \
+                    and _admitted_from(spec, self.podgroups[key]):  # fmt: skip
                 await self._podgroup_status(key, spec, self.podgroups[key])
             return
         for k, obj in self._owned(self.pods, key, admitted):
@@ -1069,7 +1076,9 @@ class JobController:
         proj = self.flow.projection
         names = sorted(n for n in self.dirty_queues if n in self.queues and n in proj.queues)
         self.dirty_queues.clear()
-        if not names:
+        if not names or not volcano.replaces_volcano(self.scheduler_names):
+            # beside a Volcano that stays, a Queue's status is its scheduler's: Tessera's share
+            # written over it wiped Volcano's `allocated` and counts at every pass (they fought)
             return
         allocated: dict[str, dict[str, int]] = {n: {} for n in names}
         phases: dict[str, list[str]] = {n: [] for n in names}
@@ -1231,6 +1240,16 @@ class JobController:
         finally:
             await cancel_all(tasks)
             await cancel_all(list(self._reconciles))
+
+
+def _admitted_from(spec: JobSpec, obj: dict[str, Any]) -> bool:
+    """Whether the job was admitted from this very object (its uid; a spec from before specs
+    carried one is taken as the object's). A PodGroup made again under the name of a job still
+    live in the log is another object: the old job's status written on it (conditions whole)
+    dropped admission's refusal there, whose next judgment wrote it again — each woke the other,
+    thousands of writes a minute."""
+    admitted = spec.annotations.get(volcano.OBJECT_UID, "")
+    return not admitted or admitted == volcano.uid(obj)
 
 
 def _pod_ready(obj: dict[str, Any] | None) -> bool:

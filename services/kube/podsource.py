@@ -21,7 +21,11 @@ judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDelet
 a Warning Event on the object. Namespaces likewise: their labels are each one's
 `NamespaceChanged` (what a pod affinity term's namespaceSelector selects), a deletion
 `NamespaceDeleted`. Pods and PodGroups the job controller made
-for a Job belong to that Job and are not admitted again. A refused object gets a Warning Event
+for a Job belong to that Job and are not admitted again. A PodGroup is one object by its uid:
+one made again under the name of a live job admitted from another ends that job first, and one
+deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
+(no `volcano` among the scheduler names) a PodGroup is Tessera's only once Tessera's pods are
+in it (`_group_ours`). A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job — a Job once its pods are gone from the API server (they hold their cards while
 they terminate).
@@ -186,6 +190,8 @@ class PodSource:
             # its watches listing side by side) a live group's members were the few listed so
             # far — none, after a restart — and the judgment a scale-down, every pod evicted
             return []
+        if not self._group_ours(key, pg):
+            return []
         members = self.members.get(key, {})
         if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
             return []
@@ -195,6 +201,19 @@ class PodSource:
         # waited for good while it waited for minMember pods; the gang rule still places
         # nothing before minMember pods are there (their arrival is a `JobUpdated`)
         return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
+
+    def _group_ours(self, key: tuple[str, str], pg: dict[str, Any]) -> bool:
+        """Whether a PodGroup (not a Volcano Job's) is Tessera's to admit. As Volcano's
+        replacement, every one is (an operator's is made before its pods, which wait for it to
+        be Inqueue). Beside a Volcano that stays, only one Tessera's pods name (the pods'
+        `scheduling.k8s.io/group-name`, as Volcano's controller links them; only pods with
+        Tessera's scheduler names are read), one Tessera made for its pods' owner, or one
+        already admitted: Volcano's PodGroup controller makes `podgroup-<owner uid>` for its
+        own pods (`schedulerName: volcano`), and Tessera took it on its minResources and wrote
+        its status and its queue's over Volcano's (a Running gang shown Inqueue, 0 running)."""
+        if volcano.replaces_volcano(self.scheduler_names):
+            return True
+        return bool(self.members.get(key)) or key in self.owner_groups or self._admitted(pg)
 
     async def _volcano(self, what: str, ch: Change, docs: list[dict[str, Any]],
                        objs: dict[tuple[str, str, str], dict[str, Any]],
@@ -237,9 +256,25 @@ class PodSource:
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
         else:
+            await self._replaced(ns, name, volcano.uid(ch.obj))
             self.groups[(ns, name)] = ch.obj
             objs[(kind, ns, name)] = ch.obj
             touched.add((ns, name))
+
+    async def _replaced(self, ns: str, name: str, uid: str) -> None:
+        """A PodGroup whose name a live job holds that was admitted from another PodGroup object
+        (uid): one name holds one object at a time, so that object is gone — deleted and made
+        again while admission was away (an upgrade; an operator resubmitting its job), no watch
+        event said so — and its job ends before this one is judged, as a new job. Judged
+        beside the old job, it was refused for good ("a live job of this name exists … (delete it
+        first)"), and deleting it again did not help: its uid was never the admitted one."""
+        known = self.admission.known.jobs.get((ns, name))
+        if known is None or not known.live or known.spec.kind != "PodGroup":
+            return
+        old = known.spec.annotations.get(volcano.OBJECT_UID, "")
+        if old and uid and old != uid:
+            log.info("PodGroup %s/%s made again (uid %s, was %s): the old one's job ends", ns, name, uid, old)
+            await self.admission.delete_job(ns, name, old, _from_object(old))
 
     async def _refuse(self, obj: dict[str, Any], reasons: tuple[str, ...]) -> None:
         """A refused object; an edit of a live one only gets the Warning Event: its job runs on
@@ -327,6 +362,18 @@ class PodSource:
                 gone = min(uids)
                 log.info("job %s/%s: its pod (uid %s) is gone (deleted while admission was away)", ns, name, gone)
                 await self.admission.delete_job(ns, name, gone, _from_pod(gone))
+
+    async def _groups_gone(self) -> None:
+        """Once PodGroups are listed (at start, after a relist): a job the log admitted from a
+        PodGroup object that the listing does not have (by uid) was deleted while this process
+        was away — no watch event will say so, and its name stayed held for good."""
+        for (ns, name), known in list(self.admission.known.jobs.items()):
+            uid = known.spec.annotations.get(volcano.OBJECT_UID, "")
+            if known.deleted or known.spec.kind != "PodGroup" or not uid:
+                continue
+            if volcano.uid(self.groups.get((ns, name)) or {}) != uid:
+                log.info("job %s/%s: its PodGroup (uid %s) is gone (deleted while admission was away)", ns, name, uid)
+                await self.admission.delete_job(ns, name, uid, _from_object(uid))
 
     async def _owner_gang(self, obj: dict[str, Any]) -> bool:
         """Volcano's PodGroup controller, for the pods it makes a gang of: a pod naming no
@@ -545,6 +592,8 @@ class PodSource:
                 self.listed.add(what)
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
+                if what == "podgroup":
+                    await self._groups_gone()
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
                 continue
@@ -779,6 +828,15 @@ def _version(obj: dict[str, Any]) -> bytes:
     """What admission judges of a Volcano object (no status, no server fields), as a digest:
     one is held per live object, and a Job's manifest runs to kilobytes."""
     return hashlib.blake2b(msgspec.json.encode(volcano.manifest(obj)), digest_size=16).digest()
+
+
+def _from_object(uid: str) -> Callable[[JobSpec], bool]:
+    """Whether a live job was admitted from the Volcano object (Job, PodGroup) with this uid."""
+
+    def check(spec: JobSpec) -> bool:
+        return spec.annotations.get(volcano.OBJECT_UID) == uid
+
+    return check
 
 
 def _from_pod(uid: str) -> Callable[[JobSpec], bool]:

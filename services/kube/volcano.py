@@ -51,6 +51,18 @@ MADE_AFTER = "tessera.io/made-after"
 
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 
+#: Volcano's scheduler name: a Tessera that takes it stands in for Volcano (its scheduler and
+#: controllers: no Volcano serves this cluster's Queues, PodGroups and Commands but Tessera);
+#: one with only its own names runs beside a Volcano that stays (README "Sharing a cluster")
+VOLCANO_SCHEDULER = "volcano"
+
+
+def replaces_volcano(scheduler_names: Iterable[str]) -> bool:
+    """Whether Tessera, with these scheduler names, is Volcano's replacement on the cluster:
+    then what Volcano's controllers serve (every PodGroup not a Job's, the Queues' status, the
+    Queue Commands) is Tessera's; beside a Volcano that stays, only what Tessera's pods are in."""
+    return VOLCANO_SCHEDULER in scheduler_names
+
 
 def queues_path(name: str = "", sub: str = "") -> str:
     return (f"{QUEUES}/{name}" + (f"/{sub}" if sub else "")) if name else QUEUES

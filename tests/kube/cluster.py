@@ -999,7 +999,7 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                     "scheduling.k8s.io/v1/priorityclasses", "v1/persistentvolumeclaims",
                     "v1/persistentvolumes", "storage.k8s.io/v1/storageclasses", "v1/resourcequotas",
                     "policy/v1/poddisruptionbudgets", "apps/v1/statefulsets", "apps/v1/replicasets",
-                    "apps/v1/daemonsets", "batch/v1/jobs"):
+                    "apps/v1/daemonsets", "apps/v1/deployments", "batch/v1/jobs"):
             km.resources[res] = {}  # what a real API server serves (kmock needs them declared)
         for res, info in VOLCANO_KINDS.items():  # what the chart's CRDs serve (volcano_crds)
             km.resources[res] = info
