@@ -3,7 +3,8 @@
 A seeded generator evolves a cluster session after session the way the projection does:
 placements are committed (cards booked), pods finish and are evicted (cards released), nodes
 change (labels, card health, other schedulers' pods, lost and back) and jobs arrive, while
-every node and job nothing touched keeps its frozen snapshot object. Each session is decided
+every node and job nothing touched keeps its frozen snapshot object (and every card spec nothing
+touched keeps its own: the queue shares take the last session's cluster-wide part over). Each session is decided
 with the memo carried from the last one and from scratch, and the two must be equal; some
 snapshots are decided twice in a row, so a node a session changed without its decisions being
 applied (a gang it could not complete, a pipelined pod) must not be taken over as it was left.
@@ -29,6 +30,7 @@ from services.core.scheduling.config import SchedulerConf, default_conf, parse_c
 from services.core.scheduling.decide import decide
 from services.core.scheduling.decisions import Decisions
 from services.core.scheduling.memo import SessionMemo
+from services.core.scheduling.plugins import shares
 from tests.core.scheduling.test_node_cache import FULL_CONF, _jobs, _nodes
 
 CONFIG = SchedulerConfigured(scheduler="test", conf="", device_config="", mode="simulate")
@@ -122,14 +124,24 @@ class Cluster:
             elif roll < 0.13 and n.cards:
                 i = rng.randrange(len(n.cards))
                 c = n.cards[i]
-                sick = msgspec.structs.replace(c.usage, healthy=not c.usage.healthy)
-                cards = (*n.cards[:i], dataclasses.replace(c, usage=sick), *n.cards[i + 1:])
-                self.nodes[name] = dataclasses.replace(n, cards=cards)
+                if rng.random() < 0.5:  # the device plugin's health (a new usage)
+                    card = dataclasses.replace(c, usage=msgspec.structs.replace(c.usage, healthy=not c.usage.healthy))
+                else:  # HAMi's (CardHealthChanged: a new spec), or registered again smaller
+                    card = dataclasses.replace(c, spec=msgspec.structs.replace(
+                        c.spec, healthy=not c.spec.healthy, memory=c.spec.memory // rng.choice([1, 2])))  # fmt: skip
+                self.nodes[name] = dataclasses.replace(n, cards=(*n.cards[:i], card, *n.cards[i + 1:]))
         for job in _jobs(rng, tuple(self.nodes.values()), rng.randint(0, 4)):
             self.created += 1
             spec = msgspec.structs.replace(job.spec, name=f"a{self.created:03d}")
             self.jobs[f"{spec.namespace}/{spec.name}"] = dataclasses.replace(
                 job, spec=spec, created=self.created)
+
+
+def scratch(snap: st.Snapshot, conf: SchedulerConf) -> Decisions:
+    """A session that takes nothing over: no memo, and no queue shares of the last session
+    (shares.py `_LAST`, whose cluster-wide part a session takes over for the same card specs)."""
+    shares._LAST.clear()
+    return decide(snap, conf)
 
 
 def _conf(name: str) -> SchedulerConf:
@@ -152,7 +164,7 @@ def test_a_session_with_the_memo_decides_like_one_from_scratch(seed: int, conf_n
         for _again in range(2 if cluster.rng.random() < 0.3 else 1):
             before = memo.kept
             got = decide(snap, conf, memo=memo)
-            assert got == decide(snap, conf), f"step {_step}: the memo changed the decisions"
+            assert got == scratch(snap, conf), f"step {_step}: the memo changed the decisions"
             kept += memo.kept - before
             assert record.input_digests(snap, CONFIG, memo) == record.input_digests(snap, CONFIG)
         cluster.apply(got)
@@ -170,7 +182,7 @@ def test_a_node_the_last_session_changed_is_built_afresh() -> None:
         snap = cluster.snapshot()
         memo = SessionMemo()
         first = decide(snap, conf, memo=memo)
-        assert decide(snap, conf, memo=memo) == first == decide(snap, conf)
+        assert decide(snap, conf, memo=memo) == first == scratch(snap, conf)
 
 
 def test_input_digests_from_kept_encodings_equal_the_whole_encoding() -> None:
@@ -235,7 +247,7 @@ def test_the_simulators_sessions_with_the_memo_decide_like_sessions_from_scratch
         assert dataclasses.replace(p.snapshot(), now=snap.now) == snap  # as frozen afresh
         p._node_snaps, p._job_snaps = kept
         got = real(snap, conf, memo=memo)
-        assert got == real(snap, conf)
+        assert got == scratch(snap, conf)
         sessions += 1
         return got
 
