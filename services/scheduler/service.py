@@ -40,6 +40,7 @@ from services.core.scheduling import record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import not_run
 from services.core.scheduling.decide import decide, plugin_names
+from services.core.scheduling.memo import SessionMemo
 from services.core.scheduling.view import SchedulerView
 from services.runtime.collector import paused as collector_paused
 from services.runtime.eventlog import Appended, EventLog
@@ -104,6 +105,8 @@ class Scheduler:
         #: a single replica) this scheduler always does
         self.lease = lease
         self.view = SchedulerView()
+        #: what one session leaves the next: unchanged nodes' working state (memo.py)
+        self.memo = SessionMemo()
         self.traces = JobTraces()  # the trace each job's decisions continue
         self.sessions = 0
         self.conf_seq = 0  # the SchedulerConfigured our sessions reference
@@ -301,7 +304,7 @@ class Scheduler:
                                                                   "tessera.based_on": snap.seq}) as span:  # fmt: skip
             started = time.time_ns()
             with collector_paused():
-                decisions = decide(snap, self.conf)
+                decisions = decide(snap, self.conf, memo=self.memo)
             span.set_attribute("tessera.placements", len(decisions.placements))
             span.set_attribute("tessera.unschedulable", len(decisions.unschedulable))
             events = record.decision_events(
@@ -317,7 +320,7 @@ class Scheduler:
                 return []
             contexts = decision_spans(tracer, span, started, events, view, self.traces, self.subjects)
         ref = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
-                                record.input_digests(snap, self.config))  # fmt: skip
+                                record.input_digests(snap, self.config, self.memo))  # fmt: skip
         headers = ref.headers()
         return [Outgoing(subject_of(self.subjects, e), e, headers=headers,
                          context=contexts[f"{e.namespace}/{e.name}"])  # type: ignore[attr-defined]

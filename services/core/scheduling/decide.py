@@ -27,6 +27,7 @@ from services.core.scheduling.decisions import (
 )
 from services.core.scheduling.explain import explain_job
 from services.core.scheduling.gates import GATED_REASON, gated_reason
+from services.core.scheduling.memo import SessionMemo
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, TaskInfo
 from services.core.scheduling.plugins.shares import shares_of
 from services.core.scheduling.registry import Action, build_actions, build_plugins
@@ -45,28 +46,40 @@ def plugin_names() -> frozenset[str]:
 
 
 def open_session(
-    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True
-) -> Session:
+    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True,
+    memo: SessionMemo | None = None,
+) -> Session:  # fmt: skip
     plugins, _ = _registries()
-    return Session(snapshot, conf or default_conf(), plugins, node_cache=node_cache)
+    return Session(snapshot, conf or default_conf(), plugins, node_cache=node_cache, memo=memo)
 
 
 def decide(
-    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True
-) -> Decisions:
+    snapshot: st.Snapshot, conf: SchedulerConf | None = None, *, node_cache: bool = True,
+    memo: SessionMemo | None = None,
+) -> Decisions:  # fmt: skip
     """`node_cache=False` evaluates every node afresh (the reference the cached path is tested
-    against, tests/core/scheduling/test_node_cache.py); decisions are the same either way."""
+    against, tests/core/scheduling/test_node_cache.py); decisions are the same either way.
+    `memo`: what the caller's previous session left (memo.py), so the nodes unchanged since
+    are not built again; the decisions are the same with or without it."""
     conf = conf or default_conf()
     _, actions = _registries()
-    ssn = open_session(snapshot, conf, node_cache=node_cache)
-    for name in conf.actions:
-        if (action := actions.get(name)) is not None:  # Volcano's others: see config.not_run
-            action.execute(ssn)
-    for plugin in ssn.plugins.values():
-        close = getattr(plugin, "on_session_close", None)
-        if close is not None:
-            close(ssn)
-    return close_session(ssn)
+    try:
+        ssn = open_session(snapshot, conf, node_cache=node_cache, memo=memo)
+        for name in conf.actions:
+            if (action := actions.get(name)) is not None:  # Volcano's others: see config.not_run
+                action.execute(ssn)
+        for plugin in ssn.plugins.values():
+            close = getattr(plugin, "on_session_close", None)
+            if close is not None:
+                close(ssn)
+        decisions = close_session(ssn)
+    except BaseException:
+        if memo is not None:  # a session cut short may have changed nodes it did not log
+            memo.forget()
+        raise
+    if memo is not None:
+        memo.after(ssn)
+    return decisions
 
 
 def close_session(ssn: Session) -> Decisions:

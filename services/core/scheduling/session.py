@@ -29,6 +29,7 @@ from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PluginConf, SchedulerConf, counted_vendors
 from services.core.scheduling.gates import gated
 from services.core.scheduling.hooks import HOOK_SWITCHES, Plugin
+from services.core.scheduling.memo import KeptNode, SessionMemo
 from services.core.scheduling.model import (
     ALLOCATED_STATUSES,
     CardInfo,
@@ -203,6 +204,7 @@ class Session:
         plugins: Mapping[str, PluginFactory],
         uid: int = 0,
         node_cache: bool = True,
+        memo: SessionMemo | None = None,
     ) -> None:
         self.uid = uid or snapshot.seq
         self.snapshot = snapshot
@@ -236,6 +238,11 @@ class Session:
         self.shape_counts: dict[tuple[object, ...], int] = {}
         self.outcomes: dict[tuple[object, ...], tuple[int, str | float]] = {}
         self.node_classes: dict[tuple[object, ...], int] = {}
+        #: what the last session left that this one may take over (memo.py); None: build all
+        self.memo = memo
+        if memo is not None:
+            memo.serves(conf, node_cache)
+            self.node_classes = memo.node_classes
         self._claimants: list[TaskInfo] = []  # tasks with PersistentVolumeClaims (volumes.py)
         #: device families no deviceshare books here: their counts are node scalars, whole cards
         self.counted_vendors = counted_vendors(conf)
@@ -302,40 +309,15 @@ class Session:
                     out[name] = out.get(name, 0) + 1000
 
     def _open_snapshot(self, snap: st.Snapshot) -> None:
+        """The session's nodes, queues and jobs. The queues and jobs first, so each node is
+        built with the tasks on it at once — or, with a memo, taken over from the last session
+        when it and they are unchanged (memo.py)."""
         stranded = stranded_plugin_bookings(snap)
-        counted = self.counted_vendors
-        for i, n in enumerate(snap.nodes):
-            if not n.ready:
-                continue
-            alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
-            self.total.add(alloc)
-            if counted and n.cards:
-                self._device_counts(n, alloc)
-            cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
-            held: Mapping[str, int] = n.held_devices
-            if (ours := stranded.get(n.name)) is not None:  # (a copy only where there are any)
-                held = {**held, **{r: held.get(r, 0) + 1000 * c for r, c in ours.items()}}
-            if held:  # other schedulers' pods, or ours on cards no longer listed, hold plugin cards
-                cards = held_by_others(cards, held)
-            node = NodeInfo(
-                n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
-                dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,
-            )  # fmt: skip
-            if any(n.held) or n.held_resources:  # other schedulers' pods (NodeUsage): the rest is ours
-                held = Resource(*n.held, n.held_resources)
-                node.idle.sub(held)
-                node.used.add(held)
-            if counted and n.held_devices:  # their counts of the counted families, as the kubelet's
-                held = Resource(scalars={k: v for k, v in n.held_devices.items() if registration.vendor_of(k) in counted})
-                node.idle.sub(held)
-                node.used.add(held)
-            if n.others:  # their host ports (NodePorts: kube-scheduler's NodeInfo.UsedPorts)
-                node.held_ports = tuple((p, o.namespace) for o in n.others for p in o.host_ports)
-            node.pos = len(self.node_list)
-            self.nodes[n.name] = node
-            self.node_list.append(node)
         for q in snap.queues:
             self.queues[q.spec.name] = QueueInfo(q.spec.name, q.spec, q.created, q.state)
+        counted = self.counted_vendors
+        #: node name → the tasks booked on it (their snapshots and infos), in booking order
+        on_node: dict[str, list[tuple[st.TaskSnap, TaskInfo]]] = {}
         for j in snap.jobs:
             if j.spec.queue not in self.queues:
                 continue  # Volcano cache.Snapshot: jobs whose queue is missing are not scheduled
@@ -363,17 +345,77 @@ class Session:
                 tasks[t.pod] = info
                 if t.spec.claims:
                     self._claimants.append(info)
-                node = self.nodes.get(t.node) if t.node else None
-                if node is not None and t.status in _ON_NODE:
-                    node.tasks[info.uid] = info
-                    node.idle.sub(info.resreq)
-                    node.used.add(info.resreq)
-                    if t.status == st.RELEASING:  # its cards are free in the future view
-                        node.releasing.add(info.resreq)
-                        self._book_releasing(node, info.slices, +1)
+                if t.node and t.status in _ON_NODE:
+                    here = on_node.get(t.node)
+                    if here is None:
+                        here = on_node[t.node] = []
+                    here.append((t, info))
                 if t.status in ALLOCATED_STATUSES:
                     job.allocated.add(info.resreq)
             self.jobs[j.key] = job
+        memo = self.memo
+        for i, n in enumerate(snap.nodes):
+            if not n.ready:
+                continue
+            booked = on_node.get(n.name, ())
+            ours = stranded.get(n.name)
+            if memo is not None:
+                kept = memo.take(n, ours, tuple(t for t, _ in booked))
+                if kept is not None:  # unchanged since the last session built it: as it was
+                    self.total.add(kept.total)
+                    node = kept.node
+                    node.order = i
+                    node.tasks = {info.uid: info for _, info in booked}
+                    node.pos = len(self.node_list)
+                    self.nodes[n.name] = node
+                    self.node_list.append(node)
+                    continue
+            node, alloc = self._build_node(i, n, ours)
+            for t, info in booked:
+                node.tasks[info.uid] = info
+                node.idle.sub(info.resreq)
+                node.used.add(info.resreq)
+                if t.status == st.RELEASING:  # its cards are free in the future view
+                    node.releasing.add(info.resreq)
+                    self._book_releasing(node, info.slices, +1)
+            if memo is not None:
+                memo.keep(KeptNode(n, ours, tuple(t for t, _ in booked), node, alloc))
+            node.pos = len(self.node_list)
+            self.nodes[n.name] = node
+            self.node_list.append(node)
+
+    def _build_node(
+        self, i: int, n: st.NodeSnap, ours: Mapping[str, int] | None
+    ) -> tuple[NodeInfo, Resource]:
+        """The node as the session works on it, before its tasks are booked; and what it adds
+        to the session's total (its allocatable without the counted families' cards)."""
+        counted = self.counted_vendors
+        alloc = Resource(n.cpu_milli, n.memory_mib, n.pods, n.resources)
+        self.total.add(alloc)
+        total = alloc.clone()
+        if counted and n.cards:
+            self._device_counts(n, alloc)
+        cards = [CardInfo(c.spec, c.usage, c.seq, int(c.usage.exclusive)) for c in n.cards]
+        held: Mapping[str, int] = n.held_devices
+        if ours is not None:  # (a copy only where there are any)
+            held = {**held, **{r: held.get(r, 0) + 1000 * c for r, c in ours.items()}}
+        if held:  # other schedulers' pods, or ours on cards no longer listed, hold plugin cards
+            cards = held_by_others(cards, held)
+        node = NodeInfo(
+            n.name, i, alloc, alloc.clone(), Resource(), Resource(), Resource(), dict(n.labels),
+            dict(n.annotations), tuple(_parse_taint(t) for t in n.taints), cards, extended=n.extended,
+        )  # fmt: skip
+        if any(n.held) or n.held_resources:  # other schedulers' pods (NodeUsage): the rest is ours
+            other = Resource(*n.held, n.held_resources)
+            node.idle.sub(other)
+            node.used.add(other)
+        if counted and n.held_devices:  # their counts of the counted families, as the kubelet's
+            other = Resource(scalars={k: v for k, v in n.held_devices.items() if registration.vendor_of(k) in counted})
+            node.idle.sub(other)
+            node.used.add(other)
+        if n.others:  # their host ports (NodePorts: kube-scheduler's NodeInfo.UsedPorts)
+            node.held_ports = tuple((p, o.namespace) for o in n.others for p in o.host_ports)
+        return node, total
 
     # --- tier combination ----------------------------------------------------------------
 

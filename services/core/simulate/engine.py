@@ -42,6 +42,7 @@ from services.core.scheduling import lifecycle, record
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.config import PIPELINES_END, SchedulerConf
 from services.core.scheduling.decide import decide
+from services.core.scheduling.memo import SessionMemo
 from services.core.scheduling.view import SchedulerView
 from services.core.workload import RunningPod, Workload
 from services.runtime.eventlog.memory import MemoryLog
@@ -92,6 +93,8 @@ class Simulation:
         self.job_done: set[str] = set()
         self.pg_phase: dict[str, str] = {}
         self._session_tag = 0
+        #: what one session leaves the next (unchanged nodes' working state, memo.py)
+        self.memo = SessionMemo()
 
     # --- log ------------------------------------------------------------------------------
 
@@ -313,7 +316,7 @@ class Simulation:
         self._session_tag = self.sessions
         snap = self.projection.snapshot()
         snap = replace(snap, now=self.now)  # the simulation's virtual clock
-        d = decide(snap, self.conf)
+        d = decide(snap, self.conf, memo=self.memo)
         self.revisit = d.revisit_at
         events = record.decision_events(d, session=self.sessions, mode="simulate", outstanding={},
                                         last_reasons=self.view.unschedulable, proposed=self.proposed,
@@ -323,7 +326,7 @@ class Simulation:
         headers: dict[str, str] = {}
         if self.config is not None and events:
             headers = record.SessionRef(self.sessions, snap.seq, snap.now, self.conf_seq,
-                                        record.input_digests(snap, self.config)).headers()  # fmt: skip
+                                        record.input_digests(snap, self.config, self.memo)).headers()  # fmt: skip
         # a proposal holds its JobPlacement's own tuple: whether it commits now or was only
         # reserved in the session (pipelined) is that placement's
         pipelined = {id(jp.placements): jp.pipelined for jp in d.placements}
