@@ -60,6 +60,12 @@ from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podresources import pod_level
+from services.core.workload.printed import (
+    implied_group,
+    manifest_text,
+    without_devices,
+    without_group,
+)
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.quota import QUOTA_KINDS, quota_event
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
@@ -157,6 +163,8 @@ class Workload:
     #: refused PodGroups → their valid pods, which exist and wait (unbound) for the group, as
     #: on a cluster where the webhook refuses the PodGroup but not the pods naming it
     waiting: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    #: each admitted job's object text (`printed.manifest_text`): what `tessera get -o yaml`
+    #: prints its whole spec from
     manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
     #: the claims, volumes and storage classes among the documents, as the log holds them
     storage: tuple[StorageEvent, ...] = ()
@@ -464,8 +472,16 @@ class Admission:
         jobs: list[JobSpec] = []
         running: list[RunningPod] = []
         order: list[tuple[str, Mapping[str, Any]]] = []
+        declared_groups = {_meta(doc)[:2] for kind, doc in typed if kind == "PodGroup"}
         for kind, doc in typed:
             namespace, name, _, annotations = _meta(doc)
+            if kind == "Pod":
+                doc = without_devices(doc)  # `get` wrote it: the cards it holds, not the user's
+                if ((group := implied_group(doc)) and (namespace, group) not in declared_groups
+                        and (namespace, name) in self.live_jobs):  # fmt: skip
+                    # printed by `get` as Volcano's podgroup controller writes it: its own group
+                    doc = without_group(doc)
+                    annotations = _meta(doc)[3]
             if kind == "PodGroup":
                 groups[(namespace, name)] = doc
                 order.append((kind, doc))
@@ -975,7 +991,7 @@ class Admission:
         self._check_queue(ctx, f"metadata.annotations[{QUEUE_NAME}]", queue)
         running = self._running(ctx, doc, name, task)
         ctx.check()
-        self.manifests[("Pod", f"{namespace}/{name}")] = ""
+        self.manifests[(namespace, name)] = manifest_text([doc])
         min_res = {"cpu": task.cpu_milli, "memory": task.memory_mib, **task.scalars}
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Pod", min_available=1,
@@ -1032,6 +1048,8 @@ class Admission:
             tasks.append(task)
             running.extend(rp)
         ctx.check()
+        members = set(self.members.get((namespace, name), ()))
+        self.manifests[(namespace, name)] = manifest_text([doc, *(p for p in pods if _meta(p)[1] in members)])
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="PodGroup", min_available=min_member,
             priority=priority, priority_class=pc_name, tasks=tuple(tasks), annotations=annotations,
@@ -1226,6 +1244,7 @@ class Admission:
         policies = self._policies(ctx, "spec.policies", spec.get("policies"))
         topology = self._network_topology(ctx, spec)
         ctx.check()
+        self.manifests[(namespace, name)] = manifest_text([doc])
         min_res = min_resources(min_available, tasks)
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Job", min_available=min_available,
