@@ -222,8 +222,8 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         by_job.setdefault((p["namespace"], p["job"] or p["name"]), []).append(p)
     jobs = {(j["namespace"], j["name"]): j for j in records} if what in ("jobs", "podgroups") else {}
     objects: list[dict]
+    groups = cat_jobs(cat, records) if what == "pods" else {}
     if what == "pods":
-        groups = cat_jobs(cat, records)
         objects = [ko.pod_object(cat, p, groups) for p in records]
     elif what == "jobs":
         objects = [ko.job_object(cat, j, by_job.get(k, [])) for k, j in jobs.items()]
@@ -265,7 +265,8 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         if what == "pods":
             annotations = meta.get("annotations") or {}
             row["podgroup"] = annotations.get(ko.GROUP_NAME, "")
-            row["queue"] = annotations.get(ko.QUEUE_NAME, "")
+            # a plain pod in the default queue carries no queue annotation: its job's queue
+            row["queue"] = annotations.get(ko.QUEUE_NAME) or groups.get((rec["namespace"], rec["job"] or rec["name"]), {}).get("queue", "")
             row["labels"] = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items()))
     got = Listing(list(records), objects, rows)
     if what in ("jobs", "podgroups"):  # as the API server lists objects: by namespace, then name

@@ -135,6 +135,9 @@ async def test_a_printed_pod_has_its_whole_spec_and_applies_again_unchanged(even
     assert unnamed["spec"]["schedulerName"] == "default-scheduler"
     assert server["spec"]["nodeName"] == "node-a" and server["status"]["phase"] == "Running"
     assert server["metadata"]["annotations"]["scheduling.k8s.io/group-name"].startswith("podgroup-")
+    # `-o wide`'s QUEUE: the annotation a pod gives, else its job's queue (no annotation printed)
+    got, _ = listing_of(await _messages(event_log), "pods", None)
+    assert {r["name"]: r["queue"] for r in got.rows} == {"server": "printed", "unnamed-sched": "default"}
     printed = yaml.safe_dump_all([server, unnamed], sort_keys=False)
     again = await svc.apply(printed)
     assert [(r.name, r.outcome, r.reasons) for r in again.results] == [
