@@ -202,6 +202,28 @@ def test_an_install_beside_volcanos_or_hamis_scheduler_is_refused_naming_them(tm
 
 
 @needs_helm
+def test_the_refusal_gives_the_steps_readme_gives_and_hamis_chart_has(tmp_path: Path) -> None:
+    """The refusal told to reinstall HAMi with `scheduler.enabled=false`, a value HAMi's chart
+    does not have (charts/hami/values.yaml: only `scheduler.admissionWebhook.enabled` and
+    `scheduler.kubeScheduler.enabled`; templates/scheduler/deployment.yaml renders the
+    Deployment always): a user who followed it was refused again. Now it gives the README's
+    steps, command for command."""
+    values = tmp_path / "seen.yaml"
+    values.write_text(yaml.safe_dump({"preflight": {"deployments": VOLCANO + HAMI}}))
+    refused = helm("template", "rel", str(CHART), "--namespace", "tessera-system", "--kube-version", KUBE_VERSION,
+                   "-f", str(values), check=False)  # fmt: skip
+    assert refused.returncode != 0
+    assert "scheduler.enabled" not in refused.stderr
+    readme = (ROOT / "README.md").read_text().split("### Moving from Volcano and HAMi", 1)[1]
+    block = readme.split("```", 2)[1]
+    steps = [line.split("#", 1)[0].strip() for line in block.splitlines()
+             if line.startswith(("helm uninstall", "helm upgrade hami", "kubectl"))]  # fmt: skip
+    assert len(steps) == 3, block
+    for step in steps:
+        assert step in refused.stderr, (step, refused.stderr)
+
+
+@needs_helm
 def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]) -> None:
     deployments = of_kind(default, "Deployment")
     assert {component(d) for d in deployments.values()} == set(COMPONENTS)

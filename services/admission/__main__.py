@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         # the connection's max_payload bounds every event admission appends and every reply
         nc = getattr(log, "nc", None)
         return AdmissionService(log, vendors, max_payload=getattr(nc, "max_payload", None)
-                                or NATS_DEFAULT_MAX_PAYLOAD, plugins_off=off)  # fmt: skip
+                                or NATS_DEFAULT_MAX_PAYLOAD, plugins_off=off,
+                                scheduler_names=scheduler_names(args))  # fmt: skip
 
     def edge(app: App, event_log: EventLog, kube: object) -> object:
         from services.kube.budgetsource import BudgetSource

@@ -280,6 +280,8 @@ def plan_documents(
         manifest = workload.manifests.get(key, "")
         seq = have_job.seq if have_job else known.refused.get(key, (None, 0))[1]
         event = JobSubmitted(spec=job, manifest=manifest, warnings=warnings)
+        if manifest and len(_ENCODER.encode(event)) > workload_limits.max_event_bytes:
+            event = JobSubmitted(spec=job, warnings=warnings)  # the object text is for `get`: spared
         if not fits(kind, job.namespace, job.name, event):
             continue
         writes.append(Write(len(results), "Job", key, event, seq))

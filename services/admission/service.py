@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 import msgspec
@@ -77,6 +77,7 @@ from services.core.devices import VendorRegistry, build_vendors
 from services.core.retention import DEFAULT_KEEP_FINISHED
 from services.core.workload.devicerequests import hami_parser
 from services.core.workload.limits import NATS_DEFAULT_MAX_PAYLOAD, WorkloadLimits
+from services.core.workload.schedulernames import DEFAULT_SCHEDULER_NAMES
 from services.runtime.eventlog import Conflict, EventLog
 from services.runtime.service import (
     EventService,
@@ -122,9 +123,12 @@ class AdmissionService:
         limits: Limits = DEFAULT_LIMITS,
         max_payload: int = NATS_DEFAULT_MAX_PAYLOAD,
         plugins_off: frozenset[str] = frozenset(),
+        scheduler_names: Collection[str] = DEFAULT_SCHEDULER_NAMES,
     ) -> None:
         """`max_payload` is the NATS connection's (the server's INFO): no appended event and no
-        reply may be larger, so objects are judged against it before anything is written."""
+        reply may be larger, so objects are judged against it before anything is written.
+        `scheduler_names`: the pods' schedulerNames Tessera serves; an applied pod naming another
+        is placed with a warning (on a cluster it would not be Tessera's)."""
         self.log = event_log
         self.subjects = event_log.subjects
         self.vendors = vendors or build_vendors()
@@ -132,7 +136,8 @@ class AdmissionService:
         self.device_names = self.vendors.resource_names()
         self.limits = limits
         self.max_payload = max_payload
-        self.workload_limits = replace(WorkloadLimits.for_payload(max_payload), plugins_off=plugins_off)
+        self.workload_limits = replace(WorkloadLimits.for_payload(max_payload), plugins_off=plugins_off,
+                                       scheduler_names=tuple(scheduler_names))  # fmt: skip
         self.known = Known()
         self.watermark = 0  # events at or below were folded during recovery
         self.keep_finished = DEFAULT_KEEP_FINISHED

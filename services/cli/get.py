@@ -47,6 +47,11 @@ NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
 PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
+#: `get vcjob|pg`'s columns: the printer columns of Volcano's CRDs (the chart's crds/, as
+#: `kubectl get` prints them): STATUS, MINAVAILABLE / MINMEMBER, RUNNINGS, AGE; their
+#: priority-1 QUEUE is `-o wide`'s first
+GET_JOB_COLUMNS = ("namespace", "name", "status", "minavailable", "runnings", "age")
+GET_PODGROUP_COLUMNS = ("namespace", "name", "status", "minmember", "runnings", "age")
 #: Every name kubectl/vcctl users type for a kind → the kind (plural, as `get` lists it).
 KINDS = {
     **dict.fromkeys(("pods", "pod", "po"), "pods"),
@@ -248,8 +253,8 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         by_job.setdefault((p["namespace"], p["job"] or p["name"]), []).append(p)
     jobs = {(j["namespace"], j["name"]): j for j in records} if what in ("jobs", "podgroups") else {}
     objects: list[dict]
+    groups = cat_jobs(cat, records) if what == "pods" else {}
     if what == "pods":
-        groups = cat_jobs(cat, records)
         objects = [ko.pod_object(cat, p, groups) for p in records]
     elif what == "jobs":
         objects = [ko.job_object(cat, j, by_job.get(k, [])) for k, j in jobs.items()]
@@ -277,9 +282,14 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         if what == "podgroups":
             row["name"] = meta["name"]
             row["owner"] = ",".join(o["name"] for o in meta.get("ownerReferences") or [])
+        if what == "jobs":  # the CRD's printer columns: .status.state.phase, .status.minAvailable, .status.running
+            row.update(status=obj["status"]["state"]["phase"], minavailable=obj["status"].get("minAvailable"),
+                       runnings=obj["status"].get("running"))  # fmt: skip
+        if what == "podgroups":  # .status.phase, .spec.minMember, .status.running
+            row.update(status=obj["status"]["phase"], minmember=obj["spec"].get("minMember"),
+                       runnings=obj["status"].get("running"))  # fmt: skip
         if what in ("jobs", "podgroups"):
             mine = by_job.get((rec["namespace"], rec["name"]), [])
-            row["min"] = obj["spec"].get("minAvailable", obj["spec"].get("minMember", ""))
             row["pods"] = f"{sum(p['phase'] == 'Running' for p in mine)}/{len(mine)}"
             row["nodes"] = ",".join(sorted({p["node"] for p in mine if p.get("node")}))
             row["cards"] = sum(len(p.get("devices") or []) for p in mine)
@@ -288,9 +298,14 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         if what == "pods":
             annotations = meta.get("annotations") or {}
             row["podgroup"] = annotations.get(ko.GROUP_NAME, "")
-            row["queue"] = annotations.get(ko.QUEUE_NAME, "")
+            # a plain pod in the default queue carries no queue annotation: its job's queue
+            row["queue"] = annotations.get(ko.QUEUE_NAME) or groups.get((rec["namespace"], rec["job"] or rec["name"]), {}).get("queue", "")
             row["labels"] = ",".join(f"{k}={v}" for k, v in sorted((meta.get("labels") or {}).items()))
-    return Listing(list(records), objects, rows)
+    got = Listing(list(records), objects, rows)
+    if what in ("jobs", "podgroups"):  # as the API server lists objects: by namespace, then name
+        return got.pick(sorted(range(len(objects)), key=lambda i: (objects[i]["metadata"].get("namespace", ""),
+                                                                   objects[i]["metadata"]["name"])))  # fmt: skip
+    return got
 
 
 def _held_cells(rows: list[dict]) -> None:
@@ -468,13 +483,13 @@ def _print(args: argparse.Namespace, what: str, got: Listing, selector: list[tup
 
 #: `get`'s tables: the report's columns (simulate and replay print those too) and, for the
 #: objects the log saw born, kubectl's AGE.
-COLUMNS = {"pods": (*POD_COLUMNS, "age"), "jobs": (*JOB_COLUMNS, "age"), "podgroups": (*PODGROUP_COLUMNS, "age"),
+COLUMNS = {"pods": (*POD_COLUMNS, "age"), "jobs": GET_JOB_COLUMNS, "podgroups": GET_PODGROUP_COLUMNS,
            "queues": GET_QUEUE_COLUMNS, "cards": CARD_COLUMNS, "nodes": (*NODE_COLUMNS, "age"),
            "components": COMPONENT_COLUMNS, "quotas": QUOTA_COLUMNS}  # fmt: skip
 #: `-o wide`'s extra columns, kubectl's habit: what a second look needs.
 WIDE = {"pods": ("job", "podgroup", "queue", "labels"),
-        "jobs": ("min", "pods", "nodes", "cards"),
-        "podgroups": ("owner", "min", "pods", "nodes", "cards", "reason")}  # fmt: skip
+        "jobs": ("queue", "reason", "pods", "nodes", "cards"),
+        "podgroups": ("queue", "kind", "owner", "pods", "nodes", "cards", "reason")}  # fmt: skip
 #: The resource a NotFound names, as the API server says it (CRDs with their group).
 RESOURCES = {"pods": KIND_RESOURCES["Pod"], "jobs": KIND_RESOURCES["Job"], "podgroups": KIND_RESOURCES["PodGroup"],
              "queues": KIND_RESOURCES["Queue"], "nodes": KIND_RESOURCES["Node"], "cards": "cards.tessera.io",

@@ -39,6 +39,8 @@ from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling.lifecycle import podgroup_phase_of, volcano_job_phase
 from services.core.stamps import RFC3339_SECONDS
 from services.core.workload.podgroups import POD_UID, derived_uid
+from services.core.workload.printed import DEVICES, manifest_docs, spec_of
+from services.core.workload.schedulernames import job_scheduler, pod_scheduler
 from services.runtime.eventlog.model import StoredMessage
 
 POD_API, JOB_API, SCHEDULING_API = "v1", "batch.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"
@@ -242,17 +244,67 @@ def _cards_text(devices: Sequence[Mapping[str, Any]]) -> str:
     return ",".join(device_text(d) for d in devices)
 
 
+def _documents(born: Born | None) -> list[dict[str, Any]]:
+    return manifest_docs(born.manifest) if born is not None else []
+
+
+def _named(docs: Iterable[Mapping[str, Any]], kind: str, name: str) -> Mapping[str, Any] | None:
+    return next((d for d in docs if d.get("kind") == kind and isinstance(d.get("metadata"), dict)
+                 and d["metadata"].get("name") == name), None)  # fmt: skip
+
+
+def _pod_written(born: Born | None, pod: str, task: TaskSpec | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The pod as the API server holds it, from the object its user applied: (its own
+    annotations, its spec with the schedulerName stored for it). A plain pod's or a PodGroup
+    member's is its own object; a Volcano Job's pod is its task's template, with the
+    schedulerName the job controller writes (the template's, else the Job's). None when the
+    log kept no object text (written before it did, or too large to keep)."""
+    if born is None or born.spec is None:
+        return None
+    docs = _documents(born)
+    if born.spec.kind == "Job":
+        job_doc = _named(docs, "Job", born.spec.name)
+        raw_tasks = (job_doc or {}).get("spec", {}).get("tasks") if job_doc else None
+        raw = next((t for t in raw_tasks or [] if isinstance(t, dict) and task is not None
+                    and t.get("name") == task.name), None)  # fmt: skip
+        if raw is None and task is not None and isinstance(raw_tasks, list):  # unnamed: by position
+            index = next((i for i, t in enumerate(born.spec.tasks) if t.name == task.name), -1)
+            raw = raw_tasks[index] if 0 <= index < len(raw_tasks) and isinstance(raw_tasks[index], dict) else None
+        if raw is None:
+            return None
+        template = raw.get("template") if isinstance(raw.get("template"), dict) else {}
+        spec = spec_of(template)
+        spec["schedulerName"] = spec.get("schedulerName") or job_scheduler(job_doc.get("spec") if job_doc else None)
+        meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+        return dict(meta.get("annotations") or {}), spec
+    doc = _named(docs, "Pod", pod)
+    if doc is None:
+        return None
+    spec = spec_of(doc)
+    spec["schedulerName"] = pod_scheduler(spec)
+    return dict((doc.get("metadata") or {}).get("annotations") or {}), spec
+
+
 def pod_object(cat: Catalog, pod: Mapping[str, Any], job_rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict:
+    """The Pod with its whole spec as admitted (containers, resources, the schedulerName it
+    names — `default-scheduler` when it names none, as the API server stores it), the node it
+    is bound to, and Tessera's view of its status."""
     ns, name, job = pod["namespace"], pod["name"], pod["job"]
     born = cat.jobs.get((ns, job or name))
     job_row = job_rows.get((ns, job or name), {})
+    task = _task_of(born, name)
+    written = _pod_written(born, name, task)
     annotations: dict[str, str] = {}
-    if job_row:
+    if written is not None and job_row.get("kind") != "Job":
+        annotations = {str(k): str(v) for k, v in written[0].items()}  # its own: queue-name included
+        if job_row:
+            annotations.setdefault(GROUP_NAME, podgroup_name(cat, job_row))  # the controller's
+    elif job_row:
         annotations[GROUP_NAME] = podgroup_name(cat, job_row)
         if job_row.get("queue"):
             annotations[QUEUE_NAME] = job_row["queue"]
     if pod.get("devices"):
-        annotations["tessera.io/devices"] = _cards_text(pod["devices"])
+        annotations[DEVICES] = _cards_text(pod["devices"])
     owners = []
     if job_row.get("kind") == "Job":
         owners = [{"apiVersion": JOB_API, "kind": "Job", "name": job, "uid": job_uid(cat, ns, job),
@@ -272,10 +324,12 @@ def pod_object(cat: Catalog, pod: Mapping[str, Any], job_rows: Mapping[tuple[str
         if pod.get("reason"):
             condition["message"] = pod["reason"]
     status["conditions"] = [condition]
-    spec: dict[str, Any] = {"schedulerName": "volcano"}
+    spec: dict[str, Any] = written[1] if written is not None else {}
+    spec.pop("nodeName", None)  # where it is bound now, if it is
+    if written is None and job_row.get("kind") == "Job":
+        spec["schedulerName"] = job_scheduler(None)  # the Job's webhook default; its own not kept
     if pod.get("node"):
         spec["nodeName"] = pod["node"]
-    task = _task_of(born, name)
     if task is not None and task.priority_class:
         spec["priorityClassName"] = task.priority_class
     return {"apiVersion": POD_API, "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
@@ -298,24 +352,17 @@ _JOB_COUNTS = {"Pending": "pending", "Pipelined": "pending", "Bound": "pending",
 
 def _job_spec(born: Born | None, queue: str) -> dict[str, Any]:
     """The Job's spec as the API server holds it: the user's object (templates, policies,
-    plugins, …) with what admission settled — queue, minAvailable, maxRetry, task names and
-    replicas (an update may have changed them)."""
-    import copy
-
-    import yaml
-
+    plugins, …) with what admission and Volcano's webhook settled — queue, schedulerName,
+    minAvailable, maxRetry, task names and replicas (an update may have changed them)."""
     spec: dict[str, Any] = {"queue": queue}
     if born is None or born.spec is None:
         return spec
     s = born.spec
-    try:
-        doc = yaml.safe_load(born.manifest) if born.manifest else None
-    except yaml.YAMLError:
-        doc = None
-    written = doc.get("spec") if isinstance(doc, dict) and doc.get("kind") == "Job" else None
+    doc = _named(_documents(born), "Job", s.name)
+    written = spec_of(doc) if doc is not None else None
     raw_tasks = written.get("tasks") if isinstance(written, dict) else None
     if isinstance(written, dict) and isinstance(raw_tasks, list) and len(raw_tasks) == len(s.tasks):
-        spec = {**copy.deepcopy(written), **spec}
+        spec = {**written, **spec, "schedulerName": job_scheduler(written)}
         for raw, t in zip(spec["tasks"], s.tasks, strict=True):
             if isinstance(raw, dict):
                 raw.update(name=t.name, replicas=t.replicas)
@@ -381,8 +428,17 @@ def job_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping[str,
         killed = next((t for ph, t in born.phases if ph in volcano.KILLED_PHASES), "")
         if shown in volcano.KILLED_PHASES and killed and born.time:
             status["runningDuration"] = volcano.go_duration(_seconds(killed) - _seconds(born.time))
-    return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born),
+    own = _own_meta(_named(_documents(born), "Job", name))
+    return {"apiVersion": JOB_API, "kind": "Job", "metadata": _meta(name, ns, job_uid(cat, ns, name), born, **own),
             "spec": spec, "status": status}  # fmt: skip
+
+
+def _own_meta(doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The labels and annotations the object's user gave it."""
+    meta = doc.get("metadata") if doc is not None else None
+    if not isinstance(meta, dict):
+        return {}
+    return {k: dict(meta[k]) for k in ("labels", "annotations") if isinstance(meta.get(k), dict)}
 
 
 def _seconds(stamp: str) -> float:
@@ -400,7 +456,8 @@ def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping
     elif kind == "Pod":
         owners = [{"apiVersion": POD_API, "kind": "Pod", "name": name, "uid": pod_uid(cat, ns, name, name),
                    "controller": True}]  # fmt: skip
-    spec: dict[str, Any] = {"queue": job.get("queue") or "default"}
+    written = _named(_documents(born), "PodGroup", name) if kind == "PodGroup" else None
+    spec: dict[str, Any] = {**spec_of(written), "queue": job.get("queue") or "default"}
     if born is not None and born.spec is not None:
         spec["minMember"] = born.spec.min_available
         if born.spec.priority_class:
@@ -411,7 +468,7 @@ def podgroup_object(cat: Catalog, job: Mapping[str, Any], pods: Sequence[Mapping
                                  "message": job["reason"]}]  # fmt: skip
     uid = _uid(born, f"{ns}/{name}/podgroup")
     return {"apiVersion": SCHEDULING_API, "kind": "PodGroup",
-            "metadata": _meta(podgroup_name(cat, job), ns, uid, born, ownerReferences=owners),
+            "metadata": _meta(podgroup_name(cat, job), ns, uid, born, **_own_meta(written), ownerReferences=owners),
             "spec": spec, "status": status}  # fmt: skip
 
 

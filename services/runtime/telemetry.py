@@ -2,8 +2,9 @@
 
 Span names follow the messaging conventions with subject *templates*
 (`process tessera.ev.job.{ns}.{job}`), never ids, so traces group by kind; decision facts go into
-attributes. No exporter is configured unless asked for: `console` (to stderr: a service's stdout
-is the pipe its supervisor reads the ready line from, and may be closed after it) or `otlp`
+attributes. No exporter is configured unless asked for: `console` (to stderr, one JSON line per
+span: a service's stdout is the pipe its supervisor reads the ready line from, and may be closed
+after it) or `otlp`
 (HTTP/protobuf, or gRPC when `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`; endpoint, headers, timeouts and
 batching from the standard `OTEL_*` variables), so the default costs almost nothing.
 """
@@ -20,7 +21,7 @@ from functools import cache
 from opentelemetry import context, trace
 from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -136,13 +137,20 @@ def make_provider(
     trace shows which service did what."""
     names = exporter_names(exporter)  # before the provider: a bad name builds nothing
     provider = TracerProvider(resource=Resource.create({"service.name": f"tessera-{service}"}))
-    if "console" in names:
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    if "console" in names:  # one line per span: a service's log stays one JSON document a line
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr, formatter=span_line)))
     if "otlp" in names:
         provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(export_timeout)))
     if extra is not None:
         provider.add_span_processor(SimpleSpanProcessor(extra))
     return provider
+
+
+def span_line(span: ReadableSpan) -> str:
+    """A span as the console exporter writes it: OpenTelemetry's JSON of it on one line (its
+    default is indented over ~40 lines, which broke "every log line is JSON" in the service logs
+    the exporter writes into)."""
+    return span.to_json(indent=None) + "\n"
 
 
 @cache

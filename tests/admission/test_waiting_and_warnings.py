@@ -22,6 +22,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: soft, annotations: {huawei.com/vnpu-mode: hami-core}}
 spec:
+  schedulerName: volcano
   containers:
     - name: c
       image: busybox

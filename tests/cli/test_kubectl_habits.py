@@ -85,7 +85,7 @@ def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
         assert listed.returncode == 0 and "trainer" not in listed.stdout
     assert "team-x" in run(system, "get", "q").stdout
     pg = run(system, "get", "pg", "-o", "wide")
-    assert pg.stdout.splitlines()[0].split()[:5] == ["NAME", "KIND", "QUEUE", "PHASE", "AGE"]
+    assert pg.stdout.splitlines()[0].split()[:6] == ["NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE", "QUEUE"]
     assert "trainer" in pg.stdout  # the OWNER of its implied group
 
     nodes = {n["node"]: n for n in json.loads(run(system, "get", "nodes", "-o", "records").stdout)}

@@ -297,3 +297,21 @@ def test_watch_prints_the_list_then_each_change(system: Path) -> None:
                 proc.kill()  # never left behind
             raise AssertionError(f"Ctrl-C did not end the watch:\n{proc.stderr.read() if proc.stderr else ''}") from None
     assert code == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def test_get_o_yaml_applied_again_is_unchanged(system: Path) -> None:
+    """The printed objects carry their whole admitted spec (a Pod's containers and the
+    schedulerName it names — none here, so the API server's `default-scheduler`; a Job's task
+    templates), and applying that output is `unchanged`, as `kubectl get -o yaml | kubectl
+    apply -f -` is."""
+    pod = yaml.safe_load(run(system, "get", "po", "web-a", "-o", "yaml").stdout)
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "1"}}
+    assert pod["spec"]["schedulerName"] == "default-scheduler" and pod["spec"]["nodeName"]
+    job = yaml.safe_load(run(system, "get", "vcjob", "trainjob", "-o", "yaml").stdout)
+    assert job["spec"]["tasks"][0]["template"]["metadata"] == {"labels": {"app": "train"}}
+    assert job["spec"]["schedulerName"] == "volcano"
+    for kind, name in (("po", "web-a"), ("vcjob", "trainjob")):
+        printed = system / f"printed-{name}.yaml"
+        printed.write_text(run(system, "get", kind, name, "-o", "yaml").stdout)
+        again = run(system, "apply", "-f", str(printed))
+        assert again.returncode == 0 and again.stdout.splitlines()[0].endswith(f"/{name} unchanged"), again.stdout

@@ -192,7 +192,18 @@ async def test_console_spans_under_up_detach_and_trace_ids_in_logs(tmp_path: Pat
     for name, text in texts.items():
         assert "BrokenPipeError" not in text and "Traceback" not in text, (name, text[-2000:])
     assert '"name": "decide tessera.ev.job.{ns}.{job}"' in texts["scheduler"]
+    for name in ("admission", "queue", "scheduler", "allocator", "nodeagent"):  # spans one line each
+        unparsed = [line for line in texts[name].splitlines() if line.strip() and not _parses(line)]
+        assert unparsed == [], (name, unparsed[:5])
     records = [json.loads(line) for text in texts.values() for line in text.splitlines()
                if line.startswith('{"ts": ')]  # fmt: skip
     decided = [r for r in records if r["msg"].startswith("default/traced-infer: inqueue,placed on node-")]
     assert len(decided) == 1 and re.fullmatch(r"[0-9a-f]{32}", decided[0]["trace_id"]), decided
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True

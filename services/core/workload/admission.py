@@ -60,9 +60,20 @@ from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
 from services.core.workload.pinning import mistyped_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podresources import pod_level
+from services.core.workload.printed import (
+    implied_group,
+    manifest_text,
+    without_devices,
+    without_group,
+)
 from services.core.workload.quantity import QuantityError, to_units
 from services.core.workload.quota import QUOTA_KINDS, quota_event
 from services.core.workload.rejection import Rejected, Rejection, invalid, required, too_long
+from services.core.workload.schedulernames import (
+    KUBE_DEFAULT,
+    VOLCANO_DEFAULT,
+    not_served,
+)
 from services.core.workload.storage import STORAGE_KINDS, pod_claims, storage_event
 from services.core.workload.storage import Storage as StorageEvent
 from services.core.workload.topologyspread import spread_constraints
@@ -157,6 +168,8 @@ class Workload:
     #: refused PodGroups → their valid pods, which exist and wait (unbound) for the group, as
     #: on a cluster where the webhook refuses the PodGroup but not the pods naming it
     waiting: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    #: each admitted job's object text (`printed.manifest_text`): what `tessera get -o yaml`
+    #: prints its whole spec from
     manifests: Mapping[tuple[str, str], str] = field(default_factory=dict)
     #: the claims, volumes and storage classes among the documents, as the log holds them
     storage: tuple[StorageEvent, ...] = ()
@@ -464,8 +477,16 @@ class Admission:
         jobs: list[JobSpec] = []
         running: list[RunningPod] = []
         order: list[tuple[str, Mapping[str, Any]]] = []
+        declared_groups = {_meta(doc)[:2] for kind, doc in typed if kind == "PodGroup"}
         for kind, doc in typed:
             namespace, name, _, annotations = _meta(doc)
+            if kind == "Pod":
+                doc = without_devices(doc)  # `get` wrote it: the cards it holds, not the user's
+                if ((group := implied_group(doc)) and (namespace, group) not in declared_groups
+                        and (namespace, name) in self.live_jobs):  # fmt: skip
+                    # printed by `get` as Volcano's podgroup controller writes it: its own group
+                    doc = without_group(doc)
+                    annotations = _meta(doc)[3]
             if kind == "PodGroup":
                 groups[(namespace, name)] = doc
                 order.append((kind, doc))
@@ -975,7 +996,8 @@ class Admission:
         self._check_queue(ctx, f"metadata.annotations[{QUEUE_NAME}]", queue)
         running = self._running(ctx, doc, name, task)
         ctx.check()
-        self.manifests[("Pod", f"{namespace}/{name}")] = ""
+        self._scheduler_named(ctx, "spec.schedulerName", doc.get("spec"), KUBE_DEFAULT)
+        self.manifests[(namespace, name)] = manifest_text([doc])
         min_res = {"cpu": task.cpu_milli, "memory": task.memory_mib, **task.scalars}
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Pod", min_available=1,
@@ -1014,6 +1036,7 @@ class Admission:
         _not_acted_on(ctx, "spec", spec)
         tasks: list[TaskSpec] = []
         running: list[RunningPod] = []
+        foreign: dict[str, list[Mapping[str, Any]]] = {}  # members of a scheduler not Tessera's: said once
         for pod in pods:
             pns, pname, plabels, pann = _meta(pod)
             pctx = _Ctx("Pod", pns, pname)
@@ -1026,18 +1049,47 @@ class Admission:
             if pctx.errors:
                 self.rejections.extend(pctx.errors)
                 continue
+            if not_served(pod.get("spec"), KUBE_DEFAULT, self.limits.scheduler_names) is not None:
+                foreign.setdefault(str((pod.get("spec") or {}).get("schedulerName") or ""), []).append(pod)
             for w in pctx.warnings:  # reported on the PodGroup, the object that is written
                 ctx.warn(f"pod {pname}: {w.path}", w.value, w.rule)
             self.members.setdefault((namespace, name), []).append(pname)
             tasks.append(task)
             running.extend(rp)
+        for some in foreign.values():
+            more = f" and {len(some) - 1} more" if len(some) > 1 else ""
+            self._scheduler_named(ctx, f"pod {_meta(some[0])[1]}{more}: spec.schedulerName", some[0].get("spec"),
+                                  KUBE_DEFAULT, "these pods" if more else "this pod")  # fmt: skip
         ctx.check()
+        members = set(self.members.get((namespace, name), ()))
+        self.manifests[(namespace, name)] = manifest_text([doc, *(p for p in pods if _meta(p)[1] in members)])
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="PodGroup", min_available=min_member,
             priority=priority, priority_class=pc_name, tasks=tuple(tasks), annotations=annotations,
             arrive_at=_seconds(ctx, f"metadata.annotations[{ARRIVE_AT}]", annotations.get(ARRIVE_AT)) or 0.0,
             min_resources=min_resources, phase=phase, network_topology=topology,
         ), running  # fmt: skip
+
+    def _scheduler_named(self, ctx: _Ctx, path: str, spec: object, default: str, pods: str = "this pod") -> None:
+        """A warning for a pod whose schedulerName Tessera does not serve on a cluster
+        (`schedulernames.py`): placed here, not there."""
+        rule = not_served(spec, default, self.limits.scheduler_names, pods)
+        if rule is not None:
+            given = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+            ctx.warn(path, str(given or default), rule)
+
+    def _job_schedulers(self, ctx: _Ctx, spec: Mapping[str, Any]) -> None:
+        """A Job's pods carry their template's schedulerName, else the Job's (`volcano` when
+        it names none): each name Tessera does not serve is said once, where it is written."""
+        raw_tasks = spec.get("tasks") if isinstance(spec.get("tasks"), list) else []
+        own = [(i, t["template"]["spec"]) for i, t in enumerate(raw_tasks)
+               if isinstance(t, Mapping) and isinstance(t.get("template"), Mapping)
+               and isinstance(t["template"].get("spec"), Mapping) and t["template"]["spec"].get("schedulerName")]  # fmt: skip
+        if len(own) < len(raw_tasks) or not raw_tasks:
+            self._scheduler_named(ctx, "spec.schedulerName", spec, VOLCANO_DEFAULT, "the Job's pods")
+        for i, template_spec in own:
+            self._scheduler_named(ctx, f"spec.tasks[{i}].template.spec.schedulerName", template_spec,
+                                  KUBE_DEFAULT, f"task {i}'s pods")  # fmt: skip
 
     def _newer_rule(self, ctx: _Ctx, former: bool, path: str, value: object, rule: str,
                     invalid_value: bool = True) -> bool:  # fmt: skip
@@ -1225,7 +1277,9 @@ class Admission:
             ctx.warn(problem.path, problem.value, problem.rule)
         policies = self._policies(ctx, "spec.policies", spec.get("policies"))
         topology = self._network_topology(ctx, spec)
+        self._job_schedulers(ctx, spec)
         ctx.check()
+        self.manifests[(namespace, name)] = manifest_text([doc])
         min_res = min_resources(min_available, tasks)
         return JobSpec(
             namespace=namespace, name=name, queue=queue, kind="Job", min_available=min_available,

@@ -38,6 +38,10 @@ class WorkloadLimits:
     #: leaves the queue service no right to Secrets): a Job naming one, or one that implies it,
     #: is refused rather than left with pods waiting on a Secret never made
     plugins_off: frozenset[str] = frozenset()
+    #: the schedulerNames this installation serves (`--scheduler-name`): a pod naming another,
+    #: or none (the API server's `default-scheduler`), is placed but warned about — on a
+    #: cluster it would not be Tessera's (`schedulernames.py`); empty: not checked (simulate)
+    scheduler_names: tuple[str, ...] = ()
 
     @classmethod
     def for_payload(cls, max_payload: int) -> WorkloadLimits:
