@@ -9,6 +9,9 @@ allows: a Queue's spec (weight, capability, …) is `configured`, a `QueueUpdate
 excepted: Volcano's root-queue protection), and a live Job's `minAvailable`,
 `tasks[*].replicas` and `priorityClassName` (a PodGroup's minMember and member pods) are
 `configured`, a `JobUpdated` (`core.workload.jobupdate`); any other change names the field.
+A finished job (Completed, Failed, Terminated, Aborted) is still an object of that name, as a
+Volcano Job or a Succeeded Pod stays until deleted: the same object again is `unchanged` and
+nothing runs (`jobupdate.finished_edit`); to run it again the user deletes it and applies it.
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.cardroom import largest_cards, largest_of
 from services.core.workload.devicerequests import DeviceRequestParser
-from services.core.workload.jobupdate import OBJECT_UID, Unset, judge_update
+from services.core.workload.jobupdate import (
+    OBJECT_UID,
+    Unset,
+    finished_edit,
+    finished_note,
+    judge_update,
+    same_object,
+)
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.rejection import Rejection
 
@@ -71,6 +81,7 @@ class KnownJob:
     live: bool  # not terminal, not deleted
     seq: int  # last sequence of the job's subject
     deleted: bool = False  # its JobDeleted is in the log (a restart's sweep does not ask again)
+    phase: str = ""  # the terminal phase it ended in ("" while live)
 
 
 @dataclass
@@ -262,6 +273,15 @@ def plan_documents(
         kind = job.kind or "Job"
         have_job = known.jobs.get(key)
         warnings = tuple(warned.get((kind, job.namespace, job.name), ()))
+        if have_job is not None and not have_job.live and not have_job.deleted and same_object(have_job.spec, job):
+            # the ended object still exists: applied again it is an update, never a second run
+            refused = finished_edit(have_job.spec, job, workload.unset.get(key, Unset()), have_job.phase)
+            if refused:
+                results.append(_result(kind, job.namespace, job.name, REJECTED, refused))
+            else:
+                results.append(_result(kind, job.namespace, job.name, UNCHANGED, (),
+                                       (*warnings, finished_note(have_job.spec, have_job.phase))))  # fmt: skip
+            continue
         if have_job is not None and have_job.live:
             change = judge_update(have_job.spec, job, workload.unset.get(key, Unset()))
             if kind == "PodGroup" and (kept := _refused_members(have_job.spec, refused_pods)):
@@ -451,7 +471,7 @@ def fold_known(known: Known, seq: int, subject_kind: str, event: Event) -> None:
             _job_seq(known, (event.namespace, event.name), seq, live=False, deleted=True)
             _finished(known, (event.namespace, event.name))
         case JobPhaseChanged() if event.phase in TERMINAL:
-            _job_seq(known, (event.namespace, event.name), seq, live=False)
+            _job_seq(known, (event.namespace, event.name), seq, live=False, phase=event.phase)
             _finished(known, (event.namespace, event.name))
         case _:
             key = _job_key(event)
@@ -487,8 +507,10 @@ def _finished(known: Known, key: tuple[str, str]) -> None:
                 del known.ended_uids[next(iter(known.ended_uids))]
 
 
-def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None, deleted: bool = False) -> None:
+def _job_seq(known: Known, key: tuple[str, str], seq: int, live: bool | None, deleted: bool = False,
+             phase: str = "") -> None:  # fmt: skip
     j = known.jobs.get(key)
     if j is not None:
-        known.jobs[key] = replace(j, seq=seq, live=j.live if live is None else live, deleted=j.deleted or deleted)
+        known.jobs[key] = replace(j, seq=seq, live=j.live if live is None else live, deleted=j.deleted or deleted,
+                                  phase=phase or ("" if live else j.phase))  # fmt: skip
 

@@ -84,7 +84,10 @@ def apply_text(url: str, root: str, text: str, dry_run: bool = False, create: bo
     return decode(asyncio.run(request(url, root, "admission", "apply", body)), ApplyReply)
 
 
-def print_apply(reply: ApplyReply, output: str, dry_run: bool = False) -> None:
+def print_apply(reply: ApplyReply, output: str, dry_run: bool = False,
+                sources: dict[tuple[str, str, str], str] | None = None) -> None:  # fmt: skip
+    """The reply as kubectl prints one; a rejected object names the file it came from
+    (`sources`, as `object_files` gives them), as kubectl's `error when creating "<file>"`."""
     if output != "table":
         data = {"results": [
             {"kind": r.kind, "namespace": r.namespace, "name": r.name, "outcome": r.outcome,
@@ -97,7 +100,8 @@ def print_apply(reply: ApplyReply, output: str, dry_run: bool = False) -> None:
     suffix = " (dry run)" if dry_run else ""
     for r in reply.results:
         ns = f"{r.namespace}/" if r.namespace else ""
-        print(f"{r.kind.lower()}/{ns}{r.name} {r.outcome}{suffix}")
+        source = (sources or {}).get((r.kind, r.namespace, r.name)) if r.outcome == "rejected" else None
+        print(f"{r.kind.lower()}/{ns}{r.name} {r.outcome}{suffix}" + (f" (from {source})" if source else ""))
         for reason in r.reasons:
             print(f"    {reason}")
         for warning in r.warnings:  # kubectl prints API warnings as `Warning: ...`
@@ -117,20 +121,67 @@ def manifest_files(names: list[str]) -> list[str]:
     return out
 
 
+def readable(files: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (file, text) pairs that are YAML or JSON; each other one is said as kubectl says it
+    (`error parsing <file>: …`) with its line, column and the parser's words. Checked here,
+    file by file, because the service reads all the files as one text: its line numbers are
+    not the file's, and one bad file refused every other one."""
+    from services.core.workload.manifests import syntax_problem
+
+    out = []
+    for name, text in files:
+        problem = syntax_problem(text)
+        if problem is None:
+            out.append((name, text))
+        else:
+            print(f"error: error parsing {name}: {problem}", file=sys.stderr)
+    return out
+
+
+def object_files(files: list[tuple[str, str]]) -> dict[tuple[str, str, str], str]:
+    """(kind, namespace, name) → the file the object came from, for naming it in a rejection
+    (a cluster-scoped kind's namespace is "", as the reply gives it; both are kept). A file the
+    size or nesting limits refuse is not read here: the service says why."""
+    from services.admission.guard import ManifestTooComplex, check_manifest
+    from services.core.workload.manifests import ManifestError, load_documents
+
+    out: dict[tuple[str, str, str], str] = {}
+    for name, text in files:
+        if name == "-":
+            continue
+        try:
+            check_manifest(text)
+            docs = load_documents(text)
+        except (ManifestTooComplex, ManifestError, RecursionError):
+            continue
+        for doc in docs:
+            meta = doc.get("metadata")
+            if not isinstance(meta, dict) or not meta.get("name"):
+                continue
+            kind, obj = str(doc.get("kind") or ""), str(meta["name"])
+            out.setdefault((kind, str(meta.get("namespace") or "default"), obj), name)
+            out.setdefault((kind, "", obj), name)
+    return out
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
-    texts = []
+    files: list[tuple[str, str]] = []
     for f in manifest_files(args.filename):
         try:
-            texts.append(sys.stdin.read() if f == "-" else Path(f).read_text())
+            files.append((f, sys.stdin.read() if f == "-" else Path(f).read_text()))
         except OSError as exc:
             print(f"error: {f}: {exc.strerror}", file=sys.stderr)
             return 2
-    if not texts:
+    if not files:
         print(f"error: no manifests in {', '.join(args.filename)}", file=sys.stderr)
         return 2
-    reply = apply_text(nats_url(args), args.root, "\n---\n".join(texts), args.dry_run)
-    print_apply(reply, args.output, args.dry_run)
-    return 1 if reply.rejected else 0
+    # as kubectl: a file that is no YAML is said, and the objects of the others are applied
+    good = readable(files)
+    if not good:
+        return 1
+    reply = apply_text(nats_url(args), args.root, "\n---\n".join(text for _, text in good), args.dry_run)
+    print_apply(reply, args.output, args.dry_run, object_files(good) if reply.rejected else None)
+    return 1 if reply.rejected or len(good) < len(files) else 0
 
 
 def command(args: argparse.Namespace, action: str, name: str, namespace: str = "", kind: str = "",
@@ -247,6 +298,21 @@ def capability_arg(text: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in text.split(",") if kv)
 
 
+def capability_replaced(old: dict[str, str], new: dict[str, str]) -> str:
+    """What `queue update --capability` says under `configured`: the flag sets the whole
+    capability (there is no vcctl flag for it to follow: `vcctl queue operate --action update`
+    patches the weight only), so a resource it leaves out is no longer capped. Said, because a
+    `kubectl patch` user expects the other keys to stay — the queue could take every card."""
+    given = ",".join(f"{k}={v}" for k, v in new.items())
+    line = f"capability is now {given or '(none)'} (--capability replaces the whole capability)"
+    dropped = {k: v for k, v in old.items() if k not in new}
+    if not dropped:
+        return f"    {line}"
+    was = ", ".join(f"{k} (was {v})" for k, v in dropped.items())
+    keep = ",".join(f"{k}={v}" for k, v in {**new, **dropped}.items())
+    return f"    Warning: {line}: no longer capped: {was}; to keep it, give --capability {keep}"
+
+
 def cmd_queue(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         from services.cli import kubeverbs
@@ -254,6 +320,8 @@ def cmd_queue(args: argparse.Namespace) -> int:
         return kubeverbs.queue(args)
     url = nats_url(args)
     if args.action in ("create", "update"):
+        capability: dict[str, str] | None = None
+        note = ""  # update --capability: what the queue's capability is now
         if args.action == "create":
             spec: dict = {"weight": args.weight or 1}
             if args.capability:
@@ -270,10 +338,16 @@ def cmd_queue(args: argparse.Namespace) -> int:
             if args.weight is None and args.capability is None:
                 print("error: give --weight and/or --capability to update", file=sys.stderr)
                 return 2
-            capability = None if args.capability is None else capability_arg(args.capability)
+            if args.capability is not None:
+                from services.core.workload.quantity import from_units
+
+                capability = capability_arg(args.capability)
+                note = capability_replaced({k: from_units(k, v) for k, v in have.capability.items()}, capability)
             doc = queue_manifest(have, args.weight, capability)
         reply = apply_text(url, args.root, json.dumps(doc), create=args.action == "create")
         print_apply(reply, "table")
+        if note and not reply.rejected:
+            print(note)
         return 1 if reply.rejected else 0
     return command(args, args.action, args.name, kind="queue")
 
@@ -318,7 +392,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     queue.add_argument("name", metavar="NAME", help="the queue's name")
     queue.add_argument("--weight", type=int, default=None, help="share weight (create: default 1)")
     queue.add_argument("--capability", default=None,
-                       help="upper limit, e.g. cpu=8,memory=64Gi,huawei.com/Ascend910B3=8 (update: replaces it)")  # fmt: skip
+                       help="upper limit, e.g. cpu=8,memory=64Gi,huawei.com/Ascend910B3=8 (update: replaces the "
+                            "whole capability; a resource left out is no longer capped)")  # fmt: skip
     queue.add_argument("--parent", default="", help="parent queue (create only; default: root)")
     connection_args(queue)
     kubeconfig_arg(queue)

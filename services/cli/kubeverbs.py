@@ -193,7 +193,7 @@ async def _queue_in_use(kube: Any, name: str) -> str:
 
 
 async def _queue(kube: Any, args: argparse.Namespace) -> str:
-    from services.cli.control import capability_arg
+    from services.cli.control import capability_arg, capability_replaced
     from services.kube.client import KubeError
 
     name = args.name
@@ -216,11 +216,14 @@ async def _queue(kube: Any, args: argparse.Namespace) -> str:
         patch: dict[str, Any] = {}
         if args.weight is not None:
             patch["weight"] = args.weight
+        note = ""
         if args.capability is not None:  # replaced, not merged: keys it drops are nulled
             old = (queue.get("spec") or {}).get("capability") or {}
             patch["capability"] = {**dict.fromkeys(old), **capability_arg(args.capability)}
+            note = "\n" + capability_replaced({str(k): str(v) for k, v in old.items()},
+                                              capability_arg(args.capability))  # fmt: skip
         await kube.patch(queue_path(name), {"spec": patch})
-        return f"queue/{name} configured"
+        return f"queue/{name} configured{note}"
     if args.action == "delete":
         why = await _queue_in_use(kube, name)
         if why:

@@ -104,6 +104,7 @@ def test_kubectl_and_vcctl_verbs(system: Path, tmp_path: Path) -> None:
     updated = run(system, "queue", "update", "team-x", "--weight", "5", "--capability", "cpu=32")
     assert updated.returncode == 0, updated.stdout + updated.stderr
     assert "queue/team-x configured" in updated.stdout
+    assert "capability is now cpu=32 (--capability replaces the whole capability)" in updated.stdout
     queue = run(system, "describe", "queue", "team-x")
     assert "Weight:" in queue.stdout and " 5" in queue.stdout.split("Weight:")[1].splitlines()[0]
     assert "cpu=32" in queue.stdout.split("Capability:")[1].splitlines()[0] and "QueueUpdated" in queue.stdout
@@ -138,6 +139,41 @@ spec:
         spec:
           containers: [{name: c, image: busybox, resources: {limits: {cpu: "1"}}}]
 """
+
+
+@SHARED
+def test_apply_judges_each_file_and_object_on_its_own(system: Path, tmp_path: Path) -> None:
+    """A file that is no YAML is named with its line and cause, a wrong shape names its file and
+    field; the other files' objects are applied all the same (rev-newcomer findings 2, 3)."""
+    good = tmp_path / "25-good.yaml"
+    good.write_text(POD.replace("name: trainer", "name: shapes-good").replace(
+        "scheduling.volcano.sh/queue-name: team-x", "tessera.io/duration: '1'"))  # fmt: skip
+    tab = tmp_path / "16-tab.yaml"
+    tab.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n\tname: tabbed\nspec: {}\n")
+    dash = tmp_path / "20-dash.yaml"
+    dash.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: dash}\nspec:\n  containers:\n    name: c\n")
+    applied = run(system, "apply", "-f", str(good), "-f", str(tab), "-f", str(dash))
+    assert applied.returncode == 1
+    assert f"error: error parsing {tab}: line 4, column 1: found character that cannot start any token" in applied.stderr
+    assert "pod/default/shapes-good accepted" in applied.stdout
+    assert f"pod/default/dash rejected (from {dash})" in applied.stdout
+    assert "spec.containers: must be a list, not a map" in applied.stdout
+
+
+@SHARED
+def test_a_finished_pod_applied_again_is_unchanged_and_stays_finished(system: Path, tmp_path: Path) -> None:
+    """rev-newcomer finding 1: it ran a second time, booking a card again."""
+    short = tmp_path / "short.yaml"
+    short.write_text(POD.replace("name: trainer", "name: short-pod").replace(
+        "scheduling.volcano.sh/queue-name: team-x", "tessera.io/duration: '1'"))  # fmt: skip
+    assert run(system, "apply", "-f", str(short)).returncode == 0
+    wait_pod(system, "short-pod", "Succeeded")
+    again = run(system, "apply", "-f", str(short))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "pod/default/short-pod unchanged" in again.stdout
+    assert "Warning: Pod default/short-pod is Succeeded: applying it again does not run it" in again.stdout
+    history = run(system, "events", "--job", "short-pod").stdout
+    assert history.count("JobSubmitted") == 1 and history.count("TaskStarted") == 1, history
 
 
 @SHARED

@@ -181,6 +181,9 @@ async def test_queue_create_update_and_delete_write_the_queue(volcano: Cluster) 
     assert again.code == 1 and "queue team-x already exists" in again.err
     updated = await tessera(volcano, "queue", "update", "team-x", "--capability", "cpu=4")
     assert updated.code == 0, updated.err
+    assert updated.out.splitlines() == ["queue/team-x configured", (
+        "    Warning: capability is now cpu=4 (--capability replaces the whole capability): no longer capped: "
+        "memory (was 32Gi); to keep it, give --capability cpu=4,memory=32Gi")]  # fmt: skip
     assert (await volcano.kube.get(queue_path("team-x")))["spec"]["capability"] == {"cpu": "4"}  # replaced
     gone = await tessera(volcano, "queue", "delete", "team-x")
     assert (gone.code, gone.out.strip()) == (0, "queue team-x deleted"), gone.err

@@ -133,6 +133,41 @@ KINDS = {
 }
 
 
+#: the apiVersion Tessera reads each kind in (one each)
+SERVED = {kind: api for api, kind in KINDS}
+
+
+def unserved(api: str, kind: str) -> tuple[str, None, str]:
+    """(path, value, rule) refusing an apiVersion/kind Tessera does not read, in kubectl's
+    words (`no matches for kind "Job" in version "batch.volcano.sh/v1"`) and saying what to
+    write: a known kind in another version is named with the version Tessera reads (the one
+    Volcano's CRDs serve today: a version from older docs, `v1alpha2` Queues, kube-batch's
+    `scheduling.incubator.k8s.io` were "unsupported kind", the version to use unsaid); an
+    unknown kind with the kinds it could be."""
+    if not kind:
+        return "kind", None, "Required value: Object 'Kind' is missing"
+    served = SERVED.get(kind) or next((a for k, a in SERVED.items() if k.lower() == kind.lower()), None)
+    if served is None:
+        near = difflib.get_close_matches(kind, sorted(SERVED), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else f"; Tessera reads {', '.join(sorted(SERVED))}"
+        return "kind", None, f'no matches for kind "{kind}" in version "{api}"{hint}'
+    right = next(k for k in SERVED if SERVED[k] == served and k.lower() == kind.lower())
+    if right != kind:  # kinds are case-sensitive
+        return "kind", None, f'no matches for kind "{kind}" in version "{api}"; did you mean {right}?'
+    group = api.rpartition("/")[0]
+    if not api:
+        why = f"apiVersion is not set; {kind} is {served}"
+    elif group == served.rpartition("/")[0]:
+        why = f"Volcano's CRDs serve {kind} only as {served}, the version Tessera reads"
+    elif group == "scheduling.incubator.k8s.io":
+        why = f"that is kube-batch's API, which Volcano replaced: {kind} is {served}"
+    elif (group, kind) == ("batch", "Job"):
+        why = f"batch/v1 is Kubernetes' own Job, which Tessera does not run; Volcano's Job is {served}"
+    else:
+        why = f"Tessera reads {kind} as {served}"
+    return "apiVersion", None, f'no matches for kind "{kind}" in version "{api}": {why}'
+
+
 @dataclass(frozen=True, slots=True)
 class RunningPod:
     """A pre-existing placement: a Pod already Running on `node` (its cards from annotations)."""
@@ -220,6 +255,9 @@ class _Ctx:
         self.kind, self.namespace, self.name = kind, namespace, name
         self.errors: list[Rejection] = []
         self.warnings: list[Rejection] = []
+        #: fields refused as no quantity: the device layer, reading the same limits again, does
+        #: not refuse them a second time in other words
+        self.unreadable: set[str] = set()
 
     def reject(self, path: str, value: object, rule: str) -> None:
         shown = "" if value is None else (value if isinstance(value, str) else repr(value))
@@ -297,9 +335,14 @@ def _meta(doc: Mapping[str, Any]) -> tuple[str, str, dict[str, str], dict[str, s
     meta = doc.get("metadata") or {}
     if not isinstance(meta, dict):
         meta = {}
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
-    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    # (a list of labels is refused by `fields.wrong_types`; the object is still named by it)
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}
+    annotations = {str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()}
     return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), labels, annotations
+
+
+def _mapping(value: object) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _int(ctx: _Ctx, path: str, raw: object, default: int, minimum: int | None = 0, below: str = "") -> int:
@@ -400,6 +443,7 @@ def _resources(ctx: _Ctx, path: str, raw: object) -> dict[str, int]:
             out[str(name)] = to_units(str(name), value)
         except QuantityError as exc:
             ctx.reject(f"{path}.{name}", value, str(exc))
+            ctx.unreadable.add(f"{path}.{name}".removeprefix("."))
             continue
         if out[str(name)] < 0:
             ctx.reject(f"{path}.{name}", value, "must be >= 0")
@@ -442,13 +486,15 @@ class Admission:
             ctx = _Ctx(kind or "Unknown", namespace, name or f"document-{i}")
             schema = KINDS.get((api, kind))
             if schema is None:
-                ctx.reject("apiVersion/kind", f"{api}/{kind}", "unsupported kind")
+                ctx.reject(*unserved(api, kind))
             else:
                 _check_names(ctx, kind, doc)
                 _check_annotations(ctx, "metadata.annotations", doc.get("metadata"),
                                    self.limits.max_annotation_bytes)  # fmt: skip
                 for bad in fields.unknown_fields(doc, schema, ""):
                     ctx.reject(bad, None, fields.unknown_field_rule(kind, schema, bad))
+                for path, value, rule in fields.wrong_types(doc, schema, ""):
+                    ctx.reject(path, value, rule)
             if ctx.errors:
                 self.rejections.extend(ctx.errors)
                 continue
@@ -563,6 +609,16 @@ class Admission:
             ctx.check()
         except Rejected as exc:
             self.rejections.extend(exc.rejections)
+            return None
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # a shape no check foresaw (`fields.wrong_types` names the ones it knows): this
+            # object is refused, saying so, and every other object is judged on its own — it
+            # refused the whole request, naming neither the object nor the field
+            ctx.errors.append(Rejection(ctx.kind, ctx.namespace, ctx.name, "spec", "",
+                                        f"could not be read ({type(exc).__name__}: {exc}): a field "
+                                        "has a shape it cannot have (a list where a map belongs, or "
+                                        "the reverse)"))  # fmt: skip
+            self.rejections.extend(ctx.errors)
             return None
         self.warnings.extend(ctx.warnings)
         return result
@@ -773,6 +829,8 @@ class Admission:
         inits, init_errors = self.parser(list(init_containers), annotations, f"{path}.spec",
                                          field="initContainers")  # fmt: skip
         for err in (*errors, *init_errors):
+            if err.path.removeprefix(".") in ctx.unreadable:
+                continue  # refused once already, as no quantity
             if err.warning:
                 ctx.warn(err.path, err.value, err.rule)
             else:

@@ -4,6 +4,13 @@ Kubernetes' strict field validation (kubectl's default since 1.27) refuses an un
 a known kind; we do the same so that a typo such as `resoures` is an error naming its path
 instead of a silently ignored request. A schema is a dict of field → sub-schema; `FREE` accepts
 anything below (maps of labels, opaque volumes, probes…); a one-element list is "list of".
+
+The schema also says each field's shape, checked before any rule reads the object
+(`wrong_types`): a sub-schema dict or `MAP` is a map, a list or `LIST` a list, `INTEGER` an
+integer. A list where a map belongs (`containers:` without `- `) is refused naming the field,
+as the API server's decoder refuses it ("cannot unmarshal object into Go struct field
+PodSpec.spec.containers of type []v1.Container"), instead of tripping a rule that assumed the
+shape. `FREE` and the shape markers accept any field below them.
 """
 
 from __future__ import annotations
@@ -12,15 +19,22 @@ import difflib
 from typing import Final
 
 FREE: Final = "free"
+#: a map of free keys (labels, annotations, limits, nodeSelector…)
+MAP: Final = "map"
+#: a list of free items (command, args, env, volumes…)
+LIST: Final = "list"
+#: an integer (the CRDs' `type: integer`, Go's int32): `replicas: "2"` is refused, as the API
+#: server refuses it ("must be of type integer")
+INTEGER: Final = "integer"
 
 Schema = dict[str, "Schema | str | list[Schema | str]"]
 
 METADATA: Schema = {k: FREE for k in (
-    "name", "namespace", "labels", "annotations", "uid", "generateName", "creationTimestamp",
-    "ownerReferences", "finalizers", "resourceVersion", "generation", "managedFields",
-    "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")}  # fmt: skip
+    "name", "namespace", "uid", "generateName", "creationTimestamp", "resourceVersion",
+    "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")}  # fmt: skip
+METADATA.update(labels=MAP, annotations=MAP, ownerReferences=LIST, finalizers=LIST, managedFields=LIST)
 
-RESOURCES: Schema = {"limits": FREE, "requests": FREE, "claims": FREE}
+RESOURCES: Schema = {"limits": MAP, "requests": MAP, "claims": LIST}
 
 CONTAINER: Schema = {k: FREE for k in (
     "name", "image", "command", "args", "workingDir", "ports", "env", "envFrom", "volumeMounts",
@@ -28,13 +42,15 @@ CONTAINER: Schema = {k: FREE for k in (
     "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
     "stdin", "stdinOnce", "tty", "restartPolicy", "resizePolicy")}  # fmt: skip
 CONTAINER["resources"] = RESOURCES
+CONTAINER.update({k: LIST for k in ("command", "args", "ports", "env", "envFrom", "volumeMounts",
+                                    "volumeDevices", "resizePolicy")})  # fmt: skip
 
-MATCH_EXPRESSION: Schema = {"key": FREE, "operator": FREE, "values": FREE}
-NODE_SELECTOR_TERM: Schema = {"matchExpressions": [MATCH_EXPRESSION], "matchFields": FREE}
-LABEL_SELECTOR: Schema = {"matchLabels": FREE, "matchExpressions": [MATCH_EXPRESSION]}
+MATCH_EXPRESSION: Schema = {"key": FREE, "operator": FREE, "values": LIST}
+NODE_SELECTOR_TERM: Schema = {"matchExpressions": [MATCH_EXPRESSION], "matchFields": LIST}
+LABEL_SELECTOR: Schema = {"matchLabels": MAP, "matchExpressions": [MATCH_EXPRESSION]}
 POD_AFFINITY_TERM: Schema = {
-    "labelSelector": LABEL_SELECTOR, "namespaceSelector": LABEL_SELECTOR, "namespaces": FREE,
-    "topologyKey": FREE, "matchLabelKeys": FREE, "mismatchLabelKeys": FREE,
+    "labelSelector": LABEL_SELECTOR, "namespaceSelector": LABEL_SELECTOR, "namespaces": LIST,
+    "topologyKey": FREE, "matchLabelKeys": LIST, "mismatchLabelKeys": LIST,
 }  # fmt: skip
 POD_AFFINITY: Schema = {
     "requiredDuringSchedulingIgnoredDuringExecution": [POD_AFFINITY_TERM],
@@ -43,9 +59,8 @@ POD_AFFINITY: Schema = {
     ],
 }
 TOPOLOGY_SPREAD_CONSTRAINT: Schema = {
-    **{k: FREE for k in ("maxSkew", "topologyKey", "whenUnsatisfiable", "minDomains",
-                         "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys")},
-    "labelSelector": LABEL_SELECTOR,
+    **{k: FREE for k in ("topologyKey", "whenUnsatisfiable", "nodeAffinityPolicy", "nodeTaintsPolicy")},
+    "maxSkew": INTEGER, "minDomains": INTEGER, "matchLabelKeys": LIST, "labelSelector": LABEL_SELECTOR,
 }  # fmt: skip
 AFFINITY: Schema = {
     "nodeAffinity": {
@@ -70,6 +85,10 @@ POD_SPEC: Schema = {k: FREE for k in (
     "readinessGates", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
     "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
     "resourceClaims", "resources", "ephemeralContainers")}  # fmt: skip
+POD_SPEC.update({k: LIST for k in ("volumes", "imagePullSecrets", "hostAliases", "readinessGates",
+                                   "schedulingGates", "resourceClaims", "ephemeralContainers")})  # fmt: skip
+POD_SPEC.update(nodeSelector=MAP, overhead=MAP, priority=INTEGER, terminationGracePeriodSeconds=INTEGER,
+                activeDeadlineSeconds=INTEGER)  # fmt: skip
 POD_SPEC["containers"] = [CONTAINER]
 POD_SPEC["initContainers"] = [CONTAINER]
 POD_SPEC["affinity"] = AFFINITY
@@ -80,10 +99,9 @@ POD: Schema = {"apiVersion": FREE, "kind": FREE, "metadata": METADATA, "spec": P
                "status": FREE}  # fmt: skip
 POD_TEMPLATE: Schema = {"metadata": METADATA, "spec": POD_SPEC}
 
-POLICY: Schema = {k: FREE for k in ("event", "events", "action", "exitCode", "timeout")}
-TASK: Schema = {k: FREE for k in (
-    "name", "replicas", "minAvailable", "topologyPolicy", "maxRetry", "dependsOn",
-    "partitionPolicy")}  # fmt: skip
+POLICY: Schema = {"event": FREE, "events": LIST, "action": FREE, "exitCode": INTEGER, "timeout": FREE}
+TASK: Schema = {k: FREE for k in ("name", "topologyPolicy", "partitionPolicy")}
+TASK.update(replicas=INTEGER, minAvailable=INTEGER, maxRetry=INTEGER, dependsOn=MAP)
 TASK["template"] = POD_TEMPLATE
 TASK["policies"] = [POLICY]
 
@@ -92,22 +110,11 @@ JOB: Schema = {
     "kind": FREE,
     "metadata": METADATA,
     "spec": {
-        **{
-            k: FREE
-            for k in (
-                "schedulerName",
-                "minAvailable",
-                "volumes",
-                "plugins",
-                "runningEstimate",
-                "queue",
-                "maxRetry",
-                "ttlSecondsAfterFinished",
-                "priorityClassName",
-                "minSuccess",
-                "networkTopology",
-            )
-        },
+        **{k: FREE for k in ("schedulerName", "runningEstimate", "queue", "priorityClassName")},
+        **{k: INTEGER for k in ("minAvailable", "maxRetry", "ttlSecondsAfterFinished", "minSuccess")},
+        "volumes": LIST,
+        "plugins": MAP,
+        "networkTopology": MAP,
         "tasks": [TASK],
         "policies": [POLICY],
     },
@@ -119,16 +126,11 @@ PODGROUP: Schema = {
     "kind": FREE,
     "metadata": METADATA,
     "spec": {
-        k: FREE
-        for k in (
-            "minMember",
-            "minTaskMember",
-            "queue",
-            "priorityClassName",
-            "minResources",
-            "networkTopology",
-            "subGroupPolicy",
-        )
+        **{k: FREE for k in ("queue", "priorityClassName", "subGroupPolicy")},
+        "minMember": INTEGER,
+        "minTaskMember": MAP,
+        "minResources": MAP,
+        "networkTopology": MAP,
     },
     "status": FREE,
 }
@@ -138,20 +140,10 @@ QUEUE: Schema = {
     "kind": FREE,
     "metadata": METADATA,
     "spec": {
-        k: FREE
-        for k in (
-            "weight",
-            "capability",
-            "reclaimable",
-            "extendClusters",
-            "guarantee",
-            "affinity",
-            "type",
-            "parent",
-            "deserved",
-            "priority",
-            "dequeueStrategy",
-        )
+        **{k: FREE for k in ("reclaimable", "extendClusters", "type", "parent", "dequeueStrategy")},
+        **{k: MAP for k in ("capability", "deserved", "affinity", "guarantee")},
+        "weight": INTEGER,
+        "priority": INTEGER,
     },
     "status": FREE,
 }
@@ -160,6 +152,7 @@ PRIORITY_CLASS: Schema = {k: FREE for k in (
     "apiVersion", "kind", "metadata", "value", "globalDefault", "description",
     "preemptionPolicy")}  # fmt: skip
 PRIORITY_CLASS["metadata"] = METADATA
+PRIORITY_CLASS["value"] = INTEGER
 
 
 def unknown_fields(obj: object, schema: Schema | str | list[Schema | str], path: str) -> list[str]:
@@ -182,6 +175,57 @@ def unknown_fields(obj: object, schema: Schema | str | list[Schema | str], path:
             out.append(sub)
         else:
             out.extend(unknown_fields(value, schema[key], sub))
+    return out
+
+
+#: what each shape is called in a refusal, and how to write it in YAML
+_SHAPES = {MAP: ("a map", "a map's entries are `key: value` lines, without `- `"),
+           LIST: ("a list", "a list's items each start with `- `"),
+           INTEGER: ("an integer", "write the number without quotes")}  # fmt: skip
+
+
+def _shape(value: object) -> str:
+    """What a YAML/JSON value is, in the words of a refusal."""
+    if isinstance(value, dict):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string"
+
+
+def _numeral(value: object) -> bool:
+    """A string that is an integer once unquoted (`"2"`)."""
+    return isinstance(value, str) and value.strip().lstrip("+-").isdigit()
+
+
+def wrong_types(obj: object, schema: Schema | str | list[Schema | str], path: str) -> list[tuple[str, object, str]]:
+    """(path, value shown or None, rule) for every field whose shape is not the schema's, in
+    document order; below a wrong one nothing more is looked at (its fields are not there)."""
+    if obj is None or schema == FREE:
+        return []
+    want = LIST if isinstance(schema, list) else MAP if isinstance(schema, dict) else schema
+    if want not in _SHAPES:
+        return []
+    ok = (isinstance(obj, list) if want == LIST else isinstance(obj, dict) if want == MAP
+          else not isinstance(obj, bool) and (isinstance(obj, int) or (isinstance(obj, float) and obj.is_integer())))  # fmt: skip
+    if not ok:
+        expected, how = _SHAPES[want]
+        got = _shape(obj)
+        shown = obj if isinstance(obj, str | int | float) else None
+        hint = f" ({how})" if {got, expected} <= {"a map", "a list"} or (want == INTEGER and _numeral(obj)) else ""
+        return [(path, shown, f"must be {expected}, not {got}{hint}")]
+    out: list[tuple[str, object, str]] = []
+    if isinstance(schema, list) and isinstance(obj, list):
+        for i, item in enumerate(obj):
+            out.extend(wrong_types(item, schema[0], f"{path}[{i}]"))
+    elif isinstance(schema, dict) and isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in schema:
+                out.extend(wrong_types(value, schema[key], f"{path}.{key}" if path else str(key)))
     return out
 
 

@@ -30,6 +30,9 @@ from services.core.scheduling.resources import requested
 #: the object a job was admitted from (its uid): a status write or relist of the same object
 #: is not a new submission, a Job re-created under the name is
 OBJECT_UID = "tessera.io/object-uid"
+#: the task annotation the pod source keeps a pod's Kubernetes uid in (services/kube/pods.py;
+#: `tessera get` reads it too, services/cli/kubeobjects.py): the pod a plain pod's job is
+POD_UID = "tessera.io/pod-uid"
 
 #: Volcano's job webhook, in its own words (`validateJobUpdate`)
 #: a Job's maxRetry when it sets none, or 0 (Volcano's `DefaultMaxRetry`)
@@ -37,6 +40,13 @@ DEFAULT_MAX_RETRY = 3
 JOB_RULE = ("Forbidden: job updates may not change fields other than `minAvailable`, "
             "`tasks[*].replicas` and `priorityClassName` under spec")  # fmt: skip
 POD_RULE = "Forbidden: pod updates may not change fields other than labels and annotations"
+#: the API server's `ValidatePodUpdate` words for an edit of a pod's spec
+POD_SPEC_RULE = ("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+                 "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                 "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+                 "set to 1 if it was previously negative)")  # fmt: skip
+#: the CLI's noun for each kind of job, in the delete a finished one needs to run again
+DELETE_NOUN = {"Job": "vcjob", "Pod": "pod", "PodGroup": "podgroup"}
 RECREATED = "a live job of this name exists with a different spec (delete it first)"
 #: `validateJobUpdate`'s words for an edit that leaves fewer pods than the gang needs
 TASK_MIN_OVER = "'minAvailable' must be <= 'replicas' in task: {task}"
@@ -221,3 +231,71 @@ def describe(old: JobSpec, new: JobSpec) -> str:
     if old.priority_class != new.priority_class:
         parts.append(f"priorityClassName {old.priority_class or '(none)'} → {new.priority_class or '(none)'}")
     return "; ".join(parts) or "metadata changed"
+
+
+def same_object(old: JobSpec, new: JobSpec) -> bool:
+    """Whether `new` is read from the object the log admitted as `old`: the same object uid (a
+    Volcano Job's, a PodGroup's) and the same pods' uids (a plain pod's task), or none at all
+    (`tessera apply` names no uid). A Job deleted and made again on a cluster while admission
+    was away has a new uid: a new object, submitted anew."""
+    return old.annotations.get(OBJECT_UID, "") == new.annotations.get(OBJECT_UID, "") and (
+        _pod_uids(old) == _pod_uids(new)
+    )
+
+
+def _pod_uids(spec: JobSpec) -> set[str]:
+    return {t.annotations.get(POD_UID, "") for t in spec.tasks} - {""}
+
+
+def finished_edit(old: JobSpec, new: JobSpec, unset: Unset, phase: str) -> tuple[str, ...]:
+    """Why the object `new` is refused for a job that ended in `phase`; () when it is the object
+    the log holds (`unchanged`, and nothing runs). The object still exists, as on a cluster (a
+    Volcano Job in a final state, a Succeeded or Failed Pod stays until deleted), so applying
+    it again is an update, never a new run: an edit the webhook or the API server refuses
+    is refused in their words; one they allow (a Job's replicas, a pod's labels) changes
+    nothing here either — Volcano's Completed, Terminated and Failed states take no action, and
+    a finished pod never starts again — so it is refused saying how to run the job again
+    rather than said `configured` for work that never happens."""
+    if old == new:
+        return ()
+    how = (f"metadata.name: {_finished(old, phase)}: a finished {old.kind} does not run again and keeps no "
+           f"edit; {_again(old, phase)}")
+    if old.kind != new.kind:  # (Tessera holds one job per name, whatever its kind)
+        return (how,)
+    if old.kind == "Pod":
+        return (how,) if _metadata_only(old) == _metadata_only(new) else (POD_SPEC_RULE, how)
+    change = judge_update(old, new, unset)
+    if change.refusals:
+        return (*change.refusals, how)
+    return () if change.spec is None else (how,)
+
+
+def finished_note(old: JobSpec, phase: str) -> str:
+    """The warning beside `unchanged` for a finished job applied again: what a user re-applying
+    a directory of manifests expected (a second run) does not happen, and how to get it."""
+    return f"{_finished(old, phase)}: applying it again does not run it; {_again(old, phase)}"
+
+
+def _finished(job: JobSpec, phase: str) -> str:
+    return f"{job.kind} {job.namespace}/{job.name} is {pod_phase(phase) if job.kind == 'Pod' else phase}"
+
+
+def _again(job: JobSpec, phase: str) -> str:
+    """How to run a finished job again: resume a suspended one, else delete it and apply."""
+    if phase == "Aborted" and job.kind != "Pod":
+        return f"`tessera job resume {job.name} -n {job.namespace}` runs it again"
+    noun = DELETE_NOUN.get(job.kind, "vcjob")
+    return f"to run it again, `tessera delete {noun} {job.name} -n {job.namespace}`, then apply it"
+
+
+def pod_phase(phase: str) -> str:
+    """A plain pod's phase for a job phase: Succeeded when it completed, else Failed."""
+    return "Succeeded" if phase == "Completed" else "Failed"
+
+
+def _metadata_only(spec: JobSpec) -> JobSpec:
+    """A pod's spec without what its metadata says (the labels and annotations an update may
+    change, and what Tessera reads from them): two that differ only there differ in metadata."""
+    tasks = tuple(msgspec.structs.replace(t, annotations={}, labels={}, duration=None, exit_code=0,
+                                          preemptable=True) for t in spec.tasks)  # fmt: skip
+    return msgspec.structs.replace(spec, annotations={}, arrive_at=0.0, tasks=tasks)

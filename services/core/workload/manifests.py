@@ -28,11 +28,48 @@ def load_documents(text: str) -> list[dict[str, Any]]:
         try:
             raw = list(yaml.load_all(text, Loader=SAFE_LOADER))
         except yaml.YAMLError as exc:
-            raise ManifestError(str(exc).splitlines()[0]) from None
+            raise ManifestError(yaml_problem(exc, text)) from None
     docs: list[dict[str, Any]] = []
     for item in raw:
         docs.extend(_expand(item))
     return docs
+
+
+def syntax_problem(text: str) -> str | None:
+    """Why `text` is not YAML (or JSON), in `yaml_problem`'s words; None when it reads. The
+    parser's events are streamed, never composed, so a file of aliases expanding to gigabytes
+    costs no more than its length (the CLI checks each file it sends, to name the bad one)."""
+    try:
+        json.loads(text)
+        return None
+    except json.JSONDecodeError:
+        pass
+    try:
+        for _ in yaml.parse(text, Loader=SAFE_LOADER):
+            pass
+    except yaml.YAMLError as exc:
+        return yaml_problem(exc, text)
+    return None
+
+
+def yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """A YAML error as a reader can act on it: where (line and column, from 1), what the parser
+    found and what it was doing — `line 4, column 1: found character that cannot start any
+    token (while scanning for the next token)`. Its first line alone ("while scanning for the
+    next token") named neither the place nor the problem."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return " ".join(str(exc).split())
+    mark = exc.problem_mark
+    out = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem or 'not YAML'}"
+    if exc.context:
+        began = exc.context_mark
+        at = (f" that began at line {began.line + 1}, column {began.column + 1}"
+              if began is not None and (began.line, began.column) != (mark.line, mark.column) else "")  # fmt: skip
+        out += f" ({exc.context}{at})"
+    lines = text.splitlines()
+    if mark.line < len(lines) and lines[mark.line][mark.column : mark.column + 1] == "\t":
+        out += "; it is a tab: YAML indents with spaces only"
+    return out
 
 
 def _expand(item: Any) -> list[dict[str, Any]]:

@@ -18,11 +18,9 @@ from __future__ import annotations
 import uuid
 
 from contracts.workloads import JobSpec
-from services.core.workload.jobupdate import OBJECT_UID
+from services.core.workload.jobupdate import OBJECT_UID, POD_UID
 
-#: the task annotation the pod source keeps a pod's Kubernetes uid in (services/kube/pods.py;
-#: `tessera get` reads it too, services/cli/kubeobjects.py)
-POD_UID = "tessera.io/pod-uid"
+__all__ = ["OBJECT_UID", "POD_UID", "derived_uid", "podgroup_name"]
 
 
 def derived_uid(subject: str, born_seq: int) -> str:
