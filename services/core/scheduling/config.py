@@ -101,6 +101,11 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 RULES = 2
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
+#: the generation from which a waiting job's `unblock` says what would free it under the
+#: configured share plugin (`proportion.more_share`, `capacity._limit_words`), why preempt and
+#: reclaim take nothing for it, and a gang's whole count: the words are recorded in
+#: JobUnschedulable, so a log of an older generation keeps its own
+ADVICE_WORDS = 2
 
 
 def _on(value: object) -> bool:

@@ -27,7 +27,7 @@ from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.actions.victims import validate_victims
-from services.core.scheduling.config import DEVICE_SWITCHES, RULES
+from services.core.scheduling.config import ADVICE_WORDS, DEVICE_SWITCHES, RULES
 from services.core.scheduling.decisions import QUOTA_PLUGIN
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.interpod import (
@@ -451,8 +451,23 @@ def _no_room_made(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], An
                    "for them")  # fmt: skip
     task = _representative(job)
     out += _not_preempted(ssn, job, task, cache)
-    out += _not_reclaimed(ssn, job, task, kind, cache)
+    out += _not_reclaimed(ssn, job, task, kind, cache) if ssn.conf.rules >= ADVICE_WORDS else _older_not_reclaimed(ssn, job, kind)
     return "; ".join(out)
+
+
+def _older_not_reclaimed(ssn: Session, job: JobInfo, kind: str) -> list[str]:
+    """`_not_reclaimed` before ADVICE_WORDS (what a log of an older generation recorded)."""
+    prop = ssn.plugins.get("proportion")
+    if not kind or prop is None or "reclaim" not in ssn.conf.actions:
+        return []
+    dim, out = sh.card_resource(kind), []
+    for name, attr in sorted(prop.attrs.items()):  # type: ignore[attr-defined]
+        q = ssn.queues.get(name)
+        over = attr.allocated.get(dim, 0.0) - attr.deserved.get(dim, 0.0)
+        if name != job.queue and q is not None and not q.reclaimable and over > sh.EPS:
+            out.append(f"queue {name} holds {sh.amount(dim, over)} {kind} over its deserved share "
+                       "but is not reclaimable (spec.reclaimable: false)")  # fmt: skip
+    return out
 
 
 def _not_reclaimed(ssn: Session, job: JobInfo, task: TaskInfo | None, kind: str,
@@ -699,7 +714,8 @@ def _not_preemptable_words(
             kept_by.setdefault(name, {}).update((t.uid, t) for t in keep if t.uid not in ids)
     if budget_said:
         kept_by.pop("pdb", None)  # (its own words, with the budget, follow: decide.py)
-    parts = [_kept_words(ssn, name, list(ts.values()), job) for name, ts in sorted(kept_by.items()) if ts]
+    named = job if ssn.conf.rules >= ADVICE_WORDS else None  # (its priority, said since then)
+    parts = [_kept_words(ssn, name, list(ts.values()), named) for name, ts in sorted(kept_by.items()) if ts]
     if marked:
         parts.append(f"{_pods(list(marked.values()))} marked volcano.sh/preemptable: false")
     if elsewhere:
@@ -1059,12 +1075,15 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
         # Allocatable as of the session's end: a gang attempt that filled the queue with its
         # own pods and was discarded does not explain the wait
         plugin, words, unblock = ssn.allocatable_reason(queue, task)
+        advice = ssn.conf.rules >= ADVICE_WORDS
         if words:
-            if plugin in QUEUE_PLUGINS:
+            if plugin in QUEUE_PLUGINS and advice:
                 unblock = _with_held(unblock, _no_room_in_queue(ssn, job, task, cache))
             return Explanation(words, plugin, unblock=unblock)
         gang = _gang_share(ssn, queue, job)
         if gang is not None:
+            if not advice:
+                return gang
             return replace(gang, unblock=_with_held(gang.unblock, _no_room_in_queue(ssn, job, task, cache)))
     if cards is not None:  # more whole cards than are free: and where the free ones are, as
         # the session left the nodes (its gang attempt discarded) — the nodes' words from that
@@ -1092,7 +1111,8 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
             )
         first = next(g for g in groups if g.plugin)
         if fix.startswith(FREES_ROOM):  # room the scheduler could make by evicting, or not
-            fix = _with_held(_gang_room(ssn, job, task, cache) or fix, _no_room_made(ssn, job, cache))
+            gang_room = _gang_room(ssn, job, task, cache) if ssn.conf.rules >= ADVICE_WORDS and task else ""
+            fix = _with_held(gang_room or fix, _no_room_made(ssn, job, cache))
         return Explanation(groups_line(groups, len(ssn.node_list)), first.plugin, groups, fix)
     if job.why:
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)

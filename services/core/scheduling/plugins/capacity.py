@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.core.scheduling.actions.victims import victim_queue
-from services.core.scheduling.config import PluginConf
+from services.core.scheduling.config import ADVICE_WORDS, PluginConf
 from services.core.scheduling.model import JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins import shares as sh
 from services.core.scheduling.plugins.proportion import allocated_of
@@ -182,7 +182,8 @@ class CapacityPlugin:
             words = f"{asked}, capability {sh.amount(dim, limit)}, allocated {sh.amount(dim, have)} (capacity)"
             return words, sh.parent_fix(a.name, a.parent, dim, limit)
         need = have + req[dim]
-        if self.hierarchy:  # (what a parent leaves it is said above)
+        assert self.ssn is not None
+        if self.hierarchy or self.ssn.conf.rules < ADVICE_WORDS:  # (what a parent leaves it is said above)
             words = f"{asked}, capability {sh.amount(dim, limit)}, allocated {sh.amount(dim, have)} (capacity)"
             return words, (f"raise queue {a.name}'s capability of {sh.dim_name(dim)} to {sh.amount(dim, need)}, "
                            "or let its running pods finish")  # fmt: skip

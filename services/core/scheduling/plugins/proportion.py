@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.config import PluginConf
+from services.core.scheduling.config import ADVICE_WORDS, PluginConf
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.plugins import shares as sh
 from services.core.scheduling.session import Session
@@ -187,6 +187,12 @@ class ProportionPlugin:
                 "request must stay within deserved)",
                 self.more_share(queue.name, attr, dim, attr.allocated.get(dim, 0.0) + req[dim]))  # fmt: skip
 
+    def _older_share_words(self, name: str, dim: str, need: float, minimum: str) -> str:
+        """`more_share` before ADVICE_WORDS (what a log of an older generation recorded)."""
+        tail = f", or lower the job's minAvailable (now {minimum})" if minimum else ""
+        return (f"queue {name} must deserve {sh.amount(dim, need)} {sh.dim_name(dim)}: raise its "
+                f"capability or weight, or let its running pods finish{tail}")  # fmt: skip
+
     def more_share(self, name: str, attr: QueueAttr, dim: str, need: float, minimum: str = "") -> str:
         """What would let queue `name` deserve `need` of `dim`, as the water-filling decides it:
         deserved never exceeds the cluster, the queue's capability, or what the other queues'
@@ -194,6 +200,9 @@ class ProportionPlugin:
         capability or weight" was said of a queue that already deserved every card of the
         cluster, where no setting gives more (a platform lead's review): there the room can
         only come from its own running pods. `minimum`: the gang's way out, said last."""
+        assert self.ssn is not None
+        if self.ssn.conf.rules < ADVICE_WORDS:
+            return self._older_share_words(name, dim, need, minimum)
         queue, want = f"queue {name}", f"{sh.amount(dim, need)} {sh.dim_name(dim)}"
         total = self.total.get(dim, 0.0)
         tail = f", or lower the job's minAvailable (now {minimum})" if minimum else ""
