@@ -288,3 +288,20 @@ def test_pick_is_deterministic_and_prefers_the_smallest_profile() -> None:
     assert pick(card, (), 10241).profile == "2g.20gb"  # type: ignore[union-attr]
     assert pick(card, (), 80897) is None
     assert [pick(card, (), 5000) for _ in range(3)] == [pick(card, (), 5000)] * 3
+
+
+def test_a_cluster_node_registering_a_mig_gpu_gets_its_models_geometries() -> None:
+    """HAMi's registration with `"mode":"mig"` on a cluster whose device config gives the
+    model's geometries: the card carries them and no problem is named (it is served)."""
+    from contracts import hami
+    from services.kube import nodes
+
+    reg = json.dumps([{"id": "GPU-bbbb", "index": 0, "count": 7, "devmem": 81920, "devcore": 100,
+                       "type": "NVIDIA-A100-SXM4-80GB", "mode": "mig", "health": True}])  # fmt: skip
+    node = {"metadata": {"name": "g1", "annotations": {hami.NVIDIA_REGISTER: reg}}, "spec": {},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "7"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+    view = nodes.node_view(node, CAT, 1_796_000_000.0)
+    (card,) = view.registered.cards
+    assert card.mig_geometries == a100().mig_geometries and view.problems == ()
+    assert isinstance(fit_task([(card, CardUsage())], [ask(12000)], registry=REG), NodeFit)
