@@ -13,6 +13,33 @@ from contracts.base import Record
 SliceKind = Literal["whole", "template", "soft"]
 
 
+class MigProfile(Record, frozen=True):
+    """One profile of a MIG geometry (HAMi's ``knownMigGeometries``): its name (``2g.20gb``),
+    memory MB, how many instances the geometry carves, and the cores (% of the card) an
+    instance books; 0 means derived from the name's compute slices (``devices/mig.py``)."""
+
+    name: str
+    memory: int
+    count: int = 1
+    cores: int = 0
+
+
+class MigGeometry(Record, frozen=True):
+    """One allowed way to carve a card: its profiles in order (their placements follow from it)."""
+
+    group: str = ""
+    profiles: tuple[MigProfile, ...] = ()
+
+
+class MigInstance(Record, frozen=True):
+    """One MIG instance a slice holds: the profile and its hardware placement (memory slices
+    ``start``..``start+size``), as HAMi's ``hami.io/vgpu-mig-allocations`` carries it."""
+
+    profile: str
+    start: int
+    size: int
+
+
 class CardSpec(Record, frozen=True):
     """One physical card as its node reports it."""
 
@@ -34,6 +61,9 @@ class CardSpec(Record, frozen=True):
     #: the extended resource the kubelet serves a "plugin" card under (`nvidia.com/gpu`,
     #: `huawei.com/Ascend910`); "" for registered cards
     resource: str = ""
+    #: a card in MIG mode: the geometries the device config allows for its model
+    #: (``knownMigGeometries``); none keeps the card off (``devices/mig.py``)
+    mig_geometries: tuple[MigGeometry, ...] = ()
 
 
 class SliceSpec(Record, frozen=True):
@@ -48,6 +78,8 @@ class SliceSpec(Record, frozen=True):
     #: sum): what it takes of the card's split count, as HAMi counts a device per container and
     #: the kubelet sees split-count devices per card
     slots: int = 1
+    #: on a card in MIG mode, the instance(s) the slice holds (one per container served)
+    mig: tuple[MigInstance, ...] = ()
 
 
 class OwnedSlice(Record, frozen=True):

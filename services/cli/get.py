@@ -27,7 +27,8 @@ from services.cli.connection import connect, connection_args, nats_url, open_log
 from services.cli.progress import progress
 from services.cli.tables import amounts, render
 from services.cli.up import read_state
-from services.core.devices.mig import MIG_WORDS, in_mig_mode
+from services.core.devices.mig import MIG_WORDS
+from services.core.devices.mig import kept_off as mig_kept_off
 from services.core.simulate.report import undecodable_warning
 from services.runtime.eventlog.model import EventLog, StoredMessage
 from services.runtime.service import decode_stored
@@ -160,7 +161,7 @@ def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
         "cards": ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "-",
         "cards_in_use": f"{cards_in_use}/{len(node.cards)}",
     }
-    kept_off = sum(1 for card in node.cards if in_mig_mode(card))
+    kept_off = sum(1 for card in node.cards if mig_kept_off(card))
     if kept_off:  # only then: other nodes' rows stay as they were
         row["note"] = f"{kept_off} card{'s' if kept_off > 1 else ''} kept off, in {MIG_WORDS}"
     return row

@@ -10,7 +10,10 @@ into events or a :class:`Rejection` and is the only place the invariants are enf
   serves (``SliceSpec.slots``);
 * an exclusive slice (``exclusive`` or kind ``whole``) is alone on the card;
 * an unhealthy or retired card takes no new slices (existing ones stay until released), nor does
-  a card in MIG mode (``devices/mig.py``: Tessera does not carve MIG instances yet);
+  a card in MIG mode whose model has no geometry (``devices/mig.py``);
+* on a card in MIG mode a slice holds MIG instances of the card's geometries that overlap no
+  instance there and fit one geometry together with all of them, booking exactly their
+  profiles' memory and cores (``mig.ledger_refusal``);
 * one slice per owner per card: two containers of a pod on one card (HAMi fits each on its own)
   are booked as one slice of their sum (:func:`per_card`). Re-reserving the
   same slice for the same owner is a no-op, so redelivered commands are idempotent; releasing an
@@ -36,7 +39,7 @@ from contracts.events import (
     SliceReleased,
     SliceReserved,
 )
-from services.core.devices.mig import ledger_refusal
+from services.core.devices.mig import ledger_refusal, usage_instances
 
 LedgerEvent = CardRegistered | SliceReserved | SliceReleased | CardHealthChanged | CardRetired
 
@@ -159,7 +162,7 @@ def per_card(slices: tuple[SliceAssignment, ...]) -> tuple[SliceAssignment, ...]
         merged[a.card] = msgspec.structs.replace(had, slice=SliceSpec(
             kind=kind, memory=one.memory + two.memory, cores=one.cores + two.cores,
             template=one.template if kind == "template" else None, exclusive=one.exclusive or two.exclusive,
-            slots=one.slots + two.slots))  # fmt: skip
+            slots=one.slots + two.slots, mig=one.mig + two.mig))  # fmt: skip
     return tuple(merged.values())
 
 
@@ -171,7 +174,7 @@ def _check_reserve(state: CardState, owner: str, s: SliceSpec) -> str | None:
         return f"card {state.uuid} is retired"
     if not u.healthy:
         return f"card {state.uuid} is not healthy"
-    mig = ledger_refusal(spec)
+    mig = ledger_refusal(spec, usage_instances(u), s)
     if mig is not None:
         return mig
     if not owner:
@@ -342,6 +345,10 @@ def check_invariants(state: CardState) -> list[str]:
         problems.append(f"slices {u.slices_used} > {spec.split_count}")
     if u.exclusive and u.slices_used > 1:
         problems.append("exclusive slice is not alone")
+    held = usage_instances(u)
+    for i, a in enumerate(held):
+        if any(a.start < b.start + b.size and b.start < a.start + a.size for b in held[i + 1:]):
+            problems.append(f"MIG instance {a.profile} at {a.start} overlaps another")
     if u != usage_of(u.slices, healthy=u.healthy, retired=u.retired):
         problems.append("usage totals disagree with slices")
     return problems

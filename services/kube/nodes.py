@@ -24,7 +24,7 @@ from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices import registration
 from services.core.devices.catalogue import Catalogue
-from services.core.devices.mig import MIG_WORDS, in_mig_mode
+from services.core.devices.mig import MIG_MODE, MIG_WORDS, kept_off
 from services.core.scheduling.resources import is_device_resource
 from services.core.workload.quantity import (
     QuantityError,
@@ -97,12 +97,16 @@ def _ascend_cards(node: str, cw: str, devices: list[hami.RegisteredDevice], hami
     return out
 
 
-def _nvidia_cards(node: str, devices: list[hami.RegisteredDevice]) -> list[CardSpec]:
+def _nvidia_cards(node: str, devices: list[hami.RegisteredDevice], catalogue: Catalogue) -> list[CardSpec]:
+    """HAMi's registered GPUs; one in MIG mode carries its model's ``knownMigGeometries``
+    from the device config (``devices/mig.py``: how its instances are carved)."""
     return [CardSpec(
         uuid=d.uuid, node=node, index=d.index, type=d.type, vendor="nvidia", memory=d.devmem,
         cores=d.devcore or 100, split_count=max(1, d.count), numa=d.numa, healthy=d.health,
         mode=d.mode or "hami-core",
+        mig_geometries=catalogue.nvidia.mig_geometries(d.type) if d.mode == MIG_MODE else (),
     ) for d in devices]  # fmt: skip
+
 
 
 def taint_text(taint: Mapping[str, Any]) -> str:
@@ -183,9 +187,10 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
             if key == hami.NVIDIA_REGISTER:
                 if _count(allocatable, catalogue.nvidia.resource_count_name) == 0:
                     continue
-                nvidia = _nvidia_cards(name, hami.decode_register(key, value))
-                problems.extend(f"{key}: card {c.uuid} is in {MIG_WORDS}; no pod is placed on it"
-                                for c in nvidia if in_mig_mode(c))  # fmt: skip
+                nvidia = _nvidia_cards(name, hami.decode_register(key, value), catalogue)
+                problems.extend(f"{key}: card {c.uuid} is in {MIG_WORDS} (no knownMigGeometries for "
+                                f"{c.type} in the device config); no pod is placed on it"
+                                for c in nvidia if kept_off(c))  # fmt: skip
                 cards.extend(nvidia)
             elif key.startswith(hami.ASCEND_REGISTER_PREFIX):
                 cw = key[len(hami.ASCEND_REGISTER_PREFIX):]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts import hami
-from contracts.devices import CardSpec
+from contracts.devices import CardSpec, MigInstance
 from contracts.events import OtherPods, SliceAssignment, TaskFinished, TaskPlacement, TaskStarted
 from contracts.workloads import DeviceRequest, HostPort, TaskSpec
-from services.core.devices import registration
+from services.core.devices import mig, registration
 from services.core.scheduling import gates
 from services.core.scheduling.resources import pod_request, sidecar
 from services.core.workload import fields, quantity
@@ -230,11 +230,14 @@ def task_event(obj: Mapping[str, Any], now: float) -> TaskStarted | TaskFinished
 
 
 def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
-                       cards: Mapping[str, CardSpec]) -> dict[str, list[list[hami.PodDevice]]]:  # fmt: skip
+                       cards: Mapping[str, CardSpec],
+                       mig_out: list[tuple[int, int, str, MigInstance]] | None = None,
+                       ) -> dict[str, list[list[hami.PodDevice]]]:  # fmt: skip
     """Slices → per vendor, one device list per container slot (init containers first, empty).
 
     The scheduler's fit returns slices in request order, `count` per request; each request
-    knows its container."""
+    knows its container. A MIG slice's instance goes to `mig_out` as (container slot, device
+    index in it, card, instance): HAMi's `EncodeMigAllocations` indexes the same lists."""
     containers = task.containers if task else 1
     inits = task.init_containers if task else 0
     requests = task.devices if task else ()
@@ -252,7 +255,11 @@ def _container_devices(placement: TaskPlacement, task: TaskSpec | None,
         key = hami.NVIDIA_TO_ALLOCATE if vendor == "nvidia" else hami.ascend_to_allocate_key(word)
         slots = out.setdefault(key, [[] for _ in range(inits + max(containers, 1))])
         dev_type = "NVIDIA" if vendor == "nvidia" else word
-        slots[min(slot_of(len(slots)), len(slots) - 1)].append(hami.PodDevice(a.card, dev_type, memory, cores))
+        at = min(slot_of(len(slots)), len(slots) - 1)
+        slot = slots[at]
+        if mig_out is not None and a.slice.mig and vendor == "nvidia":
+            mig_out.append((at, len(slot), a.card, a.slice.mig[0]))
+        slot.append(hami.PodDevice(a.card, dev_type, memory, cores))
 
     for i, a in enumerate(placement.slices):
         container = request_of_slice[i].container if i < len(request_of_slice) else 0
@@ -290,7 +297,8 @@ def binding_annotations(placement: TaskPlacement, task: TaskSpec | None,
     out = {hami.VGPU_NODE: placement.node, hami.VGPU_TIME: ts, hami.BIND_PHASE: "allocating",
            hami.BIND_TIME: ts}  # fmt: skip
     ascend = False
-    for key, slots in _container_devices(placement, task, cards).items():
+    mig_entries: list[tuple[int, int, str, MigInstance]] = []
+    for key, slots in _container_devices(placement, task, cards, mig_entries).items():
         value = hami.encode_pod_devices(slots)
         out[key] = value
         allocated = key.replace("-to-allocate", "-allocated")
@@ -303,6 +311,8 @@ def binding_annotations(placement: TaskPlacement, task: TaskSpec | None,
             out[f"huawei.com/{word}"] = hami.encode_runtime_info(devices, templates)
     if ascend:
         out[hami.PREDICATE_TIME] = ts
+    if mig_entries:  # HAMi's plugin carves exactly these instances (PatchAnnotations)
+        out[mig.MIG_ALLOCATIONS] = mig.allocations_annotation(mig_entries)
     return out
 
 

@@ -88,4 +88,4 @@ def test_every_service_logs_them_at_start(tmp_path: Path, caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING, logger="services.runtime.bootstrap"):
         assert device_catalogue(str(tmp_path / "cm.yaml")) is not None
     said = [r.getMessage() for r in caplog.records]
-    assert [s.split(": ")[1] for s in said] == ["nvidia.disableCoreLimit", "nvidia.knownMigGeometries"], said
+    assert [s.split(": ")[1] for s in said] == ["nvidia.disableCoreLimit"], said

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from contracts.devices import MigGeometry, MigProfile
 from services.core.configtext import DEVICE_KEYS, PasteError, unwrap
 from services.core.devices.violations import CatalogueError
 
@@ -103,6 +104,15 @@ class AscendChip:
 
 
 @dataclass(frozen=True, slots=True)
+class MigModels:
+    """One ``knownMigGeometries`` entry: the card models it is for (a card whose type contains
+    one, case-insensitive) and the geometries allowed on them, in the file's order."""
+
+    models: tuple[str, ...]
+    geometries: tuple[MigGeometry, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NvidiaConfig:
     """The ``nvidia:`` section (HAMi ``NvidiaConfig`` with chart defaults).
 
@@ -129,12 +139,23 @@ class NvidiaConfig:
     gpu_core_policy: str = "default"
     lib_cuda_log_level: int = 1
     runtime_class_name: str = ""
+    #: ``knownMigGeometries``: how a card in MIG mode may be carved, per model
+    known_mig_geometries: tuple[MigModels, ...] = ()
+
+    def mig_geometries(self, card_type: str) -> tuple[MigGeometry, ...]:
+        """The geometries for a card of ``card_type``: the first entry naming a model the type
+        contains (HAMi registers ``NVIDIA-A100-SXM4-80GB`` for model ``A100-SXM4-80GB``)."""
+        low = card_type.lower()
+        for entry in self.known_mig_geometries:
+            if any(m.lower() in low for m in entry.models if m):
+                return entry.geometries
+        return ()
 
 
 #: Keys of HAMi's ``NvidiaConfig`` (with its inlined ``NodeDefaultConfig``) and of Volcano's that
 #: Tessera takes without acting on them, and why none changes which card a pod is booked on.
-_MIG = ("Tessera does not carve MIG instances yet: a card registered in MIG mode is kept off "
-        "(no pod is placed on it, devices/mig.py), so no MIG profile is chosen")  # fmt: skip
+_MIG = ("Tessera chooses MIG profiles from knownMigGeometries (devices/mig.py); an allowlist "
+        "of profiles is not applied on top of them")  # fmt: skip
 NVIDIA_NOT_ACTED_ON: Mapping[str, str] = {
     "enableNumaTopology": "HAMi's device plugin tells the kubelet's Topology Manager each card's "
                           "NUMA node; that is node-side admission, not placement",
@@ -142,7 +163,6 @@ NVIDIA_NOT_ACTED_ON: Mapping[str, str] = {
                           "Tessera reads cards from the registration",
     "disableCoreLimit": "HAMi-core's in-container core limit; the cores a pod asks are still booked",
     "migProfileAllowlist": _MIG,
-    "knownMigGeometries": _MIG,
 }  # fmt: skip
 
 
@@ -450,6 +470,62 @@ def _vnpus(raw: object) -> tuple[tuple[AscendChip, ...], bool]:
     return chips, core
 
 
+_MIG_PROFILE_FIELDS: dict[str, Field] = {
+    "name": ("name", _str),
+    "memory": ("memory", _pos),
+    "count": ("count", _pos),
+    "core": ("cores", _pos),
+}
+
+
+def _mig_profile(path: str, raw: object) -> MigProfile:
+    values = _fields(path, _map(path, raw), _MIG_PROFILE_FIELDS, {"name", "memory", "count"})
+    name = str(values["name"])
+    head, dot, _ = name.partition(".")
+    if not dot or len(head) < 2 or not head.endswith("g") or not head[:-1].isdigit():
+        raise CatalogueError(f"{path}.name", f"{name!r} is not a MIG profile name "
+                             "(<compute slices>g.<memory>, e.g. 2g.20gb)")  # fmt: skip
+    return MigProfile(**values)  # type: ignore[arg-type]
+
+
+def _mig_geometry(path: str, raw: object) -> MigGeometry:
+    """A geometry: HAMi's list of profiles, or Volcano's ``{group, geometries: [...]}``."""
+    if isinstance(raw, dict):
+        m = _map(path, raw)
+        for key in m:
+            if key not in ("group", "geometries"):
+                raise CatalogueError(f"{path}.{key}", "unknown key (a geometry is a list of "
+                                     "profiles, or {group, geometries: [profiles]})")  # fmt: skip
+        group = _str(f"{path}.group", m.get("group", ""))
+        path, items = f"{path}.geometries", _list(f"{path}.geometries", m.get("geometries"))
+    else:
+        group, items = "", _list(path, raw)
+    if not items:
+        raise CatalogueError(path, "a geometry needs at least one profile")
+    return MigGeometry(group=group, profiles=tuple(
+        _mig_profile(f"{path}[{i}]", p) for i, p in enumerate(items)))  # fmt: skip
+
+
+def _known_mig_geometries(raw: object) -> tuple[MigModels, ...]:
+    out = []
+    path = "nvidia.knownMigGeometries"
+    for i, entry in enumerate(_list(path, raw)):
+        here = f"{path}[{i}]"
+        m = _map(here, entry)
+        for key in m:
+            if key not in ("models", "allowedGeometries"):
+                raise CatalogueError(f"{here}.{key}", "unknown key")
+        for key in ("models", "allowedGeometries"):
+            if key not in m:
+                raise CatalogueError(f"{here}.{key}", "required key missing")
+        models = tuple(_str(f"{here}.models[{j}]", v)
+                       for j, v in enumerate(_list(f"{here}.models", m["models"])))  # fmt: skip
+        geometries = tuple(_mig_geometry(f"{here}.allowedGeometries[{j}]", g)
+                           for j, g in enumerate(_list(f"{here}.allowedGeometries", m["allowedGeometries"])))  # fmt: skip
+        out.append(MigModels(models, geometries))
+    return tuple(out)
+
+
 def _nvidia(raw: object) -> tuple[NvidiaConfig, tuple[str, ...]]:
     """The ``nvidia:`` section and its lines for :attr:`Catalogue.not_acted_on`."""
     m = dict(_map("nvidia", raw))
@@ -457,6 +533,7 @@ def _nvidia(raw: object) -> tuple[NvidiaConfig, tuple[str, ...]]:
                   for key in m if key in NVIDIA_NOT_ACTED_ON)  # fmt: skip
     for key in NVIDIA_NOT_ACTED_ON:
         m.pop(key, None)
+    mig = _known_mig_geometries(m.pop("knownMigGeometries", None) or [])
     if "gpuMemoryFactor" in m:  # Volcano's name for memoryFactor (see NvidiaConfig)
         factor = _pos("nvidia.gpuMemoryFactor", m.pop("gpuMemoryFactor"))
         hami = _pos("nvidia.memoryFactor", m.setdefault("memoryFactor", factor))
@@ -465,7 +542,7 @@ def _nvidia(raw: object) -> tuple[NvidiaConfig, tuple[str, ...]]:
                                  f"{hami}: both are the MB in one unit of a memory request (Volcano's "
                                  "name and HAMi's) and Tessera has one unit; keep one of them")  # fmt: skip
     values = _fields("nvidia", m, _NVIDIA_FIELDS, set())
-    config = NvidiaConfig(**values)  # type: ignore[arg-type]
+    config = NvidiaConfig(**values, known_mig_geometries=mig)  # type: ignore[arg-type]
     return config, noted + _webhook_notes(config, m)
 
 

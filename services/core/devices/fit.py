@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from contracts.devices import CardSpec, CardUsage, SliceSpec
+from contracts.devices import CardSpec, CardUsage, MigInstance, SliceSpec
 from contracts.workloads import DeviceRequest
+from services.core.devices import mig
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,
@@ -253,6 +254,7 @@ def fit_node(
     # per-card usage this task adds as it goes: uuid -> (slots, cores, memory)
     added: dict[str, tuple[int, int, int]] = {}
     added_slices: dict[str, SliceSpec] = {}  # card → the slice an earlier ask took there
+    added_mig: dict[str, tuple[MigInstance, ...]] = {}  # MIG card → instances this task took
     assignments: list[CardAssignment] = []
     bonus = 0.0
     weights = task.weights
@@ -271,7 +273,11 @@ def fit_node(
         single = (req,)
         scored: list[ScoredCard] = []
         usage_of: dict[str, tuple[int, int, int, bool, bool]] = {}
+        mig_held: dict[str, tuple[MigInstance, ...]] = {}  # carved MIG card → its instances
+        mig_plan: dict[str, mig.Slot] = {}
         for spec, usage in vcards:
+            if mig.carved(spec):
+                mig_held[spec.uuid] = mig.usage_instances(usage) + added_mig.get(spec.uuid, ())
             used, cores_used, mem_used = usage.slices_used, usage.cores_used, usage.memory_used
             if added:
                 extra = added.get(spec.uuid)
@@ -312,6 +318,7 @@ def fit_node(
             reason = _card_reason(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
                 uuid in cordoned, use_uuids, nouse_uuids, mutex, plan,
+                mig_held.get(uuid), mig_plan,
             )  # fmt: skip
             if reason is None and prior is not None and prior.kind == "template":
                 mem, cores = plan[uuid]
@@ -330,6 +337,11 @@ def fit_node(
         for spec in chosen:
             mem, cores = plan[spec.uuid]
             s = vendor.make_slice(spec, req, gate, mem, cores)
+            slot = mig_plan.get(spec.uuid)
+            if slot is not None:  # the MIG instance the slice is carved as (HAMi AddResourceUsage)
+                s = SliceSpec(kind="soft", memory=slot.memory, cores=slot.cores,
+                              exclusive=s.exclusive, mig=(slot.instance,))  # fmt: skip
+                added_mig[spec.uuid] = (*added_mig.get(spec.uuid, ()), slot.instance)
             assignments.append(CardAssignment(spec.uuid, s, ri))
             # another container's ask may take the same card (HAMi fits each container on its
             # own, its usage added first: `fitInDevices` → `AddResourceUsage`); the ledger books
@@ -398,8 +410,13 @@ def _card_reason(
     nouse_uuids: tuple[str, ...],
     mutex: bool,
     plan: dict[str, tuple[int, int]],
+    mig_held: tuple[MigInstance, ...] | None = None,
+    mig_plan: dict[str, mig.Slot] | None = None,
 ) -> str | None:
-    """HAMi's per-card checks in order; on success records (memory, cores) in ``plan``."""
+    """HAMi's per-card checks in order; on success records (memory, cores) in ``plan``. On a
+    MIG card with geometries (``mig_held``: the instances on it) HAMi's ``CustomFilterRule``
+    comes last: the smallest profile with a free placement (``CardMigTopologyInfeasible``
+    without one), whose memory and cores are what is booked (``AddResourceUsage``)."""
     if not (healthy and spec.healthy):
         return "CardNotHealth"
     if cordoned:
@@ -428,6 +445,17 @@ def _card_reason(
         return "CardComputeUnitsExhausted"
     if used > 0 and exclusive:  # the card's holder has it alone
         return "ExclusiveDeviceAllocateConflict"
+    if mig_held is not None:
+        slot = mig.pick(spec, mig_held, memory)
+        if slot is None:
+            return mig.MIG_INFEASIBLE
+        if spec.memory - mem_used < slot.memory:  # the profile books more than was asked
+            return "CardInsufficientMemory"
+        if capacity - cores_used < slot.cores:
+            return "CardInsufficientCore"
+        memory, cores = slot.memory, slot.cores
+        if mig_plan is not None:
+            mig_plan[spec.uuid] = slot
     plan[spec.uuid] = (memory, cores)
     return None
 

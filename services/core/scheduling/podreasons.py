@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from contracts.workloads import DeviceRequest, JobSpec
 from services.core.devices import registration
 from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
-from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_WORDS
+from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_INFEASIBLE, MIG_WORDS
 
 _CODE = re.compile(r"(?:(\d+)/(\d+) )?([A-Z][A-Za-z]+)")
 #: kube-scheduler's NodeUnschedulable words, and the taint a cordon reads as
@@ -79,6 +79,9 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
         return f"have no healthy {card} card"
     if code == CARD_IN_MIG_MODE:
         return f"have their {card} cards in {MIG_WORDS}"
+    if code == MIG_INFEASIBLE:
+        return (f"have no {card} card in MIG mode with a free placement for a MIG profile that "
+                "holds the memory asked (knownMigGeometries)")  # fmt: skip
     if code == "CardCordoned":
         return f"have their {card} cards cordoned (hami.io/device-cordon)"
     return reason.rstrip(".")

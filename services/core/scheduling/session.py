@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from contracts.devices import CardSpec, CardUsage
+from contracts.devices import CardSpec, CardUsage, OwnedSlice
 from contracts.events import ScorePart, SliceAssignment, TaskPlacement
 from services.core.devices import registration
 from services.core.devices.catalogue import default_catalogue
@@ -130,13 +130,24 @@ class _Ordered(_Entry[T]):
 
 
 def _moved(u: CardUsage, s: SliceAssignment, sign: int, exclusive: bool) -> CardUsage:
-    """`u` with one slice added (`sign` +1) or taken away (−1); `exclusive` is the flag after."""
+    """`u` with one slice added (`sign` +1) or taken away (−1); `exclusive` is the flag after.
+    A MIG slice's instances are kept in `slices` too (`devices/mig.py`): the next pod's fit in
+    the session must see which placements are taken, not only how much memory."""
+    slices = u.slices
+    if s.slice.mig:
+        if sign > 0:
+            slices = (*slices, OwnedSlice(owner="", slice=s.slice))
+        else:
+            i = next((i for i, o in enumerate(slices) if o.slice.mig == s.slice.mig), None)
+            if i is not None:
+                slices = slices[:i] + slices[i + 1:]
     return msgspec.structs.replace(
         u,
         memory_used=u.memory_used + sign * s.slice.memory,
         cores_used=u.cores_used + sign * s.slice.cores,
         slices_used=u.slices_used + sign * s.slice.slots,
         exclusive=exclusive,
+        slices=slices,
     )
 
 

@@ -252,5 +252,7 @@ def _cards(
                 uuid=uuid, node=node, index=idx, type=ctype, vendor=vendor,
                 memory=memory, cores=cores, split_count=split, numa=int(d.get("numa", 0)),
                 network_id=int(network), mode=str(d.get("mode", mode)),
+                mig_geometries=(cat.nvidia.mig_geometries(ctype)
+                                if vendor == "nvidia" and str(d.get("mode", mode)) == "mig" else ()),
             ))  # fmt: skip
     return cards

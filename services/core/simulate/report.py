@@ -269,7 +269,7 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
             "cores_used": usage.cores_used, "slices_used": usage.slices_used,
             "slices_total": spec.split_count,
         }  # fmt: skip
-        if note := card_note(spec):  # only then: other cards' rows stay as they were
+        if note := card_note(spec, usage):  # only then: other cards' rows stay as they were
             row["note"] = note
         mem_total += spec.memory
         mem_used += usage.memory_used

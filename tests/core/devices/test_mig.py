@@ -109,4 +109,5 @@ def test_a_cluster_node_registering_a_mig_gpu_says_it_is_kept_off() -> None:
                        "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
     view = nodes.node_view(node, default_catalogue(), 1_796_000_000.0)
     assert [(c.uuid, c.mode) for c in view.registered.cards] == [("GPU-aaaa", "hami-core"), ("GPU-bbbb", "mig")]
-    assert view.problems == (f"{hami.NVIDIA_REGISTER}: card GPU-bbbb is in {MIG_WORDS}; no pod is placed on it",)
+    assert view.problems == (f"{hami.NVIDIA_REGISTER}: card GPU-bbbb is in {MIG_WORDS} (no knownMigGeometries "
+                             "for NVIDIA-A100-SXM4-80GB in the device config); no pod is placed on it",)

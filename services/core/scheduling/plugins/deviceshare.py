@@ -47,12 +47,19 @@ from services.core.devices import (
     ascend,
     build_vendors,
     fit_node,
+    mig,
     nvidia,
     prepare_task,
     registration,
 )
 from services.core.devices.fit import card_mismatch, pod_share_words
-from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_MODE, MIG_WORDS, mig_words
+from services.core.devices.mig import (
+    CARD_IN_MIG_MODE,
+    MIG_INFEASIBLE,
+    MIG_MODE,
+    MIG_WORDS,
+    mig_words,
+)
 from services.core.devices.nvidia import VENDOR as NVIDIA
 from services.core.devices.policies import (
     CARD_POLICY_ANNOTATION,
@@ -412,6 +419,20 @@ class DeviceSharePlugin:
                 return f"has no {kind} card (it has {have}) [{codes}]", "", INF
             healthy = [c for c in mine if c.spec.healthy and c.usage.healthy and not c.usage.retired]
             plural = "s" if req.count > 1 else ""
+            carved = [c for c in healthy if mig.carved(c.spec)]
+            if carved and MIG_INFEASIBLE in codes:
+                ok = sum(1 for c in carved if mig.pick(c.spec, mig.usage_instances(c.usage),
+                                                         request_memory_on(c.spec.memory, req)) is not None)  # fmt: skip
+                if ok < req.count:
+                    amount = f"{req.memory} MB" if req.memory else f"{req.memory_pct}% of its memory"
+                    held = "; ".join(f"{c.spec.uuid} holds {mig.card_note(c.spec, c.usage).removeprefix('MIG: ')}"
+                                     for c in carved)  # fmt: skip
+                    return (f"{kind}: asked {req.count} MIG instance{plural} of {amount}, no allowed "
+                            f"profile holding it has a free placement on {len(carved) - ok} of "
+                            f"{len(carved)} MIG cards ({held}) [{codes}]",
+                            f"wait for a MIG instance on {node.name} to be released (the card's "
+                            "knownMigGeometries decide which profiles fit beside the others)",
+                            float(req.count - ok))  # fmt: skip
             if req.count > len(mine):  # no freeing helps here: the advice is another node or fewer
                 return (f"{kind}: asked {req.count} card{plural}, more than the node has ({len(mine)}) "
                         f"[{codes}]", f"ask for at most {len(mine)} {kind} cards per pod, or add a node "
