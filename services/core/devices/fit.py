@@ -74,6 +74,8 @@ class DeviceConfig:
     catalogue_vnpu_core: bool = True
     #: two containers' vNPUs of one template share a card (`SchedulingSwitches.templates_share`)
     templates_share: bool = True
+    #: a MIG card without geometries is kept off (`SchedulingSwitches.mig_kept_off`)
+    mig_kept_off: bool = True
     card_ranker: CardRanker | None = field(default=None, compare=False)
 
 
@@ -213,6 +215,7 @@ def prepare_task(
             or (config.catalogue_vnpu_core and registry.catalogue.hami_vnpu_core),
             mode_agnostic=config.mode_agnostic,
             templates_share=config.templates_share,
+            mig_kept_off=config.mig_kept_off,
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
@@ -318,7 +321,7 @@ def fit_node(
             reason = _card_reason(
                 spec, req, vendor, gate, used, cores_used, mem_used, exclusive, healthy,
                 uuid in cordoned, use_uuids, nouse_uuids, mutex, plan,
-                mig_held.get(uuid), mig_plan,
+                mig_held.get(uuid), mig_plan, task.switches.mig_kept_off,
             )  # fmt: skip
             if reason is None and prior is not None and prior.kind == "template":
                 mem, cores = plan[uuid]
@@ -412,6 +415,7 @@ def _card_reason(
     plan: dict[str, tuple[int, int]],
     mig_held: tuple[MigInstance, ...] | None = None,
     mig_plan: dict[str, mig.Slot] | None = None,
+    mig_kept_off: bool = True,
 ) -> str | None:
     """HAMi's per-card checks in order; on success records (memory, cores) in ``plan``. On a
     MIG card with geometries (``mig_held``: the instances on it) HAMi's ``CustomFilterRule``
@@ -422,6 +426,8 @@ def _card_reason(
     if cordoned:
         return "CardCordoned"
     mismatch = card_mismatch(vendor, spec, req)
+    if mismatch == mig.CARD_IN_MIG_MODE and not mig_kept_off:
+        mismatch = None  # (rules before generation 2 booked it as a soft card)
     if mismatch is not None:
         return mismatch
     if (req.use_types or req.nouse_types) and not _type_filters_ok(spec.type, req):

@@ -44,6 +44,9 @@ class SchedulingSwitches:
     #: them); False: a card an earlier container took a template vNPU on is its own, as the
     #: scheduler decided before rules generation 1 (`DeviceConfig.templates_share`)
     templates_share: bool = True
+    #: a MIG card whose model has no geometry fits nothing (`mig.mig_reason`); False: booked as
+    #: a soft card, as the scheduler decided before rules generation 2 (`DeviceConfig.mig_kept_off`)
+    mig_kept_off: bool = True
 
 
 class DeviceVendor(Protocol):

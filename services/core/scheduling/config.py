@@ -106,6 +106,9 @@ PIPELINES_END = 2
 #: reclaim take nothing for it, and a gang's whole count: the words are recorded in
 #: JobUnschedulable, so a log of an older generation keeps its own
 ADVICE_WORDS = 2
+#: the generation from which a card in MIG mode is kept off, or carved by knownMigGeometries
+#: (`devices/mig.py`): before, it was booked as a soft card
+MIG_KEPT_OFF = 2
 
 
 def _on(value: object) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from contracts.events import JobUnschedulable, SchedulerConfigured
-from services.core.scheduling.config import ADVICE_WORDS
+from contracts.events import JobUnschedulable, PlacementProposed, SchedulerConfigured
+from services.core.scheduling.config import ADVICE_WORDS, MIG_KEPT_OFF
 from services.core.scheduling.verify import Stored, decoded, verify
 from services.core.simulate.jsonl import read_jsonl
 
@@ -49,3 +49,19 @@ def test_the_current_rules_say_the_newer_advice(name: str) -> None:
     assert d is not None and isinstance(d.rederived, JobUnschedulable) and isinstance(d.recorded, JobUnschedulable)
     assert LOGS[name] not in d.recorded.unblock
     assert LOGS[name] in d.rederived.unblock
+
+
+def test_a_log_that_booked_a_mig_card_as_a_soft_card_verifies() -> None:
+    """Rules generation 2 keeps a MIG card without geometries off (`config.MIG_KEPT_OFF`); a log
+    of generation 1 (an operator's review: 12000 MB pods on an A100-80GB in MIG mode, six booked
+    as soft slices) re-runs as it ran, and the current rules place none of them there."""
+    stored, poisoned = decoded(read_jsonl(FIXTURES / "mig-soft.jsonl"))
+    assert not poisoned
+    verdict = verify(stored)
+    assert verdict.ok, "\n".join(verdict.divergence.lines())  # type: ignore[union-attr]
+    assert any(isinstance(e, PlacementProposed) for _, _, e in stored)  # as it ran
+    now = [(s, h, msgspec.structs.replace(e, rules=MIG_KEPT_OFF) if isinstance(e, SchedulerConfigured) else e)
+           for s, h, e in stored]  # fmt: skip
+    d = verify(now).divergence
+    assert d is not None and isinstance(d.recorded, PlacementProposed)
+    assert not isinstance(d.rederived, PlacementProposed)  # kept off: CardInMigMode

@@ -71,6 +71,7 @@ from services.core.devices.vendor import DeviceVendor
 from services.core.placement import POLICIES, Policy, Request, fits
 from services.core.scheduling.config import (
     DEVICE_SWITCHES,
+    MIG_KEPT_OFF,
     RULES,
     PluginConf,
     deviceshare_vendors,
@@ -200,6 +201,8 @@ class DeviceSharePlugin:
             self.off_vendors = _FAMILIES - on if on else frozenset()
             self.enabled_vendors, self._books_all = _FAMILIES, True
             self.config = replace(self.config, catalogue_vnpu_core=False, templates_share=False)
+        if ssn.conf.rules < MIG_KEPT_OFF:  # a MIG card was a soft card then (logs of older rules)
+            self.config = replace(self.config, mig_kept_off=False)
         if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
             self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
@@ -400,8 +403,9 @@ class DeviceSharePlugin:
         rules = self.ssn.conf.rules if self.ssn is not None else RULES
         for ri, req in enumerate(prepared.requests):
             vendor = prepared.vendors[ri]
+            fits = (None,) if prepared.switches.mig_kept_off else (None, CARD_IN_MIG_MODE)
             mine = [c for c in node.cards
-                    if c.spec.vendor == req.vendor and card_mismatch(vendor, c.spec, req) is None]  # fmt: skip
+                    if c.spec.vendor == req.vendor and card_mismatch(vendor, c.spec, req) in fits]  # fmt: skip
             kind = req.type or req.vendor
             if not mine:
                 if CARD_IN_MIG_MODE in codes:
