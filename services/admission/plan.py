@@ -192,8 +192,11 @@ def plan_documents(
     parser: DeviceRequestParser | None,
     device_names: frozenset[str],
     workload_limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
+    keep_text: bool = True,
 ) -> Plan:
-    """`plan_apply` for objects already read (a manifest's documents, a watched Pod)."""
+    """`plan_apply` for objects already read (a manifest's documents, a watched Pod).
+    `keep_text` False: no object text in JobSubmitted — objects read from an API server, where
+    `tessera get` prints the server's own; kept, every pod's ~1 KB was read by every service."""
     declared = _declared(docs, "Queue")
     declared_pcs = _declared(docs, "PriorityClass")
     seed = {
@@ -297,7 +300,7 @@ def plan_documents(
                     writes.append(Write(len(results), "Job", key, event, have_job.seq))
                     results.append(_result(kind, job.namespace, job.name, CONFIGURED, (), warnings))
             continue
-        manifest = workload.manifests.get(key, "")
+        manifest = workload.manifests.get(key, "") if keep_text else ""
         seq = have_job.seq if have_job else known.refused.get(key, (None, 0))[1]
         event = JobSubmitted(spec=job, manifest=manifest, warnings=warnings)
         if manifest and len(_ENCODER.encode(event)) > workload_limits.max_event_bytes:

@@ -238,7 +238,7 @@ class AdmissionService:
         with tracer.start_as_current_span("admit", attributes={"tessera.objects": len(docs)}):
             async with self._lock:
                 plan = plan_documents(docs, self.known, self.parser, self.device_names,
-                                      self.workload_limits)  # fmt: skip
+                                      self.workload_limits, keep_text=False)  # fmt: skip
                 results = list(plan.results)
                 if plan.writes:
                     await self._write(plan, results)

@@ -14,11 +14,11 @@ import msgspec
 import yaml
 
 from contracts.api import ACCEPTED, UNCHANGED
-from contracts.events import PlacementCommitted, TaskPlacement, TaskStarted
+from contracts.events import JobSubmitted, PlacementCommitted, TaskPlacement, TaskStarted
 from services.admission.service import AdmissionService
 from services.cli.get import listing_of
 from services.runtime.eventlog import EventLog, StoredMessage
-from tests.allocator.scenario import put
+from tests.allocator.scenario import decoded, put
 
 QUEUE = """
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -183,7 +183,6 @@ def test_a_log_without_object_text_still_prints_what_it_knows() -> None:
     """A log written before the object text was kept: the admitted spec's fields, no guess at
     a pod's schedulerName (it used to say `volcano` whatever the pod said)."""
     from contracts.envelope import TYPE
-    from contracts.events import JobSubmitted
     from contracts.subjects import Subjects
     from services.core.workload import admit, load_documents
 
@@ -192,3 +191,15 @@ def test_a_log_without_object_text_still_prints_what_it_knows() -> None:
     msg = StoredMessage(1, Subjects().job("default", spec.name), msgspec.json.encode(event), {TYPE: "JobSubmitted"})
     (pod,) = _objects([msg], "pods").values()
     assert "schedulerName" not in pod["spec"] and "containers" not in pod["spec"]
+
+
+async def test_objects_read_from_an_api_server_carry_no_object_text(event_log: EventLog) -> None:
+    """Pods the cluster's pod source admits: `tessera get` prints the API server's objects
+    there, so their text is not kept in the log (~1 KB more per pod, read by every service)."""
+    svc = await _applied(event_log, POD)
+    docs = [yaml.safe_load(text) for text in GROUP.split("---")]
+    results = await svc.admit_documents(docs)
+    assert {r.outcome for r in results} == {ACCEPTED}
+    submitted = {e.spec.name: e for e in decoded(await _messages(event_log)) if isinstance(e, JobSubmitted)}
+    assert submitted["server"].manifest  # applied: kept for `get -o yaml`
+    assert submitted["pair"].manifest == ""
