@@ -789,13 +789,21 @@ def _gang_room(ssn: Session, job: JobInfo, task: TaskInfo, cache: dict[tuple[obj
     if got is None:
         rules = ssn.conf.rules
         short: list[tuple[int, str, int]] = []  # (pods it has room for, resource, ask per pod)
-        for dim in task.resreq.names():
-            ask = task.resreq.get(dim)
-            if ask <= 0:
-                continue
-            room = sum(n.future_idle().get(dim) // ask for n in ssn.node_list
-                       if ssn.predicate_for_preempt(task, n) is None)  # fmt: skip
-            if room < len(missing):
+        asks = [(dim, ask) for dim in task.resreq.names() if (ask := task.resreq.get(dim)) > 0]
+        rooms = dict.fromkeys((dim for dim, _ in asks), 0)
+        need = len(missing)
+        for n in ssn.node_list:
+            idle, releasing, pipelined = n.idle, n.releasing, n.pipelined  # (future_idle, uncopied)
+            here = [(dim, (idle.get(dim) + releasing.get(dim) - pipelined.get(dim)) // ask) for dim, ask in asks]
+            # the predicates (the costly part: every node, per gang shape, was 43 % of a session
+            # at 1,200 full nodes) only where the node has room for a pod in a resource not yet
+            # known to have room for all of them (a count past `need` is never said)
+            if any(k > 0 and rooms[dim] < need for dim, k in here) and ssn.predicate_for_preempt(task, n) is None:
+                for dim, k in here:
+                    rooms[dim] += k
+        for dim, ask in asks:
+            room = rooms[dim]
+            if room < need:
                 short.append((room, dim, ask))
         got = ""
         if short:
