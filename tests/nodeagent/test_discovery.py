@@ -50,7 +50,8 @@ def test_910b3_node_gives_the_inventory_cards_with_the_critical_chip_unhealthy()
     assert [c.healthy for c in cards] == [True] * 6 + [False, True]
     expected = inventory_cards("n1", [{"type": "Ascend910B3", "count": 8}])
     assert [c for c in cards if c.index != 6] == [c for c in expected if c.index != 6]
-    assert cards[6] == CardSpec(**{**_fields(expected[6]), "healthy": False})
+    assert cards[6] == CardSpec(**{**_fields(expected[6]), "healthy": False,
+                                   "health_reason": "npu-smi Health: Critical"})  # what `describe card` says
 
 
 def _fields(card: CardSpec) -> dict[str, object]:
@@ -102,6 +103,9 @@ def test_a100_xml_gives_uuid_index_memory_and_hami_type() -> None:
     assert [{**_fields(c), "uuid": ""} for c in cards] == [
         {**_fields(c), "uuid": ""} for c in shape
     ]
+    failed = fixture("nvidia-smi-a100x2.xml").replace("<remapped_row_failure>No", "<remapped_row_failure>Yes", 1)
+    sick = nvidia_cards("g1", parse_nvidia_smi_xml(failed), CATALOGUE)
+    assert [(c.healthy, c.health_reason) for c in sick] == [(False, "nvidia-smi: a row remapping failed"), (True, "")]
 
 
 def test_bad_outputs_are_named_errors() -> None:
