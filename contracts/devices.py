@@ -54,6 +54,9 @@ class CardSpec(Record, frozen=True):
     numa: int = 0
     network_id: int = 0
     healthy: bool = True
+    #: why the node reports it unhealthy, in its tool's words (`npu-smi Health: Critical`):
+    #: what `describe card` tells an operator; "" when healthy or not known
+    health_reason: str = ""
     mode: str = ""  # "", "hami-core", "template": the slicing mode the node agent enables;
     # "plugin": a whole card the vendor's own device plugin serves with no HAMi registration
     # (see `resource`): the kubelet and that plugin choose the physical device, so only a

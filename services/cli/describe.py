@@ -25,6 +25,7 @@ from services.cli.connection import connection_args, nats_url
 from services.cli.control import queue_spec_of
 from services.cli.events import event_line
 from services.cli.get import (
+    HEALTHY,
     JOB_COLUMNS,
     KINDS,
     POD_COLUMNS,
@@ -97,7 +98,8 @@ def describe(kind: str, name: str, namespace: str, report: dict[str, Any], messa
     cat = ko.catalog(messages)
     pods = report["pods"]
     if kind == "pods":
-        return _pod(listing("pods", [p for p in pods if p["namespace"] == namespace], cat), name, messages, subjects)
+        return _pod(listing("pods", [p for p in pods if p["namespace"] == namespace], cat), name, messages, subjects,
+                    report["cards"])  # fmt: skip
     if kind in ("jobs", "podgroups"):
         jobs = [j for j in report["jobs"] if j["namespace"] == namespace and (kind == "podgroups" or j["kind"] == "Job")]
         got = _one(listing(kind, jobs, cat, pods), name, namespace)
@@ -109,29 +111,32 @@ def describe(kind: str, name: str, namespace: str, report: dict[str, Any], messa
         return None if got is None else _queue(*got, report, messages, subjects)
     if kind == "nodes":
         events = nodes or []
-        got = _one(listing("nodes", [node_row(n, used) for n, used in events], cat, nodes=[n for n, _ in events]),
-                   name, None)  # fmt: skip
-        return None if got is None else _node(*got, pods, messages, subjects)
+        got = _one(listing("nodes", [node_row(*n) for n in events], cat, nodes=[n[0] for n in events]), name, None)
+        return None if got is None else _node(*got, pods, messages, subjects, report["cards"])
     if kind == "cards":
         got = _one(listing("cards", report["cards"], cat), name, None)
         return None if got is None else _card(got[0], pods, messages, subjects, report["cards"])
     return None
 
 
-def _pod(got: Listing, name: str, messages: list[StoredMessage], subjects: Subjects) -> list[str] | None:
+def _pod(got: Listing, name: str, messages: list[StoredMessage], subjects: Subjects,
+         cards: list[dict]) -> list[str] | None:  # fmt: skip
     one = _one(got, name, None)
     if one is None:
         return None
     pod, obj, row = one
     meta, status = obj["metadata"], obj["status"]
-    lines = fields([
+    pairs: list[tuple[str, Any]] = [
         ("Name", pod["name"]), ("Namespace", pod["namespace"]), ("Job", pod["job"]),
         ("PodGroup", row["podgroup"]), ("Queue", row["queue"]), ("Labels", meta.get("labels")),
         ("Created", when(meta)), ("Status", pod["phase"]),
         ("Kubernetes phase", status["phase"]), ("Reason", pod["reason"]), ("Node", pod["node"]),
         ("Cards", row["devices"].split(",") if row["devices"] else ""),
-    ])  # fmt: skip
-    return [*lines, *_events(messages, subjects.job(pod["namespace"], pod["job"] or name))]
+    ]  # fmt: skip
+    held = {d["uuid"] for d in pod.get("devices") or []}
+    if bad := [c for c in cards if c["uuid"] in held and "health" in c]:  # only then: see `_health`
+        pairs.append(("Card health", [f"{c['uuid']} {_health(c, messages)}" for c in bad]))
+    return [*fields(pairs), *_events(messages, subjects.job(pod["namespace"], pod["job"] or name))]
 
 
 def _group(kind: str, job: dict, obj: dict, row: dict, pods: list[dict], messages: list[StoredMessage],
@@ -176,14 +181,16 @@ def _queue(queue: dict, obj: dict, row: dict, report: dict[str, Any], messages: 
 
 
 def _node(node: dict, obj: dict, row: dict, pods: list[dict], messages: list[StoredMessage],
-          subjects: Subjects) -> list[str]:  # fmt: skip
+          subjects: Subjects, cards: list[dict]) -> list[str]:  # fmt: skip
     meta = obj["metadata"]
     taints = [t["key"] for t in obj["spec"].get("taints") or []]
     pairs = [("Name", node["node"]), ("Labels", meta.get("labels")), ("Taints", taints), ("Created", when(meta)),
              ("CPU", node["cpu"]), ("Memory", node["memory"]), ("Pods", node["pods"]), ("Cards", node["cards"]),
              ("Cards in use", node["cards_in_use"])]  # fmt: skip
-    if node.get("note"):  # cards kept off (MIG mode)
+    if node.get("note"):  # cards kept off (MIG mode), unhealthy, retired under a pod
         pairs.append(("Note", node["note"]))
+    if bad := [c for c in cards if c["node"] == node["node"] and "health" in c]:  # only then
+        pairs.append(("Card health", [f"{c['uuid']} {_health(c, messages)}" for c in bad]))
     mine = [p for p in pods if p["node"] == node["node"]]
     return [*fields(pairs), "Pods:", *_pods_table(mine), *_events(messages, subjects.node(node["node"]))]
 
@@ -195,7 +202,8 @@ def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects:
     pairs = [("Name", card["uuid"]), ("Node", card["node"]), ("Type", card["type"]), ("Index", card.get("index")),
              ("Memory", f"{card['memory_used']}MB / {card['memory_total']}MB used"),
              ("Cores", f"{card['cores_used']}{unit} used"),
-             ("Slices", f"{card['slices_used']}/{card['slices_total']} used")]  # fmt: skip
+             ("Slices", f"{card['slices_used']}/{card['slices_total']} used"),
+             ("Health", _health(card, messages) if "health" in card else HEALTHY)]  # fmt: skip
     if card.get("note"):  # a card kept off (MIG mode): why no pod lands on it
         pairs.append(("Note", card["note"]))
     if "held_by_count" in card:  # no deviceshare books its family: no slice says it is held
@@ -204,6 +212,18 @@ def _card(card: dict, pods: list[dict], messages: list[StoredMessage], subjects:
                                        "by pods (which ones the device plugin gave is not in the log)"))
     return [*fields(pairs), "Pods:", *_pods_table(holders),
             *_events(messages, subjects.card(card["node"], card["uuid"]))]
+
+
+def _health(card: dict, messages: list[StoredMessage]) -> str:
+    """`Unhealthy since #47 2026-12-07T22:55:01Z (4m ago): npu-smi Health: Critical`: the
+    state, the event that made it so (with its time where the log kept one) and why."""
+    since = card.get("health_since")
+    stamp = next((m.headers.get(ko.TIME_HEADER, "") for m in messages if m.seq == since), "")
+    at = f" since #{since}" if since else ""
+    if stamp:
+        at += f" {when({'creationTimestamp': ko.rfc3339(stamp)})}"
+    why = f": {card['health_reason']}" if card.get("health_reason") else ""
+    return f"{card['health']}{at}{why}"
 
 
 def _component(name: str, state_dir: str) -> list[str] | None:

@@ -73,8 +73,13 @@ def summary(msg: StoredMessage) -> str:
 
 
 def _card(c: dict) -> str:
+    """A card as registered: an unhealthy one says so, and why (its registration read as a
+    healthy one's did, and only the raw log showed `"healthy": false`)."""
     slices = f", {c['split_count']} slices" if c.get("split_count", 1) > 1 else ""
-    return f"{c.get('uuid')}({c.get('type')}, {c.get('memory', 0)}MB, {c.get('cores', 0)} cores{slices})"
+    sick = ""
+    if c.get("healthy") is False:
+        sick = f", unhealthy: {c['health_reason']}" if c.get("health_reason") else ", unhealthy"
+    return f"{c.get('uuid')}({c.get('type')}, {c.get('memory', 0)}MB, {c.get('cores', 0)} cores{slices}{sick})"
 
 
 def _readable(key: str, value: object) -> tuple[str, object]:
@@ -93,7 +98,9 @@ def _readable(key: str, value: object) -> tuple[str, object]:
         by_type: dict[str, int] = {}
         for c in value:
             by_type[str(c.get("type"))] = by_type.get(str(c.get("type")), 0) + 1
-        return key, ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "none"
+        sick = [str(c.get("uuid")) for c in value if c.get("healthy") is False]
+        unhealthy = f" (unhealthy: {', '.join(sick)})" if sick else ""
+        return key, (",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "none") + unhealthy
     if key == "card" and isinstance(value, dict):
         return key, _card(value)
     if key == "slice" and isinstance(value, dict):

@@ -16,6 +16,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -45,6 +46,8 @@ CARD_COLUMNS = (
     "slices_total",
 )
 NODE_COLUMNS = ("node", "cpu", "memory", "pods", "cards", "cards_in_use")
+#: a card's state in `get cards`' HEALTH column when the report says nothing (`report._health`)
+HEALTHY = "Healthy"
 POD_COLUMNS = ("namespace", "name", "phase", "node", "devices", "reason")
 JOB_COLUMNS = ("namespace", "name", "queue", "phase", "reason")
 PODGROUP_COLUMNS = ("namespace", "name", "kind", "queue", "phase")
@@ -91,17 +94,27 @@ async def fetch_cards(url: str, root: str) -> list[dict]:
         await nc.close()
 
 
+class NodeCards(NamedTuple):
+    """A node's last registration, how many of the cards it lists are in use, and the cards it
+    no longer lists that pods still hold (retired under them: `node_row` notes them)."""
+
+    node: NodeRegistered
+    in_use: int
+    retired_held: tuple[str, ...] = ()
+
+
 async def fetch_nodes(url: str, root: str) -> list[dict]:
     """Each node's allocatable (its last NodeRegistered) and its cards: how many of each type,
     and how many hold at least one slice now (from the ledger heads, no replay)."""
-    return [node_row(n, used) for n, used in await fetch_node_events(url, root)]
+    return [node_row(*n) for n in await fetch_node_events(url, root)]
 
 
-async def fetch_node_events(url: str, root: str) -> list[tuple[NodeRegistered, int]]:
+async def fetch_node_events(url: str, root: str) -> list[NodeCards]:
     """Each node's last NodeRegistered and how many of its cards are in use, by node name: those
     holding a slice (the ledger heads, no replay), and where a scheduler's configuration books no
     slice for a family (no deviceshare, the usual Ascend conf) those its pods hold whole by count
-    — read from a replay, as only the pods say it (a full node read 0/8 in use)."""
+    — read from a replay, as only the pods say it (a full node read 0/8 in use). A retired card
+    a pod still holds is not one of the node's cards: it is named apart (`get nodes` read 8/7)."""
     log = await open_log(url, root)
     try:
         return await node_events(log)
@@ -109,14 +122,18 @@ async def fetch_node_events(url: str, root: str) -> list[tuple[NodeRegistered, i
         await log.close()
 
 
-async def node_events(log: EventLog) -> list[tuple[NodeRegistered, int]]:
+async def node_events(log: EventLog) -> list[NodeCards]:
     """`fetch_node_events` over an open log."""
     in_use: dict[str, int] = {}
+    retired: dict[str, list[str]] = {}
     for msg in await log.last_per_subject(log.subjects.all_cards()):
         usage = getattr(await decode_stored(msg), "usage", None)  # state-carrying card events
         if usage is not None and usage.slices_used:
-            node = log.subjects.parse(msg.subject)[1][0]
-            in_use[node] = in_use.get(node, 0) + 1
+            node, card = log.subjects.parse(msg.subject)[1][:2]
+            if usage.retired:
+                retired.setdefault(node, []).append(card)
+            else:
+                in_use[node] = in_use.get(node, 0) + 1
     if await _counts_cards(log):
         from services.core.simulate.report import build_report, nodes_held_by_count
 
@@ -127,8 +144,8 @@ async def node_events(log: EventLog) -> list[tuple[NodeRegistered, int]]:
         node = await decode_stored(msg, types=NODE_REGISTERED)
         if not isinstance(node, NodeRegistered):
             continue
-        rows.append((node, in_use.get(node.node, 0)))
-    return sorted(rows, key=lambda r: r[0].node)
+        rows.append(NodeCards(node, in_use.get(node.node, 0), tuple(sorted(retired.get(node.node, [])))))
+    return sorted(rows, key=lambda r: r.node.node)
 
 
 async def _counts_cards(log: EventLog) -> bool:
@@ -148,8 +165,10 @@ async def _counts_cards(log: EventLog) -> bool:
     return False
 
 
-def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
-    """Allocatable as kubectl shows it (cores, Gi) and cards as `8×Ascend910B3`."""
+def node_row(node: NodeRegistered, cards_in_use: int, retired_held: tuple[str, ...] = ()) -> dict:
+    """Allocatable as kubectl shows it (cores, Gi) and cards as `8×Ascend910B3`; a note names
+    the cards the node reports unhealthy (the kubelet leaves them out of allocatable) and the
+    retired ones pods still hold (`retired_held`, counted in no figure of the row)."""
     by_type: dict[str, int] = {}
     for card in node.cards:
         by_type[card.type] = by_type.get(card.type, 0) + 1
@@ -161,9 +180,16 @@ def node_row(node: NodeRegistered, cards_in_use: int) -> dict:
         "cards": ",".join(f"{n}×{t}" for t, n in sorted(by_type.items())) or "-",
         "cards_in_use": f"{cards_in_use}/{len(node.cards)}",
     }
+    notes = []
     kept_off = sum(1 for card in node.cards if mig_kept_off(card))
-    if kept_off:  # only then: other nodes' rows stay as they were
-        row["note"] = f"{kept_off} card{'s' if kept_off > 1 else ''} kept off, in {MIG_WORDS}"
+    if kept_off:
+        notes.append(f"{kept_off} card{'s' if kept_off > 1 else ''} kept off, in {MIG_WORDS}")
+    if unhealthy := [card.uuid for card in node.cards if not card.healthy]:
+        notes.append(f"unhealthy: {', '.join(unhealthy)}")
+    if retired_held:
+        notes.append(f"retired, still held by pods: {', '.join(retired_held)}")
+    if notes:  # only then: other nodes' rows stay as they were
+        row["note"] = "; ".join(notes)
     return row
 
 
@@ -212,6 +238,8 @@ def _table_view(what: str, rows: list[dict]) -> list[dict]:
         if what == "quotas":
             r["used/hard"] = ", ".join(f"{k}: {r['used'][k]}/{v}" for k, v in r["hard"].items())
             r["tessera"] = ", ".join(f"{k}: {v}" for k, v in r["tessera"].items())
+        if what == "cards":  # the column shows only when a card is not (`with_notes`)
+            r.setdefault("health", HEALTHY)
         if what == "queues":
             for k in ("capability", "deserved", "allocated"):
                 r[k] = amounts(r.get(k) or {})
@@ -273,7 +301,7 @@ def listing(what: str, records: list[dict], cat: ko.Catalog, pods: list[dict] | 
         objects = [quota_object(q) for q in records]
     else:
         objects = [ko.component_object(c) for c in records]
-    rows = _table_view(what, records) if what in ("pods", "jobs", "queues", "quotas") else [dict(r) for r in records]
+    rows = _table_view(what, records) if what in ("pods", "jobs", "queues", "quotas", "cards") else [dict(r) for r in records]
     if what == "cards":
         _held_cells(rows)
     now = ko.now()
@@ -349,8 +377,7 @@ async def fetch_listing(url: str, root: str, what: str, namespace: str | None) -
         finally:
             await log.close()
         nodes = await fetch_node_events(url, root)
-        return listing("nodes", [node_row(n, used) for n, used in nodes], births,
-                       nodes=[n for n, _ in nodes]), ""  # fmt: skip
+        return listing("nodes", [node_row(*n) for n in nodes], births, nodes=[n[0] for n in nodes]), ""
     return listing_of(await read_log(url, root), what, namespace)
 
 
@@ -443,8 +470,11 @@ def columns_of(what: str, output: str, all_namespaces: bool = True) -> tuple[str
 
 
 def with_notes(columns: tuple[str, ...], rows: list[dict]) -> tuple[str, ...]:
-    """A NOTE column when a row carries one (a card kept off: ``devices/mig.py``); tables of
-    rows without notes stay as they were."""
+    """A HEALTH column when a card is Unhealthy or Retired (every row then says its card's
+    state), a NOTE column when a row carries one (a card kept off: ``devices/mig.py``); tables
+    of rows without either stay as they were."""
+    if any(r.get("health", HEALTHY) != HEALTHY for r in rows):
+        columns = (*columns, "health")
     return (*columns, "note") if any(r.get("note") for r in rows) else columns
 
 

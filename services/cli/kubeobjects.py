@@ -555,9 +555,21 @@ def card_object(card: Mapping[str, Any]) -> dict:
             "spec": {"node": card["node"], "type": card["type"], "index": card.get("index", 0),
                      "memory": card["memory_total"], "cores": card["cores_total"], "slices": card["slices_total"]},
             "status": {"memoryUsed": card["memory_used"], "coresUsed": card["cores_used"],
-                       "slicesUsed": card["slices_used"], **({"note": card["note"]} if card.get("note") else {}),
+                       "slicesUsed": card["slices_used"], **_health_status(card),
+                       **({"note": card["note"]} if card.get("note") else {}),
                        # the node's cards of its type pods hold whole by count (no deviceshare)
                        **({"nodeCardsHeldByCount": card["held_by_count"]} if "held_by_count" in card else {})}}  # fmt: skip
+
+
+def _health_status(card: Mapping[str, Any]) -> dict[str, Any]:
+    """`health` (Healthy, Unhealthy, Retired) on every card, a field a program can test; when it
+    is not Healthy, why (`healthReason`) and the log event since which (`healthSinceEvent`, its sequence number)."""
+    if "health" not in card:  # the report's record of a healthy card carries none
+        return {"health": "Healthy"}
+    out: dict[str, Any] = {"health": card["health"], "healthSinceEvent": card["health_since"]}
+    if card.get("health_reason"):
+        out["healthReason"] = card["health_reason"]
+    return out
 
 
 def component_object(c: Mapping[str, Any]) -> dict:

@@ -83,6 +83,14 @@ def _devices_lost(handshake: str, allocatable: int | None, now: float) -> bool:
     return since is not None and now - since > HANDSHAKE_TIMEOUT and not allocatable
 
 
+#: why a card HAMi registers with `health: false` is unhealthy: its annotation says no more
+UNHEALTHY_REGISTERED = "its device plugin registers it unhealthy (HAMi's node register annotation)"
+
+
+def _health_reason(d: hami.RegisteredDevice) -> str:
+    return "" if d.health else UNHEALTHY_REGISTERED
+
+
 def _ascend_cards(node: str, cw: str, devices: list[hami.RegisteredDevice], hami_core: bool,
                   catalogue: Catalogue) -> list[CardSpec]:  # fmt: skip
     chip = catalogue.chip(cw)
@@ -92,7 +100,8 @@ def _ascend_cards(node: str, cw: str, devices: list[hami.RegisteredDevice], hami
         out.append(CardSpec(
             uuid=d.uuid, node=node, index=d.index, type=d.type or cw, vendor="huawei",
             memory=d.devmem, cores=cores, split_count=max(1, d.count), numa=d.numa,
-            network_id=d.network_id, healthy=d.health, mode="hami-core" if hami_core else "template",
+            network_id=d.network_id, healthy=d.health, health_reason=_health_reason(d),
+            mode="hami-core" if hami_core else "template",
         ))  # fmt: skip
     return out
 
@@ -103,7 +112,7 @@ def _nvidia_cards(node: str, devices: list[hami.RegisteredDevice], catalogue: Ca
     return [CardSpec(
         uuid=d.uuid, node=node, index=d.index, type=d.type, vendor="nvidia", memory=d.devmem,
         cores=d.devcore or 100, split_count=max(1, d.count), numa=d.numa, healthy=d.health,
-        mode=d.mode or "hami-core",
+        health_reason=_health_reason(d), mode=d.mode or "hami-core",
         mig_geometries=catalogue.nvidia.mig_geometries(d.type) if d.mode == MIG_MODE else (),
     ) for d in devices]  # fmt: skip
 

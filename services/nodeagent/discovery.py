@@ -160,6 +160,7 @@ def ascend_cards(
                 split_count=config.slots_per_card,
                 network_id=(0 if index <= 3 else 1) if grouped else 0,
                 healthy=chip.health.upper() in _ASCEND_HEALTHY,
+                health_reason="" if chip.health.upper() in _ASCEND_HEALTHY else f"npu-smi Health: {chip.health}",
                 mode="hami-core" if hami_vnpu_core else "template",
             )
         )
@@ -261,6 +262,7 @@ def nvidia_cards(node: str, gpus: list[NvidiaGpu], catalogue: Catalogue) -> list
                 split_count=conf.device_split_count,
                 numa=gpu.numa,
                 healthy=not gpu.row_remap_failed,
+                health_reason="nvidia-smi: a row remapping failed" if gpu.row_remap_failed else "",
                 mode="mig" if gpu.mig else "hami-core",
             )
         )

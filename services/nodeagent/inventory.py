@@ -67,6 +67,9 @@ def discovered_node(
         node=name,
         cpu_milli=cpu_milli,
         memory_mib=memory_mib,
+        # the kubelet labels every node with its hostname, and an inventory's nodes carry it
+        # (`simulate/inventory.py`): a nodeSelector on it waited forever on a discovered node
+        labels={"kubernetes.io/hostname": name},
         annotations=annotations,
         cards=tuple(cards),
     )

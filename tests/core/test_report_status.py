@@ -236,7 +236,7 @@ def test_a_full_cluster_without_deviceshare_reads_full(tmp_path: Path) -> None:
     assert {c["held_by_count"] for c in report["cards"]} == {8}
     assert all("held_by_count" not in c for c in booked["cards"])  # deviceshare's rows as they were
     nodes = asyncio.run(node_events(_in_memory_log(messages)))
-    assert {n.node: used for n, used in nodes} == {"node-a": 8, "node-b": 8}  # `get nodes`
+    assert {n.node.node: n.in_use for n in nodes} == {"node-a": 8, "node-b": 8}  # `get nodes`
     lines = describe("nodes", "node-a", "default", report, messages, Subjects("tessera"), nodes)
     assert lines is not None and any(line.startswith("Cards in use:") and line.endswith("8/8") for line in lines)
     cards, _ = listing_of(messages, "cards", None)

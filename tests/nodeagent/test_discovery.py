@@ -50,7 +50,8 @@ def test_910b3_node_gives_the_inventory_cards_with_the_critical_chip_unhealthy()
     assert [c.healthy for c in cards] == [True] * 6 + [False, True]
     expected = inventory_cards("n1", [{"type": "Ascend910B3", "count": 8}])
     assert [c for c in cards if c.index != 6] == [c for c in expected if c.index != 6]
-    assert cards[6] == CardSpec(**{**_fields(expected[6]), "healthy": False})
+    assert cards[6] == CardSpec(**{**_fields(expected[6]), "healthy": False,
+                                   "health_reason": "npu-smi Health: Critical"})  # what `describe card` says
 
 
 def _fields(card: CardSpec) -> dict[str, object]:
@@ -102,6 +103,9 @@ def test_a100_xml_gives_uuid_index_memory_and_hami_type() -> None:
     assert [{**_fields(c), "uuid": ""} for c in cards] == [
         {**_fields(c), "uuid": ""} for c in shape
     ]
+    failed = fixture("nvidia-smi-a100x2.xml").replace("<remapped_row_failure>No", "<remapped_row_failure>Yes", 1)
+    sick = nvidia_cards("g1", parse_nvidia_smi_xml(failed), CATALOGUE)
+    assert [(c.healthy, c.health_reason) for c in sick] == [(False, "nvidia-smi: a row remapping failed"), (True, "")]
 
 
 def test_bad_outputs_are_named_errors() -> None:
@@ -152,3 +156,35 @@ def test_pre_configured_memory_stands_in_only_for_memory_the_driver_does_not_rep
     both = parse_nvidia_smi_xml(fixture("nvidia-smi-a100x2.xml"))
     assert {c.memory for c in nvidia_cards("g1", both, conf)} == {40960}
     assert [c.index for c in nvidia_cards("g1", gpus, CATALOGUE)] == [1]
+
+
+def test_a_discovered_node_carries_its_hostname_label_so_a_selector_on_it_places_the_pod() -> None:
+    """rev-topo finding 4: `--node real1 --npu-smi …` registered real1 with no labels, so a pod
+    with `nodeSelector: {kubernetes.io/hostname: real1}` waited ("2 node(s) didn't match Pod's
+    node affinity/selector") where the same selector placed it on an inventory's node."""
+    from services.core.scheduling.config import DEFAULT_CONF, parse_conf
+    from services.core.simulate.engine import load_simulation
+    from services.core.simulate.report import build_report
+    from services.core.workload import admit, load_documents
+    from services.core.workload.devicerequests import hami_parser
+    from services.nodeagent.inventory import discovered_node
+    from tests.core.scheduling.scenarios import vendors
+
+    real1 = discovered_node("real1", 192_000, 1_572_864, npu_smi=fixture("npu-smi-910b3x8.txt"))
+    assert real1.labels == {"kubernetes.io/hostname": "real1"}
+    reg = vendors()
+    other = load_inventory({"nodes": [{"name": "n1", "cpu": 192, "memory": "1536Gi",
+                                       "devices": [{"type": "Ascend910B3", "count": 8}]}]}, reg.catalogue)  # fmt: skip
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: r}
+spec:
+  schedulerName: volcano
+  nodeSelector: {kubernetes.io/hostname: real1}
+  containers: [{name: c, image: x, resources: {limits: {huawei.com/Ascend910B3: "2"}}}]
+"""
+    work = admit(load_documents(pod), hami_parser(reg), reg.resource_names())
+    sim = load_simulation(parse_conf(DEFAULT_CONF), reg, [*other, real1], work)
+    sim.run()
+    (placed,) = build_report(sim.log.messages())["pods"]
+    assert (placed["phase"], placed["node"]) == ("Running", "real1"), placed

@@ -14,7 +14,9 @@ from typing import Any
 
 from contracts.devices import CardSpec, CardUsage
 from contracts.events import (
+    CardHealthChanged,
     CardRegistered,
+    CardRetired,
     EvictionRequested,
     JobDeleted,
     JobPhaseChanged,
@@ -70,6 +72,8 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     evictions: list[dict[str, Any]] = []
     queues: dict[str, dict[str, Any]] = {}
     cards: dict[str, tuple[CardSpec, CardUsage]] = {}
+    # a card that is not Healthy: its state and the event that made it so (`_health`)
+    health: dict[str, tuple[str, int]] = {}
     cycles = 0
     bound = 0
     rejected_placements = 0
@@ -241,15 +245,17 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
                     del pods[key]
             case CardRegistered():
                 cards[ev.card.uuid] = (ev.card, ev.usage)
+                _health(health, ev.card.uuid, ev.usage, msg.seq)
             case NodeRegistered():
                 # a node's cards as it registers them: after `compact`, a card in use keeps only
                 # its last ledger event (a SliceReserved), no CardRegistered to learn it from —
                 # `get cards` left such cards out and `get po` lost their aiCore totals
                 for c in ev.cards:
                     cards[c.uuid] = (c, cards[c.uuid][1] if c.uuid in cards else CardUsage())
-            case SliceReserved() | SliceReleased():
+            case SliceReserved() | SliceReleased() | CardHealthChanged() | CardRetired():
                 if ev.card in cards:
                     cards[ev.card] = (cards[ev.card][0], ev.usage)
+                _health(health, ev.card, ev.usage, msg.seq)
             case SchedulerConfigured():
                 scheduler_conf = ev.conf
                 pipelines_end = ev.mode == "simulate" and ev.rules >= PIPELINES_END
@@ -271,6 +277,10 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
         }  # fmt: skip
         if note := card_note(spec, usage):  # only then: other cards' rows stay as they were
             row["note"] = note
+        if spec.uuid in health:  # only then: healthy cards' rows stay as they were
+            state, since = health[spec.uuid]
+            row.update(health=state, health_since=since,
+                       health_reason=RETIRED_WORDS if state == RETIRED else spec.health_reason)  # fmt: skip
         mem_total += spec.memory
         mem_used += usage.memory_used
         core_total += cap
@@ -321,6 +331,25 @@ def build_report(messages: Iterable[StoredMessage]) -> dict[str, Any]:
     if skipped:  # only then: a clean log's report stays byte-identical to what it was
         report["undecodable"] = skipped
     return report
+
+
+#: a card's states other than Healthy, as `get cards`' HEALTH column says them
+UNHEALTHY = "Unhealthy"
+RETIRED = "Retired"
+#: why a card is Retired (CardRetired): the allocator retires a card its node's registration
+#: no longer lists; a pod holding it keeps its booking until it ends
+RETIRED_WORDS = "its node no longer reports it"
+
+
+def _health(health: dict[str, tuple[str, int]], uuid: str, usage: CardUsage, seq: int) -> None:
+    """The card's state after a ledger event (its usage carries the admission state): Retired,
+    Unhealthy or Healthy (dropped), and since which event — kept while it stays so, so
+    `describe card` says when it went unhealthy, not when a slice last moved on it."""
+    state = RETIRED if usage.retired else UNHEALTHY if not usage.healthy else ""
+    if not state:
+        health.pop(uuid, None)
+    elif health.get(uuid, ("", 0))[0] != state:
+        health[uuid] = (state, seq)
 
 
 def undecodable_warning(report: dict[str, Any]) -> str:
