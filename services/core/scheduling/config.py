@@ -97,7 +97,8 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: not memory, are short (`deviceshare._cores_short`), and the proportion line of a device
 #: dimension counted in cards (`shares.enqueue_words`).
 #: And (`PIPELINES_END`) a simulation's pipelined reservation lasts one session
-#: (`record.decision_events`' `pipelines_end`).
+#: (`record.decision_events`' `pipelines_end`). And (`PLAIN_EXTENDED`) NVIDIA's MIG and `.shared`
+#: names sort as plain resources where a waiting job's words name the first dimension over a limit.
 RULES = 2
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
@@ -109,6 +110,11 @@ ADVICE_WORDS = 2
 #: the generation from which a card in MIG mode is kept off, or carved by knownMigGeometries
 #: (`devices/mig.py`): before, it was booked as a soft card
 MIG_KEPT_OFF = 2
+#: the generation from which NVIDIA's MIG `mixed` names (`nvidia.com/mig-1g.10gb`) and renamed
+#: time-slicing replicas (`nvidia.com/gpu.shared`) are plain extended resources
+#: (`resources.is_plain_extended`) where a waiting job's words name the first dimension over a
+#: limit (`shares.first_over`): before, they sorted among the devices, after cpu and memory
+PLAIN_EXTENDED = 2
 
 
 def _on(value: object) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from contracts.devices import CardSpec, CardUsage
+from contracts.devices import CardSpec, CardUsage, OwnedSlice
 from contracts.events import NodeScore, ScorePart, SliceAssignment
 from contracts.workloads import HostPort, JobSpec, QueueSpec, TaskSpec
 from services.core.devices.catalogue import Catalogue
@@ -136,6 +136,10 @@ class CardInfo:
     releasing: CardUsage = NO_USAGE  # counters only; at most one exclusive (a ledger holder)
 
     def future_usage(self) -> CardUsage:
+        """`usage` less what is releasing: its amounts and, on a carved MIG card, its instances
+        (the MIG fit reads the placements taken from `slices`, not the amounts: a victim's
+        instance left there would keep its placement taken, so no preemption on such a card
+        could ever make room)."""
         r = self.releasing
         if not r.slices_used:
             return self.usage
@@ -146,7 +150,23 @@ class CardInfo:
             cores_used=u.cores_used - r.cores_used,
             slices_used=u.slices_used - r.slices_used,
             exclusive=self.exclusive - r.exclusive > 0,
+            slices=_without_instances(u.slices, r.slices),
         )
+
+
+def _without_instances(
+    held: tuple[OwnedSlice, ...], freed: tuple[OwnedSlice, ...]
+) -> tuple[OwnedSlice, ...]:
+    """`held` less one slice holding the same MIG instances for each of `freed` (the releasing
+    ledger's MIG slices, as session.py `_moved` records them; no other slices are in it)."""
+    if not freed:
+        return held
+    out = list(held)
+    for f in freed:
+        i = next((i for i, o in enumerate(out) if o.slice.mig == f.slice.mig), None)
+        if i is not None:
+            del out[i]
+    return tuple(out)
 
 
 @dataclass(slots=True, eq=False)

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from contracts.events import JobUnschedulable, PlacementProposed, SchedulerConfigured
-from services.core.scheduling.config import ADVICE_WORDS, MIG_KEPT_OFF
+from services.core.scheduling.config import ADVICE_WORDS, MIG_KEPT_OFF, PLAIN_EXTENDED
 from services.core.scheduling.verify import Stored, decoded, verify
 from services.core.simulate.jsonl import read_jsonl
 
@@ -65,3 +65,22 @@ def test_a_log_that_booked_a_mig_card_as_a_soft_card_verifies() -> None:
     d = verify(now).divergence
     assert d is not None and isinstance(d.recorded, PlacementProposed)
     assert not isinstance(d.rederived, PlacementProposed)  # kept off: CardInMigMode
+
+
+def test_a_minresources_naming_a_mig_name_keeps_its_older_words() -> None:
+    """A PodGroup's minResources may name NVIDIA's MIG `mixed` names (admission did not refuse
+    them there under generation 1); those were devices then, so the overcommit words named cpu,
+    the first dimension over the limit, and they are plain extended resources from generation
+    2 (`config.PLAIN_EXTENDED`), named first. The fixture: `tessera simulate` at cc2428b, a
+    PodGroup of minResources {cpu: 100, nvidia.com/mig-1g.10gb: 1} on 48 cpus with overcommit."""
+    stored, poisoned = decoded(read_jsonl(FIXTURES / "plain-extended-minres.jsonl"))
+    assert not poisoned
+    assert {e.rules for _, _, e in stored if isinstance(e, SchedulerConfigured)} == {PLAIN_EXTENDED - 1}
+    verdict = verify(stored)
+    assert verdict.ok, "\n".join(verdict.divergence.lines())  # type: ignore[union-attr]
+    now = [(s, h, msgspec.structs.replace(e, rules=PLAIN_EXTENDED) if isinstance(e, SchedulerConfigured) else e)
+           for s, h, e in stored]  # fmt: skip
+    d = verify(now).divergence
+    assert d is not None and isinstance(d.recorded, JobUnschedulable) and isinstance(d.rederived, JobUnschedulable)
+    assert d.recorded.why.startswith("cluster: cpu minResources 100")
+    assert d.rederived.why.startswith("cluster: nvidia.com/mig-1g.10gb minResources 1")

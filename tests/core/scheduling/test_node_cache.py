@@ -15,10 +15,18 @@ import random
 import msgspec
 import pytest
 
-from contracts.devices import CardUsage
+from contracts.devices import CardUsage, MigInstance, OwnedSlice, SliceSpec
 from contracts.workloads import DeviceRequest, JobSpec, QueueSpec, TaskSpec, Toleration
 from services.core.devices import build_vendors
+from services.core.devices.mig import MIG_INFEASIBLE
 from services.core.scheduling import snapshot as st
+from services.core.scheduling.actions.nodes import (
+    FIT_FAILS,
+    FIT_IDLE,
+    _outcome,
+    _state_key,
+    shape_of,
+)
 from services.core.scheduling.config import PluginConf, SchedulerConf, default_conf, parse_conf
 from services.core.scheduling.decide import decide, open_session
 from services.core.scheduling.decisions import ENQUEUE_REFUSED, GANG_LINE, Decisions
@@ -26,6 +34,7 @@ from services.core.scheduling.registry import build_plugins
 from services.core.scheduling.session import Session
 from services.core.simulate.inventory import load_inventory
 from services.core.workload.admission import min_resources
+from tests.core.devices.test_mig_carve import a100
 
 CARD = "Ascend910B3"
 WHOLE = DeviceRequest(vendor="huawei", type=CARD, count=1, memory_pct=100, exclusive=True)
@@ -295,3 +304,38 @@ def test_every_node_change_is_seen_by_the_next_scan(node_cache: bool) -> None:
     assert outcome() == "idle"
     ssn.allocate_task(old, node, (), pipelined=False)
     assert outcome() == "Insufficient cpu"
+
+
+def test_nodes_whose_mig_instances_lie_apart_do_not_share_an_outcome() -> None:
+    """Two A100-80GB nodes with one 1g.10gb each, equal in every total, at placement 5 on `a`
+    and 6 on `b`: a 20000 MB ask (a 2g.20gb) fits only `b` (group2 holds a 1g at 6, none at 5).
+    Their states used to be keyed alike, so `b` was given `a`'s CardMigTopologyInfeasible."""
+    def node(name: str, start: int) -> st.NodeSnap:
+        card = msgspec.structs.replace(a100(f"{name}-gpu0"), node=name)
+        held = SliceSpec(kind="soft", memory=10240, cores=14,
+                         mig=(MigInstance(profile="1g.10gb", start=start, size=1),))  # fmt: skip
+        usage = CardUsage(memory_used=10240, cores_used=14, slices_used=1,
+                          slices=(OwnedSlice(owner="other/o/o", slice=held),))  # fmt: skip
+        return st.NodeSnap(name, 32000, 65536, 110, cards=(st.CardSnap(card, usage, 1),))
+
+    ask = DeviceRequest(vendor="nvidia", type="NVIDIA", count=1, memory=20000)
+    task = TaskSpec(name="w", cpu_milli=1000, memory_mib=1024, devices=(ask,),
+                    scalars={"nvidia.com/gpu": 1000})  # fmt: skip
+    spec = JobSpec(namespace="ns", name="p", queue="default", min_available=1, tasks=(task,))
+    tasks = tuple(st.TaskSnap(pod, role, i, ts) for pod, role, i, ts in st.task_names(spec))
+    snap = st.Snapshot(seq=5, now=5.0, nodes=(node("a", 5), node("b", 6)),
+                       queues=(st.QueueSnap(QueueSpec(name="default", weight=1), created=0),),
+                       jobs=(st.JobSnap(spec, created=1, phase="Inqueue", tasks=tasks),))  # fmt: skip
+
+    def outcomes(names: str) -> dict[str, tuple[int, str | float]]:
+        ssn = open_session(snap, parse_conf(FULL_CONF))
+        assert ssn.share_outcomes
+        info = next(iter(ssn.jobs["ns/p"].tasks.values()))
+        return {n: _outcome(ssn, info, ssn.nodes[n], shape_of(info)) for n in names}
+
+    alone = {n: outcomes(n)[n] for n in "ab"}  # each node in a session of its own
+    assert alone["a"][0] == FIT_FAILS and MIG_INFEASIBLE in str(alone["a"][1])
+    assert alone["b"][0] == FIT_IDLE
+    assert outcomes("ab") == alone and outcomes("ba") == alone
+    ssn = open_session(snap, parse_conf(FULL_CONF))
+    assert _state_key(ssn, ssn.nodes["a"]) != _state_key(ssn, ssn.nodes["b"])

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from contracts.devices import CardSpec, SliceSpec
+from contracts.devices import CardSpec, CardUsage, MigInstance, SliceSpec
 from contracts.events import SliceAssignment, SliceReleased, SliceReserved
 from contracts.owners import owner_key
 from contracts.workloads import DeviceRequest, JobSpec, QueueSpec, TaskSpec
@@ -31,9 +31,11 @@ from services.core.scheduling.actions.reclaim import reclaim_for
 from services.core.scheduling.config import parse_conf
 from services.core.scheduling.decide import decide, open_session
 from services.core.scheduling.model import ALLOCATED_STATUSES, CardInfo, NodeInfo, TaskInfo
+from services.core.scheduling.record import configured
 from services.core.scheduling.registry import build_actions
 from services.core.scheduling.session import Session
 from services.core.scheduling.statement import Statement
+from services.core.simulate.engine import load_simulation
 from services.core.simulate.inventory import load_inventory
 from services.core.simulate.report import build_report
 from services.runtime.eventlog.model import StoredMessage
@@ -294,3 +296,70 @@ def test_random_clusters_preempt_and_reclaim_for_cards() -> None:
         evicted += len(d.evictions)
         pipelined += sum(1 for p in d.placements if p.pipelined for tp in p.placements if tp.slices)
     assert evicted >= 30 and pipelined >= 20, (evicted, pipelined)
+
+
+# --- a carved MIG card (HAMi's chart geometries) -------------------------------------------------
+
+MIG_WORKLOAD = """
+{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high-priority}, value: 100000}
+---
+{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: low-priority}, value: 10}
+---
+{apiVersion: scheduling.volcano.sh/v1beta1, kind: PodGroup, metadata: {name: low, namespace: default}, spec: {minMember: 1, priorityClassName: low-priority}, status: {phase: Running}}
+---
+{apiVersion: scheduling.volcano.sh/v1beta1, kind: PodGroup, metadata: {name: high, namespace: default}, spec: {minMember: 1, priorityClassName: high-priority}, status: {phase: Inqueue}}
+---
+{apiVersion: v1, kind: Pod, metadata: {name: victim, namespace: default, annotations: {scheduling.k8s.io/group-name: low}}, spec: {nodeName: n1, containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: '1', nvidia.com/gpumem: '40000'}}}]}, status: {phase: Running}}
+---
+{apiVersion: v1, kind: Pod, metadata: {name: preemptor, namespace: default, annotations: {scheduling.k8s.io/group-name: high}}, spec: {containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: '1', nvidia.com/gpumem: '70000'}}}]}}
+"""
+MIG_CONF = CONF.replace("deviceshare.AscendHAMiVNPUEnable: true", "deviceshare.VGPUEnable: true")
+
+
+def _mig_session(mode: str) -> Session:
+    """The victim holds 40000 MB of an A100-80GB (a 3g.40gb instance when carved), the
+    preemptor asks 70000 MB (only a 7g.79gb holds it: the whole card)."""
+    from services.core.devices.catalogue import load_catalogue
+    from services.core.workload import admit, load_documents
+    from services.core.workload.devicerequests import hami_parser
+    from tests.core.devices.test_mig_carve import CHART
+
+    reg = build_vendors(load_catalogue(CHART))
+    card = {"type": "NVIDIA-A100-SXM4-80GB", "count": 1, "memory": 81920, "splitCount": 7}
+    if mode:
+        card["mode"] = mode
+    inventory = {"nodes": [{"name": "n1", "cpu": 64, "memory": "512Gi", "devices": [card]}]}
+    workload = admit(load_documents(MIG_WORKLOAD), hami_parser(reg), reg.resource_names())
+    assert not workload.rejections
+    sim = load_simulation(parse_conf(MIG_CONF), reg, load_inventory(inventory, reg.catalogue),
+                          workload, cycles=0,
+                          config=configured(MIG_CONF, scheduler="simulate", mode="simulate"))  # fmt: skip
+    sim.run()
+    return open_session(sim.projection.snapshot(), parse_conf(MIG_CONF))
+
+
+@pytest.mark.parametrize("mode", ["", "mig"])
+def test_a_preemption_frees_a_mig_instance_as_it_frees_a_soft_slice(mode: str) -> None:
+    """The victim's MIG instance is free in the future view once it is evicted (it stayed
+    taken there: the preemptor never fit, nothing was evicted on a carved card); now, while
+    the allocator's ledger still holds it, it is taken."""
+    ssn = _mig_session(mode)
+    node, victim, task = ssn.nodes["n1"], _task(ssn, "victim"), _task(ssn, "preemptor")
+    assert bool(victim.slices[0].slice.mig) == (mode == "mig")
+    stmt = Statement(ssn)
+    assert preempt(ssn, stmt, task, ssn.queues["default"], _other_job_same_queue(ssn, task))
+    assert victim.status == st.RELEASING and task.status == st.PIPELINED
+    (got,) = task.slices
+    assert got.card == victim.slices[0].card and got.slice.memory >= 70000
+    if mode == "mig":
+        assert [(i.profile, i.start) for i in got.slice.mig] == [("7g.79gb", 0)]
+    (card,) = node.cards
+    def instances(u: CardUsage) -> list[tuple[MigInstance, ...]]:
+        return [o.slice.mig for o in u.slices if o.slice.mig]
+
+    # now both instances are held (the victim's until its release); in the future view only
+    # the pipelined one
+    assert instances(card.usage) == ([victim.slices[0].slice.mig, got.slice.mig] if mode else [])
+    assert instances(card.future_usage()) == ([got.slice.mig] if mode else [])
+    stmt.discard()
+    assert card.future_usage() == card.usage  # undone: the victim's instance taken again

@@ -29,7 +29,9 @@ from bisect import insort
 from collections import Counter
 from dataclasses import dataclass, field
 
+from contracts.devices import CardSpec, CardUsage
 from contracts.events import NodeScore
+from services.core.devices.mig import usage_instances
 from services.core.scheduling.interpod import reads_pods
 from services.core.scheduling.model import NodeInfo, TaskInfo, task_shape
 from services.core.scheduling.resources import Resource
@@ -274,7 +276,7 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
             node.taints,
             tuple((c.spec.index, c.spec.type, c.spec.vendor, c.spec.memory, c.spec.cores,
                    c.spec.split_count, c.spec.numa, c.spec.network_id, c.spec.healthy,
-                   c.spec.mode, c.spec.resource) for c in node.cards),
+                   c.spec.mode, c.spec.resource, c.spec.mig_geometries) for c in node.cards),
             node.name if CORDON_ANNOTATION in node.annotations else "",
             node.extended,
         )  # fmt: skip
@@ -285,11 +287,20 @@ def _state_key(ssn: Session, node: NodeInfo) -> tuple[object, ...]:
             _resource_key(node.used),
             _resource_key(node.releasing),
             _resource_key(node.pipelined),
-            tuple((u.memory_used, u.cores_used, u.slices_used, u.exclusive, u.healthy, u.retired)
-                  for u in (c.usage for c in node.cards)),
+            tuple(_card_state(c.spec, c.usage) for c in node.cards),
             _ports_held(node),
         )  # fmt: skip
     return key
+
+
+def _card_state(card: CardSpec, u: CardUsage) -> tuple[object, ...]:
+    """A card's usage as the fit reads it; on a carved MIG card also its instances by
+    placement, for the MIG fit reads where they lie, not only the totals (a 1g.10gb at 5 leaves
+    no room for a 2g.20gb, one at 6 does)."""
+    state = (u.memory_used, u.cores_used, u.slices_used, u.exclusive, u.healthy, u.retired)
+    if not card.mig_geometries:
+        return state
+    return (*state, tuple(sorted((i.start, i.size, i.profile) for i in usage_instances(u))))
 
 
 def _ports_held(node: NodeInfo) -> tuple[tuple[str, str, int], ...]:

@@ -172,7 +172,8 @@ class CapacityPlugin:
         req = self.qs.task(task)
         dims = [k for k, v in req.items() if v > 0]
         over = [(a, dim) for a in self._chain(queue.name)
-                if (dim := sh.first_over(sh.add(a.allocated, req), a.real_capability, dims, missing=sh.INF))]  # fmt: skip
+                if (dim := sh.first_over(sh.add(a.allocated, req), a.real_capability, dims, missing=sh.INF,
+                                             rules=self.qs.rules))]  # fmt: skip
         if not over:
             return None
         a, dim = self._binding(over)
@@ -264,7 +265,7 @@ class CapacityPlugin:
         over = []
         for a in self._chain(job.queue):
             want = sh.enqueue_want(minres, a.allocated, a.inqueue, a.elastic)
-            if (dim := sh.first_over(want, a.real_capability, dims, missing=sh.INF)) is not None:
+            if (dim := sh.first_over(want, a.real_capability, dims, missing=sh.INF, rules=self.qs.rules)) is not None:
                 over.append((a, dim))
         if not over:
             return None

@@ -71,7 +71,7 @@ class OvercommitPlugin:
         if minres is None:
             return None
         want = sh.add(self.inqueue, minres)
-        dim = sh.first_over(want, self.idle, [k for k, v in minres.items() if v > 0])
+        dim = sh.first_over(want, self.idle, [k for k, v in minres.items() if v > 0], rules=self.qs.rules)
         if dim is None:
             return None
         a, name = sh.amount, sh.dim_name(dim)

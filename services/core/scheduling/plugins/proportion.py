@@ -170,7 +170,7 @@ class ProportionPlugin:
             return None
         req = self.qs.task(task)
         dim = sh.first_over(sh.add(attr.allocated, req), attr.deserved,
-                            [k for k, v in req.items() if v > 0])  # fmt: skip
+                            [k for k, v in req.items() if v > 0], rules=self.qs.rules)  # fmt: skip
         if dim is None:
             return None
         cap = attr.capability.get(dim, sh.INF)
@@ -240,7 +240,8 @@ class ProportionPlugin:
         req: dict[str, float] = {}
         for t in tasks:
             req = sh.add(req, self.qs.task(t))
-        dim = sh.first_over(sh.add(attr.allocated, req), attr.deserved, [k for k, v in req.items() if v > 0])
+        dim = sh.first_over(sh.add(attr.allocated, req), attr.deserved, [k for k, v in req.items() if v > 0],
+                            rules=self.qs.rules)
         if dim is None:
             return None
         have = attr.allocated.get(dim, 0.0)
@@ -261,7 +262,7 @@ class ProportionPlugin:
             return None
         want = sh.enqueue_want(minres, attr.allocated, attr.inqueue, attr.elastic)
         dim = sh.first_over(want, attr.real_capability, [k for k, v in minres.items() if v > 0],
-                            missing=sh.INF)  # fmt: skip
+                            missing=sh.INF, rules=self.qs.rules)  # fmt: skip
         if dim is None:
             return None
         return sh.enqueue_words(queue.name, dim, minres, attr.allocated, attr.inqueue,

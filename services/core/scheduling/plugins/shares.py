@@ -31,9 +31,9 @@ from contracts.events import SliceAssignment
 from contracts.workloads import DeviceRequest
 from services.core.devices.catalogue import default_aliases
 from services.core.devices.registration import vendor_of
-from services.core.scheduling.config import RULES
+from services.core.scheduling.config import PLAIN_EXTENDED, RULES
 from services.core.scheduling.model import JobInfo, NodeInfo, TaskInfo
-from services.core.scheduling.resources import Resource, is_device_resource
+from services.core.scheduling.resources import DEVICE_PREFIXES, Resource, is_device_resource
 
 if TYPE_CHECKING:
     from services.core.scheduling.session import Session
@@ -398,10 +398,17 @@ def whole_units(dim: str, v: float) -> float:
 
 
 def first_over(want: Mapping[str, float], limit: Mapping[str, float], dims: Iterable[str],
-               missing: float = 0.0) -> str | None:  # fmt: skip
+               missing: float = 0.0, rules: int = RULES) -> str | None:  # fmt: skip
     """The first dimension where `want` exceeds `limit`: cpu and memory, then devices with the
-    most specific name first (`huawei.com/Ascend910B3` before its family `…/Ascend910`)."""
-    for k in sorted(dims, key=lambda d: (is_device_resource(d), -len(d), d)):
+    most specific name first (`huawei.com/Ascend910B3` before its family `…/Ascend910`).
+    Before rules generation `PLAIN_EXTENDED` NVIDIA's MIG and `.shared` names were devices
+    here (a PodGroup's minResources may name them): such a log keeps the dimension it named."""
+    if rules >= PLAIN_EXTENDED:
+        device = is_device_resource
+    else:
+        def device(d: str) -> bool:
+            return d.startswith(DEVICE_PREFIXES)
+    for k in sorted(dims, key=lambda d: (device(d), -len(d), d)):
         if want.get(k, 0.0) > limit.get(k, missing) + EPS:
             return k
     return None
