@@ -97,7 +97,8 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: not memory, are short (`deviceshare._cores_short`), and the proportion line of a device
 #: dimension counted in cards (`shares.enqueue_words`).
 #: And (`PIPELINES_END`) a simulation's pipelined reservation lasts one session
-#: (`record.decision_events`' `pipelines_end`).
+#: (`record.decision_events`' `pipelines_end`). And (`RING_FIT`) an Ascend 910 pod's cards come
+#: from the best-fitting HCCS ring, a 910A pod of <= 4 cards from one ring only.
 RULES = 2
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
@@ -109,6 +110,11 @@ ADVICE_WORDS = 2
 #: the generation from which a card in MIG mode is kept off, or carved by knownMigGeometries
 #: (`devices/mig.py`): before, it was booked as a soft card
 MIG_KEPT_OFF = 2
+#: the generation from which an Ascend 910 pod's cards are taken from one HCCS ring, the best
+#: fitting one (ascend-for-volcano's module910x8 priorities), and a 910A pod of <= 4 cards never
+#: spans the two rings (`ascend.AscendVendor.select`): before, the ring with the most free cards
+#: was filled first and a 910A pod of 2-4 cards could be split 2 + 2 across the rings
+RING_FIT = 2
 
 
 def _on(value: object) -> bool:
