@@ -15,9 +15,19 @@ Request rules (hami.md §2.4 ``MutateAdmission`` / ``GenerateResourceRequests``)
 
 Fit (``Devices.Fit``): the hami-core gate is node-wide (node annotation ``hami-vnpu-core``, else
 the global ``vnpus.hamiVnpuCore``); since v2.10 annotation-less pods are mode-agnostic. Core
-capacity is 100 on hami-core nodes, ``aiCore`` otherwise. Multi-card 910 requests fill from the
-largest NetworkID group (node bonus 10 x largest-group share); 910C takes whole modules
-(``idx // 2``) only.
+capacity is 100 on hami-core nodes, ``aiCore`` otherwise. 910C takes whole modules
+(``idx // 2``) only. Other 910 cards are grouped by NetworkID, the HCCS ring (cards 0-3 and 4-7;
+node bonus 10 x largest-group share, HAMi's ``ScoreNode``). HAMi fills a multi-card request from
+the group with the most free cards, splitting it where that group is short. Since rules
+generation 2 (``config.RING_FIT``) a request that one ring can hold takes the best-fitting ring,
+by ascend-for-volcano's module910x8 priorities (``getNPUAllocPriorityArray``: 1 card → a ring
+with 1, 3, 2, then 4 free; 2 → 2, 4, then 3; 4 → only a whole ring), so whole rings stay whole
+for 4-card pods; a whole single card too (a vNPU slice keeps the card policy's order). On a
+910A (Atlas 800 training server) chips of different rings cannot talk over HCCS: a pod of
+<= 4 of them that no one ring holds does not fit the node (``RingNotFit``), where
+ascend-for-volcano refuses it too (``NodeNotMeetTopologyWarning``) and HAMi would split it. 910B
+nodes are fully meshed (ascend-for-volcano's module910bx8 only counts cards), so there the ring is a
+preference and a pod is still split when no ring holds it.
 """
 
 from __future__ import annotations
@@ -40,6 +50,13 @@ VNPU_MODE = "huawei.com/vnpu-mode"
 HAMI_CORE = "hami-core"
 NODE_HAMI_CORE = "hami-vnpu-core"
 NETWORK_WEIGHT = 10.0  # HAMi Ascend910NetworkWeight
+#: cards of an HCCS ring (NetworkID 0: indices 0-3, 1: 4-7)
+RING_SIZE = 4
+#: chips whose two rings cannot talk to each other: a pod of <= RING_SIZE of them must sit in one
+#: ring (ascend-for-volcano module910x8 `judgeNodeAndTaskNPU`; "otherwise the task fails")
+RING_BOUND = frozenset({"Ascend910A"})
+#: a ring-bound pod that no one ring of the node holds (`RING_BOUND`)
+RING_NOT_FIT = "RingNotFit"
 
 _SOFT = NodeGate(hami_core=True)
 _HARD = NodeGate(hami_core=False)
@@ -329,9 +346,15 @@ class AscendVendor:
         return request.count
 
     def select(
-        self, candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+        self,
+        candidates: Sequence[CardSpec],
+        needed: int,
+        request: DeviceRequest,
+        switches: SchedulingSwitches,
     ) -> Sequence[CardSpec] | str:
-        """HAMi Ascend topology: 910C module pairs; 910 NetworkID groups, largest first."""
+        """910C module pairs; 910 NetworkID groups: the best-fitting ring (rules generation 2,
+        `switches.ring_fit`), a 910A pod of <= 4 cards in one ring only; else HAMi's fill,
+        largest group first."""
         if len(candidates) < needed:
             return "AllocatedCardsInsufficientRequest"
         first = candidates[0]
@@ -340,12 +363,15 @@ class AscendVendor:
             return _pairs(candidates, needed)
         if chip is None or not chip.network_grouped:
             return candidates[:needed]
+        if switches.ring_fit and (needed > 1 or _whole(request)):
+            ring = _best_ring(candidates, needed)
+            if ring is not None:
+                return ring
+            if chip.common_word in RING_BOUND and needed <= RING_SIZE:
+                return RING_NOT_FIT
         if len(candidates) == needed or needed == 1:
             return candidates[:needed]
-        groups: dict[int, list[CardSpec]] = {}
-        for c in candidates:
-            groups.setdefault(c.network_id, []).append(c)
-        ordered = sorted(groups.values(), key=len, reverse=True)  # stable: first-seen on ties
+        ordered = sorted(ring_groups(candidates).values(), key=len, reverse=True)  # stable: first-seen on ties
         chosen: list[CardSpec] = []
         for g in ordered:
             for c in g:
@@ -365,6 +391,36 @@ class AscendVendor:
         for c in chosen:
             counts[c.network_id] = counts.get(c.network_id, 0) + 1
         return NETWORK_WEIGHT * max(counts.values()) / len(chosen)
+
+
+def _whole(request: DeviceRequest) -> bool:
+    """A request for whole cards: the fitting candidates are the free cards of each ring."""
+    return request.exclusive or (not request.memory and request.memory_pct >= 100)
+
+
+def _leftover_rank(left: int) -> int:
+    """How good it is to leave `left` free cards in a ring: none, then a pair (a 2-card pod's
+    room), then one, then more (ascend-for-volcano's module910x8 priorities: 1 card → rings with
+    1 > 3 > 2 > 4 free; 2 cards → 2 > 4 > 3)."""
+    return {0: 0, 2: 1, 1: 2}.get(left, left)
+
+
+def ring_groups(cards: Sequence[CardSpec]) -> dict[int, list[CardSpec]]:
+    """The cards by NetworkID (HCCS ring), each in the order given."""
+    groups: dict[int, list[CardSpec]] = {}
+    for c in cards:
+        groups.setdefault(c.network_id, []).append(c)
+    return groups
+
+
+def _best_ring(candidates: Sequence[CardSpec], needed: int) -> Sequence[CardSpec] | None:
+    """`needed` cards of the one ring that fits best (ties: the ring tried first), or None
+    when no ring holds them."""
+    rings = [g for g in ring_groups(candidates).values() if len(g) >= needed]
+    if not rings:
+        return None
+    best = min(enumerate(rings), key=lambda ig: (_leftover_rank(len(ig[1]) - needed), ig[0]))[1]
+    return best[:needed]
 
 
 def _whole_card_words(chip: AscendChip, memory: int) -> str:

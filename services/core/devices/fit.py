@@ -76,6 +76,8 @@ class DeviceConfig:
     templates_share: bool = True
     #: a MIG card without geometries is kept off (`SchedulingSwitches.mig_kept_off`)
     mig_kept_off: bool = True
+    #: Ascend 910 cards from one best-fitting HCCS ring (`SchedulingSwitches.ring_fit`)
+    ring_fit: bool = True
     card_ranker: CardRanker | None = field(default=None, compare=False)
 
 
@@ -216,6 +218,7 @@ def prepare_task(
             mode_agnostic=config.mode_agnostic,
             templates_share=config.templates_share,
             mig_kept_off=config.mig_kept_off,
+            ring_fit=config.ring_fit,
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
@@ -332,7 +335,7 @@ def fit_node(
             else:
                 reasons[reason] = reasons.get(reason, 0) + 1
                 card_reasons.append((uuid, reason))
-        chosen = _select(vendor, req, fitting, reasons)
+        chosen = _select(vendor, req, fitting, reasons, task.switches)
         if isinstance(chosen, str):
             if chosen:
                 reasons[chosen] = reasons.get(chosen, 0) + len(fitting)
@@ -467,7 +470,11 @@ def _card_reason(
 
 
 def _select(
-    vendor: DeviceVendor, req: DeviceRequest, fitting: list[CardSpec], reasons: dict[str, int]
+    vendor: DeviceVendor,
+    req: DeviceRequest,
+    fitting: list[CardSpec],
+    reasons: dict[str, int],
+    switches: SchedulingSwitches,
 ) -> Sequence[CardSpec] | str:
     """Topology-aware choice among the fitting cards; per card type (alias requests may span
     models), per NUMA node under numa-bind. A string is the failure reason ("" = none extra)."""
@@ -491,13 +498,13 @@ def _select(
                 by_numa.setdefault(c.numa, []).append(c)
             for members in by_numa.values():
                 if len(members) >= needed:
-                    got = vendor.select(members, needed, req)
+                    got = vendor.select(members, needed, req, switches)
                     if not isinstance(got, str):
                         return got
                     last = got
             last = last or "NumaNotFit"
             continue
-        got = vendor.select(group, needed, req)
+        got = vendor.select(group, needed, req, switches)
         if not isinstance(got, str):
             return got
         last = got

@@ -284,7 +284,11 @@ class NvidiaVendor:
         return request.count
 
     def select(
-        self, candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+        self,
+        candidates: Sequence[CardSpec],
+        needed: int,
+        request: DeviceRequest,
+        switches: SchedulingSwitches,
     ) -> Sequence[CardSpec] | str:
         return first_candidates(candidates, needed, request)
 

@@ -47,6 +47,11 @@ class SchedulingSwitches:
     #: a MIG card whose model has no geometry fits nothing (`mig.mig_reason`); False: booked as
     #: a soft card, as the scheduler decided before rules generation 2 (`DeviceConfig.mig_kept_off`)
     mig_kept_off: bool = True
+    #: multi-card (and whole-card) asks take the best-fitting NetworkID group (HCCS ring) and a
+    #: ring-bound chip's pod of <= 4 cards stays in one ring (`ascend.AscendVendor.select`);
+    #: False: HAMi's largest-group-first fill, as the scheduler decided before rules generation
+    #: 2 (`DeviceConfig.ring_fit`)
+    ring_fit: bool = True
 
 
 class DeviceVendor(Protocol):
@@ -108,7 +113,11 @@ class DeviceVendor(Protocol):
         ...
 
     def select(
-        self, candidates: Sequence[CardSpec], needed: int, request: DeviceRequest
+        self,
+        candidates: Sequence[CardSpec],
+        needed: int,
+        request: DeviceRequest,
+        switches: SchedulingSwitches,
     ) -> Sequence[CardSpec] | str:
         """Pick ``needed`` of the fitting candidates (in try order), or a reason string."""
         ...

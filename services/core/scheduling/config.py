@@ -99,6 +99,8 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: And (`PIPELINES_END`) a simulation's pipelined reservation lasts one session
 #: (`record.decision_events`' `pipelines_end`). And (`PLAIN_EXTENDED`) NVIDIA's MIG and `.shared`
 #: names sort as plain resources where a waiting job's words name the first dimension over a limit.
+#: And (`RING_FIT`) an Ascend 910 pod's cards come from the best-fitting HCCS ring, a 910A pod of
+#: <= 4 cards from one ring only.
 RULES = 2
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
@@ -115,6 +117,11 @@ MIG_KEPT_OFF = 2
 #: (`resources.is_plain_extended`) where a waiting job's words name the first dimension over a
 #: limit (`shares.first_over`): before, they sorted among the devices, after cpu and memory
 PLAIN_EXTENDED = 2
+#: the generation from which an Ascend 910 pod's cards are taken from one HCCS ring, the best
+#: fitting one (ascend-for-volcano's module910x8 priorities), and a 910A pod of <= 4 cards never
+#: spans the two rings (`ascend.AscendVendor.select`): before, the ring with the most free cards
+#: was filled first and a 910A pod of 2-4 cards could be split 2 + 2 across the rings
+RING_FIT = 2
 
 
 def _on(value: object) -> bool:

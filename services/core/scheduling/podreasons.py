@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from contracts.workloads import DeviceRequest, JobSpec
 from services.core.devices import registration
+from services.core.devices.ascend import RING_NOT_FIT, RING_SIZE
 from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
 from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_INFEASIBLE, MIG_WORDS
 
@@ -54,6 +55,10 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     m = _CODE.search(reason)
     code = m.group(3) if m else ""
     card = _card(d)
+    if RING_NOT_FIT in reason:  # (whatever else the node lacks: its free cards are there, split)
+        n = d.count if d is not None else 2
+        return (f"have no HCCS ring with {n} free {card} cards (their free cards are split "
+                f"across the two rings; a pod of up to {RING_SIZE} must sit in one)")  # fmt: skip
     if code == "CardInsufficientMemory" and d is not None and _whole(d):
         code = "NodeInsufficientDevice"  # HAMi: every card's memory is taken; the ask is cards
     if code == "CardInsufficientMemory" and d is not None:

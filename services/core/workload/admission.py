@@ -248,6 +248,44 @@ def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
         ctx.warn(f"{path}.{key}", value if isinstance(value, str) else "", words)
 
 
+_HYPERNODES = ("describe each super-pod as a HyperNode and give the Volcano Job (or its PodGroup) "
+               "spec.networkTopology {mode: hard, highestTierAllowed: <the super-pods' tier>}: its pods are "
+               "then placed inside one (README \"Network topology (HyperNodes)\")")
+#: MindCluster's keys (ascend-for-volcano, Ascend's device plugin and operator) on a Job's or a
+#: pod's metadata that place it or mark it for Huawei's components: (labels|annotations, key) →
+#: what they do under MindCluster and what to use in Tessera, which reads none of them. A
+#: MindCluster user's manifests were taken without a word and their jobs scattered (a 910C
+#: operator's review: a Job of 2 × 16 dies with `sp-block: "32"` split over two super-pods).
+MINDCLUSTER_KEYS = {
+    ("annotations", "sp-block"): (
+        "ascend-for-volcano's logical super-pod size: it keeps the job's pods inside one physical "
+        f"super-pod (Atlas 900 A3 SuperPoD). Tessera does not read it: {_HYPERNODES}"),
+    ("annotations", "huawei.com/schedule_policy"): (
+        "ascend-for-volcano's policy for the hardware form (chip4-node8, chip2-node16-sp, …). Tessera "
+        "does not read it: a pod's cards come from the resources it asks (huawei.com/<model>), taken by "
+        "the cards' topology (HCCS rings, 910C modules); for super-pods, " + _HYPERNODES),
+    ("labels", "fault-scheduling"): (
+        "ascend-for-volcano's rescheduling of a job whose chip or node fails (grace, force). Tessera "
+        "does not read it: no job is moved off a failed chip for it; a Volcano Job's spec.policies "
+        "(PodFailed or PodEvicted → RestartJob) act when its pods fail, and a card reported unhealthy "
+        "takes no new pods"),
+    ("labels", "ring-controller.atlas"): (
+        "MindCluster's marker of an Ascend job: ascend-for-volcano picks its chip handler by it, and "
+        "Ascend's device plugin and operator build the rank table for what carries it (they still do "
+        "beside Tessera). Tessera does not place by it: a pod's cards come from the resources it asks "
+        "(huawei.com/<model>); a Volcano Job's rings-config ConfigMap comes from its ringsconfigmap "
+        "plugin (spec.plugins)"),
+}  # fmt: skip
+
+
+def _mindcluster_keys(ctx: _Ctx, path: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
+    """A warning for each of MindCluster's keys (`MINDCLUSTER_KEYS`) in this metadata."""
+    for (where, key), words in MINDCLUSTER_KEYS.items():
+        values = labels if where == "labels" else annotations
+        if key in values:
+            ctx.warn(f"{path}.metadata.{where}[{key}]", values[key], words)
+
+
 class _Ctx:
     """Per-object accumulator: collects rejections so one object reports all its problems."""
 
@@ -784,6 +822,7 @@ class Admission:
         }
         _check_annotations(ctx, f"{path}.metadata.annotations", meta,
                            self.limits.max_annotation_bytes)  # fmt: skip
+        _mindcluster_keys(ctx, path, labels, {str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()})
         containers = spec.get("containers") or []
         if not containers:
             ctx.reject(f"{path}.spec.containers", None, "required: at least one container")
@@ -1068,7 +1107,8 @@ class Admission:
     def _podgroup(
         self, doc: Mapping[str, Any], ctx: _Ctx, pods: list[Mapping[str, Any]]
     ) -> tuple[JobSpec, list[RunningPod]]:
-        namespace, name, _, annotations = _meta(doc)
+        namespace, name, pg_labels, annotations = _meta(doc)
+        _mindcluster_keys(ctx, "", pg_labels, annotations)
         if len(pods) > self.limits.max_pods:
             ctx.reject("metadata.name", None, f"{len(pods)} pods name this PodGroup; at most "
                        f"{self.limits.max_pods} pods per PodGroup (Tessera's limit)")  # fmt: skip
@@ -1222,7 +1262,8 @@ class Admission:
         return tuple(out)
 
     def _job(self, doc: Mapping[str, Any], ctx: _Ctx) -> JobSpec:
-        namespace, name, _, annotations = _meta(doc)
+        namespace, name, job_labels, annotations = _meta(doc)
+        _mindcluster_keys(ctx, "", job_labels, annotations)
         spec = doc.get("spec") or {}
         queue = str(spec.get("queue") or "default")
         self._check_queue(ctx, "spec.queue", queue, existing=(namespace, name) in self.live_jobs)

@@ -568,6 +568,83 @@ ASCEND_CASES = [
         {"huawei.com/Ascend910B3": 4},
         bonus=7.5,
     ),
+    # HCCS rings (rules generation 2, ascend-for-volcano module910x8): the best-fitting ring;
+    # a 910A pod of <= 4 cards never spans the two rings
+    AscendCase(
+        "2 cards join the ring already opened, the whole ring stays whole",
+        [(s, use(1, 65536, 20) if s.index in (0, 1) else u) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 2},
+        chosen=("c2", "c3"),
+        bonus=10.0,
+    ),
+    AscendCase(
+        "1 whole card takes the ring with 1 free",
+        [(s, use(1, 65536, 20) if s.index in (0, 1, 2) else u) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 1},
+        chosen=("c3",),
+    ),
+    AscendCase(
+        "1 whole card: a ring with 3 free before one with 2",
+        [(s, use(1, 65536, 20) if s.index in (0, 4, 5) else u) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 1},
+        chosen=("c3",),  # ring 0 (c1-c3 free), not ring 1 (c6, c7; c7 would be tried first)
+    ),
+    AscendCase(
+        "2 cards: a whole ring before one with 3 free (a pair stays)",
+        [(s, use(1, 65536, 20) if s.index == 0 else u) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 2},
+        chosen=("c6", "c7"),
+    ),
+    AscendCase(
+        "910A 2 cards with one free in each ring wait",
+        [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use() if i in (3, 7) else use(1, 32768, 30))
+         for i in range(8)],
+        {"huawei.com/Ascend910A": 2},
+        reason="2/8 RingNotFit, 6/8 CardInsufficientMemory",
+    ),
+    AscendCase(
+        "910A 4 cards over 2 + 3 free wait",
+        [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use() if i in (2, 3, 5, 6, 7) else use(1, 32768, 30))
+         for i in range(8)],
+        {"huawei.com/Ascend910A": 4},
+        reason="3/8 CardInsufficientMemory, 5/8 RingNotFit",
+    ),
+    AscendCase(
+        "910A 4 cards take the whole ring",
+        [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use(1, 32768, 30) if i == 0 else use())
+         for i in range(8)],
+        {"huawei.com/Ascend910A": 4},
+        chosen=("a4", "a5", "a6", "a7"),
+        bonus=10.0,
+    ),
+    AscendCase(
+        "910A 8 cards take the node",
+        [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use()) for i in range(8)],
+        {"huawei.com/Ascend910A": 8},
+        chosen=tuple(f"a{i}" for i in range(8)),
+    ),
+    AscendCase(
+        "910B 2 cards with one free in each ring are split (fully meshed)",
+        [(s, use() if s.index in (3, 7) else use(1, 65536, 20)) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 2},
+        chosen=("c3", "c7"),
+        bonus=5.0,
+    ),
+    AscendCase(
+        "rules generation 1: 910A split across the rings, HAMi's fill",
+        [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use() if i in (3, 7) else use(1, 32768, 30))
+         for i in range(8)],
+        {"huawei.com/Ascend910A": 2},
+        config=DeviceConfig(ring_fit=False),
+        chosen=("a3", "a7"),
+    ),
+    AscendCase(
+        "rules generation 1: 2 cards from the ring with the most free",
+        [(s, use(1, 65536, 20) if s.index in (0, 1) else u) for s, u in EIGHT],
+        {"huawei.com/Ascend910B3": 2},
+        config=DeviceConfig(ring_fit=False),
+        chosen=("c6", "c7"),
+    ),
     # 910C module pairs (idx // 2)
     AscendCase(
         "910C count 1 takes a pair",

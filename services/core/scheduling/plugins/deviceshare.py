@@ -52,6 +52,7 @@ from services.core.devices import (
     prepare_task,
     registration,
 )
+from services.core.devices.ascend import RING_NOT_FIT, RING_SIZE, ring_groups
 from services.core.devices.fit import card_mismatch, pod_share_words
 from services.core.devices.mig import (
     CARD_IN_MIG_MODE,
@@ -72,6 +73,7 @@ from services.core.placement import POLICIES, Policy, Request, fits
 from services.core.scheduling.config import (
     DEVICE_SWITCHES,
     MIG_KEPT_OFF,
+    RING_FIT,
     RULES,
     PluginConf,
     deviceshare_vendors,
@@ -203,6 +205,8 @@ class DeviceSharePlugin:
             self.config = replace(self.config, catalogue_vnpu_core=False, templates_share=False)
         if ssn.conf.rules < MIG_KEPT_OFF:  # a MIG card was a soft card then (logs of older rules)
             self.config = replace(self.config, mig_kept_off=False)
+        if ssn.conf.rules < RING_FIT:  # HAMi's largest-ring-first fill (logs of older rules)
+            self.config = replace(self.config, ring_fit=False)
         if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
             self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
@@ -444,6 +448,8 @@ class DeviceSharePlugin:
             if req.exclusive:
                 free = sum(1 for c in healthy if c.usage.slices_used == 0)
                 if free >= req.count:
+                    if RING_NOT_FIT in codes:
+                        return _ring_words(kind, req, healthy, node.name, codes)
                     continue
                 short = req.count - free
                 return (f"{kind}: asked {req.count} whole card{plural}, {free} of {len(mine)} free "
@@ -476,6 +482,24 @@ class DeviceSharePlugin:
         shared = (pod_share_words(prepared, codes, [c.spec for c in node.cards])
                   if prepared.switches.templates_share else None)  # (words of rules generation 1)
         return (*shared, NO_ROOM) if shared else (codes, "", INF)
+
+
+def _ring_words(kind: str, req: DeviceRequest, healthy: Sequence[CardInfo], node: str,
+                codes: str) -> tuple[str, str, float]:  # fmt: skip
+    """A 910A pod of <= 4 whole cards whose free cards are there but in both HCCS rings
+    (`ascend.RING_NOT_FIT`): each ring's free cards, and the fewest to free in one ring."""
+    rings = ring_groups([c.spec for c in healthy])
+    free = {r: sum(1 for c in healthy if c.spec.network_id == r and c.usage.slices_used == 0)
+            for r in rings}  # fmt: skip
+    each = "; ".join(f"ring {r}, cards {min(c.index for c in g)}-{max(c.index for c in g)}: "
+                     f"{free[r]} free" for r, g in sorted(rings.items()))  # fmt: skip
+    room = [(req.count - free[r], r) for r, g in sorted(rings.items()) if len(g) >= req.count]
+    short, ring = min(room) if room else (req.count, 0)
+    return (f"{kind}: asked {req.count} whole cards in one HCCS ring, {sum(free.values())} free "
+            f"but no ring has {req.count} ({each}); chips of different rings cannot talk, so a pod "
+            f"of up to {RING_SIZE} sits in one ring, as ascend-for-volcano places it [{codes}]",
+            f"free {short} {kind} card{'s' if short > 1 else ''} of ring {ring} on {node}",
+            float(short))  # fmt: skip
 
 
 def _cores_short(vendor: DeviceVendor, req: DeviceRequest, healthy: Sequence[CardInfo], node: NodeInfo,
