@@ -185,7 +185,7 @@ class KubeNodeAgent:
         first registration (their cards from HAMi's annotations, else their requests)."""
         out = []
         for obj in self.pods_on.get(node, {}).values():
-            r = pods.ref(obj)
+            r = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names))
             if pods.phase(obj) != "Running" \
                     or (r.namespace, r.job, r.name) in self.tasks:  # fmt: skip
                 continue
@@ -337,7 +337,7 @@ class KubeNodeAgent:
     # --- pods ----------------------------------------------------------------------------------
 
     async def _report_pod(self, obj: dict[str, Any], deleted: bool = False) -> None:
-        r = pods.ref(obj)
+        r = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names))
         key = (r.namespace, r.job, r.name)
         state, seq = self.tasks.get(key, ("", 0))
         if state not in (COMMITTED, STARTED):
@@ -377,7 +377,7 @@ class KubeNodeAgent:
     # --- other schedulers' pods ----------------------------------------------------------------
 
     def _foreign(self, kind: str, obj: dict[str, Any]) -> None:
-        r, node = pods.ref(obj), pods.node_name(obj)
+        r, node = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names)), pods.node_name(obj)
         held = self.foreign.setdefault(node, {})
         who = self.foreign_who.setdefault(node, {})
         key = (r.namespace, r.name)
@@ -480,7 +480,7 @@ class KubeNodeAgent:
             if not self._ours(ch.obj):
                 self._foreign(ch.kind, ch.obj)
                 continue
-            r = pods.ref(ch.obj)
+            r = pods.ref(ch.obj, volcano.replaces_volcano(self.scheduler_names))
             key = (r.namespace, r.name)
             old = self.pods.pop(key, None)
             if old is not None:

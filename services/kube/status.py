@@ -376,7 +376,7 @@ class PodStatusWriter:
                     for v in list(self.verdict.values()):  # what the log says now, once listed
                         await self._write_verdict(v)
                 continue
-            r = pods.ref(ch.obj)
+            r = pods.ref(ch.obj, volcano.replaces_volcano(self.scheduler_names))
             if ch.kind == "delete":
                 self.pods.pop((r.namespace, r.name), None)
             else:
