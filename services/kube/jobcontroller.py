@@ -82,7 +82,6 @@ from contracts.events import (
 from contracts.workloads import JobSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
-from services.core.scheduling import podreasons as reasons
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.core.stamps import utc_stamp
@@ -204,6 +203,9 @@ class JobController:
         self.flow = fl.Flow()
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
+        #: the nodes "0/N nodes are available" counts, NotReady ones too, as the pods' own
+        #: FailedScheduling counts them (`status.NodeCounts`)
+        self.node_counts = status.NodeCounts()
         self.placed: set[str] = set()  # placed since its last verdict
         #: job → pod → seq of the last eviction or return to Pending: pods bound before it are stale
         self.reset: dict[str, dict[str, int]] = {}
@@ -278,6 +280,7 @@ class JobController:
         key = fl.job_key(event)
         tasks = self.flow.projection.tasks.get(key) if key is not None else None  # (as they stood)
         self.flow.apply(seq, event)
+        self.node_counts.fold(event)
         self.read_seq = max(self.read_seq, seq)
         self._queue_touched(key, event)
         match event:
@@ -1070,8 +1073,7 @@ class JobController:
         v = self.verdict.get(key)
         text = ""
         if v is not None and v.reason:
-            text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec,
-                                   v.why, v.reason_counts)
+            text = self.node_counts.message(v, spec)
         desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
         await self._write_status(pg, desired, key)
 
