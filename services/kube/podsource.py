@@ -264,7 +264,8 @@ class PodSource:
                 (self.side_jobs.discard if ch.kind == "delete" else self.side_jobs.add)(job[2])
                 if (group := self.side_groups.get(job[2])) is not None:
                     touched.add(group)
-                return
+                if ch.kind != "delete":
+                    return  # (deleted, one an earlier version admitted here ends below)
         if ch.kind == "delete":
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`

@@ -397,3 +397,20 @@ def test_ups_refusal_gives_the_steps_readme_gives_and_hamis_chart_has() -> None:
     for step in steps:
         assert step in message, (step, message)
     assert "--scheduler-name tessera" in message and preflight.SKIP_FLAG in message
+
+
+async def test_beside_volcano_a_job_admitted_before_the_change_still_ends_when_deleted(cluster: Cluster) -> None:
+    """A Volcano Job an earlier Tessera admitted in this mode is no longer judged, but its
+    deletion still ends its job in the log (it held its cards in the ledger for good)."""
+    await cluster.volcano_crds()
+    job = await cluster.kube.create(volcano.jobs_path("default"), volcano_job("old", 1))
+    log = MemoryLog()
+    await listed(PodSource(AdmissionService(log), cluster.kube), ("job", upsert(job, "Job")))  # as Volcano's replacement
+    assert await submitted_uids(log, "old") == [volcano.uid(job)]
+    admission = AdmissionService(log)
+    await admission.recover()
+    beside = PodSource(admission, cluster.kube, scheduler_names=("tessera",))
+    await listed(beside, ("job", upsert(job, "Job")))
+    assert await deletions(log, "old") == 0
+    await beside.process([("job", Change("delete", "default/old", volcano.typed(job, "Job")))])
+    assert await deletions(log, "old") == 1
