@@ -224,6 +224,26 @@ def test_the_refusal_gives_the_steps_readme_gives_and_hamis_chart_has(tmp_path: 
 
 
 @needs_helm
+def test_beside_volcano_the_notes_say_its_job_controller_keeps_the_volcano_jobs(tmp_path: Path) -> None:
+    """Installed beside a Volcano that stays (`schedulerNames={tessera}`), nothing is refused,
+    but Volcano's job controller reconciles every Volcano Job whatever its schedulerName: the
+    install's NOTES say that the Jobs and their Commands stay its own (README said Tessera
+    served a Job of its name)."""
+    values = tmp_path / "seen.yaml"
+    values.write_text(yaml.safe_dump({"preflight": {"deployments": VOLCANO}}))
+
+    def notes(*sets: str) -> str:
+        args = ["install", "rel", str(CHART), "--dry-run=client", "--namespace", "tessera-system", "-f", str(values)]
+        for s in sets:
+            args += ["--set", s]
+        return helm(*args).stdout.split("\nNOTES:", 1)[1]
+
+    said = notes("schedulerNames={tessera}")
+    assert "its job controller (Deployment volcano-system/volcano-controllers) reconciles every Volcano Job" in said
+    assert "Beside Volcano" not in notes("schedulerNames={tessera}", "preflight.deployments=null")
+
+
+@needs_helm
 def test_default_values_deploy_one_nats_and_the_five_services(default: list[Obj]) -> None:
     deployments = of_kind(default, "Deployment")
     assert {component(d) for d in deployments.values()} == set(COMPONENTS)

@@ -704,7 +704,9 @@ def _preflight(kubeconfig: str, scheduler_names: list[str]) -> str | None:
     except (kubeverbs.Refused, Unreachable) as exc:
         return (f"cannot look for a running Volcano or HAMi scheduler (listing Deployments in every namespace: "
                 f"{exc}); {preflight.SKIP_FLAG} starts without looking")  # fmt: skip
-    return preflight.refusal(found, scheduler_names) if found else None
+    for note in found.notes:  # what stays another's beside it: said, not refused
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    return preflight.refusal(found, scheduler_names) if found.found else None
 
 
 #: Set in the environment of the supervisor `up --detach` leaves running.

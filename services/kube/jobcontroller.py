@@ -15,7 +15,10 @@ through the queue service's own command path and deletes them — a Command that
 its target saying why — and writes the status of Jobs, PodGroups and Queues, only on change; a
 queue's status is recomputed only when one of its jobs, or the queue, changed. Beside a Volcano
 that stays (no `volcano` among the scheduler names: `volcano.replaces_volcano`), the Queues'
-status and the Queue Commands are Volcano's, and a Command whose Job is not found is left too.
+status and the Queue Commands are Volcano's, and so are the Volcano Jobs and their Commands:
+admission admits none (Volcano's job controller reconciles every Job whatever its
+schedulerName), and the PodGroup its controller makes for a Job of Tessera's name is a job
+of its own here, whose status this controller writes as it does an operator's.
 
 Queues on the API server: `root` and `default` are created when absent (Volcano's scheduler
 does so at start), so `kubectl get queue` shows them with their status. Tessera has no
@@ -79,7 +82,6 @@ from contracts.events import (
 from contracts.workloads import JobSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
-from services.core.scheduling import podreasons as reasons
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.core.stamps import utc_stamp
@@ -201,6 +203,9 @@ class JobController:
         self.flow = fl.Flow()
         self.specs: dict[str, JobSpec] = {}  # last admitted spec per job (kept after it ends)
         self.verdict: dict[str, JobUnschedulable] = {}
+        #: the nodes "0/N nodes are available" counts, NotReady ones too, as the pods' own
+        #: FailedScheduling counts them (`status.NodeCounts`)
+        self.node_counts = status.NodeCounts()
         self.placed: set[str] = set()  # placed since its last verdict
         #: job → pod → seq of the last eviction or return to Pending: pods bound before it are stale
         self.reset: dict[str, dict[str, int]] = {}
@@ -275,6 +280,7 @@ class JobController:
         key = fl.job_key(event)
         tasks = self.flow.projection.tasks.get(key) if key is not None else None  # (as they stood)
         self.flow.apply(seq, event)
+        self.node_counts.fold(event)
         self.read_seq = max(self.read_seq, seq)
         self._queue_touched(key, event)
         match event:
@@ -418,10 +424,13 @@ class JobController:
         m = volcano.meta(obj)
         ns = str(m.get("namespace") or "default")
         if what == "pod":
-            self._mark(f"{ns}/{pods.ref(obj).job}")
+            self._mark(f"{ns}/{pods.ref(obj, volcano.replaces_volcano(self.scheduler_names)).job}")
         elif what == "podgroup":
             owner = volcano.owner_job(obj)
-            self._mark(f"{ns}/{owner[0] if owner else m.get('name')}")
+            if owner is not None and volcano.replaces_volcano(self.scheduler_names):
+                self._mark(f"{ns}/{owner[0]}")
+            else:  # beside a Volcano that stays, its controller's PodGroup is a job of its own
+                self._mark(f"{ns}/{m.get('name')}")
         elif what == "job":
             key = f"{ns}/{m.get('name')}"
             if ch.kind == "delete" and key in self.specs and (uid := volcano.uid(obj)):
@@ -483,9 +492,13 @@ class JobController:
         Command and answers one whose target no longer exists (deleted with a Warning); beside
         a Volcano that stays, Queue Commands (`vcctl queue operate`) and those of a Job not
         found are its controller's — consumed here, Volcano's queue state machine never ran for
-        them, and Tessera closed the queue under Volcano's running jobs instead."""
+        them, and Tessera closed the queue under Volcano's running jobs instead. There every
+        Job Command is its controller's too, whatever the Job's schedulerName: that controller
+        reconciles every Job (its informers filter nothing) and Tessera admits none of them
+        (`PodSource._side_job`); consumed here, `vcctl job suspend` was applied by whichever
+        controller took it first."""
         replacing = volcano.replaces_volcano(self.scheduler_names)
-        if target.get("kind", "Job") != "Job":
+        if target.get("kind", "Job") != "Job" or not replacing:
             return replacing
         job = self.jobs.get(f"{ns}/{target.get('name') or ''}")
         if job is None:
@@ -1060,8 +1073,7 @@ class JobController:
         v = self.verdict.get(key)
         text = ""
         if v is not None and v.reason:
-            text = reasons.message(v.reason, v.node_reasons, len(self.flow.projection.nodes), spec,
-                                   v.why, v.reason_counts)
+            text = self.node_counts.message(v, spec)
         desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
         await self._write_status(pg, desired, key)
 

@@ -94,6 +94,10 @@ class KubeNodeAgent:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
+        #: node → the problems its Node last had (`nodes.NodeView.problems`), each logged once
+        #: when it appears: logged at every Node event, a card kept off (a MIG card with no
+        #: geometry) was a warning per card every 30 s (HAMi's handshake changes the Node)
+        self.node_problems: dict[str, frozenset[str]] = {}
         self.node_seq: dict[str, int] = {}  # the node subject's last sequence, as last seen
         self.node_writes = 0  # node events this process appended (see `_listed`)
         self.listing_done = asyncio.Event()  # the first listing is handled (and announced if owed)
@@ -185,7 +189,7 @@ class KubeNodeAgent:
         first registration (their cards from HAMi's annotations, else their requests)."""
         out = []
         for obj in self.pods_on.get(node, {}).values():
-            r = pods.ref(obj)
+            r = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names))
             if pods.phase(obj) != "Running" \
                     or (r.namespace, r.job, r.name) in self.tasks:  # fmt: skip
                 continue
@@ -251,8 +255,11 @@ class KubeNodeAgent:
         """What the log should say of a listed or changed Node (None: what it says already);
         HAMi's handshakes on it are answered on the way."""
         view = nodes.node_view(obj, self.catalogue, self.clock())
+        seen = self.node_problems.get(name, frozenset())
         for problem in view.problems:
-            log.warning("node %s: %s", name, problem)
+            if problem not in seen:
+                log.warning("node %s: %s", name, problem)
+        self.node_problems[name] = frozenset(view.problems)
         if view.answer_handshakes:
             value = nodes.handshake_value(self.clock())
             patch = {"metadata": {"annotations": dict.fromkeys(view.answer_handshakes, value)}}
@@ -265,6 +272,7 @@ class KubeNodeAgent:
     async def on_node(self, kind: str, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if kind == "delete":
+            self.node_problems.pop(name, None)
             await self._append_node(NodeLost(node=name, reason=nodes.NODE_DELETED))
             return
         event = await self._node_event(name, obj)
@@ -337,7 +345,7 @@ class KubeNodeAgent:
     # --- pods ----------------------------------------------------------------------------------
 
     async def _report_pod(self, obj: dict[str, Any], deleted: bool = False) -> None:
-        r = pods.ref(obj)
+        r = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names))
         key = (r.namespace, r.job, r.name)
         state, seq = self.tasks.get(key, ("", 0))
         if state not in (COMMITTED, STARTED):
@@ -377,7 +385,7 @@ class KubeNodeAgent:
     # --- other schedulers' pods ----------------------------------------------------------------
 
     def _foreign(self, kind: str, obj: dict[str, Any]) -> None:
-        r, node = pods.ref(obj), pods.node_name(obj)
+        r, node = pods.ref(obj, volcano.replaces_volcano(self.scheduler_names)), pods.node_name(obj)
         held = self.foreign.setdefault(node, {})
         who = self.foreign_who.setdefault(node, {})
         key = (r.namespace, r.name)
@@ -480,7 +488,7 @@ class KubeNodeAgent:
             if not self._ours(ch.obj):
                 self._foreign(ch.kind, ch.obj)
                 continue
-            r = pods.ref(ch.obj)
+            r = pods.ref(ch.obj, volcano.replaces_volcano(self.scheduler_names))
             key = (r.namespace, r.name)
             old = self.pods.pop(key, None)
             if old is not None:

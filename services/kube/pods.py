@@ -43,12 +43,14 @@ class PodRef:
     grouped: bool  # True when an explicit PodGroup annotation names the job
 
 
-def ref(obj: Mapping[str, Any]) -> PodRef:
+def ref(obj: Mapping[str, Any], jobs: bool = True) -> PodRef:
     """A pod the job controller created for a Volcano Job belongs to that Job (its job in the
-    log), not to the PodGroup `<job>-<uid>` its annotation names."""
+    log), not to the PodGroup `<job>-<uid>` its annotation names. With `jobs` False (beside a
+    Volcano that stays: `volcano.replaces_volcano`) Volcano's controller made it and the Job is
+    not in the log: the pod is its PodGroup's, as an operator's pod is."""
     meta = obj.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    owner = volcano.owner_job(obj)
+    owner = volcano.owner_job(obj) if jobs else None
     group = owner[0] if owner else annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO) or ""
     name = str(meta.get("name") or "")
     return PodRef(str(meta.get("namespace") or "default"), name, str(meta.get("uid") or ""),

@@ -25,7 +25,12 @@ for a Job belong to that Job and are not admitted again. A PodGroup is one objec
 one made again under the name of a live job admitted from another ends that job first, and one
 deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
 (no `volcano` among the scheduler names) a PodGroup is Tessera's only once Tessera's pods are
-in it (`_group_ours`). A refused object gets a Warning Event
+in it (`_group_ours`), and Volcano Jobs are not admitted at all: Volcano's job controller
+reconciles every Job whatever its schedulerName (its informers filter nothing), so there the
+Job is Volcano's and only what its controller makes for it is Tessera's to schedule — the
+PodGroup `<job>-<uid>` of a Job whose pods take Tessera's name (admitted on its minResources,
+as an operator's; Volcano's controller makes the pods once it is Inqueue) and those pods, its
+members (`_side_job`). A refused object gets a Warning Event
 naming every rule and its status says so (`status.refusal_status`); a deleted Job or PodGroup
 ends its job — a Job once its pods are gone from the API server (they hold their cards while
 they terminate).
@@ -116,6 +121,10 @@ class PodSource:
         #: queue → the changes waiting for its watch event (objects naming a queue the server has)
         self.queue_waiters: dict[str, set[str]] = {}
         self.queues_waited: set[str] = set()  # queues waited for in vain: what names them is judged at once
+        #: beside a Volcano that stays: the uids of the Volcano Jobs whose pods take Tessera's
+        #: name (Volcano's controller makes them), and their PodGroups by the owner's uid
+        self.side_jobs: set[str] = set()
+        self.side_groups: dict[str, tuple[str, str]] = {}
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -147,7 +156,7 @@ class PodSource:
         try:
             with contextlib.suppress(TimeoutError):  # one the server refuses must not stall pods
                 await within(asyncio.gather(*(ev.wait() for ev in ready)), 10.0)
-            groups = Reflector(self.kube, podgroups_path(), keep=lambda o: volcano.owner_job(o) is None)
+            groups = Reflector(self.kube, podgroups_path(), keep=self._group_kept)
             jobs = Reflector(self.kube, jobs_path(), keep=self._our_job)
             later = [asyncio.create_task(self._feed("podgroup", groups, asyncio.Event())),
                      asyncio.create_task(self._feed("job", jobs, asyncio.Event()))]  # fmt: skip
@@ -156,7 +165,28 @@ class PodSource:
             await cancel_all(first + later)
 
     def _our_job(self, obj: dict[str, Any]) -> bool:
-        return str((obj.get("spec") or {}).get("schedulerName") or "volcano") in self.scheduler_names
+        """A Volcano Job whose pods take one of Tessera's names (the Job's schedulerName, or a
+        task template's own, which Volcano's controller keeps on that task's pods)."""
+        spec = obj.get("spec") or {}
+        names = {str(spec.get("schedulerName") or "volcano")}
+        for task in spec.get("tasks") or []:
+            if isinstance(task, dict) and (own := ((task.get("template") or {}).get("spec") or {}).get("schedulerName")):
+                names.add(str(own))
+        return bool(names & self.scheduler_names)
+
+    def _group_kept(self, obj: dict[str, Any]) -> bool:
+        """As Volcano's replacement a Job's PodGroup is the job controller's own, not admitted;
+        beside a Volcano that stays, its controller's PodGroups are judged as any other."""
+        return volcano.owner_job(obj) is None or not volcano.replaces_volcano(self.scheduler_names)
+
+    def _ref(self, obj: dict[str, Any]) -> pods.PodRef:
+        return pods.ref(obj, volcano.replaces_volcano(self.scheduler_names))
+
+    def _side_job(self, obj: dict[str, Any]) -> bool:
+        """Beside a Volcano that stays: a pod or PodGroup Volcano's job controller made, which
+        Tessera schedules (a pod of Tessera's name, the PodGroup of a Job whose pods take it) as
+        it schedules an operator's, its Job left to that controller."""
+        return not volcano.replaces_volcano(self.scheduler_names) and volcano.owner_job(obj) is not None
 
     def _admitted(self, obj: dict[str, Any], job: str = "") -> bool:
         """This very object (by uid) is in the log already, live or finished."""
@@ -213,6 +243,9 @@ class PodSource:
         its status and its queue's over Volcano's (a Running gang shown Inqueue, 0 running)."""
         if volcano.replaces_volcano(self.scheduler_names):
             return True
+        owner = volcano.owner_job(pg)
+        if owner is not None and owner[1] in self.side_jobs:
+            return True  # Volcano's controller makes the pods only once it is Inqueue
         return bool(self.members.get(key)) or key in self.owner_groups or self._admitted(pg)
 
     async def _volcano(self, what: str, ch: Change, docs: list[dict[str, Any]],
@@ -225,6 +258,14 @@ class PodSource:
         job = (ns, name, volcano.uid(ch.obj))
         if what == "job":
             (self.jobs_present.discard if ch.kind == "delete" else self.jobs_present.add)(job)
+            if not volcano.replaces_volcano(self.scheduler_names):
+                # Volcano's controller reconciles it: admitted here too, two controllers made
+                # its pods and wrote its status over each other. Its PodGroup is what is judged
+                (self.side_jobs.discard if ch.kind == "delete" else self.side_jobs.add)(job[2])
+                if (group := self.side_groups.get(job[2])) is not None:
+                    touched.add(group)
+                if ch.kind != "delete":
+                    return  # (deleted, one an earlier version admitted here ends below)
         if ch.kind == "delete":
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
@@ -233,6 +274,8 @@ class PodSource:
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
                 self._members_gone((ns, name))
+                if (owner := volcano.owner_job(ch.obj)) is not None:
+                    self.side_groups.pop(owner[1], None)
             if what != "queue":
                 self.judged.pop((ns, name), None)  # (held for as long as the object exists)
             return
@@ -258,6 +301,8 @@ class PodSource:
         else:
             await self._replaced(ns, name, volcano.uid(ch.obj))
             self.groups[(ns, name)] = ch.obj
+            if (owner := volcano.owner_job(ch.obj)) is not None:
+                self.side_groups[owner[1]] = (ns, name)
             objs[(kind, ns, name)] = ch.obj
             touched.add((ns, name))
 
@@ -294,7 +339,7 @@ class PodSource:
         group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
         if not group:
             return False
-        r = pods.ref(ch.obj)
+        r = self._ref(ch.obj)
         key = (r.namespace, str(group))
         # a live group's pods stay its members until deleted (finished ones too: their tasks)
         keep = not pods.terminating(ch.obj) if self._live(key) else self._wanted(ch.obj)
@@ -322,7 +367,7 @@ class PodSource:
         its cards in the ledger — waits until the last of them is gone, as a deleted pod holds
         its node until then. Written at once, a new pod could be placed on cards the old ones
         were still using."""
-        r = pods.ref(ch.obj)
+        r = self._ref(ch.obj)
         job = (r.namespace, owner[0], owner[1])
         names = self.owned.setdefault(job, set())
         if ch.kind == "delete" or pods.phase(ch.obj) in ("Succeeded", "Failed"):  # (ended: holds nothing)
@@ -546,7 +591,7 @@ class PodSource:
 
     def _again(self, obj: dict[str, Any], delay: float = 1.0) -> None:
         """The pod looked at again after `delay` s (a pod waiting to be placed changes no more)."""
-        r = pods.ref(obj)
+        r = self._ref(obj)
         key = self._keep("pod", Change("upsert", f"{r.namespace}/{r.name}", obj))
         asyncio.get_running_loop().call_later(delay, self._release, key)
 
@@ -572,7 +617,7 @@ class PodSource:
         return int(raw) if raw.isdigit() else 0
 
     def _wanted(self, obj: dict[str, Any]) -> bool:
-        r = pods.ref(obj)
+        r = self._ref(obj)
         job = self.admission.known.jobs.get((r.namespace, r.job))
         if job is not None and job.live:
             return False  # in the log already (submitted by us before a restart, or a member)
@@ -624,7 +669,7 @@ class PodSource:
                     docs.append({"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": name, "labels": dict(meta.get("labels") or {})}})  # fmt: skip
                 continue
-            if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None:
+            if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None and not self._side_job(ch.obj):
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
             if what == "pod" and self._member(ch, touched, held):
@@ -638,7 +683,7 @@ class PodSource:
                                      "value", "globalDefault", "preemptionPolicy", "description")},
                                  "metadata": {"name": (ch.obj.get("metadata") or {}).get("name")}})  # fmt: skip
                 continue
-            r = pods.ref(ch.obj)
+            r = self._ref(ch.obj)
             if not r.grouped:
                 (self.pods_present.discard if ch.kind == "delete" else self.pods_present.add)(r.uid)
             if ch.kind == "delete":
@@ -696,8 +741,8 @@ class PodSource:
                 continue
             if res.outcome == REJECTED:
                 if obj is None:
-                    obj = next((o for o in objs.values() if pods.ref(o).job == res.name
-                                and pods.ref(o).namespace == res.namespace), None)  # fmt: skip
+                    obj = next((o for o in objs.values() if self._ref(o).job == res.name
+                                and self._ref(o).namespace == res.namespace), None)  # fmt: skip
                 if obj is None:
                     log.warning("%s %s refused: %s", res.kind, res.name, "; ".join(res.reasons))
                     continue
@@ -745,7 +790,7 @@ class PodSource:
         has among its tasks runs on as admitted (its edit is what was refused: a Warning
         Event), any other waits unbound for ever (the Rejected condition and the Event)."""
         job = self.admission.known.jobs.get(group)
-        if job is not None and job.live and any(pods.ref(obj).name in t.pod_names for t in job.spec.tasks):
+        if job is not None and job.live and any(self._ref(obj).name in t.pod_names for t in job.spec.tasks):
             await status.write_event(self.kube, obj, "Warning", "FailedUpdate", "; ".join(reasons), self.clock())
         else:
             await status.refuse(self.kube, obj, reasons, self.clock())
@@ -760,8 +805,8 @@ class PodSource:
                 await status.write_condition(self.kube, obj, pods.GATED_REASON, pods.GATED_MESSAGE, self.clock())
             except KubeError as exc:
                 if exc.status != 404:
-                    log.warning("%s/%s: SchedulingGated not written: %s", pods.ref(obj).namespace,
-                                pods.ref(obj).name, exc)  # fmt: skip
+                    log.warning("%s/%s: SchedulingGated not written: %s", self._ref(obj).namespace,
+                                self._ref(obj).name, exc)  # fmt: skip
 
     async def recover(self) -> None:
         pass  # what admission knows comes from the log; the pods from the first list

@@ -173,6 +173,36 @@ VERDICT_GRACE = 0.5
 STOP_RETRY = 1.0
 
 
+class NodeCounts:
+    """The cluster's nodes as "0/N nodes are available" counts them (kube-scheduler counts every
+    Node): registered, or there but not Ready (NodeLost); a deleted one not. One fold for the
+    pods' FailedScheduling and the PodGroup's Unschedulable condition: the condition counted
+    only the nodes sessions read, and said "0/6" where the same job's pods said "0/7 … 1
+    node(s) had untolerated taint {node.kubernetes.io/not-ready: }"."""
+
+    def __init__(self) -> None:
+        self.nodes: set[str] = set()
+        self.not_ready: set[str] = set()  # of those, the ones not Ready: no session reads them
+
+    def fold(self, event: object) -> None:
+        match event:
+            case NodeRegistered():
+                self.nodes.add(event.node)
+                self.not_ready.discard(event.node)
+            case NodeLost(reason=nodes.NODE_DELETED):
+                self.nodes.discard(event.node)
+                self.not_ready.discard(event.node)
+            case NodeLost():
+                self.nodes.add(event.node)
+                self.not_ready.add(event.node)
+            case _:
+                pass
+
+    def message(self, v: JobUnschedulable, spec: JobSpec | None) -> str:
+        not_ready = sum(1 for n in self.not_ready if n not in v.node_reasons)
+        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts, not_ready)
+
+
 class PodStatusWriter:
     """Verdicts are written by a task of their own, not by the handler that reads them: two API
     requests per waiting pod, awaited in the handler under the client's QPS limit, held the
@@ -193,10 +223,8 @@ class PodStatusWriter:
         #: filtered whole at each submission, quadratic in a backlog — issue 29's profile)
         self.placed: dict[tuple[str, str], set[str]] = {}
         self.verdict: dict[tuple[str, str], JobUnschedulable] = {}  # current, per job
-        #: the cluster's nodes as "0/N nodes are available" counts them (kube-scheduler counts
-        #: every Node): registered, or there but not Ready (NodeLost); a deleted one not
-        self.nodes: set[str] = set()
-        self.not_ready: set[str] = set()  # of those, the ones not Ready: no session reads them
+        self.counts = NodeCounts()
+        self.nodes, self.not_ready = self.counts.nodes, self.counts.not_ready
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.synced = asyncio.Event()
         self.grace = grace
@@ -245,22 +273,13 @@ class PodStatusWriter:
                 self.specs.pop((event.namespace, event.name), None)
                 self.verdict.pop((event.namespace, event.name), None)
                 self.placed.pop((event.namespace, event.name), None)
-            case NodeRegistered():
-                self.nodes.add(event.node)
-                self.not_ready.discard(event.node)
-            case NodeLost(reason=nodes.NODE_DELETED):
-                self.nodes.discard(event.node)
-                self.not_ready.discard(event.node)
-            case NodeLost():
-                self.nodes.add(event.node)
-                self.not_ready.add(event.node)
+            case NodeRegistered() | NodeLost():
+                self.counts.fold(event)
             case _:
                 pass
 
     def message(self, v: JobUnschedulable) -> str:
-        spec = self.specs.get((v.namespace, v.name))
-        not_ready = sum(1 for n in self.not_ready if n not in v.node_reasons)
-        return reasons.message(v.reason, v.node_reasons, len(self.nodes), spec, v.why, v.reason_counts, not_ready)
+        return self.counts.message(v, self.specs.get((v.namespace, v.name)))
 
     def _note_stop(self, event: object, seq: int) -> None:
         match event:
@@ -376,7 +395,7 @@ class PodStatusWriter:
                     for v in list(self.verdict.values()):  # what the log says now, once listed
                         await self._write_verdict(v)
                 continue
-            r = pods.ref(ch.obj)
+            r = pods.ref(ch.obj, volcano.replaces_volcano(self.scheduler_names))
             if ch.kind == "delete":
                 self.pods.pop((r.namespace, r.name), None)
             else:

@@ -6,13 +6,19 @@ read, decided again, and the registration still lands — once."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 
+import pytest
+
+from contracts import hami
 from contracts.events import NodeLost, NodeRegistered, NodesListed
 from contracts.registry import default_registry
 from services.kube.client import nodes_path
 from services.kube.nodesource import KubeNodeAgent
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.eventlog.memory import MemoryLog
 from services.runtime.service import EventService, Outgoing
 from tests.kube.cluster import Cluster
 
@@ -145,3 +151,33 @@ async def test_a_listing_registers_in_one_pipeline_usage_first_and_conflicts_aga
     assert order.index(("NodeLost", "n3")) < order.index(("NodeRegistered", "n3"))  # read, then written
     assert order.count(("NodeRegistered", "n3")) == 1
     assert order[-1] == ("NodesListed", "nodeagent")
+
+
+async def test_a_card_kept_off_is_logged_once_not_at_every_node_event(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A MIG card with no geometry for its model is kept off, and the node agent says so: it
+    said so at every Node watch event — HAMi's handshake changes the Node every 30 s, so a
+    warning per such card per node every 30 s for as long as it ran. Now once when it appears
+    (and again for a card newly kept off)."""
+    def mig_card(i: int) -> dict[str, object]:
+        return {"id": f"GPU-{i}", "index": i, "count": 7, "devmem": 81920, "devcore": 100,
+                "type": "NVIDIA-A100-SXM4-80GB", "mode": "mig", "health": True}  # fmt: skip
+
+    def node(cards: int, seen: str) -> dict[str, object]:
+        return {"metadata": {"name": "g1", "annotations": {
+                    hami.NVIDIA_REGISTER: json.dumps([mig_card(i) for i in range(cards)]), "seen": seen}},
+                "spec": {}, "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "14"},
+                                       "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+
+    agent = KubeNodeAgent(MemoryLog(), cluster.kube)
+
+    def warned() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "GPU-" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING, logger="services.kube.nodesource"):
+        for seen in ("1", "2", "3"):  # three Node events, the card unchanged
+            await agent._node_event("g1", node(1, seen))
+        assert len(warned()) == 1, warned()
+        await agent._node_event("g1", node(2, "4"))  # a second card kept off: said once too
+        assert [w.split("card ")[1].split()[0] for w in warned()] == ["GPU-0", "GPU-1"], warned()

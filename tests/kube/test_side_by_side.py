@@ -244,7 +244,8 @@ class Commands:
 async def test_beside_volcano_a_queue_command_is_left_to_volcanos_controller(cluster: Cluster) -> None:
     """`vcctl queue operate -a close` makes a CloseQueue Command for Volcano's controller: with
     only Tessera's name it stays for it (Tessera consumed it, and closed the queue under
-    Volcano's Running gang); a Command for a Job of Tessera's is still Tessera's."""
+    Volcano's Running gang); so does a Command for a Job of Tessera's name — Volcano's job
+    controller reconciles every Job, and took the Command first or after Tessera had."""
     await cluster.volcano_crds()
     await cluster.kube.create(volcano.queues_path(), queue("research"))
     close = await cluster.kube.create(volcano.commands_path("default"), {
@@ -262,10 +263,71 @@ async def test_beside_volcano_a_queue_command_is_left_to_volcanos_controller(clu
         "name": "train", "namespace": "default"}, "spec": {"schedulerName": "tessera"}}  # fmt: skip
     for obj in (close, lost, ours):
         await controller._consume(obj)
-    assert commands.asked == [("suspend", "default", "train", "")]
-    assert await cluster.present(volcano.commands_path("default", "research-close-abcde")) is not None
-    assert await cluster.present(volcano.commands_path("default", "gone-abort")) is not None
-    assert await cluster.present(volcano.commands_path("default", "train-abort")) is None
+    assert commands.asked == []
+    for name in ("research-close-abcde", "gone-abort", "train-abort"):
+        assert await cluster.present(volcano.commands_path("default", name)) is not None, name
+
+
+def volcano_job(name: str, replicas: int) -> dict[str, Any]:
+    return {"apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": "tessera", "minAvailable": replicas, "queue": "default", "tasks": [
+                {"name": "worker", "replicas": replicas, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}}  # fmt: skip
+
+
+def made_by_volcano(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Volcano's job controller makes for `job`: the PodGroup `<job>-<uid>` first, and
+    (once a scheduler made it Inqueue) the pods `<job>-<task>-<i>` naming it, owned by the Job."""
+    m = job["metadata"]
+    owner = {"apiVersion": volcano.BATCH, "kind": "Job", "name": m["name"], "uid": m["uid"], "controller": True}
+    group = f"{m['name']}-{m['uid']}"
+    replicas = job["spec"]["minAvailable"]
+    pg = {"apiVersion": volcano.SCHEDULING, "kind": "PodGroup",
+          "metadata": {"name": group, "namespace": "default", "ownerReferences": [owner]},
+          "spec": {"minMember": replicas, "queue": "default", "minResources": {"cpu": str(replicas)}}}  # fmt: skip
+    made = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"{m['name']}-worker-{i}", "namespace": "default", "ownerReferences": [owner],
+        "labels": {"volcano.sh/job-name": m["name"]},
+        "annotations": {"scheduling.k8s.io/group-name": group, "volcano.sh/task-spec": "worker"}},
+        "spec": {"schedulerName": "tessera", "containers": [
+            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}} for i in range(replicas)]  # fmt: skip
+    return [pg, *made]
+
+
+async def test_beside_volcano_its_job_controller_keeps_the_volcano_jobs(cluster: Cluster) -> None:
+    """`--scheduler-name tessera` beside a Volcano that stays: Volcano's job controller
+    reconciles every Volcano Job whatever its schedulerName. Tessera admitted a `schedulerName:
+    tessera` Job as its own too, and its job controller made the Job's PodGroup and pods beside
+    Volcano's (one of each side got 409) and wrote the Job's status over Volcano's. Now the Job
+    is not admitted and nothing is made for it: the PodGroup Volcano's controller made is
+    Tessera's to schedule — admitted on its minResources before any pod (Volcano's controller
+    makes them only once it is Inqueue) — and the pods it then makes join it as its members."""
+    await cluster.volcano_crds()
+    job = await cluster.kube.create(volcano.jobs_path("default"), volcano_job("train", 2))
+    pg, *made = made_by_volcano(job)
+    pg = await cluster.kube.create(volcano.podgroups_path("default"), pg)
+    log = MemoryLog()
+    source = PodSource(AdmissionService(log), cluster.kube, scheduler_names=("tessera",))
+    # the PodGroup listed before its Job: judged once the Job says whose it is
+    await listed(source, ("podgroup", upsert(pg, "PodGroup")), ("job", upsert(job, "Job")))
+    group = volcano.meta(pg)["name"]
+    assert {e.spec.name for _m, e in await replayed(log) if isinstance(e, JobSubmitted)} == {group}
+    assert ("default", "train") not in source.admission.known.jobs, "Volcano's Job admitted as Tessera's"
+    pods_made = [await cluster.create_pod(p) for p in made]
+    await source.process([("pod", Change("upsert", f"default/{volcano.meta(p)['name']}", p)) for p in pods_made])
+    known = source.admission.known.jobs[("default", group)]
+    assert known.live and sorted(n for t in known.spec.tasks for n in t.pod_names) == ["train-worker-0", "train-worker-1"]
+    assert not [e for e in await cluster.events() if e.get("type") == "Warning"], await cluster.events()
+    # the queue service's job controller: nothing made or written for the Job
+    controller = JobController(log, cluster.kube, Commands(), clock=Clock(), scheduler_names=("tessera",))
+    for m, event in await replayed(log):
+        controller.fold(m.seq, event)
+    controller.jobs["default/train"] = volcano.typed(job, "Job")
+    controller.podgroups[f"default/{group}"] = volcano.typed(pg, "PodGroup")
+    await controller.reconcile("default/train")
+    listed_pgs = (await cluster.kube.get(volcano.podgroups_path("default"))).get("items") or []
+    assert [volcano.meta(o)["name"] for o in listed_pgs] == [group], "a second PodGroup made for the Job"
+    assert not (await cluster.kube.get(volcano.jobs_path("default", "train"))).get("status"), "Job status written"
 
 
 def deployment(ns: str, name: str, image: str, *, container: str = "main", args: list[str] | None = None,
@@ -306,8 +368,49 @@ async def test_up_refuses_a_cluster_whose_volcano_serves_a_name_it_would_take(cl
     assert "schedulerName: volcano" in err and "--scheduler-name tessera" in err and "--skip-preflight" in err, err
     assert "default/idle-vc" not in err and "default/web" not in err, err
     assert not (state / "up.json").exists() and "scheduling the cluster" not in out, "started anyway"
-    assert await preflight.look(cluster.kube, ["tessera"]) == []
+    beside = await preflight.look(cluster.kube, ["tessera"])
+    assert beside.found == []
+    # not refused, but said: Volcano's job controller keeps the Volcano Jobs whatever their names
+    (note,) = beside.notes
+    assert "volcano-system/volcano-controllers" in note and "every Volcano Job" in note, note
     await cluster.kube.create("/apis/apps/v1/namespaces/kube-system/deployments", deployment(
         "kube-system", "hami-scheduler", "projecthami/hami:v2.5.0", container="vgpu-scheduler-extender"))  # fmt: skip
-    (hami,) = await preflight.look(cluster.kube, ["tessera"])
+    (hami,) = (await preflight.look(cluster.kube, ["tessera"])).found
     assert hami.startswith("HAMi's scheduler (Deployment kube-system/hami-scheduler"), hami
+
+
+def test_ups_refusal_gives_the_steps_readme_gives_and_hamis_chart_has() -> None:
+    """`tessera up --kubeconfig` still told to reinstall HAMi with `scheduler.enabled=false`,
+    which HAMi's chart does not have (the chart's own message was corrected): a user who
+    followed it was refused again. Now it gives README's steps, command for command, with the
+    namespace and name of the HAMi Deployment found."""
+    seen = preflight.survey([deployment("volcano-system", "volcano-controllers", "volcanosh/vc-controller-manager:v1.12.1"),
+                             deployment("kube-system", "hami-scheduler", "projecthami/hami:v2.5.0",
+                                        container="vgpu-scheduler-extender")], ["volcano", "tessera"])  # fmt: skip
+    message = preflight.refusal(seen, ["volcano", "tessera"])
+    assert "scheduler.enabled" not in message.replace("scheduler.admissionWebhook.enabled", ""), message
+    readme = (ROOT / "README.md").read_text().split("### Moving from Volcano and HAMi", 1)[1]
+    block = readme.split("```", 2)[1]
+    steps = [line.split("#", 1)[0].strip() for line in block.splitlines()
+             if line.startswith(("helm uninstall", "helm upgrade hami", "kubectl"))]  # fmt: skip
+    assert len(steps) == 3, block
+    for step in steps:
+        assert step in message, (step, message)
+    assert "--scheduler-name tessera" in message and preflight.SKIP_FLAG in message
+
+
+async def test_beside_volcano_a_job_admitted_before_the_change_still_ends_when_deleted(cluster: Cluster) -> None:
+    """A Volcano Job an earlier Tessera admitted in this mode is no longer judged, but its
+    deletion still ends its job in the log (it held its cards in the ledger for good)."""
+    await cluster.volcano_crds()
+    job = await cluster.kube.create(volcano.jobs_path("default"), volcano_job("old", 1))
+    log = MemoryLog()
+    await listed(PodSource(AdmissionService(log), cluster.kube), ("job", upsert(job, "Job")))  # as Volcano's replacement
+    assert await submitted_uids(log, "old") == [volcano.uid(job)]
+    admission = AdmissionService(log)
+    await admission.recover()
+    beside = PodSource(admission, cluster.kube, scheduler_names=("tessera",))
+    await listed(beside, ("job", upsert(job, "Job")))
+    assert await deletions(log, "old") == 0
+    await beside.process([("job", Change("delete", "default/old", volcano.typed(job, "Job")))])
+    assert await deletions(log, "old") == 1

@@ -155,3 +155,40 @@ async def test_an_eviction_delivered_again_after_its_ending_stops_nothing(cluste
         stopping.set()
         await asyncio.wait_for(running, 30)
         await kube.close()
+
+
+async def test_the_podgroups_unschedulable_condition_counts_the_nodes_its_pods_event_counts(cluster: Cluster) -> None:
+    """A NotReady Node (there, read by no session) is counted in the pods' FailedScheduling
+    ("0/3 nodes are available: …, 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }"),
+    as kube-scheduler counts every Node; the same job's PodGroup condition counted only the
+    session's nodes and never said why the NotReady one was out ("0/3 nodes are available: 2
+    Insufficient cpu."). Both now fold the nodes alike and say the same."""
+    from contracts.events import NodeLost, NodeRegistered
+    from services.admission.service import AdmissionService
+    from services.kube import volcano
+    from services.kube.jobcontroller import JobController
+    from services.kube.podsource import PodSource
+    from tests.kube.test_judged_again import replayed
+    from tests.kube.test_side_by_side import listed, team_pg, upsert
+    from tests.kube.test_status_counts import Clock
+
+    await cluster.volcano_crds()
+    log = MemoryLog()
+    pg = await cluster.kube.create(volcano.podgroups_path("default"), team_pg(1, "64"))
+    await listed(PodSource(AdmissionService(log), cluster.kube), ("podgroup", upsert(pg, "PodGroup")))
+    controller = JobController(log, cluster.kube, clock=Clock())
+    writer = PodStatusWriter(log, cluster.kube)
+    verdict = JobUnschedulable(namespace="default", name="team-pg", reason="0/2 nodes are available: 2 Insufficient cpu.",
+                               node_reasons={"n1": "Insufficient cpu", "n2": "Insufficient cpu"})  # fmt: skip
+    nodes = [NodeRegistered(node=n, cpu_milli=8000, memory_mib=16384) for n in ("n1", "n2", "n3")]
+    events = [e for _m, e in await replayed(log)] + [*nodes, NodeLost(node="n3", reason="NotReady"), verdict]
+    for seq, event in enumerate(events, start=1):
+        controller.fold(seq, event)
+        writer.fold(event)
+    said = writer.message(verdict)
+    assert "0/3 nodes are available" in said, said
+    controller.podgroups["default/team-pg"] = volcano.typed(pg, "PodGroup")
+    await controller.reconcile("default/team-pg")
+    status = (await cluster.kube.get(volcano.podgroups_path("default", "team-pg"))).get("status") or {}
+    (cond,) = [c for c in status.get("conditions") or [] if c.get("type") == "Unschedulable"]
+    assert said in cond["message"], (said, cond["message"])
