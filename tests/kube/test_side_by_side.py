@@ -177,18 +177,21 @@ async def volcanos_objects(cluster: Cluster) -> tuple[dict[str, Any], dict[str, 
     return q, pg
 
 
+async def research_group(cluster: Cluster, name: str) -> dict[str, Any]:
+    """A PodGroup of one member in Volcano's queue `research`, whoever's it turns out to be."""
+    return await cluster.kube.create(volcano.podgroups_path("default"), {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+
+
 async def test_beside_volcano_only_the_podgroups_tessera_pods_are_in_are_tesseras(cluster: Cluster) -> None:
     """`--scheduler-name tessera`: Volcano's PodGroup (its pods are Volcano's: Tessera's pod
     watch never brings them) and a PodGroup no pod is in yet are left alone — not admitted, no
     status written; the PodGroup Tessera's pod names is Tessera's, admitted with its pod."""
     await cluster.volcano_crds()
     q, theirs = await volcanos_objects(cluster)
-    mine = await cluster.kube.create(volcano.podgroups_path("default"), {
-        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "mine", "namespace": "default"},
-        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
-    empty = await cluster.kube.create(volcano.podgroups_path("default"), {
-        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "empty", "namespace": "default"},
-        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+    mine = await research_group(cluster, "mine")
+    empty = await research_group(cluster, "empty")
     member = await cluster.create_pod(tessera_pod("mine-0", "mine"))
     log = MemoryLog()
     source = PodSource(AdmissionService(log), cluster.kube, scheduler_names=("tessera",))
@@ -211,9 +214,7 @@ async def test_beside_volcano_its_queues_status_is_not_written(cluster: Cluster)
     and counts) stays Volcano's — the queue service wrote Tessera's share over it each pass."""
     await cluster.volcano_crds()
     q, _theirs = await volcanos_objects(cluster)
-    mine = await cluster.kube.create(volcano.podgroups_path("default"), {
-        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "mine", "namespace": "default"},
-        "spec": {"minMember": 1, "queue": "research"}})  # fmt: skip
+    mine = await research_group(cluster, "mine")
     member = await cluster.create_pod(tessera_pod("mine-0", "mine"))
     log = MemoryLog()
     source = PodSource(AdmissionService(log), cluster.kube, scheduler_names=("tessera",))
