@@ -201,6 +201,17 @@ def test_an_install_beside_volcanos_or_hamis_scheduler_is_refused_naming_them(tm
     assert attempt([_deployment("default", "web", "web", "nginx:1.27")]).returncode == 0
 
 
+def readme_hami_steps() -> list[str]:
+    """The three commands README's "Moving from Volcano and HAMi" gives for HAMi's scheduler
+    (what the chart's and `tessera up`'s refusals must say)."""
+    readme = (ROOT / "README.md").read_text().split("### Moving from Volcano and HAMi", 1)[1]
+    block = readme.split("```", 2)[1]
+    steps = [line.split("#", 1)[0].strip() for line in block.splitlines()
+             if line.startswith(("helm uninstall", "helm upgrade hami", "kubectl"))]  # fmt: skip
+    assert len(steps) == 3, block
+    return steps
+
+
 @needs_helm
 def test_the_refusal_gives_the_steps_readme_gives_and_hamis_chart_has(tmp_path: Path) -> None:
     """The refusal told to reinstall HAMi with `scheduler.enabled=false`, a value HAMi's chart
@@ -214,12 +225,7 @@ def test_the_refusal_gives_the_steps_readme_gives_and_hamis_chart_has(tmp_path: 
                    "-f", str(values), check=False)  # fmt: skip
     assert refused.returncode != 0
     assert "scheduler.enabled" not in refused.stderr
-    readme = (ROOT / "README.md").read_text().split("### Moving from Volcano and HAMi", 1)[1]
-    block = readme.split("```", 2)[1]
-    steps = [line.split("#", 1)[0].strip() for line in block.splitlines()
-             if line.startswith(("helm uninstall", "helm upgrade hami", "kubectl"))]  # fmt: skip
-    assert len(steps) == 3, block
-    for step in steps:
+    for step in readme_hami_steps():
         assert step in refused.stderr, (step, refused.stderr)
 
 

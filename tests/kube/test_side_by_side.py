@@ -39,6 +39,7 @@ from tests.kube.cluster import Cluster
 from tests.kube.test_judged_again import replayed
 from tests.kube.test_status_counts import Clock
 from tests.processes import ROOT
+from tests.test_chart import readme_hami_steps
 
 SYNCED = Change("synced", "", {})
 
@@ -390,12 +391,7 @@ def test_ups_refusal_gives_the_steps_readme_gives_and_hamis_chart_has() -> None:
                                         container="vgpu-scheduler-extender")], ["volcano", "tessera"])  # fmt: skip
     message = preflight.refusal(seen, ["volcano", "tessera"])
     assert "scheduler.enabled" not in message.replace("scheduler.admissionWebhook.enabled", ""), message
-    readme = (ROOT / "README.md").read_text().split("### Moving from Volcano and HAMi", 1)[1]
-    block = readme.split("```", 2)[1]
-    steps = [line.split("#", 1)[0].strip() for line in block.splitlines()
-             if line.startswith(("helm uninstall", "helm upgrade hami", "kubectl"))]  # fmt: skip
-    assert len(steps) == 3, block
-    for step in steps:
+    for step in readme_hami_steps():
         assert step in message, (step, message)
     assert "--scheduler-name tessera" in message and preflight.SKIP_FLAG in message
 
