@@ -79,6 +79,7 @@ def decide(
         raise
     if memo is not None:
         memo.after(ssn)
+    ssn.release()
     return decisions
 
 
