@@ -41,6 +41,7 @@ from contracts.api import (
 from contracts.base import Event
 from contracts.envelope import TYPE, content_id
 from contracts.events import (
+    BindingFailed,
     HyperNodeChanged,
     HyperNodeDeleted,
     JobDeleted,
@@ -143,7 +144,11 @@ class AdmissionService:
         self.keep_finished = DEFAULT_KEEP_FINISHED
         self.folded = 0  # the highest sequence folded into `known`
         self._lock = asyncio.Lock()
+        #: told of each binding the API server refused (`BindingFailed`) after the start: the
+        #: cluster's pod source reads a pod the binding met no more (None: no cluster)
+        self.binding_refused: Callable[[BindingFailed], None] | None = None
         handlers: dict[type[Event], Handler] = dict.fromkeys(FOLDED, self.on_event)  # type: ignore[arg-type]
+        handlers[BindingFailed] = self.on_binding_failed  # type: ignore[assignment]
         self.service = EventService(
             name="admission",
             log=event_log,
@@ -188,6 +193,12 @@ class AdmissionService:
     async def on_event(self, event: Event, rx: Received) -> None:
         if rx.message.seq > self.watermark:
             self._fold(rx.message.seq, rx.message.subject, event)
+
+    async def on_binding_failed(self, event: BindingFailed, rx: Received) -> None:
+        """Not folded (nothing admission judges depends on it): passed on, so a job whose pod
+        the API server no longer has is ended by the source that admitted it."""
+        if rx.message.seq > self.watermark and self.binding_refused is not None:
+            self.binding_refused(event)
 
     # --- apply ---------------------------------------------------------------------------------
 

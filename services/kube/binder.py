@@ -111,6 +111,14 @@ POD_RECHECK = 60.0
 #: refused — a ClusterRole from before the binder watched pods — or slow) they are tried as they
 #: were before it, at once
 UNBOUND_LIST_WAIT = 10.0
+#: seconds a task whose binding was refused is held back from placement, doubling with each
+#: refusal in a row up to the cap: kube-scheduler's podInitialBackoffSeconds / podMaxBackoffSeconds
+#: (1 s, 10 s). Given back at once, a refused pod was placed, booked and refused again every
+#: session (~0.4 s), four events and a ledger reserve/release each time, for as long as it lasted
+BIND_BACKOFF = 1.0
+BIND_BACKOFF_MAX = 10.0
+#: jobs whose refusals in a row are counted, at most (the oldest forgotten first)
+BIND_FAILURES_KEPT = 10_000
 #: the pods the binder watches: Volcano Job pods (the job controller's, made after the commit)
 #: not bound yet — each is sent once made and once more as it is bound (it leaves the selection)
 UNBOUND_JOB_PODS = {"labelSelector": volcano.JOB_NAME, "fieldSelector": "spec.nodeName="}
@@ -148,6 +156,8 @@ class Binder:
         self.specs: dict[tuple[str, str], dict[str, tuple[TaskSpec, str]]] = {}
         self.controlled: set[tuple[str, str]] = set()  # Volcano Jobs: the job controller makes their pods
         self._waits: dict[TaskKey, int] = {}
+        #: bindings refused in a row, by job then pod (`BIND_BACKOFF`); a bound pod starts over
+        self._refusals: dict[tuple[str, str], dict[str, int]] = {}
         #: the Volcano Job pods not bound yet, "ns/pod" → the pod (None: not watched, in a test
         #: driving the binder alone: every binding is asked for at once, as before the watch)
         self.unbound: dict[str, dict] | None = None
@@ -196,6 +206,7 @@ class Binder:
                     self.controlled.add((spec.namespace, spec.name))
                 for key in self.owed.of_job(spec.namespace, spec.name):
                     self._settle(key)  # a resubmitted job starts over
+                self._refusals.pop((spec.namespace, spec.name), None)
             case JobUpdated() if (event.namespace, event.name) in self.specs:
                 # the added pods' templates; a removed pod keeps its own until it is gone
                 self.specs[(event.namespace, event.name)].update(
@@ -213,6 +224,7 @@ class Binder:
             case JobDeleted():
                 self.specs.pop((event.namespace, event.name), None)
                 self.controlled.discard((event.namespace, event.name))
+                self._refusals.pop((event.namespace, event.name), None)
                 for key in self.owed.of_job(event.namespace, event.name):
                     self._settle(key)
             case _:
@@ -328,6 +340,8 @@ class Binder:
             self.stats.first_bind = self.stats.first_bind or now
             self.stats.last_bind = now
             self.done.add(key)
+            if (refused := self._refusals.get((ns, job))) is not None and refused.pop(pod, None) and not refused:
+                del self._refusals[(ns, job)]
         try:
             self.announce.put_nowait((ns, pod, uid, p.node))
         except asyncio.QueueFull:
@@ -380,7 +394,7 @@ class Binder:
             asyncio.get_running_loop().call_later(min(0.1 * 2**n, 2.0), self.queue.put_nowait, key)
             return
         if exc.status in (404, 409, 422, 400):
-            reason = {404: "pod not found"}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")
+            reason = {404: pods.POD_NOT_FOUND}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")
             await self._fail(key, p, reason)
             return
         log.warning("binding %s/%s: %s; retrying", ns, pod, exc)  # API briefly unavailable
@@ -389,11 +403,21 @@ class Binder:
         self.queue.put_nowait(key)
 
     async def _fail(self, key: TaskKey, p: TaskPlacement, reason: str) -> None:
-        """The task is not bound: its slices are released and it waits again (BindingFailed)."""
+        """The task is not bound: its slices are released and it waits again (BindingFailed),
+        held back from placement for a while that doubles with each refusal in a row
+        (`BIND_BACKOFF`, kube-scheduler's backoff queue) — its `retry_at`, which the scheduler
+        honours (and for which it takes no victims)."""
         ns, job, pod = key
         self.stats.failed += 1
-        log.warning("binding %s/%s to %s refused: %s", ns, pod, p.node, reason)
-        event = BindingFailed(namespace=ns, name=job, task=pod, node=p.node, reason=reason)
+        refused = self._refusals.pop((ns, job), None) or {}  # (re-inserted last: the oldest go first)
+        while len(self._refusals) >= BIND_FAILURES_KEPT:
+            del self._refusals[next(iter(self._refusals))]
+        self._refusals[(ns, job)] = refused
+        n = refused[pod] = refused.get(pod, 0) + 1
+        delay = min(BIND_BACKOFF * 2 ** min(n - 1, 16), BIND_BACKOFF_MAX)
+        log.warning("binding %s/%s to %s refused: %s; placed again in %.0f s", ns, pod, p.node, reason, delay)
+        event = BindingFailed(namespace=ns, name=job, task=pod, node=p.node, reason=reason,
+                              retry_at=self.clock() + delay)  # fmt: skip
         await self.service.publish(Outgoing(self.subjects.job(ns, job), event,
                                             msg_id=f"bindfail:{ns}/{job}/{pod}:{self.commit_seq.get(key, 0)}"))  # fmt: skip
         self._settle(key)

@@ -32,6 +32,9 @@ from services.kube import volcano
 
 #: the kubelet's reason for a pod whose device plugin refused Allocate
 ALLOCATE_FAILED = "UnexpectedAdmissionError"
+#: a `BindingFailed.reason` when the API server had no pod of that name (404): admission reads
+#: the pod again and ends a standalone pod's job whose pod is gone (podsource `_pod_gone`)
+POD_NOT_FOUND = "pod not found"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,10 @@ read from the API server and judged by the very rules `tessera apply` uses.
 An accepted pod becomes its job's `JobSubmitted` (a pod already Running on a node also gets an
 `existing` proposal, so its cards are booked before anything else is placed there); a refused
 pod gets a Warning Event and `PodScheduled=False` naming every rule, and nothing else changes;
-a pod deleted from the API server ends its implied job (`JobDeleted`). Changes are taken in
-batches (one plan, one pipelined append for everything that arrived together), and Running pods
-of a batch go first.
+a pod deleted from the API server ends its implied job (`JobDeleted`), and so does one whose
+binding met no pod (read again: `_pod_gone`). Changes are taken in batches (one plan, one
+pipelined append for everything that arrived together; an object created and deleted within one
+is not judged), and Running pods of a batch go first.
 
 Volcano's objects go through the same rules (volcano.md §1): Queues (a changed spec is
 `configured`), Jobs, and PodGroups created by kubectl, each judged once per object (its uid is
@@ -49,6 +50,7 @@ from typing import Any
 import msgspec
 
 from contracts.api import REJECTED
+from contracts.events import BindingFailed
 from contracts.workloads import JobSpec
 from services.admission.service import CONCURRENT, AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
@@ -125,6 +127,7 @@ class PodSource:
         #: name (Volcano's controller makes them), and their PodGroups by the owner's uid
         self.side_jobs: set[str] = set()
         self.side_groups: dict[str, tuple[str, str]] = {}
+        admission.binding_refused = self.binding_refused
 
     def _ours(self, obj: dict[str, Any]) -> bool:
         return pods.scheduler_name(obj) in self.scheduler_names
@@ -397,8 +400,13 @@ class PodSource:
                 self.deleting.add(job)
             else:
                 await self.admission.delete_job(ns, name, uid)
-        # a standalone pod's job whose pod is not there: deleted while this process was away
-        # (the log placed it, its binding refused 404, placed again, for good)
+
+    async def _pods_gone(self) -> None:
+        """Once pods are listed (at start, after a relist): a standalone pod's job whose pod is
+        not there was deleted while this process was away (the log placed it, its binding
+        refused 404, placed again, for good). Done on the pods' listing alone: waiting for the
+        Volcano Jobs' too, a cluster without Volcano's CRDs (that list never answers) kept such
+        a job for ever."""
         for (ns, name), known in list(self.admission.known.jobs.items()):
             if known.deleted or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
                 continue
@@ -407,6 +415,40 @@ class PodSource:
                 gone = min(uids)
                 log.info("job %s/%s: its pod (uid %s) is gone (deleted while admission was away)", ns, name, gone)
                 await self.admission.delete_job(ns, name, gone, _from_pod(gone))
+
+    def binding_refused(self, event: BindingFailed) -> None:
+        """The allocator's binding of a pod met no pod (404): looked at in turn with the watch's
+        changes (`_pod_gone`). kube-scheduler's failure handler likewise reads the pod again and
+        drops it when it no longer exists, whatever event was missed."""
+        if event.reason == pods.POD_NOT_FOUND:
+            self.changes.put_nowait(("gone", Change("upsert", f"{event.namespace}/{event.task}", {"job": event.name})))
+
+    async def _pod_gone(self, ch: Change) -> None:
+        """A standalone pod's job whose binding met no pod: the API server is asked for the pod,
+        and one not there, or another pod under its name (another uid), ends the job — no watch
+        event will (it was missed, or came before the job was in the log). Only a job admitted
+        from that very pod is ended (`_from_pod`): a pod of the name made again is a job of its
+        own. A group's pod gone is its group's `JobUpdated`; any other refusal backs off."""
+        ns, pod = ch.key.split("/", 1)
+        job = str(ch.obj.get("job") or "")
+        known = self.admission.known.jobs.get((ns, job))
+        if known is None or not known.live or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
+            return
+        uid = next((t.annotations.get(pods.POD_UID, "") for t in known.spec.tasks if pod in t.pod_names), "")
+        if not uid:
+            return  # admitted before tasks named their pod: which pod it was is not known
+        try:
+            obj = await self.kube.get(pods_path(ns, pod))
+        except KubeError as exc:
+            if exc.status != 404:
+                log.warning("pod %s/%s: not read after its binding met no pod (%s)", ns, pod, exc)
+                return
+            obj = None
+        if obj is not None and volcano.uid(obj) == uid:
+            return  # there (the binding's 404 raced its create or the watch): placed again, backing off
+        log.info("job %s/%s: its pod (uid %s) is gone (its binding met no pod)", ns, job, uid)
+        self.pods_present.discard(uid)
+        await self.admission.delete_job(ns, job, uid, _from_pod(uid))
 
     async def _groups_gone(self) -> None:
         """Once PodGroups are listed (at start, after a relist): a job the log admitted from a
@@ -635,6 +677,8 @@ class PodSource:
         for what, ch in batch:
             if ch.kind == "synced":
                 self.listed.add(what)
+                if what == "pod":
+                    await self._pods_gone()
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
                 if what == "podgroup":
@@ -642,11 +686,16 @@ class PodSource:
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
                 continue
+            if what == "gone":  # a binding refused 404: is the job's pod still there?
+                await self._pod_gone(ch)
+                continue
             if (key := f"{what}/{ch.key}") in self.later:  # held: a newer version, or gone
                 if ch.kind == "delete":
                     del self.later[key]
                 else:
                     self.later[key] = (what, ch)
+            if ch.kind == "delete" and what in _DOC_KINDS:
+                _unsaid(docs, others, _DOC_KINDS[what], ch.obj)  # created and deleted in this batch
             if what in ("queue", "job", "podgroup"):
                 await self._volcano(what, ch, docs, others, touched)
                 continue
@@ -687,6 +736,12 @@ class PodSource:
             if not r.grouped:
                 (self.pods_present.discard if ch.kind == "delete" else self.pods_present.add)(r.uid)
             if ch.kind == "delete":
+                # created earlier in this very batch (a pod deleted at once: an HPA flapping, a
+                # surge pod scaled away, `kubectl delete` of a Pending pod): not submitted. It
+                # was, after its deletion — a job whose pod no event would ever end, placed,
+                # its binding refused 404 and placed again, for good (and preempting for it)
+                objs.pop((r.namespace, r.name), None)
+                held.pop((r.namespace, r.name), None)
                 if not r.grouped:
                     await self.admission.delete_job(r.namespace, r.job, r.uid or "pod", _from_pod(r.uid))
                 continue
@@ -830,7 +885,10 @@ class PodSource:
                 except Exception:
                     log.exception("a batch of %d changes was not admitted; retrying", len(batch))
                     await asyncio.sleep(1.0)
-                    for item in batch:
+                    # ahead of what came since: put behind it, a pod's create came back after its
+                    # deletion (that arrived meanwhile) and was admitted for a pod gone for good
+                    since = [self.changes.get_nowait() for _ in range(self.changes.qsize())]
+                    for item in batch + since:
                         self.changes.put_nowait(item)
         finally:
             await cancel_all(feeders)
@@ -855,6 +913,28 @@ def _group_of(doc: dict[str, Any]) -> tuple[str, str] | None:
     annotations = m.get("annotations") or {}
     group = annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)
     return (str(m.get("namespace") or "default"), str(group)) if group else None
+
+
+#: the kind of the document each watched resource deleted in a batch may have added earlier in it
+_DOC_KINDS = {"queue": "Queue", "job": "Job", "hypernode": "HyperNode", "namespace": "Namespace"}
+
+
+def _unsaid(docs: list[dict[str, Any]], others: dict[tuple[str, str, str], dict[str, Any]], kind: str,
+            obj: dict[str, Any]) -> None:  # fmt: skip
+    """Drop what an object deleted in the batch added earlier in it (created and deleted within
+    one batch): judged after the loop, it was written after its own deletion — a Job, HyperNode
+    or Namespace the API server no longer had, that no later event would ever end."""
+    m = volcano.meta(obj)
+    name = str(m.get("name") or "")
+    ns = "" if kind in ("Queue", "HyperNode", "Namespace") else str(m.get("namespace") or "default")
+
+    def same(d: dict[str, Any]) -> bool:
+        dm = d.get("metadata") or {}
+        return d.get("kind") == kind and str(dm.get("name") or "") == name \
+            and (not ns or str(dm.get("namespace") or "default") == ns)  # fmt: skip
+
+    docs[:] = [d for d in docs if not same(d)]
+    others.pop((kind, ns, name), None)
 
 
 def _latest(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -100,8 +100,9 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: (`record.decision_events`' `pipelines_end`). And (`PLAIN_EXTENDED`) NVIDIA's MIG and `.shared`
 #: names sort as plain resources where a waiting job's words name the first dimension over a limit.
 #: And (`RING_FIT`) an Ascend 910 pod's cards come from the best-fitting HCCS ring, a 910A pod of
-#: <= 4 cards from one ring only.
-RULES = 2
+#: <= 4 cards from one ring only. Generation 3 (`ONLY_QUEUE_WORDS`): an overused queue that is the
+#: only one with jobs is not told to raise its weight.
+RULES = 3
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
 #: the generation from which a waiting job's `unblock` says what would free it under the
@@ -122,6 +123,11 @@ PLAIN_EXTENDED = 2
 #: spans the two rings (`ascend.AscendVendor.select`): before, the ring with the most free cards
 #: was filled first and a 910A pod of 2-4 cards could be split 2 + 2 across the rings
 RING_FIT = 2
+#: the generation from which a job waiting in an overused queue that is the only queue with jobs
+#: is told the cluster is full for it, not to raise the queue's weight: proportion shares the
+#: cluster among the queues with jobs by weight, and one alone deserves all it asks already
+#: (`explain._overused`); the words are recorded in JobUnschedulable
+ONLY_QUEUE_WORDS = 3
 
 
 def _on(value: object) -> bool:

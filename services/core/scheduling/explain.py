@@ -27,7 +27,7 @@ from services.core.devices.nvidia import USE_UUID as NVIDIA_USE_UUID
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.actions.nodes import shape_of
 from services.core.scheduling.actions.victims import validate_victims
-from services.core.scheduling.config import ADVICE_WORDS, DEVICE_SWITCHES, RULES
+from services.core.scheduling.config import ADVICE_WORDS, DEVICE_SWITCHES, ONLY_QUEUE_WORDS, RULES
 from services.core.scheduling.decisions import QUOTA_PLUGIN
 from services.core.scheduling.gates import GATED_MESSAGE, GATED_REASON, PLUGIN
 from services.core.scheduling.interpod import (
@@ -453,6 +453,22 @@ def _no_room_made(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], An
     out += _not_preempted(ssn, job, task, cache)
     out += _not_reclaimed(ssn, job, task, kind, cache) if ssn.conf.rules >= ADVICE_WORDS else _older_not_reclaimed(ssn, job, kind)
     return "; ".join(out)
+
+
+def _overused(ssn: Session, queue: QueueInfo) -> Explanation:
+    """A job waiting in an overused queue. Proportion shares the cluster by weight among the
+    queues with jobs: with another one, a higher weight moves the share; the only queue with jobs
+    deserves all it asks already (up to the cluster), and "raise its weight" — told to an
+    inference operator whose one queue filled the cluster — changes nothing: the cluster is full
+    for it (ONLY_QUEUE_WORDS)."""
+    why = f"queue {queue.name} is overused: it holds its deserved share in every resource (proportion)"
+    alone = not any(j.queue != queue.name for j in ssn.jobs.values())
+    if ssn.conf.rules >= ONLY_QUEUE_WORDS and alone:
+        return Explanation(why, "proportion",
+                           unblock=f"the cluster is full for queue {queue.name}, the only queue with jobs "
+                           "(a weight shares the cluster among queues: none gives it more): let its running "
+                           "pods finish, or add nodes")  # fmt: skip
+    return Explanation(why, "proportion", unblock=f"let queue {queue.name}'s running pods finish, or raise its weight")
 
 
 def _older_not_reclaimed(ssn: Session, job: JobInfo, kind: str) -> list[str]:
@@ -1125,10 +1141,7 @@ def explain_job(ssn: Session, job: JobInfo, cache: dict[tuple[object, ...], Any]
     if job.why:
         return Explanation(job.why, job.why_plugin, unblock=job.unblock)
     if queue is not None and ssn.overused(queue):
-        return Explanation(f"queue {queue.name} is overused: it holds its deserved share in "
-                           "every resource (proportion)", "proportion",
-                           unblock=f"let queue {queue.name}'s running pods finish, or raise its "
-                           "weight")  # fmt: skip
+        return _overused(ssn, queue)
     pending = [t for t in job.tasks.values() if t.status == st.PENDING]
     if pending and not job.fit_errors and (head := ssn.fifo_blocked.get(job.queue, job.key)) != job.key:
         return Explanation(f"queue {job.queue} takes its jobs in order (dequeueStrategy: fifo): "
