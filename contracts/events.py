@@ -521,12 +521,15 @@ class HyperNodeDeleted(Event, frozen=True, tag="HyperNodeDeleted"):
 
 
 class NamespaceChanged(Event, frozen=True, tag="NamespaceChanged"):
-    """A Namespace's labels as they are now (admitted from `tessera apply` or the API server),
-    `kubernetes.io/metadata.name` among them as the API server always sets it. A namespace the
-    log has no event of is taken to have that label only."""
+    """A Namespace's labels (and its queue annotation) as they are now (admitted from `tessera
+    apply` or the API server), `kubernetes.io/metadata.name` among the labels as the API server
+    always sets it. A namespace the log has no event of is taken to have that label only."""
 
     name: str
     labels: dict[str, str] = {}
+    #: its `scheduling.volcano.sh/queue-name` annotation: the queue of a PodGroup made there
+    #: without one (Volcano's PodGroup mutating webhook), a plain pod's implied group included
+    queue: str = ""
 
 
 class NamespaceDeleted(Event, frozen=True, tag="NamespaceDeleted"):

@@ -7,8 +7,9 @@ Open / is not a leaf" are judged against the running system. Re-applying an iden
 refused rather than silently replacing a job that may be running — except the changes Volcano
 allows: a Queue's spec (weight, capability, …) is `configured`, a `QueueUpdated` (root
 excepted: Volcano's root-queue protection), and a live Job's `minAvailable`,
-`tasks[*].replicas` and `priorityClassName` (a PodGroup's minMember and member pods) are
-`configured`, a `JobUpdated` (`core.workload.jobupdate`); any other change names the field.
+`tasks[*].replicas` and `priorityClassName` (a PodGroup's minMember, queue and member pods) are
+`configured`, a `JobUpdated` (`core.workload.jobupdate`); any other change names the field. A
+PriorityClass created after live PodGroups named it gives them its value (`class_created`).
 A finished job (Completed, Failed, Terminated, Aborted) is still an object of that name, as a
 Volcano Job or a Succeeded Pod stays until deleted: the same object again is `unchanged` and
 nothing runs (`jobupdate.finished_edit`); to run it again the user deletes it and applies it.
@@ -16,7 +17,7 @@ nothing runs (`jobupdate.finished_edit`); to run it again the user deletes it an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -208,7 +209,8 @@ def plan_documents(
     try:
         largest = largest_of(known.node_largest.values())
         workload = admit(docs, parser, device_names, existing_queues=seed, existing_priority_classes=pcs,
-                         limits=workload_limits, largest=largest, live_jobs=_Live(known))  # fmt: skip
+                         limits=workload_limits, largest=largest, live_jobs=_Live(known),
+                         namespace_queues=_NamespaceQueues(known))  # fmt: skip
     except Exception as exc:  # a rule that trips over a shape we did not foresee
         return Plan(error=f"manifest not accepted: {type(exc).__name__}: {exc}")
     results: list[ObjectResult] = []
@@ -247,7 +249,13 @@ def plan_documents(
         if pc.name in declared_pcs:
             event = PriorityClassCreated(name=pc.name, value=pc.value, global_default=pc.global_default,
                                          preemption_policy=pc.preemption_policy)  # fmt: skip
-            cluster_object("PriorityClass", pc.name, known.priority_classes.get(pc.name), pc, event, "value")
+            had = known.priority_classes.get(pc.name)
+            cluster_object("PriorityClass", pc.name, had, pc, event, "value")
+            if had is None and results[-1].outcome == ACCEPTED:
+                for key, update in class_created(known, pc):
+                    if fits("PodGroup", *key, update):
+                        writes.append(Write(len(results), "Job", key, update, known.jobs[key].seq))
+                        results.append(_result("PodGroup", *key, CONFIGURED, (), (update.reason,)))
     for q in workload.queues:
         if q.name not in declared:
             continue
@@ -358,6 +366,23 @@ def plan_documents(
     return Plan(tuple(results), tuple(writes))
 
 
+def class_created(known: Known, pc: PriorityClass) -> list[tuple[tuple[str, str], JobUpdated]]:
+    """The live PodGroups that name the PriorityClass just created, admitted without it (at the
+    default priority): each takes its value now, as Volcano's scheduler cache gives a job its
+    class's value at the first session after the class appears. Nothing else would touch them:
+    an operator updates its PodGroup only when its own spec changes, so the job kept the
+    default priority for its whole run."""
+    out: list[tuple[tuple[str, str], JobUpdated]] = []
+    for key, job in known.jobs.items():
+        spec = job.spec
+        if job.live and spec.kind == "PodGroup" and spec.priority_class == pc.name and spec.priority != pc.value:
+            reason = (f"priority {spec.priority} → {pc.value}: its PriorityClass {pc.name} was created "
+                      "(admitted without it, at the default priority)")  # fmt: skip
+            new = msgspec.structs.replace(spec, priority=pc.value)
+            out.append((key, JobUpdated(namespace=key[0], name=key[1], spec=new, reason=reason)))
+    return out
+
+
 def existing_placement(job: JobSpec, running: list[RunningPod]) -> PlacementProposed:
     """An `existing` proposal for pods that already run: the cards HAMi's `-devices-allocated`
     annotations name (memory and cores; the allocator reads the kind off the card), else the
@@ -403,6 +428,26 @@ class _Live:
     def __contains__(self, key: object) -> bool:
         job = self.known.jobs.get(key)  # type: ignore[call-overload]
         return job is not None and job.live
+
+
+class _NamespaceQueues(Mapping[str, str]):
+    """namespace → its queue annotation (`NamespaceChanged.queue`), asked of `Known` as
+    admission asks (a dict of them per batch would be a walk over every namespace)."""
+
+    def __init__(self, known: Known) -> None:
+        self.known = known
+
+    def __getitem__(self, name: str) -> str:
+        last = self.known.namespaces.get(name)
+        if last is None or not isinstance(last[0], NamespaceChanged) or not last[0].queue:
+            raise KeyError(name)
+        return last[0].queue
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in self.known.namespaces if n in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _refused_members(live: JobSpec, refused_pods: Mapping[tuple[str, str], list[str]]) -> tuple[str, ...]:

@@ -396,7 +396,7 @@ class JobController:
             return
         if key in self.specs:
             self.dirty_queues.add(self.specs[key].queue)
-        if isinstance(event, JobSubmitted):
+        if isinstance(event, JobSubmitted | JobUpdated):  # (an update may move a PodGroup's queue)
             self.dirty_queues.add(event.spec.queue)
 
     # --- the API -----------------------------------------------------------------------------

@@ -20,8 +20,10 @@ its job's `JobUpdated`, any other gets a Warning Event naming the rule (the job 
 admitted); each version once. HyperNodes (`topology.volcano.sh`) are judged as `tessera apply`
 judges them: each change is their `HyperNodeChanged`, a deletion `HyperNodeDeleted`, a refusal
 a Warning Event on the object. Namespaces likewise: their labels are each one's
-`NamespaceChanged` (what a pod affinity term's namespaceSelector selects), a deletion
-`NamespaceDeleted`. Pods and PodGroups the job controller made
+`NamespaceChanged` (what a pod affinity term's namespaceSelector selects), with their
+`scheduling.volcano.sh/queue-name` annotation (the queue of a PodGroup made there without one),
+a deletion `NamespaceDeleted`. A PodGroup admitted after a refusal has the refusal's
+`Admitted=False` condition taken off (`_refusal_gone`). Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A PodGroup is one object by its uid:
 one made again under the name of a live job admitted from another ends that job first, and one
 deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
@@ -50,7 +52,7 @@ from typing import Any
 import msgspec
 
 from contracts.api import REJECTED
-from contracts.events import BindingFailed
+from contracts.events import BindingFailed, NamespaceChanged
 from contracts.workloads import JobSpec
 from services.admission.service import CONCURRENT, AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
@@ -497,7 +499,9 @@ class PodSource:
         try:
             if (ns, name) not in self.groups and (ns, name) not in self.owner_groups:
                 spec: dict[str, Any] = {"minMember": wanted}
-                if queue := (m.get("annotations") or {}).get(QUEUE_NAME):
+                # the pod's queue; else its namespace's, as Volcano's PodGroup webhook writes
+                # into the group its controller makes without one
+                if queue := (m.get("annotations") or {}).get(QUEUE_NAME) or self._namespace_queue(ns):
                     spec["queue"] = queue
                 if pc := (obj.get("spec") or {}).get("priorityClassName"):
                     spec["priorityClassName"] = pc
@@ -559,7 +563,7 @@ class PodSource:
         waiting: dict[str, bool] = {}  # queue → on the server
         groups: set[tuple[str, str]] = set()  # PodGroups held
         for d in docs:
-            queue = _queue_of(d)
+            queue = _queue_of(d, self._namespace_queue)
             if queue is None or queue in known or queue in ("default", "root") or queue in self.queues_waited:
                 kept.append(d)
                 continue
@@ -581,6 +585,12 @@ class PodSource:
         if groups:
             kept = [d for d in kept if d.get("kind") != "Pod" or _group_of(d) not in groups]
         return kept
+
+    def _namespace_queue(self, namespace: str) -> str:
+        """The queue a PodGroup made in `namespace` without one lands in, as admission has the
+        namespace's `scheduling.volcano.sh/queue-name` annotation."""
+        last = self.admission.known.namespaces.get(namespace)
+        return (last[0].queue if last is not None and isinstance(last[0], NamespaceChanged) else "") or "default"
 
     def _change_of(self, doc: dict[str, Any], ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
                    others: dict[tuple[str, str, str], dict[str, Any]]) -> tuple[str, Change] | None:  # fmt: skip
@@ -714,9 +724,11 @@ class PodSource:
                 name = str(meta.get("name") or "")
                 if ch.kind == "delete":
                     await self.admission.delete_cluster_object("Namespace", name)
-                else:  # its labels only: the rest is the API server's
+                else:  # its labels and queue annotation only: the rest is the API server's
+                    queue = (meta.get("annotations") or {}).get(QUEUE_NAME)
                     docs.append({"apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": name, "labels": dict(meta.get("labels") or {})}})  # fmt: skip
+                                 "metadata": {"name": name, "labels": dict(meta.get("labels") or {}),
+                                              **({"annotations": {QUEUE_NAME: queue}} if queue else {})}})  # fmt: skip
                 continue
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None and not self._side_job(ch.obj):
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
@@ -785,6 +797,8 @@ class PodSource:
                         await self._refuse(other, res.reasons)
                 elif other is not None:
                     self.admitted += 1
+                    if res.kind == "PodGroup":
+                        await self._refusal_gone(other)
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
                     continue
             obj = objs.get((res.namespace, res.name)) if res.kind == "Pod" else None
@@ -806,6 +820,30 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
+
+    async def _refusal_gone(self, pg: dict[str, Any]) -> None:
+        """A PodGroup admitted after a refusal (an edit, a rule since relaxed): its status no
+        longer says `Admitted=False` beside the phase the job controller writes (that write
+        leaves conditions it does not own). Written against the version read, read again
+        when another writer beat it."""
+        m = volcano.meta(pg)
+        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
+        for _ in range(3):
+            patch = status.admitted_status(pg)
+            if patch is None:
+                return
+            rv = volcano.meta(pg).get("resourceVersion")
+            try:  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
+                await self.kube.patch(podgroups_path(ns, name), {"metadata": {"resourceVersion": rv}, "status": patch})
+                return
+            except KubeError as exc:
+                if exc.status != 409:
+                    log.warning("PodGroup %s/%s: its refusal not cleared: %s", ns, name, exc)
+                    return
+            try:
+                pg = await self.kube.get(podgroups_path(ns, name))
+            except KubeError:
+                return
 
     def _judge_again(self, kind: str, ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
                      others: dict[tuple[str, str, str], dict[str, Any]]) -> bool:  # fmt: skip
@@ -897,13 +935,18 @@ class PodSource:
 _STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `run`'s wait
 
 
-def _queue_of(doc: dict[str, Any]) -> str | None:
-    """The queue a Job, PodGroup or pod document names (None for other kinds)."""
+def _queue_of(doc: dict[str, Any], namespace_queue: Callable[[str], str] = lambda _ns: "default") -> str | None:
+    """The queue a Job, PodGroup or pod document names (None for other kinds); a PodGroup or a
+    plain pod naming none: its namespace's (`namespace_queue`, admission's defaulting)."""
     kind = doc.get("kind")
-    if kind in ("Job", "PodGroup"):
+    ns = str((doc.get("metadata") or {}).get("namespace") or "default")
+    if kind == "Job":
         return str((doc.get("spec") or {}).get("queue") or "default")
+    if kind == "PodGroup":
+        return str((doc.get("spec") or {}).get("queue") or namespace_queue(ns))
     if kind == "Pod":
-        return str(((doc.get("metadata") or {}).get("annotations") or {}).get(QUEUE_NAME) or "default")
+        annotations = (doc.get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(QUEUE_NAME) or ("default" if _group_of(doc) else namespace_queue(ns)))
     return None
 
 

@@ -10,6 +10,12 @@ Rules applied (each rejection names field path, value and rule):
   exitCode ≠ 0), queue exists / is Open / is not `root` / is a leaf.
 - Volcano's podgroup controller: a Pod without `scheduling.k8s.io/group-name` gets an implied
   PodGroup with minMember 1, its priorityClass and the `scheduling.volcano.sh/queue-name` queue.
+- Volcano's PodGroup mutating webhook: a PodGroup created without `spec.queue` (the implied one
+  of a plain pod included) goes to the queue its namespace's `scheduling.volcano.sh/queue-name`
+  annotation names, else `default` (a Volcano Job's own webhook writes `default`: no lookup).
+- A PodGroup's `priorityClassName` naming no PriorityClass is admitted at the default priority
+  with a warning (Volcano's PodGroup webhook does not check it; its scheduler takes the default
+  priority until the class exists); a pod's is refused (the API server's Priority admission).
 - HAMi admission: device requests go through the device layer's parser
   (`devicerequests.DeviceRequestParser`), whose errors become rejections.
 A Pod with `spec.nodeName` and `status.phase: Running` is a pre-existing placement, not refused.
@@ -95,6 +101,9 @@ PREEMPTABLE = "volcano.sh/preemptable"
 #: a Queue annotation Volcano read before `spec.dequeueStrategy` (an invalid one: the default)
 DEQUEUE_STRATEGY = "volcano.sh/dequeue-strategy"
 TASK_PRIORITY = "volcano.sh/task-priority"
+
+#: the PriorityClasses every API server has, with their values
+SYSTEM_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 POD_GROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
 QUEUE_STATES = ("Open", "Closing", "Closed")
@@ -511,6 +520,10 @@ class Admission:
         self.waiting: dict[tuple[str, str], tuple[str, ...]] = {}
         self.manifests: dict[tuple[str, str], str] = {}
         self.live_jobs: Container[tuple[str, str]] = ()  # `admit`'s
+        #: namespace → the queue its `scheduling.volcano.sh/queue-name` annotation names, as the
+        #: log has it (`admit`'s) and as the Namespaces among the documents have it (over those)
+        self.namespace_queues: Mapping[str, str] = {}
+        self.declared_namespaces: dict[str, str] = {}
         self.unset: dict[tuple[str, str], Unset] = {}
 
     # --- entry ---------------------------------------------------------------------------
@@ -549,6 +562,8 @@ class Admission:
                       and (e := self._guard(kind, doc, lambda d, c: _cluster_object(d, c, hypernode_event)))]  # fmt: skip
         namespaces = [e for kind, doc in typed if kind == "Namespace"
                       and (e := self._guard(kind, doc, lambda d, c: _cluster_object(d, c, namespace_event)))]  # fmt: skip
+        for ns_event in namespaces:  # a Namespace given with the objects is the one they land in
+            self.declared_namespaces[ns_event.name] = ns_event.queue
         for kind, doc in typed:
             if kind == "PriorityClass":
                 self._guard(kind, doc, self._priority_class)
@@ -783,13 +798,44 @@ class Admission:
                      "Volcano's webhook accepts it, but under a hierarchical capacity plugin no "
                      "pod runs in a queue that is not a leaf (it waits)")  # fmt: skip
 
+    def _group_priority(self, ctx: _Ctx, name: str) -> int:
+        """A PodGroup's priority: its class's value; a class that does not exist (yet) is no
+        refusal — Volcano's PodGroup webhook does not check it, and its scheduler's cache gives
+        the job the default priority until the class is there (`cache.Snapshot`). Operators
+        write the class on the PodGroup alone (the training-operator's
+        `schedulingPolicy.priorityClass`), and refusing it left the job without a phase, its
+        pods never made. The class's value is taken once it is created (`plan.class_created`)."""
+        if not name or name in self.priority or name in SYSTEM_CLASSES:
+            return self._priority_of(ctx, "spec.priorityClassName", name)
+        ctx.warn("spec.priorityClassName", name, f"no PriorityClass with this name: the PodGroup is "
+                 f"admitted at the default priority ({self.default_priority}), as Volcano's scheduler "
+                 "takes it, and takes the class's value once the class is created")  # fmt: skip
+        return self.default_priority
+
+    def _namespace_queue(self, namespace: str) -> str:
+        """The queue a PodGroup made without `spec.queue` lands in (Volcano's PodGroup mutating
+        webhook, `createPodGroupPatch`): its namespace's `scheduling.volcano.sh/queue-name`
+        annotation, else `default`. Platform teams annotate a namespace so that the groups
+        operators make there (spark-submit's, KubeRay's without the label, the implied group
+        of a plain pod) stay within the team's queue."""
+        if namespace in self.declared_namespaces:
+            return self.declared_namespaces[namespace] or "default"
+        return self.namespace_queues.get(namespace) or "default"
+
+    def _from_namespace(self, path: str, namespace: str) -> str:
+        """The path a refusal of a queue the object does not name itself points at: its
+        namespace's annotation, where the queue came from."""
+        if self._namespace_queue(namespace) == "default":
+            return path
+        return f"{path} (unset: namespace {namespace}'s annotation {QUEUE_NAME})"
+
     def _priority_of(self, ctx: _Ctx, path: str, name: str) -> int:
         if not name:
             return self.default_priority
         pc = self.priority.get(name)
         if pc is None:
-            if name in ("system-cluster-critical", "system-node-critical"):
-                return 2_000_000_000 if name == "system-cluster-critical" else 2_000_001_000
+            if name in SYSTEM_CLASSES:
+                return SYSTEM_CLASSES[name]
             ctx.reject(path, name, "no PriorityClass with this name")
             return 0
         return pc.value
@@ -1089,8 +1135,11 @@ class Admission:
         role = labels.get(TASK_SPEC) or annotations.get(TASK_SPEC) or name
         task = self._task(ctx, "", doc, role=role, replicas=1, min_available=None,
                           pod_names=(name,), defaults={})  # fmt: skip
-        queue = annotations.get(QUEUE_NAME) or "default"
-        self._check_queue(ctx, f"metadata.annotations[{QUEUE_NAME}]", queue)
+        # its implied group (Volcano's podgroup controller's `podgroup-<uid>`) takes the pod's
+        # annotation; made without one, the PodGroup webhook gives it the namespace's queue
+        queue = annotations.get(QUEUE_NAME) or self._namespace_queue(namespace)
+        path = f"metadata.annotations[{QUEUE_NAME}]"
+        self._check_queue(ctx, path if QUEUE_NAME in annotations else self._from_namespace(path, namespace), queue)
         running = self._running(ctx, doc, name, task)
         ctx.check()
         self._scheduler_named(ctx, "spec.schedulerName", doc.get("spec"), KUBE_DEFAULT)
@@ -1115,12 +1164,31 @@ class Admission:
             ctx.check()
         spec = doc.get("spec") or {}
         min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
-        queue = str(spec.get("queue") or "default")
         phase = str((doc.get("status") or {}).get("phase") or "")
-        self._check_queue(ctx, "spec.queue", queue,
-                          existing=phase not in ("", "Pending") or (namespace, name) in self.live_jobs)  # fmt: skip
+        live = (namespace, name) in self.live_jobs
+        queue = str(spec.get("queue") or "")
+        # left to the mutating webhook, which writes it at create: a live group keeps the queue
+        # it was admitted in (the namespace's annotation may have changed since)
+        kept_queue = not queue
+        queue = queue or self._namespace_queue(namespace)
+        queue_ctx = _Ctx(ctx.kind, ctx.namespace, ctx.name)
+        if not (kept_queue and live):
+            self._check_queue(queue_ctx, self._from_namespace("spec.queue", namespace) if kept_queue else "spec.queue",
+                              queue, existing=phase not in ("", "Pending") or live)  # fmt: skip
+        ctx.warnings.extend(queue_ctx.warnings)
+        if queue_ctx.errors and live:
+            # an edit moving a live group to a queue it cannot be in: that part is not taken
+            # (the group stays in its queue), the rest of the same edit is (minMember, pods…)
+            kept_queue = True
+            for e in queue_ctx.errors:
+                ctx.warn(e.path, e.value, f"{e.rule}: this change of the queue is not taken (the "
+                         "PodGroup stays in the queue it is in); the rest of the edit is")  # fmt: skip
+        else:
+            ctx.errors.extend(queue_ctx.errors)
+        if kept_queue:
+            self.unset[(namespace, name)] = Unset(queue=True)
         pc_name = str(spec.get("priorityClassName") or "")
-        priority = self._priority_of(ctx, "spec.priorityClassName", pc_name)
+        priority = self._group_priority(ctx, pc_name)
         if phase and phase not in POD_GROUP_PHASES:
             ctx.reject("status.phase", phase, f"must be one of {', '.join(POD_GROUP_PHASES)}")
         min_task = spec.get("minTaskMember") or {}
@@ -1412,6 +1480,7 @@ def admit(
     limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
     largest: Largest | None = None,
     live_jobs: Container[tuple[str, str]] = (),
+    namespace_queues: Mapping[str, str] | None = None,
 ) -> Workload:
     """Normalize and validate `docs`; never raises for bad input (rejections are returned).
 
@@ -1420,9 +1489,12 @@ def admit(
     `Workload.queues` / `Workload.priority_classes` too. `limits` bounds each object's counts
     and sizes (`limits.py`). `live_jobs` ((namespace, name)) run already: a Job or PodGroup of
     that name is an update, which a queue closed since it was admitted does not refuse.
+    `namespace_queues`: namespace → its `scheduling.volcano.sh/queue-name` annotation, the queue
+    of a PodGroup (or a plain pod's implied one) made there without a queue.
     """
     admission = Admission(parser, device_names, limits, largest)
     admission.live_jobs = live_jobs
+    admission.namespace_queues = namespace_queues or {}
     admission.queues.update(existing_queues or {})
     for pc in (existing_priority_classes or {}).values():
         admission.priority[pc.name] = pc

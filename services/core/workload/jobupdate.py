@@ -4,10 +4,12 @@ against the spec the log admitted.
 Volcano's job webhook lets an update change only `spec.minAvailable`, `spec.tasks[*].replicas`
 (and a task's `minAvailable` with them) and `spec.priorityClassName` (volcano.md §1.3,
 validating webhook); anything else is refused with the field and that rule. A PodGroup made by kubectl has no such webhook: its minMember,
-minTaskMember, minResources and priorityClassName change freely, and pods naming it after it was
-admitted are more tasks of the same job (a deleted one leaves it). Its queue does not move, and
-a member pod's spec is immutable as any pod's (Kubernetes allows its labels and annotations to
-change, which the binder does: those are not a change of the task).
+minTaskMember, minResources, priorityClassName and queue change freely, and pods naming it
+after it was admitted are more tasks of the same job (a deleted one leaves it). A queue edit
+moves the job, placed or not, as Volcano's scheduler cache moves it (`JobInfo.SetPodGroup`
+re-reads `spec.queue` at every PodGroup update; no webhook judges an update): its pods count in
+the new queue from then on. A member pod's spec is immutable as any pod's (Kubernetes allows its
+labels and annotations to change, which the binder does: those are not a change of the task).
 
 Pure: two specs in, the spec to record (or the refusals) out. Volcano's mutating webhook runs on
 create only and writes its defaults into the stored Job (`minAvailable`: the tasks' sum; a task's
@@ -82,6 +84,9 @@ class Unset:
 
     job_min: bool = False
     task_mins: frozenset[str] = frozenset()  # task names
+    #: a PodGroup's queue the live group keeps: its object names none (the PodGroup webhook
+    #: wrote the namespace's queue at create), or an edit names one it cannot move to
+    queue: bool = False
 
 
 def min_resources(min_available: int, tasks: Iterable[TaskSpec]) -> dict[str, int]:
@@ -110,7 +115,7 @@ def judge_update(old: JobSpec, new: JobSpec, unset: Unset = Unset()) -> JobChang
     if old.kind == "Job":
         spec, refusals = _job(old, _kept_defaults(old, new, unset))
     else:
-        spec, refusals = _podgroup(old, new)
+        spec, refusals = _podgroup(old, msgspec.structs.replace(new, queue=old.queue) if unset.queue else new)
     if refusals:
         return JobChange(refusals=refusals)
     if spec == old:
@@ -187,8 +192,7 @@ def _follows_job_class(task: TaskSpec, job: JobSpec) -> bool:
 
 
 def _podgroup(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
-    refusals = [f"spec.queue: Forbidden: a PodGroup cannot move to another queue "
-                f"(from {old.queue!r})"] if old.queue != new.queue else []  # fmt: skip
+    refusals: list[str] = []
     before = {_pod(t): t for t in old.tasks}
     tasks: list[TaskSpec] = []
     for t in new.tasks:
@@ -226,10 +230,14 @@ def describe(old: JobSpec, new: JobSpec) -> str:
             parts.append("pods added: " + ", ".join(sorted(now - was)))
         if was - now:
             parts.append("pods removed: " + ", ".join(sorted(was - now)))
+    if old.queue != new.queue:
+        parts.append(f"queue {old.queue} → {new.queue}")
     if old.min_available != new.min_available:
         parts.append(f"minAvailable {old.min_available} → {new.min_available}")
     if old.priority_class != new.priority_class:
         parts.append(f"priorityClassName {old.priority_class or '(none)'} → {new.priority_class or '(none)'}")
+    elif old.priority != new.priority:
+        parts.append(f"priority {old.priority} → {new.priority} (PriorityClass {new.priority_class or '(default)'})")
     return "; ".join(parts) or "metadata changed"
 
 

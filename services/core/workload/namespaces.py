@@ -1,8 +1,10 @@
 """Namespaces (`v1`) → `NamespaceChanged`: the one translation for `tessera apply`, `tessera
 simulate` and the API server's objects (services/kube/podsource.py), so every path decides on
-the same labels. Only the labels are read — what a pod affinity term's `namespaceSelector`
-selects (services/core/scheduling/interpod.py). The API server gives every namespace the label
-`kubernetes.io/metadata.name` with its name (over any other value given); so does this.
+the same labels. The labels are read — what a pod affinity term's `namespaceSelector`
+selects (services/core/scheduling/interpod.py) — and one annotation, `scheduling.volcano.sh/
+queue-name`: the queue Volcano's PodGroup mutating webhook gives a PodGroup made there without
+one. The API server gives every namespace the label `kubernetes.io/metadata.name` with its name
+(over any other value given); so does this.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from services.core.workload.rejection import invalid
 
 #: the label every namespace carries, set by the API server to the namespace's name
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: a namespace's default queue for the PodGroups made in it (admission's `QUEUE_NAME`)
+NAMESPACE_QUEUE = "scheduling.volcano.sh/queue-name"
 
 NAMESPACE: Schema = {"apiVersion": FREE, "kind": FREE, "metadata": METADATA, "spec": FREE,
                      "status": FREE}  # fmt: skip
@@ -50,6 +54,10 @@ def namespace_event(doc: Mapping[str, Any]) -> tuple[NamespaceChanged | None, li
         for err in names.label_value(value):
             problems.append((f"metadata.labels[{key}]", invalid(value, err)))
         labels[key] = value
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    queue = annotations.get(NAMESPACE_QUEUE) if isinstance(annotations, Mapping) else None
     if problems:
         return None, problems
-    return NamespaceChanged(name=name, labels=namespace_labels(name, labels)), []
+    return NamespaceChanged(
+        name=name, labels=namespace_labels(name, labels), queue=str(queue or "")
+    ), []

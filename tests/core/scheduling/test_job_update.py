@@ -22,7 +22,7 @@ from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.decide import decide
 from services.core.scheduling.projection_state import projection_of, state_of
-from services.core.workload.jobupdate import JOB_RULE, OBJECT_UID, judge_update
+from services.core.workload.jobupdate import JOB_RULE, OBJECT_UID, JobChange, Unset, judge_update
 from services.queue import flow as fl
 
 NS, NAME, KEY = "ml", "train", "ml/train"
@@ -90,7 +90,9 @@ def test_any_other_change_is_refused_naming_the_field_and_the_rule() -> None:
     assert "delete it first" in judge_update(spec(2), recreated).refusals[0]
 
 
-def test_a_podgroup_takes_new_member_pods_but_keeps_its_queue() -> None:
+def test_a_podgroup_takes_new_member_pods_and_a_new_queue() -> None:
+    """Volcano's scheduler cache re-reads a PodGroup's `spec.queue` at every update (no webhook
+    judges one): the edit moves the job; a queue its object leaves unset is the one it has."""
     def group(*pods: str, queue: str = "default", min_member: int = 2, **extra: str) -> JobSpec:
         tasks = tuple(TaskSpec(name="", pod_names=(p,), cpu_milli=1000,
                                annotations={"uid": p, **extra}) for p in pods)  # fmt: skip
@@ -101,7 +103,9 @@ def test_a_podgroup_takes_new_member_pods_but_keeps_its_queue() -> None:
     assert [t.pod_names for t in joined.spec.tasks] == [("a",), ("b",), ("c",)]  # type: ignore[union-attr]
     assert joined.spec.tasks[0] == old.tasks[0] and joined.what == "pods added: c"  # type: ignore[union-attr]
     assert judge_update(old, group("a", min_member=1)).what == "pods removed: b; minAvailable 2 → 1"
-    assert judge_update(old, group("a", "b", queue="q")).refusals[0].startswith("spec.queue: Forbidden")
+    moved = judge_update(old, group("a", "b", queue="q"))
+    assert moved.spec is not None and moved.spec.queue == "q" and moved.what == "queue default → q"
+    assert judge_update(old, group("a", "b", queue="q"), Unset(queue=True)) == JobChange()
 
 
 # --- how the log's state follows ----------------------------------------------------------------------
