@@ -257,8 +257,8 @@ def test_every_status_tessera_writes_survives_the_servers_pruning() -> None:
             refusal_status({"kind": "Job"}, "spec.queue: no queue", 0.0),
         ],
         ("scheduling.volcano.sh", "podgroups"): [
-            volcano.stamp(volcano.podgroup_status("Pending", (), "2/2 tasks in gang unschedulable: x", False), None, now),
-            volcano.stamp(volcano.podgroup_status("Running", (), "", True), None, now),
+            volcano.stamp(volcano.podgroup_status("Pending", (), "2/2 tasks in gang unschedulable: x", 2), None, now),
+            volcano.stamp(volcano.podgroup_status("Running", (), "", 0), None, now),
             refusal_status({"kind": "PodGroup"}, "spec.minMember: negative", 0.0),
         ],
         ("scheduling.volcano.sh", "queues"): [

@@ -1072,9 +1072,10 @@ class JobController:
             phase = "Unknown"  # running pods, fewer than minMember ready: Volcano's jobStatus
         v = self.verdict.get(key)
         text = ""
-        if v is not None and v.reason:
+        if v is not None and v.reason and key not in self.placed:  # (a placement since is newer news)
             text = self.node_counts.message(v, spec)
-        desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, key in self.placed)
+        desired = volcano.podgroup_status(phase, self.last_tasks.get(key, ()), text, spec.min_available,
+                                          (pg.get("status") or {}).get("conditions") or ())  # fmt: skip
         await self._write_status(pg, desired, key)
 
     async def queue_statuses(self) -> None:

@@ -111,6 +111,13 @@ class PodSource:
         self.owned: dict[tuple[str, str, str], set[str]] = {}
         self.deleting: set[tuple[str, str, str]] = set()
         self.jobs_present: set[tuple[str, str, str]] = set()  # Job objects listed, by uid
+        #: the pods naming each PodGroup (namespace, group) that are bound to a node and not
+        #: finished, terminating ones too: what holds its cards and CPUs on the nodes; and the
+        #: deleted PodGroups (→ their uid) whose `JobDeleted` waits for the last of them
+        self.placed: dict[tuple[str, str], set[str]] = {}
+        self.group_deleting: dict[tuple[str, str], str] = {}
+        self.group_waits_said: set[str] = set()  # PodGroups made again told why they wait, by uid
+        self.waits_to_say: list[tuple[dict[str, Any], str]] = []  # (the PodGroup, the Event's words)
         self.pods_present: set[str] = set()  # standalone pods of ours listed or seen since, by uid
         self.listed: set[str] = set()  # the reflectors that have listed once
         #: owner uid → its `group-min-member` (0: none, or its pods are not a gang), read once
@@ -227,6 +234,9 @@ class PodSource:
             return []
         if not self._group_ours(key, pg):
             return []
+        if (old := self.group_deleting.get(key)) is not None and old != volcano.uid(pg):
+            self._say_waiting(key, pg, old)
+            return []
         members = self.members.get(key, {})
         if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
             return []
@@ -236,6 +246,21 @@ class PodSource:
         # waited for good while it waited for minMember pods; the gang rule still places
         # nothing before minMember pods are there (their arrival is a `JobUpdated`)
         return [volcano.manifest(pg), *(pods.manifest(o) for o in members.values())]
+
+    def _say_waiting(self, key: tuple[str, str], pg: dict[str, Any], old: str) -> None:
+        """A PodGroup made again under the name of a deleted one whose pods are still on their
+        nodes is a new job, judged once they are gone (the log knows a job by its name, and the
+        old job holds their resources until then): said once on it, as an Event, so a group
+        that shows no phase meanwhile is not a mystery."""
+        uid = volcano.uid(pg)
+        if uid in self.group_waits_said:
+            return
+        self.group_waits_said.add(uid)
+        n = len(self.placed.get(key, ()))
+        message = (f"waits for the {n} pod(s) of the deleted PodGroup {key[1]} (uid {old}) still on their "
+                   "nodes: it is judged as a new job once they are gone")  # fmt: skip
+        log.info("PodGroup %s/%s: %s", key[0], key[1], message)
+        self.waits_to_say.append((pg, message))
 
     def _group_ours(self, key: tuple[str, str], pg: dict[str, Any]) -> bool:
         """Whether a PodGroup (not a Volcano Job's) is Tessera's to admit. As Volcano's
@@ -274,10 +299,13 @@ class PodSource:
         if ch.kind == "delete":
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
+            elif what == "podgroup" and self._admitted(ch.obj) and self._pods_hold((ns, name)):
+                self._wait_for_pods((ns, name), volcano.uid(ch.obj))
             elif what != "queue" and self._admitted(ch.obj):
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
+                self.group_waits_said.discard(volcano.uid(ch.obj))
                 self._members_gone((ns, name))
                 if (owner := volcano.owner_job(ch.obj)) is not None:
                     self.side_groups.pop(owner[1], None)
@@ -322,7 +350,9 @@ class PodSource:
         if known is None or not known.live or known.spec.kind != "PodGroup":
             return
         old = known.spec.annotations.get(volcano.OBJECT_UID, "")
-        if old and uid and old != uid:
+        if old and uid and old != uid and self._pods_hold((ns, name)):
+            self._wait_for_pods((ns, name), old)  # the new one is judged once they are gone
+        elif old and uid and old != uid:
             log.info("PodGroup %s/%s made again (uid %s, was %s): the old one's job ends", ns, name, uid, old)
             await self.admission.delete_job(ns, name, old, _from_object(old))
 
@@ -360,6 +390,54 @@ class PodSource:
             self.members.setdefault(key, {})[r.name] = ch.obj
         touched.add(key)
         return True
+
+    def _pods_hold(self, key: tuple[str, str]) -> bool:
+        """Whether pods naming the PodGroup still hold resources on their nodes (bound, not
+        finished, terminating ones included) — or may: before the pods' first listing nobody
+        knows, and the listing's sweep (`_groups_gone`) ends what turns out to hold nothing."""
+        return "pod" not in self.listed or bool(self.placed.get(key))
+
+    def _wait_for_pods(self, key: tuple[str, str], uid: str) -> None:
+        """A deleted PodGroup's job stays in the log, as it is, while its pods are on their
+        nodes: Volcano's cache only unsets a deleted PodGroup's scheduling spec (`deletePodGroup`:
+        `UnsetPodGroup`, then the job is dropped once `JobTerminated` — no PodGroup and no task
+        left), and a node's usage comes from the pods on it, so pods that run on (the
+        training-operator's `cleanPodPolicy: None`, the MPIJob default) or terminate (a
+        `kubectl delete raycluster`) keep their node's CPUs and their cards until gone. Ended at
+        once, the job's slices were released and a second gang was bound onto the same cards."""
+        if key not in self.group_deleting:
+            log.info("PodGroup %s/%s deleted: its job ends once its %d placed pod(s) are gone", key[0], key[1],
+                     len(self.placed.get(key, ())))  # fmt: skip
+        self.group_deleting[key] = uid
+
+    async def _group_pod(self, ch: Change, touched: set[tuple[str, str]]) -> None:
+        """Keep count of a PodGroup's pods that hold node resources (`placed`); once the last
+        pod of a deleted PodGroup is gone (deleted, or finished: its task's slices are released
+        as it ends), the job ends (`JobDeleted`), and a PodGroup made again under the name,
+        which waited, is judged as a new job."""
+        annotations = volcano.meta(ch.obj).get("annotations") or {}
+        r = self._ref(ch.obj)
+        key = (r.namespace, str(annotations.get(GROUP_NAME) or annotations.get(GROUP_NAME_VOLCANO)))
+        names = self.placed.setdefault(key, set())
+        if ch.kind == "delete" or not pods.node_name(ch.obj) or pods.phase(ch.obj) in ("Succeeded", "Failed"):
+            names.discard(r.name)
+        else:
+            names.add(r.name)
+        if names:
+            return
+        del self.placed[key]
+        if "pod" in self.listed:
+            await self._pods_went(key, touched)
+
+    async def _pods_went(self, key: tuple[str, str], touched: set[tuple[str, str]]) -> None:
+        """A deleted PodGroup's last placed pod is gone: its job ends now."""
+        uid = self.group_deleting.pop(key, None)
+        if uid is None:
+            return
+        self.group_waits_said.discard(volcano.uid(self.groups.get(key) or {}))
+        log.info("PodGroup %s/%s: its last placed pod is gone; its job ends", *key)
+        await self.admission.delete_job(key[0], key[1], uid or "object", _from_object(uid) if uid else None)
+        touched.add(key)  # one made again under the name waited for this: judged now
 
     def _members_gone(self, key: tuple[str, str]) -> None:
         """Forget a group's pods entry once neither the group nor any pod of it is left."""
@@ -452,17 +530,21 @@ class PodSource:
         self.pods_present.discard(uid)
         await self.admission.delete_job(ns, job, uid, _from_pod(uid))
 
-    async def _groups_gone(self) -> None:
-        """Once PodGroups are listed (at start, after a relist): a job the log admitted from a
-        PodGroup object that the listing does not have (by uid) was deleted while this process
-        was away — no watch event will say so, and its name stayed held for good."""
+    async def _groups_gone(self, touched: set[tuple[str, str]]) -> None:
+        """Once PodGroups and pods are listed (at start, after a relist): a job the log admitted
+        from a PodGroup object that the listing does not have (by uid) was deleted while this
+        process was away — no watch event will say so, and its name stayed held for good. Its
+        job ends once its placed pods are gone (`_wait_for_pods`), at once when none is left;
+        so does one whose deletion came before the pods' listing."""
         for (ns, name), known in list(self.admission.known.jobs.items()):
             uid = known.spec.annotations.get(volcano.OBJECT_UID, "")
             if known.deleted or known.spec.kind != "PodGroup" or not uid:
                 continue
             if volcano.uid(self.groups.get((ns, name)) or {}) != uid:
                 log.info("job %s/%s: its PodGroup (uid %s) is gone (deleted while admission was away)", ns, name, uid)
-                await self.admission.delete_job(ns, name, uid, _from_object(uid))
+                self._wait_for_pods((ns, name), uid)
+        for key in [k for k in self.group_deleting if not self.placed.get(k)]:
+            await self._pods_went(key, touched)
 
     async def _owner_gang(self, obj: dict[str, Any]) -> bool:
         """Volcano's PodGroup controller, for the pods it makes a gang of: a pod naming no
@@ -691,8 +773,8 @@ class PodSource:
                     await self._pods_gone()
                 if what in ("job", "pod") and {"job", "pod"} <= self.listed:
                     await self._deleted_while_away()
-                if what == "podgroup":
-                    await self._groups_gone()
+                if what in ("podgroup", "pod") and {"podgroup", "pod"} <= self.listed:
+                    await self._groups_gone(touched)
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
                 continue
@@ -734,6 +816,7 @@ class PodSource:
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
             if what == "pod" and self._member(ch, touched, held):
+                await self._group_pod(ch, touched)
                 continue
             if what == "pod" and ch.kind != "delete" and await self._owner_gang(ch.obj):
                 continue  # its PodGroup made and the pod named in it: it comes back a member
@@ -767,6 +850,10 @@ class PodSource:
         await self._hold(held.values())
         for key in sorted(touched):
             docs.extend(self._group_docs(key))
+        while self.waits_to_say:
+            pg, message = self.waits_to_say.pop()
+            with contextlib.suppress(KubeError):
+                await status.write_event(self.kube, pg, "Normal", "Waiting", message, self.clock())
         running = [o for o in objs.values() if pods.node_name(o)]
         docs.extend(pods.manifest(o) for o in running)
         docs.extend(pods.manifest(o) for o in objs.values() if not pods.node_name(o))

@@ -24,7 +24,7 @@ from services.core.joblabels import (
     job_pod_labels,
 )
 from services.core.scheduling import snapshot as st
-from services.core.scheduling.lifecycle import TERMINAL_JOB_PHASES, volcano_job_phase
+from services.core.scheduling.lifecycle import READY, TERMINAL_JOB_PHASES, volcano_job_phase
 from services.core.workload.admission import ARRIVE_AT, GROUP_NAME
 from services.core.workload.jobplugins import redacted
 from services.core.workload.jobupdate import OBJECT_UID
@@ -442,18 +442,55 @@ def podgroup_phase(log_phase: str, pg_phase: str) -> str:
     return "Completed" if log_phase in TERMINAL_JOB_PHASES else "Pending"
 
 
-def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: str,
-                    placed: bool) -> dict[str, Any]:  # fmt: skip
-    """phase, running/succeeded/failed and the gang's condition: `Scheduled` once placed,
-    `Unschedulable` (reason NotEnoughResources, the gang message) while it waits."""
+#: the conditions Volcano's gang plugin writes on a PodGroup, one of each at most
+GANG_CONDITIONS = ("Unschedulable", "Scheduled")
+
+
+def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: str, min_member: int,
+                    current: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:  # fmt: skip
+    """phase, running/succeeded/failed and the gang's conditions as Volcano's gang plugin writes
+    them at each session's close (`OnSessionClose`): a ready job — minMember of its tasks
+    allocated, bound, running or succeeded (`JobInfo.IsReady`) — gets `Scheduled`; a job not
+    ready gets `Unschedulable` (NotEnoughResources, the scheduler's message, else the gang's
+    count of what its tasks are). Each replaces the condition of its type only
+    (`UpdatePodGroupCondition`): the PodGroup keeps one of each type, the other as it was last
+    written (`current`: the object's, with their times), and the newer tells the truth. A pod
+    above minMember that does not fit leaves a ready group `Scheduled` (the pod's own
+    `PodScheduled=False` says why); Tessera wrote `Unschedulable` over it and kept it after the
+    pod was gone, beside `phase: Running` — and `Scheduled` beside `Unknown` for a cut gang.
+    A condition of another type (a refusal's `Admitted=False`, from before it was admitted)
+    is dropped."""
+    tasks = list(tasks)
     out: dict[str, Any] = {"phase": pg_phase, **_counts(tasks)}
-    if unschedulable and not placed:
-        out["conditions"] = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
-                              "message": unschedulable}]  # fmt: skip
-    elif placed:
-        out["conditions"] = [{"type": "Scheduled", "status": "True", "reason": SCHEDULED_REASON,
-                              "message": ""}]  # fmt: skip
+    ready = sum(t.status in READY for t in tasks)
+    new: dict[str, Any] | None = None
+    if ready >= min_member:
+        new = {"type": "Scheduled", "status": "True", "reason": SCHEDULED_REASON, "message": ""}
+    elif unschedulable or ready or any(t.status == st.RUNNING for t in tasks):
+        # (not ready, nothing placed and no verdict yet: the scheduler has not judged it)
+        new = {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+               "message": unschedulable or _gang_message(tasks, ready, min_member)}  # fmt: skip
+    had = list(current)
+    conditions = [dict(c) for c in had if c.get("type") in GANG_CONDITIONS]
+    if new is not None:
+        at = next((i for i, c in enumerate(conditions) if c.get("type") == new["type"]), None)
+        if at is None:
+            conditions.append(new)
+        else:
+            conditions[at] = new
+    if conditions or had:
+        out["conditions"] = conditions
     return out
+
+
+def _gang_message(tasks: list[st.TaskSnap], ready: int, min_member: int) -> str:
+    """Volcano's words for a job that is not ready (`N/M tasks in gang unschedulable: pod group
+    is not ready, <count> <status>…, <min> minAvailable`)."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    histogram = sorted([f"{n} {status}" for status, n in counts.items()] + [f"{min_member} minAvailable"])
+    return f"{min_member - ready}/{len(tasks)} tasks in gang unschedulable: pod group is not ready, " + ", ".join(histogram)
 
 
 def job_status(spec: JobSpec, phase: str, tasks: Iterable[st.TaskSnap], retries: int,

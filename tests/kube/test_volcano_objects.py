@@ -44,12 +44,12 @@ def test_pod_of_a_job_belongs_to_the_job() -> None:
 
 def test_status_compared_without_timestamps() -> None:
     tasks = [st.TaskSnap("train-worker-0", "worker", 0, SPEC.tasks[0], status=st.RUNNING)]
-    desired = volcano.podgroup_status("Running", tasks, "", placed=True)
+    desired = volcano.podgroup_status("Running", tasks, "", 1)
     written = volcano.stamp(dict(desired, conditions=[dict(c) for c in desired["conditions"]]), None,
                             "2026-12-01T00:00:00Z")  # fmt: skip
     assert written["conditions"][0]["lastTransitionTime"] == "2026-12-01T00:00:00Z"
-    assert not volcano.status_differs(written, volcano.podgroup_status("Running", tasks, "", placed=True))
-    assert volcano.status_differs(written, volcano.podgroup_status("Running", [], "", placed=True))
+    assert not volcano.status_differs(written, volcano.podgroup_status("Running", tasks, "", 1))
+    assert volcano.status_differs(written, volcano.podgroup_status("Running", [], "", 1))
     job = volcano.job_status(SPEC, "Inqueue", tasks, 0, restarting=False)
     assert job["state"] == {"phase": "Pending"} and job["running"] == 1 and job["minAvailable"] == 2
 
