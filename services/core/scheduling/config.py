@@ -100,8 +100,10 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: (`record.decision_events`' `pipelines_end`). And (`PLAIN_EXTENDED`) NVIDIA's MIG and `.shared`
 #: names sort as plain resources where a waiting job's words name the first dimension over a limit.
 #: And (`RING_FIT`) an Ascend 910 pod's cards come from the best-fitting HCCS ring, a 910A pod of
-#: <= 4 cards from one ring only.
-RULES = 2
+#: <= 4 cards from one ring only. Generation 3: (`RING_COUNT_FIT`) an Ascend 910A pod of 3 or 5-7 cards
+#: does not fit 910A cards, and (`RING_RANK`) nodes are ranked by how well an Ascend 910 pod's
+#: cards fit an HCCS ring there.
+RULES = 3
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
 #: the generation from which a waiting job's `unblock` says what would free it under the
@@ -122,6 +124,17 @@ PLAIN_EXTENDED = 2
 #: spans the two rings (`ascend.AscendVendor.select`): before, the ring with the most free cards
 #: was filled first and a 910A pod of 2-4 cards could be split 2 + 2 across the rings
 RING_FIT = 2
+#: the generation from which an Ascend 910A pod asking a count its HCCS rings cannot serve (3,
+#: 5, 6, 7: ascend-for-volcano's module910x8 takes 1, 2, 4 or 8) does not fit 910A cards
+#: (`ascend.RING_COUNT_NOT_FIT`): before, 3 took one ring and 5-7 were split across the two
+#: (a family name, `huawei.com/Ascend910`, learns its model only at placement; admission refuses
+#: `huawei.com/Ascend910A` itself)
+RING_COUNT_FIT = 3
+#: the generation from which deviceshare's node order ranks nodes by the HCCS ring an Ascend 910
+#: pod's cards would take there (`fit.NodeFit.topology`, `deviceshare.RING_STEP`), as
+#: ascend-for-volcano's ScoreBestNPUNodes does: before, a 1-card pod could break the only whole
+#: ring left while another node had a ring it fitted exactly, and a later 4-card pod waited
+RING_RANK = 3
 
 
 def _on(value: object) -> bool:
