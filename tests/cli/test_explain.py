@@ -186,12 +186,14 @@ def test_placed_pod_says_why_this_node_and_these_cards(tmp_path: Path, capsys: p
     placed = json.loads(out)["placed"]
     assert placed["node"] == "node-a" and set(placed["parts"]) == {"nodeorder", "deviceshare"}
     assert sum(placed["parts"].values()) == pytest.approx(placed["score"]) and placed["score"] > 0
-    assert placed["runners_up"] == [{"node": "node-b", "score": 300.0}] and placed["feasible"] == 2
+    # node-b: 300, and 1000 for the untouched HCCS ring its one card would open there (RING_STEP ×
+    # ring fit 1 × ScheduleWeight 10); on node-a it joins a ring an earlier pod opened (fit 3)
+    assert placed["runners_up"] == [{"node": "node-b", "score": 1300.0}] and placed["feasible"] == 2
     assert placed["cards_why"].startswith("card policy spread (deviceshare.SchedulePolicy): emptiest card first")
     code, text, _ = explain(capsys, "pod", "npu-train-job-worker-0", "--from", str(log))
     assert code == 0
     assert "Why npu-train-job-worker-0 went to node-a (session 1" in text
-    assert "node-b  score 300 (" in text and "less)" in text
+    assert "node-b  score 1300 (" in text and "less)" in text
     assert "Timeline:" in text and "submitted" in text and "committed" in text and "started" in text
 
 

@@ -28,6 +28,16 @@ for 4-card pods; a whole single card too (a vNPU slice keeps the card policy's o
 ascend-for-volcano refuses it too (``NodeNotMeetTopologyWarning``) and HAMi would split it. 910B
 nodes are fully meshed (ascend-for-volcano's module910bx8 only counts cards), so there the ring is a
 preference and a pod is still split when no ring holds it.
+
+Counts (rules generation 3, ``config.RING_COUNT_FIT``): a 910A pod asks 1, 2, 4 or 8 chips, as
+ascend-for-volcano's module910x8 requires (``checkSingleTrainMode``: "req npu num is not [1 or 2 or
+4 or 8]"; ``judgeNodeAndTaskNPU`` fits no node for another count): 3 would take a ring's chips
+but one, 5-7 span both rings. Admission refuses ``huawei.com/Ascend910A`` of another count; a family
+name (``huawei.com/Ascend910``) learns its model only at placement, so there such a count does not
+fit 910A cards (``RingCountNotFit``) and fits the 910B models, whose module910bx8 takes any count
+up to 8. Nodes are ranked (``config.RING_RANK``) by ``topology_score``: the fit of the ring the
+pod's cards take there, in module910x8's order (ascend-for-volcano's ``ScoreBestNPUNodes``,
+``affScoreList``), so a pod goes where it fills a ring best and leaves whole rings whole.
 """
 
 from __future__ import annotations
@@ -57,6 +67,19 @@ RING_SIZE = 4
 RING_BOUND = frozenset({"Ascend910A"})
 #: a ring-bound pod that no one ring of the node holds (`RING_BOUND`)
 RING_NOT_FIT = "RingNotFit"
+#: the chips a pod of a ring-bound chip may ask: one ring's 1, 2 or 4, or the server's 8
+#: (ascend-for-volcano module910x8 `checkSingleTrainMode`, `judgeNodeAndTaskNPU`)
+RING_COUNTS = (1, 2, 4, 8)
+#: a ring-bound chip's pod of another count (`RING_COUNTS`): no node of such chips serves it
+RING_COUNT_NOT_FIT = "RingCountNotFit"
+#: `RING_COUNTS` in words
+RING_COUNTS_WORDS = ", ".join(str(n) for n in RING_COUNTS[:-1]) + f" or {RING_COUNTS[-1]}"
+
+
+def ring_count_why(chip: str) -> str:
+    """Why a ring-bound chip's pod asks `RING_COUNTS_WORDS` (admission and the wait words)."""
+    return (f"{chip} chips talk over HCCS rings of {RING_SIZE}, {RING_COUNTS[-1]} to a server; "
+            "ascend-for-volcano's module910x8 refuses other counts")
 
 _SOFT = NodeGate(hami_core=True)
 _HARD = NodeGate(hami_core=False)
@@ -179,6 +202,9 @@ class AscendVendor:
                         f"must be 1 or 2*n ({single.common_word} allocates modules of 2 NPUs)",
                     )
                 )
+        if count is not None and count not in RING_COUNTS and all(c.common_word in RING_BOUND for c in chips):
+            violations.append(Violation(count_name, str(count), f"must be {RING_COUNTS_WORDS} "
+                                        f"({ring_count_why(chips[0].common_word)})"))  # fmt: skip
         asked = memory  # as written, before HAMi's memoryFactor
         if memory is not None and factor > 1:
             memory *= factor
@@ -336,8 +362,14 @@ class AscendVendor:
         total = self.core_capacity(card, gate)
         return SliceSpec(kind="soft", memory=memory, cores=cores, exclusive=cores >= total)
 
-    def cards_needed(self, card: CardSpec, request: DeviceRequest) -> int | str:
+    def cards_needed(
+        self, card: CardSpec, request: DeviceRequest, switches: SchedulingSwitches
+    ) -> int | str:
+        """910C modules of 2; a 910A pod of a count its rings cannot serve fits none of its
+        cards (rules generation 3): a family name's pod may still take 910B cards."""
         chip = self.chips.get(card.type)
+        if switches.ring_counts and card.type in RING_BOUND and request.count not in RING_COUNTS:
+            return RING_COUNT_NOT_FIT
         if chip is not None and chip.super_pod:
             if request.count == 1:
                 return 2
@@ -391,6 +423,29 @@ class AscendVendor:
         for c in chosen:
             counts[c.network_id] = counts.get(c.network_id, 0) + 1
         return NETWORK_WEIGHT * max(counts.values()) / len(chosen)
+
+    def topology_score(
+        self, candidates: Sequence[CardSpec], chosen: Sequence[CardSpec], request: DeviceRequest
+    ) -> int:
+        """How well the cards fit the HCCS ring they take, as ascend-for-volcano ranks nodes
+        (module910x8's ``affScoreList``, ``getNodeBestScore``): `RING_SIZE` when they fill a
+        ring's free cards exactly, then 3 leaving a pair, 2 leaving one, 1 leaving three
+        (`_leftover_rank`); 0 when a pod one ring could hold spans two (affScore4, "not meet"),
+        and no opinion (0) for a vNPU slice, for more cards than a ring has, and for chips
+        without rings (310P) or in modules (910C)."""
+        if not chosen:
+            return 0
+        chip = self.chips.get(chosen[0].type)
+        needed = len(chosen)
+        if chip is None or not chip.network_grouped or chip.super_pod or needed > RING_SIZE:
+            return 0
+        if needed == 1 and not _whole(request):
+            return 0
+        rings = {c.network_id for c in chosen}
+        if len(rings) > 1:
+            return 0
+        (ring,) = rings
+        return RING_SIZE - _leftover_rank(sum(1 for c in candidates if c.network_id == ring) - needed)
 
 
 def _whole(request: DeviceRequest) -> bool:

@@ -78,6 +78,8 @@ class DeviceConfig:
     mig_kept_off: bool = True
     #: Ascend 910 cards from one best-fitting HCCS ring (`SchedulingSwitches.ring_fit`)
     ring_fit: bool = True
+    #: a 910A pod of 3 or 5-7 cards does not fit 910A cards (`SchedulingSwitches.ring_counts`)
+    ring_counts: bool = True
     card_ranker: CardRanker | None = field(default=None, compare=False)
 
 
@@ -97,6 +99,10 @@ class NodeFit:
     assignments: tuple[CardAssignment, ...]
     score: float
     ok: bool = True
+    #: how well the chosen cards leave the node's topology for later pods (higher is better, 0:
+    #: no opinion; `DeviceVendor.topology_score`, summed over the requests): apart from `score`,
+    #: which the node policy turns around under spread, since a worse ring is worse either way
+    topology: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +225,7 @@ def prepare_task(
             templates_share=config.templates_share,
             mig_kept_off=config.mig_kept_off,
             ring_fit=config.ring_fit,
+            ring_counts=config.ring_counts,
         ),
         ranker=config.card_ranker,
         sort_keys=tuple(card_sort_key(card_policy, r.numa_bind) for r in requests),
@@ -263,6 +270,7 @@ def fit_node(
     added_mig: dict[str, tuple[MigInstance, ...]] = {}  # MIG card → instances this task took
     assignments: list[CardAssignment] = []
     bonus = 0.0
+    topology = 0
     weights = task.weights
     share = task.switches.templates_share
     mutex = task.card_policy.mutex
@@ -356,7 +364,9 @@ def fit_node(
             added[spec.uuid] = (had[0] + 1, had[1] + s.cores, had[2] + s.memory)
             added_slices[spec.uuid] = s
         bonus += vendor.node_bonus(chosen, req)
-    return NodeFit(tuple(assignments), node_score(cards) + bonus)
+        kind = chosen[0].type if chosen else ""
+        topology += vendor.topology_score([c for c in fitting if c.type == kind], chosen, req)
+    return NodeFit(tuple(assignments), node_score(cards) + bonus, topology=topology)
 
 
 def pod_share_words(task: TaskDevices, codes: str, cards: Sequence[CardSpec]) -> tuple[str, str] | None:
@@ -485,7 +495,7 @@ def _select(
         by_type.setdefault(c.type, []).append(c)
     last = ""
     for group in by_type.values():
-        needed = vendor.cards_needed(group[0], req)
+        needed = vendor.cards_needed(group[0], req, switches)
         if isinstance(needed, str):
             last = needed
             continue

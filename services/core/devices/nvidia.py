@@ -280,7 +280,9 @@ class NvidiaVendor:
         kind = "whole" if exclusive and memory >= card.memory else "soft"
         return SliceSpec(kind=kind, memory=memory, cores=cores, exclusive=exclusive)
 
-    def cards_needed(self, card: CardSpec, request: DeviceRequest) -> int | str:
+    def cards_needed(
+        self, card: CardSpec, request: DeviceRequest, switches: SchedulingSwitches
+    ) -> int | str:
         return request.count
 
     def select(
@@ -294,3 +296,8 @@ class NvidiaVendor:
 
     def node_bonus(self, chosen: Sequence[CardSpec], request: DeviceRequest) -> float:
         return 0.0
+
+    def topology_score(
+        self, candidates: Sequence[CardSpec], chosen: Sequence[CardSpec], request: DeviceRequest
+    ) -> int:
+        return 0  # (NVLink is not modelled: no opinion)

@@ -52,6 +52,10 @@ class SchedulingSwitches:
     #: False: HAMi's largest-group-first fill, as the scheduler decided before rules generation
     #: 2 (`DeviceConfig.ring_fit`)
     ring_fit: bool = True
+    #: a ring-bound chip's pod of a count its rings cannot serve (910A: 3, 5, 6, 7) does not fit
+    #: its cards (`ascend.AscendVendor.cards_needed`); False: placed, as the scheduler decided
+    #: before rules generation 3 (`DeviceConfig.ring_counts`)
+    ring_counts: bool = True
 
 
 class DeviceVendor(Protocol):
@@ -108,8 +112,11 @@ class DeviceVendor(Protocol):
         """The ledger slice for a fitted request on this card."""
         ...
 
-    def cards_needed(self, card: CardSpec, request: DeviceRequest) -> int | str:
-        """Cards the request takes when it lands on cards like ``card`` (910C pairs), or a reason."""
+    def cards_needed(
+        self, card: CardSpec, request: DeviceRequest, switches: SchedulingSwitches
+    ) -> int | str:
+        """Cards the request takes when it lands on cards like ``card`` (910C pairs), or a reason
+        (a count such cards cannot serve)."""
         ...
 
     def select(
@@ -124,4 +131,12 @@ class DeviceVendor(Protocol):
 
     def node_bonus(self, chosen: Sequence[CardSpec], request: DeviceRequest) -> float:
         """Vendor ``ScoreNode`` term added to the node score for this request's cards."""
+        ...
+
+    def topology_score(
+        self, candidates: Sequence[CardSpec], chosen: Sequence[CardSpec], request: DeviceRequest
+    ) -> int:
+        """How well taking ``chosen`` out of the fitting ``candidates`` (same card type) leaves
+        the node's cards for later pods: higher is better, 0 is no opinion (or the worst); nodes
+        are ranked by it (rules generation 3, Ascend's HCCS rings)."""
         ...

@@ -100,8 +100,10 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: (`record.decision_events`' `pipelines_end`). And (`PLAIN_EXTENDED`) NVIDIA's MIG and `.shared`
 #: names sort as plain resources where a waiting job's words name the first dimension over a limit.
 #: And (`RING_FIT`) an Ascend 910 pod's cards come from the best-fitting HCCS ring, a 910A pod of
-#: <= 4 cards from one ring only. Generation 3 (`ONLY_QUEUE_WORDS`): an overused queue that is the
-#: only one with jobs is not told to raise its weight.
+#: <= 4 cards from one ring only. Generation 3: (`ONLY_QUEUE_WORDS`) an overused queue that is
+#: the only one with jobs is not told to raise its weight; (`RING_COUNT_FIT`) an Ascend 910A pod
+#: of 3 or 5-7 cards does not fit 910A cards, and (`RING_RANK`) nodes are ranked by how well an
+#: Ascend 910 pod's cards fit an HCCS ring there.
 RULES = 3
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
@@ -128,6 +130,17 @@ RING_FIT = 2
 #: cluster among the queues with jobs by weight, and one alone deserves all it asks already
 #: (`explain._overused`); the words are recorded in JobUnschedulable
 ONLY_QUEUE_WORDS = 3
+#: the generation from which an Ascend 910A pod asking a count its HCCS rings cannot serve (3,
+#: 5, 6, 7: ascend-for-volcano's module910x8 takes 1, 2, 4 or 8) does not fit 910A cards
+#: (`ascend.RING_COUNT_NOT_FIT`): before, 3 took one ring and 5-7 were split across the two
+#: (a family name, `huawei.com/Ascend910`, learns its model only at placement; admission refuses
+#: `huawei.com/Ascend910A` itself)
+RING_COUNT_FIT = 3
+#: the generation from which deviceshare's node order ranks nodes by the HCCS ring an Ascend 910
+#: pod's cards would take there (`fit.NodeFit.topology`, `deviceshare.RING_STEP`), as
+#: ascend-for-volcano's ScoreBestNPUNodes does: before, a 1-card pod could break the only whole
+#: ring left while another node had a ring it fitted exactly, and a later 4-card pod waited
+RING_RANK = 3
 
 
 def _on(value: object) -> bool:

@@ -16,7 +16,13 @@ from collections.abc import Mapping
 
 from contracts.workloads import DeviceRequest, JobSpec
 from services.core.devices import registration
-from services.core.devices.ascend import RING_NOT_FIT, RING_SIZE
+from services.core.devices.ascend import (
+    RING_BOUND,
+    RING_COUNT_NOT_FIT,
+    RING_COUNTS_WORDS,
+    RING_NOT_FIT,
+    RING_SIZE,
+)
 from services.core.devices.fit import CARD_OTHER_TEMPLATE, CARD_TAKEN_BY_POD
 from services.core.devices.mig import CARD_IN_MIG_MODE, MIG_INFEASIBLE, MIG_WORDS
 
@@ -55,6 +61,10 @@ def phrase(reason: str, spec: JobSpec | None) -> str:
     m = _CODE.search(reason)
     code = m.group(3) if m else ""
     card = _card(d)
+    if RING_COUNT_NOT_FIT in reason:  # (a family name's pod on 910A cards: no freeing helps)
+        n = f", not {d.count}" if d is not None else ""
+        return (f"have only {' or '.join(sorted(RING_BOUND))} cards, where a pod asks {RING_COUNTS_WORDS} "
+                f"(HCCS rings of {RING_SIZE}){n}")  # fmt: skip
     if RING_NOT_FIT in reason:  # (whatever else the node lacks: its free cards are there, split)
         n = d.count if d is not None else 2
         return (f"have no HCCS ring with {n} free {card} cards (their free cards are split "

@@ -691,6 +691,54 @@ def test_ascend_fit(case: AscendCase) -> None:
         assert result.score - node_score(case.cards) == pytest.approx(case.bonus)
 
 
+def _busy(cards: list[tuple[CardSpec, CardUsage]], busy: set[int]) -> list[tuple[CardSpec, CardUsage]]:
+    return [(s, use(1, s.memory, s.cores) if s.index in busy else u) for s, u in cards]
+
+
+EIGHT_A = [(npu(f"a{i}", i, "Ascend910A", mem=32768, cores=30), use()) for i in range(8)]
+RING1 = {4, 5, 6, 7}
+
+
+@pytest.mark.parametrize(("limits", "busy", "fit"), [
+    # ascend-for-volcano module910x8 affScoreList: 1 card → a ring with 1 free, then 3, 2, 4
+    ({"huawei.com/Ascend910B3": 1}, {0, 1, 2} | RING1, 4),
+    ({"huawei.com/Ascend910B3": 1}, {0} | RING1, 3),
+    ({"huawei.com/Ascend910B3": 1}, {0, 1} | RING1, 2),
+    ({"huawei.com/Ascend910B3": 1}, RING1, 1),
+    ({"huawei.com/Ascend910B3": 1}, {0}, 3),  # the best of the node's rings (3 free, 4 free)
+    # 2 cards → 2 free, then 4, then 3
+    ({"huawei.com/Ascend910B3": 2}, {0, 1} | RING1, 4),
+    ({"huawei.com/Ascend910B3": 2}, RING1, 3),
+    ({"huawei.com/Ascend910B3": 2}, {0} | RING1, 2),
+    ({"huawei.com/Ascend910B3": 4}, {0, 1, 2, 3}, 4),
+    ({"huawei.com/Ascend910B3": 2}, {0, 1, 2, 4, 5, 6}, 0),  # split across the rings (910B): worst
+    ({"huawei.com/Ascend910B3": 8}, set(), 0),  # the whole node, more than a ring: no opinion
+    ({"huawei.com/Ascend910B3": 6}, set(), 0),
+    ({"huawei.com/Ascend910B3": 1, "huawei.com/Ascend910B3-memory": 8000}, RING1, 0),  # a vNPU slice
+])  # fmt: skip
+def test_the_ring_a_pods_cards_take_ranks_the_node_as_ascend_for_volcano_does(
+    limits: dict[str, int], busy: set[int], fit: int
+) -> None:
+    """`NodeFit.topology` (rules generation 3, deviceshare's node order): highest where the cards
+    fill a ring's free cards exactly, lower as they leave a pair, one, three, 0 across the rings."""
+    result = fit_task(_busy(EIGHT, busy), ascend(limits), registry=REG)
+    assert isinstance(result, NodeFit), result
+    assert result.topology == fit
+
+
+@pytest.mark.parametrize("count", [3, 5, 6, 7])
+def test_a_910a_pod_of_a_count_its_rings_cannot_serve_fits_no_910a_card(count: int) -> None:
+    """ascend-for-volcano module910x8 `judgeNodeAndTaskNPU`: 1, 2, 4 or 8 (rules generation 3);
+    a family name's pod, which admission lets through, meets it here. Before, placed (3 in a ring,
+    5-7 split)."""
+    family = ascend({"huawei.com/Ascend910": count})
+    result = fit_task(EIGHT_A, family, registry=REG)
+    assert isinstance(result, NodeMisfit) and result.message == "8/8 RingCountNotFit", result
+    assert isinstance(fit_task(EIGHT, family, registry=REG), NodeFit)  # 910B3 cards take it
+    old = fit_task(EIGHT_A, family, registry=REG, config=DeviceConfig(ring_counts=False))
+    assert isinstance(old, NodeFit) and len(old.assignments) == count
+
+
 def test_soft_slice_on_hami_core_node_books_percent_cores() -> None:
     reqs = ascend(
         {

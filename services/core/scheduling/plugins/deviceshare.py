@@ -52,7 +52,15 @@ from services.core.devices import (
     prepare_task,
     registration,
 )
-from services.core.devices.ascend import RING_NOT_FIT, RING_SIZE, ring_groups
+from services.core.devices.ascend import (
+    RING_BOUND,
+    RING_COUNTS,
+    RING_COUNTS_WORDS,
+    RING_NOT_FIT,
+    RING_SIZE,
+    ring_count_why,
+    ring_groups,
+)
 from services.core.devices.fit import card_mismatch, pod_share_words
 from services.core.devices.mig import (
     CARD_IN_MIG_MODE,
@@ -73,7 +81,9 @@ from services.core.placement import POLICIES, Policy, Request, fits
 from services.core.scheduling.config import (
     DEVICE_SWITCHES,
     MIG_KEPT_OFF,
+    RING_COUNT_FIT,
     RING_FIT,
+    RING_RANK,
     RULES,
     PluginConf,
     deviceshare_vendors,
@@ -151,6 +161,12 @@ def not_served(resource: str, extended: Sequence[str]) -> str:
     return f"node(s) don't serve {resource}: {serves}"
 
 
+#: NodeOrder: what one step of `NodeFit.topology` (a better HCCS ring fit) adds to a node,
+#: before ScheduleWeight: more than HAMi's node score spans (0-30, + 10 per request's ring bonus),
+#: so the ring fit decides between nodes and the node policy only among equal fits, as a ring
+#: broken for a 1-card pod delays a 4-card one however full the nodes are (rules generation 3)
+RING_STEP = 100.0
+
 #: NodeOrder score of a node HAMi admits but the placement model does not (rounding at the edge):
 #: below any policy score, so it is only chosen when nothing else fits.
 UNFIT_SCORE = -1.0e9
@@ -195,6 +211,8 @@ class DeviceSharePlugin:
         self._order_scale = 1.0
         self.policy_text = policy if not self.placement else self.placement
         self.ssn: Session | None = None
+        #: nodes are ranked by the HCCS ring fit (`RING_STEP`; rules generation 3)
+        self.ring_rank = True
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -207,6 +225,9 @@ class DeviceSharePlugin:
             self.config = replace(self.config, mig_kept_off=False)
         if ssn.conf.rules < RING_FIT:  # HAMi's largest-ring-first fill (logs of older rules)
             self.config = replace(self.config, ring_fit=False)
+        if ssn.conf.rules < RING_COUNT_FIT:  # a 910A pod of 3, 5-7 cards was placed then
+            self.config = replace(self.config, ring_counts=False)
+        self.ring_rank = ssn.conf.rules >= RING_RANK
         if ssn.conf.vendors is not None:  # a device-config.yaml given to the scheduler
             self.vendors = ssn.conf.vendors
         ssn.device_binder = self.bind
@@ -335,7 +356,10 @@ class DeviceSharePlugin:
         prepared = self._task(task)
         if fit is None or isinstance(prepared, str):
             return 0.0
-        return node_preference(prepared.node_policy, fit.score) * self.weight
+        score = node_preference(prepared.node_policy, fit.score)
+        if fit.topology and self.ring_rank:
+            score += RING_STEP * fit.topology
+        return score * self.weight
 
     def bind(
         self, task: TaskInfo, node: NodeInfo, future: bool = False
@@ -425,6 +449,9 @@ class DeviceSharePlugin:
                             f"{req.mode}, or add a node whose cards run {req.mode}", INF)  # fmt: skip
                 have = ", ".join(sorted({c.spec.type for c in node.cards})) or "no cards"
                 return f"has no {kind} card (it has {have}) [{codes}]", "", INF
+            if rules >= RING_COUNT_FIT and req.count not in RING_COUNTS and \
+                    all(c.spec.type in RING_BOUND for c in mine):  # (no freeing helps)
+                return _ring_count_words(kind, req, mine[0].spec.type, codes)
             healthy = [c for c in mine if c.spec.healthy and c.usage.healthy and not c.usage.retired]
             plural = "s" if req.count > 1 else ""
             carved = [c for c in healthy if mig.carved(c.spec)]
@@ -482,6 +509,16 @@ class DeviceSharePlugin:
         shared = (pod_share_words(prepared, codes, [c.spec for c in node.cards])
                   if prepared.switches.templates_share else None)  # (words of rules generation 1)
         return (*shared, NO_ROOM) if shared else (codes, "", INF)
+
+
+def _ring_count_words(kind: str, req: DeviceRequest, chip: str, codes: str) -> tuple[str, str, float]:
+    """A pod whose count a ring-bound chip's rings cannot serve (rules generation 3): admission
+    refuses it when the resource names the chip; a family name's pod learns the model here."""
+    other = (f"; or run it where other {kind} models are (their pods may take {req.count})"
+             if req.allowed_types and set(req.allowed_types) - RING_BOUND else "")  # fmt: skip
+    return (f"{kind}: asked {req.count} cards, and the node's are {chip}, where a pod asks "
+            f"{RING_COUNTS_WORDS} ({ring_count_why(chip)}) [{codes}]",
+            f"ask {RING_COUNTS_WORDS} cards per pod{other}", NO_ROOM)  # fmt: skip
 
 
 def _ring_words(kind: str, req: DeviceRequest, healthy: Sequence[CardInfo], node: str,
