@@ -17,19 +17,15 @@ import pytest
 
 from services.core.scheduling.decide import decide
 from services.core.scheduling.memo import SessionMemo
+from services.runtime.collector import paused
 from tests.core.scheduling.test_node_cache import _conf, random_snapshot, refusing
 
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    was = gc.isenabled()
     gc.collect()
-    gc.disable()
-    try:
+    with paused():  # as the scheduler service runs `decide`
         yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @pytest.mark.parametrize("seed", range(6))
