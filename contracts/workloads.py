@@ -159,6 +159,10 @@ class TaskSpec(Record, frozen=True):
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     claims: tuple[str, ...] = ()  # spec.volumes[].persistentVolumeClaim.claimName (its namespace)
     runtime_class: str = ""  # spec.runtimeClassName (HAMi's webhook sets one on GPU pods; Tessera cannot)
+    #: a Volcano Job task's `dependsOn.name`: its pods start once those tasks are ready
+    #: (`services.core.workload.dependson`); `depends_any`: `iteration: any`, any one of them
+    depends_on: tuple[str, ...] = ()
+    depends_any: bool = False
 
 
 class JobSpec(Record, frozen=True):

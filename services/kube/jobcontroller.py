@@ -79,12 +79,13 @@ from contracts.events import (
     QueueUpdated,
     TaskFinished,
 )
-from contracts.workloads import JobSpec
+from contracts.workloads import JobSpec, TaskSpec
 from services.core.retention import DEFAULT_KEEP_FINISHED, FinishedOrder
 from services.core.scheduling import lifecycle
 from services.core.scheduling import snapshot as st
 from services.core.scheduling.resources import requested
 from services.core.stamps import utc_stamp
+from services.core.workload import dependson
 from services.kube import jobplugins, pods, status, volcano
 from services.kube.client import (
     REFUSALS,
@@ -830,26 +831,16 @@ class JobController:
                 raise
 
     def _dependencies_ready(self, key: str, job: dict[str, Any], spec: JobSpec, task: str) -> bool:
-        """A task's `dependsOn` (Volcano's job controller): its pods are made only once the tasks
-        it names are ready — all of them, or any one with `iteration: any` and two or more
-        names. A task is ready when at least its minAvailable pods (replicas when unset) are
-        Running with every container status ready, or Succeeded."""
-        depends = (jobplugins.task_named(job, task) or {}).get("dependsOn") or {}
-        names = [str(n) for n in depends.get("name") or []] if isinstance(depends, dict) else []
-        if not names:
-            return True
+        """A task's `dependsOn` (`dependson.ready`, the rule `tessera simulate` holds tasks by):
+        read from the Job object (a spec admitted before specs carried it lacks it), a pod of a
+        named task ready when Running with every container status ready, or Succeeded."""
+        names, any_of = dependson.named((jobplugins.task_named(job, task) or {}).get("dependsOn"))
         ns, name = key.split("/", 1)
 
-        def ready(dep: str) -> bool:
-            t = next((t for t in spec.tasks if t.name == dep), None)
-            if t is None:
-                return True  # (admission refuses a dependency on no task)
-            need = t.replicas if t.min_available is None else t.min_available
-            return sum(_pod_ready(self.pods.get(f"{ns}/{name}-{dep}-{i}")) for i in range(t.replicas)) >= need
+        def ready_pods(t: TaskSpec) -> int:
+            return sum(_pod_ready(self.pods.get(f"{ns}/{name}-{t.name}-{i}")) for i in range(t.replicas))
 
-        if depends.get("iteration") == "any" and len(names) > 1:
-            return any(ready(n) for n in names)
-        return all(ready(n) for n in names)
+        return dependson.ready(names, any_of, spec.tasks, ready_pods)
 
     async def _plugin_objects(self, key: str, job: dict[str, Any]) -> None:
         """What the Job's controller puts beside its pods (svc: the hosts ConfigMap, the headless

@@ -15,7 +15,12 @@ from contracts.events import NodeRegistered
 from services.core.devices.nodeconfig import NodeConfigError
 from services.core.workload.quantity import cpu_milli, memory_mib_down
 from services.nodeagent.heartbeat import nats_sink
-from services.nodeagent.inventory import discovered_node, nodes_from_inventory, read_node_config
+from services.nodeagent.inventory import (
+    discovered_node,
+    machine_arch,
+    nodes_from_inventory,
+    read_node_config,
+)
 from services.nodeagent.monitor import NodeMonitor
 from services.nodeagent.service import NodeAgent
 from services.runtime import eventloop
@@ -61,6 +66,7 @@ def hosted_nodes(args: argparse.Namespace) -> list[NodeRegistered]:
                 catalogue=catalogue,
                 hami_vnpu_core=args.hami_vnpu_core or None,  # not given: the node config's, the device config's
                 node_config=node_config.get(args.node),
+                arch=machine_arch(),
             )
         )
     return nodes

@@ -8,6 +8,7 @@ simulation of it would. Discovery builds one node from recorded `npu-smi info` /
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import yaml
@@ -16,7 +17,7 @@ from contracts.devices import CardSpec
 from contracts.events import NodeRegistered
 from services.core.devices.catalogue import Catalogue, default_catalogue
 from services.core.devices.nodeconfig import NodeDeviceConfig, configured_cards, parse_node_config
-from services.core.simulate.inventory import load_inventory
+from services.core.simulate.inventory import DEFAULT_ARCH, kubelet_labels, load_inventory
 from services.nodeagent.discovery import (
     ascend_cards,
     nvidia_cards,
@@ -38,6 +39,16 @@ def read_node_config(path: Path | None) -> dict[str, NodeDeviceConfig]:
     return parse_node_config(path.read_text()) if path else {}
 
 
+#: `platform.machine()` → Go's `GOARCH`, the name a kubelet labels its node with
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def machine_arch() -> str:
+    """This machine's `kubernetes.io/arch`, as its kubelet (built for it) would write it."""
+    machine = platform.machine().lower()
+    return _GOARCH.get(machine, machine or DEFAULT_ARCH)
+
+
 def discovered_node(
     name: str,
     cpu_milli: int,
@@ -47,6 +58,7 @@ def discovered_node(
     catalogue: Catalogue | None = None,
     hami_vnpu_core: bool | None = None,
     node_config: NodeDeviceConfig | None = None,
+    arch: str = DEFAULT_ARCH,
 ) -> NodeRegistered:
     """One node whose cards come from the tools' outputs (either, both or neither), registered
     as the node config says (its `hami-vnpu-core` wins over the flag; neither given: the device
@@ -67,9 +79,9 @@ def discovered_node(
         node=name,
         cpu_milli=cpu_milli,
         memory_mib=memory_mib,
-        # the kubelet labels every node with its hostname, and an inventory's nodes carry it
-        # (`simulate/inventory.py`): a nodeSelector on it waited forever on a discovered node
-        labels={"kubernetes.io/hostname": name},
+        # the kubelet's labels, as an inventory's nodes carry them (`simulate/inventory.py`):
+        # a nodeSelector on the hostname or `kubernetes.io/os` waited forever on a discovered node
+        labels=kubelet_labels(name, arch),
         annotations=annotations,
         cards=tuple(cards),
     )

@@ -171,7 +171,8 @@ def test_a_discovered_node_carries_its_hostname_label_so_a_selector_on_it_places
     from tests.core.scheduling.scenarios import vendors
 
     real1 = discovered_node("real1", 192_000, 1_572_864, npu_smi=fixture("npu-smi-910b3x8.txt"))
-    assert real1.labels == {"kubernetes.io/hostname": "real1"}
+    assert real1.labels == {"kubernetes.io/hostname": "real1", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    assert discovered_node("a1", 1, 1, arch="arm64").labels["kubernetes.io/arch"] == "arm64"
     reg = vendors()
     other = load_inventory({"nodes": [{"name": "n1", "cpu": 192, "memory": "1536Gi",
                                        "devices": [{"type": "Ascend910B3", "count": 8}]}]}, reg.catalogue)  # fmt: skip

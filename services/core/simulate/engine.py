@@ -34,7 +34,7 @@ from contracts.events import (
 from contracts.owners import owner_key
 from contracts.registry import default_registry
 from contracts.subjects import subject_of
-from contracts.workloads import JobSpec, QueueSpec
+from contracts.workloads import JobSpec, QueueSpec, TaskSpec
 from services.core import ledger
 from services.core.devices import DeviceConfig, VendorRegistry
 from services.core.holdback import book_running, unfitted_warning
@@ -44,7 +44,7 @@ from services.core.scheduling.config import PIPELINES_END, SchedulerConf
 from services.core.scheduling.decide import decide
 from services.core.scheduling.memo import SessionMemo
 from services.core.scheduling.view import SchedulerView
-from services.core.workload import RunningPod, Workload
+from services.core.workload import RunningPod, Workload, dependson
 from services.runtime.eventlog.memory import MemoryLog
 from services.runtime.eventlog.model import Entry
 
@@ -92,6 +92,10 @@ class Simulation:
         self.shown: dict[str, str] = {}  # job → the phase its last JobPhaseChanged showed
         self.job_done: set[str] = set()
         self.pg_phase: dict[str, str] = {}
+        #: job → its committed pods not started yet: their task's `dependsOn` is not ready, as
+        #: Volcano's job controller makes them only then (`dependson.py`; the cluster's job
+        #: controller holds them by the same rule)
+        self.held: dict[str, set[str]] = {}
         self._session_tag = 0
         #: what one session leaves the next (unchanged nodes' working state, memo.py)
         self.memo = SessionMemo()
@@ -220,10 +224,10 @@ class Simulation:
         return booked, unfitted
 
     def _existing(self, job: JobSpec, rp: RunningPod, placement: TaskPlacement) -> None:
-        """A pre-existing Running pod: commit its booking and start it."""
+        """A pre-existing Running pod: commit its booking and start it (it runs already)."""
         key = f"{job.namespace}/{job.name}"
         if self._commit(job.namespace, job.name, (placement,), 0, proposal_seq=0):
-            self._start(job, (placement,))
+            self._start(job, (placement,), hold=False)
         self.ends[(key, rp.pod, "")] = self._end_of(job, rp.pod)
 
     def _slices_from_annotations(self, rp: RunningPod) -> tuple[SliceAssignment, ...]:
@@ -263,15 +267,56 @@ class Simulation:
         self.cards.update(staged)
         return True
 
-    def _start(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> None:
+    def _start(self, job: JobSpec, placements: tuple[TaskPlacement, ...], hold: bool = True) -> None:
+        """Start the committed pods, each once its task's `dependsOn` is ready (`hold`): the
+        others wait in `held` for the pods they depend on, started here or later. Started all
+        at once, a task began before the one it depends on ran (nginx3 with one of nginx2's
+        five pods started), an order no cluster shows."""
         key = f"{job.namespace}/{job.name}"
-        for p in placements:
-            self.emit(
-                TaskStarted(
-                    namespace=job.namespace, name=job.name, task=p.task, node=p.node, at=self.now
-                )
-            )
-            self.ends[(key, p.task, "")] = self._end_of(job, p.task)
+        if not hold or not any(t.depends_on for t in job.tasks):
+            for p in placements:
+                self._run(job, p.task, p.node)
+            return
+        self.held.setdefault(key, set()).update(p.task for p in placements)
+        self._start_held(key)
+
+    def _run(self, job: JobSpec, pod: str, node: str) -> None:
+        key = f"{job.namespace}/{job.name}"
+        self.emit(TaskStarted(namespace=job.namespace, name=job.name, task=pod, node=node, at=self.now))
+        self.ends[(key, pod, "")] = self._end_of(job, pod)
+
+    def _start_held(self, key: str) -> bool:
+        """Start the job's held pods whose tasks' `dependsOn` is ready now, in the job's task
+        order, again while a start readies another task; True if any started."""
+        held = self.held.get(key)
+        job = self.projection.jobs.get(key)
+        if not held or job is None:
+            return False
+        tasks = self.projection.tasks.get(key, {})
+
+        def ready_pods(t: TaskSpec) -> int:  # a task's pods started (running) or succeeded
+            return sum(tasks[p].status in (st.RUNNING, st.SUCCEEDED)
+                       for p, role, _, _ in st.task_names(job.spec) if role == t.name and p in tasks)  # fmt: skip
+
+        started = False
+        progress = True
+        while progress:
+            progress = False
+            for pod, _, _, t in st.task_names(job.spec):
+                if pod not in held or not dependson.task_ready(t, job.spec.tasks, ready_pods):
+                    continue
+                held.discard(pod)
+                snap = tasks.get(pod)
+                if snap is not None and snap.status == st.BOUND:
+                    self._run(job.spec, pod, snap.node)
+                    progress = started = True
+        if not held:
+            self.held.pop(key, None)
+        return started
+
+    def _start_all_held(self) -> bool:
+        """Held pods whose dependencies became ready (started, or succeeded, since)."""
+        return any([self._start_held(key) for key in sorted(self.held)])
 
     def _end_of(self, job: JobSpec, pod: str) -> float | None:
         for pname, _, _, t in st.task_names(job):
@@ -300,6 +345,7 @@ class Simulation:
                                reason=reason, at=self.now))  # fmt: skip
         self._release(ns, name, pod, slices, reason or "finished")
         self.ends.pop((key, pod, ""), None)
+        self.held.get(key, set()).discard(pod)  # a held pod evicted or killed never starts
 
     # --- one session ----------------------------------------------------------------------
 
@@ -350,6 +396,7 @@ class Simulation:
                         changed = True
                 case _:
                     pass
+        changed = self._start_all_held() or changed
         self._sync_lifecycle()
         self._session_tag = 0
         return changed
@@ -451,6 +498,7 @@ class Simulation:
             for (key, pod, _), end in sorted(self.ends.items(), key=lambda kv: (kv[1] or 0, kv[0])):
                 if end is not None and end <= self.now:
                     self._task_finished(key, pod)
+            self._start_all_held()  # a task that succeeded readies those depending on it
             self._sync_lifecycle()
             self._submit_due()
 

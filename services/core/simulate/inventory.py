@@ -1,7 +1,9 @@
 """Inventory YAML → `NodeRegistered` events (nodes with their cards).
 
 `nodes: [{name, count?, cpu, memory, pods?, labels?, annotations?, taints?, serves?, devices: [{type,
-count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. `serves` lists the extended
+count, memory?, cores?, splitCount?, numa?, networkId?}]}]`. Every node carries the kubelet's
+labels `kubernetes.io/hostname` (its name), `kubernetes.io/os: linux` and `kubernetes.io/arch:
+amd64`; its `labels` add to them and win (`kubernetes.io/arch: arm64` for an Ascend server). `serves` lists the extended
 resources the node's kubelet serves; as a map of name → count (`{nvidia.com/gpu: 8}`) it is
 a node of the vendor's own device plugin: each count of a family none of `devices` registers
 is that many whole cards of mode `plugin` (`registration.plugin_cards`), as on a cluster; a count of
@@ -163,13 +165,13 @@ def load_inventory(
                 annotations["hami-vnpu-core"] = "true"
             hami_core = annotations.get("hami-vnpu-core", "").lower() == "true"
             cards = _cards(node, raw.get("devices") or [], path, catalogue, hami_core, entry)
-            node_labels = {"kubernetes.io/hostname": node,
+            node_labels = {**kubelet_labels(node),
                            **{str(k): str(v) for k, v in (raw.get("labels") or {}).items()}}
             # a count no registered card of its family describes: the vendor's own plugin's cards
             cards += registration.plugin_cards(node, counts, node_labels, {c.vendor for c in cards}, catalogue)
             out.append(NodeRegistered(
                 node=node, cpu_milli=cpu, memory_mib=mem, pods=int(raw.get("pods", 110)),
-                # every Kubernetes node carries its hostname label; selectors on it must work
+                # the kubelet's own labels (`kubelet_labels`), then the inventory's: selectors work
                 labels=node_labels,
                 annotations=annotations, taints=taints, cards=tuple(cards),
                 # what its device plugins register (HAMi's: the model's name); unset: every name
@@ -177,6 +179,18 @@ def load_inventory(
                 resources=resources,
             ))  # fmt: skip
     return out
+
+
+#: `kubernetes.io/arch` of a node whose inventory entry does not say (`labels:` may)
+DEFAULT_ARCH = "amd64"
+
+
+def kubelet_labels(node: str, arch: str = DEFAULT_ARCH) -> dict[str, str]:
+    """The labels every kubelet puts on its Node (`kubernetes.io/hostname`, `kubernetes.io/os`,
+    `kubernetes.io/arch`: its own `runtime.GOOS` / `GOARCH`): manifests and Helm charts select
+    `kubernetes.io/os: linux` (Volcano's task-start-dependency example does), and a simulated
+    node without it kept them Pending for good, where any cluster runs them."""
+    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch}
 
 
 def _resources(raw: object, path: str) -> dict[str, int]:

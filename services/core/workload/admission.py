@@ -51,7 +51,7 @@ from services.core.godurations import go_duration
 from services.core.joblabels import TASK_INDEX, job_task_labels
 from services.core.scheduling.resources import pod_request, sidecar
 from services.core.scheduling.snapshot import COOLDOWN_TIME
-from services.core.workload import fields, names
+from services.core.workload import dependson, fields, names
 from services.core.workload.cardroom import Largest, beyond_every_card
 from services.core.workload.devicerequests import DeviceRequestParser, asked_count, uncounted
 from services.core.workload.gatenames import scheduling_gates
@@ -142,8 +142,26 @@ KINDS = {
 }
 
 
+#: a pod naming a PodGroup given nowhere. Volcano's podgroup controller skips a pod that names
+#: a group (it makes `podgroup-<owner uid>` only for pods naming none), and its scheduler
+#: ignores pods of a group it does not have: they wait for the group's author. Its guide "how to
+#: schedule multiple single pods with podgroup" shows the controller making the group from the
+#: pods' `scheduling.volcano.sh/group-min-resources`, the change of volcano-sh/volcano#2358, which
+#: was closed unmerged; a user following it is told what to write instead
+MISSING_GROUP = ("PodGroup not found: Volcano's scheduler ignores pods of a missing group, and its podgroup "
+                 "controller makes none for a pod that names one (the multiple-single-pods guide shows "
+                 "volcano-sh/volcano#2358, never merged): declare the PodGroup with them, e.g. minMember: 1 "
+                 "and as minResources the largest of the pods' scheduling.volcano.sh/group-min-resources")  # fmt: skip
+
 #: the apiVersion Tessera reads each kind in (one each)
 SERVED = {kind: api for api, kind in KINDS}
+#: kinds Tessera runs only from a cluster's API server, never from `tessera apply` / `simulate`:
+#: why, and where they do run. "did you mean Job?" told a user trying Volcano's
+#: `example/jobflow/` locally that flows were not supported, which the README says they are
+_FLOWS_RUN = ("JobFlows and JobTemplates run only on a cluster: applied there with kubectl, the queue "
+              "service runs them as Volcano's jobflow controller does; `tessera apply` and `simulate` "
+              "run Jobs, not flows of them")  # fmt: skip
+CLUSTER_ONLY_KINDS = {"JobFlow": _FLOWS_RUN, "JobTemplate": _FLOWS_RUN}
 
 
 def unserved(api: str, kind: str) -> tuple[str, None, str]:
@@ -155,6 +173,8 @@ def unserved(api: str, kind: str) -> tuple[str, None, str]:
     unknown kind with the kinds it could be."""
     if not kind:
         return "kind", None, "Required value: Object 'Kind' is missing"
+    if kind in CLUSTER_ONLY_KINDS:
+        return "kind", None, f'no matches for kind "{kind}" in version "{api}": {CLUSTER_ONLY_KINDS[kind]}'
     served = SERVED.get(kind) or next((a for k, a in SERVED.items() if k.lower() == kind.lower()), None)
     if served is None:
         near = difflib.get_close_matches(kind, sorted(SERVED), n=1, cutoff=0.6)
@@ -603,7 +623,7 @@ class Admission:
                     ns, name, _, _ = _meta(pod)
                     self.rejections.append(Rejection(
                         "Pod", ns, name, f"metadata.annotations[{GROUP_NAME}]", key[1],
-                        "PodGroup not found: the scheduler ignores pods of a missing group"))  # fmt: skip
+                        MISSING_GROUP))  # fmt: skip
         for kind, doc in order:
             if kind == "Job":
                 spec = self._guard(kind, doc, self._job)
@@ -1396,10 +1416,14 @@ class Admission:
                               defaults=pod_defaults, counts_needed=False,
                               job_class=str(spec.get("priorityClassName") or ""),
                               job_queue=queue)  # fmt: skip
+            depends_on, depends_any = dependson.named(t.get("dependsOn"))
             task = TaskSpec(
                 **{
                     **_fields(task),
                     "policies": self._policies(ctx, f"{path}.policies", t.get("policies")),
+                    # its pods start once the tasks it names are ready (dependson.py)
+                    "depends_on": depends_on,
+                    "depends_any": depends_any,
                 }
             )
             tasks.append(task)

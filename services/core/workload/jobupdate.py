@@ -60,7 +60,9 @@ _JOB_FREE = ("min_available", "priority", "priority_class", "min_resources", "an
 #: where a JobSpec / TaskSpec field comes from in the object, for the refusal's path
 _JOB_PATHS = {"queue": "spec.queue", "max_retry": "spec.maxRetry", "policies": "spec.policies",
               "min_success": "spec.minSuccess", "kind": "kind"}  # fmt: skip
-_TASK_PATHS = {"name": "name", "policies": "policies"}
+_TASK_PATHS = {"name": "name", "policies": "policies", "depends_on": "dependsOn", "depends_any": "dependsOn"}
+#: a task's `dependsOn`, which the log's specs carry since they are acted on (`dependson.py`)
+_DEPENDS = ("depends_on", "depends_any")
 #: what a pod takes from its PriorityClass (the API server's Priority admission)
 _CLASS_FIELDS = ("priority", "priority_class", "preemption_policy")
 _POD_FREE = ("annotations", "labels", "min_available")  # minAvailable is the PodGroup's minTaskMember
@@ -177,6 +179,10 @@ def _job(old: JobSpec, new: JobSpec) -> tuple[JobSpec, tuple[str, ...]]:
         skip: tuple[str, ...] = ("replicas", "min_available", "init_devices", "preemptable")
         if _follows_job_class(ot, old) and _follows_job_class(nt, new):
             skip = (*skip, *_CLASS_FIELDS)
+        if not ot.depends_on:
+            # admitted before specs carried dependsOn, judged again after an upgrade: the same
+            # object, whose spec now says what its controller always held its pods for
+            skip = (*skip, *_DEPENDS)
         for f in _differing(ot, nt, skip):
             refusals.append(f"spec.tasks[{i}].{_TASK_PATHS.get(f, 'template')}: {JOB_RULE}")
     return new, tuple(dict.fromkeys(refusals))
