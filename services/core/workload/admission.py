@@ -63,7 +63,7 @@ from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID, Unse
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
-from services.core.workload.pinning import mistyped_pins
+from services.core.workload.pinning import mistyped_pins, unread_index_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podresources import pod_level
 from services.core.workload.printed import (
@@ -933,7 +933,8 @@ class Admission:
             ctx.reject(e.path, e.value, e.rule)
         for v in beyond_every_card(devices, self.largest, f"{path}.spec"):
             ctx.reject(v.resource, v.value, v.rule)
-        for v in mistyped_pins(annotations, devices, f"{path}.metadata.annotations"):
+        for v in (*mistyped_pins(annotations, devices, f"{path}.metadata.annotations"),
+                  *unread_index_pins(annotations, f"{path}.metadata.annotations")):  # fmt: skip
             ctx.warn(v.resource, v.value, v.rule)
         for key, problem in ((CARD_POLICY_ANNOTATION, card_policy_problem),
                              (NODE_POLICY_ANNOTATION, node_policy_problem)):  # fmt: skip
