@@ -284,6 +284,14 @@ MINDCLUSTER_KEYS = {
         "beside Tessera). Tessera does not place by it: a pod's cards come from the resources it asks "
         "(huawei.com/<model>); a Volcano Job's rings-config ConfigMap comes from its ringsconfigmap "
         "plugin (spec.plugins)"),
+    ("labels", "vnpu-level"): (
+        "MindCluster's choice of a vNPU template for huawei.com/npu-core (low: the smallest, high: "
+        "the largest that fits). Tessera does not read it: a vNPU's template is the one its "
+        "huawei.com/<model>-memory rounds up to, as HAMi chooses it"),
+    ("labels", "vnpu-dvpp"): (
+        "MindCluster's choice of a vNPU template with or without DVPP (media processing) for "
+        "huawei.com/npu-core. Tessera does not read it: a vNPU's template is the one its "
+        "huawei.com/<model>-memory rounds up to, as HAMi chooses it"),
 }  # fmt: skip
 
 

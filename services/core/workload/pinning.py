@@ -53,12 +53,12 @@ def unread_index_pins(annotations: Mapping[str, str], where: str) -> list[Violat
     """A warning for each NVIDIA card-index pin (`NVIDIA_INDEX_PINS`): the pod is placed as if
     it were not there, as HAMi places it, and a user who keeps pods off a known-bad card by
     its index would otherwise find one there without a word."""
-    return [
-        Violation(f"{where}[{key}]", annotations[key], "is not acted on: HAMi's examples show it, "
-                  "but HAMi's scheduler does not read it (the change adding it, Project-HAMi/HAMi "
-                  "#1313, is not merged) and Tessera does not either, so the pod may be given any "
-                  f"card; to pin cards, list their UUIDs in {uuid_key} (`tessera get cards` names "
-                  "them)", warning=True)  # fmt: skip
-        for key, uuid_key in NVIDIA_INDEX_PINS.items()
-        if key in annotations
-    ]
+    out = []
+    for key, uuid_key in NVIDIA_INDEX_PINS.items():
+        if key in annotations:
+            out.append(Violation(f"{where}[{key}]", annotations[key], "is not acted on: HAMi's examples "
+                                 "show it, but HAMi's scheduler does not read it (the change adding it, "
+                                 "Project-HAMi/HAMi #1313, is not merged) and Tessera does not either, so "
+                                 "the pod may be given any card; to pin cards, list their UUIDs in "
+                                 f"{uuid_key} (`tessera get cards` names them)", warning=True))  # fmt: skip
+    return out
