@@ -130,6 +130,33 @@ spec:
             'queues.scheduling.volcano.sh "test" not found) (value: test)') in out, out
 
 
+def test_a_refused_job_is_said_with_every_rule_it_broke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rev-examples F9: Volcano's job-policy guide, example 3, writes `events: PodFailed` and
+    `events: PodEvicted` as strings; `apply` named both, `simulate` only the last (one
+    JobRejected per rule, the report keeping the last). The README promises every broken rule."""
+    workload = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: tf}
+spec:
+  minAvailable: 1
+  tasks:
+  - name: ps
+    replicas: 1
+    policies:
+    - {events: PodFailed, action: RestartPod}
+    - {events: PodEvicted, action: RestartJob, timeout: 10m}
+    template: {spec: {containers: [{name: c, image: busybox}]}}
+"""
+    assert main([*_write(tmp_path, SLA_INVENTORY, workload, None), "--report", str(tmp_path / "r.json")]) == 0
+    (job,) = json.loads((tmp_path / "r.json").read_text())["jobs"]
+    assert job["phase"] == "Rejected"
+    assert job["reason"] == ("Job: spec.tasks[0].policies[0].events: must be a list, not a string (value: "
+                             "PodFailed); Job: spec.tasks[0].policies[1].events: must be a list, not a string "
+                             "(value: PodEvicted)")  # fmt: skip
+    assert f"Job default/tf rejected: {job['reason']}" in capsys.readouterr().out
+
+
 SLA_INVENTORY = {"nodes": [{"name": "cpu", "count": 1, "cpu": 64, "memory": "256Gi"}]}
 SLA_CONF = """actions: "enqueue, allocate"
 tiers:

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from contracts.api import ACCEPTED
 from services.admission.plan import Known, plan_apply
+from services.core.devices import build_vendors
 from services.core.workload.admission import MINDCLUSTER_KEYS
+from services.core.workload.devicerequests import hami_parser
+
+VENDORS = build_vendors()
 
 #: the review's spblock.yaml: a Job of 2 × 16 dies for one super-pod, as MindCluster writes it
 JOB = """
@@ -82,3 +86,63 @@ def test_the_words_say_what_tessera_uses_instead() -> None:
     assert "HyperNode" in _words("annotations", "huawei.com/schedule_policy")
     assert "spec.policies" in _words("labels", "fault-scheduling")
     assert "ringsconfigmap" in _words("labels", "ring-controller.atlas")
+
+
+#: Volcano's docs/user-guide/how_to_use_vnpu.md, MindCluster Mode, as written (the container cut
+#: to what Tessera reads)
+MINDCLUSTER_VNPU_JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: mindx-dls
+  namespace: vnpu
+  labels: {ring-controller.atlas: ascend-310P}
+spec:
+  minAvailable: 1
+  schedulerName: volcano
+  queue: default
+  tasks:
+    - name: default-test
+      replicas: 1
+      template:
+        metadata:
+          labels: {app: infers, ring-controller.atlas: ascend-310P, vnpu-dvpp: "null", vnpu-level: low}
+        spec:
+          schedulerName: volcano
+          containers:
+            - name: resnet50infer
+              image: x
+              resources:
+                requests: {huawei.com/npu-core: 8}
+                limits: {huawei.com/npu-core: 8}
+"""
+
+
+def test_mindcluster_vnpu_is_refused_naming_the_mode_and_what_to_write() -> None:
+    """rev-examples F6: `huawei.com/npu-core` was refused as a bare "unknown device resource", as
+    if it were a typo; it is Volcano's MindCluster vNPU mode, which Tessera does not run. The
+    refusal says so and gives HAMi's 310P names with the templates' memory and AI cores."""
+    plan = plan_apply(MINDCLUSTER_VNPU_JOB, Known(), hami_parser(VENDORS), VENDORS.resource_names())
+    (result,) = plan.results
+    (reason,) = [r for r in result.reasons if "npu-core" in r]
+    assert reason.startswith("spec.tasks[0].template.spec.containers[0].resources.limits.huawei.com/npu-core: ")
+    assert "unknown device resource" not in reason
+    assert "MindCluster vNPU mode" in reason and "deviceshare.AscendMindClusterVNPUEnable" in reason
+    assert "huawei.com/Ascend310P: 1 with huawei.com/Ascend310P-memory" in reason
+    assert "vir04 12288 MB = 4 AI cores" in reason and "whole chip (8 AI cores)" in reason
+
+
+def test_mindclusters_vnpu_labels_are_warned_about_where_a_pod_carries_them() -> None:
+    doc = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p, labels: {vnpu-level: high, vnpu-dvpp: "yes"}}
+spec:
+  schedulerName: volcano
+  containers: [{name: c, image: x, resources: {limits: {huawei.com/Ascend310P: "1", huawei.com/Ascend310P-memory: "3072"}}}]
+"""
+    plan = plan_apply(doc, Known(), hami_parser(VENDORS), VENDORS.resource_names())
+    (result,) = plan.results
+    assert result.outcome == ACCEPTED
+    assert f"metadata.labels[vnpu-level]: {_words('labels', 'vnpu-level')} (value: high)" in result.warnings
+    assert f"metadata.labels[vnpu-dvpp]: {_words('labels', 'vnpu-dvpp')} (value: yes)" in result.warnings

@@ -76,6 +76,15 @@ RING_COUNT_NOT_FIT = "RingCountNotFit"
 RING_COUNTS_WORDS = ", ".join(str(n) for n in RING_COUNTS[:-1]) + f" or {RING_COUNTS[-1]}"
 
 
+def _soft_there(memory: int) -> str:
+    """What the template-mode words promise does not hold on a hami-core node: since HAMi v2.10
+    (#2035) a pod without `VNPU_MODE` may land there and is soft-sliced with the memory HAMi's
+    webhook wrote into its limits, no cores booked (`make_slice`); said at admission, before
+    the node is known, so the pod's owner is not told of a template and AI cores it lacks."""
+    return (f"on a hami-core node ({NODE_HAMI_CORE}: \"true\") it is a soft slice of {memory} MB "
+            f"instead, with no AI cores booked, as HAMi v2.10 places a pod without {VNPU_MODE}")  # fmt: skip
+
+
 def ring_count_why(chip: str) -> str:
     """Why a ring-bound chip's pod asks `RING_COUNTS_WORDS` (admission and the wait words)."""
     return (f"{chip} chips talk over HCCS rings of {RING_SIZE}, {RING_COUNTS[-1]} to a server; "
@@ -254,7 +263,7 @@ class AscendVendor:
                 if trimmed.memory != memory:
                     rounded = (f"rounded up to {single.common_word}'s vNPU template {template} ({trimmed.memory} "
                                f"MB, {trimmed.ai_core} aiCores), as HAMi does: a card holds only its "
-                               "templates' sizes")  # fmt: skip
+                               f"templates' sizes; {_soft_there(trimmed.memory)}")  # fmt: skip
         if len(violations) > before or count is None:
             return None
         if soft and cores is not None and cores > 100:

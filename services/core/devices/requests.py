@@ -9,9 +9,10 @@ together as one :class:`RequestRejected`.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from contracts.workloads import DeviceRequest
+from services.core.devices.catalogue import AscendChip, default_ascend_chips
 from services.core.devices.registry import VendorRegistry
 from services.core.devices.vendor import ResourceList
 from services.core.devices.violations import RequestRejected, Violation
@@ -24,11 +25,43 @@ def _domains(names: frozenset[str]) -> frozenset[str]:
     return frozenset(n.split("/", 1)[0] for n in names if "/" in n)
 
 
-def unknown_device_names(names: Iterable[str], known: frozenset[str]) -> list[tuple[str, str]]:
+#: MindCluster's 310P vNPU resource, which Volcano's deviceshare books under
+#: `deviceshare.AscendMindClusterVNPUEnable` (its second vNPU mode, docs/user-guide/how_to_use_vnpu.md)
+MINDCLUSTER_VNPU = "huawei.com/npu-core"
+#: the chip MindCluster's vNPU mode serves (`ring-controller.atlas: ascend-310P`)
+_MINDCLUSTER_CHIP = "Ascend310P"
+
+
+def _mindcluster_vnpu_rule(chips: Sequence[AscendChip]) -> str:
+    """Why `huawei.com/npu-core` is refused and what to write instead: not a typo but a Volcano
+    mode Tessera does not run (a bare "unknown device resource" sent a MindCluster user looking
+    for one), with the HAMi 310P names and the configured templates' AI cores beside their sizes."""
+    chip = next((c for c in chips if c.common_word == _MINDCLUSTER_CHIP), None)
+    if chip is None:
+        return ("is Volcano's MindCluster vNPU mode (deviceshare.AscendMindClusterVNPUEnable, with "
+                "the ring-controller.atlas and vnpu-level labels), which Tessera does not run: it "
+                "does HAMi's vNPU, huawei.com/<model> with huawei.com/<model>-memory")  # fmt: skip
+    sizes = ", ".join(f"{t.name} {t.memory} MB = {_cores(t.ai_core)}" for t in chip.templates)
+    return (f"is Volcano's MindCluster vNPU mode (deviceshare.AscendMindClusterVNPUEnable, with the "
+            "ring-controller.atlas and vnpu-level labels), which Tessera does not run: it does HAMi's "
+            f"vNPU instead: ask {chip.resource_name}: 1 with {chip.resource_memory_name}: <MB>, "
+            f"rounded up to a vNPU template ({sizes}), or {chip.resource_name}: 1 alone for a whole "
+            f"chip ({_cores(chip.ai_core)})")  # fmt: skip
+
+
+def _cores(n: int) -> str:
+    return f"{n} AI core" if n == 1 else f"{n} AI cores"
+
+
+def unknown_device_names(
+    names: Iterable[str], known: frozenset[str], chips: Sequence[AscendChip] | None = None
+) -> list[tuple[str, str]]:
     """(name, rule) for each name in a device vendor's domain (``nvidia.com/``, ``huawei.com/``,
     ``volcano.sh/``) that no vendor reads: probably a typo, so the rule names the closest known
     name. Shared by container resources and Queue capability/deserved/guarantee (issue 13), so
-    both say the same thing about the same typo."""
+    both say the same thing about the same typo. MindCluster's `huawei.com/npu-core` is no
+    typo: its rule names the mode and what to write (``chips``: the catalogue's Ascend chips,
+    HAMi's defaults when None)."""
     domains = _domains(known)
     out: list[tuple[str, str]] = []
     for name in sorted(names):
@@ -36,6 +69,10 @@ def unknown_device_names(names: Iterable[str], known: frozenset[str]) -> list[tu
             continue
         if is_plain_extended(name):
             continue  # NVIDIA's plugin's MIG / `.shared` names: extended resources, no typo
+        if name == MINDCLUSTER_VNPU:
+            known_chips = default_ascend_chips() if chips is None else chips
+            out.append((name, _mindcluster_vnpu_rule(known_chips)))
+            continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
         out.append((name, f"unknown device resource{hint}"))
@@ -44,7 +81,8 @@ def unknown_device_names(names: Iterable[str], known: frozenset[str]) -> list[tu
 
 def unknown_resource_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:
     """A container's unknown device-domain names, rejected with the closest known name."""
-    return [Violation(n, "", rule) for n, rule in unknown_device_names(names, registry.resource_names())]
+    found = unknown_device_names(names, registry.resource_names(), registry.catalogue.ascend)
+    return [Violation(n, "", rule) for n, rule in found]
 
 
 def one_request_violations(names: set[str], registry: VendorRegistry) -> list[Violation]:

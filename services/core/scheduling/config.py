@@ -103,7 +103,8 @@ _SWITCHES = ("deviceshare.GPUSharingEnable", "deviceshare.GPUNumberEnable", "dev
 #: <= 4 cards from one ring only. Generation 3: (`ONLY_QUEUE_WORDS`) an overused queue that is
 #: the only one with jobs is not told to raise its weight; (`RING_COUNT_FIT`) an Ascend 910A pod
 #: of 3 or 5-7 cards does not fit 910A cards, and (`RING_RANK`) nodes are ranked by how well an
-#: Ascend 910 pod's cards fit an HCCS ring there.
+#: Ascend 910 pod's cards fit an HCCS ring there; (`TOPOLOGY_NODES_WORDS`) a hard network-topology
+#: gang's wait says how many nodes beyond the three it names.
 RULES = 3
 #: the generation from which a simulation records where a pipelined reservation ends
 PIPELINES_END = 2
@@ -141,6 +142,10 @@ RING_COUNT_FIT = 3
 #: ascend-for-volcano's ScoreBestNPUNodes does: before, a 1-card pod could break the only whole
 #: ring left while another node had a ring it fitted exactly, and a later 4-card pod waited
 RING_RANK = 3
+#: the generation from which a hard network-topology gang's wait names every node its running
+#: pods are on, or the first three and how many more (`topology.refusal_words`): before, the
+#: first three were named alone, as if they were all; the words are recorded in JobUnschedulable
+TOPOLOGY_NODES_WORDS = 3
 
 
 def _on(value: object) -> bool:

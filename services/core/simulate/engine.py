@@ -161,10 +161,14 @@ class Simulation:
             self.emit(hn)
         for ns in workload.namespaces:  # their labels, before any pod's affinity term reads them
             self.emit(ns)
+        # One JobRejected per refused object with every rule it broke, as `apply` answers: one
+        # per rule left the report with the last of them alone (`report` keeps an object's last).
+        refused: dict[tuple[str, str, str], list[str]] = {}
         for r in workload.rejections:
-            pods = workload.waiting.get((r.namespace, r.name), ()) if r.kind == "PodGroup" else ()
-            self.emit(JobRejected(namespace=r.namespace, name=r.name, reasons=(r.message(),),
-                                  pods=pods))  # fmt: skip
+            refused.setdefault((r.kind, r.namespace, r.name), []).append(r.message())
+        for (kind, namespace, name), reasons in refused.items():
+            pods = workload.waiting.get((namespace, name), ()) if kind == "PodGroup" else ()
+            self.emit(JobRejected(namespace=namespace, name=name, reasons=tuple(reasons), pods=pods))
         for w in workload.warnings:
             key = (w.namespace, w.name)
             self.warnings[key] = (*self.warnings.get(key, ()), w.line())

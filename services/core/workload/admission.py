@@ -63,7 +63,7 @@ from services.core.workload.jobupdate import DEFAULT_MAX_RETRY, OBJECT_UID, Unse
 from services.core.workload.jobvolumes import volume_problems, with_job_volumes
 from services.core.workload.limits import DEFAULT_WORKLOAD_LIMITS, WorkloadLimits
 from services.core.workload.namespaces import NAMESPACE_KINDS, namespace_event
-from services.core.workload.pinning import mistyped_pins
+from services.core.workload.pinning import mistyped_pins, unread_index_pins
 from services.core.workload.podaffinity import pod_affinity
 from services.core.workload.podresources import pod_level
 from services.core.workload.printed import (
@@ -304,6 +304,14 @@ MINDCLUSTER_KEYS = {
         "beside Tessera). Tessera does not place by it: a pod's cards come from the resources it asks "
         "(huawei.com/<model>); a Volcano Job's rings-config ConfigMap comes from its ringsconfigmap "
         "plugin (spec.plugins)"),
+    ("labels", "vnpu-level"): (
+        "MindCluster's choice of a vNPU template for huawei.com/npu-core (low: the smallest, high: "
+        "the largest that fits). Tessera does not read it: a vNPU's template is the one its "
+        "huawei.com/<model>-memory rounds up to, as HAMi chooses it"),
+    ("labels", "vnpu-dvpp"): (
+        "MindCluster's choice of a vNPU template with or without DVPP (media processing) for "
+        "huawei.com/npu-core. Tessera does not read it: a vNPU's template is the one its "
+        "huawei.com/<model>-memory rounds up to, as HAMi chooses it"),
 }  # fmt: skip
 
 
@@ -953,7 +961,8 @@ class Admission:
             ctx.reject(e.path, e.value, e.rule)
         for v in beyond_every_card(devices, self.largest, f"{path}.spec"):
             ctx.reject(v.resource, v.value, v.rule)
-        for v in mistyped_pins(annotations, devices, f"{path}.metadata.annotations"):
+        for v in (*mistyped_pins(annotations, devices, f"{path}.metadata.annotations"),
+                  *unread_index_pins(annotations, f"{path}.metadata.annotations")):  # fmt: skip
             ctx.warn(v.resource, v.value, v.rule)
         for key, problem in ((CARD_POLICY_ANNOTATION, card_policy_problem),
                              (NODE_POLICY_ANNOTATION, node_policy_problem)):  # fmt: skip

@@ -70,7 +70,9 @@ def test_a_size_no_template_has_is_accepted_rounded_and_said() -> None:
     name = "spec.containers[0].resources.limits.huawei.com/Ascend910B3-memory"
     assert lines == {
         "8192": [f"{name}: rounded up to Ascend910B3's vNPU template vir05_1c_16g (16384 MB, 5 aiCores), as HAMi "
-                 "does: a card holds only its templates' sizes (value: 8192)"],
+                 "does: a card holds only its templates' sizes; on a hami-core node (hami-vnpu-core: \"true\") "
+                 "it is a soft slice of 16384 MB instead, with no AI cores booked, as HAMi v2.10 places a pod "
+                 "without huawei.com/vnpu-mode (value: 8192)"],
         "16384": [],  # a template's own size
         "40000": [f"{name}: is more than Ascend910B3's largest vNPU template: rounded up to a whole card "
                   "(65536 MB), as HAMi does (value: 40000)"],

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.core.scheduling.config import TOPOLOGY_NODES_WORDS
 from services.core.scheduling.hypernodes import ROOT, Topology, build
 from services.core.scheduling.model import ALLOCATED_STATUSES, JobInfo, QueueInfo, TaskInfo
 from services.core.scheduling.session import PriorityQueue, Session
@@ -271,6 +272,20 @@ def _raise_to(topo: Topology, tier: int) -> str:
     return f"raise spec.networkTopology.highestTierAllowed to {tier}"
 
 
+#: the nodes of a gang's running pods a wait names before "and N more"
+NODES_SHOWN = 3
+
+
+def _nodes_shown(nodes: list[str], more: bool) -> str:
+    """The first `NODES_SHOWN` nodes, and (`more`: rules generation 3, `TOPOLOGY_NODES_WORDS`)
+    how many are left out: three names alone read as all the gang's nodes."""
+    shown = ", ".join(nodes[:NODES_SHOWN])
+    if more and len(nodes) > NODES_SHOWN:
+        left = len(nodes) - NODES_SHOWN
+        shown += f" (and {left} more node{'s' if left > 1 else ''})"
+    return shown
+
+
 def refusal_words(
     ssn: Session, job: JobInfo, topo: Topology, limit: int | None, items: list[TaskInfo],
     tries: list[_Try], placed: list[TaskInfo],
@@ -284,7 +299,7 @@ def refusal_words(
     wanted, total = _demand(job, items)
     if placed:  # the candidates were those holding the running pods too
         tier = allowed[-1] if allowed else limit
-        nodes = ", ".join(sorted({t.node for t in placed})[:3])
+        nodes = _nodes_shown(sorted({t.node for t in placed}), ssn.conf.rules >= TOPOLOGY_NODES_WORDS)
         up = next((t for t in topo.tiers if limit is None or t > limit), topo.root_tier)
         return (f"{len(placed)} pods of the gang run on {nodes}: no HyperNode of tier <= {tier} "
                 f"holds them and room for {wanted} more", "let the gang's running pods finish, "
