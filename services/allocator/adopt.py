@@ -54,13 +54,15 @@ def resolve_existing(
             for a in p.slices:
                 state = staged.get(a.card) or cards.get(a.card)
                 if state is None or state.spec is None:
+                    if not _registered(p.node, cards, node_cards):
+                        return Refusal(not_registered_yet(p.task, p.node))
                     return Refusal(f"pod {p.task}: card {a.card} is not registered on {p.node}")
                 slices.append(msgspec.structs.replace(a, slice=hami.booked_slice(
                     state.spec, a.slice.memory, a.slice.cores, a.slice.template, a.slice.slots)))
         elif p.fit:
             here = [staged.get(u) or cards[u] for u in node_cards.get(p.node, ()) if u in cards]
-            if not any(s.spec is not None for s in here):
-                return Refusal(f"pod {p.task}: node {p.node} has no registered cards yet")
+            if not _registered(p.node, cards, node_cards):
+                return Refusal(not_registered_yet(p.task, p.node))
             picked, failed = book_running(here, p.fit, registry=vendors, config=config,
                                           node_annotations=(annotations or {}).get(p.node))  # fmt: skip
             if failed is not None and warnings is not None:
@@ -77,6 +79,24 @@ def resolve_existing(
                 staged[a.card] = state
         placements.append(msgspec.structs.replace(p, slices=tuple(slices), fit=()))
     return msgspec.structs.replace(proposal, placements=tuple(placements))
+
+
+#: the words of a refusal that is not final: the node's registration (which registers its cards,
+#: and books its running pods) is still to come — the proposal waits for it
+NOT_REGISTERED_YET = "has no registered cards yet"
+
+
+def not_registered_yet(task: str, node: str) -> str:
+    return f"pod {task}: node {node} {NOT_REGISTERED_YET}"
+
+
+def _registered(node: str, cards: Mapping[str, CardState], node_cards: Mapping[str, Sequence[str]]) -> bool:
+    """Whether `node`'s registration has reached the ledgers (one of its cards is registered).
+    Admission's `existing` proposal and the node agent's registration are appended by two
+    services, in either order: a proposal judged before the registration is not refused for
+    cards the registration is about to register and book (refused, the job was never placed
+    while its cards stayed booked by the registration — for good, issue rev-sre 1a)."""
+    return any((s := cards.get(u)) is not None and s.spec is not None for u in node_cards.get(node, ()))
 
 
 def running_proposal(node: str, task: RunningTask) -> PlacementProposed:

@@ -35,7 +35,7 @@ from contracts.events import (
     TaskFinished,
 )
 from contracts.owners import job_prefix, owner_key, parse_owner
-from services.allocator.adopt import resolve_existing, running_proposal
+from services.allocator.adopt import NOT_REGISTERED_YET, resolve_existing, running_proposal
 from services.allocator.answers import ANSWERED, OPEN, Answers
 from services.allocator.answers import FOLDED as ANSWER_TYPES
 from services.allocator.commit import (
@@ -602,7 +602,7 @@ class Allocator:
                 resolved = resolve_existing(original, self.cards, by_node, self.vendors, self.holdings,
                                             annotations=self.node_annotations, warnings=unfitted)  # fmt: skip
                 await self._say_unfitted(unfitted)
-                if isinstance(resolved, Refusal) and "no registered cards" in resolved.reason:
+                if isinstance(resolved, Refusal) and NOT_REGISTERED_YET in resolved.reason:
                     raise TransientError(resolved.reason)  # its node registers soon
                 if isinstance(resolved, PlacementProposed):
                     event = resolved
