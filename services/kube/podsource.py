@@ -237,6 +237,10 @@ class PodSource:
         if (old := self.group_deleting.get(key)) is not None and old != volcano.uid(pg):
             self._say_waiting(key, pg, old)
             return []
+        if (volcano.group_ended(pg) or self._ended_here(pg)) and not self._live(key):
+            # a PodGroup stays as it ended: one the log forgot (`--keep-finished`, compaction)
+            # is not new, however many jobs ended since
+            return []
         members = self.members.get(key, {})
         if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
             return []
