@@ -5,18 +5,22 @@ object stays on the cluster, `Completed`. At admission's restart (a crash, a `he
 its relist met every such group again and, knowing none of them, admitted each as a new job:
 the scheduler put them Inqueue, their status went Completed → Inqueue on the API server, and
 their queue counted them Inqueue for good. Volcano never enqueues a Completed group again.
+And a group's end does not depend on which comes first, its pods' deletion or the node agent's
+word that they ended (finding 3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from pathlib import Path
 from typing import Any
 
-from contracts.events import JobSubmitted
+from contracts.events import EvictionRequested, JobPhaseChanged, JobSubmitted, JobUpdated
 from services.admission.service import AdmissionService
 from services.cli.up import ControlPlane
 from services.kube import volcano
+from services.kube.client import pods_path
 from services.kube.listwatch import Change
 from services.kube.podsource import PodSource
 from services.runtime.eventlog.memory import MemoryLog
@@ -101,3 +105,50 @@ async def test_a_completed_podgroup_is_not_admitted_by_an_admission_whose_log_ho
     await listed(source, *changes)
     assert await submitted_uids(log, "waiting") and not await submitted_uids(log, "done")
     assert (await group_status(cluster, "done")).get("phase") == "Completed"
+
+
+async def test_a_podgroup_whose_pods_succeed_and_are_deleted_while_the_node_agent_is_down_completes(
+        cluster: Cluster, tmp_path: Path) -> None:  # fmt: skip
+    """rev-sre finding 3: both pods of a running group Succeed and are deleted (an operator's
+    cleanup) while the node agent is frozen. Admission saw the deletions first and judged them
+    a removal from the group ("pods removed", each evicted as "scaled down"); the agent's
+    reports of their ends came after and found them gone from the job, which, empty, stayed
+    Running for good (`running: 0`). A pod deleted once it Succeeded stays its group's task,
+    as Volcano's session counted it Succeeded before it went: the group ends Completed, the
+    same end as when the agent reports first."""
+    await cluster.volcano_crds()
+    await cluster.create_node("n1", cpu="8")
+    cp = ControlPlane(tmp_path / "state", kubeconfig=str(cluster.kubeconfig))
+    members = ["pg-0", "pg-1"]
+    async with Kubelet(cluster) as kubelet:
+        await asyncio.to_thread(cp.start, lambda _line: None)
+        agent = cp.procs["nodeagent"]
+        try:
+            await _gang(cluster, "pg")
+
+            async def running() -> bool:
+                return (await group_status(cluster, "pg")).get("running") == 2
+
+            await wait_until(running, 60, "both pods Running, said by the node agent")
+            agent.send_signal(signal.SIGSTOP)
+            for name in members:
+                await kubelet.finish("default", name, 0)
+                await cluster.kube.delete(pods_path("default", name))
+            marker = pod("marker", "", {}, requests=CPU)
+            marker["metadata"] = {"name": "marker", "namespace": "default"}  # a pod of its own
+            await cluster.create_pod(marker)
+
+            async def marker_admitted() -> bool:  # (its deletions, watched before it, were judged)
+                return any(isinstance(e, JobSubmitted) and e.spec.name == "marker" for _s, e in await logged(cp))
+
+            await wait_until(marker_admitted, 30, "a pod made after the deletions admitted")
+            agent.send_signal(signal.SIGCONT)
+            await wait_until(lambda: _completed(cluster, "pg"), 60, "the group Completed")
+            events = [e for _s, e in await logged(cp) if getattr(e, "name", "") == "pg"]
+            removed = [e for e in events if isinstance(e, EvictionRequested)
+                       or (isinstance(e, JobUpdated) and "removed" in e.reason)]  # fmt: skip
+            assert not removed, removed
+            assert [e.phase for e in events if isinstance(e, JobPhaseChanged)][-1] == "Completed"
+        finally:
+            agent.send_signal(signal.SIGCONT)
+            await asyncio.to_thread(cp.stop)
