@@ -103,6 +103,8 @@ class PodSource:
         self.batches = 0
         self.groups: dict[tuple[str, str], dict[str, Any]] = {}  # PodGroups made by kubectl
         self.members: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # their pods
+        #: a live group's pods deleted after they Succeeded, as last seen (`_member`)
+        self.ended_gone: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         #: live objects' last version judged (manifest; a group's with its members' names), so
         #: status writes and member pods' own changes are not judged again
         self.judged: dict[tuple[str, str], object] = {}
@@ -237,7 +239,15 @@ class PodSource:
         if (old := self.group_deleting.get(key)) is not None and old != volcano.uid(pg):
             self._say_waiting(key, pg, old)
             return []
+        if (volcano.group_ended(pg) or self._ended_here(pg)) and not self._live(key):
+            # a PodGroup stays as it ended: one the log forgot (`--keep-finished`, compaction)
+            # is not new, however many jobs ended since
+            return []
         members = self.members.get(key, {})
+        if (gone := self.ended_gone.get(key)) and self._live(key):
+            members = {**gone, **members}  # their tasks stay the job's: see `_member`
+        elif gone:
+            del self.ended_gone[key]  # (the job ended: nothing more is judged of it)
         if self._admitted(pg) and not self._edited(key, (_version(pg), tuple(sorted(members)))):
             return []
         # judged with whatever pods name it, none at all included: Volcano's enqueue admits a
@@ -305,6 +315,7 @@ class PodSource:
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
                 self.groups.pop((ns, name), None)
+                self.ended_gone.pop((ns, name), None)
                 self.group_waits_said.discard(volcano.uid(ch.obj))
                 self._members_gone((ns, name))
                 if (owner := volcano.owner_job(ch.obj)) is not None:
@@ -384,9 +395,17 @@ class PodSource:
         else:
             held.pop((r.namespace, r.name), None)  # ungated later in the same batch
         if ch.kind == "delete" or not keep:
-            self.members.get(key, {}).pop(r.name, None)
+            was = self.members.get(key, {}).pop(r.name, None)
+            if was is not None and self._live(key) and pods.phase(ch.obj) == "Succeeded":
+                # deleted once it Succeeded (an operator's or a TTL's cleanup): no member
+                # removed, as Volcano's session counted it Succeeded before it went. Judged a
+                # removal, a node agent that reported its end only after that (down, behind)
+                # found it already gone from the job, and the group, emptied, stayed Running
+                self.ended_gone.setdefault(key, {})[r.name] = ch.obj
             self._members_gone(key)
         else:
+            if (gone := self.ended_gone.get(key)) is not None and gone.pop(r.name, None) is not None and not gone:
+                del self.ended_gone[key]  # a pod made again under its name is the member now
             self.members.setdefault(key, {})[r.name] = ch.obj
         touched.add(key)
         return True

@@ -89,6 +89,15 @@ def job_ended(job: dict[str, Any]) -> bool:
     return state.get("phase") in TERMINAL_JOB_PHASES and state.get("reason") != "Rejected"
 
 
+def group_ended(group: dict[str, Any]) -> bool:
+    """The PodGroup's status says it ended (`Completed`: every pod it ran finished, or its job
+    ended in the log). Volcano never enqueues such a group again (only Pending ones are), so the
+    object's own status is the durable record that its job ran: admission forgets a finished
+    job once `--keep-finished` others ended after it, and at its restart took such a group for
+    a new one — written back Inqueue over its Completed, counted Inqueue by its queue."""
+    return (group.get("status") or {}).get("phase") == "Completed"
+
+
 def jobs_path(namespace: str = "", name: str = "", sub: str = "") -> str:
     return _namespaced(BATCH, "jobs", namespace, name, sub)
 
