@@ -66,6 +66,8 @@ class Reachability:
         #: scrape (a dict copy of str-keyed entries holds the GIL throughout)
         self.requests: dict[tuple[str, str], int] = {}
         self._back: asyncio.Event | None = None
+        #: the two lines at DEBUG (a one-shot CLI command says its own error instead)
+        self.quiet = False
 
     @property
     def down(self) -> bool:
@@ -76,7 +78,7 @@ class Reachability:
         self.requests[key] = self.requests.get(key, 0) + 1
         if self.since is None:
             return
-        log.info("API server %s reachable again after %.0f s (unreachable since %s, %d requests "
+        log.log(logging.DEBUG if self.quiet else logging.INFO, "API server %s reachable again after %.0f s (unreachable since %s, %d requests "
                  "unanswered)", self.host, self.clock() - self.since, self.since_wall,
                  self.unanswered_count)  # fmt: skip
         self.since = None
@@ -95,7 +97,7 @@ class Reachability:
         self.cause = cause if isinstance(cause, str) else repr(cause)
         self.unanswered_count = 1
         self.outages += 1
-        log.warning("API server %s unreachable since %s (%s): requests and watches retried with "
+        log.log(logging.DEBUG if self.quiet else logging.WARNING, "API server %s unreachable since %s (%s): requests and watches retried with "
                     "backoff; said again when it answers", self.host, self.since_wall, self.cause)  # fmt: skip
 
     def unreachable_for(self) -> float:
