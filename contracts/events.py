@@ -342,6 +342,11 @@ class NodeRegistered(Event, frozen=True, tag="NodeRegistered"):
     #: resources milli-units): everything but cpu, memory, pods and the cards' device names.
     #: Without it a pod asking `ephemeral-storage` fitted no node.
     resources: dict[str, int] = {}
+    #: the Node object's `metadata.uid` ('' when not known: an inventory's node, an older
+    #: agent). A node deleted and made again under its name is another object: `get nodes`
+    #: reads its AGE from the registration where the uid changed, as kubectl reads the new
+    #: object's creationTimestamp (it showed the deleted one's age).
+    uid: str = ""
 
 
 class NodeLost(Event, frozen=True, tag="NodeLost"):

@@ -227,9 +227,10 @@ def _health(card: dict, messages: list[StoredMessage]) -> str:
 
 
 def _component(name: str, state_dir: str) -> list[str] | None:
+    from services.cli.supervise import with_readiness
     from services.cli.up import read_state
 
-    c = next((c for c in read_state(Path(state_dir)).get("components", []) if c["name"] == name), None)
+    c = next((c for c in with_readiness(read_state(Path(state_dir))) if c["name"] == name), None)
     if c is None:
         return None
     return fields([(k.replace("_", " ").capitalize(), v) for k, v in c.items()])

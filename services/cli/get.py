@@ -429,7 +429,9 @@ def cmd_get(args: argparse.Namespace) -> int:
 
         return watch(args, what, selector)
     if what == "components":
-        records = read_state(Path(args.state_dir)).get("components", [])
+        from services.cli.supervise import with_readiness
+
+        records = with_readiness(read_state(Path(args.state_dir)))
         return _print(args, what, listing(what, records, ko.Catalog()), selector)
     if args.kubeconfig:
         from services.cli import kubeverbs

@@ -88,6 +88,7 @@ class Catalog:
     queue_specs: dict[str, QueueSpec] = field(default_factory=dict)
     nodes: dict[str, Born] = field(default_factory=dict)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    node_uids: dict[str, str] = field(default_factory=dict)  # each node's last known uid
 
 
 def catalog(messages: Iterable[StoredMessage]) -> Catalog:
@@ -129,7 +130,12 @@ def catalog(messages: Iterable[StoredMessage]) -> Catalog:
         elif isinstance(ev, JobDeleted):
             out.jobs.pop((ev.namespace, ev.name), None)
         elif isinstance(ev, NodeRegistered):
-            out.nodes.setdefault(ev.node, Born(m.seq, when))
+            # a node deleted and made again under its name is a new object (another uid): born
+            # at its first registration; a registration naming no uid is the same object
+            if ev.node not in out.nodes or (ev.uid and out.node_uids.get(ev.node, ev.uid) != ev.uid):
+                out.nodes[ev.node] = Born(m.seq, when)
+            if ev.uid:
+                out.node_uids[ev.node] = ev.uid
             out.node_labels[ev.node] = dict(ev.labels)
         elif isinstance(ev, QueueCreated):
             out.queues[ev.spec.name] = Born(m.seq, when)

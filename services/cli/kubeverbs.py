@@ -78,6 +78,7 @@ async def _run(kubeconfig: str, work: Callable[[Any], Awaitable[Any]]) -> Any:
         raise Unreachable(f"cannot use kubeconfig {kubeconfig}: {exc.body or exc}") from None
     except (OSError, ValueError) as exc:  # a missing file, a file that is no kubeconfig
         raise Unreachable(f"cannot use kubeconfig {kubeconfig}: {exc}") from None
+    kube.reach.quiet = True  # a one-shot command says its own one-line error
     try:
         return await work(kube)
     except KubeError as exc:

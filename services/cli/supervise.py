@@ -61,3 +61,38 @@ def on_exit(c: Component, cause: str, now: float) -> None:
 
 def due(c: Component, now: float) -> bool:
     return c.state == "restarting" and now >= c.retry_at
+
+
+#: seconds `get components` waits for a service's /readyz
+PROBE_TIMEOUT = 1.0
+
+
+def readiness(port: int, timeout: float = PROBE_TIMEOUT) -> str:
+    """What a running service's `/readyz` says when it is not ready ('' when it is, or when it
+    does not answer in time: the state `up` recorded stands then). A service whose API server
+    or NATS has been away showed `running` with no error: the supervisor sees processes only."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=timeout):
+            return ""
+    except urllib.error.HTTPError as exc:  # 503: not ready, and why
+        return exc.read().decode(errors="replace").strip() or f"/readyz answered {exc.code}"
+    except (OSError, ValueError):
+        return ""
+
+
+def with_readiness(state: dict) -> list[dict]:
+    """`state`'s component records, each running service that answers `/readyz` 503 shown
+    `unready` with what it said as its LAST_ERROR (a crash's cause kept after it)."""
+    ports = state.get("metrics") or {}
+    out = []
+    for c in state.get("components", []):
+        port = ports.get(c.get("name"))
+        why = readiness(int(port)) if c.get("state") == "running" and port else ""
+        if why:
+            before = c.get("last_error") or ""
+            c = {**c, "state": "unready", "last_error": why + (f" (before: {before})" if before else "")}
+        out.append(c)
+    return out

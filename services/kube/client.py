@@ -31,6 +31,7 @@ import msgspec
 
 from services.kube import leanimport
 from services.kube.http1 import Answer, Http1, HTTPError
+from services.kube.reach import Reachability
 
 leanimport.install()  # before kubernetes-asyncio's first import: its generated classes unused
 
@@ -316,6 +317,8 @@ class Kube:
         self.requests = 0
         self.retried = 0  # requests asked again after a 429 or 5xx
         self.retries = RETRIES  # times a 429 or 5xx is asked again before it is the caller's
+        #: whether the server answers, from every request: one line per outage, readiness, metrics
+        self.reach = Reachability(cfg.host)
 
     @classmethod
     async def connect(cls, kubeconfig: str = "", limits: Limits | None = None, agent: str = USER_AGENT) -> Kube:
@@ -384,7 +387,9 @@ class Kube:
             answer = await lean.request(method, target, await self._headers(content_type), data, 30.0,
                                         replayable)  # fmt: skip
         except (HTTPError, TimeoutError) as exc:
+            self.reach.unanswered(method, exc)
             raise no_answer(exc) from exc  # retried like a 503
+        self.reach.answered(method, answer.status)
         if not 200 <= answer.status < 300:
             raise _refusal(answer)
         return answer.body
@@ -423,7 +428,9 @@ class Kube:
                 method, url, data=data, headers=headers, timeout=limits, **extra
             )
         except NO_ANSWER as exc:
+            self.reach.unanswered("WATCH" if (query or {}).get("watch") == "true" else method, exc)
             raise no_answer(exc) from exc
+        self.reach.answered("WATCH" if (query or {}).get("watch") == "true" else method, resp.status)
         if not 200 <= resp.status < 300:  # unread bodies do not raise by themselves
             try:
                 text = (await resp.read()).decode(errors="replace")
@@ -509,7 +516,14 @@ class Kube:
             await self.bucket.take()
             self.requests += 1
             stream = lean.lines(target, await self._headers("application/json"), 30.0, read_timeout)
-            first = await anext(stream, None)
+            try:
+                first = await anext(stream, None)
+            except (HTTPError, TimeoutError) as exc:
+                if isinstance(exc, HTTPError) and exc.answered:
+                    raise  # cut once open: the reflector resumes it (a drop is no outage)
+                self.reach.unanswered("WATCH", exc)  # no connection, cut unanswered, or silent
+                raise no_answer(exc) from exc
+            self.reach.answered("WATCH", first.status if isinstance(first, Answer) else 200)
             if isinstance(first, Answer):  # refused: nothing streams
                 await stream.aclose()
                 raise _refusal(first)

@@ -31,11 +31,13 @@ HEAD_LIMIT = 1 << 20
 class HTTPError(ConnectionError):
     """The connection failed or the server's answer is not HTTP/1.1 as written. `sent` is
     False only when no connection was made (refused, unresolvable, a TLS handshake refused):
-    the server never saw the request, so even a create that names no object may be sent again."""
+    the server never saw the request, so even a create that names no object may be sent again.
+    `answered` when the server's status line had come (a watch cut while it streamed: a drop,
+    not an API server that does not answer)."""
 
-    def __init__(self, message: str, sent: bool = True) -> None:
+    def __init__(self, message: str, sent: bool = True, answered: bool = False) -> None:
         super().__init__(message)
-        self.sent = sent
+        self.sent, self.answered = sent, answered
 
 
 class Answer:
@@ -158,6 +160,7 @@ class Http1:
         last = [loop.time()]
         expired = [False]
         timer: asyncio.TimerHandle | None = None
+        answered = False
 
         def watchdog() -> None:
             nonlocal timer
@@ -174,6 +177,7 @@ class Http1:
                 timer = loop.call_later(read_timeout, watchdog)
             raw = await conn.reader.readuntil(b"\r\n\r\n")
             status, reason, hdrs = _head(raw)
+            answered = True
             if status != 200:
                 body = await _body(conn.reader, hdrs)
                 yield Answer(status, reason, hdrs, body)
@@ -183,7 +187,7 @@ class Http1:
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             if expired[0]:
                 raise TimeoutError(f"watch {target}: nothing read for {read_timeout} s") from None
-            raise HTTPError(f"watch {target}: {exc!r}") from exc
+            raise HTTPError(f"watch {target}: {exc!r}", answered=answered) from exc
         finally:
             if timer is not None:
                 timer.cancel()

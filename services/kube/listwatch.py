@@ -5,6 +5,12 @@ seen, bookmarks included; `410 Gone` (the version fell out of the API server's w
 relist, and the relist is diffed against what was already known, so objects deleted while the
 watch was down are reported deleted. Every change is reported once: an ADDED for an object the
 reflector already holds unchanged (an emulator replaying, a relist) is not a change.
+
+Failures back off as client-go's reflector does (1 s doubling to 30 s, from the first failure
+after the last answer; its backoff manager goes 800 ms → 30 s), and are said once: an API
+server that does not answer is said by the client, once per process (`reach`), so a reflector
+says nothing more about it; any other failure is one WARNING at the first of a run and one INFO
+when the run ends. Each of ~40 watches logged one WARNING a second through a 24 s outage.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from services.kube.client import Kube, KubeError, pods_path
+from services.kube.client import UNANSWERED, Kube, KubeError, pods_path
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,16 @@ def _rv(obj: Mapping[str, Any]) -> str:
 
 #: seconds between two lists of a resource the server does not serve, at most
 MISSING_BACKOFF = 60.0
+#: seconds a reflector waits at most before it lists or watches again after failures in a row
+#: (client-go's reflector: 30 s)
+BACKOFF_CAP = 30.0
+
+
+def backoff(first: float, failures: int, cap: float = BACKOFF_CAP) -> float:
+    """The wait after the `failures`-th failure in a row: `first`, doubled each time, at most
+    `cap` (deterministic: the reflectors of one process are few, and the API server's own
+    priority and fairness spreads them; jitter would only make the tests guess)."""
+    return min(cap, first * 2 ** min(max(failures - 1, 0), 30))
 
 
 class Reflector:
@@ -62,6 +78,8 @@ class Reflector:
         self.relists = 0
         self.resumes = 0
         self.absent = 0  # lists answered 404 in a row
+        self.failures = 0  # failures in a row since the last answer (the backoff's exponent)
+        self.said = False  # this run of failures was logged (its end is, too)
 
     async def _list(self) -> tuple[dict[str, Obj], str]:
         items: dict[str, Obj] = {}
@@ -102,6 +120,7 @@ class Reflector:
                 if relist:
                     items, self.rv = await self._list()
                     self.relists += 1
+                    self._recovered()
                     if self.absent:
                         log.info("%s is served now: listed", self.path)
                         self.absent = 0
@@ -119,6 +138,8 @@ class Reflector:
                 # the server ends the watch after timeoutSeconds; a connection silent past that
                 # (half-open) is given up on and the watch resumed
                 async for ev in self.kube.watch(self.path, query, read_timeout=self.watch_timeout + 60):
+                    if self.failures:
+                        self._recovered()
                     kind, obj = ev.get("type"), ev.get("object") or {}
                     if kind == "ERROR":
                         code = int(obj.get("code") or 0)
@@ -135,9 +156,11 @@ class Reflector:
                         yield ch
                 else:
                     self.resumes += 1  # the server ended the watch: resume from self.rv
+                    self._recovered()
             except KubeError as exc:
                 if exc.status == 410:  # the version expired: only a fresh list is consistent
                     relist = True
+                    self._recovered()
                     continue
                 if exc.status == 404 and relist:
                     # not served (a CRD not installed: HyperNodes before Volcano 1.12, JobFlows):
@@ -150,20 +173,46 @@ class Reflector:
                                     "%.0f s at most", self.path, exc, MISSING_BACKOFF)  # fmt: skip
                     await asyncio.sleep(min(MISSING_BACKOFF, self.retry * 2 ** min(self.absent - 1, 10)))
                     continue
-                log.warning("watch %s failed (%s): retrying", self.path, exc)
                 relist = relist or not self.rv
-                await asyncio.sleep(self.retry)
+                await self._failed(f"{'list' if relist else 'watch'} {self.path} failed", exc,
+                                   unanswered=exc.reason == UNANSWERED)  # fmt: skip
             except (TimeoutError, OSError, ValueError) as exc:
-                log.warning("watch %s dropped (%s): resuming from %s", self.path, exc, self.rv)
                 self.resumes += 1
-                await asyncio.sleep(self.retry)
+                await self._failed(f"watch {self.path} dropped", exc, dropped=True)
             except Exception as exc:  # aiohttp payload errors on a cut connection
                 if type(exc).__module__.startswith("aiohttp"):
-                    log.warning("watch %s dropped (%s): resuming", self.path, exc)
                     self.resumes += 1
-                    await asyncio.sleep(self.retry)
+                    await self._failed(f"watch {self.path} dropped", exc, dropped=True)
                 else:
                     raise
+
+    async def _failed(self, what: str, exc: BaseException, unanswered: bool = False,
+                      dropped: bool = False) -> None:  # fmt: skip
+        """Wait before trying again, longer after each failure in a row. Said at the first of a
+        run unless the client said it already (the server does not answer: one line for every
+        watch of the process) or it is the drop of a watch that was running (routine: API
+        servers and load balancers end connections; resumed after `retry`, said if resuming fails).
+        A watch is known open only by its first event, so an idle one that was open is known
+        only by its drop: a drop restarts the run (else a quiet watch dropped after an outage
+        waited the outage's 30 s)."""
+        if dropped:  # it was open (answered): a run of failures starts again from this one
+            self._recovered()
+        self.failures += 1
+        reach = self.kube.reach
+        quiet = (unanswered and reach.down) or dropped
+        if not self.said and not quiet:
+            self.said = True
+            log.warning("%s (%s): retrying from resourceVersion %s, backing off up to %.0f s",
+                        what, exc, self.rv or "(a list)", BACKOFF_CAP)  # fmt: skip
+        else:
+            log.debug("%s (%s): failure %d in a row", what, exc, self.failures)
+        await reach.wait_answered(backoff(self.retry, self.failures))
+
+    def _recovered(self) -> None:
+        """The server answered: the backoff starts again from `retry`, and a run said ends."""
+        if self.said:
+            log.info("%s: listing and watching again after %d failures", self.path, self.failures)
+        self.failures, self.said = 0, False
 
 
 def _untyped(obj: Obj) -> Obj:

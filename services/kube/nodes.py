@@ -240,6 +240,6 @@ def node_view(obj: Mapping[str, Any], catalogue: Catalogue, now: float) -> NodeV
         labels=labels,
         annotations={k: annotations[k] for k in KEPT_ANNOTATIONS if k in annotations},
         taints=tuple(taints), cards=tuple(sorted(cards, key=lambda c: (c.vendor, c.index, c.uuid))),
-        extended=names, resources=other_resources(allocatable),
+        extended=names, resources=other_resources(allocatable), uid=str(meta.get("uid") or ""),
     )  # fmt: skip
     return NodeView(registered, ready, tuple(problems), tuple(answer))

@@ -67,9 +67,12 @@ _FOLDED = (JobSubmitted, JobDeleted, PlacementCommitted, TaskStarted, TaskFinish
 
 
 def _same(last: Event | None, new: Event) -> bool:
-    """Registrations are compared without the running pods (booked once, with the first)."""
+    """Registrations are compared without the running pods (booked once, with the first), and a
+    last one that names no uid (written before registrations carried it) as if it named the new
+    one's: an upgraded agent does not register every node again for the uid alone."""
     if isinstance(last, NodeRegistered) and isinstance(new, NodeRegistered):
-        return msgspec.structs.replace(last, running=()) == msgspec.structs.replace(new, running=())
+        return msgspec.structs.replace(last, running=(), uid=last.uid or new.uid) == \
+            msgspec.structs.replace(new, running=())  # fmt: skip
     return last == new
 
 

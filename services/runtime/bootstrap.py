@@ -22,6 +22,7 @@ from contracts.permissions import APPENDS
 from contracts.subjects import Subjects
 from services.core.devices import Catalogue, load_catalogue
 from services.core.retention import DEFAULT_KEEP_FINISHED
+from services.kube.reach import UNREADY_AFTER
 from services.runtime import collector, lifeline, liveness
 from services.runtime.eventlog.jetstream import JetStreamLog
 from services.runtime.eventlog.model import EventLog
@@ -172,6 +173,10 @@ def common_parser(name: str) -> argparse.ArgumentParser:
                            "kube-scheduler's event client does")  # fmt: skip
     kube.add_argument("--kube-burst", type=int, default=int(env("TESSERA_KUBE_BURST", "100")),
                       help="requests allowed at once above the rate (default kube-scheduler's 100)")  # fmt: skip
+    kube.add_argument("--kube-unready-after", type=float,
+                      default=float(env("TESSERA_KUBE_UNREADY_AFTER", str(UNREADY_AFTER))),
+                      help="seconds the API server may go unanswered before /readyz fails (default "
+                           "%(default)s; /healthz never does for it: a restart would not bring it back)")  # fmt: skip
     return parser
 
 
@@ -329,6 +334,8 @@ async def _serve(
     health = Health(stall=args.health_stall)
     health.checks["nats connected"] = lambda: event_log.nc.is_connected
     liveness.watch(app.service, lambda: event_log.nc.is_connected)  # stuck or idle, at scrape time
+    if args.kube is not None:  # one line per outage, /readyz, tessera_kube_api_reachable
+        liveness.watch_reach(app.service, args.kube.reach, health, args.kube_unready_after)
     beat = asyncio.create_task(health.beat(stopping))  # from the start: recovery is alive too
     if args.metrics_port:  # before recovery: a long replay is live but not ready
         assert app.service.metrics is not None

@@ -8,8 +8,10 @@ service that is merely busy, or sends traffic to one that is not caught up:
   answered" proves nothing about the service; a task on the loop stamps a clock every second
   and the probe fails only when that stamp is older than `stall` seconds. A replay of a long log
   at start keeps the loop turning (it awaits NATS), so recovery alone never fails liveness.
-- **ready** (`/readyz`): the service rebuilt its state from the log, started consuming, and its
-  NATS connection is up. Until then a rollout does not count the pod as available.
+- **ready** (`/readyz`): the service rebuilt its state from the log, started consuming, its
+  NATS connection is up, and (against a cluster) the API server has not been unreachable for
+  longer than `--kube-unready-after`. Until then a rollout does not count the pod as available.
+  An API-server outage fails readiness only: restarting the service would not end it.
 
 The checks take a clock so tests need neither sleeps nor timing asserts.
 """
@@ -44,6 +46,8 @@ class Health:
         self.last_tick = clock()
         self.ready = False
         self.checks: dict[str, Callable[[], bool]] = {}
+        #: checks that say why: '' while fine, else the words `/readyz` answers with
+        self.problems: list[Callable[[], str]] = []
 
     def tick(self) -> None:
         self.last_tick = self.clock()
@@ -58,6 +62,7 @@ class Health:
         if not self.ready:
             return False, "recovering from the log"
         failed = [name for name, check in self.checks.items() if not check()]
+        failed += [why for problem in self.problems if (why := problem())]
         if failed:
             return False, "not ready: " + ", ".join(failed)
         return True, "ok"

@@ -20,7 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.core.observe import MetricSpec, Series
+from services.kube.reach import SPECS as REACH_SPECS
+from services.kube.reach import Reachability
 from services.runtime.eventlog.jetstream import JetStreamLog
+from services.runtime.health import Health
 from services.runtime.service import EventService
 
 log = logging.getLogger(__name__)
@@ -121,3 +124,13 @@ def watch(service: EventService, connected: Callable[[], bool]) -> Liveness:
     live = Liveness(service, connected, asyncio.get_running_loop())
     service.metrics.export(SPECS, live.series)
     return live
+
+
+def watch_reach(service: EventService, reach: Reachability, health: Health, unready_after: float) -> None:
+    """The API server's reachability on `service`'s metrics and in its readiness: `/readyz`
+    fails once the server has gone unanswered `unready_after` s; `/healthz` never reads it (the
+    kubelet would restart a service whose cluster is away, and the restarted one would find it
+    away too)."""
+    assert service.metrics is not None
+    service.metrics.export(REACH_SPECS, lambda: reach.series(service.name))
+    health.problems.append(lambda: reach.problem(unready_after))

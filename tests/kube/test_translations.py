@@ -319,3 +319,10 @@ def test_other_schedulers_pods_hold_the_host_ports_kube_scheduler_counts() -> No
         HostPort(port=9100), HostPort(port=15001), HostPort(port=53, protocol="UDP", ip="10.0.0.1"))
     assert other_pods({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "ports": [
         {"containerPort": 80}]}]}}).host_ports == ()  # no hostPort: nothing held on the node
+
+
+def test_a_registration_names_the_node_objects_uid() -> None:
+    """A node deleted and made again under its name is told apart by its uid (`get nodes` AGE)."""
+    obj = _node("a", {})
+    obj["metadata"]["uid"] = "0b6c-uid"
+    assert nodes.node_view(obj, default_catalogue(), NOW).registered.uid == "0b6c-uid"

@@ -13,6 +13,7 @@ import datetime
 import functools
 import logging
 import re
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -421,11 +422,44 @@ PING_INTERVAL = 5
 MAX_OUTSTANDING_PINGS = 2
 
 
+class BrokerWords:
+    """One WARNING when the connection to NATS is lost and one INFO when it is back (nats-py's
+    disconnected / reconnected callbacks). A nats-server killed and restarted mid-burst left no
+    line in any of the five services' logs: the work resumed, and an SRE reading a service's log
+    after the incident could not tell that its broker had gone away. A close of our own says
+    nothing (nats-py calls the same callback then)."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.url, self.clock = url, clock
+        self.nc: Client | None = None
+        self.lost_at: float | None = None
+        self.lost = 0  # connections lost (tests read it)
+
+    async def disconnected(self) -> None:
+        if self.nc is None or self.nc.is_closed or self.lost_at is not None:
+            return  # not connected yet, our own close, or said already
+        self.lost_at = self.clock()
+        self.lost += 1
+        logger.warning("NATS connection to %s lost: reconnecting (every %.1f s, for ever)", self.url,
+                    RECONNECT_WAIT)  # fmt: skip
+
+    async def reconnected(self) -> None:
+        server = self.nc.connected_url.netloc if self.nc is not None and self.nc.connected_url else self.url
+        away = self.clock() - self.lost_at if self.lost_at is not None else 0.0
+        self.lost_at = None
+        logger.info("NATS reconnected to %s after %.1f s", server, away)
+
+
+#: seconds between two reconnection attempts to a NATS server that went away
+RECONNECT_WAIT = 0.2
+
+
 async def _connect_or_refused(url: str, options: dict) -> Client:
     """Connect, retrying forever while the server is away (a service outlives a broker
     restart) — but not when it refuses the credentials: that is a configuration error, ended
     with one line instead of an endless retry loop."""
     refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    words = BrokerWords(url)
 
     async def on_error(exc: Exception) -> None:
         text = str(exc)
@@ -433,13 +467,15 @@ async def _connect_or_refused(url: str, options: dict) -> Client:
             refused.set_result(text)
 
     connecting = asyncio.ensure_future(nats.connect(
-        servers(url), max_reconnect_attempts=-1, reconnect_time_wait=0.2, name="tessera",
+        servers(url), max_reconnect_attempts=-1, reconnect_time_wait=RECONNECT_WAIT, name="tessera",
         ping_interval=PING_INTERVAL, max_outstanding_pings=MAX_OUTSTANDING_PINGS,
-        error_cb=on_error, **options,
+        error_cb=on_error, disconnected_cb=words.disconnected, reconnected_cb=words.reconnected,
+        **options,
     ))  # fmt: skip
     await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
     if connecting.done():
-        return connecting.result()
+        words.nc = connecting.result()
+        return words.nc
     connecting.cancel()
     with contextlib.suppress(BaseException):
         await connecting
