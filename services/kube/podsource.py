@@ -828,7 +828,8 @@ class PodSource:
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
                     for key in sorted(self.jobs_waiting):  # each Job, with its pods bound already
-                        self._release(key)
+                        if (waited := self.later.pop(key, None)) is not None:
+                            await self._volcano(*waited, docs, others, touched)
                     self.jobs_waiting.clear()
                 continue
             if what == "gone":  # a binding refused 404: is the job's pod still there?
