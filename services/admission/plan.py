@@ -50,6 +50,7 @@ from contracts.events import (
 from contracts.workloads import JobSpec, QueueSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits, ManifestTooComplex, check_manifest
 from services.core.retention import FinishedOrder
+from services.core.scheduling.snapshot import task_names
 from services.core.workload import ManifestError, admit, load_documents
 from services.core.workload.admission import PriorityClass, RunningPod
 from services.core.workload.cardroom import largest_cards, largest_of
@@ -194,10 +195,12 @@ def plan_documents(
     device_names: frozenset[str],
     workload_limits: WorkloadLimits = DEFAULT_WORKLOAD_LIMITS,
     keep_text: bool = True,
+    placed: Mapping[tuple[str, str], Iterable[PlacedPod]] | None = None,
 ) -> Plan:
     """`plan_apply` for objects already read (a manifest's documents, a watched Pod).
     `keep_text` False: no object text in JobSubmitted — objects read from an API server, where
-    `tessera get` prints the server's own; kept, every pod's ~1 KB was read by every service."""
+    `tessera get` prints the server's own; kept, every pod's ~1 KB was read by every service.
+    `placed`: the bound pods of Volcano Jobs submitted here (`placed_running`)."""
     declared = _declared(docs, "Queue")
     declared_pcs = _declared(docs, "PriorityClass")
     seed = {
@@ -316,6 +319,8 @@ def plan_documents(
         if not fits(kind, job.namespace, job.name, event):
             continue
         writes.append(Write(len(results), "Job", key, event, seq))
+        if kind == "Job" and key not in running and (bound := placed_running(job, (placed or {}).get(key, ()))):
+            running[key] = bound  # a Volcano Job whose pods another log placed
         if key in running:  # already runs: book it where it is (the allocator resolves slices)
             writes.append(Write(len(results), "Job", key, existing_placement(job, running[key]), None))
         results.append(_result(kind, job.namespace, job.name, ACCEPTED, (), warnings))
@@ -380,6 +385,37 @@ def class_created(known: Known, pc: PriorityClass) -> list[tuple[tuple[str, str]
                       "(admitted without it, at the default priority)")  # fmt: skip
             new = msgspec.structs.replace(spec, priority=pc.value)
             out.append((key, JobUpdated(namespace=key[0], name=key[1], spec=new, reason=reason)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedPod:
+    """A Volcano Job's pod that is bound to a node before the Job is in the log (its log lost:
+    `tessera up --fresh`, a migration from Volcano): the job controller made it and another
+    log placed it. `ended`: it Succeeded or Failed there, and holds nothing."""
+
+    pod: str
+    node: str
+    annotations: Mapping[str, str]
+    ended: bool = False
+
+
+def placed_running(job: JobSpec, placed: Iterable[PlacedPod]) -> list[RunningPod]:
+    """A Volcano Job's bound pods as its `existing` placement (`existing_placement`): each where
+    it is bound — a live one on the cards HAMi's annotations name (else its task's requests,
+    fitted on that node), an ended one on no card at all (its end is then reported as for any
+    placed pod). Submitted without them, the job was placed as new work on other cards: its
+    pods, bound by the lost placement, were never bound for that one, and the job stayed Bound
+    holding those cards for good, while the cards its running pods used were free in the ledger
+    (rev-sre 1b). Pods of other names (another replica count) are not the job's tasks."""
+    tasks = {pod: t for pod, _role, _i, t in task_names(job)}
+    out = []
+    for p in placed:
+        task = tasks.get(p.pod)
+        if task is None:
+            continue
+        annotations, devices = ({}, ()) if p.ended else (p.annotations, task.devices)
+        out.append(RunningPod(job.namespace, job.name, p.pod, p.node, annotations, devices, task.init_containers))
     return out
 
 

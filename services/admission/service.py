@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 
 import msgspec
@@ -65,6 +65,7 @@ from contracts.workloads import JobSpec
 from services.admission.guard import DEFAULT_LIMITS, Limits
 from services.admission.plan import (
     Known,
+    PlacedPod,
     Plan,
     Write,
     already_exists,
@@ -243,13 +244,15 @@ class AdmissionService:
             say_results(results, plan.error, dry_run)
         return ApplyReply(results=tuple(results), error=plan.error)
 
-    async def admit_documents(self, docs: list[dict]) -> list[ObjectResult]:
+    async def admit_documents(self, docs: list[dict],
+                              placed: Mapping[tuple[str, str], Iterable[PlacedPod]] | None = None,
+                              ) -> list[ObjectResult]:  # fmt: skip
         """Objects read from the API server (watched Pods, PriorityClasses): the same rules and
-        writes as `apply`, per object."""
+        writes as `apply`, per object. `placed`: Volcano Jobs' pods bound already (by job)."""
         with tracer.start_as_current_span("admit", attributes={"tessera.objects": len(docs)}):
             async with self._lock:
                 plan = plan_documents(docs, self.known, self.parser, self.device_names,
-                                      self.workload_limits, keep_text=False)  # fmt: skip
+                                      self.workload_limits, keep_text=False, placed=placed)  # fmt: skip
                 results = list(plan.results)
                 if plan.writes:
                     await self._write(plan, results)

@@ -238,6 +238,9 @@ class JobController:
         #: job → pod → the sequence of the commit that placed it (the id of the `BindingFailed`
         #: that gives its cards back when its pod is refused: one per commit)
         self.commit_seq: dict[str, dict[str, int]] = {}
+        #: job → pod → the sequence of the `existing` commit that took its pod as it was bound
+        #: (another log placed it: `tessera up --fresh`, a migration from Volcano)
+        self.adopted: dict[str, dict[str, int]] = {}
         #: the pods and PodGroups each Job owns: a reconcile walked every pod of the cluster's
         #: Volcano Jobs to find its own — two thirds of the queue process with 500 Jobs of 8
         #: (benchmarks.k8s --shapes vcjob)
@@ -294,6 +297,7 @@ class JobController:
                 self.placed.discard(key)  # type: ignore[arg-type]
                 self.deleted.revived(key)  # type: ignore[arg-type]
                 self.reset[key] = dict.fromkeys((pod for pod, _r, _i, _t in st.task_names(event.spec)), seq)  # type: ignore[index]
+                self.adopted.pop(key, None)  # type: ignore[arg-type]
             case JobUpdated():
                 self._updated(key, seq, event.spec)  # type: ignore[arg-type]
                 self.refused.pop(key, None)  # type: ignore[arg-type]
@@ -305,6 +309,8 @@ class JobController:
             case PlacementCommitted() if not event.existing:
                 self.placed.add(key)  # type: ignore[arg-type]
                 self.commit_seq.setdefault(key, {}).update((p.task, seq) for p in event.placements)  # type: ignore[arg-type]
+            case PlacementCommitted():
+                self.adopted.setdefault(key, {}).update((p.task, seq) for p in event.placements)  # type: ignore[arg-type]
             case TaskFinished() if event.reason in st.BACK_TO_PENDING:
                 self.reset.setdefault(key, {})[event.task] = seq  # type: ignore[index]
             case EvictionRequested():  # the pod bound before it goes, even if the writer
@@ -348,7 +354,7 @@ class JobController:
         """A job deleted long enough ago: nothing of it is asked for again."""
         for held in (self.specs, self.reset, self.last_tasks, self.shown, self.pg_specs, self.verdict, self.gone,
                      self._left_since, self._ttl_deleted, self.refused, self.failing, self.pg_refused,
-                     self.commit_seq, self.pg_due):
+                     self.commit_seq, self.pg_due, self.adopted):
             held.pop(key, None)
         for kind in ("Job", "PodGroup"):
             self._written_at.pop((key, kind), None)
@@ -521,9 +527,32 @@ class JobController:
 
     def _stale(self, key: str, pod: str, obj: dict[str, Any]) -> bool:
         """A pod of an earlier incarnation: bound for a commit before its task was last sent
-        back to Pending (`_owned` has already kept only the pods of this very Job object)."""
+        back to Pending (`_owned` has already kept only the pods of this very Job object). A
+        pod the log took as it was bound (`_adopted`) is this run's, whatever another log
+        stamped on it."""
         bound = pods.seq_annotation(obj, volcano.PLACEMENT)
+        if self._adopted(key, pod):
+            return False
         return bound is not None and bound < self.reset.get(key, {}).get(pod, 0)
+
+    def _adopted(self, key: str, pod: str) -> int:
+        """The `existing` commit that took the task's pod as it was bound, if that is the
+        task's run now (not sent back to Pending since); else 0."""
+        seq = self.adopted.get(key, {}).get(pod, 0)
+        return seq if seq > self.reset.get(key, {}).get(pod, 0) else 0
+
+    async def _restamp(self, ns: str, key: str, pod: str, obj: dict[str, Any]) -> None:
+        """A pod the log took as it was bound carries the commit that took it, as a pod this
+        log bound carries its binding's: the stamps another log wrote (its commit, when it was
+        made) are numbers of that log, which told a later eviction of this run "a later pod",
+        never stopped, and a later restart "the current pod", never made again."""
+        seq = self._adopted(key, pod)
+        notes = volcano.meta(obj).get("annotations") or {}
+        if not seq or (notes.get(volcano.PLACEMENT) == str(seq) and volcano.MADE_AFTER not in notes):
+            return
+        with contextlib.suppress(KubeError):  # (404: gone; anything else: the next reconcile)
+            await self.kube.patch(pods_path(ns, pod), {"metadata": {"uid": volcano.uid(obj), "annotations": {
+                volcano.PLACEMENT: str(seq), volcano.MADE_AFTER: None}}})  # fmt: skip
 
     async def _create_or_back_off(self, key: str, job: dict[str, Any], bodies: list[dict[str, Any]]) -> None:
         """A job's pods, made together (Volcano's controller makes a job's pods in parallel):
@@ -739,6 +768,8 @@ class JobController:
             pod = k.split("/", 1)[1]
             if self._stale(key, pod, obj) and not pods.terminating(obj):
                 await self.kube.delete_this(pods_path(ns, pod), volcano.uid(obj))
+            elif not pods.terminating(obj):
+                await self._restamp(ns, key, pod, obj)
         assert job is not None and spec is not None
         pg_key = f"{ns}/{volcano.podgroup_name(job)}"
         live = self.flow.projection.jobs.get(key)
@@ -766,7 +797,10 @@ class JobController:
                 # made): one the log still has running or releasing lost its pod, and the log
                 # decides what follows (its TaskFinished, then a policy) — a pod made before that
                 # would carry the old retry count and race the restart (issue 28)
-                if obj is None and snap is not None and snap.status in (st.PENDING, st.BOUND):
+                # (one the log took as it was bound is not made again: its pod's end or
+                # deletion is reported, and the log decides what follows)
+                if obj is None and snap is not None and snap.status in (st.PENDING, st.BOUND) \
+                        and not self._adopted(key, pod):  # fmt: skip
                     bodies.append(volcano.pod_for(job, spec, role, index, retries, self.read_seq))
             await self._create_or_back_off(key, job, bodies)
         elif live is None or ending:  # (being) ended: what runs or waits is killed, finished pods are kept

@@ -94,6 +94,9 @@ class KubeNodeAgent:
         self.clock = clock
         self.registry = default_registry()
         self.tasks: ByJob[tuple[str, str, str], tuple[str, int]] = ByJob()  # (ns, job, pod) -> (state, commit seq)
+        #: the tasks whose last commit is `existing` (their pods bound before the log placed
+        #: them): their pods are theirs whatever commit another log stamped on them
+        self.adopted: ByJob[tuple[str, str, str], int] = ByJob()
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, pod) -> Pod
         self.pods_on: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}  # node -> its pods
         self.node_last: dict[str, Event] = {}
@@ -135,6 +138,10 @@ class KubeNodeAgent:
                 keys = [(event.namespace, event.name, p.task) for p in event.placements]
                 for k in keys:
                     self.tasks[k] = (COMMITTED, seq)
+                    if event.existing:
+                        self.adopted[k] = seq
+                    else:
+                        self.adopted.pop(k, None)
                 return keys
             case BindingFailed():
                 self.tasks.pop((event.namespace, event.name, event.task), None)
@@ -148,6 +155,7 @@ class KubeNodeAgent:
                 ns, name = (event.spec.namespace, event.spec.name) if isinstance(event, JobSubmitted) \
                     else (event.namespace, event.name)  # fmt: skip
                 self.tasks.forget_job(ns, name)
+                self.adopted.forget_job(ns, name)
             case _:
                 pass
         return []
@@ -360,8 +368,10 @@ class KubeNodeAgent:
                 self.gone_early[(r.namespace, r.name)] = (placed, obj)
             return
         stamp = ((obj.get("metadata") or {}).get("annotations") or {}).get(volcano.PLACEMENT)
-        if stamp is not None and stamp != str(seq) and volcano.owner_job(obj):
-            return  # a Volcano Job's pod from before a restart, under the same name
+        if stamp is not None and stamp != str(seq) and volcano.owner_job(obj) and self.adopted.get(key) != seq:
+            # a Volcano Job's pod from before a restart, under the same name — not one the log
+            # took as it was bound (an `existing` commit: another log stamped it, `--fresh`)
+            return
         now = self.clock()
         event: TaskStarted | TaskFinished | None
         event = pods.task_event(obj, now) if not deleted else None

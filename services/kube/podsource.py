@@ -54,6 +54,7 @@ import msgspec
 from contracts.api import REJECTED
 from contracts.events import BindingFailed, NamespaceChanged
 from contracts.workloads import JobSpec
+from services.admission.plan import PlacedPod
 from services.admission.service import CONCURRENT, AdmissionService
 from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
 from services.kube import pods, status, volcano
@@ -138,6 +139,11 @@ class PodSource:
         #: name (Volcano's controller makes them), and their PodGroups by the owner's uid
         self.side_jobs: set[str] = set()
         self.side_groups: dict[str, tuple[str, str]] = {}
+        #: the bound pods of Volcano Jobs not in the log, by Job (namespace, name, uid): what a
+        #: Job's first admission books as placed already (`_bound_before`); and the Jobs whose
+        #: first admission waits for the pods' listing (`_pods_first`)
+        self.bound_before: dict[tuple[str, str, str], dict[str, PlacedPod]] = {}
+        self.jobs_waiting: set[str] = set()
         admission.binding_refused = self.binding_refused
 
     def _ours(self, obj: dict[str, Any]) -> bool:
@@ -339,6 +345,8 @@ class PodSource:
                 pass  # a Job stays as it ended: one the log forgot (`--keep-finished`, compaction) is not new
             elif m.get("deletionTimestamp") and not self._admitted(ch.obj):
                 pass  # being deleted (a finalizer holds it): never admitted, as Volcano's controller skips it
+            elif not self._admitted(ch.obj) and self._pods_first(ch):
+                pass  # judged once the pods are listed, with those bound already
             elif not self._admitted(ch.obj) or self._edited((ns, name), _version(ch.obj)):
                 docs.append(volcano.manifest(ch.obj))
                 objs[(kind, ns, name)] = ch.obj
@@ -482,6 +490,48 @@ class PodSource:
         if job in self.deleting:
             self.deleting.discard(job)
             await self.admission.delete_job(job[0], job[1], job[2] or "object")
+
+    def _pods_first(self, ch: Change) -> bool:
+        """A Job not in the log met before the pods' first listing (admission's start, its
+        watches listing side by side) waits for it: its pods that another log placed (`tessera
+        up --fresh`, a migration from Volcano) are then known, and booked where they are with
+        its submission (`_placed`). True when it waits."""
+        if "pod" in self.listed:
+            return False
+        self.jobs_waiting.add(self._keep("job", ch))
+        return True
+
+    def _bound_before(self, ch: Change, owner: tuple[str, str]) -> None:
+        """Keep a Job's pod that is bound to a node while the Job is not in the log (another
+        log placed it), for the Job's first admission; forgotten once the Job is admitted."""
+        r = self._ref(ch.obj)
+        job = (r.namespace, owner[0], owner[1])
+        held = self.bound_before.get(job)
+        if ch.kind == "delete" or not pods.node_name(ch.obj) or self._admitted_job(job):
+            if held is not None:
+                held.pop(r.name, None)
+                if not held:
+                    del self.bound_before[job]
+            return
+        annotations = volcano.meta(ch.obj).get("annotations") or {}
+        self.bound_before.setdefault(job, {})[r.name] = PlacedPod(
+            pod=r.name, node=pods.node_name(ch.obj), annotations=dict(annotations),
+            ended=pods.phase(ch.obj) in ("Succeeded", "Failed"))  # fmt: skip
+
+    def _admitted_job(self, job: tuple[str, str, str]) -> bool:
+        known = self.admission.known.jobs.get(job[:2])
+        return known is not None and known.spec.annotations.get(volcano.OBJECT_UID) == job[2]
+
+    def _placed(self, others: dict[tuple[str, str, str], dict[str, Any]]) -> dict[tuple[str, str], list[PlacedPod]]:
+        """The bound pods of the Jobs judged in this batch, by job; those of a Job the log
+        has by now are forgotten (its pods are the log's from its admission on)."""
+        for job in [j for j in self.bound_before if self._admitted_job(j)]:
+            del self.bound_before[job]
+        out: dict[tuple[str, str], list[PlacedPod]] = {}
+        for (kind, ns, name), obj in others.items():
+            if kind == "Job" and (held := self.bound_before.get((ns, name, volcano.uid(obj)))):
+                out[(ns, name)] = sorted(held.values(), key=lambda p: p.pod)
+        return out
 
     async def _deleted_while_away(self) -> None:
         """Once Jobs and pods are listed (at start, after a relist): a Job the log admitted and has
@@ -796,6 +846,10 @@ class PodSource:
                     await self._groups_gone(touched)
                 if what == "pod":
                     touched.update(self.groups)  # each group, now with all its pods
+                    for key in sorted(self.jobs_waiting):  # each Job, with its pods bound already
+                        if (waited := self.later.pop(key, None)) is not None:
+                            await self._volcano(*waited, docs, others, touched)
+                    self.jobs_waiting.clear()
                 continue
             if what == "gone":  # a binding refused 404: is the job's pod still there?
                 await self._pod_gone(ch)
@@ -832,6 +886,7 @@ class PodSource:
                                               **({"annotations": {QUEUE_NAME: queue}} if queue else {})}})  # fmt: skip
                 continue
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None and not self._side_job(ch.obj):
+                self._bound_before(ch, owner)
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
             if what == "pod" and self._member(ch, touched, held):
@@ -879,7 +934,7 @@ class PodSource:
         docs = await self._queues_first(docs, objs, others)
         if not docs:
             return
-        results = await self.admission.admit_documents(_latest(docs))
+        results = await self.admission.admit_documents(_latest(docs), self._placed(others))
         for res in results:
             if res.outcome == REJECTED and any(CONCURRENT in r for r in res.reasons) \
                     and self._judge_again(res.kind, res.namespace, res.name, objs, others):  # fmt: skip
