@@ -333,8 +333,8 @@ class PodSource:
             for old in [d for d in self.deleting if d[:2] == (ns, name) and d[2] != volcano.uid(ch.obj)]:
                 # made again under its name while the old one's pods terminate: the old job ends
                 # now, before the new one is judged (its pods, named alike, wait for the old ones)
-                self.deleting.discard(old)
                 await self.admission.delete_job(ns, name, old[2] or "object")
+                self.deleting.discard(old)  # (once written: a failed batch is taken again)
             if (volcano.job_ended(ch.obj) or self._ended_here(ch.obj)) and not self._live((ns, name)):
                 pass  # a Job stays as it ended: one the log forgot (`--keep-finished`, compaction) is not new
             elif m.get("deletionTimestamp") and not self._admitted(ch.obj):
@@ -449,13 +449,18 @@ class PodSource:
             await self._pods_went(key, touched)
 
     async def _pods_went(self, key: tuple[str, str], touched: set[tuple[str, str]]) -> None:
-        """A deleted PodGroup's last placed pod is gone: its job ends now."""
-        uid = self.group_deleting.pop(key, None)
+        """A deleted PodGroup's last placed pod is gone: its job ends now. The wait is forgotten
+        only once `JobDeleted` is written: a batch whose write failed (the log out of reach, the
+        job changing under it) is taken again (`run`), and taken off first, the retry found no
+        pod placed and nothing waiting — the job and its cards held until the next relist."""
+        uid = self.group_deleting.get(key)
         if uid is None:
             return
         self.group_waits_said.discard(volcano.uid(self.groups.get(key) or {}))
         log.info("PodGroup %s/%s: its last placed pod is gone; its job ends", *key)
         await self.admission.delete_job(key[0], key[1], uid or "object", _from_object(uid) if uid else None)
+        if self.group_deleting.get(key) == uid:
+            del self.group_deleting[key]
         touched.add(key)  # one made again under the name waited for this: judged now
 
     def _members_gone(self, key: tuple[str, str]) -> None:
@@ -468,7 +473,7 @@ class PodSource:
         garbage collector's or the job controller's deletion): its `JobDeleted` — which frees
         its cards in the ledger — waits until the last of them is gone, as a deleted pod holds
         its node until then. Written at once, a new pod could be placed on cards the old ones
-        were still using."""
+        were still using. The deletion waiting is forgotten only once written (see `_pods_went`)."""
         r = self._ref(ch.obj)
         job = (r.namespace, owner[0], owner[1])
         names = self.owned.setdefault(job, set())
@@ -480,8 +485,8 @@ class PodSource:
             return
         del self.owned[job]
         if job in self.deleting:
-            self.deleting.discard(job)
             await self.admission.delete_job(job[0], job[1], job[2] or "object")
+            self.deleting.discard(job)
 
     async def _deleted_while_away(self) -> None:
         """Once Jobs and pods are listed (at start, after a relist): a Job the log admitted and has
