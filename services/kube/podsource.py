@@ -521,10 +521,11 @@ class PodSource:
                 await self.admission.delete_job(ns, name, gone, _from_pod(gone))
 
     def binding_refused(self, event: BindingFailed) -> None:
-        """The allocator's binding of a pod met no pod (404): looked at in turn with the watch's
-        changes (`_pod_gone`). kube-scheduler's failure handler likewise reads the pod again and
-        drops it when it no longer exists, whatever event was missed."""
-        if event.reason == pods.POD_NOT_FOUND:
+        """The allocator's binding of a pod met no pod (404), or another pod under its name (409,
+        the binding's uid precondition failed): looked at in turn with the watch's changes
+        (`_pod_gone`). kube-scheduler's failure handler likewise reads the pod again and drops it
+        when it no longer exists, whatever event was missed."""
+        if event.reason in (pods.POD_NOT_FOUND, pods.POD_REPLACED):
             self.changes.put_nowait(("gone", Change("upsert", f"{event.namespace}/{event.task}", {"job": event.name})))
 
     async def _pod_gone(self, ch: Change) -> None:
@@ -553,6 +554,10 @@ class PodSource:
         log.info("job %s/%s: its pod (uid %s) is gone (its binding met no pod)", ns, job, uid)
         self.pods_present.discard(uid)
         await self.admission.delete_job(ns, job, uid, _from_pod(uid))
+        if obj is not None and self._ours(obj):
+            # another pod under its name (made again; its watch event missed, or not here yet):
+            # judged as a new job, as its own event would have it (once: then the job is live)
+            self.changes.put_nowait(("pod", Change("upsert", f"{ns}/{pod}", obj)))
 
     async def _groups_gone(self, touched: set[tuple[str, str]]) -> None:
         """Once PodGroups and pods are listed (at start, after a relist): a job the log admitted
@@ -774,7 +779,31 @@ class PodSource:
         raw = str((volcano.meta(got).get("annotations") or {}).get(GROUP_MIN_MEMBER) or "")
         return int(raw) if raw.isdigit() else 0
 
+    async def _pod_made_again(self, obj: dict[str, Any]) -> None:
+        """A pod whose name a live job holds that was admitted from another pod (uid): one name
+        holds one pod at a time, so that pod is gone — deleted and made again while admission
+        was away, or while its watch relisted (the relist's difference, by name, says one
+        change and no deletion), as a StatefulSet makes its replica again — and its job ends
+        before this pod is judged, as a new job (kube-scheduler keys its pods by uid too).
+        Judged by name alone, the new pod was "in the log already" for good (Pending, no event
+        would ever judge it again), and the old job was placed and its binding refused (the
+        uid precondition) every 10 s for ever, its resources booked."""
+        r = self._ref(obj)
+        known = self.admission.known.jobs.get((r.namespace, r.name))
+        if known is None or not known.live or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
+            return
+        uids = _pod_uids(known.spec)
+        if not uids or not r.uid or r.uid in uids:
+            return  # this very pod (or admitted before tasks named their pod's uid: not known)
+        old = min(uids)
+        log.info("pod %s/%s made again (uid %s, was %s): the old pod's job ends", r.namespace, r.name, r.uid, old)
+        self.pods_present.difference_update(uids)
+        await self.admission.delete_job(r.namespace, r.name, old, _from_pod(old))
+
     def _wanted(self, obj: dict[str, Any]) -> bool:
+        """Whether a pod is to be judged now: not when a live job of its name is in the log (by
+        name: a group's pods are its members; a standalone pod's job of another uid was ended
+        first, `_pod_made_again`), nor when it ended before Tessera saw it."""
         r = self._ref(obj)
         job = self.admission.known.jobs.get((r.namespace, r.job))
         if job is not None and job.live:
@@ -839,6 +868,8 @@ class PodSource:
             if what == "pod" and (owner := volcano.owner_job(ch.obj)) is not None and not self._side_job(ch.obj):
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
+            if what == "pod" and ch.kind != "delete":
+                await self._pod_made_again(ch.obj)  # before it is judged: see `_wanted`
             if what == "pod" and self._member(ch, touched, held):
                 await self._group_pod(ch, touched)
                 continue
