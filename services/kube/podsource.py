@@ -87,6 +87,10 @@ OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "Daemon
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
 JUDGE_AGAIN_AFTER = 0.1  # seconds before an object whose write lost a race is judged again
+#: a live group's Succeeded pods deleted that stay its tasks (`_member`), the newest, at least
+#: (its minMember, if more): enough for the node agent's reports still on their way (an agent
+#: down while a burst of pods finish and are cleaned up), and the gang still counted whole
+ENDED_GONE_KEPT = 64
 
 
 class PodSource:
@@ -401,7 +405,16 @@ class PodSource:
                 # removed, as Volcano's session counted it Succeeded before it went. Judged a
                 # removal, a node agent that reported its end only after that (down, behind)
                 # found it already gone from the job, and the group, emptied, stayed Running
-                self.ended_gone.setdefault(key, {})[r.name] = ch.obj
+                gone = self.ended_gone.setdefault(key, {})
+                gone[r.name] = ch.obj
+                # bounded: a long-lived group whose pods finish and are cleaned up under fresh
+                # names (batch executors, Ray workers scaled down) grew its task list and this
+                # for as long as it lived. The oldest go (a `JobUpdated`: a finished task
+                # removed leaves at once), as Volcano's cache drops a deleted pod's task;
+                # minMember of them stay, so a group whose pods all ended still ends Completed
+                kept = max(ENDED_GONE_KEPT, self.admission.known.jobs[key].spec.min_available)
+                while len(gone) > kept:
+                    del gone[next(iter(gone))]
             self._members_gone(key)
         else:
             if (gone := self.ended_gone.get(key)) is not None and gone.pop(r.name, None) is not None and not gone:
