@@ -130,6 +130,18 @@ def _bound_for(pod: dict, stamp: str) -> bool:
     return annotations.get(volcano.PLACEMENT, stamp) == stamp
 
 
+#: what the API server says when a binding's uid is not its pod's (BindingREST's update with the
+#: uid as its precondition: 409 Conflict, "… Precondition failed: UID in precondition: …")
+UID_PRECONDITION = "Precondition failed: UID in precondition"
+
+
+def _replaced(exc: KubeError) -> bool:
+    """The binding was refused because the pod of its name is another (deleted and made again):
+    its job is read again as for a pod not found (podsource `_pod_gone`). Backed off as any 409
+    instead, a job whose pod went unseen was placed and refused every 10 s for good."""
+    return exc.status == 409 and UID_PRECONDITION in exc.message
+
+
 class Binder:
     def __init__(
         self,
@@ -394,7 +406,8 @@ class Binder:
             asyncio.get_running_loop().call_later(min(0.1 * 2**n, 2.0), self.queue.put_nowait, key)
             return
         if exc.status in (404, 409, 422, 400):
-            reason = {404: pods.POD_NOT_FOUND}.get(exc.status, f"{exc.status} {exc.reason}: {exc.body[:200]}")
+            reason = pods.POD_NOT_FOUND if exc.status == 404 else pods.POD_REPLACED if _replaced(exc) \
+                else f"{exc.status} {exc.reason}: {exc.body[:200]}"  # fmt: skip
             await self._fail(key, p, reason)
             return
         log.warning("binding %s/%s: %s; retrying", ns, pod, exc)  # API briefly unavailable

@@ -35,6 +35,9 @@ ALLOCATE_FAILED = "UnexpectedAdmissionError"
 #: a `BindingFailed.reason` when the API server had no pod of that name (404): admission reads
 #: the pod again and ends a standalone pod's job whose pod is gone (podsource `_pod_gone`)
 POD_NOT_FOUND = "pod not found"
+#: a `BindingFailed.reason` when the API server had another pod of that name (409, the binding's
+#: uid precondition failed: deleted and made again): read again as for `POD_NOT_FOUND`
+POD_REPLACED = "another pod under its name (uid precondition failed)"
 
 
 @dataclass(frozen=True, slots=True)

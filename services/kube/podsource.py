@@ -88,6 +88,10 @@ OWNER_KINDS = {("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("apps", "Daemon
 OWNERS_REMEMBERED = 10_000  # owners whose annotation is kept (read again when forgotten)
 QUEUE_PATIENCE = 5.0  # seconds an object waits for its queue's watch event, at most
 JUDGE_AGAIN_AFTER = 0.1  # seconds before an object whose write lost a race is judged again
+#: a live group's Succeeded pods deleted that stay its tasks (`_member`), the newest, at least
+#: (its minMember, if more): enough for the node agent's reports still on their way (an agent
+#: down while a burst of pods finish and are cleaned up), and the gang still counted whole
+ENDED_GONE_KEPT = 64
 
 
 class PodSource:
@@ -339,8 +343,8 @@ class PodSource:
             for old in [d for d in self.deleting if d[:2] == (ns, name) and d[2] != volcano.uid(ch.obj)]:
                 # made again under its name while the old one's pods terminate: the old job ends
                 # now, before the new one is judged (its pods, named alike, wait for the old ones)
-                self.deleting.discard(old)
                 await self.admission.delete_job(ns, name, old[2] or "object")
+                self.deleting.discard(old)  # (once written: a failed batch is taken again)
             if (volcano.job_ended(ch.obj) or self._ended_here(ch.obj)) and not self._live((ns, name)):
                 pass  # a Job stays as it ended: one the log forgot (`--keep-finished`, compaction) is not new
             elif m.get("deletionTimestamp") and not self._admitted(ch.obj):
@@ -409,7 +413,16 @@ class PodSource:
                 # removed, as Volcano's session counted it Succeeded before it went. Judged a
                 # removal, a node agent that reported its end only after that (down, behind)
                 # found it already gone from the job, and the group, emptied, stayed Running
-                self.ended_gone.setdefault(key, {})[r.name] = ch.obj
+                gone = self.ended_gone.setdefault(key, {})
+                gone[r.name] = ch.obj
+                # bounded: a long-lived group whose pods finish and are cleaned up under fresh
+                # names (batch executors, Ray workers scaled down) grew its task list and this
+                # for as long as it lived. The oldest go (a `JobUpdated`: a finished task
+                # removed leaves at once), as Volcano's cache drops a deleted pod's task;
+                # minMember of them stay, so a group whose pods all ended still ends Completed
+                kept = max(ENDED_GONE_KEPT, self.admission.known.jobs[key].spec.min_available)
+                while len(gone) > kept:
+                    del gone[next(iter(gone))]
             self._members_gone(key)
         else:
             if (gone := self.ended_gone.get(key)) is not None and gone.pop(r.name, None) is not None and not gone:
@@ -457,13 +470,18 @@ class PodSource:
             await self._pods_went(key, touched)
 
     async def _pods_went(self, key: tuple[str, str], touched: set[tuple[str, str]]) -> None:
-        """A deleted PodGroup's last placed pod is gone: its job ends now."""
-        uid = self.group_deleting.pop(key, None)
+        """A deleted PodGroup's last placed pod is gone: its job ends now. The wait is forgotten
+        only once `JobDeleted` is written: a batch whose write failed (the log out of reach, the
+        job changing under it) is taken again (`run`), and taken off first, the retry found no
+        pod placed and nothing waiting — the job and its cards held until the next relist."""
+        uid = self.group_deleting.get(key)
         if uid is None:
             return
         self.group_waits_said.discard(volcano.uid(self.groups.get(key) or {}))
         log.info("PodGroup %s/%s: its last placed pod is gone; its job ends", *key)
         await self.admission.delete_job(key[0], key[1], uid or "object", _from_object(uid) if uid else None)
+        if self.group_deleting.get(key) == uid:
+            del self.group_deleting[key]
         touched.add(key)  # one made again under the name waited for this: judged now
 
     def _members_gone(self, key: tuple[str, str]) -> None:
@@ -476,7 +494,7 @@ class PodSource:
         garbage collector's or the job controller's deletion): its `JobDeleted` — which frees
         its cards in the ledger — waits until the last of them is gone, as a deleted pod holds
         its node until then. Written at once, a new pod could be placed on cards the old ones
-        were still using."""
+        were still using. The deletion waiting is forgotten only once written (see `_pods_went`)."""
         r = self._ref(ch.obj)
         job = (r.namespace, owner[0], owner[1])
         names = self.owned.setdefault(job, set())
@@ -488,8 +506,8 @@ class PodSource:
             return
         del self.owned[job]
         if job in self.deleting:
-            self.deleting.discard(job)
             await self.admission.delete_job(job[0], job[1], job[2] or "object")
+            self.deleting.discard(job)
 
     def _pods_first(self, ch: Change) -> bool:
         """A Job not in the log met before the pods' first listing (admission's start, its
@@ -566,10 +584,11 @@ class PodSource:
                 await self.admission.delete_job(ns, name, gone, _from_pod(gone))
 
     def binding_refused(self, event: BindingFailed) -> None:
-        """The allocator's binding of a pod met no pod (404): looked at in turn with the watch's
-        changes (`_pod_gone`). kube-scheduler's failure handler likewise reads the pod again and
-        drops it when it no longer exists, whatever event was missed."""
-        if event.reason == pods.POD_NOT_FOUND:
+        """The allocator's binding of a pod met no pod (404), or another pod under its name (409,
+        the binding's uid precondition failed): looked at in turn with the watch's changes
+        (`_pod_gone`). kube-scheduler's failure handler likewise reads the pod again and drops it
+        when it no longer exists, whatever event was missed."""
+        if event.reason in (pods.POD_NOT_FOUND, pods.POD_REPLACED):
             self.changes.put_nowait(("gone", Change("upsert", f"{event.namespace}/{event.task}", {"job": event.name})))
 
     async def _pod_gone(self, ch: Change) -> None:
@@ -598,6 +617,10 @@ class PodSource:
         log.info("job %s/%s: its pod (uid %s) is gone (its binding met no pod)", ns, job, uid)
         self.pods_present.discard(uid)
         await self.admission.delete_job(ns, job, uid, _from_pod(uid))
+        if obj is not None and self._ours(obj):
+            # another pod under its name (made again; its watch event missed, or not here yet):
+            # judged as a new job, as its own event would have it (once: then the job is live)
+            self.changes.put_nowait(("pod", Change("upsert", f"{ns}/{pod}", obj)))
 
     async def _groups_gone(self, touched: set[tuple[str, str]]) -> None:
         """Once PodGroups and pods are listed (at start, after a relist): a job the log admitted
@@ -819,7 +842,31 @@ class PodSource:
         raw = str((volcano.meta(got).get("annotations") or {}).get(GROUP_MIN_MEMBER) or "")
         return int(raw) if raw.isdigit() else 0
 
+    async def _pod_made_again(self, obj: dict[str, Any]) -> None:
+        """A pod whose name a live job holds that was admitted from another pod (uid): one name
+        holds one pod at a time, so that pod is gone — deleted and made again while admission
+        was away, or while its watch relisted (the relist's difference, by name, says one
+        change and no deletion), as a StatefulSet makes its replica again — and its job ends
+        before this pod is judged, as a new job (kube-scheduler keys its pods by uid too).
+        Judged by name alone, the new pod was "in the log already" for good (Pending, no event
+        would ever judge it again), and the old job was placed and its binding refused (the
+        uid precondition) every 10 s for ever, its resources booked."""
+        r = self._ref(obj)
+        known = self.admission.known.jobs.get((r.namespace, r.name))
+        if known is None or not known.live or known.spec.kind != "Pod" or known.spec.annotations.get(volcano.OBJECT_UID):
+            return
+        uids = _pod_uids(known.spec)
+        if not uids or not r.uid or r.uid in uids:
+            return  # this very pod (or admitted before tasks named their pod's uid: not known)
+        old = min(uids)
+        log.info("pod %s/%s made again (uid %s, was %s): the old pod's job ends", r.namespace, r.name, r.uid, old)
+        self.pods_present.difference_update(uids)
+        await self.admission.delete_job(r.namespace, r.name, old, _from_pod(old))
+
     def _wanted(self, obj: dict[str, Any]) -> bool:
+        """Whether a pod is to be judged now: not when a live job of its name is in the log (by
+        name: a group's pods are its members; a standalone pod's job of another uid was ended
+        first, `_pod_made_again`), nor when it ended before Tessera saw it."""
         r = self._ref(obj)
         job = self.admission.known.jobs.get((r.namespace, r.job))
         if job is not None and job.live:
@@ -889,6 +936,8 @@ class PodSource:
                 self._bound_before(ch, owner)
                 await self._owned_pod(ch, owner)  # the job controller's: its Job is the object admitted
                 continue
+            if what == "pod" and ch.kind != "delete":
+                await self._pod_made_again(ch.obj)  # before it is judged: see `_wanted`
             if what == "pod" and self._member(ch, touched, held):
                 await self._group_pod(ch, touched)
                 continue

@@ -960,6 +960,12 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                     if r.status == 404:
                         return kmock_status(404, "NotFound", f'pods "{pod}" not found')
                     current = await r.json()
+                uid, there = (data.get("metadata") or {}).get("uid"), current["metadata"].get("uid")
+                if uid and there and uid != there:  # the storage's precondition, checked before the update
+                    return kmock_status(409, "Conflict", f'Operation cannot be fulfilled on pods "{pod}": '
+                                        f"StorageError: invalid object, Code: 4, Key: /registry/pods/{ns}/{pod}, "
+                                        f"ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+                                        f"precondition: {uid}, UID in object meta: {there}")  # fmt: skip
                 if (current.get("metadata") or {}).get("deletionTimestamp"):  # the API server's words
                     return kmock_status(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{pod}": '
                                         f"pod {pod} is being deleted, cannot be assigned to a host")  # fmt: skip
@@ -969,9 +975,6 @@ async def kmock_cluster(tmp: Path) -> AsyncIterator[Cluster]:
                 if pod in cluster_box[0].refuse_once:  # as for a pod recreated under its name
                     cluster_box[0].refuse_once.discard(pod)
                     return kmock_status(409, "Conflict", "Precondition failed: UID in precondition")
-                uid = (data.get("metadata") or {}).get("uid")
-                if uid and current["metadata"].get("uid") and uid != current["metadata"]["uid"]:
-                    return kmock_status(409, "Conflict", "Precondition failed: UID mismatch")
                 incarnation = (ns, pod, current["metadata"].get("uid", ""))  # a pod re-created
                 if (current.get("spec") or {}).get("nodeName") or incarnation in bound:  # under its
                     return kmock_status(409, "Conflict",  # name is another pod: bound afresh

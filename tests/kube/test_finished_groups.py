@@ -16,10 +16,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from contracts.events import EvictionRequested, JobPhaseChanged, JobSubmitted, JobUpdated
 from services.admission.service import AdmissionService
 from services.cli.up import ControlPlane
-from services.kube import volcano
+from services.kube import podsource, volcano
 from services.kube.client import pods_path
 from services.kube.listwatch import Change
 from services.kube.podsource import PodSource
@@ -31,6 +33,7 @@ from tests.kube.test_side_by_side import listed, submitted_uids, upsert
 from tests.processes import wait_until
 
 CPU = {"cpu": "1", "memory": "1Gi"}
+SYNCED = Change("synced", "", {})
 
 
 async def _gang(cluster: Cluster, name: str) -> None:
@@ -152,3 +155,39 @@ async def test_a_podgroup_whose_pods_succeed_and_are_deleted_while_the_node_agen
         finally:
             agent.send_signal(signal.SIGCONT)
             await asyncio.to_thread(cp.stop)
+
+
+async def test_a_long_lived_groups_succeeded_pods_deleted_stay_its_tasks_up_to_a_bound(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """diff-shell F7: a live group whose pods finish and are cleaned up under fresh names (Ray
+    workers scaled down, batch executors) kept every one of them as its task, for as long as it
+    lived. The newest `ENDED_GONE_KEPT` stay (its minMember when more); older ones leave the job."""
+    monkeypatch.setattr(podsource, "ENDED_GONE_KEPT", 2)
+    await cluster.volcano_crds()
+    admission = AdmissionService(MemoryLog())
+    source = PodSource(admission, cluster.kube)
+    ref = owner("ray.io/v1", "RayCluster", "ray")
+    pg = volcano.typed(await cluster.kube.create(volcano.podgroups_path("default"), podgroup(
+        "ray", ref, 1, queue="default", min_resources={"cpu": "1"})), "PodGroup")  # fmt: skip
+
+    def worker(i: int, phase: str) -> dict[str, Any]:
+        w = pod(f"ray-w-{i}", "ray", ref, requests={"cpu": "1"})
+        w["metadata"]["uid"] = f"u-ray-w-{i}"
+        w["spec"]["nodeName"] = "n1"
+        w["status"] = {"phase": phase}
+        return w
+
+    def up(w: dict[str, Any], kind: str = "upsert") -> tuple[str, Change]:
+        return "pod", Change(kind, f"default/{w['metadata']['name']}", w)
+
+    await source.process([("pod", SYNCED), ("podgroup", SYNCED), ("podgroup", Change("upsert", "default/ray", pg)),
+                          *(up(worker(i, "Running")) for i in range(5))])  # fmt: skip
+    assert admission.known.jobs[("default", "ray")].live
+    for i in range(4):  # each finishes and is cleaned up; a fresh one takes its place
+        await source.process([up(worker(i, "Succeeded")), up(worker(i, "Succeeded"), "delete"),
+                              up(worker(5 + i, "Running"))])  # fmt: skip
+    job = admission.known.jobs[("default", "ray")]
+    assert job.live
+    assert sorted(source.ended_gone[("default", "ray")]) == ["ray-w-2", "ray-w-3"]
+    names = {p for t in job.spec.tasks for p in t.pod_names}
+    assert names == {"ray-w-2", "ray-w-3", "ray-w-4", "ray-w-5", "ray-w-6", "ray-w-7", "ray-w-8"}

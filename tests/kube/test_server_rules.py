@@ -247,6 +247,27 @@ async def test_bindings_are_refused_for_gated_and_for_deleting_pods(cluster: Clu
     await cluster.kube.patch(pods_path("default", "leaving"), {"metadata": {"finalizers": None}})
 
 
+async def test_a_binding_for_another_uid_is_409_naming_the_uid_precondition_and_binds_nothing(cluster: Cluster) -> None:
+    """The binding's uid is its update's precondition (BindingREST): a pod deleted and made
+    again under its name is not bound for the old one — 409 Conflict, "Precondition failed: UID
+    in precondition", checked before the pod's own state (here: being deleted)."""
+    await cluster.create_node("n1")
+    old = await cluster.create_pod(pod("again"))
+    await cluster.kube.delete(pods_path("default", "again"))
+    made = await cluster.create_pod(pod("again"))
+    await cluster.kube.patch(pods_path("default", "again"), {"metadata": {"finalizers": ["example.com/hold"]}})
+    await cluster.kube.delete(pods_path("default", "again"))  # held by its finalizer: being deleted
+    with pytest.raises(KubeError) as exc:
+        await cluster.kube.create(pods_path("default", "again", "binding"), {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "again", "uid": old["metadata"]["uid"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}})  # fmt: skip
+    assert exc.value.status == 409 and json.loads(exc.value.body)["reason"] == "Conflict"
+    assert (f"Precondition failed: UID in precondition: {old['metadata']['uid']}, "
+            f"UID in object meta: {made['metadata']['uid']}") in exc.value.message
+    assert not (await cluster.kube.get(pods_path("default", "again")))["spec"].get("nodeName")
+    await cluster.kube.patch(pods_path("default", "again"), {"metadata": {"finalizers": None}})
+
+
 async def test_a_binding_is_one_change_of_the_pod_with_its_node_annotations_and_condition(cluster: Cluster) -> None:
     """The API server binds by one update of the pod: `spec.nodeName`, the Binding's annotations
     and PodScheduled=True arrive together in one MODIFIED (every pod watcher decodes each
