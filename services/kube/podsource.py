@@ -55,7 +55,7 @@ from contracts.api import REJECTED
 from contracts.events import BindingFailed, NamespaceChanged
 from contracts.workloads import JobSpec
 from services.admission.service import CONCURRENT, AdmissionService
-from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
+from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME, group_queue
 from services.kube import pods, status, volcano
 from services.kube.client import (
     PRIORITY_CLASSES,
@@ -1043,16 +1043,19 @@ _STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `ru
 
 def _queue_of(doc: dict[str, Any], namespace_queue: Callable[[str], str] = lambda _ns: "default") -> str | None:
     """The queue a Job, PodGroup or pod document names (None for other kinds); a PodGroup or a
-    plain pod naming none: its namespace's (`namespace_queue`, admission's defaulting)."""
+    plain pod naming none, or `default` (the CRD's default): its namespace's (`namespace_queue`,
+    admission's defaulting, `group_queue`)."""
     kind = doc.get("kind")
     ns = str((doc.get("metadata") or {}).get("namespace") or "default")
     if kind == "Job":
         return str((doc.get("spec") or {}).get("queue") or "default")
     if kind == "PodGroup":
-        return str((doc.get("spec") or {}).get("queue") or namespace_queue(ns))
+        return group_queue(str((doc.get("spec") or {}).get("queue") or ""), namespace_queue(ns))[0]
     if kind == "Pod":
         annotations = (doc.get("metadata") or {}).get("annotations") or {}
-        return str(annotations.get(QUEUE_NAME) or ("default" if _group_of(doc) else namespace_queue(ns)))
+        if _group_of(doc):
+            return str(annotations.get(QUEUE_NAME) or "default")
+        return group_queue(str(annotations.get(QUEUE_NAME) or ""), namespace_queue(ns))[0]
     return None
 
 
