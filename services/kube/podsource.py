@@ -310,7 +310,7 @@ class PodSource:
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
             elif what == "podgroup" and self._admitted(ch.obj) and self._pods_hold((ns, name)):
-                self._wait_for_pods((ns, name), volcano.uid(ch.obj))
+                await self._wait_for_pods((ns, name), volcano.uid(ch.obj))
             elif what != "queue" and self._admitted(ch.obj):
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
@@ -362,7 +362,7 @@ class PodSource:
             return
         old = known.spec.annotations.get(volcano.OBJECT_UID, "")
         if old and uid and old != uid and self._pods_hold((ns, name)):
-            self._wait_for_pods((ns, name), old)  # the new one is judged once they are gone
+            await self._wait_for_pods((ns, name), old)  # the new one is judged once they are gone
         elif old and uid and old != uid:
             log.info("PodGroup %s/%s made again (uid %s, was %s): the old one's job ends", ns, name, uid, old)
             await self.admission.delete_job(ns, name, old, _from_object(old))
@@ -416,18 +416,34 @@ class PodSource:
         knows, and the listing's sweep (`_groups_gone`) ends what turns out to hold nothing."""
         return "pod" not in self.listed or bool(self.placed.get(key))
 
-    def _wait_for_pods(self, key: tuple[str, str], uid: str) -> None:
+    async def _wait_for_pods(self, key: tuple[str, str], uid: str) -> None:
         """A deleted PodGroup's job stays in the log, as it is, while its pods are on their
         nodes: Volcano's cache only unsets a deleted PodGroup's scheduling spec (`deletePodGroup`:
         `UnsetPodGroup`, then the job is dropped once `JobTerminated` — no PodGroup and no task
         left), and a node's usage comes from the pods on it, so pods that run on (the
         training-operator's `cleanPodPolicy: None`, the MPIJob default) or terminate (a
         `kubectl delete raycluster`) keep their node's CPUs and their cards until gone. Ended at
-        once, the job's slices were released and a second gang was bound onto the same cards."""
+        once, the job's slices were released and a second gang was bound onto the same cards.
+        Meanwhile the job keeps only its placed pods' tasks (`_keep_placed`)."""
         if key not in self.group_deleting:
             log.info("PodGroup %s/%s deleted: its job ends once its %d placed pod(s) are gone", key[0], key[1],
                      len(self.placed.get(key, ())))  # fmt: skip
         self.group_deleting[key] = uid
+        await self._keep_placed(key)
+
+    async def _keep_placed(self, key: tuple[str, str]) -> None:
+        """A deleted PodGroup's job, waiting for its placed pods, drops its other tasks: left,
+        the scheduler kept placing them (each binding 404, backing off, a warning each time) and
+        could preempt other jobs for a group that no longer exists — Volcano schedules no job
+        without its PodGroup (`UnsetPodGroup`). Known only once the pods are listed (a wait begun
+        before is begun again by the listing's sweep, `_groups_gone`)."""
+        uid = self.group_deleting.get(key)
+        placed = self.placed.get(key)
+        if uid is None or "pod" not in self.listed or not placed:
+            return
+        reason = (f"its PodGroup (uid {uid}) was deleted: only its {len(placed)} placed pod(s) stay "
+                  "its tasks, until they are gone")  # fmt: skip
+        await self.admission.keep_placed(key[0], key[1], placed, reason, _from_object(uid) if uid else None)
 
     async def _group_pod(self, ch: Change, touched: set[tuple[str, str]]) -> None:
         """Keep count of a PodGroup's pods that hold node resources (`placed`); once the last
@@ -561,7 +577,7 @@ class PodSource:
                 continue
             if volcano.uid(self.groups.get((ns, name)) or {}) != uid:
                 log.info("job %s/%s: its PodGroup (uid %s) is gone (deleted while admission was away)", ns, name, uid)
-                self._wait_for_pods((ns, name), uid)
+                await self._wait_for_pods((ns, name), uid)
         for key in [k for k in self.group_deleting if not self.placed.get(k)]:
             await self._pods_went(key, touched)
 
