@@ -23,7 +23,8 @@ a Warning Event on the object. Namespaces likewise: their labels are each one's
 `NamespaceChanged` (what a pod affinity term's namespaceSelector selects), with their
 `scheduling.volcano.sh/queue-name` annotation (the queue of a PodGroup made there without one),
 a deletion `NamespaceDeleted`. A PodGroup admitted after a refusal has the refusal's
-`Admitted=False` condition taken off (`_refusal_gone`). Pods and PodGroups the job controller made
+`Admitted=False` condition taken off by the job controller's first status write
+(`volcano.podgroup_status`, its one remover). Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A PodGroup is one object by its uid:
 one made again under the name of a live job admitted from another ends that job first, and one
 deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
@@ -918,9 +919,7 @@ class PodSource:
                     with contextlib.suppress(KubeError):
                         await self._refuse(other, res.reasons)
                 elif other is not None:
-                    self.admitted += 1
-                    if res.kind == "PodGroup":
-                        await self._refusal_gone(other)
+                    self.admitted += 1  # (a PodGroup's `Admitted=False`: the job controller's status takes it off)
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
                     continue
             obj = objs.get((res.namespace, res.name)) if res.kind == "Pod" else None
@@ -942,30 +941,6 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
-
-    async def _refusal_gone(self, pg: dict[str, Any]) -> None:
-        """A PodGroup admitted after a refusal (an edit, a rule since relaxed): its status no
-        longer says `Admitted=False` beside the phase the job controller writes (that write
-        leaves conditions it does not own). Written against the version read, read again
-        when another writer beat it."""
-        m = volcano.meta(pg)
-        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
-        for _ in range(3):
-            patch = status.admitted_status(pg)
-            if patch is None:
-                return
-            rv = volcano.meta(pg).get("resourceVersion")
-            try:  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
-                await self.kube.patch(podgroups_path(ns, name), {"metadata": {"resourceVersion": rv}, "status": patch})
-                return
-            except KubeError as exc:
-                if exc.status != 409:
-                    log.warning("PodGroup %s/%s: its refusal not cleared: %s", ns, name, exc)
-                    return
-            try:
-                pg = await self.kube.get(podgroups_path(ns, name))
-            except KubeError:
-                return
 
     def _judge_again(self, kind: str, ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
                      others: dict[tuple[str, str, str], dict[str, Any]]) -> bool:  # fmt: skip
