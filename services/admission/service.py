@@ -281,6 +281,35 @@ class AdmissionService:
                     return True
             raise TransientError(f"{namespace}/{name}: job kept changing while being deleted")
 
+    async def keep_placed(self, namespace: str, name: str, placed: Collection[str], reason: str,
+                          admitted_from: Callable[[JobSpec], bool] | None = None) -> bool:  # fmt: skip
+        """A live job whose object is gone but whose placed pods still hold their nodes keeps
+        those pods' tasks only (`JobUpdated`, its minAvailable at most their number): nothing
+        more of it is placed, bound (the other pods are gone or going) or preempted for, as
+        Volcano schedules no job without its PodGroup. `placed`: the pod names that are on a
+        node. False when nothing was to drop (or the job is not the object's, `delete_job`)."""
+        async with self._lock:
+            job = self.known.jobs.get((namespace, name))
+            if job is None or not job.live or (admitted_from is not None and not admitted_from(job.spec)):
+                return False
+            spec = job.spec
+            kept = tuple(t for t in spec.tasks if t.pod_names and set(t.pod_names) <= set(placed))
+            if not kept or len(kept) == len(spec.tasks):
+                return False
+            new = msgspec.structs.replace(spec, tasks=kept, min_available=min(spec.min_available, len(kept)))
+            subject = self.subjects.job(namespace, name)
+            for _attempt in range(10):  # other services append to the job meanwhile: re-read
+                last = await self.log.last(subject)
+                if last is None or last.headers.get(TYPE) == JobDeleted.type_name():
+                    return False
+                event = JobUpdated(namespace=namespace, name=name, spec=new, reason=reason)
+                mid = f"keep:{namespace}/{name}:{content_id('Job', self.service.registry.encode(event))}:{last.seq}"
+                res = await self.service.publish(Outgoing(subject, event, last.seq, mid))
+                if not isinstance(res, Conflict):
+                    self._fold(getattr(res, "seq", 0), subject, event)
+                    return True
+            raise TransientError(f"{namespace}/{name}: job kept changing while its tasks were dropped")
+
     async def delete_cluster_object(self, kind: str, name: str) -> bool:
         """A HyperNode or Namespace gone from the API server: its `…Deleted` (once)."""
         known, subject_of_name, deleted = {

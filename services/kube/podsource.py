@@ -23,7 +23,8 @@ a Warning Event on the object. Namespaces likewise: their labels are each one's
 `NamespaceChanged` (what a pod affinity term's namespaceSelector selects), with their
 `scheduling.volcano.sh/queue-name` annotation (the queue of a PodGroup made there without one),
 a deletion `NamespaceDeleted`. A PodGroup admitted after a refusal has the refusal's
-`Admitted=False` condition taken off (`_refusal_gone`). Pods and PodGroups the job controller made
+`Admitted=False` condition taken off by the job controller's first status write
+(`volcano.podgroup_status`, its one remover). Pods and PodGroups the job controller made
 for a Job belong to that Job and are not admitted again. A PodGroup is one object by its uid:
 one made again under the name of a live job admitted from another ends that job first, and one
 deleted while admission was away ends its job at the first listing. Beside a Volcano that stays
@@ -56,7 +57,7 @@ from contracts.events import BindingFailed, NamespaceChanged
 from contracts.workloads import JobSpec
 from services.admission.plan import PlacedPod
 from services.admission.service import CONCURRENT, AdmissionService
-from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME
+from services.core.workload.admission import GROUP_NAME, GROUP_NAME_VOLCANO, QUEUE_NAME, group_queue
 from services.kube import pods, status, volcano
 from services.kube.client import (
     PRIORITY_CLASSES,
@@ -320,7 +321,7 @@ class PodSource:
             if what == "job" and self.owned.get(job) and self._admitted(ch.obj):
                 self.deleting.add(job)  # its pods still hold their cards: see `_owned_pod`
             elif what == "podgroup" and self._admitted(ch.obj) and self._pods_hold((ns, name)):
-                self._wait_for_pods((ns, name), volcano.uid(ch.obj))
+                await self._wait_for_pods((ns, name), volcano.uid(ch.obj))
             elif what != "queue" and self._admitted(ch.obj):
                 await self.admission.delete_job(ns, name, volcano.uid(ch.obj) or "object")
             if what == "podgroup":
@@ -374,7 +375,7 @@ class PodSource:
             return
         old = known.spec.annotations.get(volcano.OBJECT_UID, "")
         if old and uid and old != uid and self._pods_hold((ns, name)):
-            self._wait_for_pods((ns, name), old)  # the new one is judged once they are gone
+            await self._wait_for_pods((ns, name), old)  # the new one is judged once they are gone
         elif old and uid and old != uid:
             log.info("PodGroup %s/%s made again (uid %s, was %s): the old one's job ends", ns, name, uid, old)
             await self.admission.delete_job(ns, name, old, _from_object(old))
@@ -437,18 +438,34 @@ class PodSource:
         knows, and the listing's sweep (`_groups_gone`) ends what turns out to hold nothing."""
         return "pod" not in self.listed or bool(self.placed.get(key))
 
-    def _wait_for_pods(self, key: tuple[str, str], uid: str) -> None:
+    async def _wait_for_pods(self, key: tuple[str, str], uid: str) -> None:
         """A deleted PodGroup's job stays in the log, as it is, while its pods are on their
         nodes: Volcano's cache only unsets a deleted PodGroup's scheduling spec (`deletePodGroup`:
         `UnsetPodGroup`, then the job is dropped once `JobTerminated` — no PodGroup and no task
         left), and a node's usage comes from the pods on it, so pods that run on (the
         training-operator's `cleanPodPolicy: None`, the MPIJob default) or terminate (a
         `kubectl delete raycluster`) keep their node's CPUs and their cards until gone. Ended at
-        once, the job's slices were released and a second gang was bound onto the same cards."""
+        once, the job's slices were released and a second gang was bound onto the same cards.
+        Meanwhile the job keeps only its placed pods' tasks (`_keep_placed`)."""
         if key not in self.group_deleting:
             log.info("PodGroup %s/%s deleted: its job ends once its %d placed pod(s) are gone", key[0], key[1],
                      len(self.placed.get(key, ())))  # fmt: skip
         self.group_deleting[key] = uid
+        await self._keep_placed(key)
+
+    async def _keep_placed(self, key: tuple[str, str]) -> None:
+        """A deleted PodGroup's job, waiting for its placed pods, drops its other tasks: left,
+        the scheduler kept placing them (each binding 404, backing off, a warning each time) and
+        could preempt other jobs for a group that no longer exists — Volcano schedules no job
+        without its PodGroup (`UnsetPodGroup`). Known only once the pods are listed (a wait begun
+        before is begun again by the listing's sweep, `_groups_gone`)."""
+        uid = self.group_deleting.get(key)
+        placed = self.placed.get(key)
+        if uid is None or "pod" not in self.listed or not placed:
+            return
+        reason = (f"its PodGroup (uid {uid}) was deleted: only its {len(placed)} placed pod(s) stay "
+                  "its tasks, until they are gone")  # fmt: skip
+        await self.admission.keep_placed(key[0], key[1], placed, reason, _from_object(uid) if uid else None)
 
     async def _group_pod(self, ch: Change, touched: set[tuple[str, str]]) -> None:
         """Keep count of a PodGroup's pods that hold node resources (`placed`); once the last
@@ -634,7 +651,7 @@ class PodSource:
                 continue
             if volcano.uid(self.groups.get((ns, name)) or {}) != uid:
                 log.info("job %s/%s: its PodGroup (uid %s) is gone (deleted while admission was away)", ns, name, uid)
-                self._wait_for_pods((ns, name), uid)
+                await self._wait_for_pods((ns, name), uid)
         for key in [k for k in self.group_deleting if not self.placed.get(k)]:
             await self._pods_went(key, touched)
 
@@ -1006,9 +1023,7 @@ class PodSource:
                     with contextlib.suppress(KubeError):
                         await self._refuse(other, res.reasons)
                 elif other is not None:
-                    self.admitted += 1
-                    if res.kind == "PodGroup":
-                        await self._refusal_gone(other)
+                    self.admitted += 1  # (a PodGroup's `Admitted=False`: the job controller's status takes it off)
                 if res.kind != "PodGroup" or res.outcome != REJECTED:
                     continue
             obj = objs.get((res.namespace, res.name)) if res.kind == "Pod" else None
@@ -1030,30 +1045,6 @@ class PodSource:
                     await status.refuse(self.kube, obj, res.reasons, self.clock())
             else:
                 self.admitted += 1
-
-    async def _refusal_gone(self, pg: dict[str, Any]) -> None:
-        """A PodGroup admitted after a refusal (an edit, a rule since relaxed): its status no
-        longer says `Admitted=False` beside the phase the job controller writes (that write
-        leaves conditions it does not own). Written against the version read, read again
-        when another writer beat it."""
-        m = volcano.meta(pg)
-        ns, name = str(m.get("namespace") or "default"), str(m.get("name") or "")
-        for _ in range(3):
-            patch = status.admitted_status(pg)
-            if patch is None:
-                return
-            rv = volcano.meta(pg).get("resourceVersion")
-            try:  # each path literal: tests/test_chart.py reads the RBAC the code needs from them
-                await self.kube.patch(podgroups_path(ns, name), {"metadata": {"resourceVersion": rv}, "status": patch})
-                return
-            except KubeError as exc:
-                if exc.status != 409:
-                    log.warning("PodGroup %s/%s: its refusal not cleared: %s", ns, name, exc)
-                    return
-            try:
-                pg = await self.kube.get(podgroups_path(ns, name))
-            except KubeError:
-                return
 
     def _judge_again(self, kind: str, ns: str, name: str, objs: dict[tuple[str, str], dict[str, Any]],
                      others: dict[tuple[str, str, str], dict[str, Any]]) -> bool:  # fmt: skip
@@ -1147,16 +1138,19 @@ _STOP: tuple[str, Change] = ("stop", Change("synced", "", {}))  # the end of `ru
 
 def _queue_of(doc: dict[str, Any], namespace_queue: Callable[[str], str] = lambda _ns: "default") -> str | None:
     """The queue a Job, PodGroup or pod document names (None for other kinds); a PodGroup or a
-    plain pod naming none: its namespace's (`namespace_queue`, admission's defaulting)."""
+    plain pod naming none, or `default` (the CRD's default): its namespace's (`namespace_queue`,
+    admission's defaulting, `group_queue`)."""
     kind = doc.get("kind")
     ns = str((doc.get("metadata") or {}).get("namespace") or "default")
     if kind == "Job":
         return str((doc.get("spec") or {}).get("queue") or "default")
     if kind == "PodGroup":
-        return str((doc.get("spec") or {}).get("queue") or namespace_queue(ns))
+        return group_queue(str((doc.get("spec") or {}).get("queue") or ""), namespace_queue(ns))[0]
     if kind == "Pod":
         annotations = (doc.get("metadata") or {}).get("annotations") or {}
-        return str(annotations.get(QUEUE_NAME) or ("default" if _group_of(doc) else namespace_queue(ns)))
+        if _group_of(doc):
+            return str(annotations.get(QUEUE_NAME) or "default")
+        return group_queue(str(annotations.get(QUEUE_NAME) or ""), namespace_queue(ns))[0]
     return None
 
 

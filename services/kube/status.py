@@ -146,14 +146,6 @@ def refusal_status(obj: dict[str, Any], message: str, now: float) -> dict[str, A
     return None
 
 
-def admitted_status(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """A PodGroup's status once it is admitted: its conditions without the `Admitted=False` a
-    refusal wrote (`refusal_status`); None when it has none."""
-    conditions = list((obj.get("status") or {}).get("conditions") or [])
-    kept = [c for c in conditions if not (c.get("type") == "Admitted" and c.get("status") == "False")]
-    return None if len(kept) == len(conditions) else {"conditions": kept}
-
-
 async def refuse_object(kube: Kube, obj: dict[str, Any], rules: Iterable[str], now: float) -> None:
     """Admission refused a Queue, PodGroup or Job: a Warning Event naming every rule, and the
     refusal in its status where the kind has room for it (`refusal_status`)."""

@@ -452,7 +452,8 @@ def podgroup_phase(log_phase: str, pg_phase: str) -> str:
 
 
 #: the conditions Volcano's gang plugin writes on a PodGroup, one of each at most
-GANG_CONDITIONS = ("Unschedulable", "Scheduled")
+#: the condition a refused PodGroup carries (`status.refusal_status`), stale once it is admitted
+REFUSAL_CONDITION = "Admitted"
 
 
 def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: str, min_member: int,
@@ -467,8 +468,10 @@ def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: 
     above minMember that does not fit leaves a ready group `Scheduled` (the pod's own
     `PodScheduled=False` says why); Tessera wrote `Unschedulable` over it and kept it after the
     pod was gone, beside `phase: Running` — and `Scheduled` beside `Unknown` for a cut gang.
-    A condition of another type (a refusal's `Admitted=False`, from before it was admitted)
-    is dropped."""
+    A condition of any other type stays as it is (one per type: another writer's), but for a
+    refusal's `Admitted=False` (`status.refusal_status`): this writer is its one remover, as
+    it writes the status of admitted jobs only, so it says something no longer true. (Admission
+    took it off as well: a write of this one from an object read before that put it back.)"""
     tasks = list(tasks)
     out: dict[str, Any] = {"phase": pg_phase, **_counts(tasks)}
     ready = sum(t.status in READY for t in tasks)
@@ -480,7 +483,7 @@ def podgroup_status(pg_phase: str, tasks: Iterable[st.TaskSnap], unschedulable: 
         new = {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
                "message": unschedulable or _gang_message(tasks, ready, min_member)}  # fmt: skip
     had = list(current)
-    conditions = [dict(c) for c in had if c.get("type") in GANG_CONDITIONS]
+    conditions = [dict(c) for c in had if c.get("type") != REFUSAL_CONDITION]
     if new is not None:
         at = next((i for i, c in enumerate(conditions) if c.get("type") == new["type"]), None)
         if at is None:

@@ -174,3 +174,33 @@ async def test_editing_a_podgroups_queue_moves_it(event_log: EventLog) -> None:
                                        "queue it is in); the rest of the edit is (value: nowhere)")  # fmt: skip
     update = (await events_of(event_log))[-1]
     assert isinstance(update, JobUpdated) and (update.spec.queue, update.spec.min_available) == ("big", 3)
+
+
+async def test_a_podgroup_whose_queue_is_default_lands_in_its_namespaces_queue(event_log: EventLog) -> None:
+    """On a cluster the PodGroup CRD's default writes `queue: default` into a group made without
+    one before anything reads it, and Volcano's PodGroup webhook (`createQueuePatch`) replaces
+    `default` with the namespace's annotation: such a group (and a plain pod's implied group
+    whose pod names `default`) goes to team-a, and an edit of it keeps it there. Before, only an
+    absent queue took the namespace's, which on a cluster never happens."""
+    svc = await started(event_log)
+    defaulted = NO_QUEUE.replace("minMember: 2,", "minMember: 2, queue: default,")
+    plain = PLAIN.replace("name: solo,", "name: solo, annotations: {scheduling.volcano.sh/queue-name: default},")
+    reply = await svc.apply(QUEUE + "---" + NAMESPACE + "---" + defaulted + "---" + plain)
+    assert [r.outcome for r in reply.results] == [ACCEPTED] * 4, reply.results
+    queues = {e.spec.name: e.spec.queue for e in await events_of(event_log) if isinstance(e, JobSubmitted)}
+    assert queues == {"ray": "team-a", "solo": "team-a"}
+    edited = await svc.apply(defaulted.replace("minMember: 2", "minMember: 3"))
+    assert [(r.outcome, r.reasons) for r in edited.results] == [(CONFIGURED, ())]
+    update = (await events_of(event_log))[-1]
+    assert isinstance(update, JobUpdated) and (update.spec.queue, update.spec.min_available) == ("team-a", 3)
+
+
+async def test_without_the_annotation_an_edit_to_default_moves_the_group(event_log: EventLog) -> None:
+    """`default` is the namespace's queue only where the namespace names one: elsewhere it is the
+    group's own, and an edit to it moves the group as any queue edit does."""
+    svc = await started(event_log)
+    await svc.apply(SMALL_BIG + "---" + IN_SMALL)
+    moved = await svc.apply(IN_SMALL.replace("queue: small", "queue: default"))
+    assert [(r.outcome, r.reasons) for r in moved.results] == [(CONFIGURED, ())]
+    update = (await events_of(event_log))[-1]
+    assert isinstance(update, JobUpdated) and update.spec.queue == "default"

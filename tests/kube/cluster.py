@@ -38,7 +38,7 @@ from contracts import hami
 from services.kube.client import Kube, KubeError, Limits, configuration, nodes_path, pods_path
 from services.kube.listwatch import Reflector
 from services.runtime.tasks import cancel_all
-from tests.kube.pruning import pruned_object
+from tests.kube.pruning import additions, defaulted_object, pruned_object
 
 try:
     import kmock
@@ -528,6 +528,15 @@ def _strategic_conditions(stored: Any, patch: dict[str, Any]) -> None:
     patch["status"]["conditions"] = [*merged, *by_type.values()]
 
 
+def _merge_into(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """`patch` merged into `target` in place, maps key by key (a list or a value replaces)."""
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value)
+        else:
+            target[key] = value
+
+
 def _conflict(message: str) -> Exception:
     """The API server's 409 Conflict, rendered by kmock as a `Status` with this message."""
     from kmock._internal.k8s import KubernetesObjectConflictError
@@ -626,6 +635,7 @@ def emulator() -> Any:
             _named_on_create(request)
             _namespace_labels(request)
             _as_subresources_serve(request)
+            self._defaulted(request)
             rules: ServerRules = self._tessera_rules
             res = request.resource
             stamped = 0  # the resourceVersion this write is given, until its event is out
@@ -695,6 +705,28 @@ def emulator() -> Any:
                 rules.answers_held[(agent, verb, what)] += 1
                 await late.wait()
             return response
+
+        def _defaulted(self, request: Any) -> None:
+            """A custom object's CRD defaults (tests/kube/pruning.py), where the API server
+            applies them: in a create's body, and in an update's or a merge patch's result (the
+            stored object merged with what was sent — a key patched to null comes back as its
+            default), added to what is sent so that the stored object, its event and the answer
+            hold them. Every stored object is written through here, so every read holds them
+            too, as a real server's (which defaults what it reads from etcd as well)."""
+            res = request.resource
+            if res is None or not isinstance(request.data, dict) or request.subresource not in (None, "status"):
+                return
+            group, plural = res.group or "", res.plural
+            if request.action == kmock.action.CREATE and request.subresource is None:
+                kept = defaulted_object(group, plural, request.data)
+                request.data.clear()
+                request.data.update(kept)
+            elif request.action == kmock.action.UPDATE and request.name \
+                    and (stored := self._stored(request)) is not None:  # fmt: skip
+                from kmock._internal.dicts import patch_dict
+
+                merged = dict(patch_dict(stored.raw, request.data))
+                _merge_into(request.data, additions(merged, defaulted_object(group, plural, merged)) or {})
 
         def _over_count_quota(self, request: Any, kind: tuple[str, str]) -> dict[str, Any] | None:
             """The API server's 403 for a create a ResourceQuota's object count (`count/<plural>`

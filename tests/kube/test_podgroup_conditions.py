@@ -113,19 +113,21 @@ async def test_a_cut_gang_shown_unknown_says_unschedulable_after_scheduled(
 
 def test_each_condition_replaces_only_its_own_type() -> None:
     """The gang plugin's `UpdatePodGroupCondition`: the other type is kept as written (its
-    time too), a refusal's `Admitted=False` from before admission is dropped."""
+    time too), as is another writer's condition; a refusal's `Admitted=False` from before
+    admission is dropped (this write is its one remover)."""
     task = st.TaskSnap
     t = TaskSpec(name="w", replicas=1)
     running = [task("a", "w", 0, t, status=st.RUNNING), task("b", "w", 1, t, status=st.RUNNING)]
     earlier = [{"type": "Admitted", "status": "False", "reason": "Rejected", "message": "x"},
                {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": "m",
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}]  # fmt: skip
+                "lastTransitionTime": "2026-01-01T00:00:00Z"},
+               {"type": "example.com/Audited", "status": "True", "reason": "Seen", "message": "by a policy"}]  # fmt: skip
     got = volcano.podgroup_status("Running", running, "a verdict about an extra pod", 2, earlier)
-    assert got["conditions"] == [earlier[1], {"type": "Scheduled", "status": "True",
-                                              "reason": volcano.SCHEDULED_REASON, "message": ""}]  # fmt: skip
+    assert got["conditions"] == [*earlier[1:], {"type": "Scheduled", "status": "True",
+                                                "reason": volcano.SCHEDULED_REASON, "message": ""}]  # fmt: skip
     cut = [running[0], task("b", "w", 1, t, status=st.FAILED)]
     got = volcano.podgroup_status("Unknown", cut, "", 2, got["conditions"])
-    assert [c["type"] for c in got["conditions"]] == ["Unschedulable", "Scheduled"]
+    assert [c["type"] for c in got["conditions"]] == ["Unschedulable", "example.com/Audited", "Scheduled"]
     assert got["conditions"][0]["message"] == ("1/2 tasks in gang unschedulable: pod group is not ready, "
                                                "1 Failed, 1 Running, 2 minAvailable")  # fmt: skip
     waiting = volcano.podgroup_status("Inqueue", [task("a", "w", 0, t)], "", 2)  # not judged yet: nothing said

@@ -57,22 +57,26 @@ async def test_a_podgroup_naming_a_missing_priority_class_is_admitted_and_takes_
     assert admission.known.jobs[("default", "pl")].spec.priority == 1000
 
 
-async def test_a_podgroup_admitted_after_a_refusal_no_longer_says_it_was_refused(cluster: Cluster) -> None:
-    await cluster.volcano_crds()
-    admission = AdmissionService(MemoryLog())
-    source = PodSource(admission, cluster.kube)
+async def test_a_podgroup_admitted_after_a_refusal_no_longer_says_it_was_refused(
+    cluster: Cluster, plane: ControlPlane,  # noqa: F811
+) -> None:  # fmt: skip
+    """Refused (its queue does not exist): `Admitted=False`. Edited to a queue that does: the
+    job controller's status (its phase) takes the refusal's condition off — it alone does."""
     path = volcano.podgroups_path("default", "pj")
-    made = await cluster.kube.create(volcano.podgroups_path("default"), podgroup(
+    await cluster.kube.create(volcano.podgroups_path("default"), podgroup(
         "pj", owner(*PYTORCH, "pj"), 1, queue="nowhere", min_resources={"cpu": "1"}))  # fmt: skip
-    await source.process([("pod", Change("synced", "", {})),
-                          ("podgroup", Change("upsert", "default/pj", volcano.typed(made, "PodGroup")))])  # fmt: skip
-    assert ("Admitted", "False") in _conditions(await group_status(cluster, "pj"))  # the server has no such queue
-    refused = await cluster.kube.get(path)
-    fixed = await cluster.kube.patch(path, {"metadata": {"resourceVersion": refused["metadata"]["resourceVersion"]},
-                                            "spec": {"queue": "default"}})  # fmt: skip
-    await source.process([("podgroup", Change("upsert", "default/pj", volcano.typed(fixed, "PodGroup")))])
-    assert admission.known.jobs[("default", "pj")].live
-    assert ("Admitted", "False") not in _conditions(await group_status(cluster, "pj"))
+
+    async def refused() -> bool:
+        return ("Admitted", "False") in _conditions(await group_status(cluster, "pj"))
+
+    await wait_until(refused, 30, "the refusal in the group's status")
+    await cluster.kube.patch(path, {"spec": {"queue": "default"}})
+
+    async def admitted() -> bool:
+        now = await group_status(cluster, "pj")
+        return bool(now.get("phase")) and ("Admitted", "False") not in _conditions(now)
+
+    await wait_until(admitted, 30, "the group with a phase and without its refusal")
 
 
 async def test_a_podgroup_without_a_queue_takes_its_namespaces_and_its_capability(

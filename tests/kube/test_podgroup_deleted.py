@@ -19,11 +19,17 @@ from typing import Any
 
 import pytest
 
+from contracts.events import JobDeleted, JobUpdated
+from services.admission.service import AdmissionService
 from services.cli.up import ControlPlane
 from services.kube import pods as kpods
 from services.kube import volcano
 from services.kube.client import pods_path
+from services.kube.listwatch import Change
+from services.kube.podsource import PodSource
+from services.runtime.eventlog.memory import MemoryLog
 from tests.kube.cluster import Cluster, Kubelet
+from tests.kube.test_judged_again import replayed
 from tests.kube.test_operators import group_status, nodes_of, owner, phases, plane, pod, podgroup
 from tests.processes import wait_until
 
@@ -181,3 +187,38 @@ async def test_a_podgroup_made_again_under_its_name_is_a_new_job_once_the_old_po
         await cluster.kube.delete(pods_path("default", name))
     await wait_until(lambda: _running(cluster, new), 30, "the new group's pods Running once the old ones are gone")
     assert await _cards_bound(cluster, "npu-1") == 8
+
+
+async def test_a_deleted_podgroups_job_keeps_only_its_placed_pods_while_it_waits_for_them(cluster: Cluster) -> None:
+    """A RayCluster's group: the head bound and Running, a worker still Pending, when the
+    PodGroup is deleted (the worker's pod is not gone yet). The job waits for the head, and
+    keeps only the head's task (`JobUpdated`, minAvailable 1): the worker is placed no more —
+    before, the scheduler kept placing it (its binding 404 once the pod went, again and again)
+    and could preempt for a group that no longer exists. The head gone, the job ends."""
+    await cluster.volcano_crds()
+    log = MemoryLog()
+    admission = AdmissionService(log)
+    source = PodSource(admission, cluster.kube)
+    ref = owner("ray.io/v1", "RayCluster", "rc")
+    pg = volcano.typed(await cluster.kube.create(volcano.podgroups_path("default"), podgroup(
+        "rc-pg", ref, 2, queue="default", min_resources={"cpu": "2"})), "PodGroup")  # fmt: skip
+    head = pod("rc-head", "rc-pg", ref, requests={"cpu": "1"})
+    head["spec"]["nodeName"] = "n1"
+    head["status"] = {"phase": "Running"}
+    head = await cluster.create_pod(head)
+    worker = await cluster.create_pod(pod("rc-worker", "rc-pg", ref, requests={"cpu": "1"}))
+    await source.process([("podgroup", Change("upsert", "default/rc-pg", pg)),
+                          ("pod", Change("upsert", "default/rc-head", head)),
+                          ("pod", Change("upsert", "default/rc-worker", worker)),
+                          ("pod", Change("synced", "", {})), ("podgroup", Change("synced", "", {}))])  # fmt: skip
+    job = admission.known.jobs[("default", "rc-pg")]
+    assert job.live and sorted(p for t in job.spec.tasks for p in t.pod_names) == ["rc-head", "rc-worker"]
+    await cluster.kube.delete(volcano.podgroups_path("default", "rc-pg"))
+    await source.process([("podgroup", Change("delete", "default/rc-pg", pg))])
+    job = admission.known.jobs[("default", "rc-pg")]
+    assert job.live and [t.pod_names for t in job.spec.tasks] == [("rc-head",)] and job.spec.min_available == 1
+    [update] = [e for _m, e in await replayed(log) if isinstance(e, JobUpdated)]
+    assert update.reason.startswith(f"its PodGroup (uid {volcano.uid(pg)}) was deleted: only its 1 placed pod(s)")
+    await source.process([("pod", Change("delete", "default/rc-worker", worker)),
+                          ("pod", Change("delete", "default/rc-head", head))])  # fmt: skip
+    assert isinstance((await replayed(log))[-1][1], JobDeleted)

@@ -6,8 +6,9 @@ deletion (the owner kept, with its finalizer, until its blocking dependents are 
 PodSecurity admission refuses (403 Forbidden, naming the pod and the rules), 409 on a stale
 resourceVersion and on failed delete preconditions, merge-patch `null` deleting a key, the
 not-ready taint on a new Node (lifted once it is Ready), bindings refused for gated or deleting
-pods, and the field and label selectors Tessera's watches use (an object that comes to match or
-stops matching one is ADDED or DELETED for that watch)."""
+pods, the field and label selectors Tessera's watches use (an object that comes to match or
+stops matching one is ADDED or DELETED for that watch), and a custom object's CRD defaults (set
+where it lacks them, on create and on every update's result)."""
 
 from __future__ import annotations
 
@@ -611,3 +612,38 @@ async def test_namespaces_are_listed_and_watched_with_their_name_label(cluster: 
             seen.append((ev["type"], ev["object"]["metadata"]["labels"]))
             break
     assert seen == [("MODIFIED", got["metadata"]["labels"])]
+
+
+async def test_a_custom_objects_crd_defaults_are_set_on_create_and_on_each_updates_result(cluster: Cluster) -> None:
+    """The structural defaults of the chart's CRDs, as a real API server applies them when it
+    decodes a write: a PodGroup made without `spec.queue` is stored, answered, listed and
+    watched with `queue: default` (what Volcano's PodGroup webhook then reads) and a nested
+    object's default (networkTopology's `mode: hard`) is set where the object is there; a patch
+    leaves them, one deleting the queue (null) gets it back; a Volcano Job gets its
+    `maxRetry: 3`. A reader that takes "no queue" for "not set" never sees that case."""
+    await cluster.volcano_crds()
+    path = volcano.podgroups_path("default")
+    listed = await cluster.kube.get(path)
+    made = await cluster.kube.create(path, {
+        "apiVersion": volcano.SCHEDULING, "kind": "PodGroup", "metadata": {"name": "dflt"},
+        "spec": {"minMember": 1, "networkTopology": {"highestTierAllowed": 1}}})  # fmt: skip
+    want = {"minMember": 1, "queue": "default", "networkTopology": {"highestTierAllowed": 1, "mode": "hard"}}
+    assert made["spec"] == want
+    assert (await cluster.kube.get(f"{path}/dflt"))["spec"] == want
+    assert next(o for o in (await cluster.kube.get(path))["items"] if o["metadata"]["name"] == "dflt")["spec"] == want
+    async for ev in cluster.kube.watch(path, {"resourceVersion": listed["metadata"]["resourceVersion"],
+                                              "timeoutSeconds": "5"}, read_timeout=10):  # fmt: skip
+        if ev["object"]["metadata"]["name"] == "dflt":
+            assert (ev["type"], ev["object"]["spec"]) == ("ADDED", want)
+            break
+    patched = await cluster.kube.patch(f"{path}/dflt", {"spec": {"minMember": 2}})
+    assert patched["spec"] == {**want, "minMember": 2}
+    cleared = await cluster.kube.patch(f"{path}/dflt", {"spec": {"queue": None, "networkTopology": {"mode": None}}})
+    assert cleared["spec"] == {**want, "minMember": 2}
+    moved = await cluster.kube.patch(f"{path}/dflt", {"spec": {"queue": "elsewhere"}})
+    assert moved["spec"]["queue"] == "elsewhere"
+    job = await cluster.kube.create(volcano.jobs_path("default"), {
+        "apiVersion": volcano.BATCH, "kind": "Job", "metadata": {"name": "dflt"},
+        "spec": {"minAvailable": 1, "tasks": [{"name": "w", "replicas": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}]}}}]}})  # fmt: skip
+    assert (job["spec"]["queue"], job["spec"]["maxRetry"]) == ("default", 3)

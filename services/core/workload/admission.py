@@ -10,9 +10,11 @@ Rules applied (each rejection names field path, value and rule):
   exitCode ≠ 0), queue exists / is Open / is not `root` / is a leaf.
 - Volcano's podgroup controller: a Pod without `scheduling.k8s.io/group-name` gets an implied
   PodGroup with minMember 1, its priorityClass and the `scheduling.volcano.sh/queue-name` queue.
-- Volcano's PodGroup mutating webhook: a PodGroup created without `spec.queue` (the implied one
-  of a plain pod included) goes to the queue its namespace's `scheduling.volcano.sh/queue-name`
-  annotation names, else `default` (a Volcano Job's own webhook writes `default`: no lookup).
+- Volcano's PodGroup mutating webhook: a PodGroup created without `spec.queue` or with `default`
+  (the implied one of a plain pod included) goes to the queue its namespace's
+  `scheduling.volcano.sh/queue-name` annotation names, else `default` (a Volcano Job's own
+  webhook writes `default`: no lookup). On a cluster the CRD's default writes `default` into a
+  PodGroup made without a queue before any webhook or reader sees it (`group_queue`).
 - A PodGroup's `priorityClassName` naming no PriorityClass is admitted at the default priority
   with a warning (Volcano's PodGroup webhook does not check it; its scheduler takes the default
   priority until the class exists); a pod's is refused (the API server's Priority admission).
@@ -90,6 +92,7 @@ EXIT_CODE = "tessera.io/exit-code"
 GROUP_NAME = "scheduling.k8s.io/group-name"
 GROUP_NAME_VOLCANO = "scheduling.volcano.sh/group-name"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+DEFAULT_QUEUE = "default"
 TASK_SPEC = "volcano.sh/task-spec"
 #: why a Volcano Job's template may not name `volcano.sh/task-index` in matchLabelKeys /
 #: mismatchLabelKeys: the API server would merge each pod's own index, but Tessera reads one
@@ -265,6 +268,21 @@ NOT_ACTED_ON = {
     "maxRetry": "Tessera does not count a pod's container restarts (Volcano raises TaskFailed when "
                 "they reach a task's maxRetry): the job's spec.maxRetry counts its restarts",
 }
+
+
+def group_queue(named: str, namespace_queue: str) -> tuple[str, bool]:
+    """The queue of a PodGroup whose `spec.queue` is `named` (a plain pod's implied group: its
+    `scheduling.volcano.sh/queue-name`) made in a namespace whose annotation names
+    `namespace_queue` (`default` without one), and whether it is the namespace's rather than the
+    object's own. Volcano's PodGroup mutating webhook (`createQueuePatch`, at create) replaces
+    `default` with the namespace's annotation: on an API server the CRD's structural default
+    has already written `default` into a PodGroup made without a queue (the implied group gets
+    it so too), so `default` and none are the same there, and both take the namespace's.
+    Without the annotation `default` stays the object's own (an edit moving a group to it
+    moves it)."""
+    if not named or (named == DEFAULT_QUEUE and namespace_queue != DEFAULT_QUEUE):
+        return namespace_queue, True
+    return named, False
 
 
 def _not_acted_on(ctx: _Ctx, path: str, spec: Mapping[str, Any]) -> None:
@@ -850,6 +868,10 @@ class Admission:
             return self.declared_namespaces[namespace] or "default"
         return self.namespace_queues.get(namespace) or "default"
 
+    def _group_queue(self, named: str, namespace: str) -> tuple[str, bool]:
+        """`group_queue` in `namespace`, as this admission has its annotation."""
+        return group_queue(named, self._namespace_queue(namespace))
+
     def _from_namespace(self, path: str, namespace: str) -> str:
         """The path a refusal of a queue the object does not name itself points at: its
         namespace's annotation, where the queue came from."""
@@ -1166,9 +1188,9 @@ class Admission:
                           pod_names=(name,), defaults={})  # fmt: skip
         # its implied group (Volcano's podgroup controller's `podgroup-<uid>`) takes the pod's
         # annotation; made without one, the PodGroup webhook gives it the namespace's queue
-        queue = annotations.get(QUEUE_NAME) or self._namespace_queue(namespace)
+        queue, unset = self._group_queue(str(annotations.get(QUEUE_NAME) or ""), namespace)
         path = f"metadata.annotations[{QUEUE_NAME}]"
-        self._check_queue(ctx, path if QUEUE_NAME in annotations else self._from_namespace(path, namespace), queue)
+        self._check_queue(ctx, self._from_namespace(path, namespace) if unset else path, queue)
         running = self._running(ctx, doc, name, task)
         ctx.check()
         self._scheduler_named(ctx, "spec.schedulerName", doc.get("spec"), KUBE_DEFAULT)
@@ -1195,11 +1217,9 @@ class Admission:
         min_member = _int(ctx, "spec.minMember", spec.get("minMember"), 0)
         phase = str((doc.get("status") or {}).get("phase") or "")
         live = (namespace, name) in self.live_jobs
-        queue = str(spec.get("queue") or "")
         # left to the mutating webhook, which writes it at create: a live group keeps the queue
         # it was admitted in (the namespace's annotation may have changed since)
-        kept_queue = not queue
-        queue = queue or self._namespace_queue(namespace)
+        queue, kept_queue = self._group_queue(str(spec.get("queue") or ""), namespace)
         queue_ctx = _Ctx(ctx.kind, ctx.namespace, ctx.name)
         if not (kept_queue and live):
             self._check_queue(queue_ctx, self._from_namespace("spec.queue", namespace) if kept_queue else "spec.queue",
